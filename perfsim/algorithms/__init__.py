@@ -1,0 +1,38 @@
+"""Attention algorithms: one module per algorithm, all with the same interface
+(:class:`perfsim.algorithms.base.Algorithm`).
+
+``perfsim.algorithms.FA2(block_m=128, block_n=64)`` is a configured algorithm; a string name
+(``"fa2"``) means its defaults.
+"""
+
+from __future__ import annotations
+
+from perfsim.algorithms.base import Algorithm, Dims
+from perfsim.algorithms.fa1 import FA1
+from perfsim.algorithms.fa2 import FA2
+from perfsim.algorithms.standard import Standard
+from perfsim.errors import PerfsimError
+
+REGISTRY: dict[str, type[Algorithm]] = {cls.name: cls for cls in (Standard, FA1, FA2)}
+
+
+def names() -> list[str]:
+    """Algorithm names, in generation order."""
+    return list(REGISTRY)
+
+
+def resolve(algorithm: str | Algorithm) -> Algorithm:
+    """An algorithm config from a name (defaults) or a config (returned as is).
+
+    Raises:
+        perfsim.PerfsimError: unknown name (the message lists the known ones).
+    """
+    if isinstance(algorithm, Algorithm):
+        return algorithm
+    key = str(algorithm).lower()
+    if key not in REGISTRY:
+        raise PerfsimError(f"unknown algorithm {algorithm!r}; known: {', '.join(REGISTRY)}")
+    return REGISTRY[key]()
+
+
+__all__ = ["FA1", "FA2", "Algorithm", "Dims", "Standard", "names", "resolve"]

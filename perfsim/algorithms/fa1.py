@@ -1,0 +1,223 @@
+"""FlashAttention (v1), Algorithm 1 and its backward (Dao et al. 2022, §3.1, App. B.3–B.4).
+
+Forward, Algorithm 1: block sizes from the SRAM size ``M`` (in elements),
+``B_c = ⌈M / 4d⌉``, ``B_r = min(⌈M / 4d⌉, d)`` (line 1). ``O``, ℓ and ``m`` start in HBM
+(line 2). The *outer* loop walks key/value tiles ``j`` (line 5: load ``K_j, V_j``), the
+*inner* loop query tiles ``i``: each inner step reads ``Q_i, O_i, ℓ_i, m_i`` from HBM
+(line 8) and writes ``O_i, ℓ_i, m_i`` back (lines 12–13), keeping ``O_i`` normalised by
+``diag(ℓ_i)^-1`` at every step. One CTA per (batch, head), as FA1's kernels are parallelised.
+
+Backward, Algorithm 4: the same loop order; the outer step keeps ``K_j, V_j, dK_j, dV_j``
+on chip; each inner step reads ``Q_i, O_i, dO_i, dQ_i, ℓ_i, m_i``, recomputes ``P_ij`` and
+writes ``dQ_i`` back (line 21).
+
+Algorithm 1 computes every tile and applies the causal mask elementwise (it has no tile
+skipping; block-sparse FlashAttention, Algorithm 5, does) — ``skip_masked_tiles=True`` models
+skipping. Theorem 2: Θ(N²d²M⁻¹) HBM accesses.
+
+Parallelism: Algorithm 1 runs one CTA per (batch, head). FA1's CUDA release also split long
+sequences across CTAs when batch x heads was small; perfsim models that as ``q_splits`` CTAs per
+head, each taking every ``q_splits``-th query tile and streaming all of K, V itself.
+
+Overlap: as FA2, each warp runs its MMAs, softmax and exps one after the other (``mma.sync``);
+shared-memory and HBM traffic (the O, ℓ, m round trips included) overlap with that math
+through the other warps and CTAs of the SM.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from perfsim.algorithms import softmax_costs as sc
+from perfsim.algorithms.base import (
+    DROPOUT_OPS_PER_ELEMENT, STAT_BYTES, Algorithm, Dims, l2_filtered, resident_ctas,
+    with_whole_tiles,
+)
+from perfsim.algorithms.fa2 import SERIAL_COMPUTE, fused_memory_bytes, gqa_reduce_kernel
+from perfsim.errors import InfeasibleError
+from perfsim.gpu import GPUSpec
+from perfsim.kernel import KernelCost
+from perfsim.mathops import cdiv, maximum, minimum
+from perfsim.tiles import visits
+
+#: ℓ and m per row (FA1 keeps both, in fp32).
+STATS_PER_ROW = 2
+
+
+class FA1(Algorithm):
+    """FlashAttention Algorithm 1 options.
+
+    Args:
+        sram_bytes: SRAM budget ``M`` in bytes; ``None`` = the GPU's shared memory per CTA.
+        block_r, block_c: override ``B_r``/``B_c`` (e.g. the powers of two a Triton kernel
+            uses); ``None`` = Algorithm 1 line 1.
+        warps: warps per CTA (FA1's kernels use 4).
+        skip_masked_tiles: skip tiles entirely above the causal diagonal (not in Algorithm 1).
+        q_splits: CTAs per (batch, head); ``None`` = the fewest that give every SM a CTA
+            (1 when batch x heads already fills the GPU).
+        tensor_family: ``mma_sync`` (FA1 predates Hopper instructions).
+    """
+
+    name: ClassVar[str] = "fa1"
+    overlap_rule: ClassVar[str] = ("inside a warp MMA, softmax FP32 work and exps run one after "
+                                   "another; shared memory and HBM (the O, l, m round trips "
+                                   "included) overlap with them")
+
+    sram_bytes: int | None = Field(default=None, gt=0)
+    block_r: int | None = Field(default=None, ge=1)
+    block_c: int | None = Field(default=None, ge=1)
+    warps: int = Field(default=4, ge=1, le=32)
+    skip_masked_tiles: bool = False
+    q_splits: int | None = Field(default=None, ge=1)
+    tensor_family: str = "mma_sync"
+    registers_per_thread: int = Field(default=255, ge=16, le=255)
+
+    def tiles(self, dims: Dims, gpu: GPUSpec):
+        """``(B_r, B_c, M)`` with ``M`` in elements (Algorithm 1 line 1).
+
+        A block longer than the sequence is cut to the sequence (Algorithm 1 is silent on
+        it; a tile past the matrix would only hold padding).
+        """
+        sram = self.sram_bytes or gpu.smem_bytes_per_block
+        m = sram // dims.e
+        b_c = self.block_c or minimum(cdiv(m, 4 * dims.d), dims.N_k)
+        b_r = self.block_r or minimum(minimum(cdiv(m, 4 * dims.d), dims.d), dims.N_q)
+        return b_r, b_c, m
+
+    def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        if dims.dtype not in ("fp16", "bf16"):
+            raise InfeasibleError(f"fa1 runs fp16/bf16 inputs, not {dims.dtype}")
+        gpu.tensor_flops_per_clk(dims.dtype, self.tensor_family)
+        b_r, b_c, m = self.tiles(dims, gpu)
+        if not dims.symbolic and m < dims.d:
+            raise InfeasibleError(f"SRAM of {m} elements is below d = {dims.d} "
+                                  "(Theorem 2 needs d <= M)")
+        # K_j, V_j, Q_i, O_i tiles on chip (Algorithm 1 sizes them so 4·B_c·d <= M).
+        smem = dims.e * (b_c * (dims.d + dims.d_v) + b_r * (dims.d + dims.d_v))
+        ctas = 1 if dims.symbolic else resident_ctas(gpu, smem, self.warps,
+                                                      self.registers_per_thread)
+        splits = self.splits(dims, gpu, ctas, cdiv(dims.N_q, b_r))
+
+        def build(step):
+            def cost(x: Dims) -> KernelCost:
+                v = visits(x.N_q, x.N_k, b_r, b_c, x.causal and self.skip_masked_tiles)
+                return step(x, gpu, v, b_r, b_c, smem, ctas, splits)
+            return with_whole_tiles(cost, dims, b_r, b_c)
+
+        out = []
+        if dims.fwd:
+            out.append(build(self._forward))
+        if dims.bwd:
+            out += [build(self._backward), gqa_reduce_kernel(dims)]
+        return out
+
+    def splits(self, dims: Dims, gpu: GPUSpec, ctas, q_tiles):
+        """CTAs per (batch, head): ``q_splits``, or enough to give every SM slot a CTA."""
+        if self.q_splits is not None or dims.symbolic:
+            return self.q_splits or 1
+        fill = cdiv(gpu.sm_count * ctas, dims.B * dims.H)
+        return minimum(maximum(fill, 1), q_tiles)
+
+    def _live_rows(self, dims: Dims, gpu: GPUSpec, ctas, splits):
+        """Query rows whose Q, O (and statistics) the resident CTAs cycle through."""
+        return minimum(gpu.sm_count * ctas, dims.B * dims.H * splits) * cdiv(dims.N_q, splits)
+
+    def _masked(self, dims: Dims, v, b_r, b_c):
+        """Score elements on tiles that need the causal mask."""
+        if not dims.causal:
+            return 0
+        if self.skip_masked_tiles:
+            return v.masked_tiles * b_r * b_c
+        return visits(dims.N_q, dims.N_k, b_r, b_c, True).tiles * b_r * b_c
+
+    def _kv_traffic(self, dims: Dims, gpu: GPUSpec, ctas, splits, b_c):
+        """K, V streamed once by each CTA. The CTAs of one head (its splits) and of one GQA
+        group are adjacent in the grid and walk K/V in step, so their re-reads hit L2 (live
+        set: a K/V tile per resident CTA)."""
+        e, per_head = dims.e, dims.N_k * (dims.d + dims.d_v)
+        total = e * dims.B * dims.H * splits * per_head
+        window = gpu.sm_count * ctas * e * b_c * (dims.d + dims.d_v)
+        return l2_filtered(total, e * dims.B * dims.H_kv * per_head, window, gpu,
+                           gpu.l2_usable_fraction)
+
+    def _forward(self, dims, gpu, v, b_r, b_c, smem, ctas, splits) -> KernelCost:
+        e, bh = dims.e, dims.B * dims.H
+        row_bytes = e * (dims.d + dims.d_v) + STATS_PER_ROW * STAT_BYTES
+        q_o_total = bh * v.kv_outer_rows * row_bytes          # Q_i, O_i, l_i, m_i per step
+        live = self._live_rows(dims, gpu, ctas, splits) * row_bytes
+        reads, read_hits = l2_filtered(q_o_total, bh * dims.N_q * e * dims.d, live, gpu,
+                                       gpu.l2_usable_fraction)
+        out_row = e * dims.d_v + STATS_PER_ROW * STAT_BYTES
+        writes, write_hits = l2_filtered(bh * (dims.N_q + v.kv_outer_rows) * out_row,
+                                         bh * dims.N_q * out_row, live, gpu,
+                                         gpu.l2_usable_fraction)
+        kv_hbm, kv_hits = self._kv_traffic(dims, gpu, ctas, splits, b_c)
+        rows_steps = bh * v.tiles * b_r
+        elems = bh * v.elements
+        fp32 = (elems * sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE
+                + bh * self._masked(dims, v, b_r, b_c) * sc.MASK_FLOPS_PER_SCORE
+                + rows_steps * (sc.FA1_UPDATE_FLOPS_PER_ROW_ELEMENT * dims.d_v
+                                + sc.FA1_UPDATE_FLOPS_PER_ROW_EXTRA))
+        if dims.dropout_p:
+            fp32 = fp32 + elems * DROPOUT_OPS_PER_ELEMENT
+        return KernelCost(
+            name="fa1_fwd", grid=bh * splits, warps_per_cta=self.warps, smem_bytes_per_cta=smem,
+            registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
+            tensor_family=self.tensor_family,
+            tensor_flops=2 * elems * (dims.d + dims.d_v), fp32_flops=fp32,
+            exp_ops=elems + rows_steps * sc.FA1_EXPS_PER_ROW_STEP,
+            hbm_read_bytes=reads + kv_hbm, hbm_write_bytes=writes,
+            l2_hit_bytes=read_hits + write_hits + kv_hits,
+            # tiles staged through shared memory: Q_i, O_i per step, K_j, V_j per outer step;
+            # split-K warps exchange partial O rows and the P̃ tile through shared memory.
+            smem_write_bytes=e * (bh * v.kv_outer_rows * (dims.d + dims.d_v)
+                                  + bh * splits * dims.N_k * (dims.d + dims.d_v) + elems)
+            + 4 * self.warps * rows_steps * dims.d_v,
+            smem_read_bytes=e * (bh * v.kv_outer_rows * (dims.d + dims.d_v)
+                                 + bh * v.tiles * b_c * (dims.d + dims.d_v) + elems)
+            + 4 * self.warps * rows_steps * dims.d_v,
+            overlap=SERIAL_COMPUTE,
+            terms={"block_r": b_r, "block_c": b_c, "tiles": bh * v.tiles, "ctas_per_sm": ctas,
+                   "q_splits": splits},
+        )
+
+    def _backward(self, dims, gpu, v, b_r, b_c, smem, ctas, splits) -> KernelCost:
+        e, bh = dims.e, dims.B * dims.H
+        d, d_v = dims.d, dims.d_v
+        # Q_i, O_i, dO_i, dQ_i, l_i, m_i read and dQ_i written per inner step (Alg. 4)
+        row_read = e * (2 * d + 2 * d_v) + STATS_PER_ROW * STAT_BYTES
+        live = self._live_rows(dims, gpu, ctas, splits) * row_read
+        reads, read_hits = l2_filtered(bh * v.kv_outer_rows * row_read,
+                                       bh * dims.N_q * (e * (d + 2 * d_v)
+                                                        + STATS_PER_ROW * STAT_BYTES),
+                                       live, gpu, gpu.l2_usable_fraction)
+        writes, write_hits = l2_filtered(bh * v.kv_outer_rows * e * d, bh * dims.N_q * e * d,
+                                         live, gpu, gpu.l2_usable_fraction)
+        kv_hbm, kv_hits = self._kv_traffic(dims, gpu, ctas, splits, b_c)
+        # each split writes its partial dK, dV
+        grads = e * bh * splits * dims.N_k * (d + d_v)
+        elems = bh * v.elements
+        fp32 = (elems * (sc.BWD_FLOPS_PER_SCORE + sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE)
+                + bh * self._masked(dims, v, b_r, b_c) * sc.MASK_FLOPS_PER_SCORE
+                + bh * v.tiles * b_r * 2 * d_v)  # D_i = rowsum(dO_i ∘ O_i) per step
+        if dims.dropout_p:
+            fp32 = fp32 + elems * DROPOUT_OPS_PER_ELEMENT
+        return KernelCost(
+            name="fa1_bwd", grid=bh * splits, warps_per_cta=self.warps, smem_bytes_per_cta=smem,
+            registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
+            tensor_family=self.tensor_family,
+            tensor_flops=2 * elems * (3 * d + 2 * d_v), fp32_flops=fp32, exp_ops=elems,
+            hbm_read_bytes=reads + kv_hbm, hbm_write_bytes=writes + grads,
+            l2_hit_bytes=read_hits + write_hits + kv_hits,
+            smem_write_bytes=e * (bh * v.kv_outer_rows * (2 * d + 2 * d_v) + 2 * elems),
+            smem_read_bytes=e * (bh * v.kv_outer_rows * (2 * d + 2 * d_v)
+                                 + bh * v.tiles * b_c * (2 * d + d_v) + 3 * elems),
+            overlap=SERIAL_COMPUTE,
+            terms={"block_r": b_r, "block_c": b_c, "tiles": bh * v.tiles},
+        )
+
+    def memory_bytes(self, dims: Dims, gpu: GPUSpec):
+        """As FA2 (no N x N tensor), with ℓ and m both kept (2 fp32 per row)."""
+        return fused_memory_bytes(dims) + dims.B * dims.H * dims.N_q * STAT_BYTES

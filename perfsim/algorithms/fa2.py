@@ -1,0 +1,245 @@
+"""FlashAttention-2 (Dao 2023, arXiv 2307.08691), as the reference CUDA kernels run it.
+
+Forward (FA2 Algorithm 1, §3.1–3.2): one CTA per query tile per (batch, head); the CTA keeps
+``Q_i`` and the un-normalised ``O_i`` on chip, loops over key/value tiles, rescales by
+``exp(m_old − m_new)`` and divides by ℓ once at the end; it writes ``O`` and the logsumexp.
+Causal: tiles above the diagonal are skipped, diagonal tiles masked (§3.1.1).
+
+Backward (Algorithm 2, §3.2): a pre-processing kernel computes ``D = rowsum(dO ∘ O)`` and zeroes
+an fp32 ``dQ`` accumulator; one CTA per key/value tile per (batch, head) recomputes
+``P`` from the logsumexp, accumulates ``dK_j, dV_j`` on chip and adds its ``dQ_i`` share with
+fp32 atomics; a last kernel converts ``dQ`` to the input dtype (and, for GQA, a reduction sums
+the per-query-head ``dK, dV`` into the key/value heads).
+
+Every warp runs its MMAs and its softmax one after the other (``mma.sync`` is synchronous), so
+the tensor, FP32 and MUFU times of a CTA add; shared-memory and HBM traffic overlap with them
+(cp.async double-buffering and other resident CTAs).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from perfsim.algorithms import softmax_costs as sc
+from perfsim.algorithms.base import (
+    DROPOUT_OPS_PER_ELEMENT, FP32_BYTES, STAT_BYTES, Algorithm, Dims, l2_filtered,
+    resident_ctas, with_whole_tiles,
+)
+from perfsim.errors import InfeasibleError
+from perfsim.gpu import GPUSpec
+from perfsim.kernel import KernelCost
+from perfsim.mathops import cdiv, minimum, where
+from perfsim.tiles import visits
+
+#: Overlap rule of FA2-style kernels: MMA, softmax FP32 work and exps run one after the other
+#: inside a warp; shared memory and HBM overlap with them.
+SERIAL_COMPUTE = (("tensor", "fp32", "mufu"), ("smem",), ("hbm",))
+
+#: Forward tiles (B_r, B_c, warps) by head dim, as flash-attn 2 launches them on A100/H100
+#: without dropout: csrc/flash_attn/src/flash_fwd_launch_template.h, run_mha_fwd_hdim{32..256}
+#: (hdim 128: 128 x 64, 4 warps; hdim 64: 128 x 128, 4 warps; hdim 256: 128 x 64, 8 warps on
+#: A100-class shared memory).
+FWD_TILES = {32: (128, 128, 4), 64: (128, 128, 4), 96: (128, 64, 4), 128: (128, 64, 4),
+             192: (128, 64, 8), 256: (128, 64, 8)}
+#: With dropout the reference uses narrower key tiles (same file): hdim 64 -> 128 x 64,
+#: hdim 128 -> 128 x 32, hdim 192/256 -> 64 x 64 with 4 warps.
+FWD_TILES_DROPOUT = {32: (128, 128, 4), 64: (128, 64, 4), 96: (128, 64, 4), 128: (128, 32, 4),
+                     192: (64, 64, 4), 256: (64, 64, 4)}
+#: Backward tiles (B_r query rows, B_c key rows, warps): flash-attn 2
+#: csrc/flash_attn/src/flash_bwd_launch_template.h, sm80 paths (hdim 64: 128 x 128, 8 warps;
+#: hdim 128: 64 x 128, 8 warps; hdim 256: 64 x 64, 8 warps).
+BWD_TILES = {32: (128, 128, 8), 64: (128, 128, 8), 96: (64, 128, 8), 128: (64, 128, 8),
+             192: (64, 80, 8), 256: (64, 64, 8)}
+#: Registers per thread of the reference kernels (they are compiled to the 255 cap).
+REGISTERS_PER_THREAD = 255
+
+
+def _pick(table: dict, d) -> tuple[int, int, int]:
+    for hdim in sorted(table):
+        if d <= hdim:
+            return table[hdim]
+    raise InfeasibleError(f"head_dim {d} > 256 is not supported by FlashAttention-2 "
+                          "(flash-attn supports head dims up to 256)")
+
+
+class FA2(Algorithm):
+    """FlashAttention-2 options (defaults: the flash-attn 2 reference launch configuration).
+
+    Args:
+        block_m: query tile rows ``B_r`` (forward); ``None`` = reference default per head dim.
+        block_n: key tile rows ``B_c`` (forward).
+        warps: warps per CTA (forward).
+        bwd_block_m, bwd_block_n, bwd_warps: the same for the backward kernel.
+        tensor_family: tensor-core instructions issued; flash-attn 2 uses ``mma_sync`` on
+            every GPU (FA3 paper §1: ~35 % of H100 peak). Triton picks ``wgmma`` on Hopper.
+        registers_per_thread: for occupancy.
+    """
+
+    name: ClassVar[str] = "fa2"
+    overlap_rule: ClassVar[str] = ("inside a warp MMA, softmax FP32 work and exps run one after "
+                                   "another; shared memory and HBM overlap with them")
+
+    block_m: int | None = Field(default=None, ge=16)
+    block_n: int | None = Field(default=None, ge=16)
+    warps: int | None = Field(default=None, ge=1, le=32)
+    bwd_block_m: int | None = Field(default=None, ge=16)
+    bwd_block_n: int | None = Field(default=None, ge=16)
+    bwd_warps: int | None = Field(default=None, ge=1, le=32)
+    tensor_family: str = "mma_sync"
+    registers_per_thread: int = Field(default=REGISTERS_PER_THREAD, ge=16, le=255)
+
+    def fwd_tiles(self, dims: Dims) -> tuple[int, int, int]:
+        table = FWD_TILES_DROPOUT if dims.dropout_p else FWD_TILES
+        b_r, b_c, warps = _pick(table, max(dims.d, dims.d_v)) if not dims.symbolic else (
+            128, 64, 4)
+        return self.block_m or b_r, self.block_n or b_c, self.warps or warps
+
+    def bwd_tiles(self, dims: Dims) -> tuple[int, int, int]:
+        b_r, b_c, warps = _pick(BWD_TILES, max(dims.d, dims.d_v)) if not dims.symbolic else (
+            64, 128, 8)
+        return self.bwd_block_m or b_r, self.bwd_block_n or b_c, self.bwd_warps or warps
+
+    # ------------------------------------------------------------------ kernels
+    def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        gpu.tensor_flops_per_clk(dims.dtype, self.tensor_family)  # raises if unsupported
+        out = []
+        if dims.fwd:
+            b_r, b_c, _ = self.fwd_tiles(dims)
+            out.append(with_whole_tiles(lambda x: self._forward(x, gpu), dims, b_r, b_c))
+        if dims.bwd:
+            b_r, b_c, _ = self.bwd_tiles(dims)
+            main = with_whole_tiles(lambda x: self._backward(x, gpu)[1], dims, b_r, b_c)
+            pre, _, *rest = self._backward(dims, gpu)
+            out.extend([pre, main, *rest])
+        return out
+
+    def _forward(self, dims: Dims, gpu: GPUSpec) -> KernelCost:
+        b_r, b_c, warps = self.fwd_tiles(dims)
+        e, bh = dims.e, dims.B * dims.H
+        dkv = dims.d + dims.d_v
+        smem = e * (b_r * dims.d + b_c * dkv)
+        ctas = resident_ctas(gpu, smem, warps, self.registers_per_thread)
+        v = visits(dims.N_q, dims.N_k, b_r, b_c, dims.causal)
+        # K/V: every query tile streams the key/value tiles it visits. The query tiles of one
+        # (batch, kv-head group) are adjacent in the grid, start together and walk K/V in the
+        # same order, so the re-reads of the CTAs resident at once hit L2: the live working
+        # set is about one double-buffered K/V tile per resident CTA.
+        kv_total = e * bh * v.q_outer_cols * dkv
+        kv_compulsory = e * dims.B * dims.H_kv * dims.N_k * dkv
+        window = gpu.sm_count * ctas * 2 * e * b_c * dkv
+        kv_hbm, kv_hits = l2_filtered(kv_total, kv_compulsory, window, gpu,
+                                      gpu.l2_usable_fraction)
+        rows_steps = v.tiles * b_r  # (row, visited key tile) pairs, padded rows included
+        fp32 = bh * (v.elements * sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE
+                     + v.masked_tiles * b_r * b_c * sc.MASK_FLOPS_PER_SCORE
+                     + rows_steps * (dims.d_v + sc.RESCALE_FLOPS_PER_ROW_EXTRA)
+                     + dims.N_q * dims.d_v)
+        if dims.dropout_p:
+            fp32 = fp32 + bh * v.elements * DROPOUT_OPS_PER_ELEMENT
+        return KernelCost(
+            name="fa2_fwd", grid=v.q_tiles * bh, warps_per_cta=warps, smem_bytes_per_cta=smem,
+            registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
+            tensor_family=self.tensor_family,
+            tensor_flops=2 * bh * v.elements * dkv,
+            fp32_flops=fp32,
+            exp_ops=bh * (v.elements + rows_steps * sc.FA2_EXPS_PER_ROW_STEP),
+            hbm_read_bytes=e * bh * dims.N_q * dims.d + kv_hbm,
+            hbm_write_bytes=bh * dims.N_q * (e * dims.d_v + STAT_BYTES),
+            l2_hit_bytes=kv_hits,
+            # Q once into shared memory; each K/V tile written once (cp.async) and read by
+            # every warp (split-Q: each warp needs all of K_j and V_j).
+            smem_write_bytes=e * bh * (dims.N_q * dims.d + v.q_outer_cols * dkv),
+            smem_read_bytes=e * bh * (dims.N_q * dims.d + warps * v.q_outer_cols * dkv),
+            overlap=SERIAL_COMPUTE,
+            terms={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
+                   "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas},
+        )
+
+    def _backward(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        b_r, b_c, warps = self.bwd_tiles(dims)
+        e, bh = dims.e, dims.B * dims.H
+        d, d_v = dims.d, dims.d_v
+        rows = bh * dims.N_q
+        pre = KernelCost(
+            name="fa2_bwd_preprocess", grid=cdiv(rows, 128), warps_per_cta=4,
+            fp32_flops=2 * rows * d_v,
+            hbm_read_bytes=2 * e * rows * d_v,                 # dO, O
+            hbm_write_bytes=rows * (STAT_BYTES + FP32_BYTES * d),  # D, zeroed dQ accumulator
+        )
+        # Q and dO tiles double-buffered, K_j/V_j resident, P and dS staged in shared memory.
+        smem = e * (b_c * (d + d_v) + 2 * b_r * (d + d_v) + 2 * b_r * b_c)
+        ctas = resident_ctas(gpu, smem, warps, self.registers_per_thread)
+        v = visits(dims.N_q, dims.N_k, b_r, b_c, dims.causal)
+        q_side = bh * v.kv_outer_rows          # (query row, key tile) pairs
+        q_total = q_side * (e * (d + d_v) + 2 * STAT_BYTES)   # Q, dO, LSE, D
+        q_compulsory = rows * (e * (d + d_v) + 2 * STAT_BYTES)
+        heads_live = minimum(cdiv(gpu.sm_count * ctas, v.kv_tiles) + 1, bh)
+        q_hbm, q_hits = l2_filtered(q_total, q_compulsory,
+                                    heads_live * dims.N_q * (e * (d + d_v) + 2 * STAT_BYTES),
+                                    gpu, gpu.l2_usable_fraction)
+        atomics = q_side * d
+        # fp32 dQ atomics are resolved in L2; the accumulator reaches HBM once it is evicted.
+        dq_hbm, dq_hits = l2_filtered(2 * FP32_BYTES * atomics, 0 * atomics,
+                                      heads_live * FP32_BYTES * dims.N_q * d, gpu,
+                                      gpu.l2_usable_fraction)
+        kv_read = e * bh * dims.N_k * (d + d_v)
+        fp32 = bh * (v.elements * sc.BWD_FLOPS_PER_SCORE
+                     + v.masked_tiles * b_r * b_c * sc.MASK_FLOPS_PER_SCORE)
+        if dims.dropout_p:
+            fp32 = fp32 + bh * v.elements * DROPOUT_OPS_PER_ELEMENT
+        elems = bh * v.elements
+        main = KernelCost(
+            name="fa2_bwd", grid=v.kv_tiles * bh, warps_per_cta=warps, smem_bytes_per_cta=smem,
+            registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
+            tensor_family=self.tensor_family,
+            # S = Q Kᵀ, dP = dO Vᵀ, dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K
+            tensor_flops=2 * elems * (3 * d + 2 * d_v),
+            fp32_flops=fp32, exp_ops=elems, atomics=atomics,
+            hbm_read_bytes=kv_read + q_hbm + dq_hbm / 2,
+            hbm_write_bytes=kv_read + dq_hbm / 2,            # dK, dV (per query head)
+            l2_hit_bytes=q_hits + dq_hits,
+            # operands of the five MMAs read from shared memory; Q/dO tiles, P and dS written
+            smem_read_bytes=e * (q_side * (2 * d + 2 * d_v) + bh * v.tiles * b_c * (2 * d + d_v)
+                                 + 3 * elems),
+            smem_write_bytes=e * (q_side * (d + d_v) + 2 * elems),
+            overlap=SERIAL_COMPUTE,
+            terms={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas},
+        )
+        out = [pre, main, KernelCost(
+            name="fa2_bwd_convert_dq", grid=cdiv(rows, 128), warps_per_cta=4,
+            hbm_read_bytes=FP32_BYTES * rows * d, hbm_write_bytes=e * rows * d)]
+        out.append(gqa_reduce_kernel(dims))
+        return out
+
+    def memory_bytes(self, dims: Dims, gpu: GPUSpec):
+        return fused_memory_bytes(dims)
+
+
+def gqa_reduce_kernel(dims: Dims) -> KernelCost:
+    """Sum the per-query-head dK, dV into the key/value heads (GQA/MQA backward).
+
+    Launched only when ``H_kv < H``: its grid (and so its counts and launch) is 0 otherwise.
+    """
+    grouped = where(dims.H > dims.H_kv, 1, 0)
+    kv_grad = dims.e * dims.B * dims.N_k * (dims.d + dims.d_v)
+    return KernelCost(
+        name="gqa_reduce_dkdv", grid=grouped * cdiv(dims.B * dims.H_kv * dims.N_k, 128),
+        fp32_flops=grouped * kv_grad / dims.e * (dims.H - dims.H_kv),
+        hbm_read_bytes=grouped * kv_grad * dims.H,
+        hbm_write_bytes=grouped * kv_grad * dims.H_kv)
+
+
+def fused_memory_bytes(dims: Dims):
+    """Peak footprint of a fused (FlashAttention-style) kernel: Q, K, V, O and the logsumexp;
+    in backward also dO, dQ, dK, dV, D and the fp32 dQ accumulator. Nothing N x N."""
+    e, B = dims.e, dims.B
+    q_o = B * dims.H * dims.N_q * (dims.d + dims.d_v)
+    k_v = B * dims.H_kv * dims.N_k * (dims.d + dims.d_v)
+    stats = B * dims.H * dims.N_q * STAT_BYTES
+    total = e * (q_o + k_v) + stats
+    if dims.bwd:
+        total = total + e * (2 * q_o + k_v) + stats \
+            + FP32_BYTES * B * dims.H * dims.N_q * dims.d
+    return total

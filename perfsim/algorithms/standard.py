@@ -1,0 +1,196 @@
+"""Standard (eager) attention: one kernel per step, the N x N intermediates in HBM.
+
+Algorithm 0 of the FlashAttention paper (Dao et al. 2022, §2.2) as PyTorch eager code runs it,
+step by step as the RTX 5090 roofline post §3.2 takes it apart::
+
+    S = Q Kᵀ            (batched GEMM, writes S: N_q x N_k per head)
+    S = S / sqrt(d)     (elementwise)
+    S = S.masked_fill   (causal only)
+    P = softmax(S)      (fused kernel, or max / subtract / exp / sum / divide: 5 kernels)
+    P = dropout(P)      (dropout_p > 0)
+    O = P V             (batched GEMM)
+
+and the kernels autograd runs backward. GQA/MQA: K and V are expanded to ``H`` heads first
+(``repeat_interleave``, as eager code does), and the key/value gradients are summed back.
+
+Each kernel is a roofline (its units overlap); GEMMs move each operand once (cuBLAS tiles
+reuse operands through L2); elementwise kernels read and write whole tensors.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from perfsim.algorithms import softmax_costs as sc
+from perfsim.algorithms.base import (
+    DROPOUT_MASK_BYTES, DROPOUT_OPS_PER_ELEMENT, Algorithm, Dims, padding,
+)
+from perfsim.algorithms.fa2 import gqa_reduce_kernel
+from perfsim.gpu import GPUSpec
+from perfsim.kernel import KernelCost
+from perfsim.mathops import cdiv, where
+
+#: Elements per CTA of an elementwise kernel (PyTorch launches 128 threads x 4 elements per
+#: thread and loops; only the grid size, hence the tail effect, depends on it).
+ELEMENTWISE_ELEMENTS_PER_CTA = 512
+#: Output tile of a cuBLAS GEMM CTA (for the grid size only).
+GEMM_TILE = 128
+#: Bytes of the per-row argmax index autograd keeps for ``max`` (torch.int64).
+INDEX_BYTES = 8
+
+
+class Standard(Algorithm):
+    """Eager attention options.
+
+    Args:
+        softmax: ``"fused"`` (one ``torch.softmax`` kernel) or ``"5kernel"`` (max, subtract,
+            exp, sum, divide — the RTX 5090 post's form).
+        scale_in_matmul: fold ``1/sqrt(d)`` into the QKᵀ GEMM (``baddbmm``-style); default off
+            (Algorithm 0 and the 5090 post divide in a separate kernel).
+    """
+
+    name: ClassVar[str] = "standard"
+    overlap_rule: ClassVar[str] = ("every kernel is a roofline: its time is the slowest of "
+                                   "its units; kernels run one after another")
+
+    softmax: Literal["fused", "5kernel"] = "fused"
+    scale_in_matmul: bool = Field(default=False)
+
+    def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        out = []
+        if dims.fwd:
+            out += self._forward(dims, gpu)
+        if dims.bwd:
+            out += self._backward(dims, gpu)
+        return out
+
+    # --------------------------------------------------------------- building blocks
+    def _nn(self, dims: Dims):
+        """Elements of one N_q x N_k tensor over all heads."""
+        return dims.B * dims.H * dims.N_q * dims.N_k
+
+    def _gemm(self, name, dims: Dims, gpu: GPUSpec, m, n, k, read_elems, write_elems):
+        flops = 2 * dims.B * dims.H * m * n * k
+        tensor = gpu.native_tensor_family
+        on_fp32_pipes = dims.dtype == "fp32"
+        grid = dims.B * dims.H * cdiv(m, GEMM_TILE) * cdiv(n, GEMM_TILE)
+        return KernelCost(name=name, grid=grid, warps_per_cta=8, tensor_dtype=dims.dtype,
+                          tensor_family=tensor,
+                          tensor_flops=0 if on_fp32_pipes else flops,
+                          fp32_flops=flops if on_fp32_pipes else 0,
+                          hbm_read_bytes=dims.e * read_elems,
+                          hbm_write_bytes=dims.e * write_elems,
+                          ).padded(padding(m, GEMM_TILE) * padding(n, GEMM_TILE))
+
+    def _pointwise(self, name, dims: Dims, reads, writes, flops=0, exps=0, extra_read=0,
+                   extra_write=0, active=1):
+        """An elementwise pass over ``reads``/``writes`` N x N tensors (in elements of the
+        workload dtype) plus ``extra_*`` bytes."""
+        nn = self._nn(dims)
+        return KernelCost(name=name, grid=active * cdiv(nn, ELEMENTWISE_ELEMENTS_PER_CTA),
+                          warps_per_cta=4, tensor_dtype=dims.dtype,
+                          fp32_flops=active * flops * nn, exp_ops=active * exps * nn,
+                          hbm_read_bytes=active * (dims.e * reads * nn + extra_read),
+                          hbm_write_bytes=active * (dims.e * writes * nn + extra_write),
+                          ).padded(padding(nn, ELEMENTWISE_ELEMENTS_PER_CTA))
+
+    def _expand_kv(self, dims: Dims) -> KernelCost:
+        grouped = where(dims.H > dims.H_kv, 1, 0)
+        kv = dims.e * dims.B * dims.N_k * (dims.d + dims.d_v)
+        return KernelCost(name="repeat_kv", grid=grouped * cdiv(dims.B * dims.H * dims.N_k, 128),
+                          hbm_read_bytes=grouped * kv * dims.H_kv,
+                          hbm_write_bytes=grouped * kv * dims.H)
+
+    # --------------------------------------------------------------- forward
+    def _forward(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        bh = dims.B * dims.H
+        nn = self._nn(dims)
+        causal = 1 if dims.causal else 0
+        drop = 1 if dims.dropout_p else 0
+        rows = bh * dims.N_q
+        ks = [self._expand_kv(dims),
+              self._gemm("qk_matmul", dims, gpu, dims.N_q, dims.N_k, dims.d,
+                         bh * (dims.N_q + dims.N_k) * dims.d, nn)]
+        if not self.scale_in_matmul:
+            ks.append(self._pointwise("scale", dims, 1, 1, flops=1))
+        if causal:
+            ks.append(self._pointwise("mask", dims, 1, 1, flops=sc.MASK_FLOPS_PER_SCORE,
+                                      extra_read=dims.N_q * dims.N_k))
+        if self.softmax == "fused":
+            ks.append(self._pointwise("softmax", dims, 1, 1, flops=sc.FUSED_SOFTMAX_FLOPS,
+                                      exps=1))
+        else:
+            row = dims.e * rows
+            ks += [self._pointwise("softmax_max", dims, 1, 0, flops=1, extra_write=row),
+                   self._pointwise("softmax_sub", dims, 1, 1, flops=1, extra_read=row),
+                   self._pointwise("softmax_exp", dims, 1, 1, exps=1),
+                   self._pointwise("softmax_sum", dims, 1, 0, flops=1, extra_write=row),
+                   self._pointwise("softmax_div", dims, 1, 1, flops=1, extra_read=row)]
+        if drop:
+            ks.append(self._pointwise("dropout", dims, 1, 1, flops=DROPOUT_OPS_PER_ELEMENT,
+                                      extra_write=DROPOUT_MASK_BYTES * nn))
+        ks.append(self._gemm("pv_matmul", dims, gpu, dims.N_q, dims.d_v, dims.N_k,
+                             nn + bh * dims.N_k * dims.d_v, bh * dims.N_q * dims.d_v))
+        return ks
+
+    # --------------------------------------------------------------- backward
+    def _backward(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        bh = dims.B * dims.H
+        nn = self._nn(dims)
+        rows = bh * dims.N_q
+        ks = [self._gemm("pv_bwd_dP", dims, gpu, dims.N_q, dims.N_k, dims.d_v,
+                         bh * (dims.N_q + dims.N_k) * dims.d_v, nn),
+              self._gemm("pv_bwd_dV", dims, gpu, dims.N_k, dims.d_v, dims.N_q,
+                         nn + rows * dims.d_v, bh * dims.N_k * dims.d_v)]
+        if dims.dropout_p:
+            ks.append(self._pointwise("dropout_bwd", dims, 1, 1, flops=2,
+                                      extra_read=DROPOUT_MASK_BYTES * nn))
+        if self.softmax == "fused":
+            ks.append(self._pointwise("softmax_bwd", dims, 2, 1, flops=sc.SOFTMAX_BWD_FLOPS))
+        else:
+            row = dims.e * rows
+            ks += [self._pointwise("div_bwd_num", dims, 1, 1, flops=1, extra_read=row),
+                   self._pointwise("div_bwd_den", dims, 2, 0, flops=3, extra_write=row),
+                   self._pointwise("sum_bwd", dims, 1, 1, flops=1, extra_read=row),
+                   self._pointwise("exp_bwd", dims, 2, 1, flops=1),
+                   self._pointwise("max_bwd", dims, 1, 1, flops=1,
+                                   extra_read=INDEX_BYTES * rows)]
+        if dims.causal:
+            ks.append(self._pointwise("mask_bwd", dims, 1, 1, flops=1,
+                                      extra_read=dims.N_q * dims.N_k))
+        if not self.scale_in_matmul:
+            ks.append(self._pointwise("scale_bwd", dims, 1, 1, flops=1))
+        ks += [self._gemm("qk_bwd_dQ", dims, gpu, dims.N_q, dims.d, dims.N_k,
+                          nn + bh * dims.N_k * dims.d, rows * dims.d),
+               self._gemm("qk_bwd_dK", dims, gpu, dims.N_k, dims.d, dims.N_q,
+                          nn + rows * dims.d, bh * dims.N_k * dims.d),
+               gqa_reduce_kernel(dims)]
+        return ks
+
+    # --------------------------------------------------------------- memory
+    def saved_bytes(self, dims: Dims):
+        """N x N tensors autograd keeps for backward (5090 post, Table 3-3): the softmax
+        output P (fused) or exp output and P (5-kernel, plus the per-row argmax), and with
+        dropout its bool mask and the dropped-out P that the PV GEMM saves."""
+        nn = self._nn(dims)
+        saved = dims.e * nn
+        if self.softmax == "5kernel":
+            saved = saved + dims.e * nn + INDEX_BYTES * dims.B * dims.H * dims.N_q
+        if dims.dropout_p:
+            saved = saved + (DROPOUT_MASK_BYTES + dims.e) * nn
+        return saved
+
+    def memory_bytes(self, dims: Dims, gpu: GPUSpec):
+        """Q, K, V (and their H-head expansion for GQA), O, two live N x N temporaries (an
+        elementwise kernel's input and output); with backward also what autograd saves,
+        dO and the input gradients."""
+        e = dims.e
+        q_o = dims.B * dims.H * dims.N_q * (dims.d + dims.d_v)
+        k_v = dims.B * dims.N_k * (dims.d + dims.d_v) * (dims.H_kv + where(
+            dims.H > dims.H_kv, dims.H, 0))
+        total = e * (q_o + k_v) + 2 * e * self._nn(dims)
+        if dims.bwd:
+            total = total + self.saved_bytes(dims) + e * (2 * q_o + k_v)
+        return total

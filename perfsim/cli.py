@@ -1,0 +1,255 @@
+"""The ``perfsim`` command line: ``gpus``, ``gpu show``, ``predict``, ``sweep``, ``validate``,
+``calibrate``.
+
+Bad input prints one line on stderr and exits with code 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+from perfsim import algorithms
+from perfsim.errors import InfeasibleError, PerfsimError
+from perfsim.gpu import DTYPES, gpus, load_gpu
+from perfsim.predict import predict
+from perfsim.workload import PHASES, AttentionWorkload
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line (exit 2)."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def _print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    Console(width=200).print(table)
+
+
+# ------------------------------------------------------------------ gpus
+def _cmd_gpus(args) -> int:
+    specs = [load_gpu(g) for g in gpus()]
+    if args.json:
+        print(json.dumps([{"id": s.id, "name": s.name, "arch": s.arch} for s in specs]))
+        return 0
+    rows = [[s.id, s.name, s.arch, str(s.sm_count), f"{s.clock_hz / 1e6:.0f}",
+             f"{s.peak_tensor_flops_per_s('bf16') / 1e12:.0f}" if "bf16" in
+             s.tensor_flops_per_clk_per_sm else "-",
+             f"{s.hbm_bandwidth_bytes_per_s / 1e12:.2f}", f"{s.hbm_bytes / 1e9:.0f}"]
+            for s in specs]
+    _print_table("GPU catalog", ["id", "name", "arch", "SMs", "MHz", "BF16 TFLOP/s",
+                                 "HBM TB/s", "HBM GB"], rows)
+    return 0
+
+
+def _cmd_gpu_show(args) -> int:
+    spec = load_gpu(args.id)
+    data = spec.model_dump()
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    sources = data.pop("sources")
+    rows = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            for sub, v in (value or {}).items():
+                rows.append([f"{key}.{sub}", str(v),
+                             sources.get(f"{key}.{sub}", sources.get(key, ""))])
+        else:
+            rows.append([key, str(value), sources.get(key, "")])
+    _print_table(f"{spec.name} ({spec.id})", ["field", "value", "source"], rows)
+    return 0
+
+
+# ------------------------------------------------------------------ predict
+def add_workload_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``AttentionWorkload`` fields as options (shared by predict and validate)."""
+    g = p.add_argument_group("workload")
+    g.add_argument("--batch", "-b", type=int, required=True, help="batch size B")
+    g.add_argument("--heads", type=int, required=True, help="query heads H")
+    g.add_argument("--kv-heads", type=int, help="key/value heads H_kv (GQA/MQA; default H)")
+    g.add_argument("--seqlen", "--seqlen-q", dest="seqlen_q", type=int, required=True,
+                   help="query sequence length N_q")
+    g.add_argument("--seqlen-k", type=int, help="key/value sequence length N_k (default N_q)")
+    g.add_argument("--head-dim", type=int, required=True, help="head dimension d")
+    g.add_argument("--head-dim-v", type=int, help="value head dimension (default d)")
+    g.add_argument("--causal", action="store_true", help="bottom-right aligned causal mask")
+    g.add_argument("--dtype", default="bf16", help=f"one of {', '.join(DTYPES)}")
+    g.add_argument("--phase", default="fwd", help=f"one of {', '.join(PHASES)}")
+    g.add_argument("--dropout", type=float, default=0.0, dest="dropout_p",
+                   help="attention dropout probability")
+
+
+def workload_from_args(args) -> AttentionWorkload:
+    return AttentionWorkload(
+        batch=args.batch, heads=args.heads, kv_heads=args.kv_heads, seqlen_q=args.seqlen_q,
+        seqlen_k=args.seqlen_k, head_dim=args.head_dim, head_dim_v=args.head_dim_v,
+        causal=args.causal, dtype=args.dtype, phase=args.phase, dropout_p=args.dropout_p)
+
+
+def _algorithm_from_args(name: str, options: list[str]):
+    cls = algorithms.REGISTRY.get(name.lower())
+    if cls is None:
+        raise PerfsimError(f"unknown algorithm {name!r}; known: {', '.join(algorithms.names())}"
+                           " or all")
+    values = {}
+    for item in options:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise PerfsimError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            values[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[key] = raw
+    try:
+        return cls(**values)
+    except Exception as exc:  # pydantic ValidationError: one line
+        errors = getattr(exc, "errors", None)
+        if errors:
+            err = errors()[0]
+            raise PerfsimError(f"{name} option {'.'.join(map(str, err['loc']))}: "
+                               f"{err['msg']}; options: {', '.join(cls.model_fields)}") from None
+        raise
+
+
+def _prediction_record(p) -> dict:
+    c = p.counts
+    return {
+        "algorithm": p.algorithm.label(), "gpu": p.gpu.id, "seconds": p.seconds,
+        "tflops": p.tflops, "bound": p.bound, "model_flops": p.model_flops,
+        "unit_seconds": p.unit_seconds,
+        "counts": {k: float(getattr(c, k)) for k in c.__dataclass_fields__},
+        "memory_bytes": p.memory_bytes,
+        "kernels": [{"name": k.cost.name, "seconds": float(k.seconds), "bound": str(k.bound),
+                     "grid": int(k.cost.grid), "waves": int(k.waves),
+                     "unit_seconds": {u: float(t) for u, t in k.unit_seconds.items()}}
+                    for k in p.kernels],
+    }
+
+
+def _cmd_predict(args) -> int:
+    w = workload_from_args(args)
+    gpu = load_gpu(args.gpu)
+    names = algorithms.names() if args.algorithm == "all" else [args.algorithm]
+    if args.algorithm == "all" and args.set:
+        raise PerfsimError("--set applies to one algorithm, not to --algorithm all")
+    results = []
+    for name in names:
+        try:
+            results.append(predict(w, gpu=gpu, algorithm=_algorithm_from_args(name, args.set)))
+        except InfeasibleError as exc:
+            if len(names) == 1:
+                raise
+            results.append((name, str(exc)))
+    if args.json:
+        out = [_prediction_record(r) if not isinstance(r, tuple)
+               else {"algorithm": r[0], "infeasible": r[1]} for r in results]
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
+    else:
+        _print_predictions(w, gpu, results)
+        if args.explain:
+            for r in results:
+                if not isinstance(r, tuple):
+                    print()
+                    print(r.explain())
+    if args.plot:
+        from perfsim import plots
+
+        ok = [r for r in results if not isinstance(r, tuple)]
+        fig, _ = plots.time_by_unit(ok)
+        fig.savefig(args.plot, dpi=120, bbox_inches="tight")
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _print_predictions(w, gpu, results) -> None:
+    cols = ["algorithm", "time ms", "TFLOP/s", "bound", "FLOPs G", "tensor G", "HBM GB",
+            "exp G", "smem GB", "memory GiB", "kernels"]
+    rows = []
+    for r in results:
+        if isinstance(r, tuple):
+            rows.append([r[0], "infeasible: " + r[1]] + [""] * (len(cols) - 2))
+            continue
+        c = r.counts
+        rows.append([r.algorithm.label(), f"{r.seconds * 1e3:.3f}", f"{r.tflops:.1f}", r.bound,
+                     f"{c.flops / 1e9:.1f}", f"{c.tensor_flops / 1e9:.1f}",
+                     f"{c.hbm_bytes / 1e9:.3f}", f"{c.exp_ops / 1e9:.3f}",
+                     f"{c.smem_bytes / 1e9:.2f}", f"{r.memory_bytes / 2**30:.3f}",
+                     str(len(r.kernels))])
+    _print_table(f"{gpu.name}: {w.describe()}", cols, rows)
+
+
+# ------------------------------------------------------------------ entry point
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="perfsim", description="Analytical performance simulator for "
+                     "attention kernels (standard, FlashAttention 1-4) on GPUs.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("gpus", help="list the GPU catalog")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_gpus)
+
+    p = sub.add_parser("gpu", help="inspect one GPU")
+    gsub = p.add_subparsers(dest="gpu_command", required=True, parser_class=_Parser)
+    show = gsub.add_parser("show", help="every field of a GPU with its source")
+    show.add_argument("id", help="catalog id or .toml profile path")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=_cmd_gpu_show)
+
+    p = sub.add_parser("predict", help="predict time, binding unit and counts")
+    add_workload_arguments(p)
+    p.add_argument("--gpu", default="h100-sxm5", help="catalog id or .toml profile path")
+    p.add_argument("--algorithm", "-a", default="fa2",
+                   help=f"one of {', '.join(algorithms.names())}, or all (side by side)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="algorithm option, e.g. --set block_m=64 (repeatable)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--explain", action="store_true", help="say in words what binds and why")
+    p.add_argument("--plot", metavar="FILE", help="write a time-by-unit bar chart (PNG/SVG)")
+    p.set_defaults(func=_cmd_predict)
+
+    for register in EXTRA_COMMANDS:
+        register(sub)
+    return parser
+
+
+#: Subcommands defined in other modules (sweep, validate, calibrate) register here.
+EXTRA_COMMANDS: list[Callable] = []
+
+
+def _load_extra_commands() -> None:
+    from perfsim import cli_extra
+
+    EXTRA_COMMANDS[:] = cli_extra.COMMANDS
+
+
+def main(argv: list[str] | None = None) -> int:
+    _load_extra_commands()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except PerfsimError as exc:
+        sys.stderr.write(f"perfsim: error: {exc}\n")
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        sys.stderr.write("perfsim: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""GPU specifications (``GPUSpec``) and the catalog in ``hardware/*.toml``.
+
+A GPU is described by per-SM, per-clock rates of each unit perfsim models, plus HBM, caches,
+on-chip capacities and feature flags. Times are always ``demand / (rate_per_clk_per_sm x SMs x
+clock_hz)``, so ``clock_hz`` is the clock at which the per-clock rates reproduce the vendor's
+quoted peaks (e.g. 1830 MHz for the H100's 989 TFLOP/s BF16).
+
+The numbers live only in ``hardware/*.toml``; each file has a ``[sources]`` table that names the
+source of every number (see ``hardware/README.md``).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from perfsim.errors import InfeasibleError, PerfsimError
+
+Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8_e4m3"]
+DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
+BYTES_PER_ELEMENT: dict[str, int] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1}
+
+#: Tensor-core instruction families. ``mma_sync`` is the warp-level Ampere-style MMA (what FA2's
+#: CUDA kernels issue on every GPU), ``wgmma`` the Hopper warpgroup MMA, ``tcgen05`` the Blackwell
+#: datacenter MMA that writes tensor memory.
+TensorFamily = Literal["mma_sync", "wgmma", "tcgen05"]
+
+
+class GPUFeatures(BaseModel):
+    """Hardware features an algorithm may need (CUDA Programming Guide; FA3/FA4 papers)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tma: bool = Field(description="Tensor Memory Accelerator (bulk async tensor copies), sm_90+")
+    wgmma: bool = Field(description="warpgroup MMA (Hopper sm_90a)")
+    tcgen05: bool = Field(description="5th-gen tensor-core MMA into tensor memory (sm_100)")
+    two_cta: bool = Field(description="2-CTA (CTA pair) MMA mode, M = 256 (sm_100)")
+
+
+class GPUSpec(BaseModel):
+    """One GPU. Frozen; use :meth:`replace` for a what-if variant (validated again).
+
+    Units are in the field names: ``_hz``, ``_bytes``, ``_per_clk_per_sm``, ``_per_s``.
+    Per-dtype tables are keyed by ``fp32``, ``tf32``, ``fp16``, ``bf16``, ``fp8_e4m3``; a dtype
+    missing from a tensor table has no tensor-core path on that GPU (fp32 matmuls then run on
+    the FP32 pipes).
+
+    Raises:
+        perfsim.PerfsimError: on construction or :meth:`replace` with a non-positive rate, an
+            unknown dtype key, a per-block shared-memory size above the per-SM size, or a
+            ``native_tensor_family`` that the feature flags do not provide.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(description="catalog id, e.g. 'h100-sxm5'")
+    name: str = Field(description="marketing name")
+    arch: str = Field(description="architecture: ampere, hopper, blackwell, blackwell-geforce")
+    compute_capability: str = Field(description="CUDA compute capability, e.g. '9.0'")
+    sm_count: int = Field(gt=0, description="streaming multiprocessors")
+    clock_hz: float = Field(gt=0, description="clock at which the per-clock rates give the peaks")
+    max_clock_hz: float = Field(gt=0, description="maximum (boost) SM clock")
+    native_tensor_family: TensorFamily = Field(
+        description="instruction family that reaches tensor_flops_per_clk_per_sm")
+    tensor_flops_per_clk_per_sm: dict[str, float] = Field(
+        description="dense tensor-core FLOP/clk/SM through the native family, per input dtype")
+    mma_sync_flops_per_clk_per_sm: dict[str, float] = Field(
+        description="dense tensor-core FLOP/clk/SM through warp-level mma.sync, per input dtype")
+    fp32_flops_per_clk_per_sm: float = Field(gt=0, description="FP32 FLOP/clk/SM (FMA = 2 FLOP)")
+    mufu_ops_per_clk_per_sm: float = Field(gt=0, description="MUFU ex2 results/clk/SM")
+    smem_bandwidth_bytes_per_clk_per_sm: float = Field(gt=0, description="shared-memory B/clk/SM")
+    smem_bytes_per_sm: int = Field(gt=0, description="max shared memory per SM (carveout max)")
+    smem_bytes_per_block: int = Field(gt=0, description="max shared memory per CTA (opt-in)")
+    registers_per_sm: int = Field(gt=0, description="32-bit registers per SM")
+    max_registers_per_thread: int = Field(gt=0, description="32-bit registers per thread, max")
+    max_warps_per_sm: int = Field(gt=0)
+    max_ctas_per_sm: int = Field(gt=0)
+    max_threads_per_sm: int = Field(gt=0)
+    l2_bytes: int = Field(gt=0)
+    l2_usable_fraction: float = Field(
+        gt=0, le=1, description="share of L2 that data shared by all SMs can use: A100/H100 "
+        "L2 is two partitions that each cache for their own GPCs (A100 whitepaper), so "
+        "data read by every SM may sit in both; 0.5 for those, 1 for a unified L2")
+    hbm_bytes: int = Field(gt=0, description="device memory capacity")
+    hbm_bandwidth_bytes_per_s: float = Field(gt=0, description="device memory bandwidth")
+    tmem_bytes_per_sm: int = Field(ge=0, description="Blackwell tensor memory per SM (0: none)")
+    features: GPUFeatures
+    sources: dict[str, str] = Field(default_factory=dict,
+                                    description="field name -> where the number comes from")
+    calibration: dict[str, str] | None = Field(
+        default=None, description="for calibrated profiles: device, driver, date, method")
+
+    @model_validator(mode="after")
+    def _check(self) -> GPUSpec:
+        for table in ("tensor_flops_per_clk_per_sm", "mma_sync_flops_per_clk_per_sm"):
+            for key, value in getattr(self, table).items():
+                if key not in DTYPES:
+                    raise ValueError(f"{table}: unknown dtype {key!r}; allowed: {', '.join(DTYPES)}")
+                if not value > 0:
+                    raise ValueError(f"{table}[{key}] must be > 0, got {value}")
+        if self.smem_bytes_per_block > self.smem_bytes_per_sm:
+            raise ValueError("smem_bytes_per_block must not exceed smem_bytes_per_sm")
+        needs = {"wgmma": self.features.wgmma, "tcgen05": self.features.tcgen05,
+                 "mma_sync": True}
+        if not needs[self.native_tensor_family]:
+            raise ValueError(f"native_tensor_family {self.native_tensor_family!r} "
+                             "needs the matching feature flag")
+        return self
+
+    # ----------------------------------------------------------------- derived rates
+    def tensor_flops_per_clk(self, dtype: str, family: str) -> float:
+        """Dense tensor FLOP/clk/SM for ``dtype`` through instruction ``family``.
+
+        ``fp32`` inputs without a tensor path return the FP32-pipe rate (a plain SGEMM).
+
+        Raises:
+            InfeasibleError: the GPU lacks the family (e.g. ``wgmma`` on an A100) or has no
+                tensor path for ``dtype`` (e.g. ``fp8_e4m3`` on an A100).
+        """
+        if family == "wgmma" and not self.features.wgmma:
+            raise InfeasibleError(f"{self.id} has no WGMMA (warpgroup MMA, Hopper sm_90a)")
+        if family == "tcgen05" and not self.features.tcgen05:
+            raise InfeasibleError(f"{self.id} has no tcgen05 MMA (Blackwell sm_100)")
+        if family == self.native_tensor_family:
+            table = self.tensor_flops_per_clk_per_sm
+        elif family == "mma_sync":
+            table = self.mma_sync_flops_per_clk_per_sm
+        else:  # e.g. wgmma requested on a tcgen05 GPU: not issued by any kernel we model
+            raise InfeasibleError(f"{self.id}: instruction family {family!r} is not available "
+                                  f"(native: {self.native_tensor_family}, or mma_sync)")
+        if dtype in table:
+            return table[dtype]
+        if dtype == "fp32":
+            return self.fp32_flops_per_clk_per_sm
+        raise InfeasibleError(f"{self.id} has no {family} tensor-core path for {dtype} "
+                              f"(has: {', '.join(table)})")
+
+    def peak_tensor_flops_per_s(self, dtype: str) -> float:
+        """Datasheet dense tensor peak (FLOP/s) for ``dtype`` through the native family."""
+        return (self.tensor_flops_per_clk(dtype, self.native_tensor_family)
+                * self.sm_count * self.clock_hz)
+
+    @property
+    def fp32_flops_per_s(self) -> float:
+        return self.fp32_flops_per_clk_per_sm * self.sm_count * self.clock_hz
+
+    @property
+    def mufu_ops_per_s(self) -> float:
+        return self.mufu_ops_per_clk_per_sm * self.sm_count * self.clock_hz
+
+    @property
+    def smem_bandwidth_bytes_per_s(self) -> float:
+        return self.smem_bandwidth_bytes_per_clk_per_sm * self.sm_count * self.clock_hz
+
+    def ridge_point(self, dtype: str) -> float:
+        """Roofline ridge point (FLOP/byte) = peak compute / HBM bandwidth for ``dtype``."""
+        return self.peak_tensor_flops_per_s(dtype) / self.hbm_bandwidth_bytes_per_s
+
+    # ----------------------------------------------------------------- what-if
+    def replace(self, **fields) -> GPUSpec:
+        """A copy with ``fields`` changed, validated again (what-if GPUs).
+
+        Example: ``load_gpu("b200").replace(mufu_ops_per_clk_per_sm=32, id="b300-like")``.
+
+        Raises:
+            perfsim.PerfsimError: an unknown field name or a value that fails validation.
+        """
+        unknown = sorted(set(fields) - set(type(self).model_fields))
+        if unknown:
+            raise PerfsimError(f"GPUSpec has no field(s) {', '.join(unknown)}; fields: "
+                               f"{', '.join(type(self).model_fields)}")
+        data = self.model_dump()
+        data.update({k: (v.model_dump() if isinstance(v, BaseModel) else v)
+                     for k, v in fields.items()})
+        return _validate_spec(data, where=f"{self.id}.replace()")
+
+
+def _validate_spec(data: dict, where: str) -> GPUSpec:
+    try:
+        return GPUSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "spec"
+        raise PerfsimError(f"{where}: {loc}: {first['msg']}") from None
+
+
+def _catalog_dir() -> Path:
+    return Path(str(resources.files("perfsim.catalog")))
+
+
+def gpus() -> list[str]:
+    """Catalog ids, sorted (one per ``hardware/*.toml``)."""
+    return sorted(p.stem for p in _catalog_dir().glob("*.toml"))
+
+
+@lru_cache(maxsize=64)
+def _load_path(path: str) -> GPUSpec:
+    with open(path, "rb") as fh:
+        try:
+            data = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise PerfsimError(f"{path}: not valid TOML: {exc}") from None
+    return _validate_spec(data, where=path)
+
+
+def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
+    """Load a GPU by catalog id (``perfsim.gpus()``) or from a TOML file path.
+
+    A calibrated profile written by ``perfsim calibrate`` is such a file.
+
+    Raises:
+        perfsim.PerfsimError: unknown id (the message lists the valid ids), unreadable file,
+            or a file that fails validation.
+    """
+    if isinstance(gpu, GPUSpec):
+        return gpu
+    text = str(gpu)
+    if text.endswith(".toml") or "/" in text:
+        path = Path(text)
+        if not path.is_file():
+            raise PerfsimError(f"GPU profile file {text!r} does not exist")
+        return _load_path(str(path.resolve()))
+    path = _catalog_dir() / f"{text}.toml"
+    if not path.is_file():
+        raise PerfsimError(f"unknown GPU {text!r}; valid ids: {', '.join(gpus())} "
+                           "(or a path to a .toml profile)")
+    return _load_path(str(path))

@@ -1,0 +1,109 @@
+"""``KernelCost``: what one launched kernel demands of each GPU unit.
+
+Counts are additive over kernels and can be Python numbers, numpy arrays (sweeps) or sympy
+expressions (closed forms). Units: FLOP, operations, bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Literal
+
+#: The units perfsim times. ``tensor``: tensor cores; ``fp32``: FP32/FMA pipes (non-matmul
+#: FLOPs, software-emulated exp); ``mufu``: the special-function unit (ex2); ``smem``: shared
+#: memory bandwidth; ``hbm``: device memory bandwidth.
+UNITS: tuple[str, ...] = ("tensor", "fp32", "mufu", "smem", "hbm")
+Unit = Literal["tensor", "fp32", "mufu", "smem", "hbm"]
+
+#: Overlap rule: groups of units. Units inside a group run one after the other (their times
+#: add); groups run concurrently (the kernel takes the longest group). ``ROOFLINE`` is every
+#: unit on its own, i.e. ``time = max(unit times)``.
+ROOFLINE: tuple[tuple[str, ...], ...] = tuple((u,) for u in UNITS)
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    """One kernel launch.
+
+    Attributes:
+        name: short label, e.g. ``"fa2_fwd"`` or ``"softmax"``.
+        grid: CTAs launched.
+        warps_per_cta: warps per CTA.
+        smem_bytes_per_cta: shared memory per CTA (bytes).
+        registers_per_thread: 32-bit registers per thread.
+        tensor_dtype: input dtype of the tensor-core matmuls (``fp32`` = FP32 pipes).
+        tensor_family: ``mma_sync`` / ``wgmma`` / ``tcgen05`` (see ``perfsim.gpu``).
+        tensor_flops: matmul FLOPs executed (2 per multiply-add), masked elements of
+            visited tiles included.
+        fp32_flops: non-matmul FLOPs on the FP32 pipes (scale, max, sum, rescale, ...).
+        exp_ops: exponentials on the MUFU unit.
+        emulated_exp_ops: exponentials computed in software on the FMA pipes (FA4 §3.1.3);
+            their FMA cost is added to the ``fp32`` unit by the timing model.
+        hbm_read_bytes, hbm_write_bytes: device-memory traffic after the L2 reuse rule.
+        l2_hit_bytes: global-memory reads served by L2 instead of HBM (information only).
+        smem_read_bytes, smem_write_bytes: shared-memory traffic.
+        atomics: fp32 atomic adds to global memory.
+        executed: SM-side demand actually executed, ``{"tensor": FLOP, "fp32": FLOP,
+            "mufu": ops, "smem": bytes}``, when it exceeds the counts: a CTA computes whole
+            tiles (an elementwise CTA whole blocks) even where the problem ends inside one.
+            The timing model charges SM-side units for it; counts stay exact. ``None``: the
+            counts.
+        overlap: which units overlap (see ``ROOFLINE``).
+        terms: named sub-counts (e.g. ``{"tensor_flops/QK^T": ...}``) for explanations.
+    """
+
+    name: str
+    grid: object
+    warps_per_cta: int = 4
+    smem_bytes_per_cta: int = 0
+    registers_per_thread: int = 64
+    tensor_dtype: str = "bf16"
+    tensor_family: str = "mma_sync"
+    tensor_flops: object = 0
+    fp32_flops: object = 0
+    exp_ops: object = 0
+    emulated_exp_ops: object = 0
+    hbm_read_bytes: object = 0
+    hbm_write_bytes: object = 0
+    l2_hit_bytes: object = 0
+    smem_read_bytes: object = 0
+    smem_write_bytes: object = 0
+    atomics: object = 0
+    executed: dict | None = None
+    overlap: tuple[tuple[str, ...], ...] = ROOFLINE
+    terms: dict = field(default_factory=dict)
+
+    @property
+    def hbm_bytes(self):
+        return self.hbm_read_bytes + self.hbm_write_bytes
+
+    @property
+    def smem_bytes(self):
+        return self.smem_read_bytes + self.smem_write_bytes
+
+    def sm_demand(self) -> dict:
+        """Demand on the SM-side units, padding included (see ``executed``)."""
+        if self.executed is not None:
+            return self.executed
+        return {"tensor": self.tensor_flops, "fp32": self.fp32_flops, "mufu": self.exp_ops,
+                "smem": self.smem_bytes}
+
+    def padded(self, factor) -> KernelCost:
+        """This kernel with SM-side work ``factor`` times the counts (whole blocks)."""
+        return replace(self, executed={u: v * factor for u, v in self.sm_demand().items()})
+
+    def with_executed(self, padded_cost: KernelCost) -> KernelCost:
+        """This kernel's counts with ``padded_cost``'s SM-side demand as executed work."""
+        return replace(self, executed=padded_cost.sm_demand())
+
+    def scaled(self, factor) -> KernelCost:
+        """The same kernel with every additive count multiplied by ``factor``."""
+        additive = {f.name: getattr(self, f.name) * factor for f in fields(self)
+                    if f.name in ADDITIVE}
+        return replace(self, **additive)
+
+
+ADDITIVE: tuple[str, ...] = (
+    "tensor_flops", "fp32_flops", "exp_ops", "emulated_exp_ops", "hbm_read_bytes",
+    "hbm_write_bytes", "l2_hit_bytes", "smem_read_bytes", "smem_write_bytes", "atomics",
+)

@@ -1,0 +1,128 @@
+"""``Prediction``: the answer to one ``perfsim.predict`` call, and ``explain()``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfsim.gpu import GPUSpec
+from perfsim.kernel import ADDITIVE, UNITS
+from perfsim.timing import KernelTiming
+from perfsim.workload import AttentionWorkload
+
+UNIT_WORDS = {
+    "tensor": "tensor cores (matmul)",
+    "fp32": "FP32/FMA pipes (non-matmul math)",
+    "mufu": "the exp unit (MUFU)",
+    "smem": "shared-memory bandwidth",
+    "hbm": "HBM bandwidth",
+}
+
+
+def model_flops(w: AttentionWorkload):
+    """FLOPs by the FlashAttention benchmark convention (FA2 §4.1, FA3 §4.1, flash-attn
+    ``benchmarks/benchmark_flash_attention.py``): forward ``2·B·H·N_q·N_k·(d + d_v)``
+    (= ``4·B·H·N²·d``), halved when causal, backward 2.5× forward, fwd+bwd 3.5×."""
+    fwd = 2 * w.batch * w.heads * w.seqlen_q * w.seqlen_k * (w.head_dim + w.head_dim_v)
+    if w.causal:
+        fwd /= 2
+    return {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[w.phase] * fwd
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Totals over all kernels.
+
+    ``flops`` = ``tensor_flops + fp32_flops`` (executed; masked elements of visited tiles and
+    recomputation included — not the benchmark convention used for ``tflops``); bytes are
+    HBM traffic after the L2 reuse rule; ``smem_bytes`` reads + writes.
+    """
+
+    flops: float
+    tensor_flops: float
+    fp32_flops: float
+    exp_ops: float
+    emulated_exp_ops: float
+    hbm_read_bytes: float
+    hbm_write_bytes: float
+    hbm_bytes: float
+    l2_hit_bytes: float
+    smem_bytes: float
+    atomics: float
+
+    @classmethod
+    def total(cls, kernels: list[KernelTiming]) -> Counts:
+        sums = {name: sum(k.cost.__getattribute__(name) for k in kernels) for name in ADDITIVE}
+        return cls(
+            flops=sums["tensor_flops"] + sums["fp32_flops"],
+            tensor_flops=sums["tensor_flops"], fp32_flops=sums["fp32_flops"],
+            exp_ops=sums["exp_ops"], emulated_exp_ops=sums["emulated_exp_ops"],
+            hbm_read_bytes=sums["hbm_read_bytes"], hbm_write_bytes=sums["hbm_write_bytes"],
+            hbm_bytes=sums["hbm_read_bytes"] + sums["hbm_write_bytes"],
+            l2_hit_bytes=sums["l2_hit_bytes"],
+            smem_bytes=sums["smem_read_bytes"] + sums["smem_write_bytes"],
+            atomics=sums["atomics"],
+        )
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted time and its breakdown for one (workload, GPU, algorithm).
+
+    Attributes:
+        workload, gpu: the inputs; ``algorithm``: the resolved config (``.label()``).
+        seconds: predicted wall time of all kernels (s).
+        tflops: achieved TFLOP/s by the FlashAttention convention (``model_flops / seconds``).
+        bound: the unit that binds most of the time (``tensor``, ``fp32``, ``mufu``, ``smem``,
+            ``hbm`` or ``launch``).
+        unit_seconds: per unit, its time summed over kernels (s), had it run alone.
+        bound_seconds: per unit, the kernel time during which it was the binding unit (s).
+        counts: :class:`Counts` totals.
+        memory_bytes: peak HBM footprint (inputs, outputs, saved tensors, transients).
+        kernels: per-kernel :class:`perfsim.timing.KernelTiming`, in launch order.
+    """
+
+    workload: AttentionWorkload
+    gpu: GPUSpec
+    algorithm: object
+    seconds: float
+    tflops: float
+    bound: str
+    unit_seconds: dict
+    bound_seconds: dict
+    counts: Counts
+    memory_bytes: float
+    kernels: list
+
+    @property
+    def model_flops(self) -> float:
+        return model_flops(self.workload)
+
+    @property
+    def hbm_gbps(self) -> float:
+        """Achieved HBM bandwidth (GB/s) implied by the predicted time."""
+        return self.counts.hbm_bytes / self.seconds / 1e9
+
+    def explain(self) -> str:
+        """A few lines in words: what binds, by how much, and why."""
+        w, g = self.workload, self.gpu
+        lines = [f"{self.algorithm.label()} on {g.name}: {w.describe()}",
+                 f"predicted {self.seconds * 1e3:.3f} ms, {self.tflops:.1f} TFLOP/s "
+                 f"({100 * self.tflops * 1e12 / g.peak_tensor_flops_per_s(w.dtype):.0f} % "
+                 f"of the {w.dtype} matmul peak), {self.counts.hbm_bytes / 1e9:.2f} GB "
+                 f"over HBM, peak memory {self.memory_bytes / 2**30:.2f} GiB."]
+        share = 100 * self.bound_seconds.get(self.bound, 0) / self.seconds
+        lines.append(f"Bound by {UNIT_WORDS.get(self.bound, self.bound)} for {share:.0f} % "
+                     "of the time.")
+        ranked = sorted(UNITS, key=lambda u: -self.unit_seconds[u])
+        parts = ", ".join(f"{u} {self.unit_seconds[u] * 1e3:.3f} ms" for u in ranked
+                          if self.unit_seconds[u] > 0)
+        lines.append(f"Each unit alone: {parts}.")
+        rule = type(self.algorithm).overlap_rule
+        if rule:
+            lines.append(f"Overlap rule: {rule}.")
+        heavy = max(self.kernels, key=lambda k: k.seconds)
+        if len(self.kernels) > 1:
+            lines.append(f"{len(self.kernels)} kernels; the longest is {heavy.cost.name} "
+                         f"({heavy.seconds * 1e3:.3f} ms, bound by {heavy.bound}).")
+        lines.extend(getattr(self.algorithm, "explain_lines", lambda p: [])(self))
+        return "\n".join(lines)

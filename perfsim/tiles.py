@@ -1,0 +1,140 @@
+"""Which (query tile, key tile) pairs a tiled attention kernel visits.
+
+The score matrix ``S`` (``N_q x N_k``) is cut into ``T_r = ⌈N_q/B_r⌉`` query tiles and
+``T_c = ⌈N_k/B_c⌉`` key tiles; the last of each may be partial. Without a mask every tile is
+visited. With the (bottom-right aligned) causal mask a tile is *visited* iff it holds at least
+one unmasked element and *masked* (a diagonal tile, as the "on-band" loop of the Triton
+fused-attention tutorial) iff it also holds a masked one; tiles entirely above the diagonal are
+skipped (FA2 §3.1.1 "Causal masking").
+
+All counts are closed forms built from :func:`clamped_floor_sum`, so they evaluate on Python
+ints, numpy arrays (vectorised sweeps) and sympy symbols (closed forms). The tests check them
+against a brute-force enumeration of tiles at odd sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+
+from perfsim.mathops import cdiv, is_symbolic, maximum
+
+
+def _floor_sum_scalar(n: int, m: int, a: int, b: int) -> int:
+    """Σ_{i=0}^{n-1} ⌊(a·i + b)/m⌋ for n, a, b ≥ 0, m > 0 (Euclid-like reduction)."""
+    total = 0
+    while True:
+        if a >= m:
+            total += (n - 1) * n // 2 * (a // m)
+            a %= m
+        if b >= m:
+            total += n * (b // m)
+            b %= m
+        y_max = a * n + b
+        if y_max < m:
+            return total
+        n, b, m, a = y_max // m, y_max % m, a, m
+
+
+def _floor_sum_array(n, m, a, b):
+    """Vectorised :func:`_floor_sum_scalar`; every argument broadcast to one shape."""
+    n, m, a, b = (np.array(x, dtype=np.int64) for x in np.broadcast_arrays(n, m, a, b))
+    total = np.zeros_like(n)
+    active = n > 0
+    while active.any():
+        q = np.where(active, a // m, 0)
+        total += np.where(active, (n - 1) * n // 2 * q, 0)
+        a = np.where(active, a % m, a)
+        q = np.where(active, b // m, 0)
+        total += np.where(active, n * q, 0)
+        b = np.where(active, b % m, b)
+        y_max = a * n + b
+        active &= y_max >= m
+        n, b, m, a = (np.where(active, y_max // m, n), np.where(active, y_max % m, b),
+                      np.where(active, a, m), np.where(active, m, a))
+    return total
+
+
+def clamped_floor_sum(count, a, b, c, upper):
+    """Σ_{m=0}^{count-1} clamp(⌊(a·m + b)/c⌋, 0, upper) and how many terms hit ``upper``.
+
+    ``a, c > 0``; ``b`` any integer; ``upper ≥ 0``. Exact in O(log) steps (no loop over m).
+
+    Returns:
+        ``(total, saturated)``.
+    """
+    if is_symbolic(count, a, b, c, upper):
+        m = sympy.Dummy("m", integer=True, nonnegative=True)
+        f = sympy.floor((a * m + b) / c)
+        term = sympy.Min(sympy.Max(f, 0), upper)
+        hit = sympy.Piecewise((1, f >= upper), (0, True))
+        return (sympy.Sum(term, (m, 0, count - 1)), sympy.Sum(hit, (m, 0, count - 1)))
+    array = any(isinstance(x, np.ndarray) for x in (count, a, b, c, upper))
+    clip = np.clip if array else (lambda x, lo, hi: min(max(x, lo), hi))
+    m_lo = clip(cdiv(c - b, a), 0, count)          # first m with f(m) >= 1
+    m_hi = clip(cdiv(upper * c - b, a), m_lo, count)  # first m with f(m) >= upper
+    length = m_hi - m_lo
+    start = maximum(a * m_lo + b, 0)  # ≥ c whenever length > 0
+    if array:
+        partial = _floor_sum_array(length, c, a, start)
+    else:
+        partial = _floor_sum_scalar(int(length), int(c), int(a), int(start))
+    saturated = count - m_hi
+    return partial + upper * saturated, saturated
+
+
+@dataclass(frozen=True)
+class TileVisits:
+    """Counts of the tiles a causal-aware tiled kernel visits (ints, arrays or sympy).
+
+    Attributes:
+        q_tiles: ``T_r``.   kv_tiles: ``T_c``.
+        tiles: visited (query tile, key tile) pairs.
+        masked_tiles: visited tiles that need the causal mask.
+        elements: Σ over visited tiles of rows × columns (clipped to the matrix): score
+            elements computed, masked ones on diagonal tiles included.
+        q_outer_cols: Σ over query tiles of key columns visited — K/V rows a Q-outer loop
+            (FA2/FA3/FA4 forward) loads.
+        kv_outer_rows: Σ over key tiles of query rows visited — Q/dO rows a KV-outer loop
+            (FA1 forward, FA2 backward) loads.
+    """
+
+    q_tiles: object
+    kv_tiles: object
+    tiles: object
+    masked_tiles: object
+    elements: object
+    q_outer_cols: object
+    kv_outer_rows: object
+
+
+def visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool) -> TileVisits:
+    """Tile-visit counts for an ``N_q x N_k`` score matrix in ``B_r x B_c`` tiles."""
+    t_r, t_c = cdiv(seqlen_q, block_r), cdiv(seqlen_k, block_c)
+    if not causal:
+        return TileVisits(t_r, t_c, t_r * t_c, 0 * t_r, seqlen_q * seqlen_k,
+                          t_r * seqlen_k, t_c * seqlen_q)
+    offset = seqlen_k - seqlen_q          # query i sees key j iff j <= i + offset
+    pad = t_c * block_c - seqlen_k        # missing columns of the last key tile
+    # Q-outer: a full query tile m visits ⌊((m+1)·B_r + offset - 1)/B_c⌋ + 1 key tiles
+    # (clamped to [0, T_c]); the last query tile always visits all T_c.
+    full, saturated = clamped_floor_sum(t_r - 1, block_r, block_r + offset - 1 + block_c,
+                                        block_c, t_c)
+    full_cols = block_c * full - pad * saturated
+    last_rows = seqlen_q - (t_r - 1) * block_r
+    tiles = full + t_c
+    # KV-outer: key tile n is first seen by query tile clamp(⌊(n·B_c - offset)/B_r⌋, 0, T_r-1);
+    # every key tile is seen by the last query row (bottom-right alignment).
+    first_q, _ = clamped_floor_sum(t_c, block_c, -offset, block_r, t_r - 1)
+    # Unmasked tiles per query tile m: non-last key tiles with (n+1)·B_c <= m·B_r + offset + 1,
+    # plus the last key tile when m·B_r >= N_q - 1.
+    unmasked, _ = clamped_floor_sum(t_r, block_r, offset + 1, block_c, t_c - 1)
+    unmasked = unmasked + maximum(t_r - cdiv(seqlen_q - 1, block_r), 0)
+    return TileVisits(
+        q_tiles=t_r, kv_tiles=t_c, tiles=tiles, masked_tiles=tiles - unmasked,
+        elements=block_r * full_cols + last_rows * seqlen_k,
+        q_outer_cols=full_cols + seqlen_k,
+        kv_outer_rows=t_c * seqlen_q - block_r * first_q,
+    )

@@ -1,0 +1,37 @@
+"""Shared fixtures: a 'unit' GPU on which every rate is 1, so times equal counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from perfsim.gpu import GPUSpec
+
+UNIT_RATES = {"fp16": 1.0, "bf16": 1.0, "fp8_e4m3": 1.0, "tf32": 1.0}
+
+
+def unit_gpu(**overrides) -> GPUSpec:
+    """One SM at 1 Hz; every unit does 1 FLOP/op/byte per clock; HBM 1 byte/s.
+
+    Capacities are large so that no configuration is infeasible and the L2 holds
+    every working set (re-reads are L2 hits) unless overridden.
+    """
+    data = dict(
+        id="unit", name="unit GPU", arch="test", compute_capability="0.0", sm_count=1,
+        clock_hz=1.0, max_clock_hz=1.0, native_tensor_family="mma_sync",
+        tensor_flops_per_clk_per_sm=UNIT_RATES, mma_sync_flops_per_clk_per_sm=UNIT_RATES,
+        fp32_flops_per_clk_per_sm=1.0, mufu_ops_per_clk_per_sm=1.0,
+        smem_bandwidth_bytes_per_clk_per_sm=1.0, smem_bytes_per_sm=2**30,
+        smem_bytes_per_block=2**30, registers_per_sm=2**30, max_registers_per_thread=255,
+        max_warps_per_sm=64, max_ctas_per_sm=1, max_threads_per_sm=2048, l2_bytes=2**50,
+        l2_usable_fraction=1.0, hbm_bytes=2**50, hbm_bandwidth_bytes_per_s=1.0,
+        tmem_bytes_per_sm=2**20,
+        features={"tma": True, "wgmma": False, "tcgen05": False, "two_cta": False},
+        sources={"all": "test fixture: every rate 1"},
+    )
+    data.update(overrides)
+    return GPUSpec.model_validate(data)
+
+
+@pytest.fixture
+def unit() -> GPUSpec:
+    return unit_gpu()

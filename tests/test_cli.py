@@ -1,0 +1,55 @@
+"""The command line: tables, --json, one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perfsim.cli import main
+
+PREDICT = ["predict", "--gpu", "a100-sxm4-80gb", "--batch", "64", "--heads", "16",
+           "--seqlen", "1024", "--head-dim", "64", "--dtype", "fp16", "--phase", "fwd_bwd"]
+
+
+def test_predict_all_prints_side_by_side(capsys):
+    assert main([*PREDICT, "--algorithm", "all"]) == 0
+    out = capsys.readouterr().out
+    for name in ("standard", "fa1", "fa2", "TFLOP/s", "HBM GB", "memory GiB"):
+        assert name in out
+
+
+def test_predict_json(capsys):
+    assert main([*PREDICT, "--algorithm", "fa2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["algorithm"] == "fa2" and data["seconds"] > 0 and data["kernels"]
+
+
+def test_predict_set_option(capsys):
+    assert main([*PREDICT, "--algorithm", "fa2", "--set", "block_m=64", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["algorithm"] == "fa2(block_m=64)"
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["predict", "--batch", "1"], "required"),
+    ([*PREDICT, "--gpu", "h900"], "unknown GPU 'h900'"),
+    ([*PREDICT, "--dtype", "fp64"], "dtype"),
+    ([*PREDICT, "--kv-heads", "3"], "must divide heads"),
+    ([*PREDICT, "--algorithm", "fa9"], "unknown algorithm"),
+    ([*PREDICT, "--set", "block_m=abc"], "block_m"),
+    ([*PREDICT, "--batch", "x"], "invalid int"),
+    (["gpu", "show", "nope"], "unknown GPU"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, argv, needle):
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(argv))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_gpus_and_gpu_show(capsys):
+    assert main(["gpus"]) == 0
+    assert "h200-sxm" in capsys.readouterr().out
+    assert main(["gpu", "show", "b200", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sm_count"] == 148

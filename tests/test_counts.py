@@ -1,0 +1,74 @@
+"""Textbook cross-checks of the counts, and the unit-GPU fixture (time = counts)."""
+
+from __future__ import annotations
+
+import pytest
+
+import perfsim
+from perfsim.algorithms import FA1, FA2, Standard
+from perfsim.tiles import visits
+from tests.conftest import unit_gpu
+
+W = perfsim.AttentionWorkload
+ALGOS = [Standard(), FA1(block_r=32, block_c=64), FA2(block_m=64, block_n=32)]
+
+
+@pytest.mark.parametrize("algo", ALGOS, ids=lambda a: a.label())
+@pytest.mark.parametrize("n_q,n_k,d", [(1000, 1000, 64), (333, 777, 40), (777, 333, 128)])
+def test_forward_matmul_flops_are_4BHNNd(unit, algo, n_q, n_k, d):
+    w = W(batch=3, heads=5, seqlen_q=n_q, seqlen_k=n_k, head_dim=d, dtype="fp16")
+    p = perfsim.predict(w, gpu=unit, algorithm=algo)
+    assert p.counts.tensor_flops == 4 * 3 * 5 * n_q * n_k * d
+
+
+def test_backward_matmul_flops_are_2_5x_forward_for_fused(unit):
+    w = W(batch=2, heads=3, seqlen_q=300, head_dim=64, dtype="bf16")
+    fwd = perfsim.predict(w, gpu=unit, algorithm=FA2(block_m=64, block_n=64)).counts
+    bwd = perfsim.predict(w.replace(phase="bwd"), gpu=unit,
+                          algorithm=FA2(bwd_block_m=64, bwd_block_n=64)).counts
+    assert bwd.tensor_flops == 2.5 * fwd.tensor_flops
+
+
+def test_causal_fa2_flops_follow_the_visited_tiles(unit):
+    n, b = 1000, 64
+    w = W(batch=1, heads=2, seqlen_q=n, head_dim=32, causal=True, dtype="bf16")
+    p = perfsim.predict(w, gpu=unit, algorithm=FA2(block_m=b, block_n=b))
+    v = visits(n, n, b, b, True)
+    assert p.counts.tensor_flops == 2 * 2 * v.elements * 64
+    # about half of the non-causal work, a bit more because diagonal tiles are computed whole
+    assert 0.5 < p.counts.tensor_flops / (4 * 2 * n * n * 32) < 0.55
+
+
+@pytest.mark.parametrize("algo", [FA2(), FA1(q_splits=1)], ids=lambda a: a.name)
+def test_gqa_cuts_kv_hbm_bytes_by_group_size(algo):
+    gpu = perfsim.load_gpu("h100-sxm5")
+    base = W(batch=2, heads=16, seqlen_q=2048, head_dim=128, dtype="bf16")
+    mha = perfsim.predict(base, gpu=gpu, algorithm=algo).counts.hbm_read_bytes
+    gqa = perfsim.predict(base.replace(kv_heads=2), gpu=gpu, algorithm=algo).counts
+    kv_mha = 2 * 2 * 16 * 2048 * (128 + 128)      # K and V of every head, bf16
+    q_etc = mha - kv_mha                          # everything that is not K/V
+    assert gqa.hbm_read_bytes - q_etc == pytest.approx(kv_mha * 2 / 16)
+
+
+def test_unit_gpu_times_equal_counts(unit):
+    w = W(batch=1, heads=2, seqlen_q=100, head_dim=16, dtype="fp16")
+    p = perfsim.predict(w, gpu=unit, algorithm="standard",
+                        timing=perfsim.TimingParams(hbm_efficiency=1.0, launch_overhead_s=0.0))
+    for k in p.kernels:
+        c = k.cost
+        assert k.unit_seconds["hbm"] == c.hbm_read_bytes + c.hbm_write_bytes
+        assert k.unit_seconds["mufu"] == c.sm_demand()["mufu"] * k.wave_factor
+        assert k.seconds == max(k.unit_seconds.values())   # every eager kernel is a roofline
+    softmax = next(k for k in p.kernels if k.cost.name == "softmax")
+    nn = 2 * 100 * 100
+    assert softmax.cost.hbm_bytes == 2 * 2 * nn           # read S, write P (fp16)
+    assert softmax.cost.exp_ops == nn
+
+
+def test_fa2_overlap_rule_adds_compute_units():
+    gpu = unit_gpu(max_ctas_per_sm=1)
+    w = W(batch=1, heads=1, seqlen_q=128, head_dim=16, dtype="fp16")
+    k = perfsim.predict(w, gpu=gpu, algorithm=FA2(block_m=128, block_n=128),
+                        timing=perfsim.TimingParams(launch_overhead_s=0.0)).kernels[0]
+    serial = k.unit_seconds["tensor"] + k.unit_seconds["fp32"] + k.unit_seconds["mufu"]
+    assert k.seconds == max(serial, k.unit_seconds["smem"], k.unit_seconds["hbm"])

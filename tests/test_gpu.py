@@ -1,0 +1,94 @@
+"""The GPU catalog and GPUSpec."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+import perfsim
+from perfsim.gpu import GPUSpec
+
+CATALOG = ["a100-sxm4-80gb", "h100-sxm5", "h200-sxm", "b200", "rtx-5090"]
+#: datasheet dense BF16 peaks (TFLOP/s): P2 §3.1, P3 §3.1, P4 §2.2, RTX Blackwell whitepaper
+BF16_PEAKS = {"a100-sxm4-80gb": 312, "h100-sxm5": 989, "h200-sxm": 989, "b200": 2250,
+              "rtx-5090": 209.5}
+
+
+def test_catalog_lists_the_five_gpus():
+    assert set(CATALOG) <= set(perfsim.gpus())
+
+
+@pytest.mark.parametrize("gpu", CATALOG)
+def test_bf16_peak_matches_datasheet(gpu):
+    spec = perfsim.load_gpu(gpu)
+    assert spec.peak_tensor_flops_per_s("bf16") / 1e12 == pytest.approx(BF16_PEAKS[gpu],
+                                                                        rel=0.01)
+
+
+@pytest.mark.parametrize("gpu", perfsim.gpus())
+def test_every_number_has_a_source(gpu):
+    spec = perfsim.load_gpu(gpu)
+    for name, value in spec.model_dump().items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            assert name in spec.sources, f"{gpu}: {name} has no source"
+        if isinstance(value, dict) and name not in ("sources", "calibration"):
+            for key in value:
+                assert f"{name}.{key}" in spec.sources or name in spec.sources, \
+                    f"{gpu}: {name}.{key} has no source"
+
+
+def test_unknown_id_lists_the_valid_ones():
+    with pytest.raises(perfsim.PerfsimError, match="valid ids: .*h100-sxm5"):
+        perfsim.load_gpu("h900")
+
+
+def test_replace_gives_a_validated_what_if():
+    b300 = perfsim.load_gpu("b200").replace(mufu_ops_per_clk_per_sm=32, id="b300-like")
+    assert b300.mufu_ops_per_s == 2 * perfsim.load_gpu("b200").mufu_ops_per_s
+    with pytest.raises(perfsim.PerfsimError, match="hbm_bandwidth_bytes_per_s"):
+        perfsim.load_gpu("b200").replace(hbm_bandwidth_bytes_per_s=-1)
+    with pytest.raises(perfsim.PerfsimError, match="no field"):
+        perfsim.load_gpu("b200").replace(hbm_tbps=8)
+
+
+def test_spec_is_frozen():
+    spec = perfsim.load_gpu("h100-sxm5")
+    with pytest.raises(Exception):
+        spec.sm_count = 1
+
+
+def test_load_from_a_toml_path(tmp_path):
+    src = perfsim.load_gpu("h200-sxm").model_dump()
+    src["id"] = "my-h200"
+    lines = []
+    tables = {k: v for k, v in src.items() if isinstance(v, dict)}
+    for key, value in src.items():
+        if key in tables or value is None:
+            continue
+        lines.append(f"{key} = {value!r}".replace("'", '"').replace("True", "true")
+                     .replace("False", "false"))
+    for key, table in tables.items():
+        lines.append(f"[{key}]")
+        for k, v in table.items():
+            v = {True: "true", False: "false"}.get(v, v) if isinstance(v, bool) else v
+            lines.append(f'"{k}" = ' + (f'"{v}"' if isinstance(v, str) else f"{v}"))
+    path = tmp_path / "my.toml"
+    path.write_text("\n".join(lines))
+    tomllib.loads(path.read_text())
+    assert perfsim.load_gpu(str(path)).id == "my-h200"
+
+
+def test_missing_feature_raises_infeasible():
+    a100 = perfsim.load_gpu("a100-sxm4-80gb")
+    with pytest.raises(perfsim.InfeasibleError, match="WGMMA"):
+        a100.tensor_flops_per_clk("bf16", "wgmma")
+    with pytest.raises(perfsim.InfeasibleError, match="fp8_e4m3"):
+        a100.tensor_flops_per_clk("fp8_e4m3", "mma_sync")
+
+
+def test_gpuspec_rejects_bad_dtype_key():
+    data = perfsim.load_gpu("h100-sxm5").model_dump()
+    data["tensor_flops_per_clk_per_sm"]["fp4"] = 1.0
+    with pytest.raises(ValueError, match="unknown dtype"):
+        GPUSpec.model_validate(data)

@@ -1,0 +1,76 @@
+"""predict(), Prediction, explain() and feasibility."""
+
+from __future__ import annotations
+
+import pytest
+
+import perfsim
+from perfsim.algorithms import FA1, FA2
+
+W = perfsim.AttentionWorkload
+W1 = W(batch=4, heads=16, seqlen_q=4096, head_dim=128, causal=True, dtype="bf16")
+
+
+def test_prediction_fields_are_consistent():
+    p = perfsim.predict(W1, gpu="h100-sxm5", algorithm="fa2")
+    assert p.seconds == pytest.approx(sum(k.seconds for k in p.kernels))
+    assert p.tflops == pytest.approx(4 * 4 * 16 * 4096**2 * 128 / 2 / p.seconds / 1e12)
+    c = p.counts
+    assert c.flops == c.tensor_flops + c.fp32_flops
+    assert c.hbm_bytes == c.hbm_read_bytes + c.hbm_write_bytes
+    assert p.bound in ("tensor", "fp32", "mufu", "smem", "hbm", "launch")
+    assert p.memory_bytes > 0
+
+
+def test_explain_says_what_binds():
+    text = perfsim.predict(W1, gpu="h100-sxm5", algorithm="fa2").explain()
+    assert "Bound by tensor cores" in text and "TFLOP/s" in text and "Overlap rule" in text
+
+
+def test_string_means_defaults():
+    a = perfsim.predict(W1, gpu="h100-sxm5", algorithm="fa2")
+    b = perfsim.predict(W1, gpu="h100-sxm5", algorithm=FA2())
+    assert a.seconds == b.seconds
+
+
+def test_tile_options_change_the_prediction():
+    a = perfsim.predict(W1, gpu="h100-sxm5", algorithm=FA2(block_m=64, block_n=64))
+    b = perfsim.predict(W1, gpu="h100-sxm5", algorithm=FA2(block_m=128, block_n=128))
+    assert a.kernels[0].cost.grid == 2 * b.kernels[0].cost.grid
+    assert a.counts.smem_bytes != b.counts.smem_bytes
+
+
+def test_tile_over_shared_memory_is_infeasible():
+    with pytest.raises(perfsim.InfeasibleError, match="shared memory"):
+        perfsim.predict(W1, gpu="rtx-5090", algorithm=FA2(block_m=256, block_n=256))
+
+
+def test_unsupported_head_dim_is_infeasible():
+    with pytest.raises(perfsim.InfeasibleError, match="head_dim 512"):
+        perfsim.predict(W1.replace(head_dim=512), gpu="h100-sxm5", algorithm="fa2")
+
+
+def test_fa1_rejects_fp32_and_tiny_sram():
+    with pytest.raises(perfsim.InfeasibleError, match="fp16/bf16"):
+        perfsim.predict(W1.replace(dtype="fp32"), gpu="a100-sxm4-80gb", algorithm="fa1")
+    with pytest.raises(perfsim.InfeasibleError, match="d <= M"):
+        perfsim.predict(W1.replace(dtype="fp16"), gpu="a100-sxm4-80gb",
+                        algorithm=FA1(sram_bytes=64))
+
+
+def test_unknown_algorithm_lists_known():
+    with pytest.raises(perfsim.PerfsimError, match="known: standard, fa1, fa2"):
+        perfsim.predict(W1, gpu="h100-sxm5", algorithm="fa9")
+
+
+def test_standard_memory_grows_quadratically():
+    small = perfsim.predict(W1.replace(phase="fwd_bwd", seqlen_q=2048), gpu="h100-sxm5",
+                            algorithm="standard").memory_bytes
+    large = perfsim.predict(W1.replace(phase="fwd_bwd", seqlen_q=8192), gpu="h100-sxm5",
+                            algorithm="standard").memory_bytes
+    assert 12 < large / small <= 16
+
+
+def test_predict_is_fast(benchmark):
+    """Speed target (< 1 ms per call) is reported by pytest-benchmark, not asserted."""
+    benchmark(perfsim.predict, W1, gpu="h100-sxm5", algorithm="fa2")

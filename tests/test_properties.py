@@ -1,0 +1,62 @@
+"""Hypothesis invariants of predict(): monotone in N and d, causal ≤ non-causal,
+more bandwidth never slower."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import perfsim
+
+GPUS = ["a100-sxm4-80gb", "h100-sxm5", "h200-sxm"]
+ALGOS = ["standard", "fa1", "fa2"]
+workloads = st.builds(
+    dict, batch=st.integers(1, 8), heads=st.sampled_from([1, 4, 16]),
+    seqlen_q=st.integers(128, 4096), head_dim=st.sampled_from([32, 64, 128]),
+    causal=st.booleans(), dtype=st.sampled_from(["fp16", "bf16"]),
+    phase=st.sampled_from(["fwd", "bwd", "fwd_bwd"]))
+
+
+def run(w, gpu, algo):
+    return perfsim.predict(perfsim.AttentionWorkload(**w), gpu=gpu, algorithm=algo)
+
+
+@settings(max_examples=60, deadline=None)
+@given(workloads, st.sampled_from(GPUS), st.sampled_from(ALGOS), st.integers(1, 4096))
+def test_longer_sequences_never_cost_less(w, gpu, algo, extra):
+    a, b = run(w, gpu, algo), run({**w, "seqlen_q": w["seqlen_q"] + extra}, gpu, algo)
+    assert b.counts.flops >= a.counts.flops
+    assert b.counts.hbm_bytes >= a.counts.hbm_bytes * (1 - 1e-12)
+    assert b.seconds >= a.seconds * (1 - 1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(workloads, st.sampled_from(GPUS), st.sampled_from(ALGOS))
+def test_larger_head_dim_never_costs_less(w, gpu, algo):
+    if w["head_dim"] == 128:
+        return
+    a = run(w, gpu, algo)
+    b = run({**w, "head_dim": w["head_dim"] * 2}, gpu, algo)
+    assert b.counts.tensor_flops > a.counts.tensor_flops
+    assert b.seconds >= a.seconds * (1 - 1e-9) or algo == "fa1"  # fa1 tiles shrink with d
+
+
+@settings(max_examples=60, deadline=None)
+@given(workloads, st.sampled_from(GPUS), st.sampled_from(ALGOS))
+def test_causal_never_costs_more(w, gpu, algo):
+    a = run({**w, "causal": False}, gpu, algo)
+    b = run({**w, "causal": True}, gpu, algo)
+    assert b.counts.tensor_flops <= a.counts.tensor_flops
+    # Time: only an algorithm that skips masked tiles can gain, and only once there is a
+    # tile to skip (two query tiles); standard adds a mask kernel and fa1 (Algorithm 1)
+    # masks without skipping, so for them causal costs the masking on top.
+    if algo == "fa2" and w["seqlen_q"] >= 256:
+        assert b.seconds <= a.seconds * (1 + 1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(workloads, st.sampled_from(GPUS), st.sampled_from(ALGOS), st.floats(1.01, 4.0))
+def test_more_bandwidth_is_never_slower(w, gpu, algo, factor):
+    spec = perfsim.load_gpu(gpu)
+    fast = spec.replace(hbm_bandwidth_bytes_per_s=spec.hbm_bandwidth_bytes_per_s * factor)
+    assert run(w, fast, algo).seconds <= run(w, spec, algo).seconds
