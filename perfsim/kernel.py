@@ -16,8 +16,9 @@ UNITS: tuple[str, ...] = ("tensor", "fp32", "mufu", "smem", "hbm")
 Unit = Literal["tensor", "fp32", "mufu", "smem", "hbm"]
 
 #: Overlap rule: groups of units. Units inside a group run one after the other (their times
-#: add); groups run concurrently (the kernel takes the longest group). ``ROOFLINE`` is every
-#: unit on its own, i.e. ``time = max(unit times)``.
+#: add); groups run concurrently (the kernel takes the longest group). An entry is a unit name
+#: or ``(unit, weight)`` when only that share of the unit's time sits on the group's path.
+#: ``ROOFLINE`` is every unit on its own, i.e. ``time = max(unit times)``.
 ROOFLINE: tuple[tuple[str, ...], ...] = tuple((u,) for u in UNITS)
 
 
@@ -49,6 +50,12 @@ class KernelCost:
             The timing model charges SM-side units for it; counts stay exact. ``None``: the
             counts.
         overlap: which units overlap (see ``ROOFLINE``).
+        pipeline: ``None``, or ``(stations, tiles_in_flight)`` for an asynchronous
+            producer/consumer cycle (FA3, FA4): each station is a tuple of units that work
+            concurrently (the station takes its slowest); tiles cycle through the stations
+            (MMA → softmax → MMA) with ``tiles_in_flight`` of them in flight. The timing
+            model turns it into time with ``perfsim.timing.cycle_time``; the units in no
+            station stay in ``overlap`` and overlap with the cycle.
         terms: named sub-counts (e.g. ``{"tensor_flops/QK^T": ...}``) for explanations.
     """
 
@@ -71,6 +78,7 @@ class KernelCost:
     atomics: object = 0
     executed: dict | None = None
     overlap: tuple[tuple[str, ...], ...] = ROOFLINE
+    pipeline: tuple | None = None
     terms: dict = field(default_factory=dict)
 
     @property

@@ -97,36 +97,82 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams) -> KernelT
     demand = {**cost.sm_demand(), "hbm": cost.hbm_bytes}
     unit_seconds = {u: demand[u] * (1 if u == "hbm" else wave_factor) / unit_rate[u]
                     for u in UNITS}
-    group_seconds = [sum(unit_seconds[u] for u in group) for group in cost.overlap]
+    group_seconds = [group_time(unit_seconds, group) for group in cost.overlap]
+    if cost.pipeline is not None:
+        group_seconds.append(cycle_time(unit_seconds, *cost.pipeline))
     body = group_seconds[0]
     for g in group_seconds[1:]:
         body = maximum(body, g)
     launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
     seconds = body + launched * params.launch_overhead_s
-    bound = binding_unit(unit_seconds, cost.overlap)
+    bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline)
     return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest, wave_factor=wave_factor)
 
 
-def binding_unit(unit_seconds: dict, overlap) -> object:
-    """The unit that sets the kernel's time: the largest unit of the longest group.
+def cycle_time(unit_seconds: dict, stations, tiles_in_flight: int):
+    """Time of a closed two-station pipeline (MMA ⇄ softmax) with ``K`` tiles in flight.
+
+    Each station's time is its slowest unit. With deterministic stage times the cycle would
+    run at the bottleneck's pace; real stage times vary (bank conflicts, barrier waits,
+    issue contention), and perfsim models them as exponential: a closed cyclic queueing
+    network of two stations and ``K`` circulating tiles keeps the bottleneck busy a fraction
+    ``U = (1 − ρ^K) / (1 − ρ^(K+1))`` of the time, ``ρ = s_fast / s_slow`` (product-form
+    result; ``U = K/(K+1)`` at ρ = 1, and ``K = 1`` gives ``s_slow + s_fast``: no overlap).
+    This is a stated modelling assumption, not a fitted constant.
+
+    Returns:
+        ``s_slow / U`` (seconds).
+    """
+    times = []
+    for station in stations:
+        t = unit_seconds[station[0]]
+        for u in station[1:]:
+            t = maximum(t, unit_seconds[u])
+        times.append(t)
+    slow = maximum(times[0], times[1])
+    fast = times[0] + times[1] - slow
+    rho = fast / where(slow > 0, slow, 1) if isinstance(slow, np.ndarray) else (
+        fast / slow if slow else 0.0)
+    k = tiles_in_flight
+    near_one = abs(1 - rho) < 1e-9
+    safe = where(near_one, 0.5, rho) if isinstance(rho, np.ndarray) else (
+        0.5 if near_one else rho)
+    busy = (1 - safe**k) / (1 - safe ** (k + 1))
+    busy = where(near_one, k / (k + 1), busy) if isinstance(rho, np.ndarray) else (
+        k / (k + 1) if near_one else busy)
+    return slow / busy
+
+
+def _entries(group):
+    """``(unit, weight)`` pairs of an overlap group (a bare name has weight 1)."""
+    return [(e, 1.0) if isinstance(e, str) else (e[0], e[1]) for e in group]
+
+
+def group_time(unit_seconds: dict, group):
+    """Time of one overlap group: its units' (weighted) times, one after the other."""
+    return sum(unit_seconds[u] * w for u, w in _entries(group))
+
+
+def binding_unit(unit_seconds: dict, overlap, pipeline=None) -> object:
+    """The unit that sets the kernel's time: the largest entry of the longest group (a
+    pipeline counts as a group whose time is its cycle time and whose entries are the units
+    of its stations).
 
     For numpy inputs returns an array of unit names.
     """
-    names = [max(group, key=lambda u: _scalar(unit_seconds[u])) for group in overlap]
+    totals = [group_time(unit_seconds, g) for g in overlap]
+    if pipeline is not None:
+        overlap = (*overlap, tuple(u for station in pipeline[0] for u in station))
+        totals.append(cycle_time(unit_seconds, *pipeline))
     if any(isinstance(unit_seconds[u], np.ndarray) for u in UNITS):
-        per_group = np.stack([sum(unit_seconds[u] for u in g) for g in overlap])
-        per_unit = np.stack([unit_seconds[u] for u in UNITS])
-        # largest unit inside the winning group
-        best_group = np.argmax(per_group, axis=0)
-        mask = np.zeros((len(overlap), len(UNITS)), dtype=bool)
+        shape = np.broadcast(*[np.asarray(unit_seconds[u]) for u in UNITS]).shape
+        best = np.full(shape, UNITS[0], dtype=object)
+        best_group = np.argmax(np.stack([np.broadcast_to(t, shape) for t in totals]), axis=0)
         for gi, group in enumerate(overlap):
-            for u in group:
-                mask[gi, UNITS.index(u)] = True
-        masked = np.where(mask[best_group].T, per_unit, -np.inf)
-        return np.array(UNITS)[np.argmax(masked, axis=0)]
-    totals = [sum(unit_seconds[u] for u in g) for g in overlap]
-    return names[max(range(len(overlap)), key=lambda i: totals[i])]
-
-
-def _scalar(x):
-    return float(np.max(x)) if isinstance(x, np.ndarray) else float(x)
+            weighted = np.stack([np.broadcast_to(unit_seconds[u] * w, shape)
+                                 for u, w in _entries(group)])
+            names = np.array([u for u, _ in _entries(group)], dtype=object)
+            best = np.where(best_group == gi, names[np.argmax(weighted, axis=0)], best)
+        return best.astype(str)
+    g = max(range(len(overlap)), key=lambda i: totals[i])
+    return max(_entries(overlap[g]), key=lambda e: unit_seconds[e[0]] * e[1])[0]

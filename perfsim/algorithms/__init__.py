@@ -10,10 +10,12 @@ from __future__ import annotations
 from perfsim.algorithms.base import Algorithm, Dims
 from perfsim.algorithms.fa1 import FA1
 from perfsim.algorithms.fa2 import FA2
+from perfsim.algorithms.fa3 import FA3
+from perfsim.algorithms.fa4 import FA4
 from perfsim.algorithms.standard import Standard
 from perfsim.errors import PerfsimError
 
-REGISTRY: dict[str, type[Algorithm]] = {cls.name: cls for cls in (Standard, FA1, FA2)}
+REGISTRY: dict[str, type[Algorithm]] = {cls.name: cls for cls in (Standard, FA1, FA2, FA3, FA4)}
 
 
 def names() -> list[str]:
@@ -35,4 +37,4 @@ def resolve(algorithm: str | Algorithm) -> Algorithm:
     return REGISTRY[key]()
 
 
-__all__ = ["FA1", "FA2", "Algorithm", "Dims", "Standard", "names", "resolve"]
+__all__ = ["FA1", "FA2", "FA3", "FA4", "Algorithm", "Dims", "Standard", "names", "resolve"]

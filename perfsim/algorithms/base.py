@@ -12,6 +12,7 @@ from abc import abstractmethod
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+import numpy as np
 import sympy
 from pydantic import BaseModel, ConfigDict
 
@@ -96,11 +97,16 @@ def l2_filtered(total_bytes, compulsory_bytes, working_set_bytes, gpu: GPUSpec,
 def resident_ctas(gpu: GPUSpec, smem_bytes: int, warps: int, registers_per_thread: int) -> int:
     """CTAs that fit on one SM at once (occupancy), from shared memory, warps and registers.
 
-    A sympy ``smem_bytes`` (closed forms) gives the ``Min`` of the limits, unchecked.
+    A numpy ``smem_bytes`` (sweeps) gives an array; a sympy one (closed forms) the ``Min``
+    of the limits, unchecked.
 
     Raises:
         InfeasibleError: not even one CTA fits (the message names the limit).
     """
+    if isinstance(smem_bytes, np.ndarray):  # sweeps: per element (raises if any fails)
+        sizes, where_ = np.unique(smem_bytes, return_inverse=True)
+        return np.array([resident_ctas(gpu, int(s), warps, registers_per_thread)
+                         for s in sizes])[where_.reshape(smem_bytes.shape)]
     limits = {
         "CTAs per SM": gpu.max_ctas_per_sm,
         "warps per SM": gpu.max_warps_per_sm // warps,

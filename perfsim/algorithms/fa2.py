@@ -101,6 +101,18 @@ class FA2(Algorithm):
             64, 128, 8)
         return self.bwd_block_m or b_r, self.bwd_block_n or b_c, self.bwd_warps or warps
 
+    def registers(self, gpu: GPUSpec, warps: int) -> int:
+        """32-bit registers per thread (for occupancy)."""
+        return self.registers_per_thread
+
+    def overlap_groups(self, phase: str, dims: Dims):
+        """Overlap rule of the main kernels (see ``perfsim.kernel``)."""
+        return SERIAL_COMPUTE
+
+    def pipeline(self, phase: str):
+        """Asynchronous pipeline of the main kernels (``KernelCost.pipeline``): none."""
+        return None
+
     # ------------------------------------------------------------------ kernels
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         gpu.tensor_flops_per_clk(dims.dtype, self.tensor_family)  # raises if unsupported
@@ -120,7 +132,7 @@ class FA2(Algorithm):
         e, bh = dims.e, dims.B * dims.H
         dkv = dims.d + dims.d_v
         smem = e * (b_r * dims.d + b_c * dkv)
-        ctas = resident_ctas(gpu, smem, warps, self.registers_per_thread)
+        ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
         v = visits(dims.N_q, dims.N_k, b_r, b_c, dims.causal)
         # K/V: every query tile streams the key/value tiles it visits. The query tiles of one
         # (batch, kv-head group) are adjacent in the grid, start together and walk K/V in the
@@ -140,7 +152,7 @@ class FA2(Algorithm):
             fp32 = fp32 + bh * v.elements * DROPOUT_OPS_PER_ELEMENT
         return KernelCost(
             name="fa2_fwd", grid=v.q_tiles * bh, warps_per_cta=warps, smem_bytes_per_cta=smem,
-            registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
+            registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
             tensor_flops=2 * bh * v.elements * dkv,
             fp32_flops=fp32,
@@ -148,14 +160,18 @@ class FA2(Algorithm):
             hbm_read_bytes=e * bh * dims.N_q * dims.d + kv_hbm,
             hbm_write_bytes=bh * dims.N_q * (e * dims.d_v + STAT_BYTES),
             l2_hit_bytes=kv_hits,
-            # Q once into shared memory; each K/V tile written once (cp.async) and read by
-            # every warp (split-Q: each warp needs all of K_j and V_j).
-            smem_write_bytes=e * bh * (dims.N_q * dims.d + v.q_outer_cols * dkv),
-            smem_read_bytes=e * bh * (dims.N_q * dims.d + warps * v.q_outer_cols * dkv),
-            overlap=SERIAL_COMPUTE,
+            **self._fwd_smem(dims, v, b_r, warps),
+            overlap=self.overlap_groups("fwd", dims), pipeline=self.pipeline("fwd"),
             terms={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
                    "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas},
         )
+
+    def _fwd_smem(self, dims: Dims, v, b_r, warps) -> dict:
+        """Forward shared-memory traffic: Q once into shared memory; each K/V tile written
+        once (cp.async) and read by every warp (split-Q: each warp needs all of K_j, V_j)."""
+        e, bh, dkv = dims.e, dims.B * dims.H, dims.d + dims.d_v
+        return {"smem_write_bytes": e * bh * (dims.N_q * dims.d + v.q_outer_cols * dkv),
+                "smem_read_bytes": e * bh * (dims.N_q * dims.d + warps * v.q_outer_cols * dkv)}
 
     def _backward(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         b_r, b_c, warps = self.bwd_tiles(dims)
@@ -170,7 +186,7 @@ class FA2(Algorithm):
         )
         # Q and dO tiles double-buffered, K_j/V_j resident, P and dS staged in shared memory.
         smem = e * (b_c * (d + d_v) + 2 * b_r * (d + d_v) + 2 * b_r * b_c)
-        ctas = resident_ctas(gpu, smem, warps, self.registers_per_thread)
+        ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
         v = visits(dims.N_q, dims.N_k, b_r, b_c, dims.causal)
         q_side = bh * v.kv_outer_rows          # (query row, key tile) pairs
         q_total = q_side * (e * (d + d_v) + 2 * STAT_BYTES)   # Q, dO, LSE, D
@@ -192,7 +208,7 @@ class FA2(Algorithm):
         elems = bh * v.elements
         main = KernelCost(
             name="fa2_bwd", grid=v.kv_tiles * bh, warps_per_cta=warps, smem_bytes_per_cta=smem,
-            registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
+            registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
             # S = Q Kᵀ, dP = dO Vᵀ, dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K
             tensor_flops=2 * elems * (3 * d + 2 * d_v),
@@ -204,7 +220,7 @@ class FA2(Algorithm):
             smem_read_bytes=e * (q_side * (2 * d + 2 * d_v) + bh * v.tiles * b_c * (2 * d + d_v)
                                  + 3 * elems),
             smem_write_bytes=e * (q_side * (d + d_v) + 2 * elems),
-            overlap=SERIAL_COMPUTE,
+            overlap=self.overlap_groups("bwd", dims), pipeline=self.pipeline("bwd"),
             terms={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas},
         )
         out = [pre, main, KernelCost(

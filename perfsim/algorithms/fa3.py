@@ -1,0 +1,163 @@
+"""FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608): Hopper's asynchronous pipeline.
+
+Forward (§3.1–3.2): a producer warpgroup streams K/V tiles with TMA into a ``stages``-deep
+shared-memory ring; ``block_m / 64`` consumer warpgroups each own 64 query rows and issue
+WGMMA (``Q Kᵀ`` with both operands in shared memory; ``P V`` with P from registers).
+Mechanisms, each a switch:
+
+* ``pingpong`` (§3.1): two consumer warpgroups alternate, one's softmax under the other's
+  GEMMs — the tensor cores and the softmax units overlap.
+* ``intra_warpgroup_overlap`` (§3.2): inside a warpgroup, the softmax of tile j runs while the
+  ``Q K_{j+1}ᵀ`` GEMM runs; only the ``P V`` GEMM stays on the softmax's path.
+* ``warp_specialized`` (§3.1): with a producer warpgroup, loads overlap everything; without
+  it, the consumers issue and wait for their loads, so HBM time joins the MMA path.
+
+Timing: a closed MMA ⇄ softmax cycle (``perfsim.timing.cycle_time``) with one tile in
+flight plus one for ping-pong and one for intra-warpgroup pipelining: with neither switch the
+MMA and softmax times add; each mechanism lets more of the softmax hide under the MMAs. FP8 (§3.3): e4m3 WGMMA at twice the
+rate, the V tile transposed in shared memory, and (``quantize_inputs``) a preparation kernel
+that applies the incoherent-processing Hadamard transform to Q and K (``d·log2 d`` adds and
+``d`` sign flips per row: O(d log d)) and block-quantises Q, K, V.
+
+Backward (§3.1, App. B): the FA2 algorithm on WGMMA with a producer warpgroup: units overlap.
+
+Needs TMA and WGMMA (sm_90a): elsewhere ``InfeasibleError`` names the missing feature.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from perfsim.algorithms.base import Dims
+from perfsim.algorithms.fa2 import FA2, _pick
+from perfsim.errors import InfeasibleError
+from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
+from perfsim.kernel import KernelCost
+from perfsim.mathops import cdiv, log2
+
+#: Forward tiles (block_m, block_n) by head dim, 16-bit inputs, as flash-attention's
+#: hopper/tile_size.h ``tile_size_fwd_sm90`` returns them for non-causal attention
+#: (causal narrows block_n to 128 for hdim <= 128).
+FWD_TILES = {64: (192, 192), 96: (192, 144), 128: (128, 176), 192: (128, 112), 256: (128, 80)}
+FWD_TILES_CAUSAL = {64: (192, 128), 96: (192, 128), 128: (128, 128), 192: (128, 112),
+                    256: (128, 80)}
+#: FP8 doubles the key block where shared memory allows (perfsim's assumption: one-byte
+#: tiles are half the size; the reference tunes FP8 tiles separately).
+FWD_TILES_FP8 = {64: (192, 160), 96: (192, 128), 128: (128, 224), 192: (128, 160),
+                 256: (128, 128)}
+#: Backward tiles (query rows, key rows), after hopper/tile_size.h ``tile_size_bwd_sm90``.
+BWD_TILES = {64: (128, 128), 96: (64, 128), 128: (64, 128), 192: (64, 96), 256: (64, 64)}
+#: Rows per consumer warpgroup: a WGMMA instruction covers 64 rows (P3 §2.2).
+WGMMA_ROWS = 64
+WARPS_PER_WARPGROUP = 4
+
+
+class FA3(FA2):
+    """FlashAttention-3 options (defaults: the reference Hopper kernels).
+
+    Args:
+        block_m, block_n: forward tile; ``None`` = reference default per head dim.
+        stages: K/V shared-memory ring depth (reference: 2).
+        pingpong: inter-warpgroup ping-pong scheduling (§3.1).
+        intra_warpgroup_overlap: GEMM–softmax pipelining inside a warpgroup (§3.2).
+        warp_specialized: a producer warpgroup issues the TMA loads (§3.1).
+        quantize_inputs: for fp8, include the kernel that Hadamard-rotates and
+            block-quantises Q, K, V (§3.3).
+        incoherent_processing: apply the Hadamard rotation in that kernel (§3.3).
+        tensor_family: ``wgmma``.
+    """
+
+    name: ClassVar[str] = "fa3"
+    overlap_rule: ClassVar[str] = ("producer/consumer pipeline: MMA and softmax stations in a "
+                                   "cycle, 1 tile in flight + 1 for ping-pong + 1 for "
+                                   "intra-warpgroup pipelining; HBM loads overlap")
+
+    stages: int = Field(default=2, ge=1, le=8)
+    pingpong: bool = True
+    intra_warpgroup_overlap: bool = True
+    warp_specialized: bool = True
+    quantize_inputs: bool = True
+    incoherent_processing: bool = True
+    tensor_family: str = "wgmma"
+
+    def fwd_tiles(self, dims: Dims) -> tuple[int, int, int]:
+        table = (FWD_TILES_FP8 if dims.dtype == "fp8_e4m3" else
+                 FWD_TILES_CAUSAL if dims.causal else FWD_TILES)
+        b_r, b_c = (128, 128) if dims.symbolic else _pick(table, max(dims.d, dims.d_v))
+        b_r, b_c = self.block_m or b_r, self.block_n or b_c
+        consumers = cdiv(b_r, WGMMA_ROWS)
+        return b_r, b_c, WARPS_PER_WARPGROUP * (consumers + 1)
+
+    def bwd_tiles(self, dims: Dims) -> tuple[int, int, int]:
+        b_r, b_c = (64, 128) if dims.symbolic else _pick(BWD_TILES, max(dims.d, dims.d_v))
+        return (self.bwd_block_m or b_r, self.bwd_block_n or b_c,
+                self.bwd_warps or 3 * WARPS_PER_WARPGROUP)
+
+    def registers(self, gpu: GPUSpec, warps: int) -> int:
+        """``setmaxnreg`` shares the whole register file among the CTA's warpgroups (240 for
+        consumers, 24-32 for the producer in the reference): one CTA per SM."""
+        return min(gpu.max_registers_per_thread, gpu.registers_per_sm // (warps * 32))
+
+    def overlap_groups(self, phase: str, dims: Dims):
+        """HBM (fed by the producer warpgroup) overlaps the MMA ⇄ softmax cycle; without warp
+        specialisation the consumers wait for their own loads inside the MMA station."""
+        return (("hbm",),) if self.warp_specialized or phase == "bwd" else ()
+
+    def pipeline(self, phase: str):
+        """Stations MMA (tensor cores fed from shared memory) and softmax (MUFU and FMA
+        pipes); tiles in flight: one, plus one for ping-pong (the second consumer warpgroup)
+        and one for intra-warpgroup pipelining (the next ``Q Kᵀ`` during this softmax)."""
+        mma = ("tensor", "smem") if self.warp_specialized or phase == "bwd" else (
+            "tensor", "smem", "hbm")
+        if phase == "bwd":
+            return ((mma, ("mufu", "fp32")), 2)
+        return ((mma, ("mufu", "fp32")), 1 + self.pingpong + self.intra_warpgroup_overlap)
+
+    def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        missing = [f for f in ("tma", "wgmma") if not getattr(gpu.features, f)]
+        if missing:
+            raise InfeasibleError(f"fa3 needs {' and '.join(m.upper() for m in missing)} "
+                                  f"(Hopper sm_90a); {gpu.id} has none")
+        if dims.dtype not in ("fp16", "bf16", "fp8_e4m3"):
+            raise InfeasibleError(f"fa3 runs fp16, bf16 or fp8_e4m3 inputs, not {dims.dtype}")
+        self._check_smem(dims, gpu)
+        out = super().kernels(dims, gpu)
+        if dims.dtype == "fp8_e4m3" and self.quantize_inputs and dims.fwd:
+            out.insert(0, self._fp8_prepare(dims))
+        return out
+
+    def _check_smem(self, dims: Dims, gpu: GPUSpec) -> None:
+        b_r, b_c, _ = self.fwd_tiles(dims)
+        need = dims.e * (b_r * dims.d + self.stages * b_c * (dims.d + dims.d_v))
+        if not dims.symbolic and need > gpu.smem_bytes_per_block:
+            raise InfeasibleError(f"fa3 tile {b_r}x{b_c} with {self.stages} stages needs "
+                                  f"{need} B of shared memory; {gpu.id} allows "
+                                  f"{gpu.smem_bytes_per_block} B per CTA")
+
+    def _fwd_smem(self, dims: Dims, v, b_r, warps) -> dict:
+        """TMA lands Q once and each visited K/V tile once; every consumer warpgroup reads the
+        whole K tile (Q Kᵀ, SS) and V tile (P V, RS: P from registers) and its own Q rows;
+        O leaves through shared memory. FP8 transposes each V tile in shared memory."""
+        e, bh, dkv = dims.e, dims.B * dims.H, dims.d + dims.d_v
+        consumers = cdiv(b_r, WGMMA_ROWS)
+        write = e * bh * (dims.N_q * (dims.d + dims.d_v) + v.q_outer_cols * dkv)
+        read = e * bh * (v.tiles * b_r * dims.d + consumers * v.q_outer_cols * dkv
+                         + dims.N_q * dims.d_v)
+        if dims.dtype == "fp8_e4m3":
+            write = write + e * bh * v.q_outer_cols * dims.d_v
+            read = read + e * bh * v.q_outer_cols * dims.d_v
+        return {"smem_write_bytes": write, "smem_read_bytes": read}
+
+    def _fp8_prepare(self, dims: Dims) -> KernelCost:
+        """Hadamard-rotate Q and K (incoherent processing) and block-quantise Q, K, V from
+        16-bit inputs to e4m3: per element an absmax, a scale and a convert (3 ops)."""
+        rows_qk = dims.B * (dims.H * dims.N_q + dims.H_kv * dims.N_k)
+        elems = rows_qk * dims.d + dims.B * dims.H_kv * dims.N_k * dims.d_v
+        hadamard = rows_qk * (dims.d * log2(dims.d) + dims.d) if self.incoherent_processing \
+            else 0
+        src = BYTES_PER_ELEMENT["bf16"]
+        return KernelCost(name="fp8_prepare", grid=cdiv(elems, 4096), warps_per_cta=4,
+                          tensor_dtype=dims.dtype, fp32_flops=3 * elems + hadamard,
+                          hbm_read_bytes=src * elems, hbm_write_bytes=dims.e * elems)

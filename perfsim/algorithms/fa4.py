@@ -1,0 +1,283 @@
+"""FlashAttention-4 (Zadouri et al. 2026, arXiv 2603.05451): Blackwell's asymmetric scaling.
+
+The per-tile cycle model of §3.1.1 (forward, Table 1) and §3.2.1 (backward, Table 3), with
+M x N tiles along the sequence and head dim d, in cycles per SM:
+
+* forward: ``MMA = 2·M·N·(d + d_v) / R_tensor``; shared memory ``= [⌈M/128⌉⌈N/128⌉·2·128·d
+  + ⌈M/128⌉⌈d_v/128⌉·128·N]·e / R_smem`` (Q Kᵀ is SS: Q and K blocks from shared memory;
+  P V is TS: P from tensor memory, V from shared memory); ``exp = M·N / R_mufu``.
+* backward (M = N = 128 per CTA): ``MMA = 2·M·N·(3d + 2d_v) / R_tensor``; shared memory
+  ``= [(4Md + 3Nd + MN)·e + MN·e + 8·Md] / R_smem`` (MMA operands, the dS write, the fp32
+  dQ write and its TMA read-back). In 2-CTA mode each CTA stages half of the B operands:
+  the ``3Nd`` SS and ``2Md`` TS operand terms halve (which operands the pair shares is inferred
+  so as to give Table 3's 2688 cycles; the paper states the ≈5 % over MMA).
+
+Mechanisms, each an option: partial software exp2 on the FMA pipes (Cody–Waite range
+reduction + a degree-``poly_degree`` Horner polynomial, §3.1.3), conditional rescaling with
+threshold τ (§3.1.4), tensor-memory capacity (tiles shrink when two O and two S tiles no
+longer fit), 1-CTA or 2-CTA backward (§3.2), longest-processing-time-first scheduling (§3.3).
+Timing: asynchronous MMA and dedicated softmax/correction warpgroups form a closed
+MMA ⇄ softmax cycle with one tile in flight per Q tile of the CTA (``perfsim.timing.
+cycle_time``); HBM traffic overlaps it.
+
+``variant="sm100"`` needs tcgen05 (and 2-CTA MMA for the 2-CTA backward); ``variant="sm90"``
+is the Hopper path the reference also ships (WGMMA + TMA).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from perfsim.algorithms import softmax_costs as sc
+from perfsim.algorithms.base import (
+    FP32_BYTES, STAT_BYTES, Algorithm, Dims, l2_filtered, with_whole_tiles,
+)
+from perfsim.algorithms.fa2 import fused_memory_bytes, gqa_reduce_kernel
+from perfsim.algorithms.fa4_softmax import (
+    emulated_exp_fma_ops, shipped_emulation_fraction,
+)
+from perfsim.errors import InfeasibleError
+from perfsim.gpu import GPUSpec
+from perfsim.kernel import KernelCost
+from perfsim.mathops import cdiv, maximum
+from perfsim.tiles import visits
+
+#: MMA tile rows on Blackwell (tcgen05: 128 x N; P4 §2.2).
+MMA_ROWS = 128
+#: TMEM is 128 lanes of 32-bit cells (P4 §2.2: 256 KB per SM = 128 lanes x 512 columns).
+TMEM_LANES = 128
+#: Warps per forward CTA: 2 softmax + 1 correction + 1 MMA/TMA warpgroups (P4 §3.1.2).
+FWD_WARPS = 16
+#: Shared-memory K/V stages of the forward pipeline.
+KV_STAGES = 2
+#: The asynchronous cycle (``KernelCost.pipeline``): the MMA station (tensor cores reading
+#: operands from shared memory) and the softmax station (MUFU and the FMA pipes, which FA4
+#: balances with its emulated exps).
+STATIONS = (("tensor", "smem"), ("mufu", "fp32"))
+#: Backward: the MMA warp and the softmax/dS warpgroups alternate over two tiles.
+BWD_TILES_IN_FLIGHT = 2
+
+
+def q_tiles_in_flight(block_m) -> int:
+    """Forward tiles in flight: one per 128-row Q tile of the CTA (the H/L ping-pong)."""
+    return max(1, int(block_m) // MMA_ROWS)
+
+
+class FA4(Algorithm):
+    """FlashAttention-4 options (defaults: the reference configuration).
+
+    Args:
+        variant: ``sm100`` (Blackwell tcgen05) or ``sm90`` (the Hopper path).
+        q_tiles_per_cta: 128-row Q tiles per CTA (2 = the H/L ping-pong of §3.1.2).
+        block_n: key/value tile.
+        emulate_fraction: share of exps computed on the FMA pipes; ``None`` = the shipped
+            tuning (``shipped_emulation_fraction``), 0 on GPUs with a 32/clk MUFU (B300).
+        poly_degree: degree of the exp2 polynomial (3 in the reference).
+        rescale_threshold: τ in log2 units; rescale O only when the row max grows by more
+            (8.0 = log2 256; 0 = rescale every tile, as FA2).
+        rescales_per_row: expected rescales per row when τ > 0 (see
+            ``perfsim.algorithms.fa4_softmax.estimate_rescales``); default 1.
+        two_cta_backward: 2-CTA MMA in the backward pass (§3.2).
+        lpt_scheduling: longest-processing-time-first tile order for causal work (§3.3).
+    """
+
+    name: ClassVar[str] = "fa4"
+    overlap_rule: ClassVar[str] = ("asynchronous MMA ⇄ softmax cycle, one tile in flight per "
+                                   "128-row Q tile; HBM overlaps")
+
+    variant: Literal["sm100", "sm90"] = "sm100"
+    q_tiles_per_cta: int = Field(default=2, ge=1, le=2)
+    block_n: int = Field(default=128, ge=16)
+    emulate_fraction: float | None = Field(default=None, ge=0, le=1)
+    poly_degree: int = Field(default=3, ge=1, le=8)
+    rescale_threshold: float = Field(default=8.0, ge=0)
+    rescales_per_row: float = Field(default=1.0, ge=0)
+    two_cta_backward: bool = True
+    lpt_scheduling: bool = True
+
+    # ---------------------------------------------------------------- configuration
+    def family(self) -> str:
+        return "tcgen05" if self.variant == "sm100" else "wgmma"
+
+    def check(self, dims: Dims, gpu: GPUSpec) -> None:
+        """Raise ``InfeasibleError`` naming what the GPU or workload lacks."""
+        needs = ["tcgen05"] if self.variant == "sm100" else ["tma", "wgmma"]
+        if self.variant == "sm100" and self.two_cta_backward and dims.bwd:
+            needs.append("two_cta")
+        missing = [f for f in needs if not getattr(gpu.features, f)]
+        if missing:
+            raise InfeasibleError(f"fa4 ({self.variant}) needs {', '.join(missing)}; "
+                                  f"{gpu.id} lacks it")
+        if dims.dtype not in ("fp16", "bf16", "fp8_e4m3"):
+            raise InfeasibleError(f"fa4 runs fp16, bf16 or fp8_e4m3 inputs, not {dims.dtype}")
+
+    def tmem_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int]:
+        """``(q_tiles_per_cta, block_n)`` that fit tensor memory: each Q tile keeps an fp32
+        O tile (d_v columns) and an S tile (block_n columns, P aliases it) in TMEM
+        (§3.1.2). Large head dims drop the second Q tile, then halve block_n (down to 64).
+
+        Raises:
+            InfeasibleError: nothing fits (or the GPU has no TMEM for the sm100 variant).
+        """
+        if self.variant == "sm90" or dims.symbolic:
+            return self.q_tiles_per_cta, self.block_n
+        columns = gpu.tmem_bytes_per_sm // (TMEM_LANES * FP32_BYTES)
+        for q_tiles in range(self.q_tiles_per_cta, 0, -1):
+            block_n = self.block_n
+            while block_n >= 64:
+                if q_tiles * (dims.d_v + block_n) <= columns:
+                    return q_tiles, block_n
+                block_n //= 2
+        raise InfeasibleError(f"d_v = {dims.d_v} leaves no room in {gpu.id}'s tensor memory "
+                              f"({columns} columns) for an O tile and a 64-column S tile")
+
+    def emulation(self, dims: Dims, gpu: GPUSpec) -> float:
+        if self.emulate_fraction is not None:
+            return self.emulate_fraction
+        return shipped_emulation_fraction(dims.d, dims.causal, dims.dtype,
+                                          gpu.mufu_ops_per_clk_per_sm)
+
+    # ---------------------------------------------------------------- per-tile model
+    def tile_cycles(self, dims: Dims, gpu: GPUSpec, phase: str = "fwd",
+                    two_cta: bool | None = None) -> dict:
+        """Cycles per SM for one tile (P4 Tables 1 and 3): ``{"mma", "smem", "exp"}``.
+
+        Forward tile: ``(128 · q_tiles) x block_n``; backward tile: 128 x 128 per CTA.
+        """
+        d, d_v, e = dims.d, dims.d_v, dims.e
+        rate = gpu.tensor_flops_per_clk(dims.dtype, self.family())
+        smem_rate = gpu.smem_bandwidth_bytes_per_clk_per_sm
+        if phase == "fwd":
+            q_tiles, n = self.tmem_tiles(dims, gpu)
+            m = MMA_ROWS * q_tiles
+            blocks_m = cdiv(m, MMA_ROWS)
+            smem = (blocks_m * cdiv(n, MMA_ROWS) * 2 * MMA_ROWS * d
+                    + blocks_m * cdiv(d_v, MMA_ROWS) * MMA_ROWS * n) * e
+            return {"mma": 2 * m * n * (d + d_v) / rate, "smem": smem / smem_rate,
+                    "exp": m * n / gpu.mufu_ops_per_clk_per_sm}
+        m = n = MMA_ROWS
+        pair = self.two_cta_backward if two_cta is None else two_cta
+        shared = (3 * n * d + 2 * m * d) / (2 if pair else 1)   # B operands, halved in a pair
+        operands = (2 * m * d + m * n) * e + shared * e
+        smem = operands + m * n * e + 2 * FP32_BYTES * m * d
+        return {"mma": 2 * m * n * (3 * d + 2 * d_v) / rate, "smem": smem / smem_rate,
+                "exp": m * n / gpu.mufu_ops_per_clk_per_sm}
+
+    # ---------------------------------------------------------------- kernels
+    def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        self.check(dims, gpu)
+        q_tiles, b_c = self.tmem_tiles(dims, gpu)
+        b_r = MMA_ROWS * q_tiles
+        smem = dims.e * (b_r * dims.d + KV_STAGES * b_c * (dims.d + dims.d_v))
+        if not dims.symbolic and smem > gpu.smem_bytes_per_block:
+            raise InfeasibleError(f"fa4 tiles need {smem} B of shared memory; {gpu.id} allows "
+                                  f"{gpu.smem_bytes_per_block} B per CTA")
+        out = []
+        if dims.fwd:
+            out.append(with_whole_tiles(lambda x: self._forward(x, gpu, b_r, b_c, smem),
+                                        dims, b_r, b_c))
+        if dims.bwd:
+            out.append(with_whole_tiles(lambda x: self._backward(x, gpu), dims, MMA_ROWS,
+                                        MMA_ROWS))
+            out.append(gqa_reduce_kernel(dims))
+        return out
+
+    def _imbalance(self, dims: Dims, gpu: GPUSpec, v, grid):
+        """Tail cost of causal work scheduled in index order (no LPT): the last wave waits
+        for its longest CTAs. perfsim's estimate: ``1 + (max/avg − 1) / (2·waves)`` of the
+        per-CTA work; 1 with LPT scheduling or without a mask."""
+        if self.lpt_scheduling or not dims.causal:
+            return 1
+        spread = v.kv_tiles * v.q_tiles / v.tiles - 1          # longest CTA / average − 1
+        waves = maximum(grid / gpu.sm_count, 1)
+        return 1 + spread / (2 * waves)
+
+    def _forward(self, dims: Dims, gpu: GPUSpec, b_r, b_c, smem) -> KernelCost:
+        e, bh, dkv = dims.e, dims.B * dims.H, dims.d + dims.d_v
+        v = visits(dims.N_q, dims.N_k, b_r, b_c, dims.causal)
+        v128 = visits(dims.N_q, dims.N_k, MMA_ROWS, b_c, dims.causal)
+        elems = bh * v.elements
+        frac = self.emulation(dims, gpu)
+        rows_tiles = bh * v128.tiles * MMA_ROWS      # (row, key tile) pairs
+        rescales = rows_tiles if self.rescale_threshold == 0 else \
+            bh * dims.N_q * self.rescales_per_row
+        fp32 = (elems * sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE
+                + 2 * frac * elems * emulated_exp_fma_ops(self.poly_degree)
+                + bh * v.masked_tiles * b_r * b_c * sc.MASK_FLOPS_PER_SCORE
+                + rows_tiles                                   # the max-jump test
+                + rescales * (dims.d_v + sc.RESCALE_FLOPS_PER_ROW_EXTRA)
+                + bh * dims.N_q * dims.d_v)
+        kv_total = e * bh * v.q_outer_cols * dkv
+        window = gpu.sm_count * KV_STAGES * e * b_c * dkv
+        kv_hbm, kv_hits = l2_filtered(kv_total, e * dims.B * dims.H_kv * dims.N_k * dkv,
+                                      window, gpu, gpu.l2_usable_fraction)
+        grid = v.q_tiles * bh
+        # MMA operand reads (the paper's formula, per 128-row block) + TMA writes
+        reads = e * (bh * v128.tiles * cdiv(b_c, MMA_ROWS) * MMA_ROWS * dims.d
+                     + bh * v128.q_outer_cols * dkv)
+        writes = e * bh * (dims.N_q * dims.d + v.q_outer_cols * dkv)
+        cost = KernelCost(
+            name="fa4_fwd", grid=grid, warps_per_cta=FWD_WARPS, smem_bytes_per_cta=smem,
+            registers_per_thread=gpu.registers_per_sm // (FWD_WARPS * 32),
+            tensor_dtype=dims.dtype, tensor_family=self.family(),
+            tensor_flops=2 * elems * dkv, fp32_flops=fp32,
+            exp_ops=(1 - frac) * elems + rescales, emulated_exp_ops=frac * elems,
+            hbm_read_bytes=e * bh * dims.N_q * dims.d + kv_hbm,
+            hbm_write_bytes=bh * dims.N_q * (e * dims.d_v + STAT_BYTES), l2_hit_bytes=kv_hits,
+            smem_read_bytes=reads, smem_write_bytes=writes, overlap=(("hbm",),),
+            pipeline=(STATIONS, q_tiles_in_flight(b_r)),
+            terms={"block_m": b_r, "block_n": b_c, "emulate_fraction": frac},
+        )
+        return cost.padded(self._imbalance(dims, gpu, v, grid))
+
+    def _backward(self, dims: Dims, gpu: GPUSpec) -> KernelCost:
+        e, bh, d, d_v = dims.e, dims.B * dims.H, dims.d, dims.d_v
+        v = visits(dims.N_q, dims.N_k, MMA_ROWS, MMA_ROWS, dims.causal)
+        elems = bh * v.elements
+        tiles = bh * v.tiles
+        per_tile = self.tile_cycles(dims, gpu, "bwd")
+        q_side = bh * v.kv_outer_rows
+        q_total = q_side * (e * (d + d_v) + 2 * STAT_BYTES)
+        q_hbm, q_hits = l2_filtered(q_total, bh * dims.N_q * (e * (d + d_v) + 2 * STAT_BYTES),
+                                    gpu.sm_count * 2 * MMA_ROWS * (e * (d + d_v)), gpu,
+                                    gpu.l2_usable_fraction)
+        kv = e * bh * dims.N_k * (d + d_v)
+        grid = v.kv_tiles * bh
+        cost = KernelCost(
+            name="fa4_bwd", grid=grid, warps_per_cta=FWD_WARPS,
+            registers_per_thread=gpu.registers_per_sm // (FWD_WARPS * 32),
+            tensor_dtype=dims.dtype, tensor_family=self.family(),
+            tensor_flops=2 * elems * (3 * d + 2 * d_v),
+            fp32_flops=elems * sc.BWD_FLOPS_PER_SCORE
+            + bh * v.masked_tiles * MMA_ROWS * MMA_ROWS * sc.MASK_FLOPS_PER_SCORE,
+            exp_ops=elems, atomics=q_side * d,
+            hbm_read_bytes=kv + q_hbm, hbm_write_bytes=kv + FP32_BYTES * q_side * d,
+            l2_hit_bytes=q_hits,
+            smem_read_bytes=tiles * per_tile["smem"] * gpu.smem_bandwidth_bytes_per_clk_per_sm,
+            overlap=(("hbm",),), pipeline=(STATIONS, BWD_TILES_IN_FLIGHT),
+            terms={"two_cta": self.two_cta_backward},
+        )
+        return cost.padded(self._imbalance(dims, gpu, v, grid))
+
+    def memory_bytes(self, dims: Dims, gpu: GPUSpec):
+        return fused_memory_bytes(dims)
+
+    def explain_lines(self, prediction) -> list[str]:
+        """Per tile, which unit binds and by how much (P4 Tables 1 and 3)."""
+        dims = Dims.of(prediction.workload)
+        gpu = prediction.gpu
+        lines = []
+        for phase in ("fwd", "bwd"):
+            if not getattr(dims, phase):
+                continue
+            c = self.tile_cycles(dims, gpu, phase)
+            top = max(c, key=c.get)
+            words = ", ".join(f"{k} {v:.0f}" for k, v in c.items())
+            note = (f"{top} binds, {100 * (c[top] / c['mma'] - 1):.0f} % over MMA"
+                    if top != "mma" else "MMA binds")
+            if top == "mma" and max(c["exp"], c["smem"]) >= c["mma"]:
+                note = "exp = MMA: overlap alone cannot hide it"
+            lines.append(f"Per {phase} tile (cycles/SM): {words} — {note}.")
+        return lines
