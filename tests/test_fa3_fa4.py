@@ -1,0 +1,218 @@
+"""FA3 and FA4 models: the FA4 per-tile cycle tables exactly, the FA3 ablation, the papers'
+headlines with their stated tolerances, feasibility and what-if GPUs.
+
+Sources: shared/reference/papers.md B3 (FA3, arXiv 2407.08608) and B4 (FA4, 2603.05451).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import perfsim
+from perfsim.algorithms import FA2, FA3, FA4, Dims
+from perfsim.algorithms.fa4_softmax import (
+    emulated_exp_fma_ops, estimate_rescales, shipped_emulation_fraction,
+)
+
+W = perfsim.AttentionWorkload
+D128 = Dims.of(W(batch=1, heads=16, seqlen_q=8192, head_dim=128, dtype="bf16"))
+
+
+# --------------------------------------------------------------------------- FA4 tables
+def test_fa4_table1_forward_tiles_on_b200():
+    b200 = perfsim.load_gpu("b200")
+    assert FA4(q_tiles_per_cta=1).tile_cycles(D128, b200) == \
+        {"mma": 1024, "smem": 768, "exp": 1024}
+    assert FA4(q_tiles_per_cta=2).tile_cycles(D128, b200) == \
+        {"mma": 2048, "smem": 1536, "exp": 2048}
+
+
+def test_fa4_table3_backward_tiles_on_b200():
+    b200 = perfsim.load_gpu("b200")
+    assert FA4(two_cta_backward=False).tile_cycles(D128, b200, "bwd") == \
+        {"mma": 2560, "smem": 3328, "exp": 1024}
+    assert FA4(two_cta_backward=True).tile_cycles(D128, b200, "bwd")["smem"] == 2688
+
+
+def test_same_formulas_on_h100_give_2048_mma_cycles():
+    c = FA4(variant="sm90", q_tiles_per_cta=1).tile_cycles(D128, perfsim.load_gpu("h100-sxm5"))
+    assert c["mma"] == 2048 and c["exp"] == 1024
+
+
+def test_fa4_explain_names_the_per_tile_binding_unit():
+    w = W(batch=4, heads=16, seqlen_q=8192, head_dim=128, dtype="bf16", phase="fwd_bwd")
+    text = perfsim.predict(w, gpu="b200", algorithm="fa4").explain()
+    assert "exp = MMA: overlap alone cannot hide it" in text
+    assert "smem binds, 5 % over MMA" in text
+
+
+def test_fa4_claim_smem_and_exp_exceed_mma():
+    """P4 §1: on B200 shared-memory traffic and exponentials exceed MMA time by 25–60 % for
+    typical workloads. Per tile at d = 128 the model puts the 1-CTA backward's shared memory
+    30 % over MMA (inside the range) and the forward's exps level with MMA; at d = 64 the
+    forward's exps are 2x MMA. The forward claim holds only counting exp and smem together."""
+    b200 = perfsim.load_gpu("b200")
+    bwd = FA4(two_cta_backward=False).tile_cycles(D128, b200, "bwd")
+    assert 0.25 <= bwd["smem"] / bwd["mma"] - 1 <= 0.60
+    d64 = Dims.of(W(batch=1, heads=32, seqlen_q=8192, head_dim=64, dtype="bf16"))
+    fwd64 = FA4().tile_cycles(d64, b200)
+    assert fwd64["exp"] > fwd64["mma"]
+
+
+# --------------------------------------------------------------------------- mechanisms
+def test_emulated_exp_cost_is_derived_from_the_polynomial():
+    assert emulated_exp_fma_ops(3) == 9 and emulated_exp_fma_ops(5) == 11
+
+
+def test_shipped_emulation_fractions():
+    assert shipped_emulation_fraction(128, False, "bf16", 16) == 0.1875
+    assert shipped_emulation_fraction(128, True, "bf16", 16) == 0.125
+    assert shipped_emulation_fraction(128, False, "bf16", 32) == 0.0     # B300 turns it off
+
+
+def test_rescale_estimate_is_rare_for_unit_scores_and_grows_with_drift():
+    assert estimate_rescales(32, score_std=1.0) < 0.01
+    assert estimate_rescales(32, score_std=1.0, drift=1.0) > 1
+
+
+def test_emulation_moves_exps_from_mufu_to_fma():
+    w = W(batch=4, heads=16, seqlen_q=8192, head_dim=128, dtype="bf16")
+    off = perfsim.predict(w, gpu="b200", algorithm=FA4(emulate_fraction=0.0))
+    on = perfsim.predict(w, gpu="b200", algorithm=FA4(emulate_fraction=0.25))
+    assert on.unit_seconds["mufu"] < off.unit_seconds["mufu"]
+    assert on.unit_seconds["fp32"] > off.unit_seconds["fp32"]
+    assert on.counts.emulated_exp_ops == pytest.approx(0.25 * off.counts.exp_ops, rel=0.01)
+
+
+def test_conditional_rescaling_saves_correction_work():
+    w = W(batch=4, heads=16, seqlen_q=8192, head_dim=128, dtype="bf16")
+    always = perfsim.predict(w, gpu="b200", algorithm=FA4(rescale_threshold=0.0)).counts
+    rarely = perfsim.predict(w, gpu="b200", algorithm=FA4()).counts
+    assert rarely.fp32_flops < always.fp32_flops and rarely.exp_ops < always.exp_ops
+
+
+def test_tmem_capacity_shrinks_tiles_at_large_head_dims():
+    b200 = perfsim.load_gpu("b200")
+    big = Dims.of(W(batch=1, heads=8, seqlen_q=4096, head_dim=256, dtype="bf16"))
+    assert FA4().tmem_tiles(D128, b200) == (2, 128)
+    assert FA4().tmem_tiles(big, b200) == (1, 128)       # 2·(256+128) > 512 columns
+    huge = Dims.of(W(batch=1, heads=8, seqlen_q=4096, head_dim=512, dtype="bf16"))
+    with pytest.raises(perfsim.InfeasibleError, match="tensor memory"):
+        FA4().tmem_tiles(huge, b200)
+
+
+def test_lpt_scheduling_helps_causal_only():
+    w = W(batch=8, heads=16, seqlen_q=4096, head_dim=128, dtype="bf16", causal=True)
+    lpt = perfsim.predict(w, gpu="b200", algorithm=FA4()).seconds
+    plain = perfsim.predict(w, gpu="b200", algorithm=FA4(lpt_scheduling=False)).seconds
+    assert plain > lpt
+    nc = w.replace(causal=False)
+    assert perfsim.predict(nc, gpu="b200", algorithm=FA4(lpt_scheduling=False)).seconds == \
+        perfsim.predict(nc, gpu="b200", algorithm=FA4()).seconds
+
+
+# --------------------------------------------------------------------------- feasibility
+@pytest.mark.parametrize("algo,gpu,feature", [
+    ("fa3", "a100-sxm4-80gb", "TMA"), ("fa3", "b200", "WGMMA"), ("fa3", "rtx-5090", "WGMMA"),
+    ("fa4", "h100-sxm5", "tcgen05"), ("fa4", "rtx-5090", "tcgen05"),
+    (FA4(variant="sm90"), "a100-sxm4-80gb", "tma"),
+])
+def test_missing_feature_is_named(algo, gpu, feature):
+    w = W(batch=1, heads=16, seqlen_q=4096, head_dim=128, dtype="bf16")
+    with pytest.raises(perfsim.InfeasibleError, match=feature):
+        perfsim.predict(w, gpu=gpu, algorithm=algo)
+
+
+def test_fa4_two_cta_backward_needs_the_feature():
+    w = W(batch=1, heads=16, seqlen_q=4096, head_dim=128, dtype="bf16", phase="bwd")
+    no_pair = perfsim.load_gpu("b200").replace(features={"tma": True, "wgmma": False,
+                                                         "tcgen05": True, "two_cta": False})
+    with pytest.raises(perfsim.InfeasibleError, match="two_cta"):
+        perfsim.predict(w, gpu=no_pair, algorithm="fa4")
+    assert perfsim.predict(w, gpu=no_pair, algorithm=FA4(two_cta_backward=False)).seconds > 0
+
+
+# --------------------------------------------------------------------------- headlines
+def _best_fwd_tflops(gpu, algo, dims=(64, 128, 256), total=16384):
+    best = 0.0
+    for d in dims:
+        for n in (512, 1024, 2048, 4096, 8192, 16384):
+            w = W(batch=max(total // n, 1), heads=2048 // d, seqlen_q=n, head_dim=d,
+                  dtype="bf16")
+            best = max(best, perfsim.predict(w, gpu=gpu, algorithm=algo).tflops)
+    return best
+
+
+def test_fa3_headline_within_15_percent_of_840():
+    assert _best_fwd_tflops("h100-sxm5", "fa3") == pytest.approx(840, rel=0.15)
+
+
+def test_fa4_headline_within_15_percent_of_1613():
+    best = _best_fwd_tflops("b200", "fa4", dims=(64, 128), total=32768)
+    assert best == pytest.approx(1613, rel=0.15)
+
+
+def test_fa2_headline_within_15_percent_of_230_on_a100():
+    assert _best_fwd_tflops("a100-sxm4-80gb", "fa2", dims=(64, 128)) == \
+        pytest.approx(230, rel=0.15)
+
+
+def test_fa1_forward_at_30_to_50_percent_of_a100_peak():
+    for d in (64, 128):
+        for n in (512, 1024, 2048):
+            w = W(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d, dtype="bf16")
+            util = perfsim.predict(w, gpu="a100-sxm4-80gb", algorithm="fa1").tflops / 312
+            assert 0.30 * 0.85 <= util <= 0.50 * 1.15, (d, n, util)
+
+
+# --------------------------------------------------------------------------- FA3 ablation
+TABLE2 = W(batch=4, heads=16, seqlen_q=8448, head_dim=128, dtype="fp16")
+H100_1830 = perfsim.load_gpu("h100-sxm5")       # clock_hz is the 1830 MHz of P3 App. C.1
+
+
+def _tflops(cfg):
+    return perfsim.predict(TABLE2, gpu=H100_1830, algorithm=cfg).tflops
+
+
+def test_fa3_pingpong_gain_matches_the_paper():
+    """P3 §3.1: ping-pong moves ≈570 → 620–640 TFLOP/s (+9 % to +12 %)."""
+    gain = _tflops(FA3()) / _tflops(FA3(pingpong=False))
+    assert 1.05 <= gain <= 1.15
+
+
+def test_fa3_mechanisms_order_like_the_paper():
+    full = _tflops(FA3())
+    assert _tflops(FA3(intra_warpgroup_overlap=False)) < full
+    assert _tflops(FA3(pingpong=False, intra_warpgroup_overlap=False)) < \
+        _tflops(FA3(intra_warpgroup_overlap=False))
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "P3 Table 2 (v1 code): 661 / 582 / 570 TFLOP/s. perfsim's throughput model predicts "
+    "~920 / ~850 / ~920: it reproduces the v2 headline (840, within 15 %) and the ping-pong "
+    "gain, but not the v1 code's absolute level at this shape, and it has no term for the "
+    "cost of dropping warp specialisation beyond HBM time. See the closing note of issue 3."))
+@pytest.mark.parametrize("cfg,paper", [
+    (FA3(), 661), (FA3(intra_warpgroup_overlap=False), 582), (FA3(warp_specialized=False), 570)])
+def test_fa3_table2_within_10_percent(cfg, paper):
+    assert _tflops(cfg) == pytest.approx(paper, rel=0.10)
+
+
+# --------------------------------------------------------------------------- what-if
+def test_b300_like_mufu_what_if():
+    """A B300-like GPU doubles MUFU (P4 §2.2). The shipped tuning then emulates nothing."""
+    w = W(batch=2, heads=16, seqlen_q=16384, head_dim=128, dtype="bf16")
+    b200 = perfsim.load_gpu("b200")
+    b300 = b200.replace(mufu_ops_per_clk_per_sm=32, id="b300-like")
+    base = perfsim.predict(w, gpu=b200, algorithm="fa4").seconds
+    faster = perfsim.predict(w, gpu=b300, algorithm="fa4").seconds
+    assert faster < base
+    no_emu = perfsim.predict(w, gpu=b200, algorithm=FA4(emulate_fraction=0.0)).seconds
+    assert no_emu >= base
+
+
+def test_fa2_is_slower_than_fa3_on_hopper():
+    w = W(batch=4, heads=16, seqlen_q=8192, head_dim=128, dtype="bf16")
+    fa2 = perfsim.predict(w, gpu="h100-sxm5", algorithm=FA2()).tflops
+    fa3 = perfsim.predict(w, gpu="h100-sxm5", algorithm="fa3").tflops
+    assert fa3 > 1.5 * fa2
