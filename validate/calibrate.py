@@ -1,0 +1,151 @@
+"""``perfsim calibrate``: a GPU profile whose ceilings are measured on the GPU at hand.
+
+Starts from a catalog spec (``--base``, default ``h200-sxm``) and replaces what the
+microbenchmarks (:mod:`perfsim.validate.microbench`) measured:
+
+==================================  =========================================================
+field                               from
+==================================  =========================================================
+``hbm_bandwidth_bytes_per_s``       device-to-device copy, bytes read + written per second
+``tensor_flops_per_clk_per_sm[dt]`` dense 8192³ matmul FLOP/s ÷ (``sm_count`` × ``clock_hz``)
+``mufu_ops_per_clk_per_sm``         exp2 results/s ÷ (``sm_count`` × ``clock_hz``)
+``fp32_flops_per_clk_per_sm``       FMA FLOP/s ÷ (``sm_count`` × ``clock_hz``)
+``sm_count``, ``l2_bytes``          torch.cuda.get_device_properties (when they differ)
+``[calibration].launch_overhead_s`` median time of a trivial Triton kernel
+==================================  =========================================================
+
+``clock_hz`` stays the base spec's, so ``rate_per_clk_per_sm × sm_count × clock_hz`` equals the
+measured rate: the per-clock numbers are "per reference clock", not per actual cycle. Every
+replaced field's ``sources`` entry reads ``M: measured by perfsim calibrate on <device> <date>:
+<method>``; what was not measured keeps the base value and source. The ``[calibration]`` table
+(strings) records device, driver, versions, date and method; ``TimingParams.for_gpu`` reads
+``launch_overhead_s`` from it and treats the rates as reachable (efficiency 1).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from datetime import UTC, datetime
+from pathlib import Path
+
+from perfsim.validate.microbench import Measurement
+from perfsim.validate.tomlwrite import dumps, write_atomic
+
+from perfsim.errors import PerfsimError
+from perfsim.gpu import GPUSpec, load_gpu
+
+#: Measurement name -> (field, key in a per-dtype table or None, divide by SMs x clock?)
+FIELDS = {
+    "hbm_copy": ("hbm_bandwidth_bytes_per_s", None, False),
+    "matmul_bf16": ("tensor_flops_per_clk_per_sm", "bf16", True),
+    "matmul_fp16": ("tensor_flops_per_clk_per_sm", "fp16", True),
+    "matmul_tf32": ("tensor_flops_per_clk_per_sm", "tf32", True),
+    "matmul_fp8_e4m3": ("tensor_flops_per_clk_per_sm", "fp8_e4m3", True),
+    "mufu_exp2": ("mufu_ops_per_clk_per_sm", None, True),
+    "fp32_fma": ("fp32_flops_per_clk_per_sm", None, True),
+}
+#: Device properties that replace the base spec's when they differ.
+#: (``hbm_bytes`` is not among them: torch reports the memory usable after the driver's
+#: reservation, while the catalog holds the device's capacity.)
+DEVICE_FIELDS = {"sm_count": "multi_processor_count", "l2_bytes": "L2_cache_size"}
+METHOD = ("perfsim calibrate (perfsim.validate.microbench): fresh random data, "
+          "triton.testing.do_bench medians; per-clock rates = measured rate / "
+          "(sm_count x clock_hz of the base spec)")
+
+
+def build_profile(base: GPUSpec, measurements: list[Measurement], device: dict,
+                  date: str, device_fields: dict | None = None) -> dict:
+    """The calibrated profile as TOML-ready data (validated as a :class:`GPUSpec`).
+
+    Args:
+        base: the catalog spec to start from.
+        measurements: microbenchmark results (unmeasured ones keep the base values).
+        device: strings describing the device (``device``, ``driver``, ``torch`` ...).
+        date: ISO date of the measurement.
+        device_fields: measured ``sm_count``/``l2_bytes`` (ints), if known.
+
+    Raises:
+        perfsim.PerfsimError: the result does not validate as a GPUSpec.
+    """
+    data = base.model_dump(exclude_none=True)
+    sources = dict(data.pop("sources", {}))
+    name = device.get("device", "unknown device")
+    tag = f"M: measured by perfsim calibrate on {name} {date}"
+    for fld, value in (device_fields or {}).items():
+        if value and value != data[fld]:
+            data[fld] = int(value)
+            sources[fld] = f"{tag}: torch.cuda.get_device_properties (base {base.id} had a " \
+                           "different value)"
+    per_s = data["sm_count"] * data["clock_hz"]
+    calibration = {k: str(v) for k, v in device.items()}
+    calibration.update(date=date, base=base.id, method=METHOD)
+    not_measured = []
+    for m in measurements:
+        if m.name == "launch_overhead" and m.value is not None:
+            calibration["launch_overhead_s"] = repr(float(m.value))
+            calibration["launch_overhead_method"] = m.method
+            continue
+        if m.value is None or m.name not in FIELDS:
+            not_measured.append(f"{m.name}: {m.method}")
+            continue
+        fld, key, per_clock = FIELDS[m.name]
+        value = m.value / per_s if per_clock else m.value
+        method = m.method + (f"; per clock: {m.value:.4g} {m.unit} / ({data['sm_count']} SMs x "
+                             f"{data['clock_hz']:.4g} Hz)" if per_clock else "")
+        if key is None:
+            data[fld] = float(value)
+            sources[fld] = f"{tag}: {method}"
+        else:
+            data[fld] = {**data[fld], key: float(value)}
+            sources[f"{fld}.{key}"] = f"{tag}: {method}"
+        calibration[f"measured_{m.name}"] = f"{m.value:.6g} {m.unit}"
+    if not_measured:
+        calibration["not_measured"] = "; ".join(not_measured)
+    data.update(id=f"{base.id}-calibrated", name=f"{name} (calibrated from {base.id})",
+                sources=sources, calibration=calibration)
+    try:
+        GPUSpec.model_validate(data)
+    except ValueError as exc:
+        raise PerfsimError(f"calibrated profile does not validate: {exc}") from None
+    return data
+
+
+def write_profile(path: str | Path, data: dict) -> Path:
+    """Write ``data`` as TOML atomically, after checking it reads back as a GPUSpec.
+
+    Raises:
+        perfsim.PerfsimError: the text does not round-trip to a valid spec.
+    """
+    text = f"# Calibrated GPU profile written by `perfsim calibrate`. Do not edit by hand.\n" \
+           f"# {data.get('name', '')}\n\n" + dumps(data)
+    try:
+        GPUSpec.model_validate(tomllib.loads(text))
+    except (tomllib.TOMLDecodeError, ValueError) as exc:
+        raise PerfsimError(f"calibrated profile does not round-trip: {exc}") from None
+    return write_atomic(path, text)
+
+
+def calibrate(out: str | Path, base: str = "h200-sxm", on_result=None):
+    """Run the microbenchmarks on the current CUDA device and write the profile to ``out``.
+
+    Returns:
+        ``(path, measurements, data)``.
+
+    Raises:
+        perfsim.PerfsimError: unknown base GPU, or a profile that does not validate.
+    """
+    import torch
+    from perfsim.validate import microbench
+    from perfsim.validate.session import device_info
+
+    base_spec = load_gpu(base)
+    device = device_info()
+    props = torch.cuda.get_device_properties(0)
+    measured_fields = {f: getattr(props, attr, None) for f, attr in DEVICE_FIELDS.items()}
+    measurements = microbench.run_all(on_result)
+    clock = microbench.sm_clock_mhz()
+    if clock:
+        device["sm_clock_mhz_after_benchmarks"] = f"{clock:.0f}"
+    date = datetime.now(UTC).date().isoformat()
+    data = build_profile(base_spec, measurements, device, date, measured_fields)
+    return write_profile(out, data), measurements, data

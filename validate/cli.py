@@ -1,0 +1,259 @@
+"""``perfsim validate`` and ``perfsim calibrate``: :data:`COMMANDS` holds their ``register``
+functions (``perfsim/cli_extra.py`` adds them to the ``perfsim`` parser).
+
+Also runnable on its own: ``python -m perfsim.validate.cli validate ...``.
+
+Exit codes: 0 done (also a clean stop at ``--limit-seconds``: re-run to resume); 1 no CUDA GPU,
+or the run stopped on an error that makes the CUDA context unusable (re-run to resume);
+2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from perfsim.errors import PerfsimError
+from perfsim.gpu import load_gpu
+
+EXIT_NO_GPU = 1
+
+
+def _names(values: list[str]) -> list[str]:
+    return [n for v in values for n in v.replace(",", " ").split() if n and n != "none"]
+
+
+def _no_gpu(command: str) -> int | None:
+    from perfsim.validate.session import no_gpu_reason
+
+    reason = no_gpu_reason()
+    if reason is None:
+        return None
+    sys.stderr.write(f"perfsim {command}: no CUDA GPU found ({reason}); nothing was timed\n")
+    return EXIT_NO_GPU
+
+
+# ------------------------------------------------------------------ validate
+def register_validate(subparsers) -> None:
+    """Add ``validate`` to an argparse subparsers object."""
+    from perfsim.validate.models import EXTERNAL_MODELS, OWN_ALGORITHMS
+    from perfsim.validate.shapes import GRIDS
+
+    p = subparsers.add_parser(
+        "validate", help="time the attention kernels on this GPU and compare with perfsim",
+        description="Measure the project's Triton kernels (and the PyTorch kernels users call) "
+        "on a shape grid, compare each time with perfsim's prediction, append every result to "
+        "OUT/results.jsonl (a re-run resumes) and write OUT/report.md, results.csv, "
+        "scatter.png.")
+    p.add_argument("--out", default="validate-results", metavar="DIR",
+                   help="results folder (default: %(default)s)")
+    p.add_argument("--gpu", default="h200-sxm", metavar="FILE_OR_ID",
+                   help="GPU profile for the predictions: catalog id or calibrated .toml "
+                   "(default: %(default)s; use the profile `perfsim calibrate` wrote)")
+    p.add_argument("--algorithms", nargs="+", default=list(OWN_ALGORITHMS), metavar="NAME",
+                   help=f"own kernels (comma or space separated; 'none' for none): "
+                   f"{', '.join(OWN_ALGORITHMS)} (default: all)")
+    p.add_argument("--grid", default="default", metavar="NAME",
+                   help=f"shape grid: {', '.join(sorted(GRIDS))}, or a .json file "
+                   "(default: %(default)s)")
+    p.add_argument("--external", action=argparse.BooleanOptionalAction, default=True,
+                   help="also time the kernels users call (default: on)")
+    p.add_argument("--backends", nargs="+", default=list(EXTERNAL_MODELS), metavar="NAME",
+                   help=f"external backends with --external: {', '.join(EXTERNAL_MODELS)}")
+    p.add_argument("--phase", choices=("fwd", "bwd"), default="fwd")
+    p.add_argument("--limit-seconds", type=float, metavar="S",
+                   help="stop cleanly before this wall-clock budget (re-run to resume)")
+    p.add_argument("--retry-errors", action="store_true",
+                   help="measure again rows recorded with status 'error'")
+    p.add_argument("--seed", type=int, default=0, help="input seed offset (default 0)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the planned rows with their predictions; needs no GPU")
+    p.add_argument("--json", action="store_true", help="with --dry-run: rows as JSON")
+    p.add_argument("--report-only", metavar="DIR",
+                   help="only regenerate DIR's report from DIR/results.jsonl; needs no GPU")
+    p.set_defaults(func=cmd_validate)
+
+
+def cmd_validate(args) -> int:
+    from perfsim.validate import report
+    from perfsim.validate.runner import RESULTS_FILE, ResultStore, plan
+    from perfsim.validate.shapes import grid
+
+    if args.report_only:
+        return _report_only(Path(args.report_only))
+    gpu = load_gpu(args.gpu)
+    try:
+        rows = plan(grid(args.grid, args.phase), _names(args.algorithms),
+                    _names(args.backends) if args.external else [])
+    except ValueError as exc:
+        raise PerfsimError(str(exc)) from None
+    if not rows:
+        raise PerfsimError("nothing to run: no algorithms and no external backends selected")
+    out = Path(args.out)
+    store = ResultStore(out / RESULTS_FILE)
+    if args.dry_run:
+        return _dry_run(rows, gpu, store.load(), args.json)
+    no_gpu = _no_gpu("validate")
+    if no_gpu is not None:
+        return no_gpu
+    if not gpu.calibration:
+        print(f"note: {gpu.id} is not a calibrated profile (datasheet rates); "
+              "`perfsim calibrate` writes one")
+    summary = _run(rows, gpu, store, args)
+    paths = report.write_report(out)
+    print("\n".join(report.summary_lines(report.load(out))))
+    print(f"{len(summary.measured)} rows measured now, {summary.skipped} already done, "
+          f"{summary.remaining} left; report: {paths['md']}")
+    if summary.stopped_for_time:
+        print(f"stopped before the {args.limit_seconds:g} s limit; run the same command "
+              "again to resume")
+    if summary.aborted:
+        sys.stderr.write(f"perfsim validate: stopped: {summary.aborted}; run again to "
+                         "resume\n")
+        return EXIT_NO_GPU
+    return 0
+
+
+def _run(rows, gpu, store, args):
+    from perfsim.validate.runner import pending, run
+    from perfsim.validate.session import make_measure
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    todo = len(pending(rows, store.load(), args.retry_errors))
+    console = Console(stderr=True)
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("validate", total=todo)
+
+        def on_record(i, total, rec):
+            progress.advance(task)
+            err = rec.get("error")
+            progress.console.print(
+                f"[{i}/{total}] {rec['algorithm']:14} {rec['key'].split('|')[0]:44} "
+                f"{rec.get('status', '?'):11} meas {_ms(rec.get('measured_s'))} "
+                f"pred {_ms(rec.get('predicted_s'))}"
+                + (f" err {err:+.1%}" if err is not None else "")
+                + (f"  {rec.get('reason', '')[:80]}" if rec.get("status") != "ok" else ""),
+                highlight=False, markup=False)
+
+        return run(rows, make_measure(gpu, args.seed), store,
+                   limit_seconds=args.limit_seconds, retry_errors=args.retry_errors,
+                   on_record=on_record)
+
+
+def _ms(seconds) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.4g} ms"
+
+
+def _report_only(out: Path) -> int:
+    from perfsim.validate import report
+    from perfsim.validate.runner import RESULTS_FILE
+
+    if not (out / RESULTS_FILE).is_file():
+        raise PerfsimError(f"no {RESULTS_FILE} in {out}")
+    paths = report.write_report(out)
+    print("\n".join(report.summary_lines(report.load(out))))
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def _dry_run(rows, gpu, done: dict, as_json: bool) -> int:
+    from perfsim.validate.models import planned_prediction
+
+    listing = []
+    for i, row in enumerate(rows, 1):
+        pred = planned_prediction(row.shape, row.algorithm, row.kind, gpu)
+        listing.append({"index": i, "key": row.key, "shape": row.shape.describe(),
+                        "algorithm": row.algorithm, "kind": row.kind,
+                        "model": pred.get("model"), "predicted_s": pred.get("predicted_s"),
+                        "predicted_bound": pred.get("predicted_bound"),
+                        "prediction_error": pred.get("prediction_error"),
+                        "state": done[row.key].get("status", "done") if row.key in done
+                        else "planned"})
+    if as_json:
+        print(json.dumps(listing, indent=1))
+        return 0
+    for r in listing:
+        pred = _ms(r["predicted_s"]) if r["predicted_s"] else f"- ({r['prediction_error']})"
+        print(f"{r['index']:4} {r['shape']:36} {r['algorithm']:15} {r['state']:9} "
+              f"{str(r['model'])[:46]:46} {pred[:60]}")
+    planned = sum(r["state"] == "planned" for r in listing)
+    total = sum(r["predicted_s"] or 0 for r in listing if r["state"] == "planned")
+    print(f"{len(listing)} rows: {planned} planned, {len(listing) - planned} already in the "
+          f"results; predicted kernel time of one call each: {total:.3f} s (profile {gpu.id})")
+    return 0
+
+
+# ------------------------------------------------------------------ calibrate
+def register_calibrate(subparsers) -> None:
+    """Add ``calibrate`` to an argparse subparsers object."""
+    p = subparsers.add_parser(
+        "calibrate", help="measure this GPU's ceilings and write a calibrated profile",
+        description="Run microbenchmarks (HBM copy, matmul per dtype, exp2, FMA, launch "
+        "overhead) and write a GPU profile TOML that `perfsim predict --gpu FILE` accepts.")
+    p.add_argument("--out", required=True, metavar="FILE", help="profile to write (.toml)")
+    p.add_argument("--base", default="h200-sxm", metavar="ID_OR_FILE",
+                   help="catalog spec to start from (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    p.set_defaults(func=cmd_calibrate)
+
+
+def cmd_calibrate(args) -> int:
+    from perfsim.validate.calibrate import FIELDS, calibrate
+
+    base = load_gpu(args.base)
+    no_gpu = _no_gpu("calibrate")
+    if no_gpu is not None:
+        return no_gpu
+
+    def show(m):
+        if not args.json:
+            value = "not measured" if m.value is None else f"{m.value:.4g} {m.unit}"
+            print(f"{m.name:18} {value:24} {m.method[:150]}")
+
+    path, measurements, data = calibrate(args.out, args.base, on_result=show)
+    if args.json:
+        print(json.dumps([m.__dict__ for m in measurements], indent=1, default=str))
+        return 0
+    print(f"{'field':44} {'base':>12} {'calibrated':>12} {'ratio':>7}")
+    for m in measurements:
+        if m.value is None or m.name not in FIELDS:
+            continue
+        fld, key, _ = FIELDS[m.name]
+        old = getattr(base, fld) if key is None else getattr(base, fld).get(key)
+        new = data[fld] if key is None else data[fld][key]
+        name = fld + (f".{key}" if key else "")
+        print(f"{name:44} {old or 0:>12.4g} {new:>12.4g} "
+              f"{(new / old if old else float('nan')):>7.3f}")
+    print(f"launch_overhead_s = {data['calibration'].get('launch_overhead_s', 'not measured')}")
+    print(f"wrote {path}")
+    return 0
+
+
+COMMANDS = [register_validate, register_calibrate]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point for ``python -m perfsim.validate.cli`` (same parser rules as perfsim)."""
+    from perfsim.cli import EXIT_BAD_INPUT, _Parser
+
+    parser = _Parser(prog="perfsim")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for register in COMMANDS:
+        register(sub)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except PerfsimError as exc:
+        sys.stderr.write(f"perfsim: error: {exc}\n")
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        sys.stderr.write("perfsim: interrupted (results so far are kept; re-run to resume)\n")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

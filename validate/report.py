@@ -1,0 +1,187 @@
+"""The validation report, regenerated from ``results.jsonl`` alone (no GPU needed).
+
+Writes into the results folder:
+
+* ``report.md`` — error per kernel and phase (count, median and max |predicted − measured| /
+  measured), rank agreement per shape, the main cause of each kernel's remaining error
+  (computed, see :mod:`perfsim.validate.analysis`), rows that did not run and why, and a
+  per-shape table with achieved TFLOP/s and GB/s beside every time;
+* ``results.csv`` — one row per record (nested fields as JSON);
+* ``scatter.png`` — predicted vs measured, log-log, one colour per kernel/backend.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter
+from pathlib import Path
+
+from perfsim.validate import analysis
+from perfsim.validate.runner import RESULTS_FILE, ResultStore
+
+CSV_FIELDS = ("key", "batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim",
+              "causal", "dtype", "phase", "algorithm", "kind", "model_name", "model",
+              "status", "reason", "predicted_s", "predicted_bound", "predicted_tflops",
+              "measured_s", "measured_p20_s", "measured_p80_s", "error", "achieved_tflops",
+              "achieved_gbps", "model_flops", "hbm_bytes", "correctness_rel_error",
+              "correctness_tolerance", "tensor_family_source", "gpu_profile", "device",
+              "wall_s", "finished_at", "prediction_error", "launch_config",
+              "predicted_unit_s", "compiled", "correctness_checked")
+
+
+METHOD_NOTE = (
+    "Error = (predicted − measured) / measured; measured = `triton.testing.do_bench` median "
+    "(L2 flushed before each call). Correctness was checked against a float64 reference before "
+    "timing (see `correctness_checked` in results.csv). No efficiency factor was fitted on "
+    "attention timings: the profile's rates come from microbenchmarks only.")
+
+
+def load(out_dir: str | Path) -> list[dict]:
+    """Records of ``out_dir/results.jsonl`` in file order (the last per key)."""
+    return list(ResultStore(Path(out_dir) / RESULTS_FILE).load().values())
+
+
+def write_csv(records, path: Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        for r in records:
+            writer.writerow({k: json.dumps(v) if isinstance(v, dict | list) else v
+                             for k, v in r.items()})
+
+
+def scatter(records):
+    """Predicted vs measured seconds, log-log, one colour per kernel/backend, with the
+    ±:data:`~perfsim.validate.analysis.TARGET_ABS_ERROR` band (``perfsim.plots``); returns
+    ``(fig, ax)``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from perfsim import plots
+
+    rows = analysis.compared(records)
+    if not rows:
+        fig, ax = plt.subplots(figsize=(5.5, 5))
+        ax.text(0.5, 0.5, "no compared rows yet", ha="center", va="center")
+        return fig, ax
+    df = pd.DataFrame({"kernel": [analysis.label(r) for r in rows],
+                       "predicted_s": [r["predicted_s"] for r in rows],
+                       "measured_s": [r["measured_s"] for r in rows]})
+    return plots.predicted_vs_measured(df, hue="kernel", band=analysis.TARGET_ABS_ERROR)
+
+
+def _ms(seconds) -> str:
+    return "–" if seconds is None else f"{seconds * 1e3:.4g}"
+
+
+def _pct(x) -> str:
+    return "–" if x is None else f"{x:+.1%}"
+
+
+def _num(x, fmt=".1f") -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return out + ["| " + " | ".join(str(c).replace("|", "/") for c in row) + " |" for row in rows]
+
+
+def error_table(records) -> list[str]:
+    rows = []
+    for s in analysis.error_stats(records):
+        other = ", ".join(f"{k} {v}" for k, v in sorted(s["statuses"].items()) if k != "ok")
+        rows.append([s["group"], s["phase"], str(s["compared"]),
+                     _pct(s.get("median_abs")).lstrip("+"), _pct(s.get("max_abs")).lstrip("+"),
+                     _pct(s.get("median_signed")),
+                     f"{s['within_target']}/{s['compared']}" if s["compared"] else "–",
+                     other or "–"])
+    return _table(["kernel", "phase", "n compared", "median abs err", "max abs err",
+                   "median signed err", f"within ±{analysis.TARGET_ABS_ERROR:.0%}",
+                   "not compared"], rows)
+
+
+def markdown(records) -> str:
+    """The report text."""
+    records = list(records)
+    devices = sorted({r.get("device", "?") for r in records})
+    profiles = sorted({r.get("gpu_profile", "?") for r in records})
+    when = sorted(r["finished_at"] for r in records if r.get("finished_at"))
+    lines = ["# perfsim validation report", "",
+             f"Device: {', '.join(devices)}; GPU profile used for predictions: "
+             f"{', '.join(profiles)}; {len(records)} rows"
+             + (f", measured {when[0]} to {when[-1]}." if when else "."),
+             f"Statuses: {dict(Counter(r.get('status', '?') for r in records))}.", "",
+             METHOD_NOTE, "", "## Error per kernel", ""]
+    lines += error_table(records)
+    ra = analysis.rank_agreement(records)
+    lines += ["", "## Rank agreement (own kernels)", ""]
+    if ra["n_shapes"]:
+        lines.append(f"The model's fastest kernel is the measured fastest on "
+                     f"{ra['fraction_fastest']:.0%} of {ra['n_shapes']} shapes; mean Kendall "
+                     f"tau {_num(ra['mean_tau'], '.2f')}.")
+        lines += [""] + _table(
+            ["shape", "predicted order", "measured order", "fastest agrees", "Kendall tau"],
+            [[_shape(s["row"]), " < ".join(s["predicted_order"]),
+              " < ".join(s["measured_order"]), "yes" if s["fastest_match"] else "no",
+              _num(s["tau"], ".2f")] for s in ra["shapes"]])
+    else:
+        lines.append("No shape has two or more compared own kernels yet.")
+    lines += ["", "## Main cause of the remaining error", ""]
+    lines += [f"- **{g}**: {text}" for g, text in analysis.causes(records).items()] or ["–"]
+    failed = [r for r in records if r.get("status") != "ok"]
+    lines += ["", "## Rows not compared", ""]
+    reasons = Counter((r["algorithm"], r.get("status"), (r.get("reason") or "")[:160])
+                      for r in failed)
+    lines += _table(["kernel", "status", "reason", "rows"],
+                    [[a, s, why, str(n)] for (a, s, why), n in sorted(reasons.items())]) \
+        if failed else ["None."]
+    lines += ["", "## Per shape", ""]
+    lines += _table(["shape", "kernel", "model", "predicted ms", "measured ms (p20–p80)",
+                     "error", "TFLOP/s", "GB/s", "bound", "status"],
+                    [[_shape(r), r["algorithm"], r.get("model") or "–", _ms(r.get("predicted_s")),
+                      f"{_ms(r.get('measured_s'))} ({_ms(r.get('measured_p20_s'))}–"
+                      f"{_ms(r.get('measured_p80_s'))})" if r.get("measured_s") else "–",
+                      _pct(analysis.rel_error(r)) if analysis.is_compared(r) else "–",
+                      _num(r.get("achieved_tflops")), _num(r.get("achieved_gbps"), ".0f"),
+                      r.get("predicted_bound") or "–", r.get("status", "?")]
+                     for r in records])
+    return "\n".join(lines) + "\n"
+
+
+def _shape(r: dict) -> str:
+    gqa = f"/{r['kv_heads']}" if r.get("kv_heads") != r.get("heads") else ""
+    return (f"B={r['batch']} H={r['heads']}{gqa} N={r['seqlen_q']} d={r['head_dim']}"
+            f"{' causal' if r.get('causal') else ''} {r.get('phase', 'fwd')}")
+
+
+def write_report(out_dir: str | Path) -> dict[str, Path]:
+    """Write report.md, results.csv and scatter.png from ``out_dir/results.jsonl``."""
+    out_dir = Path(out_dir)
+    records = load(out_dir)
+    paths = {"md": out_dir / "report.md", "csv": out_dir / "results.csv",
+             "png": out_dir / "scatter.png"}
+    paths["md"].write_text(markdown(records), encoding="utf-8")
+    write_csv(records, paths["csv"])
+    fig, _ = scatter(records)
+    fig.savefig(paths["png"], dpi=120, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return paths
+
+
+def summary_lines(records) -> list[str]:
+    """A short plain-text table (per kernel and phase: n, median and max |error|)."""
+    lines = [f"{'kernel':34} {'phase':5} {'n':>4} {'med|err|':>9} {'max|err|':>9} {'bias':>8}"]
+    for s in analysis.error_stats(records):
+        if not s["compared"]:
+            lines.append(f"{s['group'][:34]:34} {s['phase']:5} {0:>4}   statuses {s['statuses']}")
+            continue
+        lines.append(f"{s['group'][:34]:34} {s['phase']:5} {s['compared']:>4} "
+                     f"{s['median_abs']:>9.1%} {s['max_abs']:>9.1%} {s['median_signed']:>+8.1%}")
+    return lines
