@@ -50,6 +50,12 @@ class KernelCost:
             The timing model charges SM-side units for it; counts stay exact. ``None``: the
             counts.
         overlap: which units overlap (see ``ROOFLINE``).
+        ctas_per_sm: CTAs resident on one SM at once (occupancy), for the waves.
+        tiled: a tiled attention kernel whose CTAs each pay a fixed prologue/epilogue (load Q
+            and the first K/V tile, fill the pipeline, normalise and store O): the timing
+            model adds ``TimingParams.cta_overhead_s`` per wave of resident CTAs (once, for a
+            ``persistent`` kernel, whose CTAs loop over tiles and overlap one tile's
+            epilogue with the next one's prologue).
         pipeline: ``None``, or ``(stations, tiles_in_flight)`` for an asynchronous
             producer/consumer cycle (FA3, FA4): each station is a tuple of units that work
             concurrently (the station takes its slowest); tiles cycle through the stations
@@ -79,6 +85,9 @@ class KernelCost:
     executed: dict | None = None
     overlap: tuple[tuple[str, ...], ...] = ROOFLINE
     pipeline: tuple | None = None
+    ctas_per_sm: object = 1
+    tiled: bool = False
+    persistent: bool = False
     terms: dict = field(default_factory=dict)
 
     @property

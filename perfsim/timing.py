@@ -12,7 +12,8 @@ For one kernel on one GPU:
   the whole tiles a CTA computes where the problem ends inside one (``KernelCost.executed``).
 * HBM: ``t_hbm = bytes / (hbm_bandwidth_bytes_per_s × hbm_efficiency)``.
 * Overlap: the kernel's rule groups units; units in a group add, groups overlap (max).
-* Launch: ``launch_overhead_s`` per launched kernel (grid > 0).
+* Launch: ``launch_overhead_s`` per launched kernel (grid > 0); tiled attention kernels add
+  ``cta_overhead_s`` per wave of resident CTAs (prologue/epilogue; 0 unless calibrated).
 
 Stated simplifications: per-CTA work is taken as uniform for the tail effect (causal grids are
 ordered longest-first by the reference kernels, which keeps the busiest SM close to the
@@ -44,6 +45,9 @@ class TimingParams(BaseModel):
         launch_overhead_s: time added per kernel launch. Default 4 µs: the launch-to-launch
             gap of back-to-back eager PyTorch kernels is a few microseconds (an assumption;
             ``perfsim calibrate`` measures it on the GPU at hand).
+        cta_overhead_s: fixed time per wave of a tiled attention kernel's CTAs outside the
+            steady-state loop (``KernelCost.tiled``). Default 0 (not modelled) for datasheet
+            GPUs; a calibrated profile may carry a value, and says how it was obtained.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -51,14 +55,18 @@ class TimingParams(BaseModel):
     hbm_efficiency: float = Field(default=0.9, gt=0, le=1)
     tensor_efficiency: float = Field(default=1.0, gt=0, le=1)
     launch_overhead_s: float = Field(default=4e-6, ge=0)
+    cta_overhead_s: float = Field(default=0.0, ge=0)
 
     @classmethod
     def for_gpu(cls, gpu: GPUSpec) -> TimingParams:
         """Defaults for ``gpu``: a calibrated profile already holds measured (reachable)
         rates, so its efficiencies are 1 and its measured launch overhead is used."""
         if gpu.calibration:
-            overhead = float(gpu.calibration.get("launch_overhead_s", cls().launch_overhead_s))
-            return cls(hbm_efficiency=1.0, tensor_efficiency=1.0, launch_overhead_s=overhead)
+            cal = gpu.calibration
+            return cls(hbm_efficiency=1.0, tensor_efficiency=1.0,
+                       launch_overhead_s=float(cal.get("launch_overhead_s",
+                                                       cls().launch_overhead_s)),
+                       cta_overhead_s=float(cal.get("cta_overhead_s", 0.0)))
         return cls()
 
 
@@ -104,6 +112,9 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams) -> KernelT
     for g in group_seconds[1:]:
         body = maximum(body, g)
     launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
+    if cost.tiled and params.cta_overhead_s:
+        waves = 1 if cost.persistent else cdiv(safe_grid, gpu.sm_count * cost.ctas_per_sm)
+        body = body + waves * params.cta_overhead_s
     seconds = body + launched * params.launch_overhead_s
     bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline)
     return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest, wave_factor=wave_factor)
@@ -166,13 +177,13 @@ def binding_unit(unit_seconds: dict, overlap, pipeline=None) -> object:
         totals.append(cycle_time(unit_seconds, *pipeline))
     if any(isinstance(unit_seconds[u], np.ndarray) for u in UNITS):
         shape = np.broadcast(*[np.asarray(unit_seconds[u]) for u in UNITS]).shape
-        best = np.full(shape, UNITS[0], dtype=object)
+        best = np.zeros(shape, dtype=np.intp)  # index into UNITS (ints: fast for sweeps)
         best_group = np.argmax(np.stack([np.broadcast_to(t, shape) for t in totals]), axis=0)
         for gi, group in enumerate(overlap):
             weighted = np.stack([np.broadcast_to(unit_seconds[u] * w, shape)
                                  for u, w in _entries(group)])
-            names = np.array([u for u, _ in _entries(group)], dtype=object)
-            best = np.where(best_group == gi, names[np.argmax(weighted, axis=0)], best)
-        return best.astype(str)
+            index = np.array([UNITS.index(u) for u, _ in _entries(group)])
+            best = np.where(best_group == gi, index[np.argmax(weighted, axis=0)], best)
+        return np.array(UNITS)[best]
     g = max(range(len(overlap)), key=lambda i: totals[i])
     return max(_entries(overlap[g]), key=lambda e: unit_seconds[e[0]] * e[1])[0]

@@ -73,6 +73,9 @@ def register_validate(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="with --dry-run: rows as JSON")
     p.add_argument("--report-only", metavar="DIR",
                    help="only regenerate DIR's report from DIR/results.jsonl; needs no GPU")
+    p.add_argument("--repredict", action="store_true",
+                   help="with --report-only: recompute every prediction with this perfsim and "
+                   "the --gpu profile (the measurements are kept as they are)")
     p.set_defaults(func=cmd_validate)
 
 
@@ -82,7 +85,8 @@ def cmd_validate(args) -> int:
     from perfsim.validate.shapes import grid
 
     if args.report_only:
-        return _report_only(Path(args.report_only))
+        return _report_only(Path(args.report_only),
+                            load_gpu(args.gpu) if args.repredict else None)
     gpu = load_gpu(args.gpu)
     try:
         rows = plan(grid(args.grid, args.phase), _names(args.algorithms),
@@ -148,16 +152,51 @@ def _ms(seconds) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.4g} ms"
 
 
-def _report_only(out: Path) -> int:
+def _report_only(out: Path, gpu=None) -> int:
+    import datetime
+
+    import perfsim
     from perfsim.validate import report
+    from perfsim.validate.repredict import repredict
     from perfsim.validate.runner import RESULTS_FILE
 
     if not (out / RESULTS_FILE).is_file():
         raise PerfsimError(f"no {RESULTS_FILE} in {out}")
-    paths = report.write_report(out)
-    print("\n".join(report.summary_lines(report.load(out))))
+    records, note = report.load(out), ""
+    if gpu is not None:
+        records = repredict(records, gpu)
+        note = (f"Predictions recomputed with perfsim {perfsim.__version__} on "
+                f"{datetime.date.today().isoformat()} (profile {gpu.id}) from the launch "
+                "configurations recorded with the measurements; results.jsonl keeps the "
+                "predictions the rows were measured with.")
+        method = (gpu.calibration or {}).get("cta_overhead_method")
+        if method:
+            note += "\n\n" + _holdout_note(records, gpu, method)
+    paths = report.write_report(out, records, note)
+    print("\n".join(report.summary_lines(records)))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
+
+
+def _holdout_note(records, gpu, method: str) -> str:
+    """The fitted parameter, how it was fitted, and the error on each half of the shapes."""
+    import statistics
+
+    from perfsim.validate.fit_overhead import split
+
+    fit_keys, _ = split([r for r in records if r.get("status") == "ok"])
+    halves: dict = {}
+    for r in records:
+        if r.get("status") == "ok" and r.get("error") is not None:
+            half = "fit" if r["key"].split("|")[0] in fit_keys else "hold-out"
+            halves.setdefault(r["algorithm"], {}).setdefault(half, []).append(abs(r["error"]))
+    rows = [f"| {k} | {statistics.median(v['fit']):.1%} | {statistics.median(v['hold-out']):.1%} |"
+            for k, v in sorted(halves.items()) if "fit" in v and "hold-out" in v]
+    c = float(gpu.calibration["cta_overhead_s"])
+    return "\n".join([
+        f"**One fitted parameter.** `cta_overhead_s` = {c * 1e6:.2f} µs per wave of CTAs of a "
+        f"tiled attention kernel: {method}. Median |error| on each half:", "",
+        "| kernel | fit half | hold-out half |", "|---|---|---|", *rows])
 
 
 def _dry_run(rows, gpu, done: dict, as_json: bool) -> int:

@@ -63,9 +63,11 @@ def _standard(cfg: dict, gpu: GPUSpec, family: str | None):
 
 def _fa1(cfg: dict, gpu: GPUSpec, family: str | None):
     # grid (B*H,): one CTA per (batch, head), no query split; fully masked tiles are skipped.
+    # O, l and m make their round trips in fp32 workspaces (launch_config o_workspace_dtype).
+    o_bytes = 4 if cfg.get("o_workspace_dtype") == "fp32" else None
     return algorithms.FA1(block_r=cfg["block_m"], block_c=cfg["block_n"],
                           warps=cfg["num_warps"], q_splits=1, skip_masked_tiles=True,
-                          tensor_family=_family(gpu, cfg, family))
+                          o_workspace_bytes=o_bytes, tensor_family=_family(gpu, cfg, family))
 
 
 def _fa2(cfg: dict, gpu: GPUSpec, family: str | None):
@@ -84,7 +86,7 @@ def _fa3(cfg: dict, gpu: GPUSpec, family: str | None):
     return algorithms.FA3(block_m=cfg["block_m"], block_n=cfg["block_n"],
                           stages=cfg["num_stages"], pingpong=False,
                           intra_warpgroup_overlap=False, warp_specialized=specialized,
-                          tensor_family=_family(gpu, cfg, family))
+                          persistent=False, tensor_family=_family(gpu, cfg, family))
 
 
 def _fa4(cfg: dict, gpu: GPUSpec, family: str | None):
@@ -94,7 +96,9 @@ def _fa4(cfg: dict, gpu: GPUSpec, family: str | None):
                           q_tiles_per_cta=max(1, cfg["block_m"] // 128),
                           block_n=cfg["block_n"],
                           emulate_fraction=cfg.get("emulate_fraction"),
-                          rescale_threshold=cfg.get("rescale_threshold", 8.0))
+                          rescale_threshold=cfg.get("rescale_threshold", 8.0),
+                          lpt_scheduling=False,      # Triton launches query tiles in order
+                          persistent=False)          # one CTA per tile
 
 
 #: algorithm name -> f(launch_config, gpu, tensor_family or None) -> algorithm config.

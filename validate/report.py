@@ -33,8 +33,9 @@ CSV_FIELDS = ("key", "batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head
 METHOD_NOTE = (
     "Error = (predicted − measured) / measured; measured = `triton.testing.do_bench` median "
     "(L2 flushed before each call). Correctness was checked against a float64 reference before "
-    "timing (see `correctness_checked` in results.csv). No efficiency factor was fitted on "
-    "attention timings: the profile's rates come from microbenchmarks only.")
+    "timing (see `correctness_checked` in results.csv). The profile's rates come from "
+    "microbenchmarks; a parameter taken from attention timings, if any, is named above with "
+    "its error on the shapes it was not fitted on.")
 
 
 def load(out_dir: str | Path) -> list[dict]:
@@ -105,8 +106,8 @@ def error_table(records) -> list[str]:
                    "not compared"], rows)
 
 
-def markdown(records) -> str:
-    """The report text."""
+def markdown(records, note: str = "") -> str:
+    """The report text (``note``: a paragraph under the title)."""
     records = list(records)
     devices = sorted({r.get("device", "?") for r in records})
     profiles = sorted({r.get("gpu_profile", "?") for r in records})
@@ -116,6 +117,7 @@ def markdown(records) -> str:
              f"{', '.join(profiles)}; {len(records)} rows"
              + (f", measured {when[0]} to {when[-1]}." if when else "."),
              f"Statuses: {dict(Counter(r.get('status', '?') for r in records))}.", "",
+             *([note, ""] if note else []),
              METHOD_NOTE, "", "## Error per kernel", ""]
     lines += error_table(records)
     ra = analysis.rank_agreement(records)
@@ -159,13 +161,15 @@ def _shape(r: dict) -> str:
             f"{' causal' if r.get('causal') else ''} {r.get('phase', 'fwd')}")
 
 
-def write_report(out_dir: str | Path) -> dict[str, Path]:
-    """Write report.md, results.csv and scatter.png from ``out_dir/results.jsonl``."""
+def write_report(out_dir: str | Path, records: list[dict] | None = None,
+                 note: str = "") -> dict[str, Path]:
+    """Write report.md, results.csv and scatter.png from ``out_dir/results.jsonl`` (or from
+    ``records``, e.g. re-predicted ones), with ``note`` under the title."""
     out_dir = Path(out_dir)
-    records = load(out_dir)
+    records = load(out_dir) if records is None else records
     paths = {"md": out_dir / "report.md", "csv": out_dir / "results.csv",
              "png": out_dir / "scatter.png"}
-    paths["md"].write_text(markdown(records), encoding="utf-8")
+    paths["md"].write_text(markdown(records, note), encoding="utf-8")
     write_csv(records, paths["csv"])
     fig, _ = scatter(records)
     fig.savefig(paths["png"], dpi=120, bbox_inches="tight")

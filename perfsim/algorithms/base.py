@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, is_symbolic, where
+from perfsim.mathops import cdiv, is_symbolic, minimum, where
 from perfsim.workload import AttentionWorkload
 
 FP32_BYTES = 4
@@ -164,6 +164,22 @@ class Algorithm(BaseModel):
         if not changed:
             return self.name
         return f"{self.name}(" + ", ".join(f"{k}={v}" for k, v in changed.items()) + ")"
+
+
+def in_order_tail(v, grid, slots, causal: bool, lpt: bool):
+    """Tail factor (≥ 1) of a causal grid whose CTAs differ in length.
+
+    With longest-processing-time-first order (``lpt``) or equal CTAs (no mask) the busiest
+    SM stays at the average and the factor is 1. Launched in index order (flash-attn 2,
+    FA3, Triton: query tiles of each head from short to long), the longest CTAs start last
+    and the final wave ends about ``max − avg`` of a CTA after the balanced finish, spread over
+    ``slots`` resident CTAs: factor ``1 + (max/avg − 1) · slots / grid`` of the balanced time.
+    A stated estimate (list scheduling), not a fitted constant.
+    """
+    if lpt or not causal:
+        return 1
+    longest_over_avg = v.kv_tiles * v.q_tiles / v.tiles
+    return 1 + (longest_over_avg - 1) * minimum(slots / grid, 1)
 
 
 def padding(n, block):

@@ -57,6 +57,9 @@ class FA1(Algorithm):
         skip_masked_tiles: skip tiles entirely above the causal diagonal (not in Algorithm 1).
         q_splits: CTAs per (batch, head); ``None`` = the fewest that give every SM a CTA
             (1 when batch x heads already fills the GPU).
+        o_workspace_bytes: bytes per element of the O that makes the HBM round trips;
+            ``None`` = the input dtype (Algorithm 1). FA1's CUDA kernels and perfsim's Triton
+            kernel keep it in fp32 (4) and write O in the input dtype at the end.
         tensor_family: ``mma_sync`` (FA1 predates Hopper instructions).
     """
 
@@ -71,6 +74,7 @@ class FA1(Algorithm):
     warps: int = Field(default=4, ge=1, le=32)
     skip_masked_tiles: bool = False
     q_splits: int | None = Field(default=None, ge=1)
+    o_workspace_bytes: int | None = Field(default=None, ge=1, le=8)
     tensor_family: str = "mma_sync"
     registers_per_thread: int = Field(default=255, ge=16, le=255)
 
@@ -96,8 +100,7 @@ class FA1(Algorithm):
                                   "(Theorem 2 needs d <= M)")
         # K_j, V_j, Q_i, O_i tiles on chip (Algorithm 1 sizes them so 4·B_c·d <= M).
         smem = dims.e * (b_c * (dims.d + dims.d_v) + b_r * (dims.d + dims.d_v))
-        ctas = 1 if dims.symbolic else resident_ctas(gpu, smem, self.warps,
-                                                      self.registers_per_thread)
+        ctas = resident_ctas(gpu, smem, self.warps, self.registers_per_thread)
         splits = self.splits(dims, gpu, ctas, cdiv(dims.N_q, b_r))
 
         def build(step):
@@ -144,15 +147,18 @@ class FA1(Algorithm):
 
     def _forward(self, dims, gpu, v, b_r, b_c, smem, ctas, splits) -> KernelCost:
         e, bh = dims.e, dims.B * dims.H
-        row_bytes = e * (dims.d + dims.d_v) + STATS_PER_ROW * STAT_BYTES
+        o_b = self.o_workspace_bytes or e
+        row_bytes = e * dims.d + o_b * dims.d_v + STATS_PER_ROW * STAT_BYTES
         q_o_total = bh * v.kv_outer_rows * row_bytes          # Q_i, O_i, l_i, m_i per step
         live = self._live_rows(dims, gpu, ctas, splits) * row_bytes
         reads, read_hits = l2_filtered(q_o_total, bh * dims.N_q * e * dims.d, live, gpu,
                                        gpu.l2_usable_fraction)
-        out_row = e * dims.d_v + STATS_PER_ROW * STAT_BYTES
+        out_row = o_b * dims.d_v + STATS_PER_ROW * STAT_BYTES
         writes, write_hits = l2_filtered(bh * (dims.N_q + v.kv_outer_rows) * out_row,
                                          bh * dims.N_q * out_row, live, gpu,
                                          gpu.l2_usable_fraction)
+        if self.o_workspace_bytes:       # the final O in the input dtype
+            writes = writes + bh * dims.N_q * e * dims.d_v
         kv_hbm, kv_hits = self._kv_traffic(dims, gpu, ctas, splits, b_c)
         rows_steps = bh * v.tiles * b_r
         elems = bh * v.elements
@@ -163,7 +169,8 @@ class FA1(Algorithm):
         if dims.dropout_p:
             fp32 = fp32 + elems * DROPOUT_OPS_PER_ELEMENT
         return KernelCost(
-            name="fa1_fwd", grid=bh * splits, warps_per_cta=self.warps, smem_bytes_per_cta=smem,
+            name="fa1_fwd", grid=bh * splits, tiled=True, ctas_per_sm=ctas,
+            warps_per_cta=self.warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
             tensor_flops=2 * elems * (dims.d + dims.d_v), fp32_flops=fp32,
@@ -205,7 +212,8 @@ class FA1(Algorithm):
         if dims.dropout_p:
             fp32 = fp32 + elems * DROPOUT_OPS_PER_ELEMENT
         return KernelCost(
-            name="fa1_bwd", grid=bh * splits, warps_per_cta=self.warps, smem_bytes_per_cta=smem,
+            name="fa1_bwd", grid=bh * splits, tiled=True, ctas_per_sm=ctas,
+            warps_per_cta=self.warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
             tensor_flops=2 * elems * (3 * d + 2 * d_v), fp32_flops=fp32, exp_ops=elems,

@@ -25,7 +25,7 @@ from pydantic import Field
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
     DROPOUT_OPS_PER_ELEMENT, FP32_BYTES, STAT_BYTES, Algorithm, Dims, l2_filtered,
-    resident_ctas, with_whole_tiles,
+    in_order_tail, resident_ctas, with_whole_tiles,
 )
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import GPUSpec
@@ -75,6 +75,8 @@ class FA2(Algorithm):
         tensor_family: tensor-core instructions issued; flash-attn 2 uses ``mma_sync`` on
             every GPU (FA3 paper §1: ~35 % of H100 peak). Triton picks ``wgmma`` on Hopper.
         registers_per_thread: for occupancy.
+        lpt_scheduling: causal query tiles launched longest first; flash-attn 2 and Triton
+            launch them in index order (short to long), the default.
     """
 
     name: ClassVar[str] = "fa2"
@@ -89,6 +91,7 @@ class FA2(Algorithm):
     bwd_warps: int | None = Field(default=None, ge=1, le=32)
     tensor_family: str = "mma_sync"
     registers_per_thread: int = Field(default=REGISTERS_PER_THREAD, ge=16, le=255)
+    lpt_scheduling: bool = False
 
     def fwd_tiles(self, dims: Dims) -> tuple[int, int, int]:
         table = FWD_TILES_DROPOUT if dims.dropout_p else FWD_TILES
@@ -100,6 +103,10 @@ class FA2(Algorithm):
         b_r, b_c, warps = _pick(BWD_TILES, max(dims.d, dims.d_v)) if not dims.symbolic else (
             64, 128, 8)
         return self.bwd_block_m or b_r, self.bwd_block_n or b_c, self.bwd_warps or warps
+
+    def persistent_grid(self) -> bool:
+        """flash-attn 2 launches one CTA per tile (not persistent)."""
+        return False
 
     def registers(self, gpu: GPUSpec, warps: int) -> int:
         """32-bit registers per thread (for occupancy)."""
@@ -150,8 +157,12 @@ class FA2(Algorithm):
                      + dims.N_q * dims.d_v)
         if dims.dropout_p:
             fp32 = fp32 + bh * v.elements * DROPOUT_OPS_PER_ELEMENT
+        tail = in_order_tail(v, v.q_tiles * bh, gpu.sm_count * ctas, dims.causal,
+                             self.lpt_scheduling)
         return KernelCost(
-            name="fa2_fwd", grid=v.q_tiles * bh, warps_per_cta=warps, smem_bytes_per_cta=smem,
+            name="fa2_fwd", grid=v.q_tiles * bh, tiled=True, ctas_per_sm=ctas,
+            persistent=self.persistent_grid(),
+            warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
             tensor_flops=2 * bh * v.elements * dkv,
@@ -163,8 +174,8 @@ class FA2(Algorithm):
             **self._fwd_smem(dims, v, b_r, warps),
             overlap=self.overlap_groups("fwd", dims), pipeline=self.pipeline("fwd"),
             terms={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
-                   "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas},
-        )
+                   "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail},
+        ).padded(tail)
 
     def _fwd_smem(self, dims: Dims, v, b_r, warps) -> dict:
         """Forward shared-memory traffic: Q once into shared memory; each K/V tile written
@@ -207,7 +218,9 @@ class FA2(Algorithm):
             fp32 = fp32 + bh * v.elements * DROPOUT_OPS_PER_ELEMENT
         elems = bh * v.elements
         main = KernelCost(
-            name="fa2_bwd", grid=v.kv_tiles * bh, warps_per_cta=warps, smem_bytes_per_cta=smem,
+            name="fa2_bwd", grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
+            persistent=self.persistent_grid(),
+            warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
             # S = Q Kᵀ, dP = dO Vᵀ, dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K

@@ -14,9 +14,9 @@ Mechanisms, each a switch:
 
 Timing: a closed MMA ⇄ softmax cycle (``perfsim.timing.cycle_time``) with one tile in
 flight plus one for ping-pong and one for intra-warpgroup pipelining: with neither switch the
-MMA and softmax times add; each mechanism lets more of the softmax hide under the MMAs. FP8 (§3.3): e4m3 WGMMA at twice the
-rate, the V tile transposed in shared memory, and (``quantize_inputs``) a preparation kernel
-that applies the incoherent-processing Hadamard transform to Q and K (``d·log2 d`` adds and
+MMA and softmax times add; each mechanism lets more of the softmax hide under the MMAs.
+FP8 (§3.3): e4m3 WGMMA at twice the rate, the V tile transposed in shared memory, and
+(``quantize_inputs``) a preparation kernel that applies the incoherent-processing Hadamard transform to Q and K (``d·log2 d`` adds and
 ``d`` sign flips per row: O(d log d)) and block-quantises Q, K, V.
 
 Backward (§3.1, App. B): the FA2 algorithm on WGMMA with a producer warpgroup: units overlap.
@@ -66,6 +66,8 @@ class FA3(FA2):
         quantize_inputs: for fp8, include the kernel that Hadamard-rotates and
             block-quantises Q, K, V (§3.3).
         incoherent_processing: apply the Hadamard rotation in that kernel (§3.3).
+        persistent: CTAs stay resident and loop over tiles (the reference's tile scheduler,
+            hopper/tile_scheduler.hpp); ``False`` for one CTA per tile (Triton).
         tensor_family: ``wgmma``.
     """
 
@@ -80,6 +82,7 @@ class FA3(FA2):
     warp_specialized: bool = True
     quantize_inputs: bool = True
     incoherent_processing: bool = True
+    persistent: bool = True
     tensor_family: str = "wgmma"
 
     def fwd_tiles(self, dims: Dims) -> tuple[int, int, int]:
@@ -94,6 +97,9 @@ class FA3(FA2):
         b_r, b_c = (64, 128) if dims.symbolic else _pick(BWD_TILES, max(dims.d, dims.d_v))
         return (self.bwd_block_m or b_r, self.bwd_block_n or b_c,
                 self.bwd_warps or 3 * WARPS_PER_WARPGROUP)
+
+    def persistent_grid(self) -> bool:
+        return self.persistent
 
     def registers(self, gpu: GPUSpec, warps: int) -> int:
         """``setmaxnreg`` shares the whole register file among the CTA's warpgroups (240 for

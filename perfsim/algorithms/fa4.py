@@ -32,7 +32,7 @@ from pydantic import Field
 
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
-    FP32_BYTES, STAT_BYTES, Algorithm, Dims, l2_filtered, with_whole_tiles,
+    FP32_BYTES, STAT_BYTES, Algorithm, Dims, in_order_tail, l2_filtered, with_whole_tiles,
 )
 from perfsim.algorithms.fa2 import fused_memory_bytes, gqa_reduce_kernel
 from perfsim.algorithms.fa4_softmax import (
@@ -41,7 +41,7 @@ from perfsim.algorithms.fa4_softmax import (
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, maximum
+from perfsim.mathops import cdiv
 from perfsim.tiles import visits
 
 #: MMA tile rows on Blackwell (tcgen05: 128 x N; P4 §2.2).
@@ -81,6 +81,8 @@ class FA4(Algorithm):
             ``perfsim.algorithms.fa4_softmax.estimate_rescales``); default 1.
         two_cta_backward: 2-CTA MMA in the backward pass (§3.2).
         lpt_scheduling: longest-processing-time-first tile order for causal work (§3.3).
+        persistent: CTAs stay resident and loop over tiles (the reference's tile scheduler,
+            flash_attn/cute/tile_scheduler.py); ``False`` for one CTA per tile (Triton).
     """
 
     name: ClassVar[str] = "fa4"
@@ -96,6 +98,7 @@ class FA4(Algorithm):
     rescales_per_row: float = Field(default=1.0, ge=0)
     two_cta_backward: bool = True
     lpt_scheduling: bool = True
+    persistent: bool = True
 
     # ---------------------------------------------------------------- configuration
     def family(self) -> str:
@@ -185,14 +188,9 @@ class FA4(Algorithm):
         return out
 
     def _imbalance(self, dims: Dims, gpu: GPUSpec, v, grid):
-        """Tail cost of causal work scheduled in index order (no LPT): the last wave waits
-        for its longest CTAs. perfsim's estimate: ``1 + (max/avg − 1) / (2·waves)`` of the
-        per-CTA work; 1 with LPT scheduling or without a mask."""
-        if self.lpt_scheduling or not dims.causal:
-            return 1
-        spread = v.kv_tiles * v.q_tiles / v.tiles - 1          # longest CTA / average − 1
-        waves = maximum(grid / gpu.sm_count, 1)
-        return 1 + spread / (2 * waves)
+        """Causal tail without LPT scheduling (``perfsim.algorithms.base.in_order_tail``),
+        one resident CTA per SM."""
+        return in_order_tail(v, grid, gpu.sm_count, dims.causal, self.lpt_scheduling)
 
     def _forward(self, dims: Dims, gpu: GPUSpec, b_r, b_c, smem) -> KernelCost:
         e, bh, dkv = dims.e, dims.B * dims.H, dims.d + dims.d_v
@@ -219,7 +217,8 @@ class FA4(Algorithm):
                      + bh * v128.q_outer_cols * dkv)
         writes = e * bh * (dims.N_q * dims.d + v.q_outer_cols * dkv)
         cost = KernelCost(
-            name="fa4_fwd", grid=grid, warps_per_cta=FWD_WARPS, smem_bytes_per_cta=smem,
+            name="fa4_fwd", grid=grid, tiled=True, persistent=self.persistent,
+            warps_per_cta=FWD_WARPS, smem_bytes_per_cta=smem,
             registers_per_thread=gpu.registers_per_sm // (FWD_WARPS * 32),
             tensor_dtype=dims.dtype, tensor_family=self.family(),
             tensor_flops=2 * elems * dkv, fp32_flops=fp32,
@@ -246,7 +245,8 @@ class FA4(Algorithm):
         kv = e * bh * dims.N_k * (d + d_v)
         grid = v.kv_tiles * bh
         cost = KernelCost(
-            name="fa4_bwd", grid=grid, warps_per_cta=FWD_WARPS,
+            name="fa4_bwd", grid=grid, tiled=True, persistent=self.persistent,
+            warps_per_cta=FWD_WARPS,
             registers_per_thread=gpu.registers_per_sm // (FWD_WARPS * 32),
             tensor_dtype=dims.dtype, tensor_family=self.family(),
             tensor_flops=2 * elems * (3 * d + 2 * d_v),
