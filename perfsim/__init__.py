@@ -12,12 +12,14 @@ from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.gpu import GPUSpec, gpus, load_gpu
 from perfsim.predict import predict
 from perfsim.prediction import Counts, Prediction
+from perfsim.sweep import sweep
 from perfsim.timing import TimingParams
 from perfsim.workload import AttentionWorkload
 
 __version__ = "0.1.0"
 
+
 __all__ = [
     "AttentionWorkload", "Counts", "GPUSpec", "InfeasibleError", "PerfsimError", "Prediction",
-    "TimingParams", "algorithms", "gpus", "load_gpu", "predict",
+    "TimingParams", "algorithms", "gpus", "load_gpu", "predict", "sweep",
 ]

@@ -1,6 +1,175 @@
 """Subcommands that live beside their features: ``sweep`` (perfsim.sweep), ``validate`` and
-``calibrate`` (perfsim.validate). Each module exposes ``register(subparsers)``."""
+``calibrate`` (perfsim.validate). :data:`COMMANDS` holds one ``register(subparsers)`` callable
+per command; other modules append theirs.
+
+``perfsim sweep CONFIG.toml --out results.csv [--plot FILE] [--json]`` reads a TOML file::
+
+    gpus = ["a100-sxm4-80gb", "h200-sxm"]       # default: every catalog GPU
+    algorithms = ["standard", "fa2", {name = "fa2", block_m = 64}]   # default: all
+
+    [workload]                                  # AttentionWorkload fields: a value or a list
+    batch = 4
+    heads = 16
+    seqlen_q = [512, 1024, 2048, 4096]
+    head_dim = [64, 128]
+    causal = [false, true]
+
+    [overrides]                                 # GPU what-ifs (optional; see perfsim.overrides)
+    hbm_bandwidth_bytes_per_s = {scale = [0.5, 1, 2]}
+    sm_count = [100, 132]
+"""
 
 from __future__ import annotations
 
-COMMANDS: list = []
+import json
+import time
+import tomllib
+from pathlib import Path
+
+from perfsim import algorithms
+from perfsim.errors import PerfsimError
+
+CONFIG_KEYS = ("gpus", "algorithms", "workload", "overrides")
+PLOTS = ("tflops", "bottleneck")
+
+
+def load_sweep_config(path: str | Path) -> dict:
+    """Keyword arguments for :func:`perfsim.sweep.sweep` from a TOML file (module docstring).
+
+    Raises:
+        perfsim.PerfsimError: a missing or malformed file, an unknown key, an algorithm
+            option that does not validate (the message names the key).
+    """
+    from perfsim.sweep import WORKLOAD_FIELDS  # pandas: imported only when sweeping
+
+    path = Path(path)
+    if not path.is_file():
+        raise PerfsimError(f"sweep config {str(path)!r} does not exist")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise PerfsimError(f"{path}: not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - set(CONFIG_KEYS))
+    if unknown:
+        raise PerfsimError(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: "
+                           f"{', '.join(CONFIG_KEYS)}")
+    workload = data.get("workload")
+    if not isinstance(workload, dict):
+        raise PerfsimError(f"{path}: needs a [workload] table with at least batch, heads, "
+                           "seqlen_q and head_dim")
+    bad = sorted(set(workload) - set(WORKLOAD_FIELDS))
+    if bad:
+        raise PerfsimError(f"{path}: [workload] has unknown field(s) {', '.join(bad)}; "
+                           f"fields: {', '.join(WORKLOAD_FIELDS)}")
+    missing = [f for f in ("batch", "heads", "seqlen_q", "head_dim") if f not in workload]
+    if missing:
+        raise PerfsimError(f"{path}: [workload] needs {', '.join(missing)}")
+    kwargs = dict(workload, gpus=data.get("gpus"), overrides=data.get("overrides"))
+    names = data.get("algorithms")
+    if names is not None:
+        kwargs["algorithms"] = [_algorithm(a, path) for a in
+                                (names if isinstance(names, list) else [names])]
+    return kwargs
+
+
+def _algorithm(entry, path: Path) -> algorithms.Algorithm:
+    """A name, or a table ``{name = "fa2", block_m = 64}`` of options."""
+    if isinstance(entry, str):
+        return algorithms.resolve(entry)
+    if not isinstance(entry, dict) or "name" not in entry:
+        raise PerfsimError(f"{path}: an algorithms entry must be a name or a table with a "
+                           f"name, got {entry!r}")
+    options = dict(entry)
+    cls = type(algorithms.resolve(options.pop("name")))
+    try:
+        return cls(**options)
+    except Exception as exc:  # pydantic ValidationError: one line
+        errors = getattr(exc, "errors", None)
+        if not errors:
+            raise
+        err = errors()[0]
+        raise PerfsimError(f"{path}: {cls.name} option {'.'.join(map(str, err['loc']))}: "
+                           f"{err['msg']}; options: {', '.join(cls.model_fields)}") from None
+
+
+def register_sweep(subparsers) -> None:
+    p = subparsers.add_parser(
+        "sweep", help="predict a grid of workloads x GPUs x algorithms x GPU what-ifs",
+        description="Predict every combination in a TOML config (see docs/sweeps.md); one "
+        "row per combination, infeasible ones marked with their reason.")
+    p.add_argument("config", help="TOML file: [workload] lists, gpus, algorithms, [overrides]")
+    p.add_argument("--out", metavar="CSV", help="write the rows to this CSV file")
+    p.add_argument("--plot", metavar="FILE", help="write a figure (PNG/SVG/PDF)")
+    p.add_argument("--plot-kind", choices=PLOTS, default="tflops",
+                   help="tflops: TFLOP/s vs seqlen_q per algorithm; bottleneck: the unit that "
+                   "binds on seqlen_q x head_dim")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON records")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary")
+    p.set_defaults(func=_cmd_sweep)
+
+
+def _cmd_sweep(args) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from perfsim.sweep import sweep
+
+    kwargs = load_sweep_config(args.config)
+    console = Console(stderr=True)
+    start = time.perf_counter()
+    with Progress("sweep", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=console, transient=True,
+                  disable=args.quiet or not console.is_terminal) as bar:
+        task = bar.add_task("sweep", total=None)
+        df = sweep(**kwargs, progress=lambda done, total: bar.update(task, completed=done,
+                                                                       total=total))
+    seconds = time.perf_counter() - start
+    if args.out:
+        df.to_csv(args.out, index=False)
+    if args.plot:
+        _plot(df, args.plot, args.plot_kind)
+    if args.json:
+        print(json.dumps(json.loads(df.to_json(orient="records")), indent=1))
+    elif not args.quiet:
+        _summary(df, seconds)
+        for name, what in ((args.out, "rows"), (args.plot, "figure")):
+            if name:
+                print(f"wrote {what} to {name}")
+    return 0
+
+
+def _plot(df, path: str, kind: str) -> None:
+    from perfsim import plots
+
+    if kind == "tflops":
+        fig, _ = plots.tflops_vs_seqlen(df)
+    else:
+        fig, _ = plots.bottleneck_map(df)
+    fig.savefig(path, dpi=120)
+
+
+def _summary(df, seconds: float) -> None:
+    from perfsim.cli import _print_table
+
+    ok = df[df.infeasible == ""]
+    rows = []
+    for (gpu, algo), part in df.groupby(["gpu", "algorithm"], observed=True, sort=False):
+        good = part[part.infeasible == ""]
+        bound = good.bound.astype(str).value_counts()
+        rows.append([f"{gpu}", f"{algo}", str(len(part)), str(len(part) - len(good)),
+                     f"{good.tflops.median():.1f}" if len(good) else "-",
+                     f"{good.tflops.max():.1f}" if len(good) else "-",
+                     ", ".join(f"{b} {n}" for b, n in bound.items() if n) or "-"])
+    _print_table(f"{len(df)} predictions ({len(df) - len(ok)} infeasible) in {seconds:.2f} s",
+                 ["gpu", "algorithm", "rows", "infeasible", "median TFLOP/s", "max TFLOP/s",
+                  "bound (rows)"], rows)
+
+
+def _validate_commands() -> list:
+    from perfsim.validate.cli import COMMANDS as VALIDATE_COMMANDS  # no torch at import
+
+    return list(VALIDATE_COMMANDS)
+
+
+#: ``register(subparsers)`` callables, one per subcommand.
+COMMANDS: list = [register_sweep, *_validate_commands()]

@@ -160,7 +160,7 @@ class FA2(Algorithm):
         tail = in_order_tail(v, v.q_tiles * bh, gpu.sm_count * ctas, dims.causal,
                              self.lpt_scheduling)
         return KernelCost(
-            name="fa2_fwd", grid=v.q_tiles * bh, tiled=True, ctas_per_sm=ctas,
+            name=f"{self.name}_fwd", grid=v.q_tiles * bh, tiled=True, ctas_per_sm=ctas,
             persistent=self.persistent_grid(),
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
@@ -190,7 +190,7 @@ class FA2(Algorithm):
         d, d_v = dims.d, dims.d_v
         rows = bh * dims.N_q
         pre = KernelCost(
-            name="fa2_bwd_preprocess", grid=cdiv(rows, 128), warps_per_cta=4,
+            name=f"{self.name}_bwd_preprocess", grid=cdiv(rows, 128), warps_per_cta=4,
             fp32_flops=2 * rows * d_v,
             hbm_read_bytes=2 * e * rows * d_v,                 # dO, O
             hbm_write_bytes=rows * (STAT_BYTES + FP32_BYTES * d),  # D, zeroed dQ accumulator
@@ -202,15 +202,17 @@ class FA2(Algorithm):
         q_side = bh * v.kv_outer_rows          # (query row, key tile) pairs
         q_total = q_side * (e * (d + d_v) + 2 * STAT_BYTES)   # Q, dO, LSE, D
         q_compulsory = rows * (e * (d + d_v) + 2 * STAT_BYTES)
-        heads_live = minimum(cdiv(gpu.sm_count * ctas, v.kv_tiles) + 1, bh)
+        # The key-tile CTAs of one head start together and walk the query tiles in the same
+        # order, so their Q/dO re-reads and their dQ atomics hit the few query tiles in flight
+        # (as the forward's K/V): the live set is about two query tiles per resident CTA.
+        window = gpu.sm_count * ctas * 2 * b_r
         q_hbm, q_hits = l2_filtered(q_total, q_compulsory,
-                                    heads_live * dims.N_q * (e * (d + d_v) + 2 * STAT_BYTES),
+                                    window * (e * (d + d_v) + 2 * STAT_BYTES),
                                     gpu, gpu.l2_usable_fraction)
         atomics = q_side * d
         # fp32 dQ atomics are resolved in L2; the accumulator reaches HBM once it is evicted.
         dq_hbm, dq_hits = l2_filtered(2 * FP32_BYTES * atomics, 0 * atomics,
-                                      heads_live * FP32_BYTES * dims.N_q * d, gpu,
-                                      gpu.l2_usable_fraction)
+                                      window * FP32_BYTES * d, gpu, gpu.l2_usable_fraction)
         kv_read = e * bh * dims.N_k * (d + d_v)
         fp32 = bh * (v.elements * sc.BWD_FLOPS_PER_SCORE
                      + v.masked_tiles * b_r * b_c * sc.MASK_FLOPS_PER_SCORE)
@@ -218,7 +220,7 @@ class FA2(Algorithm):
             fp32 = fp32 + bh * v.elements * DROPOUT_OPS_PER_ELEMENT
         elems = bh * v.elements
         main = KernelCost(
-            name="fa2_bwd", grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
+            name=f"{self.name}_bwd", grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
             persistent=self.persistent_grid(),
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
@@ -237,7 +239,7 @@ class FA2(Algorithm):
             terms={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas},
         )
         out = [pre, main, KernelCost(
-            name="fa2_bwd_convert_dq", grid=cdiv(rows, 128), warps_per_cta=4,
+            name=f"{self.name}_bwd_convert_dq", grid=cdiv(rows, 128), warps_per_cta=4,
             hbm_read_bytes=FP32_BYTES * rows * d, hbm_write_bytes=e * rows * d)]
         out.append(gqa_reduce_kernel(dims))
         return out

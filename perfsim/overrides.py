@@ -1,0 +1,120 @@
+"""GPU what-ifs for sweeps: set or scale any ``GPUSpec`` field.
+
+``{"hbm_bandwidth_bytes_per_s": {"scale": [0.5, 1, 2]}, "sm_count": [100, 132]}`` means
+"HBM bandwidth × 0.5, × 1, × 2, each with 100 or 132 SMs": six GPU variants per GPU. A dotted
+name addresses one entry of a table field (``tensor_flops_per_clk_per_sm.bf16``,
+``features.tma``); scaling a whole table multiplies each of its entries.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from perfsim.errors import PerfsimError
+from perfsim.gpu import GPUSpec
+
+#: GPUSpec fields that describe rather than time a GPU; overriding them makes no what-if.
+_NOT_OVERRIDABLE = ("id", "name", "sources", "calibration")
+
+
+@dataclass(frozen=True)
+class Override:
+    """One what-if on one field.
+
+    Attributes:
+        field: ``GPUSpec`` field, or ``field.key`` for one entry of a table field.
+        value: the new value, or the factor when ``scale``.
+        scale: multiply the GPU's own value (integers are rounded) instead of setting it.
+    """
+
+    field: str
+    value: object
+    scale: bool = False
+
+    @property
+    def top(self) -> str:
+        return self.field.split(".", 1)[0]
+
+    def label(self) -> str:
+        return f"{self.field}×{self.value:g}" if self.scale else f"{self.field}={self.value}"
+
+    def column(self) -> str:
+        """DataFrame column that holds :meth:`column_value`."""
+        return f"{self.field}_scale" if self.scale else self.field
+
+    def column_value(self):
+        return self.value if isinstance(self.value, (int, float, bool, str)) else str(self.value)
+
+    def apply(self, data: dict) -> None:
+        """Change ``data`` (a ``GPUSpec.model_dump()``) in place.
+
+        Raises:
+            perfsim.PerfsimError: a missing table key, or a scale of a non-number.
+        """
+        holder, key = data, self.field
+        if "." in self.field:
+            key_top, key = self.field.split(".", 1)
+            holder = data[key_top]
+            if not isinstance(holder, dict) or key not in holder:
+                raise PerfsimError(f"GPU override {self.field!r}: {key_top} has no entry "
+                                   f"{key!r} (has: {', '.join(holder or {})})")
+        if not self.scale:
+            holder[key] = self.value
+        elif isinstance(holder[key], dict):
+            holder[key] = {k: _scaled(v, self.value, self.field) for k, v in holder[key].items()}
+        else:
+            holder[key] = _scaled(holder[key], self.value, self.field)
+
+
+def _scaled(current, factor, field: str):
+    if isinstance(current, bool) or not isinstance(current, (int, float)):
+        raise PerfsimError(f"GPU override {field!r}: cannot scale a {type(current).__name__}")
+    if not isinstance(factor, (int, float)) or isinstance(factor, bool):
+        raise PerfsimError(f"GPU override {field!r}: scale factors must be numbers, "
+                           f"got {factor!r}")
+    return round(current * factor) if isinstance(current, int) else current * factor
+
+
+def parse_overrides(spec: dict) -> list[list[Override]]:
+    """Per field, its list of :class:`Override` options (see the module docstring).
+
+    Raises:
+        perfsim.PerfsimError: an unknown field or a malformed entry (the message says which).
+    """
+    fields = [f for f in GPUSpec.model_fields if f not in _NOT_OVERRIDABLE]
+    options = []
+    for name, entry in spec.items():
+        if name.split(".", 1)[0] not in fields:
+            raise PerfsimError(f"unknown GPU override {name!r}; GPUSpec fields: "
+                               f"{', '.join(fields)}")
+        if isinstance(entry, dict):
+            if set(entry) != {"scale"}:
+                raise PerfsimError(f"GPU override {name!r}: give a list of values or "
+                                   f"{{scale = [factors]}}, got keys {sorted(entry)}")
+            values, scale = entry["scale"], True
+        else:
+            values, scale = entry, False
+        values = values if isinstance(values, (list, tuple)) else [values]
+        if not values:
+            raise PerfsimError(f"GPU override {name!r}: no values")
+        options.append([Override(name, v, scale) for v in values])
+    return options
+
+
+def expand_overrides(spec: dict) -> list[tuple[Override, ...]]:
+    """Every combination of the override options (``[()]`` when there are none)."""
+    return list(itertools.product(*parse_overrides(spec)))
+
+
+def what_if(spec: GPUSpec, ovs: tuple[Override, ...]) -> tuple[GPUSpec | None, str]:
+    """``spec`` with ``ovs`` applied, or ``(None, reason)`` if that GPU fails validation."""
+    if not ovs:
+        return spec, ""
+    data = spec.model_dump()
+    for o in ovs:
+        o.apply(data)
+    try:
+        return spec.replace(**{o.top: data[o.top] for o in ovs}), ""
+    except PerfsimError as exc:
+        return None, f"what-if GPU is invalid: {exc}"

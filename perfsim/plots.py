@@ -1,0 +1,167 @@
+"""Figures: roofline, time by unit and cycle charts of predictions; TFLOP/s vs sequence
+length, bottleneck and winner maps, predicted vs measured from sweep frames
+(``perfsim.sweep_plots``, re-exported here).
+
+Each function returns ``(fig, ax)`` (``ax``: an array of axes for faceted plots, squeezed as
+``plt.subplots`` does) and never shows anything; ``fig.savefig(path)`` writes it. Figures are
+``matplotlib.figure.Figure`` objects built without pyplot. Units are converted only here: ms,
+TFLOP/s, FLOP/byte.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from perfsim.errors import PerfsimError
+from perfsim.kernel import UNITS
+from perfsim.plot_style import MARKERS, UNIT_COLORS, color_legend, figure
+from perfsim.predict import BOUNDS
+from perfsim.sweep_plots import (
+    bottleneck_map,
+    predicted_vs_measured,
+    tflops_vs_seqlen,
+    winner_map,
+)
+
+__all__ = ["UNIT_COLORS", "bottleneck_map", "cycle_chart", "predicted_vs_measured", "roofline",
+           "tflops_vs_seqlen", "time_by_unit", "unit_times", "winner_map"]
+
+
+def roofline(predictions, dtype: str | None = None):
+    """Every kernel of each prediction placed by arithmetic intensity on the GPU's roofline
+    (Williams et al. 2009; the RTX 5090 post, Fig. 3-5).
+
+    x: executed FLOPs (tensor + FP32, an exp counted as one FLOP, as profilers count it) per
+    HBM byte; y: achieved FLOP/s (those FLOPs / kernel time).
+    Roofs: datasheet HBM bandwidth, the ``dtype`` tensor-core peak and the FP32-pipe peak.
+
+    Args:
+        predictions: a ``Prediction`` or a list of them on the same GPU.
+        dtype: the tensor roof's dtype; default the first workload's.
+    """
+    preds = predictions if isinstance(predictions, (list, tuple)) else [predictions]
+    gpu, dtype = preds[0].gpu, dtype or preds[0].workload.dtype
+    fig, ax = figure(width=7.5, height=5)
+    labels: dict[tuple, list[str]] = {}   # kernels at the same spot share one label
+    bounds: set[str] = set()
+    for i, p in enumerate(preds):
+        for k in p.kernels:
+            flops = float(k.cost.tensor_flops + k.cost.fp32_flops + k.cost.exp_ops)
+            nbytes = float(k.cost.hbm_bytes)
+            if flops > 0 and nbytes > 0:
+                x, y = flops / nbytes, flops / float(k.seconds) / 1e12
+                ax.scatter(x, y, marker=MARKERS[i % len(MARKERS)], s=45, zorder=3,
+                           color=UNIT_COLORS[str(k.bound)])
+                bounds.add(str(k.bound))
+                labels.setdefault((round(np.log10(x), 1), round(np.log10(y), 1), x, y), []
+                                  ).append(k.cost.name)
+    for (_, _, x, y), names in _merge(labels).items():
+        ax.annotate(", ".join(dict.fromkeys(names)), (x, y), fontsize=7, xytext=(5, -3),
+                    textcoords="offset points")
+    bw = gpu.hbm_bandwidth_bytes_per_s
+    roofs: dict[float, list[str]] = {}
+    for name, peak in ((f"{dtype} tensor cores", gpu.peak_tensor_flops_per_s(dtype)),
+                       ("FP32 pipes", gpu.fp32_flops_per_s)):
+        roofs.setdefault(peak, []).append(name)
+    xs = [key[2] for key in labels] or [1.0]
+    top = max(roofs)
+    grid = np.logspace(np.log10(min(min(xs), 1) / 4), np.log10(max(max(xs), top / bw) * 4), 200)
+    for peak, names in roofs.items():
+        ax.plot(grid, np.minimum(grid * bw, peak) / 1e12, color="black" if peak == top
+                else "gray", lw=1.5 if peak == top else 1, ls="-" if peak == top else "--")
+        ax.annotate(f"{' = '.join(names)}: {peak / 1e12:.0f} TFLOP/s, ridge {peak / bw:.0f} "
+                    "FLOP/B", (grid[-1], peak / 1e12), ha="right", va="bottom", fontsize=8)
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP / HBM byte)",
+           ylabel="achieved TFLOP/s", title=f"{gpu.name}: HBM {bw / 1e12:.2f} TB/s")
+    handles = [Line2D([], [], marker=MARKERS[i % len(MARKERS)], color="gray", ls="",
+                      label=p.algorithm.label()) for i, p in enumerate(preds)]
+    handles += [Patch(color=UNIT_COLORS[u], label=f"bound: {u}") for u in BOUNDS if u in bounds]
+    ax.legend(handles=handles, loc="lower right", fontsize=8)
+    return fig, ax
+
+
+def time_by_unit(predictions, by: str = "kernel"):
+    """Stacked horizontal bars of time, one bar per prediction (FA1 paper, Fig. 1 right).
+
+    Args:
+        predictions: a ``Prediction`` or a list of them.
+        by: ``"kernel"`` — one segment per kernel in launch order, coloured by the unit that
+            binds it; ``"unit"`` — one segment per binding unit (``Prediction.bound_seconds``).
+    """
+    preds = predictions if isinstance(predictions, (list, tuple)) else [predictions]
+    if by not in ("kernel", "unit"):
+        raise PerfsimError(f"time_by_unit: by must be 'kernel' or 'unit', got {by!r}")
+    fig, ax = figure(width=8, height=1.2 + 0.7 * len(preds))
+    total = max((p.seconds for p in preds), default=1.0) * 1e3
+    for row, p in enumerate(preds):
+        if by == "kernel":
+            parts = [(k.cost.name, float(k.seconds), str(k.bound)) for k in p.kernels]
+        else:
+            parts = [(b, s, b) for b, s in p.bound_seconds.items() if s > 0]
+        left = 0.0
+        for name, seconds, unit in parts:
+            ms = seconds * 1e3
+            ax.barh(row, ms, left=left, color=UNIT_COLORS[unit], edgecolor="white")
+            if ms > 0.06 * total:
+                ax.text(left + ms / 2, row, name, ha="center", va="center", fontsize=7)
+            left += ms
+        ax.text(left, row, f" {left:.3g} ms", va="center", fontsize=8)
+    ax.set_yticks(range(len(preds)), _labels(preds))
+    ax.invert_yaxis()
+    ax.set(xlabel="time (ms)", xlim=(0, total * 1.2), title=preds[0].workload.describe())
+    color_legend(ax, UNIT_COLORS, BOUNDS, loc="lower right", fontsize=7, ncols=3)
+    return fig, ax
+
+
+def cycle_chart(rows: dict, unit_label: str = "cycles", title: str = ""):
+    """Grouped horizontal bars: for each row label, one bar per unit (the FA4 post's chart of
+    cycles per tile: MMA, exp, shared memory on H100 and B200).
+
+    Args:
+        rows: ``{row label: {unit or bar label: value}}``; colours follow the unit names
+            (``tensor``/``mma``, ``mufu``/``exp``, ``smem``, ``fp32``, ``hbm``).
+    """
+    alias = {"mma": "tensor", "exp": "mufu"}
+    fig, ax = figure(width=7.5, height=0.8 + 0.3 * sum(len(v) + 1 for v in rows.values()))
+    y, ticks = 0.0, []
+    for label, bars in rows.items():
+        ticks.append((y + (len(bars) - 1) / 2, label))
+        for name, value in bars.items():
+            ax.barh(y, value, color=UNIT_COLORS.get(alias.get(name, name), "gray"), height=0.9)
+            ax.text(value, y, f" {name} {value:.4g}", va="center", fontsize=7)
+            y += 1
+        y += 1
+    ax.set_yticks([t for t, _ in ticks], [label for _, label in ticks])
+    ax.invert_yaxis()
+    ax.set(xlabel=unit_label, title=title)
+    return fig, ax
+
+
+def unit_times(predictions, scale: float = 1e3, unit_label: str = "ms"):
+    """Each unit's time had it run alone (``Prediction.unit_seconds × scale``) as a
+    :func:`cycle_chart`, one group per prediction (``scale=gpu.clock_hz``: cycles)."""
+    preds = predictions if isinstance(predictions, (list, tuple)) else [predictions]
+    rows = {label: {u: p.unit_seconds[u] * scale for u in UNITS}
+            for label, p in zip(_labels(preds), preds)}
+    return cycle_chart(rows, unit_label=f"time on each unit alone ({unit_label})")
+
+
+def _labels(preds) -> list[str]:
+    """``algorithm\\nGPU`` per prediction, plus the workload where those repeat."""
+    short = [f"{p.algorithm.label()}\n{p.gpu.id}" for p in preds]
+    if len(set(short)) == len(short):
+        return short
+    return [f"{s}\n{p.workload.describe()}" for s, p in zip(short, preds)]
+
+
+def _merge(labels: dict) -> dict:
+    """Label positions with the names of every kernel within 0.1 decade of them."""
+    merged: dict = {}
+    for key, names in labels.items():
+        home = next((k for k in merged if k[:2] == key[:2]), key)
+        merged.setdefault(home, []).extend(names)
+    return merged
+
+

@@ -1,0 +1,289 @@
+"""``perfsim.sweep``: what-if grids of workloads, GPUs, algorithms and GPU overrides.
+
+Every combination is one row of a pandas DataFrame. The rows are the Cartesian product of the
+values given, except that ``kv_heads``, ``seqlen_k`` and ``head_dim_v`` left at ``None``
+follow ``heads``, ``seqlen_q`` and ``head_dim`` (paired, not crossed).
+
+Vectorised: rows are grouped by the fields an algorithm may branch on (algorithm, GPU variant,
+``causal``, ``dtype``, ``phase``, ``dropout_p``, ``head_dim``, ``head_dim_v``). Inside a group
+``batch``, ``heads``, ``kv_heads``, ``seqlen_q`` and ``seqlen_k`` are broadcastable numpy int64
+arrays (blocks of about :data:`CHUNK_ROWS` rows, small enough to stay in cache) that go through
+the very code :func:`perfsim.predict` runs — ``Algorithm.kernels(Dims(...), gpu)``,
+:func:`perfsim.timing.time_kernel`, :func:`perfsim.predict.aggregate`. No per-row Python loop.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+
+from perfsim import algorithms as algos
+from perfsim.errors import InfeasibleError, PerfsimError
+from perfsim.gpu import GPUSpec, load_gpu
+from perfsim.gpu import gpus as catalog
+from perfsim.kernel import UNITS
+from perfsim.overrides import expand_overrides, what_if
+from perfsim.predict import BOUNDS, aggregate
+from perfsim.prediction import Counts, model_flops
+from perfsim.timing import TimingParams, time_kernel
+from perfsim.workload import AttentionWorkload
+
+#: Workload columns, in ``AttentionWorkload`` order.
+WORKLOAD_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim",
+                   "head_dim_v", "causal", "dtype", "phase", "dropout_p")
+#: Fields evaluated as arrays inside a group.
+ARRAY_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k")
+#: Count columns (totals over kernels, as ``Prediction.counts``).
+COUNT_COLUMNS = ("flops", "tensor_flops", "fp32_flops", "exp_ops", "emulated_exp_ops",
+                 "hbm_bytes", "smem_bytes")
+#: Rows evaluated at once (numpy arrays of 32 Ki elements stay in the CPU caches).
+CHUNK_ROWS = 1 << 15
+#: Blocks whose ``B·H·N_q·N_k·(d + d_v)`` reaches this run with float64 batch/heads (2⁻⁵³
+#: relative error) so that no count, a few hundred times that product at most, overflows int64.
+_INT64_SAFE = 2.0 ** 53
+#: Result columns, after the workload, GPU, algorithm and override columns.
+RESULT_COLUMNS = ("seconds", "tflops", "bound", *(f"{u}_seconds" for u in UNITS), "model_flops",
+                  *COUNT_COLUMNS, "memory_bytes", "fits_memory")
+
+Progress = Callable[[int, int], None]
+
+
+def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
+          head_dim_v=None, causal=False, dtype="bf16", phase="fwd", dropout_p=0.0,
+          gpus: Iterable[str | GPUSpec] | str | GPUSpec | None = None,
+          algorithms: Iterable[str | algos.Algorithm] | str | None = None,
+          overrides: dict | None = None, timing: TimingParams | None = None,
+          progress: Progress | None = None) -> pd.DataFrame:
+    """Predict every combination of the values given; one DataFrame row each.
+
+    Args:
+        batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
+            phase, dropout_p: ``AttentionWorkload`` fields, each a value or a list of values.
+        gpus: catalog ids, ``.toml`` paths or ``GPUSpec`` objects; default every catalog GPU.
+        algorithms: names (defaults) or configs such as ``FA2(block_m=64)``; default all of
+            ``perfsim.algorithms.names()``.
+        overrides: GPU what-ifs, crossed with each other and with ``gpus``:
+            ``{field: [values]}`` sets a ``GPUSpec`` field, ``{field: {"scale": [factors]}}``
+            multiplies it (every entry of a per-dtype table; integers are rounded); a dotted
+            ``field.key`` addresses one table entry (``tensor_flops_per_clk_per_sm.bf16``).
+        timing: efficiency factors; default ``TimingParams.for_gpu`` of each GPU.
+        progress: called as ``progress(rows_done, rows_total)`` after each block.
+
+    Returns:
+        DataFrame with the workload columns, ``gpu`` (base catalog id), ``algorithm`` (label),
+        ``overrides`` (label, "" for none) and one column per override field (the value, or
+        ``FIELD_scale`` the factor); ``seconds``; ``tflops`` (FlashAttention convention,
+        ``perfsim.prediction.model_flops``); ``bound``; ``{unit}_seconds`` per unit (each
+        unit alone, summed over kernels); ``model_flops``; the counts of
+        :data:`COUNT_COLUMNS`; ``memory_bytes`` (peak HBM footprint); ``fits_memory``
+        (footprint ≤ GPU memory); ``infeasible`` (the reason, "" if feasible — such rows
+        have NaN results).
+
+    Raises:
+        perfsim.PerfsimError: a bad value (the message names the field), an unknown GPU,
+            algorithm or override field.
+    """
+    scalars = _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p)
+    grid = _Grid(batch, heads, kv_heads, seqlen_q, seqlen_k)
+    specs = [load_gpu(g) for g in _listify(catalog() if gpus is None else gpus)]
+    configs = [algos.resolve(a) for a in _listify(algos.names() if algorithms is None
+                                                  else algorithms)]
+    variants = expand_overrides(overrides or {})
+    out = _Table(grid, len(specs) * len(variants) * len(configs) * len(scalars))
+    for spec, ovs in itertools.product(specs, variants):
+        gpu, why = what_if(spec, ovs)
+        params = timing or TimingParams.for_gpu(gpu or spec)
+        for algo, scalar in itertools.product(configs, scalars):
+            out.groups.append({"gpu": spec.id, "algorithm": algo.label(),
+                               "overrides": ", ".join(o.label() for o in ovs),
+                               **{o.column(): o.column_value() for o in ovs}, **scalar})
+            for block in grid.blocks():
+                out.add(block, *_evaluate(algo, gpu, params, scalar, block, why))
+                if progress:
+                    progress(out.rows, len(out))
+    return out.frame()
+
+
+def _evaluate(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict, why: str):
+    """One block of one group: ``(results, reasons)``. ``results``: broadcastable arrays
+    (empty if the whole block is infeasible); ``reasons``: one per heads pair, "" when
+    feasible (an invalid workload first, then the group's reason)."""
+    pairs = zip(block["heads"].ravel(), block["kv_heads"].ravel())
+    reasons = [f"kv_heads ({k}) must divide heads ({h})" if h % k else why for h, k in pairs]
+    if why:
+        return {}, reasons
+    try:
+        return _predict_arrays(algo, gpu, params, scalar, block), reasons
+    except InfeasibleError as exc:
+        return {}, [r or str(exc) for r in reasons]
+
+
+def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> dict:
+    """``perfsim.predict`` on arrays: the same kernels, timing and aggregation."""
+    worst = float(np.prod([block[k].max() for k in ("batch", "heads", "seqlen_q", "seqlen_k")],
+                          dtype=float)) * (scalar["head_dim"] + scalar["head_dim_v"])
+    wide = np.float64 if worst >= _INT64_SAFE else np.int64
+    dims = algos.Dims(block["batch"].astype(wide), block["heads"].astype(wide),
+                      block["kv_heads"].astype(wide), block["seqlen_q"], block["seqlen_k"],
+                      scalar["head_dim"], scalar["head_dim_v"], scalar["causal"],
+                      scalar["dtype"], scalar["phase"], scalar["dropout_p"])
+    kernels = [time_kernel(k, gpu, params) for k in algo.kernels(dims, gpu)]
+    seconds, unit_seconds, _, bound = aggregate(kernels, params)
+    counts = Counts.total(kernels)
+    flops = model_flops(SimpleNamespace(**{**block, "batch": block["batch"].astype(float)},
+                                        **scalar))
+    memory = algo.memory_bytes(dims, gpu)
+    return {"seconds": seconds, "tflops": flops / seconds / 1e12, "bound": bound,
+            **{f"{u}_seconds": unit_seconds[u] for u in UNITS}, "model_flops": flops,
+            **{c: getattr(counts, c) for c in COUNT_COLUMNS},
+            "memory_bytes": memory, "fits_memory": np.asarray(memory) <= gpu.hbm_bytes}
+
+
+class _Table:
+    """The result columns, preallocated and filled block by block (no concatenation);
+    strings become categoricals."""
+
+    def __init__(self, grid: _Grid, groups: int):
+        self.grid = grid
+        self.groups: list[dict] = []
+        total = grid.size * groups
+        self.columns = {k: np.empty(total) for k in RESULT_COLUMNS}
+        self.columns["bound"] = np.zeros(total, np.int8)            # codes of ("", *BOUNDS)
+        self.columns["fits_memory"] = np.zeros(total, bool)
+        self.reason_codes = np.zeros(total, np.int32)
+        self.reasons: dict[str, int] = {"": 0}
+        self.rows = 0
+
+    def __len__(self) -> int:
+        return len(self.reason_codes)
+
+    def _code(self, reason: str) -> int:
+        return self.reasons.setdefault(reason, len(self.reasons))
+
+    def add(self, block: dict, results: dict, reasons) -> None:
+        shape = np.broadcast_shapes(*(v.shape for v in block.values()))
+        rows = slice(self.rows, self.rows + int(np.prod(shape)))
+        self.rows = rows.stop
+        codes = np.array([self._code(r) for r in reasons])[None, :, None]
+        np.copyto(self.reason_codes[rows].reshape(shape), codes)
+        for key, column in self.columns.items():
+            if key == "bound" and results:
+                values = np.zeros(np.shape(results[key]), np.int8)
+                for i, name in enumerate(BOUNDS, start=1):
+                    values[results[key] == name] = i
+            elif not results:
+                values = np.nan if column.dtype.kind == "f" else 0
+            else:
+                values = results[key]
+            np.copyto(column[rows].reshape(shape), values, casting="unsafe")
+        bad = self.reason_codes[rows] != 0
+        if results and bad.any():
+            for key, column in self.columns.items():
+                column[rows][bad] = column.dtype.type(np.nan if column.dtype.kind == "f" else 0)
+
+    def frame(self) -> pd.DataFrame:
+        n, groups = self.grid.size, len(self.groups)
+        data = {}
+        for key in WORKLOAD_FIELDS:
+            if key in ARRAY_FIELDS:
+                data[key] = np.tile(self.grid.flat[key], groups)
+            else:
+                data[key] = _constant([g[key] for g in self.groups], n)
+        for key in dict.fromkeys(k for g in self.groups for k in g):
+            if key not in WORKLOAD_FIELDS:
+                data[key] = _constant([g.get(key) for g in self.groups], n)
+        data.update(self.columns)
+        data["bound"] = pd.Categorical.from_codes(self.columns["bound"], ("", *BOUNDS))
+        data["infeasible"] = pd.Categorical.from_codes(self.reason_codes, list(self.reasons))
+        return pd.DataFrame(data, copy=False)
+
+
+def _constant(values: list, n: int):
+    """A column holding ``values[i]`` on the ``n`` rows of group ``i``."""
+    if all(isinstance(v, str) for v in values):
+        categories = list(dict.fromkeys(values))
+        codes = np.array([categories.index(v) for v in values], dtype=np.int32)
+        return pd.Categorical.from_codes(np.repeat(codes, n), categories)
+    return np.repeat(np.asarray(values), n)
+
+
+# ------------------------------------------------------------------ grid construction
+def _listify(value) -> list:
+    if isinstance(value, (list, tuple, range, np.ndarray)):
+        return list(value)
+    return [value]
+
+
+def _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p) -> list[dict]:
+    """One dict per group-level combination, each validated by ``AttentionWorkload``."""
+    dims = [(d, d) for d in _listify(head_dim)] if head_dim_v is None else list(
+        itertools.product(_listify(head_dim), _listify(head_dim_v)))
+    combos = []
+    for (d, dv), c, t, p, q in itertools.product(dims, _listify(causal), _listify(dtype),
+                                                 _listify(phase), _listify(dropout_p)):
+        w = AttentionWorkload(batch=1, heads=1, seqlen_q=1, head_dim=d, head_dim_v=dv,
+                              causal=c, dtype=t, phase=p, dropout_p=q)
+        combos.append({"head_dim": w.head_dim, "head_dim_v": w.head_dim_v, "causal": w.causal,
+                       "dtype": w.dtype, "phase": w.phase, "dropout_p": w.dropout_p})
+    return combos
+
+
+def _ints(name: str, value) -> np.ndarray:
+    values = _listify(value)
+    if not values or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                             and v >= 1 for v in values):
+        raise PerfsimError(f"sweep: {name} must be integers >= 1 (got {value!r})")
+    return np.asarray(values, dtype=np.int64)
+
+
+def _pairs(first: str, a, second: str, b) -> np.ndarray:
+    """``(n, 2)`` pairs: ``a`` with itself when ``b`` is None, else ``a × b``."""
+    a = _ints(first, a)
+    if b is None:
+        return np.stack([a, a], axis=1)
+    b = _ints(second, b)
+    return np.array(list(itertools.product(a, b)), dtype=np.int64).reshape(-1, 2)
+
+
+class _Grid:
+    """``batch × (heads, kv_heads) × (seqlen_q, seqlen_k)``: three axes, rows in C order.
+
+    :meth:`blocks` cuts it into sub-grids of about :data:`CHUNK_ROWS` rows whose fields are
+    broadcastable arrays (shapes ``(b, 1, 1)``, ``(1, h, 1)``, ``(1, 1, s)``), so work that
+    depends on the sequence lengths only (tile counts) is done once per length, not per row.
+    """
+
+    def __init__(self, batch, heads, kv_heads, seqlen_q, seqlen_k):
+        self.batch = _ints("batch", batch)
+        self.heads = _pairs("heads", heads, "kv_heads", kv_heads)
+        self.seqlens = _pairs("seqlen_q", seqlen_q, "seqlen_k", seqlen_k)
+        self.shape = (len(self.batch), len(self.heads), len(self.seqlens))
+        self.size = int(np.prod(self.shape))
+        ib, ih, is_ = (x.ravel() for x in np.indices(self.shape))
+        self.flat = {"batch": self.batch[ib], "heads": self.heads[ih, 0],
+                     "kv_heads": self.heads[ih, 1], "seqlen_q": self.seqlens[is_, 0],
+                     "seqlen_k": self.seqlens[is_, 1]}
+
+    def blocks(self):
+        """Sub-grids in row order, as dicts of broadcastable int64 arrays."""
+        nb, nh, ns = self.shape
+        if nh * ns <= CHUNK_ROWS:
+            step = CHUNK_ROWS // (nh * ns)
+            cuts = [(slice(i, i + step), slice(None), slice(None)) for i in range(0, nb, step)]
+        elif ns <= CHUNK_ROWS:
+            step = CHUNK_ROWS // ns
+            cuts = [(slice(b, b + 1), slice(i, i + step), slice(None))
+                    for b in range(nb) for i in range(0, nh, step)]
+        else:
+            cuts = [(slice(b, b + 1), slice(h, h + 1), slice(i, i + CHUNK_ROWS))
+                    for b in range(nb) for h in range(nh) for i in range(0, ns, CHUNK_ROWS)]
+        for sb, sh, ss in cuts:
+            yield {"batch": self.batch[sb, None, None],
+                   "heads": self.heads[sh, 0][None, :, None],
+                   "kv_heads": self.heads[sh, 1][None, :, None],
+                   "seqlen_q": self.seqlens[ss, 0][None, None, :],
+                   "seqlen_k": self.seqlens[ss, 1][None, None, :]}

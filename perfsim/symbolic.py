@@ -1,0 +1,283 @@
+"""Closed forms: each algorithm's counts as sympy expressions, and the crossovers they imply.
+
+The expressions come from the code ``perfsim.predict`` runs: ``Algorithm.kernels(Dims(...),
+gpu)`` is called with sympy symbols for the sizes (``perfsim.mathops`` turns ``⌈·⌉``, ``min``
+and ``where`` into ``ceiling``, ``Min`` and ``Piecewise``; causal tile counts become ``Sum``\\ s),
+then totalled by ``perfsim.prediction.Counts.total``. Nothing is written twice.
+
+Symbols (the glossary of ``perfsim.workload``): ``B, H, H_kv, N_q, N_k, d, d_v`` (sizes),
+``B_r, B_c`` (tile rows/columns), ``M`` (SRAM per CTA in elements, FA1 Algorithm 1) and ``L_2``
+(L2 bytes). Tile options become ``B_r``/``B_c`` where the algorithm's code accepts a symbolic
+tile (FA3 derives its warp count from its query tile, so that one stays at the algorithm's
+default); an algorithm with an SRAM option (FA1) gets ``sram_bytes = M·e`` so that its tiles
+follow Algorithm 1 line 1.
+
+L2: perfsim's L2 rule (``perfsim.algorithms.base.l2_filtered``) serves re-reads from L2 when
+their working set fits, which shows up as ``Piecewise`` terms. ``io_model=True`` drops them:
+every re-read goes to HBM, as in the FA1 paper's IO analysis (Theorem 2), which has no cache;
+``keep_l2=True`` keeps the L2 size as the symbol ``L_2``.
+
+Closed forms count the tiles as visited; the numeric path also times the padding of partial
+tiles on the SM units (``perfsim.algorithms.base.with_whole_tiles``), so SM-side times agree
+at tile multiples. Counts (FLOPs, bytes, exps) agree everywhere (``tests/test_symbolic.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from types import SimpleNamespace
+
+import sympy
+
+from perfsim import algorithms as algos
+from perfsim.errors import PerfsimError
+from perfsim.gpu import load_gpu
+from perfsim.kernel import ADDITIVE, UNITS
+from perfsim.predict import predict
+from perfsim.prediction import Counts
+from perfsim.timing import TimingParams, rates
+
+_int = {"positive": True, "integer": True}
+B, H, H_kv, N_q, N_k, d, d_v = sympy.symbols("B H H_kv N_q N_k d d_v", **_int)
+B_r, B_c, M, L_2 = sympy.symbols("B_r B_c M L_2", **_int)
+#: Size symbols by ``Dims`` field name (``counts(..., N_k=N_q)`` substitutes one).
+SIZES = {"B": B, "H": H, "H_kv": H_kv, "N_q": N_q, "N_k": N_k, "d": d, "d_v": d_v}
+#: Algorithm tile options that become symbols.
+TILE_SYMBOLS = {"block_m": B_r, "block_r": B_r, "bwd_block_m": B_r,
+                "block_n": B_c, "block_c": B_c, "bwd_block_n": B_c}
+#: Totals returned by :func:`counts` (as ``Prediction.counts``) plus the footprint.
+COUNTS = ("flops", "tensor_flops", "fp32_flops", "exp_ops", "emulated_exp_ops", "hbm_bytes",
+          "smem_bytes", "memory_bytes")
+
+
+def counts(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16", phase="fwd",
+           dropout_p=0.0, io_model=False, keep_l2=False, options: dict | None = None,
+           **sizes) -> dict[str, sympy.Expr]:
+    """Totals over the algorithm's kernels as sympy expressions (FLOP, ops, bytes).
+
+    Args:
+        algorithm: a name (``perfsim.algorithms.names()``) or a config; its options are kept
+            unless ``options`` replaces them.
+        gpu: catalog id, profile path or ``GPUSpec`` (rates, capacities, L2).
+        causal, dtype, phase, dropout_p: the workload's scalar fields.
+        io_model: no L2: every re-read goes to HBM (see the module docstring).
+        keep_l2: leave the L2 size as the symbol ``L_2`` (bytes) instead of the GPU's.
+        options: algorithm options, numbers or sympy expressions (not validated); default
+            the tile symbols described in the module docstring.
+        **sizes: numbers or expressions for ``B, H, H_kv, N_q, N_k, d, d_v`` (e.g.
+            ``N_k=N_q, d_v=d``); the others stay symbols.
+
+    Returns:
+        ``{name: expression}`` for :data:`COUNTS`.
+
+    Raises:
+        perfsim.PerfsimError: an unknown size or algorithm, or an algorithm whose code
+            branches on a size left symbolic (the message names the condition; give that
+            size a number or set the option).
+        perfsim.InfeasibleError: the configuration cannot run on this GPU.
+    """
+    kernels, memory = _kernels(algorithm, gpu, causal, dtype, phase, dropout_p,
+                               "none" if io_model else "symbol" if keep_l2 else "gpu",
+                               options, sizes)
+    totals = Counts.total([SimpleNamespace(cost=k) for k in kernels])
+    out = {name: sympy.sympify(getattr(totals, name)) for name in COUNTS[:-1]}
+    return {**out, "memory_bytes": memory}
+
+
+def unit_seconds(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16",
+                 phase="fwd", dropout_p=0.0, io_model=False, keep_l2=False,
+                 options: dict | None = None, timing: TimingParams | None = None,
+                 **sizes) -> dict[str, sympy.Expr]:
+    """Each unit's time alone (s), summed over kernels: demand / rate with the demand and
+    rates ``perfsim.timing.time_kernel`` uses, without its tail effect and launch overhead.
+
+    Arguments as :func:`counts`; ``timing``: efficiency factors (default for the GPU).
+    """
+    spec = load_gpu(gpu)
+    kernels, _ = _kernels(algorithm, spec, causal, dtype, phase, dropout_p,
+                          "none" if io_model else "symbol" if keep_l2 else "gpu",
+                          options, sizes)
+    totals = _unit_totals(kernels, spec, timing or TimingParams.for_gpu(spec))
+    return {u: sympy.sympify(t) for u, t in totals.items()}
+
+
+def _unit_totals(kernels, gpu, params) -> dict:
+    """Per unit, Σ demand / rate over ``kernels`` (the demand and rates of
+    ``perfsim.timing.time_kernel``, without its tail effect)."""
+    out = dict.fromkeys(UNITS, 0)
+    for k in kernels:
+        rate = rates(gpu, k, params)
+        demand = {**k.sm_demand(), "hbm": k.hbm_bytes}
+        for u in UNITS:
+            out[u] = out[u] + demand[u] / rate[u]
+    return out
+
+
+def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, sizes):
+    """The algorithm's kernels on symbols, with L2 per ``l2``: ``gpu``, ``none`` or
+    ``symbol``; and the memory footprint."""
+    unknown = sorted(set(sizes) - set(SIZES))
+    if unknown:
+        raise PerfsimError(f"unknown size(s) {', '.join(unknown)}; sizes: {', '.join(SIZES)}")
+    spec = load_gpu(gpu)
+    algo = algos.resolve(algorithm)
+    dims = algos.Dims(*(sympy.sympify(sizes.get(n, s)) for n, s in SIZES.items()),
+                      causal, dtype, phase, dropout_p)
+    tries = [options] if options is not None else _default_options(algo, dims.e)
+    for i, opts in enumerate(tries):
+        config = type(algo).model_construct(**{**algo.model_dump(), **opts})
+        try:
+            kernels = config.kernels(dims, spec.model_copy(update={"l2_bytes": L_2}))
+            memory = sympy.sympify(config.memory_bytes(dims, spec))
+        except TypeError as exc:   # the code branched on a symbol
+            if i + 1 < len(tries):
+                continue
+            raise PerfsimError(f"{algo.name}: {exc}; give that size a number or set the "
+                               "option") from None
+        break
+    if l2 == "none":
+        return [_map_counts(k, _drop_l2) for k in kernels], memory
+    if l2 == "symbol":
+        return [_map_counts(k, sympy.sympify) for k in kernels], memory
+    return [_map_counts(k, lambda e: sympy.sympify(e).subs(L_2, spec.l2_bytes))
+            for k in kernels], memory
+
+
+def _default_options(algo, e: int) -> list[dict]:
+    """Candidate options, most symbolic first: SRAM as ``M``, else tiles as ``B_r, B_c``
+    (then ``B_c`` only, then the algorithm's own symbolic defaults)."""
+    fields = type(algo).model_fields
+    if "sram_bytes" in fields:
+        return [{"sram_bytes": M * e, "q_splits": algo.q_splits or 1}
+                if "q_splits" in fields else {"sram_bytes": M * e}]
+    tiles = {k: v for k, v in TILE_SYMBOLS.items() if k in fields}
+    columns = {k: v for k, v in tiles.items() if v is B_c}
+    return [tiles, columns, {}]
+
+
+def _drop_l2(expr):
+    """The L2 rule's ``Piecewise`` (hits when the working set fits in ``L_2``) → no hits."""
+    return sympy.sympify(expr).replace(
+        lambda x: isinstance(x, sympy.Piecewise) and x.has(L_2), lambda x: x.args[-1].expr)
+
+
+def _map_counts(kernel, fn):
+    """The kernel with ``fn`` applied to each additive count."""
+    return replace(kernel, **{f: fn(getattr(kernel, f)) for f in ADDITIVE})
+
+
+def smooth(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with ``⌈x⌉`` and ``⌊x⌋`` replaced by ``x`` (whole tiles → fractional tiles):
+    the asymptotic form, e.g. FA1's ``Θ(N² d² / M)``."""
+    return sympy.sympify(expr).replace(sympy.ceiling, lambda x: x).replace(
+        sympy.floor, lambda x: x)
+
+
+def evaluator(expr) -> Callable[..., float | dict]:
+    """A fast numeric function of an expression (or of a dict of them, giving a dict),
+    called with keywords named after the free symbols (``f(N_q=1024, d=64)``; extra ones
+    are ignored). Generated once by ``sympy.lambdify``; ``Sum`` terms run as Python loops."""
+    many = isinstance(expr, dict)
+    exprs = [sympy.sympify(e) for e in (expr.values() if many else [expr])]
+    names = sorted(set().union(*(e.free_symbols for e in exprs)), key=str)
+    fn = sympy.lambdify(names, exprs, modules="math")
+    keys = [str(n) for n in names]
+
+    def evaluate(**values):
+        out = [float(v) for v in fn(*(values[k] for k in keys))]
+        return dict(zip(expr, out)) if many else out[0]
+
+    return evaluate
+
+
+# ------------------------------------------------------------------ crossovers
+def _first_true(test: Callable[[int], bool], lo: int, hi: int) -> int | None:
+    """Smallest integer in ``[lo, hi]`` where ``test`` holds (assumed monotone), else None."""
+    if not test(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if test(mid) else (mid + 1, hi)
+    return lo
+
+
+def compute_bound_seqlen(algorithm, gpu, *, batch: int, heads: int, head_dim: int,
+                         causal: bool = False, dtype: str = "bf16", phase: str = "fwd",
+                         io_model: bool = False, max_seqlen: int = 2**22) -> int | None:
+    """The smallest ``N = N_q = N_k`` at which the tensor cores' time reaches the HBM time:
+    the arithmetic intensity passes the GPU's ridge point (the 5090 post's roofline
+    criterion). Evaluated on the kernels ``predict`` times (the algorithm's own tile choice
+    for ``head_dim``), unit by unit as :func:`unit_seconds` (no tail effect, no launch
+    overhead), by bisection on ``N``; ``io_model`` as in :func:`counts`.
+
+    Returns:
+        ``N``, or ``None`` if the tensor time stays below the HBM time up to ``max_seqlen``
+        (e.g. standard attention, whose intensity tends to a constant).
+    """
+    spec = load_gpu(gpu)
+    if io_model:
+        spec = spec.replace(l2_bytes=1)
+    algo, params = algos.resolve(algorithm), TimingParams.for_gpu(spec)
+
+    def compute_bound(n: int) -> bool:
+        dims = algos.Dims(batch, heads, heads, n, n, head_dim, head_dim, causal, dtype, phase)
+        t = _unit_totals(algo.kernels(dims, spec), spec, params)
+        return t["tensor"] >= t["hbm"]
+
+    return _first_true(compute_bound, 1, max_seqlen)
+
+
+def sram_crossover(gpu, *, batch: int, heads: int, seqlen: int, head_dim: int,
+                   algorithm="fa1", baseline="standard", dtype: str = "bf16",
+                   causal: bool = False, phase: str = "fwd") -> int | None:
+    """The SRAM size ``M`` (elements per CTA) below which ``algorithm`` moves more HBM bytes
+    than ``baseline`` (cache-free IO model, FA1 Theorem 2 and Proposition 3): the smallest
+    ``M ≥ d`` with ``hbm(algorithm, M) ≤ hbm(baseline)``; ``None`` if none below 2⁴⁰.
+
+    Raises:
+        perfsim.PerfsimError: ``algorithm`` has no SRAM option (``sram_bytes``).
+    """
+    if "sram_bytes" not in type(algos.resolve(algorithm)).model_fields:
+        raise PerfsimError(f"{algorithm} has no sram_bytes option to vary")
+    sizes = {"B": batch, "H": heads, "H_kv": heads, "N_q": seqlen, "N_k": seqlen,
+             "d": head_dim, "d_v": head_dim}
+    kw = {"causal": causal, "dtype": dtype, "phase": phase, "io_model": True, **sizes}
+    ours = evaluator(counts(algorithm, gpu, **kw)["hbm_bytes"])
+    theirs = float(counts(baseline, gpu, **kw)["hbm_bytes"])
+    return _first_true(lambda m: ours(M=m) <= theirs, head_dim, 2**40)
+
+
+def mufu_crossover(workload, gpu, algorithm="fa4", rel: float = 1e-6) -> float | None:
+    """The MUFU rate (exp ops/clk/SM) above which ``algorithm`` stops being exp-bound on
+    ``workload``: the prediction's binding unit is ``mufu`` below it and another unit above.
+
+    Solved on the full model (``perfsim.predict`` on ``gpu.replace(mufu_ops_per_clk_per_sm=
+    r)``, tail effect included) by bisection in log r, because the exp demand itself may
+    depend on the rate (FA4 tunes its emulated-exp share to it). ``None`` if the workload is
+    not exp-bound at the GPU's own rate; ``inf`` if it stays exp-bound at 2⁴⁰ times it.
+    """
+    spec = load_gpu(gpu)
+    base = spec.mufu_ops_per_clk_per_sm
+
+    def exp_bound(rate: float) -> bool:
+        p = predict(workload, spec.replace(mufu_ops_per_clk_per_sm=rate), algorithm)
+        return p.bound == "mufu"
+
+    if not exp_bound(base):
+        return None
+    lo, hi = math.log(base), math.log(base)
+    while exp_bound(math.exp(hi)):
+        hi += math.log(2)
+        if hi > math.log(base) + 40 * math.log(2):
+            return math.inf
+    while hi - lo > rel:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if exp_bound(math.exp(mid)) else (lo, mid)
+    return math.exp(hi)
+
+
+__all__ = ["COUNTS", "L_2", "SIZES", "B", "B_c", "B_r", "H", "H_kv", "M", "N_k", "N_q",
+           "compute_bound_seqlen", "counts", "d", "d_v", "evaluator", "mufu_crossover",
+           "smooth", "sram_crossover", "unit_seconds"]

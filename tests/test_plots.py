@@ -1,0 +1,108 @@
+"""perfsim.plots: every figure renders to PNG and shows what it claims."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import perfsim
+from perfsim import plots
+from perfsim.algorithms import Standard
+
+W = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=1024, head_dim=64, dtype="fp32",
+                              causal=True)
+
+
+@pytest.fixture(scope="module")
+def frame():
+    return perfsim.sweep(batch=2, heads=16, seqlen_q=[512, 1024, 4096], head_dim=[64, 128],
+                         causal=[False, True], gpus=["a100-sxm4-80gb", "h200-sxm"],
+                         algorithms=["standard", "fa2", "fa3"])
+
+
+def _png(fig, path) -> None:
+    fig.savefig(path, dpi=60)
+    assert path.stat().st_size > 5_000
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_roofline_places_each_kernel(tmp_path):
+    p = perfsim.predict(W, "rtx-5090", Standard(softmax="5kernel"))
+    fig, ax = plots.roofline(p)
+    _png(fig, tmp_path / "roofline.png")
+    points = np.concatenate([c.get_offsets() for c in ax.collections])
+    assert len(points) == len(p.kernels) == 9   # QK^T, scale, mask, 5 softmax kernels, PV
+    assert points[:, 0].min() < 1 and points[:, 0].max() > 10   # elementwise ops ... GEMMs
+    assert any("ridge 58 FLOP/B" in t.get_text() for t in ax.texts)  # 5090 post, fp32
+
+
+def test_time_by_unit_stacks_every_kernel(tmp_path):
+    w = W.replace(dtype="fp16", phase="fwd_bwd")
+    preds = [perfsim.predict(w, "a100-sxm4-80gb", a) for a in ("standard", "fa1", "fa2")]
+    fig, ax = plots.time_by_unit(preds)
+    _png(fig, tmp_path / "time.png")
+    assert len(ax.patches) == sum(len(p.kernels) for p in preds)
+    widths = [b.get_width() for b in ax.patches]
+    assert sum(widths) == pytest.approx(sum(p.seconds for p in preds) * 1e3)
+    fig, ax = plots.time_by_unit(preds, by="unit")
+    _png(fig, tmp_path / "time_units.png")
+    with pytest.raises(perfsim.PerfsimError):
+        plots.time_by_unit(preds, by="colour")
+
+
+def test_unit_times(tmp_path):
+    w = W.replace(dtype="bf16", seqlen_q=8192)
+    preds = [perfsim.predict(w.replace(head_dim=d), "h200-sxm", "fa2") for d in (64, 128)]
+    fig, ax = plots.unit_times(preds, scale=preds[0].gpu.clock_hz, unit_label="cycles")
+    _png(fig, tmp_path / "units.png")
+    assert len(ax.patches) == 10 and len(ax.get_yticklabels()) == 2   # one group per prediction
+
+
+def test_tflops_vs_seqlen_panels_and_series(tmp_path, frame):
+    fig, axes = plots.tflops_vs_seqlen(frame)
+    _png(fig, tmp_path / "tflops.png")
+    assert axes.shape == (2, 4)   # GPUs x (causal, head_dim)
+    labels = {t.get_text() for t in axes[1, 0].get_legend().get_texts()}
+    assert labels == {"standard", "fa2", "fa3"}
+    many = perfsim.sweep(batch=1, heads=8, seqlen_q=[2**i for i in range(7, 17)],
+                         head_dim=128, gpus="h200-sxm", algorithms=["fa2", "fa3"])
+    fig, ax = plots.tflops_vs_seqlen(many)   # more than 8 lengths: one line per algorithm
+    _png(fig, tmp_path / "lines.png")
+    assert len(ax.lines) == 2 and ax.get_xscale() == "log"
+
+
+def test_bottleneck_map(tmp_path, frame):
+    fig, axes = plots.bottleneck_map(frame[~frame.causal])
+    _png(fig, tmp_path / "map.png")
+    assert axes.shape == (2, 3)
+    with pytest.raises(perfsim.PerfsimError, match="causal"):
+        plots.bottleneck_map(frame)
+
+
+def test_predicted_vs_measured(tmp_path, frame):
+    ok = frame[frame.infeasible == ""]
+    rng = np.random.default_rng(0)
+    df = ok.assign(predicted_s=ok.seconds, measured_s=ok.seconds * rng.uniform(0.8, 1.3, len(ok)))
+    fig, ax = plots.predicted_vs_measured(df)
+    _png(fig, tmp_path / "scatter.png")
+    assert "median" in ax.get_title()
+    with pytest.raises(perfsim.PerfsimError, match="measured_s"):
+        plots.predicted_vs_measured(ok)
+
+
+def test_winner_map_marks_the_fastest_algorithm(tmp_path, frame):
+    part = frame[frame.causal]
+    fig, axes = plots.winner_map(part)
+    _png(fig, tmp_path / "winners.png")
+    assert axes.shape == (2,)
+    ok = part[part.infeasible == ""]
+    best = ok.loc[ok.groupby(["gpu", "seqlen_q", "head_dim"], observed=True).seconds.idxmin()]
+    labels = sorted(float(t.get_text()) for ax in axes for t in ax.texts)
+    assert labels == sorted(round(v) for v in best.tflops)
+
+
+def test_cycle_chart_of_tile_cycles(tmp_path):
+    rows = {"H100": {"mma": 2048, "exp": 1024}, "B200": {"mma": 1024, "exp": 1024, "smem": 768}}
+    fig, ax = plots.cycle_chart(rows, title="one 128 x 128 tile, d = 128")
+    _png(fig, tmp_path / "cycles.png")
+    assert [b.get_width() for b in ax.patches] == [2048, 1024, 1024, 1024, 768]

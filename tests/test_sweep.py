@@ -1,0 +1,217 @@
+"""perfsim.sweep: rows equal single predict() calls; grids, what-ifs, infeasible rows, speed."""
+
+from __future__ import annotations
+
+import importlib
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfsim
+from perfsim.sweep import COUNT_COLUMNS, WORKLOAD_FIELDS, sweep
+
+# the module (``perfsim.sweep`` is the function)
+sweep_module = importlib.import_module("perfsim.sweep")
+
+REL = 1e-9
+
+# Odd sizes, GQA (and kv_heads that do not divide heads), N_q != N_k, every phase.
+GRID = {"batch": [1, 3], "heads": [8, 12], "kv_heads": [1, 4, 8, 12],
+        "seqlen_q": [1, 100, 777, 2048], "seqlen_k": [64, 1000, 2049], "head_dim": [64, 96, 128],
+        "causal": [False, True], "phase": ["fwd", "bwd", "fwd_bwd"]}
+
+
+@pytest.fixture(scope="module")
+def frame() -> pd.DataFrame:
+    return sweep(**GRID, gpus=["a100-sxm4-80gb", "h200-sxm", "rtx-5090"])
+
+
+def _workload(row) -> perfsim.AttentionWorkload:
+    return perfsim.AttentionWorkload(**{k: getattr(row, k) for k in WORKLOAD_FIELDS})
+
+
+def _assert_row_matches(row, p) -> None:
+    assert row.seconds == pytest.approx(p.seconds, rel=REL)
+    assert row.tflops == pytest.approx(p.tflops, rel=REL)
+    assert row.bound == p.bound
+    for unit, seconds in p.unit_seconds.items():
+        assert getattr(row, f"{unit}_seconds") == pytest.approx(seconds, rel=REL, abs=1e-30)
+    for name in COUNT_COLUMNS:
+        assert getattr(row, name) == pytest.approx(float(getattr(p.counts, name)), rel=REL)
+    assert row.memory_bytes == pytest.approx(p.memory_bytes, rel=REL)
+    assert row.fits_memory == (p.memory_bytes <= p.gpu.hbm_bytes)
+
+
+def test_rows_equal_predict_on_a_random_sample(frame):
+    feasible = frame[frame.infeasible == ""]
+    assert len(feasible) > 1000
+    assert set(feasible.causal) == {False, True}
+    assert (feasible.kv_heads < feasible.heads).any()
+    assert (feasible.seqlen_q != feasible.seqlen_k).any()
+    for row in feasible.sample(150, random_state=0).itertuples():
+        p = perfsim.predict(_workload(row), gpu=row.gpu, algorithm=row.algorithm)
+        _assert_row_matches(row, p)
+
+
+def test_infeasible_rows_are_kept_with_their_reason(frame):
+    combos = np.prod([len(v) for v in GRID.values()])
+    assert len(frame) == combos * 3 * len(perfsim.algorithms.names())
+    bad = frame[frame.infeasible != ""]
+    assert bad.seconds.isna().all() and bad.tflops.isna().all() and not bad.fits_memory.any()
+    assert (bad.bound == "").all()
+    gqa = bad[bad.heads % bad.kv_heads != 0]
+    assert gqa.infeasible.str.contains("must divide heads").all()
+    others = bad[bad.heads % bad.kv_heads == 0]
+    for row in others.sample(min(20, len(others)), random_state=1).itertuples():
+        with pytest.raises(perfsim.InfeasibleError):
+            perfsim.predict(_workload(row), gpu=row.gpu, algorithm=row.algorithm)
+
+
+def test_blocks_of_any_shape_give_the_same_rows(monkeypatch):
+    small = dict(GRID, phase="fwd", head_dim=96, causal=True)
+    expected = sweep(**small, gpus=["h200-sxm"], algorithms=["fa2", "standard"])
+    for rows in (1, 5, 13, 50):   # cuts along seqlen, heads and batch
+        monkeypatch.setattr(sweep_module, "CHUNK_ROWS", rows)
+        got = sweep(**small, gpus=["h200-sxm"], algorithms=["fa2", "standard"])
+        pd.testing.assert_frame_equal(got, expected)
+
+
+def test_huge_counts_do_not_overflow():
+    w = perfsim.AttentionWorkload(batch=512, heads=128, seqlen_q=2**20, head_dim=256,
+                                  phase="fwd_bwd")
+    df = sweep(batch=w.batch, heads=w.heads, seqlen_q=w.seqlen_q, head_dim=w.head_dim,
+               phase=w.phase, gpus="b200", algorithms="fa2")
+    p = perfsim.predict(w, gpu="b200", algorithm="fa2")
+    _assert_row_matches(next(df.itertuples()), p)
+
+
+def test_overrides_scale_and_set_gpu_fields():
+    w = perfsim.AttentionWorkload(batch=2, heads=16, seqlen_q=4096, head_dim=128, causal=True)
+    df = sweep(batch=2, heads=16, seqlen_q=4096, head_dim=128, causal=True, gpus="h200-sxm",
+               algorithms="fa2", overrides={"hbm_bandwidth_bytes_per_s": {"scale": [0.5, 2]},
+                                            "sm_count": [66, 132],
+                                            "mma_sync_flops_per_clk_per_sm.bf16": [4096]})
+    assert len(df) == 4
+    assert set(df.hbm_bandwidth_bytes_per_s_scale) == {0.5, 2}
+    assert set(df.sm_count) == {66, 132}
+    base = perfsim.load_gpu("h200-sxm")
+    for row in df.itertuples():
+        table = dict(base.mma_sync_flops_per_clk_per_sm, bf16=4096)
+        gpu = base.replace(sm_count=row.sm_count, mma_sync_flops_per_clk_per_sm=table,
+                           hbm_bandwidth_bytes_per_s=base.hbm_bandwidth_bytes_per_s
+                           * row.hbm_bandwidth_bytes_per_s_scale)
+        _assert_row_matches(row, perfsim.predict(w, gpu=gpu, algorithm="fa2"))
+        assert row.gpu == "h200-sxm" and "sm_count=" in row.overrides
+
+
+def test_invalid_what_if_gpu_is_an_infeasible_row():
+    df = sweep(batch=1, heads=8, seqlen_q=512, head_dim=64, gpus="h200-sxm", algorithms="fa2",
+               overrides={"smem_bytes_per_sm": {"scale": [1, 0.5]}})
+    assert list(df.infeasible == "") == [True, False]
+    assert "what-if GPU is invalid" in df.infeasible.iloc[1]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"batch": 0}, "batch must be integers"),
+    ({"seqlen_q": [128, 2.5]}, "seqlen_q must be integers"),
+    ({"dtype": "fp64"}, "dtype"),
+    ({"algorithms": "fa9"}, "unknown algorithm"),
+    ({"gpus": "h900"}, "unknown GPU"),
+    ({"overrides": {"warp_speed": [2]}}, "unknown GPU override"),
+    ({"overrides": {"sm_count": {"times": [2]}}}, "scale"),
+])
+def test_bad_grids_raise_one_clear_error(kwargs, match):
+    args = {"batch": 1, "heads": 8, "seqlen_q": 512, "head_dim": 64, "gpus": "h200-sxm"}
+    with pytest.raises(perfsim.PerfsimError, match=match):
+        sweep(**{**args, **kwargs})
+
+
+def test_progress_reports_every_block():
+    calls = []
+    sweep(batch=[1, 2], heads=8, seqlen_q=[128, 256], head_dim=64, gpus="h200-sxm",
+          algorithms=["fa2", "fa1"], progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (8, 8) and all(t == 8 for _, t in calls)
+
+
+def test_sweep_throughput(benchmark):
+    """One algorithm, 2^20 predictions (FA2 forward, causal and not, on one GPU)."""
+    grid = {"batch": list(range(1, 65)), "heads": [1, 2, 4, 8, 12, 16, 32, 64],
+            "seqlen_q": list(range(128, 128 + 1024 * 16, 16)), "head_dim": 128,
+            "causal": [False, True], "gpus": "h200-sxm", "algorithms": "fa2"}
+    seconds = []
+
+    def run():
+        start = time.perf_counter()
+        out = sweep(**grid)
+        seconds.append(time.perf_counter() - start)
+        return out
+
+    df = benchmark(run)
+    rate = len(df) / min(seconds)
+    benchmark.extra_info["predictions_per_s"] = rate
+    assert len(df) == 2**20 and (df.infeasible == "").all()
+    print(f"\nsweep throughput: {rate / 1e6:.2f} M predictions/s")
+
+
+# ------------------------------------------------------------------ CLI
+CONFIG = """
+gpus = ["h200-sxm"]
+algorithms = ["fa2", {name = "fa2", block_m = 64}]
+
+[workload]
+batch = 2
+heads = 16
+seqlen_q = [512, 1024, 2048]
+head_dim = [64, 128]
+
+[overrides]
+hbm_bandwidth_bytes_per_s = {scale = [0.5, 1]}
+"""
+
+
+def test_cli_sweep_writes_csv_and_png(tmp_path, capsys):
+    from perfsim.cli import main
+
+    config = tmp_path / "sweep.toml"
+    config.write_text(CONFIG)
+    out, png = tmp_path / "rows.csv", tmp_path / "fig.png"
+    assert main(["sweep", str(config), "--out", str(out), "--plot", str(png)]) == 0
+    df = pd.read_csv(out, keep_default_na=False)
+    assert len(df) == 3 * 2 * 2 * 2 and set(df.algorithm) == {"fa2", "fa2(block_m=64)"}
+    assert png.stat().st_size > 10_000
+    assert "24 predictions" in capsys.readouterr().out
+    assert main(["sweep", str(config), "-q", "--plot", str(png), "--plot-kind",
+                 "bottleneck"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_cli_sweep_json_records(tmp_path, capsys):
+    import json
+
+    from perfsim.cli import main
+
+    config = tmp_path / "sweep.toml"
+    config.write_text(CONFIG)
+    assert main(["sweep", str(config), "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert len(records) == 24 and {"seconds", "bound", "infeasible"} <= set(records[0])
+
+
+@pytest.mark.parametrize("text, match", [
+    ("[workload]\nbatch = 1\n", "needs heads, seqlen_q, head_dim"),
+    ("gpu = ['h200-sxm']\n", "unknown key(s) gpu"),
+    ("[workload\n", "not valid TOML"),
+    (CONFIG.replace("batch = 2", "batch = 'two'"), "batch must be integers"),
+    (CONFIG.replace("block_m = 64", "block_q = 64"), "fa2 option block_q"),
+    (CONFIG.replace("head_dim = [64, 128]", "head_dim = 64\nheadim = 3"), "unknown field"),
+])
+def test_cli_sweep_bad_config_is_one_line_exit_2(tmp_path, capsys, text, match):
+    from perfsim.cli import main
+
+    config = tmp_path / "bad.toml"
+    config.write_text(text)
+    assert main(["sweep", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and match in err

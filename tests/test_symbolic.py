@@ -1,0 +1,146 @@
+"""perfsim.symbolic: closed forms equal the numeric counts; crossovers are where they say."""
+
+from __future__ import annotations
+
+import pytest
+import sympy
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import perfsim
+from perfsim import algorithms, symbolic
+from perfsim.symbolic import L_2, B_c, B_r, H, M, N_q, d
+
+REL = 1e-9
+#: Explicit tiles, so that the numeric path (which picks tiles from d) and the symbolic path
+#: (which cannot) run the same configuration. Algorithms not listed run their defaults.
+OPTIONS = {
+    "fa1": {"q_splits": 1},
+    "fa2": {"block_m": 128, "block_n": 64, "warps": 4, "bwd_block_m": 64, "bwd_block_n": 128,
+            "bwd_warps": 8},
+    "fa3": {"block_m": 128, "block_n": 128, "bwd_block_m": 64, "bwd_block_n": 128},
+    "fa4": {"emulate_fraction": 0.25},
+}
+GPU = {"fa4": "b200"}
+_cache: dict = {}
+
+
+def _closed_forms(name: str, causal: bool, phase: str):
+    """One evaluator per configuration, with the L2 size a symbol (``L_2 = 1``: IO model)."""
+    key = (name, causal, phase)
+    if key not in _cache:
+        _cache[key] = symbolic.evaluator(symbolic.counts(
+            name, GPU.get(name, "h200-sxm"), causal=causal, phase=phase, keep_l2=True,
+            options=OPTIONS.get(name, {})))
+    return _cache[key]
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(algorithms.names()), causal=st.booleans(),
+       phase=st.just("fwd_bwd"), io_model=st.booleans(),
+       batch=st.integers(1, 3), kv_heads=st.integers(1, 3), group=st.sampled_from([1, 2, 4]),
+       seqlen_q=st.integers(1, 700), seqlen_k=st.integers(1, 700),
+       head_dim=st.sampled_from([32, 64, 96, 128]))
+def test_closed_forms_equal_numeric_counts(name, causal, phase, io_model, batch, kv_heads,
+                                           group, seqlen_q, seqlen_k, head_dim):
+    w = perfsim.AttentionWorkload(batch=batch, heads=kv_heads * group, kv_heads=kv_heads,
+                                  seqlen_q=seqlen_q, seqlen_k=seqlen_k, head_dim=head_dim,
+                                  causal=causal, phase=phase)
+    gpu = perfsim.load_gpu(GPU.get(name, "h200-sxm"))
+    algo = algorithms.REGISTRY[name](**OPTIONS.get(name, {}))
+    try:
+        p = perfsim.predict(w, gpu.replace(l2_bytes=1) if io_model else gpu, algo)
+    except perfsim.InfeasibleError:
+        assume(False)
+    values = {"B": batch, "H": w.heads, "H_kv": kv_heads, "N_q": seqlen_q, "N_k": seqlen_k,
+              "d": head_dim, "d_v": head_dim, "M": gpu.smem_bytes_per_block // 2,
+              "L_2": 1 if io_model else gpu.l2_bytes}
+    for count, value in _closed_forms(name, causal, phase)(**values).items():
+        numeric = p.memory_bytes if count == "memory_bytes" else float(getattr(p.counts, count))
+        assert abs(value - numeric) <= REL * abs(numeric) + 1e-6, (count, name)
+
+
+def test_tile_symbols_appear_and_fa2_counts_match_at_any_tile():
+    exprs = symbolic.counts("fa2", "h200-sxm", N_k=N_q, d_v=d, H_kv=H)
+    assert {B_r, B_c} <= exprs["hbm_bytes"].free_symbols
+    f = symbolic.evaluator(exprs["smem_bytes"])
+    w = perfsim.AttentionWorkload(batch=2, heads=4, seqlen_q=1000, head_dim=64)
+    for b_r, b_c in ((64, 64), (128, 32), (128, 128)):
+        p = perfsim.predict(w, "h200-sxm", algorithms.FA2(block_m=b_r, block_n=b_c, warps=4))
+        assert f(B=2, H=4, N_q=1000, d=64, B_r=b_r, B_c=b_c) == p.counts.smem_bytes
+
+
+def test_l2_rule_is_piecewise_and_io_model_drops_it():
+    kept = symbolic.counts("fa2", "h200-sxm", keep_l2=True)["hbm_bytes"]
+    on_gpu = symbolic.counts("fa2", "h200-sxm")["hbm_bytes"]
+    io = symbolic.counts("fa2", "h200-sxm", io_model=True)["hbm_bytes"]
+    assert L_2 in kept.free_symbols and kept.has(sympy.Piecewise)
+    assert L_2 not in on_gpu.free_symbols | io.free_symbols
+    at = {"B": 2, "H": 8, "H_kv": 8, "N_q": 4096, "N_k": 4096, "d": 128, "d_v": 128,
+          "B_r": 128, "B_c": 64}
+    kept_at = symbolic.evaluator(kept)
+    assert symbolic.evaluator(on_gpu)(**at) == kept_at(**at, L_2=60 * 2**20) < kept_at(**at, L_2=1)
+    assert symbolic.evaluator(io)(**at) == kept_at(**at, L_2=1)
+
+
+def test_fa1_theorem_2_shapes():
+    """Standard: Θ(N d + N²) HBM accesses; FlashAttention: Θ(N² d² / M) (FA1 Theorem 2)."""
+    std = symbolic.counts("standard", "a100-sxm4-80gb", N_k=N_q, d_v=d, H_kv=H)["hbm_bytes"]
+    assert sympy.degree(sympy.expand(std), N_q) == 2 and sympy.degree(sympy.expand(std), d) == 1
+    fa1 = symbolic.smooth(symbolic.counts("fa1", "a100-sxm4-80gb", io_model=True, N_k=N_q,
+                                          d_v=d, H_kv=H)["hbm_bytes"])
+    at = {symbolic.B: 1, H: 1}
+
+    def traffic(n, dim, m):
+        return float(fa1.subs(at).subs({N_q: n, d: dim, M: m}))
+
+    assert abs(traffic(2**16, 64, 2**15) / traffic(2**15, 64, 2**15) - 4) < 0.01   # ∝ N²
+    assert abs(traffic(2**16, 128, 2**15) / traffic(2**16, 64, 2**15) - 4) < 0.2   # ∝ d²
+    ratio = traffic(2**16, 64, 2**15) / traffic(2**16, 64, 2**16)
+    assert abs(ratio - 2) < 0.01                                                     # ∝ 1/M
+
+
+def test_compute_bound_seqlen_is_where_tensor_time_reaches_hbm_time():
+    kw = {"batch": 4, "heads": 16, "head_dim": 128}
+    n = symbolic.compute_bound_seqlen("fa2", "h200-sxm", **kw)
+    assert n is not None and n > 1
+    gpu, fa2 = perfsim.load_gpu("h200-sxm"), algorithms.FA2()
+
+    def times(seqlen):
+        dims = algorithms.Dims(4, 16, 16, seqlen, seqlen, 128, 128, False, "bf16", "fwd")
+        return symbolic._unit_totals(fa2.kernels(dims, gpu), gpu, perfsim.TimingParams())
+
+    assert times(n)["tensor"] >= times(n)["hbm"] and times(n - 1)["tensor"] < times(n - 1)["hbm"]
+    assert symbolic.compute_bound_seqlen("standard", "h200-sxm", **kw) is None
+
+
+def test_sram_crossover_is_about_2_d_squared():
+    """FA1 / standard traffic ≈ 2 d² / M (Theorem 2's constants, forward), so they cross
+    near M = 2 d² = 8192 elements at d = 64."""
+    m = symbolic.sram_crossover("a100-sxm4-80gb", batch=64, heads=16, seqlen=1024, head_dim=64)
+    assert 0.9 * 2 * 64**2 < m < 1.2 * 2 * 64**2
+    kw = {"B": 64, "H": 16, "H_kv": 16, "N_q": 1024, "N_k": 1024, "d": 64, "d_v": 64,
+          "io_model": True}
+    fa1 = symbolic.evaluator(symbolic.counts("fa1", "a100-sxm4-80gb", **kw)["hbm_bytes"])
+    std = float(symbolic.counts("standard", "a100-sxm4-80gb", **kw)["hbm_bytes"])
+    assert fa1(M=m) <= std < fa1(M=m - 1)
+
+
+def test_mufu_crossover_for_fa4():
+    if "fa4" not in algorithms.names():
+        pytest.skip("fa4 is not registered")
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=8192, head_dim=64)
+    gpu = perfsim.load_gpu("b200")
+    rate = symbolic.mufu_crossover(w, gpu, "fa4")
+    assert rate > gpu.mufu_ops_per_clk_per_sm
+    below = perfsim.predict(w, gpu.replace(mufu_ops_per_clk_per_sm=rate * 0.999), "fa4")
+    above = perfsim.predict(w, gpu.replace(mufu_ops_per_clk_per_sm=rate * 1.001), "fa4")
+    assert below.bound == "mufu" and above.bound != "mufu"
+
+
+def test_unknown_size_and_unsolvable_branch_are_clear_errors():
+    with pytest.raises(perfsim.PerfsimError, match="unknown size"):
+        symbolic.counts("fa2", "h200-sxm", N=3)
+    if "fa4" in algorithms.names():
+        with pytest.raises(perfsim.PerfsimError, match="give that size a number"):
+            symbolic.counts("fa4", "b200", options={})
