@@ -11,7 +11,9 @@ import pytest
 import perfsim
 from perfsim.algorithms import FA2, FA3, FA4, Dims
 from perfsim.algorithms.fa4_softmax import (
-    emulated_exp_fma_ops, estimate_rescales, shipped_emulation_fraction,
+    emulated_exp_fma_ops,
+    estimate_rescales,
+    shipped_emulation_fraction,
 )
 
 W = perfsim.AttentionWorkload

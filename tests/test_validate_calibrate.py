@@ -7,12 +7,12 @@ import math
 import tomllib
 
 import pytest
-from perfsim.validate.calibrate import build_profile, write_profile
-from perfsim.validate.microbench import Measurement, smem_bandwidth
-from perfsim.validate.tomlwrite import dumps, write_atomic
 
 import perfsim
 from perfsim.timing import TimingParams
+from perfsim.validate.calibrate import build_profile, write_profile
+from perfsim.validate.microbench import Measurement, smem_bandwidth
+from perfsim.validate.tomlwrite import dumps, write_atomic
 
 DEVICE = {"device": "NVIDIA H200", "driver": "580.159.04", "torch": "2.11.0",
           "triton": "3.6.0", "cuda": "13.0", "compute_capability": "9.0", "sm_count": "132"}

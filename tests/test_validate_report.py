@@ -7,6 +7,7 @@ import csv
 import json
 
 import pytest
+
 from perfsim.validate import analysis, cli, report
 from perfsim.validate.runner import RESULTS_FILE, ResultStore
 from perfsim.validate.shapes import Shape

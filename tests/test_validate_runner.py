@@ -10,6 +10,7 @@ import sys
 import types
 
 import pytest
+
 from perfsim.validate import cli
 from perfsim.validate.runner import (
     RESULTS_FILE,

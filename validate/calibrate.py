@@ -28,11 +28,10 @@ import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 
-from perfsim.validate.microbench import Measurement
-from perfsim.validate.tomlwrite import dumps, write_atomic
-
 from perfsim.errors import PerfsimError
 from perfsim.gpu import GPUSpec, load_gpu
+from perfsim.validate.microbench import Measurement
+from perfsim.validate.tomlwrite import dumps, write_atomic
 
 #: Measurement name -> (field, key in a per-dtype table or None, divide by SMs x clock?)
 FIELDS = {
@@ -135,6 +134,7 @@ def calibrate(out: str | Path, base: str = "h200-sxm", on_result=None):
         perfsim.PerfsimError: unknown base GPU, or a profile that does not validate.
     """
     import torch
+
     from perfsim.validate import microbench
     from perfsim.validate.session import device_info
 

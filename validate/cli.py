@@ -121,10 +121,11 @@ def cmd_validate(args) -> int:
 
 
 def _run(rows, gpu, store, args):
-    from perfsim.validate.runner import pending, run
-    from perfsim.validate.session import make_measure
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from perfsim.validate.runner import pending, run
+    from perfsim.validate.session import make_measure
 
     todo = len(pending(rows, store.load(), args.retry_errors))
     console = Console(stderr=True)
@@ -189,7 +190,8 @@ def _holdout_note(records, gpu, method: str) -> str:
     for r in records:
         if r.get("status") == "ok" and r.get("error") is not None:
             half = "fit" if r["key"].split("|")[0] in fit_keys else "hold-out"
-            halves.setdefault(r["algorithm"], {}).setdefault(half, []).append(abs(r["error"]))
+            name = f"{r['algorithm']} {r.get('phase', 'fwd')}"
+            halves.setdefault(name, {}).setdefault(half, []).append(abs(r["error"]))
     rows = [f"| {k} | {statistics.median(v['fit']):.1%} | {statistics.median(v['hold-out']):.1%} |"
             for k, v in sorted(halves.items()) if "fit" in v and "hold-out" in v]
     c = float(gpu.calibration["cta_overhead_s"])

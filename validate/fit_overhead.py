@@ -5,8 +5,8 @@ spends outside the steady-state loop (loading Q and the first K/V tile, filling 
 normalising and storing O). No microbenchmark isolates it, so it is fitted — as issue 4 allows
 — on one half of the measured shapes and reported on the other half:
 
-* fit set: the project's FA2 Triton kernel (``fa2``) on the shapes whose position in the
-  sorted list of shape keys is even; hold-out: every other row of every kernel.
+* fit set: the project's FA2 Triton kernel (``fa2``), forward, on the shapes at even
+  positions of the sorted list of shapes (both masks); hold-out: every other row.
 * model: ``predicted(c) = predicted(0) + waves · c`` (waves of resident CTAs, per kernel);
   ``c`` minimises the squared relative error on the fit set (closed form).
 
@@ -59,7 +59,8 @@ def fit(records: list[dict], gpu) -> tuple[float, dict]:
     fit_keys, _ = split(ok)
     num = den = 0.0
     for key, r in base.items():
-        if r["algorithm"] != FIT_KERNEL or key.split("|")[0] not in fit_keys:
+        if (r["algorithm"] != FIT_KERNEL or r.get("phase") != "fwd"
+                or key.split("|")[0] not in fit_keys):
             continue
         m, p0 = r["measured_s"], r["predicted_s"]
         waves = (probe[key]["predicted_s"] - p0) / PROBE_S
@@ -71,7 +72,8 @@ def fit(records: list[dict], gpu) -> tuple[float, dict]:
     for r in fitted:
         half = "fit" if r["key"].split("|")[0] in fit_keys else "hold-out"
         if r.get("error") is not None:
-            stats.setdefault(r["algorithm"], {}).setdefault(half, []).append(abs(r["error"]))
+            name = f"{r['algorithm']} {r.get('phase', 'fwd')}"
+            stats.setdefault(name, {}).setdefault(half, []).append(abs(r["error"]))
     return c, {k: {h: statistics.median(v) for h, v in halves.items()}
                for k, halves in stats.items()}
 
@@ -89,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     cal = dict(gpu.calibration or {})
     cal["cta_overhead_s"] = repr(c)
     cal["cta_overhead_method"] = (
-        f"fitted by perfsim.validate.fit_overhead on the {FIT_KERNEL} rows of the even-"
+        f"fitted by perfsim.validate.fit_overhead on the forward {FIT_KERNEL} rows of the even-"
         "positioned shapes (both masks) of validate/reports/h200/results.jsonl (least squares on relative "
         "error); every other row is held out and reported in report.md")
     header = "".join(line + "\n" for line in profile.read_text().splitlines()

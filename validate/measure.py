@@ -21,9 +21,8 @@ import zlib
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
-from perfsim.validate.runner import Row
-
 from perfsim.prediction import model_flops
+from perfsim.validate.runner import Row
 
 #: Relative Frobenius error allowed against the float64 reference, per dtype; the values of
 #: tests/test_kernels_interpreter.py: bf16 (u = 2**-8) 2e-2 = about 5u, fp16 1e-2.
@@ -154,6 +153,7 @@ def check(row: Row, impl: Impl, q, k, v, do) -> dict:
         ``status`` ``incorrect`` with a reason if the check fails.
     """
     import torch
+
     from perfsim.validate.kernels.reference import reference_attention, relative_error
 
     s = row.shape

@@ -149,6 +149,7 @@ def _ptx_count(kernel, op: str) -> int:
 def _register_loop(kind: str, iters: int) -> tuple[float, int, int]:
     """Run the exp2 or FMA register-loop kernel: (median s, operations, PTX count)."""
     import torch
+
     from perfsim.validate import _bench_kernels as bk
 
     block = WARPS * 32 * CHAINS
@@ -200,6 +201,7 @@ def launch_overhead(back_to_back: int = 2000) -> Measurement:
     cost of a launch in a busy stream); back-to-back host-bound intervals of that kernel and
     of a tiny eager torch op are kept in ``details``."""
     import torch
+
     from perfsim.validate import _bench_kernels as bk
 
     buf = torch.zeros(1, device="cuda")

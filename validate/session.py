@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 
+from perfsim.gpu import GPUSpec
 from perfsim.validate import compiled
 from perfsim.validate.measure import (
     FATAL_CUDA,
@@ -27,8 +28,6 @@ from perfsim.validate.models import (
     predict_own,
 )
 from perfsim.validate.runner import Row
-
-from perfsim.gpu import GPUSpec
 
 
 def no_gpu_reason() -> str | None:
@@ -109,6 +108,7 @@ def make_measure(gpu: GPUSpec, seed: int = 0):
 
 def _measure(row: Row, gpu: GPUSpec, tracker: compiled.Tracker, seed: int) -> dict:
     import torch
+
     from perfsim.validate import backends
 
     q, k, v = make_inputs(row, seed)

@@ -32,7 +32,12 @@ from pydantic import Field
 
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
-    DROPOUT_OPS_PER_ELEMENT, STAT_BYTES, Algorithm, Dims, l2_filtered, resident_ctas,
+    DROPOUT_OPS_PER_ELEMENT,
+    STAT_BYTES,
+    Algorithm,
+    Dims,
+    l2_filtered,
+    resident_ctas,
     with_whole_tiles,
 )
 from perfsim.algorithms.fa2 import SERIAL_COMPUTE, fused_memory_bytes, gqa_reduce_kernel

@@ -24,13 +24,20 @@ from pydantic import Field
 
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
-    DROPOUT_OPS_PER_ELEMENT, FP32_BYTES, STAT_BYTES, Algorithm, Dims, l2_filtered,
-    in_order_tail, resident_ctas, with_whole_tiles,
+    DROPOUT_OPS_PER_ELEMENT,
+    FP32_BYTES,
+    STAT_BYTES,
+    Algorithm,
+    Dims,
+    in_order_tail,
+    l2_filtered,
+    resident_ctas,
+    with_whole_tiles,
 )
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, minimum, where
+from perfsim.mathops import cdiv, where
 from perfsim.tiles import visits
 
 #: Overlap rule of FA2-style kernels: MMA, softmax FP32 work and exps run one after the other
@@ -232,8 +239,7 @@ class FA2(Algorithm):
             hbm_write_bytes=kv_read + dq_hbm / 2,            # dK, dV (per query head)
             l2_hit_bytes=q_hits + dq_hits,
             # operands of the five MMAs read from shared memory; Q/dO tiles, P and dS written
-            smem_read_bytes=e * (q_side * (2 * d + 2 * d_v) + bh * v.tiles * b_c * (2 * d + d_v)
-                                 + 3 * elems),
+            smem_read_bytes=e * bh * v.tiles * bwd_operand_reads(b_r, b_c, d, d_v, warps),
             smem_write_bytes=e * (q_side * (d + d_v) + 2 * elems),
             overlap=self.overlap_groups("bwd", dims), pipeline=self.pipeline("bwd"),
             terms={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas},
@@ -246,6 +252,28 @@ class FA2(Algorithm):
 
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
         return fused_memory_bytes(dims)
+
+
+def gemm_operand_reads(m, n, k, warps_m, warps_n):
+    """Elements a CTA reads from shared memory for one ``m x n x k`` GEMM split over a
+    ``warps_m x warps_n`` grid of warps: each warp loads the A rows and B columns of its own
+    output tile, so A is read ``warps_n`` times and B ``warps_m`` times (the usual GEMM
+    shared-memory traffic, ``k·(m·warps_n + n·warps_m)``)."""
+    return k * (m * warps_n + n * warps_m)
+
+
+def bwd_operand_reads(b_r, b_c, d, d_v, warps):
+    """Shared-memory operand reads (elements) of the five backward GEMMs of one tile
+    (FA2 Algorithm 2): ``S = Q Kᵀ`` and ``dP = dO Vᵀ`` (B_r x B_c), ``dQ = dS K`` (B_r x d),
+    ``dV = Pᵀ dO`` and ``dK = dSᵀ Q`` (B_c x d). Warps are laid out 2 x warps/2 for the
+    query-row GEMMs and warps/2 x 2 for the key-row ones, as flash-attn 2's backward kernel
+    traits (AtomLayoutMSdP = 2, AtomLayoutNdKV = warps/2, AtomLayoutMdQ = 2)."""
+    rows, cols = 2, max(warps // 2, 1)
+    return (gemm_operand_reads(b_r, b_c, d, rows, cols)
+            + gemm_operand_reads(b_r, b_c, d_v, rows, cols)
+            + gemm_operand_reads(b_r, d, b_c, rows, cols)
+            + gemm_operand_reads(b_c, d_v, b_r, cols, rows)
+            + gemm_operand_reads(b_c, d, b_r, cols, rows))
 
 
 def gqa_reduce_kernel(dims: Dims) -> KernelCost:

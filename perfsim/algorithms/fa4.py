@@ -32,11 +32,18 @@ from pydantic import Field
 
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
-    FP32_BYTES, STAT_BYTES, Algorithm, Dims, in_order_tail, l2_filtered, with_whole_tiles,
+    FP32_BYTES,
+    STAT_BYTES,
+    Algorithm,
+    Dims,
+    in_order_tail,
+    l2_filtered,
+    with_whole_tiles,
 )
 from perfsim.algorithms.fa2 import fused_memory_bytes, gqa_reduce_kernel
 from perfsim.algorithms.fa4_softmax import (
-    emulated_exp_fma_ops, shipped_emulation_fraction,
+    emulated_exp_fma_ops,
+    shipped_emulation_fraction,
 )
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import GPUSpec

@@ -25,7 +25,11 @@ from pydantic import Field
 
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
-    DROPOUT_MASK_BYTES, DROPOUT_OPS_PER_ELEMENT, Algorithm, Dims, padding,
+    DROPOUT_MASK_BYTES,
+    DROPOUT_OPS_PER_ELEMENT,
+    Algorithm,
+    Dims,
+    padding,
 )
 from perfsim.algorithms.fa2 import gqa_reduce_kernel
 from perfsim.gpu import GPUSpec
