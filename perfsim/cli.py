@@ -179,10 +179,11 @@ def _cmd_predict(args) -> int:
 def _print_predictions(w, gpu, results) -> None:
     cols = ["algorithm", "time ms", "TFLOP/s", "bound", "FLOPs G", "tensor G", "HBM GB",
             "exp G", "smem GB", "memory GiB", "kernels"]
-    rows = []
+    rows, notes = [], []
     for r in results:
         if isinstance(r, tuple):
-            rows.append([r[0], "infeasible: " + r[1]] + [""] * (len(cols) - 2))
+            rows.append([r[0]] + ["-"] * (len(cols) - 1))
+            notes.append(f"{r[0]}: infeasible: {r[1]}")
             continue
         c = r.counts
         rows.append([r.algorithm.label(), f"{r.seconds * 1e3:.3f}", f"{r.tflops:.1f}", r.bound,
@@ -191,6 +192,8 @@ def _print_predictions(w, gpu, results) -> None:
                      f"{c.smem_bytes / 1e9:.2f}", f"{r.memory_bytes / 2**30:.3f}",
                      str(len(r.kernels))])
     _print_table(f"{gpu.name}: {w.describe()}", cols, rows)
+    for note in notes:
+        print(note)
 
 
 # ------------------------------------------------------------------ entry point

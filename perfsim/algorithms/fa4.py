@@ -119,7 +119,7 @@ class FA4(Algorithm):
         missing = [f for f in needs if not getattr(gpu.features, f)]
         if missing:
             raise InfeasibleError(f"fa4 ({self.variant}) needs {', '.join(missing)}; "
-                                  f"{gpu.id} lacks it")
+                                  f"{gpu.id} lacks {'it' if len(missing) == 1 else 'them'}")
         if dims.dtype not in ("fp16", "bf16", "fp8_e4m3"):
             raise InfeasibleError(f"fa4 runs fp16, bf16 or fp8_e4m3 inputs, not {dims.dtype}")
 
