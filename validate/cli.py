@@ -278,22 +278,11 @@ COMMANDS = [register_validate, register_calibrate]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point for ``python -m perfsim.validate.cli`` (same parser rules as perfsim)."""
-    from perfsim.cli import EXIT_BAD_INPUT, _Parser
+    """Entry point for ``python -m perfsim.validate.cli``: the ``perfsim`` command line (which
+    registers these commands)."""
+    from perfsim.cli import main as perfsim_main
 
-    parser = _Parser(prog="perfsim")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for register in COMMANDS:
-        register(sub)
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except PerfsimError as exc:
-        sys.stderr.write(f"perfsim: error: {exc}\n")
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        sys.stderr.write("perfsim: interrupted (results so far are kept; re-run to resume)\n")
-        return 130
+    return perfsim_main(argv)
 
 
 if __name__ == "__main__":  # pragma: no cover
