@@ -52,7 +52,7 @@ def _cmd_gpus(args) -> int:
              f"{s.hbm_bandwidth_bytes_per_s / 1e12:.2f}", f"{s.hbm_bytes / 1e9:.0f}"]
             for s in specs]
     _print_table("GPU catalog", ["id", "name", "arch", "SMs", "MHz", "BF16 TFLOP/s",
-                                 "HBM TB/s", "HBM GB"], rows)
+                                 "DRAM TB/s", "DRAM GB"], rows)
     return 0
 
 
@@ -91,10 +91,28 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dtype", default="bf16", help=f"one of {', '.join(DTYPES)}")
     g.add_argument("--phase", default="fwd", help=f"one of {', '.join(PHASES)}")
     g.add_argument("--dropout", type=float, default=0.0, dest="dropout_p",
-                   help="attention dropout probability")
+                   help="attention dropout probability, in [0, 1)")
+
+
+#: workload field -> the command-line flag that sets it (for error messages)
+FLAGS = {"batch": "--batch", "heads": "--heads", "kv_heads": "--kv-heads",
+         "seqlen_q": "--seqlen", "seqlen_k": "--seqlen-k", "head_dim": "--head-dim",
+         "head_dim_v": "--head-dim-v", "dtype": "--dtype", "phase": "--phase",
+         "dropout_p": "--dropout"}
 
 
 def workload_from_args(args) -> AttentionWorkload:
+    """The workload the flags describe. Raises PerfsimError naming the flag at fault."""
+    try:
+        return _workload(args)
+    except PerfsimError as exc:
+        text = str(exc)
+        for field, flag in FLAGS.items():
+            text = text.replace(f"AttentionWorkload.{field}:", f"{flag}:")
+        raise PerfsimError(text.replace("AttentionWorkload: ", "")) from None
+
+
+def _workload(args) -> AttentionWorkload:
     return AttentionWorkload(
         batch=args.batch, heads=args.heads, kv_heads=args.kv_heads, seqlen_q=args.seqlen_q,
         seqlen_k=args.seqlen_k, head_dim=args.head_dim, head_dim_v=args.head_dim_v,
@@ -133,7 +151,7 @@ def _prediction_record(p) -> dict:
         "tflops": p.tflops, "bound": p.bound, "model_flops": p.model_flops,
         "unit_seconds": p.unit_seconds,
         "counts": {k: float(getattr(c, k)) for k in c.__dataclass_fields__},
-        "memory_bytes": p.memory_bytes,
+        "memory_bytes": p.memory_bytes, "fits_memory": p.fits_memory,
         "kernels": [{"name": k.cost.name, "seconds": float(k.seconds), "bound": str(k.bound),
                      "grid": int(k.cost.grid), "waves": int(k.waves),
                      "unit_seconds": {u: float(t) for u, t in k.unit_seconds.items()}}
@@ -191,7 +209,15 @@ def _print_predictions(w, gpu, results) -> None:
                      f"{c.hbm_bytes / 1e9:.3f}", f"{c.exp_ops / 1e9:.3f}",
                      f"{c.smem_bytes / 1e9:.2f}", f"{r.memory_bytes / 2**30:.3f}",
                      str(len(r.kernels))])
+    for r in results:
+        if not isinstance(r, tuple) and not r.fits_memory:
+            notes.append(f"{r.algorithm.label()}: does not fit: needs "
+                         f"{r.memory_bytes / 2**30:.1f} GiB, {gpu.id} has "
+                         f"{gpu.hbm_bytes / 2**30:.1f} GiB")
     _print_table(f"{gpu.name}: {w.describe()}", cols, rows)
+    print("time per call; TFLOP/s by the FlashAttention convention (4·B·H·N²·d forward, half "
+          "when causal); FLOPs and exp ops in 10^9 as executed; bytes in 10^9 (GB), memory in "
+          "GiB (peak footprint)")
     for note in notes:
         print(note)
 
@@ -213,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=_cmd_gpu_show)
 
-    p = sub.add_parser("predict", help="predict time, binding unit and counts")
+    p = sub.add_parser("predict", help="predict time, binding unit and counts",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_workload_arguments(p)
     p.add_argument("--gpu", default="h100-sxm5", help="catalog id or .toml profile path")
     p.add_argument("--algorithm", "-a", default="fa2",

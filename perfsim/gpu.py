@@ -100,7 +100,8 @@ class GPUSpec(BaseModel):
         for table in ("tensor_flops_per_clk_per_sm", "mma_sync_flops_per_clk_per_sm"):
             for key, value in getattr(self, table).items():
                 if key not in DTYPES:
-                    raise ValueError(f"{table}: unknown dtype {key!r}; allowed: {', '.join(DTYPES)}")
+                    raise ValueError(f"{table}: unknown dtype {key!r}; allowed: "
+                                     f"{', '.join(DTYPES)}")
                 if not value > 0:
                     raise ValueError(f"{table}[{key}] must be > 0, got {value}")
         if self.smem_bytes_per_block > self.smem_bytes_per_sm:
@@ -166,6 +167,7 @@ class GPUSpec(BaseModel):
         """A copy with ``fields`` changed, validated again (what-if GPUs).
 
         Example: ``load_gpu("b200").replace(mufu_ops_per_clk_per_sm=32, id="b300-like")``.
+        Without an explicit ``id``/``name`` the copy is labelled a what-if (``"b200*"``).
 
         Raises:
             perfsim.PerfsimError: an unknown field name or a value that fails validation.
@@ -177,6 +179,11 @@ class GPUSpec(BaseModel):
         data = self.model_dump()
         data.update({k: (v.model_dump() if isinstance(v, BaseModel) else v)
                      for k, v in fields.items()})
+        changed = sorted(k for k in fields if k not in ("id", "name", "sources"))
+        if changed and "id" not in fields:      # label a what-if as one, unless named
+            data["id"] = f"{self.id}*"
+        if changed and "name" not in fields:
+            data["name"] = f"{self.name} (what-if: {', '.join(changed)})"
         return _validate_spec(data, where=f"{self.id}.replace()")
 
 
@@ -199,7 +206,8 @@ def gpus() -> list[str]:
 
 
 @lru_cache(maxsize=64)
-def _load_path(path: str) -> GPUSpec:
+def _load_path(path: str, mtime_ns: int) -> GPUSpec:
+    """Parse and validate one profile (cached per path and modification time)."""
     with open(path, "rb") as fh:
         try:
             data = tomllib.load(fh)
@@ -224,9 +232,9 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
         path = Path(text)
         if not path.is_file():
             raise PerfsimError(f"GPU profile file {text!r} does not exist")
-        return _load_path(str(path.resolve()))
+        return _load_path(str(path.resolve()), path.stat().st_mtime_ns)
     path = _catalog_dir() / f"{text}.toml"
     if not path.is_file():
         raise PerfsimError(f"unknown GPU {text!r}; valid ids: {', '.join(gpus())} "
                            "(or a path to a .toml profile)")
-    return _load_path(str(path))
+    return _load_path(str(path), path.stat().st_mtime_ns)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfsim.gpu import GPUSpec
+from perfsim.mathops import where
+from perfsim.tiles import clamped_floor_sum
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.timing import KernelTiming
 from perfsim.workload import AttentionWorkload
@@ -21,10 +23,18 @@ UNIT_WORDS = {
 def model_flops(w: AttentionWorkload):
     """FLOPs by the FlashAttention benchmark convention (FA2 §4.1, FA3 §4.1, flash-attn
     ``benchmarks/benchmark_flash_attention.py``): forward ``2·B·H·N_q·N_k·(d + d_v)``
-    (= ``4·B·H·N²·d``), halved when causal, backward 2.5× forward, fwd+bwd 3.5×."""
-    fwd = 2 * w.batch * w.heads * w.seqlen_q * w.seqlen_k * (w.head_dim + w.head_dim_v)
+    (= ``4·B·H·N²·d``), halved when causal, backward 2.5× forward, fwd+bwd 3.5×.
+
+    The halving is the convention for ``N_q = N_k``; with ``N_q != N_k`` the causal count
+    uses the score elements the bottom-right aligned mask leaves, so that TFLOP/s never
+    credits work the mask removes. Works on ints and numpy arrays (sweeps).
+    """
+    pairs = w.seqlen_q * w.seqlen_k
     if w.causal:
-        fwd /= 2
+        unmasked, _ = clamped_floor_sum(w.seqlen_q, 1, w.seqlen_k - w.seqlen_q + 1, 1,
+                                        w.seqlen_k)
+        pairs = where(w.seqlen_q == w.seqlen_k, pairs / 2, unmasked)
+    fwd = 2 * w.batch * w.heads * pairs * (w.head_dim + w.head_dim_v)
     return {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[w.phase] * fwd
 
 
@@ -98,6 +108,11 @@ class Prediction:
         return model_flops(self.workload)
 
     @property
+    def fits_memory(self) -> bool:
+        """Whether the peak footprint fits in the GPU's HBM."""
+        return self.memory_bytes <= self.gpu.hbm_bytes
+
+    @property
     def hbm_gbps(self) -> float:
         """Achieved HBM bandwidth (GB/s) implied by the predicted time."""
         return self.counts.hbm_bytes / self.seconds / 1e9
@@ -121,6 +136,19 @@ class Prediction:
         if rule:
             lines.append(f"Overlap rule: {rule}.")
         heavy = max(self.kernels, key=lambda k: k.seconds)
+        if heavy.cost.pipeline is not None:
+            stations, tiles = heavy.cost.pipeline
+            parts = []
+            for station in stations:
+                top = max(station, key=lambda u: heavy.unit_seconds[u])
+                parts.append(f"{'/'.join(station)} {heavy.unit_seconds[top] * 1e3:.3f} ms "
+                             f"({top})")
+            lines.append(f"{heavy.cost.name} is an asynchronous cycle of two stations, "
+                         f"{' and '.join(parts)}, with {tiles} tile(s) in flight: both "
+                         "stations set its pace, the slower one most.")
+        if not self.fits_memory:
+            lines.append(f"Does not fit: needs {self.memory_bytes / 2**30:.1f} GiB, the GPU has "
+                         f"{g.hbm_bytes / 2**30:.1f} GiB of HBM.")
         if len(self.kernels) > 1:
             lines.append(f"{len(self.kernels)} kernels; the longest is {heavy.cost.name} "
                          f"({heavy.seconds * 1e3:.3f} ms, bound by {heavy.bound}).")

@@ -250,31 +250,40 @@ def sram_crossover(gpu, *, batch: int, heads: int, seqlen: int, head_dim: int,
 
 
 def mufu_crossover(workload, gpu, algorithm="fa4", rel: float = 1e-6) -> float | None:
-    """The MUFU rate (exp ops/clk/SM) above which ``algorithm`` stops being exp-bound on
-    ``workload``: the prediction's binding unit is ``mufu`` below it and another unit above.
+    """The MUFU rate (exp ops/clk/SM) at which ``algorithm``'s exps take as long as the unit
+    they compete with: the slowest other unit of the heaviest kernel (for FA3/FA4, the MMA
+    station of the MMA ⇄ softmax cycle). Below it the exp unit is the bottleneck; above it
+    faster exps still help a pipelined kernel a little (the cycle's queueing), but no longer
+    set its pace.
 
     Solved on the full model (``perfsim.predict`` on ``gpu.replace(mufu_ops_per_clk_per_sm=
-    r)``, tail effect included) by bisection in log r, because the exp demand itself may
-    depend on the rate (FA4 tunes its emulated-exp share to it). ``None`` if the workload is
-    not exp-bound at the GPU's own rate; ``inf`` if it stays exp-bound at 2⁴⁰ times it.
+    r)``) by bisection in log r, because the exp demand itself may depend on the rate (FA4
+    tunes its emulated-exp share to it). ``None`` if the kernel has no exps; ``inf`` if the
+    exps still take longer at 2⁴⁰ times the GPU's rate.
     """
     spec = load_gpu(gpu)
     base = spec.mufu_ops_per_clk_per_sm
 
-    def exp_bound(rate: float) -> bool:
+    def excess(rate: float) -> float:
         p = predict(workload, spec.replace(mufu_ops_per_clk_per_sm=rate), algorithm)
-        return p.bound == "mufu"
+        k = max(p.kernels, key=lambda kt: kt.seconds)
+        others = max(t for u, t in k.unit_seconds.items() if u not in ("mufu", "fp32"))
+        return float(k.unit_seconds["mufu"]) - float(others)
 
-    if not exp_bound(base):
+    if predict(workload, spec, algorithm).counts.exp_ops == 0:
         return None
-    lo, hi = math.log(base), math.log(base)
-    while exp_bound(math.exp(hi)):
+    lo = hi = math.log(base)
+    while excess(math.exp(lo)) < 0:          # exps already faster: search below
+        lo -= math.log(2)
+        if lo < math.log(base) - 40 * math.log(2):
+            return 0.0
+    while excess(math.exp(hi)) > 0:
         hi += math.log(2)
         if hi > math.log(base) + 40 * math.log(2):
             return math.inf
     while hi - lo > rel:
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if exp_bound(math.exp(mid)) else (lo, mid)
+        lo, hi = (mid, hi) if excess(math.exp(mid)) > 0 else (lo, mid)
     return math.exp(hi)
 
 

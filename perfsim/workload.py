@@ -117,8 +117,10 @@ class AttentionWorkload(BaseModel):
 
 def _one_line(exc: ValidationError) -> str:
     err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"]) or "workload"
+    field = ".".join(str(p) for p in err["loc"])
     msg = err["msg"].removeprefix("Value error, ")
+    if not field:                       # a rule across fields: its message names them
+        return f"AttentionWorkload: {msg}"
     value = err.get("input")
     shown = "" if isinstance(value, dict) else f" (got {value!r})"
     return f"AttentionWorkload.{field}: {msg}{shown}"

@@ -132,10 +132,16 @@ def test_mufu_crossover_for_fa4():
     w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=8192, head_dim=64)
     gpu = perfsim.load_gpu("b200")
     rate = symbolic.mufu_crossover(w, gpu, "fa4")
-    assert rate > gpu.mufu_ops_per_clk_per_sm
-    below = perfsim.predict(w, gpu.replace(mufu_ops_per_clk_per_sm=rate * 0.999), "fa4")
-    above = perfsim.predict(w, gpu.replace(mufu_ops_per_clk_per_sm=rate * 1.001), "fa4")
-    assert below.bound == "mufu" and above.bound != "mufu"
+    assert rate > gpu.mufu_ops_per_clk_per_sm       # d = 64: exps are FA4's bottleneck on B200
+
+    def exp_minus_others(r):
+        k = perfsim.predict(w, gpu.replace(mufu_ops_per_clk_per_sm=r), "fa4").kernels[0]
+        return k.unit_seconds["mufu"] - max(t for u, t in k.unit_seconds.items()
+                                            if u not in ("mufu", "fp32"))
+
+    assert exp_minus_others(rate * 0.999) > 0 > exp_minus_others(rate * 1.001)
+    assert symbolic.mufu_crossover(w.replace(head_dim=128), gpu, "fa4") < \
+        gpu.mufu_ops_per_clk_per_sm                 # d = 128: already past it at 16/clk
 
 
 def test_unknown_size_and_unsolvable_branch_are_clear_errors():

@@ -14,8 +14,10 @@ field                               from
 ``[calibration].launch_overhead_s`` median time of a trivial Triton kernel
 ==================================  =========================================================
 
-``clock_hz`` stays the base spec's, so ``rate_per_clk_per_sm × sm_count × clock_hz`` equals the
-measured rate: the per-clock numbers are "per reference clock", not per actual cycle. Every
+``clock_hz`` becomes the SM clock read (nvidia-smi) right after the microbenchmarks, when it can
+be read (else the base spec's stays), so the per-clock rates are per actual cycle and
+``rate_per_clk_per_sm × sm_count × clock_hz`` equals the measured rate; the unmeasured per-clock
+rates (shared memory, ``mma.sync``) then run at that clock too. Every
 replaced field's ``sources`` entry reads ``M: measured by perfsim calibrate on <device> <date>:
 <method>``; what was not measured keeps the base value and source. The ``[calibration]`` table
 (strings) records device, driver, versions, date and method; ``TimingParams.for_gpu`` reads
@@ -49,7 +51,7 @@ FIELDS = {
 DEVICE_FIELDS = {"sm_count": "multi_processor_count", "l2_bytes": "L2_cache_size"}
 METHOD = ("perfsim calibrate (perfsim.validate.microbench): fresh random data, "
           "triton.testing.do_bench medians; per-clock rates = measured rate / "
-          "(sm_count x clock_hz of the base spec)")
+          "(sm_count x the SM clock read after the benchmarks)")
 
 
 def build_profile(base: GPUSpec, measurements: list[Measurement], device: dict,
@@ -75,6 +77,11 @@ def build_profile(base: GPUSpec, measurements: list[Measurement], device: dict,
             data[fld] = int(value)
             sources[fld] = f"{tag}: torch.cuda.get_device_properties (base {base.id} had a " \
                            "different value)"
+    clock_mhz = device.get("sm_clock_mhz_after_benchmarks")
+    if clock_mhz and float(clock_mhz) > 0:
+        data["clock_hz"] = float(clock_mhz) * 1e6
+        sources["clock_hz"] = (f"{tag}: SM clock read by nvidia-smi right after the "
+                               "microbenchmarks (the clock the measured rates ran at)")
     per_s = data["sm_count"] * data["clock_hz"]
     calibration = {k: str(v) for k, v in device.items()}
     calibration.update(date=date, base=base.id, method=METHOD)

@@ -169,7 +169,10 @@ def _report_only(out: Path, gpu=None) -> int:
         note = (f"Predictions recomputed with perfsim {perfsim.__version__} on "
                 f"{datetime.date.today().isoformat()} (profile {gpu.id}) from the launch "
                 "configurations recorded with the measurements; results.jsonl keeps the "
-                "predictions the rows were measured with.")
+                "predictions the rows were measured with. Regenerate with `perfsim validate "
+                f"--report-only {out} --repredict --gpu {gpu.id}.toml` from "
+                "validate/profiles/; without --repredict the report uses the stored "
+                "predictions (report-first-run.md is that report of the first run).")
         method = (gpu.calibration or {}).get("cta_overhead_method")
         if method:
             note += "\n\n" + _holdout_note(records, gpu, method)

@@ -133,7 +133,9 @@ def markdown(records, note: str = "") -> str:
               _num(s["tau"], ".2f")] for s in ra["shapes"]])
     else:
         lines.append("No shape has two or more compared own kernels yet.")
-    lines += ["", "## Main cause of the remaining error", ""]
+    lines += ["", "## Main cause of the remaining error", "",
+              "Computed from the data (the error's split by sequence length, mask and the "
+              "model's binding unit): leads for the next model change, not verified causes.", ""]
     lines += [f"- **{g}**: {text}" for g, text in analysis.causes(records).items()] or ["–"]
     failed = [r for r in records if r.get("status") != "ok"]
     lines += ["", "## Rows not compared", ""]

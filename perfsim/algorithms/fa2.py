@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
@@ -63,12 +63,33 @@ BWD_TILES = {32: (128, 128, 8), 64: (128, 128, 8), 96: (64, 128, 8), 128: (64, 1
 REGISTERS_PER_THREAD = 255
 
 
-def _pick(table: dict, d) -> tuple[int, int, int]:
+#: Head dims the FlashAttention kernels take: multiples of 8 up to 256 (flash-attn's
+#: ``head_size % 8 == 0`` and ``head_size <= 256`` checks).
+HEAD_DIM_MULTIPLE, MAX_HEAD_DIM = 8, 256
+
+
+def _pick(table: dict, d, algorithm: str = "fa2"):
     for hdim in sorted(table):
         if d <= hdim:
             return table[hdim]
-    raise InfeasibleError(f"head_dim {d} > 256 is not supported by FlashAttention-2 "
-                          "(flash-attn supports head dims up to 256)")
+    raise InfeasibleError(f"head_dim {d} > {MAX_HEAD_DIM} is not supported by {algorithm} "
+                          f"(the reference kernels take head dims up to {MAX_HEAD_DIM})")
+
+
+def check_fused_inputs(dims: Dims, algorithm: str, dtypes=("fp16", "bf16")) -> None:
+    """The input dtypes and head dims a fused FlashAttention kernel takes.
+
+    Raises:
+        InfeasibleError: another dtype, or a head dim that is not a multiple of 8 / over 256.
+    """
+    if dims.dtype not in dtypes:
+        raise InfeasibleError(f"{algorithm} runs {', '.join(dtypes)} inputs, not {dims.dtype}")
+    if dims.symbolic:
+        return
+    for name, d in (("head_dim", dims.d), ("head_dim_v", dims.d_v)):
+        if d % HEAD_DIM_MULTIPLE or d > MAX_HEAD_DIM:
+            raise InfeasibleError(f"{algorithm} needs {name} a multiple of "
+                                  f"{HEAD_DIM_MULTIPLE} up to {MAX_HEAD_DIM}, got {d}")
 
 
 class FA2(Algorithm):
@@ -90,30 +111,41 @@ class FA2(Algorithm):
     overlap_rule: ClassVar[str] = ("inside a warp MMA, softmax FP32 work and exps run one after "
                                    "another; shared memory and HBM overlap with them")
 
-    block_m: int | None = Field(default=None, ge=16)
-    block_n: int | None = Field(default=None, ge=16)
+    block_m: int | None = Field(default=None, ge=16, multiple_of=16)
+    block_n: int | None = Field(default=None, ge=16, multiple_of=16)
     warps: int | None = Field(default=None, ge=1, le=32)
-    bwd_block_m: int | None = Field(default=None, ge=16)
-    bwd_block_n: int | None = Field(default=None, ge=16)
+    bwd_block_m: int | None = Field(default=None, ge=16, multiple_of=16)
+    bwd_block_n: int | None = Field(default=None, ge=16, multiple_of=16)
     bwd_warps: int | None = Field(default=None, ge=1, le=32)
+
+    @field_validator("warps", "bwd_warps")
+    @classmethod
+    def _power_of_two(cls, v):
+        if v is not None and v & (v - 1):
+            raise ValueError(f"warps per CTA must be a power of two (1, 2, 4, 8, 16, 32), "
+                             f"got {v}")
+        return v
     tensor_family: str = "mma_sync"
     registers_per_thread: int = Field(default=REGISTERS_PER_THREAD, ge=16, le=255)
     lpt_scheduling: bool = False
 
     def fwd_tiles(self, dims: Dims) -> tuple[int, int, int]:
         table = FWD_TILES_DROPOUT if dims.dropout_p else FWD_TILES
-        b_r, b_c, warps = _pick(table, max(dims.d, dims.d_v)) if not dims.symbolic else (
-            128, 64, 4)
+        b_r, b_c, warps = (128, 64, 4) if dims.symbolic else _pick(
+            table, max(dims.d, dims.d_v), self.name)
         return self.block_m or b_r, self.block_n or b_c, self.warps or warps
 
     def bwd_tiles(self, dims: Dims) -> tuple[int, int, int]:
-        b_r, b_c, warps = _pick(BWD_TILES, max(dims.d, dims.d_v)) if not dims.symbolic else (
-            64, 128, 8)
+        b_r, b_c, warps = (64, 128, 8) if dims.symbolic else _pick(
+            BWD_TILES, max(dims.d, dims.d_v), self.name)
         return self.bwd_block_m or b_r, self.bwd_block_n or b_c, self.bwd_warps or warps
 
     def persistent_grid(self) -> bool:
         """flash-attn 2 launches one CTA per tile (not persistent)."""
         return False
+
+    #: input dtypes the reference kernels take (flash-attn 2: fp16 and bf16).
+    dtypes: ClassVar[tuple[str, ...]] = ("fp16", "bf16")
 
     def registers(self, gpu: GPUSpec, warps: int) -> int:
         """32-bit registers per thread (for occupancy)."""
@@ -129,6 +161,7 @@ class FA2(Algorithm):
 
     # ------------------------------------------------------------------ kernels
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        check_fused_inputs(dims, self.name, self.dtypes)
         gpu.tensor_flops_per_clk(dims.dtype, self.tensor_family)  # raises if unsupported
         out = []
         if dims.fwd:

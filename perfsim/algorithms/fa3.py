@@ -16,8 +16,9 @@ Timing: a closed MMA ⇄ softmax cycle (``perfsim.timing.cycle_time``) with one 
 flight plus one for ping-pong and one for intra-warpgroup pipelining: with neither switch the
 MMA and softmax times add; each mechanism lets more of the softmax hide under the MMAs.
 FP8 (§3.3): e4m3 WGMMA at twice the rate, the V tile transposed in shared memory, and
-(``quantize_inputs``) a preparation kernel that applies the incoherent-processing Hadamard transform to Q and K (``d·log2 d`` adds and
-``d`` sign flips per row: O(d log d)) and block-quantises Q, K, V.
+(``quantize_inputs``) a preparation kernel that applies the incoherent-processing Hadamard
+transform to Q and K (``d·log2 d`` adds and ``d`` sign flips per row: O(d log d)) and
+block-quantises Q, K, V.
 
 Backward (§3.1, App. B): the FA2 algorithm on WGMMA with a producer warpgroup: units overlap.
 
@@ -84,17 +85,19 @@ class FA3(FA2):
     incoherent_processing: bool = True
     persistent: bool = True
     tensor_family: str = "wgmma"
+    dtypes: ClassVar[tuple[str, ...]] = ("fp16", "bf16", "fp8_e4m3")
 
     def fwd_tiles(self, dims: Dims) -> tuple[int, int, int]:
         table = (FWD_TILES_FP8 if dims.dtype == "fp8_e4m3" else
                  FWD_TILES_CAUSAL if dims.causal else FWD_TILES)
-        b_r, b_c = (128, 128) if dims.symbolic else _pick(table, max(dims.d, dims.d_v))
+        b_r, b_c = (128, 128) if dims.symbolic else _pick(table, max(dims.d, dims.d_v), self.name)
         b_r, b_c = self.block_m or b_r, self.block_n or b_c
         consumers = cdiv(b_r, WGMMA_ROWS)
         return b_r, b_c, WARPS_PER_WARPGROUP * (consumers + 1)
 
     def bwd_tiles(self, dims: Dims) -> tuple[int, int, int]:
-        b_r, b_c = (64, 128) if dims.symbolic else _pick(BWD_TILES, max(dims.d, dims.d_v))
+        b_r, b_c = (64, 128) if dims.symbolic else _pick(BWD_TILES, max(dims.d, dims.d_v),
+                                                          self.name)
         return (self.bwd_block_m or b_r, self.bwd_block_n or b_c,
                 self.bwd_warps or 3 * WARPS_PER_WARPGROUP)
 
@@ -126,8 +129,6 @@ class FA3(FA2):
         if missing:
             raise InfeasibleError(f"fa3 needs {' and '.join(m.upper() for m in missing)} "
                                   f"(Hopper sm_90a); {gpu.id} has none")
-        if dims.dtype not in ("fp16", "bf16", "fp8_e4m3"):
-            raise InfeasibleError(f"fa3 runs fp16, bf16 or fp8_e4m3 inputs, not {dims.dtype}")
         self._check_smem(dims, gpu)
         out = super().kernels(dims, gpu)
         if dims.dtype == "fp8_e4m3" and self.quantize_inputs and dims.fwd:

@@ -40,7 +40,7 @@ from perfsim.algorithms.base import (
     l2_filtered,
     with_whole_tiles,
 )
-from perfsim.algorithms.fa2 import fused_memory_bytes, gqa_reduce_kernel
+from perfsim.algorithms.fa2 import check_fused_inputs, fused_memory_bytes, gqa_reduce_kernel
 from perfsim.algorithms.fa4_softmax import (
     emulated_exp_fma_ops,
     shipped_emulation_fraction,
@@ -120,8 +120,7 @@ class FA4(Algorithm):
         if missing:
             raise InfeasibleError(f"fa4 ({self.variant}) needs {', '.join(missing)}; "
                                   f"{gpu.id} lacks {'it' if len(missing) == 1 else 'them'}")
-        if dims.dtype not in ("fp16", "bf16", "fp8_e4m3"):
-            raise InfeasibleError(f"fa4 runs fp16, bf16 or fp8_e4m3 inputs, not {dims.dtype}")
+        check_fused_inputs(dims, self.name, ("fp16", "bf16", "fp8_e4m3"))
 
     def tmem_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int]:
         """``(q_tiles_per_cta, block_n)`` that fit tensor memory: each Q tile keeps an fp32
