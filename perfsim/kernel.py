@@ -6,7 +6,7 @@ expressions (closed forms). Units: FLOP, operations, bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 #: The units perfsim times. ``tensor``: tensor cores; ``fp32``: FP32/FMA pipes (non-matmul
@@ -112,12 +112,6 @@ class KernelCost:
     def with_executed(self, padded_cost: KernelCost) -> KernelCost:
         """This kernel's counts with ``padded_cost``'s SM-side demand as executed work."""
         return replace(self, executed=padded_cost.sm_demand())
-
-    def scaled(self, factor) -> KernelCost:
-        """The same kernel with every additive count multiplied by ``factor``."""
-        additive = {f.name: getattr(self, f.name) * factor for f in fields(self)
-                    if f.name in ADDITIVE}
-        return replace(self, **additive)
 
 
 ADDITIVE: tuple[str, ...] = (

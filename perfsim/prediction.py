@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfsim.gpu import GPUSpec
+from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.mathops import where
 from perfsim.tiles import clamped_floor_sum
-from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.timing import KernelTiming
 from perfsim.workload import AttentionWorkload
 

@@ -182,7 +182,7 @@ class _Table:
             np.copyto(column[rows].reshape(shape), values, casting="unsafe")
         bad = self.reason_codes[rows] != 0
         if results and bad.any():
-            for key, column in self.columns.items():
+            for column in self.columns.values():
                 column[rows][bad] = column.dtype.type(np.nan if column.dtype.kind == "f" else 0)
 
     def frame(self) -> pd.DataFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tomllib
 
 import pytest
+from pydantic import ValidationError
 
 import perfsim
 from perfsim.gpu import GPUSpec
@@ -54,7 +55,7 @@ def test_replace_gives_a_validated_what_if():
 
 def test_spec_is_frozen():
     spec = perfsim.load_gpu("h100-sxm5")
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         spec.sm_count = 1
 
 

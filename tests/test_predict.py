@@ -46,7 +46,8 @@ def test_tile_over_shared_memory_is_infeasible():
 
 
 def test_unsupported_head_dim_is_infeasible():
-    with pytest.raises(perfsim.InfeasibleError, match="head_dim a multiple of 8 up to 256, got 512"):
+    with pytest.raises(perfsim.InfeasibleError,
+                       match="head_dim a multiple of 8 up to 256, got 512"):
         perfsim.predict(W1.replace(head_dim=512), gpu="h100-sxm5", algorithm="fa2")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 import perfsim
 
@@ -35,5 +36,5 @@ def test_bad_values_name_the_field(kwargs, field, allowed):
 
 def test_workload_is_frozen():
     w = W(batch=2, heads=8, seqlen_q=100, head_dim=64)
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         w.batch = 3

@@ -91,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     cal = dict(gpu.calibration or {})
     cal["cta_overhead_s"] = repr(c)
     cal["cta_overhead_method"] = (
-        f"fitted by perfsim.validate.fit_overhead on the forward {FIT_KERNEL} rows of the even-"
-        "positioned shapes (both masks) of validate/reports/h200/results.jsonl (least squares on relative "
-        "error); every other row is held out and reported in report.md")
+        f"fitted by perfsim.validate.fit_overhead on the forward {FIT_KERNEL} rows of the "
+        "even-positioned shapes (both masks) of validate/reports/h200/results.jsonl (least "
+        "squares on relative error); every other row is held out and reported in report.md")
     header = "".join(line + "\n" for line in profile.read_text().splitlines()
                      if line.startswith("#"))
     write_atomic(profile, header + "\n" + dumps(gpu.replace(calibration=cal).model_dump()))

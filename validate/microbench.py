@@ -223,7 +223,8 @@ def launch_overhead(back_to_back: int = 2000) -> Measurement:
     return Measurement("launch_overhead", t, "s",
                        f"do_bench median of a one-element Triton store kernel, grid (1,): "
                        f"{t * 1e6:.2f} us; back-to-back intervals over {back_to_back} launches: "
-                       f"Triton {triton_gap * 1e6:.2f} us, eager torch add_ {eager_gap * 1e6:.2f} us",
+                       f"Triton {triton_gap * 1e6:.2f} us, "
+                       f"eager torch add_ {eager_gap * 1e6:.2f} us",
                        {"triton_back_to_back_s": triton_gap, "eager_back_to_back_s": eager_gap})
 
 

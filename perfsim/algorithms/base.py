@@ -196,10 +196,3 @@ def with_whole_tiles(build, dims: Dims, block_r, block_c) -> KernelCost:
     whole = replace(dims, N_q=cdiv(dims.N_q, block_r) * block_r,
                     N_k=cdiv(dims.N_k, block_c) * block_c)
     return cost.with_executed(build(whole))
-
-
-def qkvo_bytes(dims: Dims):
-    """Bytes of Q, K, V and O once each (the compulsory traffic of a fused forward)."""
-    e = dims.e
-    return e * dims.B * (dims.H * dims.N_q * (dims.d + dims.d_v)
-                         + dims.H_kv * dims.N_k * (dims.d + dims.d_v))
