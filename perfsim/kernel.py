@@ -56,6 +56,9 @@ class KernelCost:
             model adds ``TimingParams.cta_overhead_s`` per wave of resident CTAs (once, for a
             ``persistent`` kernel, whose CTAs loop over tiles and overlap one tile's
             epilogue with the next one's prologue).
+        eager_op: ``None``, ``"softmax"`` or ``"broadcast_fill"``: an eager PyTorch kernel
+            whose reachable bandwidth a calibrated profile measured (``TimingParams``).
+        row_length: for ``eager_op="softmax"``, the softmax row length (keys).
         pipeline: ``None``, or ``(stations, tiles_in_flight)`` for an asynchronous
             producer/consumer cycle (FA3, FA4): each station is a tuple of units that work
             concurrently (the station takes its slowest); tiles cycle through the stations
@@ -86,6 +89,8 @@ class KernelCost:
     overlap: tuple[tuple[str, ...], ...] = ROOFLINE
     pipeline: tuple | None = None
     ctas_per_sm: object = 1
+    eager_op: str | None = None
+    row_length: object = None
     tiled: bool = False
     persistent: bool = False
     terms: dict = field(default_factory=dict)

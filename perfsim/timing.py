@@ -48,6 +48,10 @@ class TimingParams(BaseModel):
         cta_overhead_s: fixed time per wave of a tiled attention kernel's CTAs outside the
             steady-state loop (``KernelCost.tiled``). Default 0 (not modelled) for datasheet
             GPUs; a calibrated profile may carry a value, and says how it was obtained.
+        eager_softmax: ``((row_length, efficiency), ...)``: the fraction of HBM bandwidth
+            ``torch.softmax`` reaches at each row length (interpolated in log2 of the length);
+            empty = 1 (datasheet GPUs). From a calibrated profile's ``eager_softmax_<L>``.
+        eager_broadcast_fill: the same for ``masked_fill_`` with a broadcast mask.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -56,6 +60,8 @@ class TimingParams(BaseModel):
     tensor_efficiency: float = Field(default=1.0, gt=0, le=1)
     launch_overhead_s: float = Field(default=4e-6, ge=0)
     cta_overhead_s: float = Field(default=0.0, ge=0)
+    eager_softmax: tuple[tuple[float, float], ...] = ()
+    eager_broadcast_fill: float = Field(default=1.0, gt=0)
 
     @classmethod
     def for_gpu(cls, gpu: GPUSpec) -> TimingParams:
@@ -63,11 +69,27 @@ class TimingParams(BaseModel):
         rates, so its efficiencies are 1 and its measured launch overhead is used."""
         if gpu.calibration:
             cal = gpu.calibration
+            bw = gpu.hbm_bandwidth_bytes_per_s
+            softmax = tuple(sorted((float(k.rsplit("_", 1)[1]), float(v) / bw)
+                                   for k, v in cal.items()
+                                   if k.startswith("eager_softmax_") and k[-1].isdigit()))
+            fill = float(cal["eager_broadcast_fill"]) / bw if "eager_broadcast_fill" in cal \
+                else 1.0
             return cls(hbm_efficiency=1.0, tensor_efficiency=1.0,
                        launch_overhead_s=float(cal.get("launch_overhead_s",
                                                        cls().launch_overhead_s)),
-                       cta_overhead_s=float(cal.get("cta_overhead_s", 0.0)))
+                       cta_overhead_s=float(cal.get("cta_overhead_s", 0.0)),
+                       eager_softmax=softmax, eager_broadcast_fill=fill)
         return cls()
+
+    def eager_efficiency(self, cost: KernelCost):
+        """Reachable fraction of HBM bandwidth for an eager kernel (1 when not measured)."""
+        if cost.eager_op == "softmax" and self.eager_softmax:
+            lengths, effs = zip(*self.eager_softmax)
+            return np.interp(np.log2(cost.row_length), np.log2(lengths), effs)
+        if cost.eager_op == "broadcast_fill":
+            return self.eager_broadcast_fill
+        return 1.0
 
 
 @dataclass(frozen=True)
@@ -105,6 +127,8 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams) -> KernelT
     demand = {**cost.sm_demand(), "hbm": cost.hbm_bytes}
     unit_seconds = {u: demand[u] * (1 if u == "hbm" else wave_factor) / unit_rate[u]
                     for u in UNITS}
+    if cost.eager_op:
+        unit_seconds["hbm"] = unit_seconds["hbm"] / params.eager_efficiency(cost)
     group_seconds = [group_time(unit_seconds, group) for group in cost.overlap]
     if cost.pipeline is not None:
         group_seconds.append(cycle_time(unit_seconds, *cost.pipeline))

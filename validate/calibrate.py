@@ -91,6 +91,10 @@ def build_profile(base: GPUSpec, measurements: list[Measurement], device: dict,
             calibration["launch_overhead_s"] = repr(float(m.value))
             calibration["launch_overhead_method"] = m.method
             continue
+        if m.name.startswith("eager_") and m.value is not None:
+            calibration[m.name] = repr(float(m.value))
+            calibration[f"{m.name}_method"] = m.method
+            continue
         if m.value is None or m.name not in FIELDS:
             not_measured.append(f"{m.name}: {m.method}")
             continue

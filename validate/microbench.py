@@ -254,6 +254,9 @@ def run_all(on_result=None) -> list[Measurement]:
     jobs += [(f"matmul_{d}", lambda d=d: matmul(d)) for d in MATMUL_DTYPES]
     jobs += [("mufu_exp2", exp2), ("fp32_fma", fma), ("launch_overhead", launch_overhead),
              ("smem_bandwidth", smem_bandwidth)]
+    from perfsim.validate import eager_ceilings
+
+    jobs += eager_ceilings.jobs()
     out = []
     for name, job in jobs:
         try:

@@ -58,7 +58,8 @@ def _family(gpu, cfg, family):
 
 
 def _standard(cfg: dict, gpu: GPUSpec, family: str | None):
-    return algorithms.Standard(softmax=cfg.get("softmax", "fused"))
+    # the eager kernel masks with out-of-place Tensor.masked_fill (copy + fill)
+    return algorithms.Standard(softmax=cfg.get("softmax", "fused"), mask_op="masked_fill")
 
 
 def _fa1(cfg: dict, gpu: GPUSpec, family: str | None):

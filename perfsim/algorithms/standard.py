@@ -53,6 +53,11 @@ class Standard(Algorithm):
             exp, sum, divide — the RTX 5090 post's form).
         scale_in_matmul: fold ``1/sqrt(d)`` into the QKᵀ GEMM (``baddbmm``-style); default off
             (Algorithm 0 and the 5090 post divide in a separate kernel).
+        mask_op: how the causal mask is applied: ``"where"`` — one kernel that reads S and the
+            mask and writes S (``torch.where``, as HuggingFace GPT-2 does); ``"masked_fill"`` —
+            PyTorch's out-of-place ``masked_fill``, which is a copy of S followed by an
+            in-place fill (two kernels; seen in the H200 profile,
+            validate/reports/h200/profile_eager.txt); its backward is the same pair.
     """
 
     name: ClassVar[str] = "standard"
@@ -61,6 +66,7 @@ class Standard(Algorithm):
 
     softmax: Literal["fused", "5kernel"] = "fused"
     scale_in_matmul: bool = Field(default=False)
+    mask_op: Literal["where", "masked_fill"] = "where"
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         out = []
@@ -89,7 +95,7 @@ class Standard(Algorithm):
                           ).padded(padding(m, GEMM_TILE) * padding(n, GEMM_TILE))
 
     def _pointwise(self, name, dims: Dims, reads, writes, flops=0, exps=0, extra_read=0,
-                   extra_write=0, active=1):
+                   extra_write=0, active=1, eager_op=None):
         """An elementwise pass over ``reads``/``writes`` N x N tensors (in elements of the
         workload dtype) plus ``extra_*`` bytes."""
         nn = self._nn(dims)
@@ -98,6 +104,7 @@ class Standard(Algorithm):
                           fp32_flops=active * flops * nn, exp_ops=active * exps * nn,
                           hbm_read_bytes=active * (dims.e * reads * nn + extra_read),
                           hbm_write_bytes=active * (dims.e * writes * nn + extra_write),
+                          eager_op=eager_op, row_length=dims.N_k,
                           ).padded(padding(nn, ELEMENTWISE_ELEMENTS_PER_CTA))
 
     def _expand_kv(self, dims: Dims) -> KernelCost:
@@ -120,11 +127,15 @@ class Standard(Algorithm):
         if not self.scale_in_matmul:
             ks.append(self._pointwise("scale", dims, 1, 1, flops=1))
         if causal:
+            if self.mask_op == "masked_fill":
+                ks.append(self._pointwise("mask_copy", dims, 1, 1))
             ks.append(self._pointwise("mask", dims, 1, 1, flops=sc.MASK_FLOPS_PER_SCORE,
-                                      extra_read=dims.N_q * dims.N_k))
+                                      extra_read=dims.N_q * dims.N_k,
+                                      eager_op="broadcast_fill"
+                                      if self.mask_op == "masked_fill" else None))
         if self.softmax == "fused":
             ks.append(self._pointwise("softmax", dims, 1, 1, flops=sc.FUSED_SOFTMAX_FLOPS,
-                                      exps=1))
+                                      exps=1, eager_op="softmax"))
         else:
             row = dims.e * rows
             ks += [self._pointwise("softmax_max", dims, 1, 0, flops=1, extra_write=row),
@@ -162,6 +173,8 @@ class Standard(Algorithm):
                    self._pointwise("max_bwd", dims, 1, 1, flops=1,
                                    extra_read=INDEX_BYTES * rows)]
         if dims.causal:
+            if self.mask_op == "masked_fill":
+                ks.append(self._pointwise("mask_bwd_copy", dims, 1, 1))
             ks.append(self._pointwise("mask_bwd", dims, 1, 1, flops=1,
                                       extra_read=dims.N_q * dims.N_k))
         if not self.scale_in_matmul:
