@@ -147,10 +147,13 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams) -> KernelT
 def cycle_time(unit_seconds: dict, stations, tiles_in_flight: int):
     """Time of a closed two-station pipeline (MMA ⇄ softmax) with ``K`` tiles in flight.
 
-    Each station's time is its slowest unit. With deterministic stage times the cycle would
-    run at the bottleneck's pace; real stage times vary (bank conflicts, barrier waits,
-    issue contention), and perfsim models them as exponential: a closed cyclic queueing
-    network of two stations and ``K`` circulating tiles keeps the bottleneck busy a fraction
+    A station's time is its slowest unit while several tiles are in flight (its units serve
+    different tiles at once). With one tile in flight (no ping-pong, no intra-warpgroup
+    overlap, no warp specialisation) the same warps issue every instruction in program order,
+    so the units inside a station add too — the FA2 rule, which the H200 validation of the
+    FA2-style Triton kernel supports. Real stage times vary (bank conflicts, barrier waits,
+    issue contention); perfsim models them as exponential: a closed cyclic queueing network of
+    two stations and ``K`` circulating tiles keeps the bottleneck busy a fraction
     ``U = (1 − ρ^K) / (1 − ρ^(K+1))`` of the time, ``ρ = s_fast / s_slow`` (product-form
     result; ``U = K/(K+1)`` at ρ = 1, and ``K = 1`` gives ``s_slow + s_fast``: no overlap).
     This is a stated modelling assumption, not a fitted constant.
@@ -158,17 +161,18 @@ def cycle_time(unit_seconds: dict, stations, tiles_in_flight: int):
     Returns:
         ``s_slow / U`` (seconds).
     """
+    k = tiles_in_flight
     times = []
     for station in stations:
         t = unit_seconds[station[0]]
         for u in station[1:]:
-            t = maximum(t, unit_seconds[u])
+            t = t + unit_seconds[u] if k == 1 and station is not stations[0] else \
+                maximum(t, unit_seconds[u])
         times.append(t)
     slow = maximum(times[0], times[1])
     fast = times[0] + times[1] - slow
     rho = fast / where(slow > 0, slow, 1) if isinstance(slow, np.ndarray) else (
         fast / slow if slow else 0.0)
-    k = tiles_in_flight
     near_one = abs(1 - rho) < 1e-9
     safe = where(near_one, 0.5, rho) if isinstance(rho, np.ndarray) else (
         0.5 if near_one else rho)
