@@ -172,7 +172,9 @@ def _report_only(out: Path, gpu=None) -> int:
                 "predictions the rows were measured with. Regenerate with `perfsim validate "
                 f"--report-only {out} --repredict --gpu {gpu.id}.toml` from "
                 "validate/profiles/; without --repredict the report uses the stored "
-                "predictions (report-first-run.md is that report of the first run).")
+                "predictions (report-first-run.md is that report of the first run). The model "
+                "changes made after the first run, motivated by these measurements, are listed "
+                "in validate/README.md.")
         method = (gpu.calibration or {}).get("cta_overhead_method")
         if method:
             note += "\n\n" + _holdout_note(records, gpu, method)
