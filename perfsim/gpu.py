@@ -179,7 +179,7 @@ class GPUSpec(BaseModel):
         data = self.model_dump()
         data.update({k: (v.model_dump() if isinstance(v, BaseModel) else v)
                      for k, v in fields.items()})
-        changed = sorted(k for k in fields if k not in ("id", "name", "sources"))
+        changed = sorted(k for k in fields if k not in ("id", "name", "sources", "calibration"))
         if changed and "id" not in fields:      # label a what-if as one, unless named
             data["id"] = f"{self.id}*"
         if changed and "name" not in fields:

@@ -47,6 +47,9 @@ def test_unknown_id_lists_the_valid_ones():
 def test_replace_gives_a_validated_what_if():
     b300 = perfsim.load_gpu("b200").replace(mufu_ops_per_clk_per_sm=32, id="b300-like")
     assert b300.mufu_ops_per_s == 2 * perfsim.load_gpu("b200").mufu_ops_per_s
+    unnamed = perfsim.load_gpu("b200").replace(mufu_ops_per_clk_per_sm=32)
+    assert unnamed.id == "b200*" and "what-if: mufu_ops_per_clk_per_sm" in unnamed.name
+    assert perfsim.load_gpu("b200").replace(calibration={"note": "x"}).id == "b200"
     with pytest.raises(perfsim.PerfsimError, match="hbm_bandwidth_bytes_per_s"):
         perfsim.load_gpu("b200").replace(hbm_bandwidth_bytes_per_s=-1)
     with pytest.raises(perfsim.PerfsimError, match="no field"):
