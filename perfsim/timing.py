@@ -163,11 +163,11 @@ def cycle_time(unit_seconds: dict, stations, tiles_in_flight: int):
     """
     k = tiles_in_flight
     times = []
-    for station in stations:
+    for index, station in enumerate(stations):
+        serial = k == 1 and index > 0          # the softmax station of a lone tile
         t = unit_seconds[station[0]]
         for u in station[1:]:
-            t = t + unit_seconds[u] if k == 1 and station is not stations[0] else \
-                maximum(t, unit_seconds[u])
+            t = t + unit_seconds[u] if serial else maximum(t, unit_seconds[u])
         times.append(t)
     slow = maximum(times[0], times[1])
     fast = times[0] + times[1] - slow

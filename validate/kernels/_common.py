@@ -179,6 +179,35 @@ def dtype_name(t) -> str:
     return {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}[t.dtype]
 
 
+@dataclass(frozen=True)
+class Launch:
+    """What every kernel's host side sets up before launching: the checked sizes, the launch
+    configuration it reports, the softmax scale and contiguous inputs."""
+
+    dims: Dims
+    cfg: dict
+    sm_scale: float
+    q: object
+    k: object
+    v: object
+
+
+def prepare(launch_config, q, k, v, *, causal, sm_scale, phase, config) -> Launch:
+    """Check ``q, k, v``, compute the launch configuration (so the kernel launches exactly
+    what it reports), default the scale to ``1/sqrt(d)`` and make the inputs contiguous.
+
+    Raises:
+        ValueError: bad shapes or dtypes (``check_triton_inputs``); TypeError/ValueError for
+            bad knobs (``launch_config``).
+    """
+    dims = check_triton_inputs(q, k, v)
+    cfg = launch_config(dims.batch, dims.heads, dims.kv_heads, dims.seqlen_q, dims.seqlen_k,
+                        dims.head_dim, causal=causal, dtype=dtype_name(q), phase=phase,
+                        **config)
+    scale = default_sm_scale(dims.head_dim) if sm_scale is None else sm_scale
+    return Launch(dims, cfg, scale, q.contiguous(), k.contiguous(), v.contiguous())
+
+
 def kernel_entry(cfg: dict, name: str) -> dict:
     """The entry called ``name`` in a launch config's ``kernels`` list."""
     return next(kernel for kernel in cfg["kernels"] if kernel["name"] == name)

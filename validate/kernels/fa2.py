@@ -18,11 +18,9 @@ import triton.language as tl
 
 from ._common import (
     LOG2_E,
-    check_triton_inputs,
-    default_sm_scale,
-    dtype_name,
     kernel_entry,
     new_output,
+    prepare,
 )
 from ._online_softmax import finalize, kv_block_range, mask_scores, q_block_range, softmax_step
 from .configs import fa2 as launch_config
@@ -158,12 +156,9 @@ def forward(q, k, v, *, causal, sm_scale=None, **config):
     Returns:
         ``(o, lse)``: o ``[B, H, N_q, d]`` in q's dtype; lse ``[B, H, N_q]`` fp32, natural log.
     """
-    dims = check_triton_inputs(q, k, v)
-    cfg = launch_config(dims.batch, dims.heads, dims.kv_heads, dims.seqlen_q, dims.seqlen_k,
-                        dims.head_dim, causal=causal, dtype=dtype_name(q), phase="fwd",
-                        **config)
-    sm_scale = default_sm_scale(dims.head_dim) if sm_scale is None else sm_scale
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    run = prepare(launch_config, q, k, v, causal=causal, sm_scale=sm_scale, phase="fwd",
+                  config=config)
+    dims, cfg, sm_scale, q, k, v = run.dims, run.cfg, run.sm_scale, run.q, run.k, run.v
     o = new_output(q.shape, q.dtype, q.device)
     lse = new_output(q.shape[:3], torch.float32, q.device)
     _fa2_fwd[cfg["grid"]](q, k, v, o, lse, sm_scale * LOG2_E, dims.seqlen_q, dims.seqlen_k,
@@ -178,12 +173,10 @@ def backward(do, q, k, v, o, lse, *, causal, sm_scale=None, **config):
 
     ``o`` and ``lse`` are :func:`forward`'s outputs; ``**config`` as there (``bwd_*`` knobs).
     """
-    dims = check_triton_inputs(q, k, v)
-    cfg = launch_config(dims.batch, dims.heads, dims.kv_heads, dims.seqlen_q, dims.seqlen_k,
-                        dims.head_dim, causal=causal, dtype=dtype_name(q), phase="bwd",
-                        **config)
-    sm_scale = default_sm_scale(dims.head_dim) if sm_scale is None else sm_scale
-    q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
+    run = prepare(launch_config, q, k, v, causal=causal, sm_scale=sm_scale, phase="bwd",
+                  config=config)
+    dims, cfg, sm_scale, q, k, v = run.dims, run.cfg, run.sm_scale, run.q, run.k, run.v
+    o, do = o.contiguous(), do.contiguous()
     dq_accum = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     delta = new_output(q.shape[:3], torch.float32, q.device)
     dk = new_output(k.shape, k.dtype, k.device)

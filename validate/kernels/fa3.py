@@ -21,11 +21,9 @@ import triton.language as tl
 
 from ._common import (
     LOG2_E,
-    check_triton_inputs,
-    default_sm_scale,
-    dtype_name,
     interpreting,
     new_output,
+    prepare,
 )
 from ._online_softmax import finalize, kv_block_range, mask_scores, softmax_step
 from .configs import fa3 as launch_config
@@ -112,12 +110,9 @@ def forward(q, k, v, *, causal, sm_scale=None, **config):
     Returns:
         ``(o, lse)``: o ``[B, H, N_q, d]`` in q's dtype; lse ``[B, H, N_q]`` fp32, natural log.
     """
-    dims = check_triton_inputs(q, k, v)
-    cfg = launch_config(dims.batch, dims.heads, dims.kv_heads, dims.seqlen_q, dims.seqlen_k,
-                        dims.head_dim, causal=causal, dtype=dtype_name(q), phase="fwd",
-                        **config)
-    sm_scale = default_sm_scale(dims.head_dim) if sm_scale is None else sm_scale
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    run = prepare(launch_config, q, k, v, causal=causal, sm_scale=sm_scale, phase="fwd",
+                  config=config)
+    dims, cfg, sm_scale, q, k, v = run.dims, run.cfg, run.sm_scale, run.q, run.k, run.v
     o = new_output(q.shape, q.dtype, q.device)
     lse = new_output(q.shape[:3], torch.float32, q.device)
     if not interpreting():

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import LOG2_E, check_triton_inputs, default_sm_scale, dtype_name, new_output
+from ._common import LOG2_E, new_output, prepare
 from ._exp2 import exp2_mixed
 from ._online_softmax import finalize, kv_block_range, mask_scores, safe_max
 from .configs import fa4 as launch_config
@@ -113,13 +113,10 @@ def forward(q, k, v, *, causal, sm_scale=None, **config):
     Returns:
         ``(o, lse)``: o ``[B, H, N_q, d]`` in q's dtype; lse ``[B, H, N_q]`` fp32, natural log.
     """
-    dims = check_triton_inputs(q, k, v)
-    cfg = launch_config(dims.batch, dims.heads, dims.kv_heads, dims.seqlen_q, dims.seqlen_k,
-                        dims.head_dim, causal=causal, dtype=dtype_name(q), phase="fwd",
-                        **config)
-    sm_scale = default_sm_scale(dims.head_dim) if sm_scale is None else sm_scale
+    run = prepare(launch_config, q, k, v, causal=causal, sm_scale=sm_scale, phase="fwd",
+                  config=config)
+    dims, cfg, sm_scale, q, k, v = run.dims, run.cfg, run.sm_scale, run.q, run.k, run.v
     period = cfg["emulate_period"]
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = new_output(q.shape, q.dtype, q.device)
     lse = new_output(q.shape[:3], torch.float32, q.device)
     _fa4_fwd[cfg["grid"]](q, k, v, o, lse, sm_scale * LOG2_E, cfg["rescale_threshold"],
