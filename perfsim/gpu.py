@@ -89,6 +89,16 @@ class GPUSpec(BaseModel):
     hbm_bytes: int = Field(gt=0, description="device memory capacity")
     hbm_bandwidth_bytes_per_s: float = Field(gt=0, description="device memory bandwidth")
     tmem_bytes_per_sm: int = Field(ge=0, description="Blackwell tensor memory per SM (0: none)")
+    power_capped_clock_hz: float | None = Field(
+        default=None, gt=0, description="SM clock (Hz) measured under sustained dense "
+        "tensor-core work at the board power limit; None where not measured. Not used by "
+        "default (predictions run at clock_hz); replace(clock_hz=...) with it asks what a "
+        "power-capped run takes")
+    tensor_sustained_fraction: float = Field(
+        default=1.0, gt=0, le=1, description="share of the per-clock tensor rates that a "
+        "dense GEMM sustains, measured (cuBLAS on the GPU or its die); 1.0 where not measured. "
+        "Datasheet GPUs are timed with it (TimingParams.tensor_efficiency); a calibrated "
+        "profile's tensor rates are measured already and carry 1.0")
     features: GPUFeatures
     sources: dict[str, str] = Field(default_factory=dict,
                                     description="field name -> where the number comes from")

@@ -65,6 +65,12 @@ class KernelCost:
             (MMA → softmax → MMA) with ``tiles_in_flight`` of them in flight. The timing
             model turns it into time with ``perfsim.timing.cycle_time``; the units in no
             station stay in ``overlap`` and overlap with the cycle.
+        load_chain: ``None``, or ``(waits, bytes)`` per CTA for an *unpipelined* kernel: each
+            CTA stops ``waits`` times for its own global loads (``bytes`` in all) before it
+            can compute, and no load is in flight across those stops (no prefetch; one
+            instruction stream per CTA). The timing model then charges a load latency per
+            wait and a per-CTA load rate (``TimingParams``), and overlaps a CTA's waits only
+            with the compute of the other CTAs resident on its SM (``ctas_per_sm``).
         terms: named sub-counts (e.g. ``{"tensor_flops/QK^T": ...}``) for explanations.
     """
 
@@ -93,6 +99,7 @@ class KernelCost:
     row_length: object = None
     tiled: bool = False
     persistent: bool = False
+    load_chain: tuple | None = None
     terms: dict = field(default_factory=dict)
 
     @property

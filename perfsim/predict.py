@@ -72,7 +72,9 @@ def aggregate(kernels: list[KernelTiming], params: TimingParams):
         for u in UNITS:
             bound_seconds[u] = bound_seconds[u] + np.where(np.asarray(k.bound) == u, body, 0.0)
         bound_seconds["launch"] = bound_seconds["launch"] + overhead
-    stacked = np.stack([np.asarray(bound_seconds[b], dtype=float) for b in BOUNDS])
+    # broadcast: a kernel's grid may depend on fewer sweep axes than its times
+    stacked = np.stack(np.broadcast_arrays(*[np.asarray(bound_seconds[b], dtype=float)
+                                             for b in BOUNDS]))
     bound = np.array(BOUNDS)[np.argmax(stacked, axis=0)]
     if stacked.ndim == 1:
         bound_seconds = {b: float(v) for b, v in bound_seconds.items()}

@@ -132,10 +132,20 @@ class Prediction:
         parts = ", ".join(f"{u} {self.unit_seconds[u] * 1e3:.3f} ms" for u in ranked
                           if self.unit_seconds[u] > 0)
         lines.append(f"Each unit alone: {parts}.")
-        rule = type(self.algorithm).overlap_rule
-        if rule:
-            lines.append(f"Overlap rule: {rule}.")
         heavy = max(self.kernels, key=lambda k: k.seconds)
+        rule = type(self.algorithm).overlap_rule
+        if heavy.load_chain_seconds is not None:
+            compute = sum(heavy.unit_seconds[u] for u in ("tensor", "fp32", "mufu", "smem"))
+            in_flight = min(heavy.cost.ctas_per_sm, heavy.waves)
+            lines.append(f"{heavy.cost.name} is unpipelined: each CTA waits for its own loads "
+                         f"at every step, {heavy.load_chain_seconds * 1e3:.3f} ms of load "
+                         f"waits on the busiest SM against {compute * 1e3:.3f} ms of compute "
+                         "(its units one after another); "
+                         + ("one CTA per SM, so the two add." if in_flight == 1 else
+                            f"{in_flight} CTAs per SM in flight hide one's waits behind "
+                            "another's compute."))
+        elif rule:
+            lines.append(f"Overlap rule: {rule}.")
         if heavy.cost.pipeline is not None:
             stations, tiles = heavy.cost.pipeline
             parts = []
@@ -146,6 +156,16 @@ class Prediction:
             lines.append(f"{heavy.cost.name} is an asynchronous cycle of two stations, "
                          f"{' and '.join(parts)}, with {tiles} tile(s) in flight: both "
                          "stations set its pace, the slower one most.")
+        capped = g.power_capped_clock_hz
+        if capped and capped < g.clock_hz and not g.calibration and self.bound != "hbm":
+            from perfsim.predict import predict
+
+            slower = predict(w, g.replace(clock_hz=capped), self.algorithm)
+            lines.append(f"Times are at the {g.clock_hz / 1e6:.0f} MHz datasheet clock; under "
+                         f"sustained tensor work the power limit holds the SM clock near "
+                         f"{capped / 1e6:.0f} MHz (power_capped_clock_hz, see its source), "
+                         f"where this takes {slower.seconds * 1e3:.3f} ms "
+                         f"({slower.tflops:.1f} TFLOP/s).")
         if not self.fits_memory:
             lines.append(f"Does not fit: needs {self.memory_bytes / 2**30:.1f} GiB, the GPU has "
                          f"{g.hbm_bytes / 2**30:.1f} GiB of HBM.")

@@ -12,6 +12,10 @@ For one kernel on one GPU:
   the whole tiles a CTA computes where the problem ends inside one (``KernelCost.executed``).
 * HBM: ``t_hbm = bytes / (hbm_bandwidth_bytes_per_s × hbm_efficiency)``.
 * Overlap: the kernel's rule groups units; units in a group add, groups overlap (max).
+* Unpipelined kernels (``KernelCost.load_chain``): per SM, a closed cycle of two stations —
+  the CTAs' load waits (``load_latency_s`` per wait plus bytes at ``cta_load_bandwidth``) and
+  their compute (the SM units one after another, as one instruction stream issues them) — with
+  the SM's resident CTAs in flight (``cycle_time``'s queueing result); HBM bandwidth caps it.
 * Launch: ``launch_overhead_s`` per launched kernel (grid > 0); tiled attention kernels add
   ``cta_overhead_s`` per wave of resident CTAs (prologue/epilogue; 0 unless calibrated).
 
@@ -30,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import UNITS, KernelCost
-from perfsim.mathops import cdiv, maximum, where
+from perfsim.mathops import cdiv, maximum, minimum, where
 
 
 class TimingParams(BaseModel):
@@ -40,8 +44,9 @@ class TimingParams(BaseModel):
         hbm_efficiency: fraction of the datasheet HBM bandwidth a streaming kernel reaches.
             Default 0.9: a device-to-device copy moved 4.3 TB/s on an H200 rated 4.8 TB/s
             (device KINDS.md, measured 2026-10-28 and 2026-11-04).
-        tensor_efficiency: fraction of the tensor-core rate reachable; 1.0 for datasheet specs
-            (the per-algorithm pipeline losses are modelled by the algorithms).
+        tensor_efficiency: fraction of the tensor-core rate reachable; ``for_gpu`` takes the
+            GPU's measured ``tensor_sustained_fraction`` (1.0 where none was measured; the
+            per-algorithm pipeline losses are modelled by the algorithms).
         launch_overhead_s: time added per kernel launch. Default 4 µs: the launch-to-launch
             gap of back-to-back eager PyTorch kernels is a few microseconds (an assumption;
             ``perfsim calibrate`` measures it on the GPU at hand).
@@ -52,6 +57,14 @@ class TimingParams(BaseModel):
             ``torch.softmax`` reaches at each row length (interpolated in log2 of the length);
             empty = 1 (datasheet GPUs). From a calibrated profile's ``eager_softmax_<L>``.
         eager_broadcast_fill: the same for ``masked_fill_`` with a broadcast mask.
+        load_latency_s, cta_load_bandwidth: one CTA's unpipelined global-load step (4 warps
+            load a tile, wait, use it) takes ``load_latency_s + bytes / cta_load_bandwidth``.
+            Defaults: 0.50 µs and 59.6 GB/s, a least-squares fit of such a stream (8-64 KiB
+            fp32 tiles, one CTA on each of 32 SMs) measured on an H200
+            (``validate/probes.py`` ``mem_chain``, ``validate/reports/h200/probes/``: 0.62 /
+            0.79 / 1.07 / 1.59 µs per step). Other GPUs: the same values, an assumption (HBM
+            latency is of the same order on every catalog GPU); a calibrated profile may
+            carry its own.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -62,11 +75,14 @@ class TimingParams(BaseModel):
     cta_overhead_s: float = Field(default=0.0, ge=0)
     eager_softmax: tuple[tuple[float, float], ...] = ()
     eager_broadcast_fill: float = Field(default=1.0, gt=0)
+    load_latency_s: float = Field(default=0.503e-6, ge=0)
+    cta_load_bandwidth: float = Field(default=59.6e9, gt=0)
 
     @classmethod
     def for_gpu(cls, gpu: GPUSpec) -> TimingParams:
         """Defaults for ``gpu``: a calibrated profile already holds measured (reachable)
-        rates, so its efficiencies are 1 and its measured launch overhead is used."""
+        rates, so its efficiencies are 1 and its measured launch overhead is used; a datasheet
+        GPU's tensor rates are scaled by its measured ``tensor_sustained_fraction``."""
         if gpu.calibration:
             cal = gpu.calibration
             bw = gpu.hbm_bandwidth_bytes_per_s
@@ -79,8 +95,10 @@ class TimingParams(BaseModel):
                        launch_overhead_s=float(cal.get("launch_overhead_s",
                                                        cls().launch_overhead_s)),
                        cta_overhead_s=float(cal.get("cta_overhead_s", 0.0)),
-                       eager_softmax=softmax, eager_broadcast_fill=fill)
-        return cls()
+                       eager_softmax=softmax, eager_broadcast_fill=fill,
+                       **{k: float(cal[k]) for k in ("load_latency_s", "cta_load_bandwidth")
+                          if k in cal})
+        return cls(tensor_efficiency=gpu.tensor_sustained_fraction)
 
     def eager_efficiency(self, cost: KernelCost):
         """Reachable fraction of HBM bandwidth for an eager kernel (1 when not measured)."""
@@ -102,6 +120,7 @@ class KernelTiming:
     bound: object
     waves: object
     wave_factor: object
+    load_chain_seconds: object = None
 
 
 def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams) -> dict:
@@ -129,7 +148,11 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams) -> KernelT
                     for u in UNITS}
     if cost.eager_op:
         unit_seconds["hbm"] = unit_seconds["hbm"] / params.eager_efficiency(cost)
-    group_seconds = [group_time(unit_seconds, group) for group in cost.overlap]
+    chain = None
+    if cost.load_chain is not None:
+        chain, group_seconds = _load_chain_time(cost, gpu, params, unit_seconds, busiest)
+    else:
+        group_seconds = [group_time(unit_seconds, group) for group in cost.overlap]
     if cost.pipeline is not None:
         group_seconds.append(cycle_time(unit_seconds, *cost.pipeline))
     body = group_seconds[0]
@@ -140,8 +163,32 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams) -> KernelT
         waves = 1 if cost.persistent else cdiv(safe_grid, gpu.sm_count * cost.ctas_per_sm)
         body = body + waves * params.cta_overhead_s
     seconds = body + launched * params.launch_overhead_s
-    bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline)
-    return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest, wave_factor=wave_factor)
+    if chain is not None:
+        compute = group_time(unit_seconds, SM_UNITS)
+        bound = where(chain > compute, "hbm", binding_unit(unit_seconds, (SM_UNITS,)))
+        if not isinstance(bound, np.ndarray):
+            bound = str(bound)
+    else:
+        bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline)
+    return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
+                        wave_factor=wave_factor, load_chain_seconds=chain)
+
+
+#: The SM-side units, in the order one instruction stream issues them.
+SM_UNITS = ("tensor", "fp32", "mufu", "smem")
+
+
+def _load_chain_time(cost: KernelCost, gpu: GPUSpec, params: TimingParams, unit_seconds,
+                     busiest):
+    """``(load-wait seconds of the busiest SM, [cycle time, HBM time])`` for an unpipelined
+    kernel (``KernelCost.load_chain``). The busiest SM runs ``busiest`` CTAs, at most
+    ``ctas_per_sm`` at once: those are the tiles in flight of a two-station cycle, load waits
+    ⇄ compute; with one CTA in flight the two add."""
+    waits, nbytes = cost.load_chain
+    chain = busiest * (waits * params.load_latency_s + nbytes / params.cta_load_bandwidth)
+    compute = group_time(unit_seconds, SM_UNITS)
+    in_flight = minimum(cost.ctas_per_sm, busiest)
+    return chain, [closed_cycle(chain, compute, in_flight), unit_seconds["hbm"]]
 
 
 def cycle_time(unit_seconds: dict, stations, tiles_in_flight: int):
@@ -169,8 +216,16 @@ def cycle_time(unit_seconds: dict, stations, tiles_in_flight: int):
         for u in station[1:]:
             t = t + unit_seconds[u] if serial else maximum(t, unit_seconds[u])
         times.append(t)
-    slow = maximum(times[0], times[1])
-    fast = times[0] + times[1] - slow
+    return closed_cycle(times[0], times[1], k)
+
+
+def closed_cycle(a, b, k):
+    """Seconds of a closed cycle of two stations with total service times ``a`` and ``b`` and
+    ``k`` customers (tiles, CTAs) in flight: ``max(a, b) / U`` with
+    ``U = (1 − ρ^k) / (1 − ρ^(k+1))``, ``ρ = min / max`` (see :func:`cycle_time`); ``k = 1``
+    gives ``a + b``. Works on numpy arrays, ``k`` included."""
+    slow = maximum(a, b)
+    fast = a + b - slow
     rho = fast / where(slow > 0, slow, 1) if isinstance(slow, np.ndarray) else (
         fast / slow if slow else 0.0)
     near_one = abs(1 - rho) < 1e-9

@@ -17,6 +17,11 @@ from perfsim.algorithms.fa4_softmax import (
 )
 
 W = perfsim.AttentionWorkload
+#: P3 App. C.1 fixes the H100's clock at 1830 MHz, but a clock lock does not lift the 700 W
+#: power cap: on the project's H200 (same GH100 SM, same limit) FA3's shape of Table 2 ran at
+#: 1529 MHz, power-capped (the catalog's ``power_capped_clock_hz``, with its source).
+_H100 = perfsim.load_gpu("h100-sxm5")
+H100_POWER_CAPPED = _H100.replace(clock_hz=_H100.power_capped_clock_hz)
 D128 = Dims.of(W(batch=1, heads=16, seqlen_q=8192, head_dim=128, dtype="bf16"))
 
 
@@ -145,7 +150,11 @@ def _best_fwd_tflops(gpu, algo, dims=(64, 128, 256), total=16384):
     return best
 
 
-def test_fa3_headline_within_15_percent_of_840():
+def test_fa3_headline_within_15_percent_of_740_to_840():
+    """P3 v1: "up to 740 TFLOPs/s", measured with the v1 code of Table 2, so on the same
+    power-capped H100 as below; the camera-ready's 840 came from later kernels. At the
+    datasheet clock (1830 MHz held) the model's best is checked against 840."""
+    assert _best_fwd_tflops(H100_POWER_CAPPED, "fa3") == pytest.approx(740, rel=0.15)
     assert _best_fwd_tflops("h100-sxm5", "fa3") == pytest.approx(840, rel=0.15)
 
 
@@ -169,11 +178,10 @@ def test_fa1_forward_at_30_to_50_percent_of_a100_peak():
 
 # --------------------------------------------------------------------------- FA3 ablation
 TABLE2 = W(batch=4, heads=16, seqlen_q=8448, head_dim=128, dtype="fp16")
-H100_1830 = perfsim.load_gpu("h100-sxm5")       # clock_hz is the 1830 MHz of P3 App. C.1
 
 
 def _tflops(cfg):
-    return perfsim.predict(TABLE2, gpu=H100_1830, algorithm=cfg).tflops
+    return perfsim.predict(TABLE2, gpu=H100_POWER_CAPPED, algorithm=cfg).tflops
 
 
 def test_fa3_pingpong_gain_matches_the_paper():
@@ -189,11 +197,6 @@ def test_fa3_mechanisms_order_like_the_paper():
         _tflops(FA3(intra_warpgroup_overlap=False))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "P3 Table 2 (v1 code): 661 / 582 / 570 TFLOP/s. perfsim's throughput model predicts "
-    "~920 / ~850 / ~920: it reproduces the v2 headline (840, within 15 %) and the ping-pong "
-    "gain, but not the v1 code's absolute level at this shape, and it has no term for the "
-    "cost of dropping warp specialisation beyond HBM time. See the closing note of issue 3."))
 @pytest.mark.parametrize("cfg,paper", [
     (FA3(), 661), (FA3(intra_warpgroup_overlap=False), 582), (FA3(warp_specialized=False), 570)])
 def test_fa3_table2_within_10_percent(cfg, paper):

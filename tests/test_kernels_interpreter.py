@@ -277,3 +277,22 @@ def test_launch_configs_report_what_runs():
         configs.fa4(*dims, emulate_fraction=0.3)
     with pytest.raises(ValueError):
         configs.fa3(*dims, block_m=48)
+
+
+@pytest.mark.parametrize("variant", ["shipped", "reciprocal"])
+def test_fa1_probe_variants_match_the_reference(variant):
+    """The FA1 variants timed by ``validate/probes.py`` compute attention (non-causal, fp16,
+    whole tiles), so their timings describe FlashAttention, not a broken kernel."""
+    from perfsim.validate.probes import FA1_VARIANTS, _fa1_variant
+
+    stages, warps, recip, hbm, math_on = FA1_VARIANTS[variant]
+    g = torch.Generator().manual_seed(zlib.crc32(variant.encode()))
+    b, h, n, d, bm, bn = 1, 2, 64, 16, 16, 32
+    q, k, v = (torch.randn(b, h, n, d, generator=g).to(torch.float16) for _ in range(3))
+    o_ws, l_ws = torch.zeros(b, h, n, d), torch.zeros(b, h, n)
+    m_ws, sink = torch.full((b, h, n), -1e30), torch.empty(b * h, bm, d)
+    _fa1_variant[(b * h,)](q, k, v, o_ws, l_ws, m_ws, sink, d**-0.5 * _common.LOG2_E, n,
+                           HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, RECIP=recip, HBM=hbm,
+                           MATH=math_on, num_stages=stages, num_warps=warps)
+    ref, _ = reference_attention(q, k, v, causal=False)
+    assert relative_error(o_ws, ref) < TOL[torch.float16]

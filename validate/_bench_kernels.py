@@ -36,6 +36,18 @@ def fma_loop(X, Y, iters, a, b, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
 
 
 @triton.jit
+def load_chain(X, Y, steps, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """One CTA walks ``steps`` fp32 tiles of ROWS x COLS: load, add 1, store, next — no
+    software pipelining, so each step's load waits for the previous step's arithmetic."""
+    pid = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
+    base = pid * steps * ROWS * COLS
+    for i in range(steps):
+        t = tl.load(X + base + i * ROWS * COLS + offs)
+        tl.store(Y + base + i * ROWS * COLS + offs, t + 1.0)
+
+
+@triton.jit
 def noop(X):
     """One thread block storing one element: the cheapest kernel a launch can run."""
     tl.store(X, 1.0)

@@ -12,6 +12,8 @@ field                               from
 ``fp32_flops_per_clk_per_sm``       FMA FLOP/s ÷ (``sm_count`` × ``clock_hz``)
 ``sm_count``, ``l2_bytes``          torch.cuda.get_device_properties (when they differ)
 ``[calibration].launch_overhead_s`` median time of a trivial Triton kernel
+``[calibration].load_latency_s``,   an unpipelined CTA's load step at four tile sizes,
+``cta_load_bandwidth``              ``latency + bytes / rate`` (``microbench.load_chain``)
 ==================================  =========================================================
 
 ``clock_hz`` becomes the SM clock read (nvidia-smi) right after the microbenchmarks, when it can
@@ -21,7 +23,7 @@ rates (shared memory, ``mma.sync``) then run at that clock too. Every
 replaced field's ``sources`` entry reads ``M: measured by perfsim calibrate on <device> <date>:
 <method>``; what was not measured keeps the base value and source. The ``[calibration]`` table
 (strings) records device, driver, versions, date and method; ``TimingParams.for_gpu`` reads
-``launch_overhead_s`` from it and treats the rates as reachable (efficiency 1).
+``launch_overhead_s``, ``load_latency_s`` and ``cta_load_bandwidth`` from it and treats the rates as reachable (efficiency 1).
 """
 
 from __future__ import annotations
@@ -91,6 +93,10 @@ def build_profile(base: GPUSpec, measurements: list[Measurement], device: dict,
             calibration["launch_overhead_s"] = repr(float(m.value))
             calibration["launch_overhead_method"] = m.method
             continue
+        if m.name in ("load_latency_s", "cta_load_bandwidth") and m.value is not None:
+            calibration[m.name] = repr(float(m.value))
+            calibration[f"{m.name}_method"] = m.method
+            continue
         if m.name.startswith("eager_") and m.value is not None:
             calibration[m.name] = repr(float(m.value))
             calibration[f"{m.name}_method"] = m.method
@@ -109,6 +115,10 @@ def build_profile(base: GPUSpec, measurements: list[Measurement], device: dict,
             data[fld] = {**data[fld], key: float(value)}
             sources[f"{fld}.{key}"] = f"{tag}: {method}"
         calibration[f"measured_{m.name}"] = f"{m.value:.6g} {m.unit}"
+    if any(m.name.startswith("matmul_") and m.value is not None for m in measurements):
+        data["tensor_sustained_fraction"] = 1.0
+        sources["tensor_sustained_fraction"] = (f"{tag}: the tensor rates above are measured "
+                                                "GEMM rates, so nothing is scaled")
     if not_measured:
         calibration["not_measured"] = "; ".join(not_measured)
     data.update(id=f"{base.id}-calibrated", name=f"{name} (calibrated from {base.id})",

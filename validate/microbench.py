@@ -8,6 +8,7 @@ device METHOD.md) and ``triton.testing.do_bench`` medians; each takes well under
 * :func:`matmul` — dense 8192³ products per dtype through torch (cuBLAS; WGMMA on Hopper).
 * :func:`exp2` — MUFU ex2 rate: independent ``tl.exp2`` chains on registers; PTX checked.
 * :func:`fma` — FP32 FMA rate: independent ``tl.fma`` chains on registers; PTX checked.
+* :func:`load_chain` — an unpipelined CTA's load step, ``latency + bytes / per-CTA rate``.
 * :func:`launch_overhead` — median time of a one-thread Triton kernel, plus back-to-back rates.
 * :func:`smem_bandwidth` — not measured (see its docstring).
 
@@ -228,6 +229,42 @@ def launch_overhead(back_to_back: int = 2000) -> Measurement:
                        {"triton_back_to_back_s": triton_gap, "eager_back_to_back_s": eager_gap})
 
 
+#: load_chain: tiles of 64 rows x these fp32 columns (8-64 KiB), CTAs (one per SM on 32 SMs,
+#: far from the HBM limit), steps per CTA.
+CHAIN_COLS, CHAIN_GRID, CHAIN_STEPS = (32, 64, 128, 256), 32, 256
+
+
+def load_chain() -> list[Measurement]:
+    """An unpipelined CTA's global-load step (4 warps load a tile, wait, add, store, next):
+    per-step time at four tile sizes, fitted by least squares as ``latency + bytes / rate``.
+    Returns two measurements: ``load_latency_s`` (s) and ``cta_load_bandwidth`` (B/s), used
+    by ``KernelCost.load_chain`` (perfsim.timing)."""
+    import numpy as np
+    import torch
+
+    from perfsim.validate import _bench_kernels as bk
+
+    sizes, times = [], []
+    for cols in CHAIN_COLS:
+        n = CHAIN_GRID * CHAIN_STEPS * 64 * cols
+        x = torch.randn(n, device="cuda")
+        y = torch.empty_like(x)
+
+        def run(x=x, y=y, cols=cols):
+            bk.load_chain[(CHAIN_GRID,)](x, y, CHAIN_STEPS, ROWS=64, COLS=cols, num_warps=4,
+                                        num_stages=1)
+        run()
+        sizes.append(64 * cols * 4)
+        times.append(_median_s(run, rep_ms=200) / CHAIN_STEPS)
+    slope, latency = np.polyfit(sizes, times, 1)
+    steps = ", ".join(f"{b // 1024} KiB {t * 1e6:.3f} us" for b, t in zip(sizes, times))
+    method = (f"Triton kernel, one 4-warp CTA on each of {CHAIN_GRID} SMs walks {CHAIN_STEPS} "
+              f"fp32 tiles (load, add 1, store, no prefetch); per step: {steps}; least-squares "
+              "fit t = latency + bytes / rate")
+    return [Measurement("load_latency_s", float(latency), "s", method),
+            Measurement("cta_load_bandwidth", float(1 / slope), "B/s", method)]
+
+
 def smem_bandwidth() -> Measurement:
     """Not measured: Triton exposes no shared-memory load or store, so a Triton kernel cannot
     stream shared memory alone — any kernel that stages data there (layout conversions, dot
@@ -253,18 +290,19 @@ def run_all(on_result=None) -> list[Measurement]:
     jobs = [("hbm_copy", hbm_copy)]
     jobs += [(f"matmul_{d}", lambda d=d: matmul(d)) for d in MATMUL_DTYPES]
     jobs += [("mufu_exp2", exp2), ("fp32_fma", fma), ("launch_overhead", launch_overhead),
-             ("smem_bandwidth", smem_bandwidth)]
+             ("load_chain", load_chain), ("smem_bandwidth", smem_bandwidth)]
     from perfsim.validate import eager_ceilings
 
     jobs += eager_ceilings.jobs()
     out = []
     for name, job in jobs:
         try:
-            m = job()
+            got = job()
         except Exception as exc:  # noqa: BLE001 - recorded as not measured
             text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-            m = Measurement(name, None, "", f"not measured: {type(exc).__name__}: {text}")
-        out.append(m)
-        if on_result:
-            on_result(m)
+            got = Measurement(name, None, "", f"not measured: {type(exc).__name__}: {text}")
+        for m in got if isinstance(got, list) else [got]:
+            out.append(m)
+            if on_result:
+                on_result(m)
     return out

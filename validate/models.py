@@ -65,8 +65,10 @@ def _standard(cfg: dict, gpu: GPUSpec, family: str | None):
 def _fa1(cfg: dict, gpu: GPUSpec, family: str | None):
     # grid (B*H,): one CTA per (batch, head), no query split; fully masked tiles are skipped.
     # O, l and m make their round trips in fp32 workspaces (launch_config o_workspace_dtype).
+    # Unpipelined: every inner step waits for its loads; Triton's num_stages 2 and 3 did not
+    # change the step time on the H200 (validate/reports/h200/probes/clocks-fa1.json).
     o_bytes = 4 if cfg.get("o_workspace_dtype") == "fp32" else None
-    return algorithms.FA1(block_r=cfg["block_m"], block_c=cfg["block_n"],
+    return algorithms.FA1(block_r=cfg["block_m"], block_c=cfg["block_n"], pipelined=False,
                           warps=cfg["num_warps"], q_splits=1, skip_masked_tiles=True,
                           o_workspace_bytes=o_bytes, tensor_family=_family(gpu, cfg, family))
 

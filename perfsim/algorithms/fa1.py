@@ -21,7 +21,11 @@ head, each taking every ``q_splits``-th query tile and streaming all of K, V its
 
 Overlap: as FA2, each warp runs its MMAs, softmax and exps one after the other (``mma.sync``);
 shared-memory and HBM traffic (the O, ℓ, m round trips included) overlap with that math
-through the other warps and CTAs of the SM.
+through the other warps and CTAs of the SM. ``pipelined=False`` describes a kernel whose CTA
+waits for each step's loads (``Q_i, O_i, ℓ_i, m_i``; ``K_j, V_j`` per outer step) before it
+computes, with nothing prefetched — perfsim's Triton FA1 kernel on an H200, where Triton's
+``num_stages`` 2 and 3 leave the nested inner loop unpipelined (``validate/probes.py``): then
+only the other CTAs on an SM hide a CTA's load waits (``KernelCost.load_chain``).
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ class FA1(Algorithm):
             ``None`` = the input dtype (Algorithm 1). FA1's CUDA kernels and perfsim's Triton
             kernel keep it in fp32 (4) and write O in the input dtype at the end.
         tensor_family: ``mma_sync`` (FA1 predates Hopper instructions).
+        pipelined: the forward's loads overlap computation (True), or every step waits for
+            its own loads (False; see the module docstring).
     """
 
     name: ClassVar[str] = "fa1"
@@ -82,6 +88,7 @@ class FA1(Algorithm):
     o_workspace_bytes: int | None = Field(default=None, ge=1, le=8)
     tensor_family: str = "mma_sync"
     registers_per_thread: int = Field(default=255, ge=16, le=255)
+    pipelined: bool = True
 
     def tiles(self, dims: Dims, gpu: GPUSpec):
         """``(B_r, B_c, M)`` with ``M`` in elements (Algorithm 1 line 1).
@@ -191,9 +198,20 @@ class FA1(Algorithm):
                                  + bh * v.tiles * b_c * (dims.d + dims.d_v) + elems)
             + 4 * self.warps * rows_steps * dims.d_v,
             overlap=SERIAL_COMPUTE,
+            load_chain=None if self.pipelined else self._load_chain(dims, v, o_b, splits),
             terms={"block_r": b_r, "block_c": b_c, "tiles": bh * v.tiles, "ctas_per_sm": ctas,
                    "q_splits": splits},
         )
+
+    def _load_chain(self, dims: Dims, v, o_b, splits):
+        """``(waits, bytes)`` one CTA loads when every step waits for its own loads: each
+        inner step ``Q_i, O_i, ℓ_i, m_i``; each outer step ``K_j, V_j``; the final pass
+        ``O_i, ℓ_i, m_i`` once more to write O and the logsumexp."""
+        stats = STATS_PER_ROW * STAT_BYTES
+        nbytes = (v.kv_outer_rows * (dims.e * dims.d + o_b * dims.d_v + stats) / splits
+                  + dims.N_k * dims.e * (dims.d + dims.d_v)
+                  + dims.N_q * (o_b * dims.d_v + stats) / splits)
+        return v.tiles / splits + v.kv_tiles + v.q_tiles / splits, nbytes
 
     def _backward(self, dims, gpu, v, b_r, b_c, smem, ctas, splits) -> KernelCost:
         e, bh = dims.e, dims.B * dims.H

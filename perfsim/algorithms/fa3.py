@@ -10,7 +10,11 @@ Mechanisms, each a switch:
 * ``intra_warpgroup_overlap`` (§3.2): inside a warpgroup, the softmax of tile j runs while the
   ``Q K_{j+1}ᵀ`` GEMM runs; only the ``P V`` GEMM stays on the softmax's path.
 * ``warp_specialized`` (§3.1): with a producer warpgroup, loads overlap everything; without
-  it, the consumers issue and wait for their loads, so HBM time joins the MMA path.
+  it, the consumers issue and wait for their loads, so HBM time joins the MMA path — and
+  ping-pong is lost: both consumer warpgroups read the same K/V stage, so without a producer
+  they meet at a CTA-wide barrier before each stage is refilled, which puts them back in
+  phase every tile (perfsim's reading; the paper's no-warp-specialisation figure, 570
+  TFLOP/s, equals its no-ping-pong one, §3.1).
 
 Timing: a closed MMA ⇄ softmax cycle (``perfsim.timing.cycle_time``) with one tile in
 flight plus one for ping-pong and one for intra-warpgroup pipelining: with neither switch the
@@ -122,7 +126,8 @@ class FA3(FA2):
             "tensor", "smem", "hbm")
         if phase == "bwd":
             return ((mma, ("mufu", "fp32")), 2)
-        return ((mma, ("mufu", "fp32")), 1 + self.pingpong + self.intra_warpgroup_overlap)
+        staggered = self.pingpong and self.warp_specialized
+        return ((mma, ("mufu", "fp32")), 1 + staggered + self.intra_warpgroup_overlap)
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         missing = [f for f in ("tma", "wgmma") if not getattr(gpu.features, f)]
