@@ -95,10 +95,11 @@ class GPUSpec(BaseModel):
         "default (predictions run at clock_hz); replace(clock_hz=...) with it asks what a "
         "power-capped run takes")
     tensor_sustained_fraction: float = Field(
-        default=1.0, gt=0, le=1, description="share of the per-clock tensor rates that a "
-        "dense GEMM sustains, measured (cuBLAS on the GPU or its die); 1.0 where not measured. "
-        "Datasheet GPUs are timed with it (TimingParams.tensor_efficiency); a calibrated "
-        "profile's tensor rates are measured already and carry 1.0")
+        default=1.0, gt=0, le=1, description="share of the native family's per-clock tensor "
+        "rates that a dense GEMM sustains, measured (cuBLAS on the GPU or its die); 1.0 where "
+        "not measured. The timing model scales the native family's rates by it "
+        "(perfsim.timing.rates); a calibrated profile's tensor rates are measured already and "
+        "carry 1.0")
     features: GPUFeatures
     sources: dict[str, str] = Field(default_factory=dict,
                                     description="field name -> where the number comes from")

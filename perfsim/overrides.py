@@ -69,6 +69,10 @@ class Override:
 
 def _scaled(current, factor, field: str):
     if isinstance(current, bool) or not isinstance(current, (int, float)):
+        if current is None:
+            raise PerfsimError(f"GPU override {field!r}: a GPU in the sweep has no value to "
+                               "scale (None); set the field instead, or sweep only GPUs "
+                               "that have it")
         raise PerfsimError(f"GPU override {field!r}: cannot scale a {type(current).__name__}")
     if not isinstance(factor, (int, float)) or isinstance(factor, bool):
         raise PerfsimError(f"GPU override {field!r}: scale factors must be numbers, "

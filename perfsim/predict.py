@@ -47,11 +47,12 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
         unit_seconds={u: float(t) for u, t in unit_seconds.items()},
         bound_seconds={u: float(t) for u, t in bound_seconds.items()},
         counts=Counts.total(kernels), memory_bytes=float(algo.memory_bytes(dims, spec)),
-        kernels=kernels)
+        kernels=kernels, timing=params)
 
 
-#: What a prediction can be bound by: a unit, or the kernel-launch overhead.
-BOUNDS: tuple[str, ...] = (*UNITS, "launch")
+#: What a prediction can be bound by: a unit, the load latency of an unpipelined kernel
+#: (``KernelCost.load_chain``), or the kernel-launch overhead.
+BOUNDS: tuple[str, ...] = (*UNITS, "latency", "launch")
 
 
 def aggregate(kernels: list[KernelTiming], params: TimingParams):
@@ -69,7 +70,7 @@ def aggregate(kernels: list[KernelTiming], params: TimingParams):
         launched = np.asarray(k.cost.grid) > 0
         overhead = np.where(launched, params.launch_overhead_s, 0.0)
         body = k.seconds - overhead
-        for u in UNITS:
+        for u in BOUNDS[:-1]:
             bound_seconds[u] = bound_seconds[u] + np.where(np.asarray(k.bound) == u, body, 0.0)
         bound_seconds["launch"] = bound_seconds["launch"] + overhead
     # broadcast: a kernel's grid may depend on fewer sweep axes than its times

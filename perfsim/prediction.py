@@ -17,6 +17,7 @@ UNIT_WORDS = {
     "mufu": "the exp unit (MUFU)",
     "smem": "shared-memory bandwidth",
     "hbm": "HBM bandwidth",
+    "latency": "memory latency (an unpipelined kernel waiting for its own loads)",
 }
 
 
@@ -82,13 +83,14 @@ class Prediction:
         workload, gpu: the inputs; ``algorithm``: the resolved config (``.label()``).
         seconds: predicted wall time of all kernels (s).
         tflops: achieved TFLOP/s by the FlashAttention convention (``model_flops / seconds``).
-        bound: the unit that binds most of the time (``tensor``, ``fp32``, ``mufu``, ``smem``,
-            ``hbm`` or ``launch``).
+        bound: what binds most of the time (``tensor``, ``fp32``, ``mufu``, ``smem``,
+            ``hbm``, ``latency`` (an unpipelined kernel's load waits) or ``launch``).
         unit_seconds: per unit, its time summed over kernels (s), had it run alone.
         bound_seconds: per unit, the kernel time during which it was the binding unit (s).
         counts: :class:`Counts` totals.
         memory_bytes: peak HBM footprint (inputs, outputs, saved tensors, transients).
         kernels: per-kernel :class:`perfsim.timing.KernelTiming`, in launch order.
+        timing: the :class:`perfsim.timing.TimingParams` the times were computed with.
     """
 
     workload: AttentionWorkload
@@ -102,6 +104,7 @@ class Prediction:
     counts: Counts
     memory_bytes: float
     kernels: list
+    timing: object = None
 
     @property
     def model_flops(self) -> float:
@@ -134,16 +137,19 @@ class Prediction:
         lines.append(f"Each unit alone: {parts}.")
         heavy = max(self.kernels, key=lambda k: k.seconds)
         rule = type(self.algorithm).overlap_rule
-        if heavy.load_chain_seconds is not None:
-            compute = sum(heavy.unit_seconds[u] for u in ("tensor", "fp32", "mufu", "smem"))
+        if heavy.load_chain is not None:
+            parts = heavy.load_chain
             in_flight = min(heavy.cost.ctas_per_sm, heavy.waves)
-            lines.append(f"{heavy.cost.name} is unpipelined: each CTA waits for its own loads "
-                         f"at every step, {heavy.load_chain_seconds * 1e3:.3f} ms of load "
-                         f"waits on the busiest SM against {compute * 1e3:.3f} ms of compute "
-                         "(its units one after another); "
-                         + ("one CTA per SM, so the two add." if in_flight == 1 else
-                            f"{in_flight} CTAs per SM in flight hide one's waits behind "
-                            "another's compute."))
+            lines.append(
+                f"{heavy.cost.name} is unpipelined: each CTA waits for its own loads at every "
+                f"step. On the busiest SM: load latency {parts['latency'] * 1e3:.3f} ms, load "
+                f"transfers {parts['load'] * 1e3:.3f} ms, compute {parts['compute'] * 1e3:.3f} "
+                "ms (its units one after another, shared memory included); "
+                + ("one CTA per SM, so the three add" if in_flight == 1 else
+                   f"{in_flight} CTAs per SM overlap one's latency with the others' transfers "
+                   "and compute (transfers and compute serve one CTA at a time)")
+                + (f"; HBM bandwidth ({heavy.unit_seconds['hbm'] * 1e3:.3f} ms) takes longer "
+                   "still and sets the time." if heavy.bound == "hbm" else "."))
         elif rule:
             lines.append(f"Overlap rule: {rule}.")
         if heavy.cost.pipeline is not None:
@@ -157,15 +163,15 @@ class Prediction:
                          f"{' and '.join(parts)}, with {tiles} tile(s) in flight: both "
                          "stations set its pace, the slower one most.")
         capped = g.power_capped_clock_hz
-        if capped and capped < g.clock_hz and not g.calibration and self.bound != "hbm":
+        if capped and capped < g.clock_hz and self.bound == "tensor":
             from perfsim.predict import predict
 
-            slower = predict(w, g.replace(clock_hz=capped), self.algorithm)
-            lines.append(f"Times are at the {g.clock_hz / 1e6:.0f} MHz datasheet clock; under "
-                         f"sustained tensor work the power limit holds the SM clock near "
-                         f"{capped / 1e6:.0f} MHz (power_capped_clock_hz, see its source), "
-                         f"where this takes {slower.seconds * 1e3:.3f} ms "
-                         f"({slower.tflops:.1f} TFLOP/s).")
+            slower = predict(w, g.replace(clock_hz=capped), self.algorithm, timing=self.timing)
+            lines.append(f"Times are at clock_hz = {g.clock_hz / 1e6:.0f} MHz. Dense tensor-core "
+                         f"work can be held lower by the board power limit: "
+                         f"power_capped_clock_hz = {capped / 1e6:.0f} MHz (see its source; "
+                         f"lighter kernels ran faster), where this takes "
+                         f"{slower.seconds * 1e3:.3f} ms ({slower.tflops:.1f} TFLOP/s).")
         if not self.fits_memory:
             lines.append(f"Does not fit: needs {self.memory_bytes / 2**30:.1f} GiB, the GPU has "
                          f"{g.hbm_bytes / 2**30:.1f} GiB of HBM.")

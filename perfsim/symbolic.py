@@ -20,6 +20,8 @@ every re-read goes to HBM, as in the FA1 paper's IO analysis (Theorem 2), which 
 Closed forms count the tiles as visited; the numeric path also times the padding of partial
 tiles on the SM units (``perfsim.algorithms.base.with_whole_tiles``), so SM-side times agree
 at tile multiples. Counts (FLOPs, bytes, exps) agree everywhere (``tests/test_symbolic.py``).
+The crossovers compare unit times: an unpipelined kernel's load waits
+(``KernelCost.load_chain``, e.g. ``FA1(pipelined=False)``) are not part of them.
 """
 
 from __future__ import annotations

@@ -12,10 +12,12 @@ For one kernel on one GPU:
   the whole tiles a CTA computes where the problem ends inside one (``KernelCost.executed``).
 * HBM: ``t_hbm = bytes / (hbm_bandwidth_bytes_per_s × hbm_efficiency)``.
 * Overlap: the kernel's rule groups units; units in a group add, groups overlap (max).
-* Unpipelined kernels (``KernelCost.load_chain``): per SM, a closed cycle of two stations —
-  the CTAs' load waits (``load_latency_s`` per wait plus bytes at ``cta_load_bandwidth``) and
-  their compute (the SM units one after another, as one instruction stream issues them) — with
-  the SM's resident CTAs in flight (``cycle_time``'s queueing result); HBM bandwidth caps it.
+* Unpipelined kernels (``KernelCost.load_chain``): per SM, the resident CTAs circulate
+  through a load latency (``load_latency_s`` per wait; the waits of different CTAs overlap), the
+  SM's load path (bytes at ``cta_load_bandwidth``, one CTA's loads at a time) and the SM's
+  compute (its units one after another, as one instruction stream issues them): a closed
+  queueing network solved exactly by mean-value analysis (``unpipelined_time``); HBM bandwidth
+  caps it.
 * Launch: ``launch_overhead_s`` per launched kernel (grid > 0); tiled attention kernels add
   ``cta_overhead_s`` per wave of resident CTAs (prologue/epilogue; 0 unless calibrated).
 
@@ -44,9 +46,10 @@ class TimingParams(BaseModel):
         hbm_efficiency: fraction of the datasheet HBM bandwidth a streaming kernel reaches.
             Default 0.9: a device-to-device copy moved 4.3 TB/s on an H200 rated 4.8 TB/s
             (device KINDS.md, measured 2026-10-28 and 2026-11-04).
-        tensor_efficiency: fraction of the tensor-core rate reachable; ``for_gpu`` takes the
-            GPU's measured ``tensor_sustained_fraction`` (1.0 where none was measured; the
-            per-algorithm pipeline losses are modelled by the algorithms).
+        tensor_efficiency: a further factor on every tensor-core rate (default 1.0; the GPU's
+            own measured ``tensor_sustained_fraction`` is applied by :func:`rates` to its
+            native instruction family, and the per-algorithm pipeline losses are modelled by
+            the algorithms).
         launch_overhead_s: time added per kernel launch. Default 4 µs: the launch-to-launch
             gap of back-to-back eager PyTorch kernels is a few microseconds (an assumption;
             ``perfsim calibrate`` measures it on the GPU at hand).
@@ -59,6 +62,9 @@ class TimingParams(BaseModel):
         eager_broadcast_fill: the same for ``masked_fill_`` with a broadcast mask.
         load_latency_s, cta_load_bandwidth: one CTA's unpipelined global-load step (4 warps
             load a tile, wait, use it) takes ``load_latency_s + bytes / cta_load_bandwidth``.
+            With 2 and 3 CTAs per SM the latency overlaps and the bytes do not (H200,
+            ``probes.py`` ``coresident``: 2 KiB steps 0.51 / 0.59 / 0.65 µs, L2-resident 16 KiB
+            steps 0.58 / 1.15 / 1.70 µs at 1 / 2 / 3 CTAs per SM).
             Defaults: 0.50 µs and 59.6 GB/s, a least-squares fit of such a stream (8-64 KiB
             fp32 tiles, one CTA on each of 32 SMs) measured on an H200
             (``validate/probes.py`` ``mem_chain``, ``validate/reports/h200/probes/``: 0.62 /
@@ -81,8 +87,7 @@ class TimingParams(BaseModel):
     @classmethod
     def for_gpu(cls, gpu: GPUSpec) -> TimingParams:
         """Defaults for ``gpu``: a calibrated profile already holds measured (reachable)
-        rates, so its efficiencies are 1 and its measured launch overhead is used; a datasheet
-        GPU's tensor rates are scaled by its measured ``tensor_sustained_fraction``."""
+        rates, so its efficiencies are 1 and its measured launch overhead is used."""
         if gpu.calibration:
             cal = gpu.calibration
             bw = gpu.hbm_bandwidth_bytes_per_s
@@ -98,7 +103,7 @@ class TimingParams(BaseModel):
                        eager_softmax=softmax, eager_broadcast_fill=fill,
                        **{k: float(cal[k]) for k in ("load_latency_s", "cta_load_bandwidth")
                           if k in cal})
-        return cls(tensor_efficiency=gpu.tensor_sustained_fraction)
+        return cls()
 
     def eager_efficiency(self, cost: KernelCost):
         """Reachable fraction of HBM bandwidth for an eager kernel (1 when not measured)."""
@@ -120,15 +125,19 @@ class KernelTiming:
     bound: object
     waves: object
     wave_factor: object
-    load_chain_seconds: object = None
+    load_chain: dict | None = None
 
 
 def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams) -> dict:
     """Per-GPU rate of each unit for this kernel (per second, whole GPU)."""
     per_sm = gpu.sm_count * gpu.clock_hz
+    # the measured GEMM efficiency scales the native family's (datasheet) rates; a non-native
+    # family's table (mma.sync on Hopper) is its own measured rate
+    sustained = (gpu.tensor_sustained_fraction
+                 if cost.tensor_family in (None, gpu.native_tensor_family) else 1.0)
     return {
         "tensor": gpu.tensor_flops_per_clk(cost.tensor_dtype, cost.tensor_family) * per_sm
-        * params.tensor_efficiency,
+        * params.tensor_efficiency * sustained,
         "fp32": gpu.fp32_flops_per_clk_per_sm * per_sm,
         "mufu": gpu.mufu_ops_per_clk_per_sm * per_sm,
         "smem": gpu.smem_bandwidth_bytes_per_clk_per_sm * per_sm,
@@ -164,14 +173,11 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams) -> KernelT
         body = body + waves * params.cta_overhead_s
     seconds = body + launched * params.launch_overhead_s
     if chain is not None:
-        compute = group_time(unit_seconds, SM_UNITS)
-        bound = where(chain > compute, "hbm", binding_unit(unit_seconds, (SM_UNITS,)))
-        if not isinstance(bound, np.ndarray):
-            bound = str(bound)
+        bound = chain.pop("bound")
     else:
         bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline)
     return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
-                        wave_factor=wave_factor, load_chain_seconds=chain)
+                        wave_factor=wave_factor, load_chain=chain)
 
 
 #: The SM-side units, in the order one instruction stream issues them.
@@ -180,15 +186,63 @@ SM_UNITS = ("tensor", "fp32", "mufu", "smem")
 
 def _load_chain_time(cost: KernelCost, gpu: GPUSpec, params: TimingParams, unit_seconds,
                      busiest):
-    """``(load-wait seconds of the busiest SM, [cycle time, HBM time])`` for an unpipelined
-    kernel (``KernelCost.load_chain``). The busiest SM runs ``busiest`` CTAs, at most
-    ``ctas_per_sm`` at once: those are the tiles in flight of a two-station cycle, load waits
-    ⇄ compute; with one CTA in flight the two add."""
+    """``(parts, [time, HBM time])`` for an unpipelined kernel (``KernelCost.load_chain``).
+
+    The busiest SM runs ``busiest`` CTAs, ``k = min(ctas_per_sm, busiest)`` at a time. Per
+    CTA: ``Z = waits × load_latency_s`` of pure delay, ``D_load = bytes / cta_load_bandwidth``
+    on the SM's load path and ``D_compute`` (the SM units' times, one after another, per CTA)
+    on its compute; the SM finishes after ``busiest`` CTAs at the throughput of
+    :func:`unpipelined_time`. ``parts`` holds the busiest SM's ``latency``, ``load`` and
+    ``compute`` seconds (their sum is the one-CTA-per-SM time) and the ``bound``: ``hbm`` when
+    HBM bandwidth sets the time, else the station with the largest residence time —
+    ``latency`` for the delay or the load path (a CTA's own loads, not the HBM bandwidth,
+    limit it), or the largest SM unit for compute."""
     waits, nbytes = cost.load_chain
-    chain = busiest * (waits * params.load_latency_s + nbytes / params.cta_load_bandwidth)
     compute = group_time(unit_seconds, SM_UNITS)
+    latency = busiest * waits * params.load_latency_s
+    load = busiest * nbytes / params.cta_load_bandwidth
     in_flight = minimum(cost.ctas_per_sm, busiest)
-    return chain, [closed_cycle(chain, compute, in_flight), unit_seconds["hbm"]]
+    t, residence = unpipelined_time(latency, load, compute, in_flight)
+    names = np.array(["latency", "latency", "compute"])
+    worst = np.argmax(np.stack(np.broadcast_arrays(*residence)), axis=0)
+    station = names[worst]
+    sm_bound = binding_unit(unit_seconds, (SM_UNITS,))
+    bound = np.where(unit_seconds["hbm"] >= t, "hbm",
+                     np.where(station == "compute", sm_bound, station))
+    bound = bound if bound.ndim else str(bound)
+    return ({"latency": latency, "load": load, "compute": compute, "bound": bound},
+            [t, unit_seconds["hbm"]])
+
+
+def unpipelined_time(latency, load, compute, k):
+    """Exact mean-value analysis of a closed network: ``k`` customers (resident CTAs) cycle
+    through a delay station (total ``latency``: waits overlap across customers) and two
+    single-server stations (total ``load`` and ``compute``: one customer at a time), the
+    totals being those of the whole run on one SM. Product-form (exponential service)
+    assumption, as :func:`closed_cycle`. ``k = 1`` gives ``latency + load + compute``; many
+    customers give ``max(load, compute)``.
+
+    Returns:
+        ``(seconds, (latency, load residence, compute residence))`` — the residences per
+        cycle scaled to the run, for naming the binding station. Works on numpy arrays.
+    """
+    k = np.asarray(k)
+    q_load = q_comp = 0.0
+    x = r_load = r_comp = None
+    for n in range(1, max(int(np.max(k)), 1) + 1):
+        rl, rc = load * (1 + q_load), compute * (1 + q_comp)
+        cycle = np.asarray(latency + rl + rc, dtype=float)
+        xn = n / np.where(cycle > 0, cycle, 1.0)
+        q_load, q_comp = xn * rl, xn * rc
+        first = x is None
+        x = xn if first else np.where(k == n, xn, x)
+        r_load = rl if first else np.where(k == n, rl, r_load)
+        r_comp = rc if first else np.where(k == n, rc, r_comp)
+    total = np.asarray(latency + load + compute, dtype=float)
+    seconds = np.where(total > 0, 1 / np.where(x > 0, x, 1.0), 0.0)
+    if seconds.ndim == 0:
+        return float(seconds), (float(latency), float(r_load), float(r_comp))
+    return seconds, (latency, r_load, r_comp)
 
 
 def cycle_time(unit_seconds: dict, stations, tiles_in_flight: int):

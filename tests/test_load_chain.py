@@ -6,6 +6,8 @@ written from Algorithm 1's loop structure by hand, not from perfsim's own functi
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -21,39 +23,103 @@ PARAMS = TimingParams(hbm_efficiency=1.0, launch_overhead_s=0.0, load_latency_s=
 
 def _fa1_cost(gpu, **kw):
     w = W(batch=1, heads=1, seqlen_q=64, head_dim=16, dtype="fp16")
-    algo = FA1(block_r=16, block_c=32, q_splits=1, pipelined=False, **kw)
+    algo = FA1(**{"block_r": 16, "block_c": 32, "q_splits": 1, "pipelined": False, **kw})
     (cost,) = algo.kernels(perfsim.algorithms.Dims.of(w), gpu)
     return cost
 
 
 def test_one_cta_waits_then_computes():
-    """One CTA on one SM: its load waits and its compute add (no other CTA to overlap)."""
+    """One CTA on one SM: its load latency, load transfers and compute add."""
     gpu = unit_gpu()
     cost = _fa1_cost(gpu)
-    t_r, t_c, b_r, b_c, d, e = 4, 2, 16, 32, 16, 2
+    t_r, t_c, b_r, d, e = 4, 2, 16, 16, 2
     waits = t_r * t_c + t_c + t_r                 # inner steps, K/V loads, final pass
     row = e * d + e * d + 2 * 4                   # Q_i, O_i (fp16 workspace), l_i, m_i
     nbytes = t_c * t_r * b_r * row + 64 * e * 2 * d + 64 * (e * d + 8)
     assert cost.load_chain == (waits, nbytes)
     t = time_kernel(cost, gpu, PARAMS)
-    chain = waits * 7.0 + nbytes / 2.0
     compute = sum(t.unit_seconds[u] for u in ("tensor", "fp32", "mufu", "smem"))
-    assert t.load_chain_seconds == pytest.approx(chain)
-    assert t.seconds == pytest.approx(max(chain + compute, t.unit_seconds["hbm"]))
+    assert t.load_chain["latency"] == pytest.approx(waits * 7.0)
+    assert t.load_chain["load"] == pytest.approx(nbytes / 2.0)
+    assert t.seconds == pytest.approx(max(waits * 7.0 + nbytes / 2.0 + compute,
+                                          t.unit_seconds["hbm"]))
 
 
-def test_resident_ctas_hide_waits_behind_compute():
-    """Eight CTAs on one SM, two at a time: between the fully overlapped and the serial time."""
+def test_query_splits_share_the_inner_steps():
+    """q_splits = 3 over T_r = 4 query tiles: the busiest CTA takes 2 of them (every third,
+    starting at 0), visits both key tiles for each and loads all of K and V."""
+    gpu = unit_gpu(sm_count=4)
+    cost = _fa1_cost(gpu, q_splits=3)
+    t_c, busiest_q_tiles = 2, 2
+    assert cost.grid == 3
+    assert cost.load_chain[0] == pytest.approx(busiest_q_tiles * t_c + t_c + busiest_q_tiles)
+
+
+def _mva(z, d1, d2, k):
+    """Mean-value analysis written out: k customers, a delay z, two queues d1, d2."""
+    q1 = q2 = 0.0
+    for n in range(1, k + 1):
+        r1, r2 = d1 * (1 + q1), d2 * (1 + q2)
+        x = n / (z + r1 + r2)
+        q1, q2 = x * r1, x * r2
+    return 1 / x
+
+
+def test_resident_ctas_overlap_latency_not_transfers():
+    """Eight CTAs on one SM, two at a time: one CTA's latency hides behind the other's
+    transfers and compute; transfers and compute serve one CTA at a time."""
     gpu = unit_gpu(max_ctas_per_sm=2)
     w = W(batch=2, heads=4, seqlen_q=64, head_dim=16, dtype="fp16")
     algo = FA1(block_r=16, block_c=32, q_splits=1, pipelined=False)
     (cost,) = algo.kernels(perfsim.algorithms.Dims.of(w), gpu)
     assert cost.ctas_per_sm == 2 and cost.grid == 8
     t = time_kernel(cost, gpu, PARAMS)
-    compute = sum(t.unit_seconds[u] for u in ("tensor", "fp32", "mufu", "smem"))
-    chain = t.load_chain_seconds
-    assert max(chain, compute) < t.seconds < chain + compute
-    assert t.seconds == pytest.approx(closed_cycle(chain, compute, 2))
+    part = t.load_chain
+    serial = part["latency"] + part["load"] + part["compute"]
+    assert max(part["load"], part["compute"]) < t.seconds < serial
+    assert t.seconds == pytest.approx(max(_mva(part["latency"], part["load"],
+                                               part["compute"], 2), t.unit_seconds["hbm"]))
+
+
+def test_many_resident_ctas_hide_the_latency():
+    gpu = unit_gpu(max_ctas_per_sm=32)
+    w = W(batch=8, heads=8, seqlen_q=64, head_dim=16, dtype="fp16")
+    algo = FA1(block_r=16, block_c=32, q_splits=1, pipelined=False, registers_per_thread=16)
+    (cost,) = algo.kernels(perfsim.algorithms.Dims.of(w), gpu)
+    params = PARAMS.model_copy(update={"load_latency_s": 1e7})
+    t = time_kernel(cost, gpu, params)
+    part = t.load_chain
+    assert min(cost.ctas_per_sm, cost.grid) == 16     # 64 warps per SM / 4 per CTA
+    assert t.seconds < part["latency"] / 4            # 16 CTAs overlap their waits
+    assert t.bound == "latency"
+
+
+def test_few_ctas_on_a_big_gpu_run_one_per_sm():
+    """grid < SMs: each SM holds one CTA although two would fit — no overlap at all."""
+    gpu = unit_gpu(sm_count=8, max_ctas_per_sm=2)
+    cost = _fa1_cost(gpu)
+    assert cost.ctas_per_sm == 2 and cost.grid == 1
+    t = time_kernel(cost, gpu, PARAMS)
+    part = t.load_chain
+    assert t.seconds == pytest.approx(max(part["latency"] + part["load"] + part["compute"],
+                                          t.unit_seconds["hbm"]))
+
+
+def test_bound_names_what_sets_the_time():
+    """HBM bandwidth when it is the longest; else latency for the load waits; else the
+    largest SM unit."""
+    hbm = perfsim.predict(W(batch=512, heads=8, seqlen_q=4096, head_dim=128), "rtx-5090",
+                          FA1(pipelined=False))
+    assert hbm.kernels[0].unit_seconds["hbm"] >= hbm.kernels[0].seconds - 5e-6
+    assert hbm.bound == "hbm" and "sets the time" in hbm.explain()
+    lat = perfsim.predict(W(batch=2, heads=32, kv_heads=4, seqlen_q=3, seqlen_k=70000,
+                            head_dim=128, causal=True), "h200-sxm", FA1(pipelined=False))
+    assert lat.bound == "latency" and "memory latency" in lat.explain()
+    comp = perfsim.predict(W(batch=2, heads=16, seqlen_q=8192, head_dim=128), "h200-sxm",
+                           FA1(block_r=64, block_c=64, q_splits=1, pipelined=False))
+    part = comp.kernels[0].load_chain
+    assert part["compute"] > part["latency"] + part["load"]
+    assert comp.bound in ("tensor", "fp32", "mufu", "smem")
 
 
 def test_closed_cycle_limits_and_arrays():
@@ -64,13 +130,17 @@ def test_closed_cycle_limits_and_arrays():
     assert np.allclose(closed_cycle(a, b, k), [8.0, 16 / 3, 10.0])
 
 
-def test_pipelined_fa1_is_unchanged_and_faster():
+def test_pipelined_switch_only_adds_the_load_chain():
     gpu = perfsim.load_gpu("h200-sxm")
     w = W(batch=2, heads=16, seqlen_q=8192, head_dim=128)
+    dims = perfsim.algorithms.Dims.of(w)
+    (fast_cost,) = FA1(block_r=64, block_c=64, q_splits=1).kernels(dims, gpu)
+    (slow_cost,) = FA1(block_r=64, block_c=64, q_splits=1, pipelined=False).kernels(dims, gpu)
+    assert fast_cost.load_chain is None
+    assert dataclasses.replace(slow_cost, load_chain=None) == fast_cost
     fast = perfsim.predict(w, gpu=gpu, algorithm=FA1(block_r=64, block_c=64, q_splits=1))
     slow = perfsim.predict(w, gpu=gpu, algorithm=FA1(block_r=64, block_c=64, q_splits=1,
                                                       pipelined=False))
-    assert fast.kernels[0].load_chain_seconds is None
     assert slow.seconds > fast.seconds
     assert "unpipelined" in slow.explain() and "one CTA per SM" in slow.explain()
 

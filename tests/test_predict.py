@@ -75,3 +75,20 @@ def test_standard_memory_grows_quadratically():
 def test_predict_is_fast(benchmark):
     """Speed target (< 1 ms per call) is reported by pytest-benchmark, not asserted."""
     benchmark(perfsim.predict, W1, gpu="h100-sxm5", algorithm="fa2")
+
+
+def test_explain_gives_the_power_capped_time_with_the_same_timing():
+    """A tensor-bound prediction on a GPU with a measured power-capped clock says what that
+    clock gives, computed with the caller's timing parameters; other GPUs say nothing."""
+    from perfsim.timing import TimingParams
+
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=8448, head_dim=128,
+                                  dtype="fp16")
+    custom = TimingParams(tensor_efficiency=0.5, launch_overhead_s=1e-3)
+    h100 = perfsim.load_gpu("h100-sxm5")
+    p = perfsim.predict(w, gpu=h100, algorithm="fa3", timing=custom)
+    capped = perfsim.predict(w, gpu=h100.replace(clock_hz=h100.power_capped_clock_hz),
+                             algorithm="fa3", timing=custom)
+    assert p.bound == "tensor" and capped.seconds > p.seconds
+    assert f"this takes {capped.seconds * 1e3:.3f} ms" in p.explain()
+    assert "power_capped_clock_hz" not in perfsim.predict(w, "a100-sxm4-80gb", "fa2").explain()

@@ -25,6 +25,8 @@ MEASURED = [
     Measurement("mufu_exp2", 4.0e12, "results/s", "exp2 chains"),
     Measurement("fp32_fma", 60e12, "FLOP/s", "fma chains"),
     Measurement("launch_overhead", 3.5e-6, "s", "noop kernel"),
+    Measurement("load_latency_s", 4.0e-7, "s", "load chain fit"),
+    Measurement("cta_load_bandwidth", 7.0e10, "B/s", "load chain fit"),
     smem_bandwidth(),
 ]
 
@@ -84,6 +86,9 @@ def test_calibrated_profile_loads_and_holds_measured_rates(tmp_path):
     assert "matmul_tf32" in cal["not_measured"]
     params = TimingParams.for_gpu(spec)
     assert params.launch_overhead_s == pytest.approx(3.5e-6) and params.hbm_efficiency == 1.0
+    assert params.load_latency_s == pytest.approx(4.0e-7)
+    assert params.cta_load_bandwidth == pytest.approx(7.0e10)
+    assert base.tensor_sustained_fraction < 1 and spec.tensor_sustained_fraction == 1.0
     w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
     assert perfsim.predict(w, gpu=spec, algorithm="fa2").seconds > 0
 

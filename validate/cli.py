@@ -86,7 +86,7 @@ def cmd_validate(args) -> int:
 
     if args.report_only:
         return _report_only(Path(args.report_only),
-                            load_gpu(args.gpu) if args.repredict else None)
+                            load_gpu(args.gpu) if args.repredict else None, args.gpu)
     gpu = load_gpu(args.gpu)
     try:
         rows = plan(grid(args.grid, args.phase), _names(args.algorithms),
@@ -153,7 +153,7 @@ def _ms(seconds) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.4g} ms"
 
 
-def _report_only(out: Path, gpu=None) -> int:
+def _report_only(out: Path, gpu=None, gpu_arg: str = "") -> int:
     import datetime
 
     import perfsim
@@ -170,14 +170,20 @@ def _report_only(out: Path, gpu=None) -> int:
                 f"{datetime.date.today().isoformat()} (profile {gpu.id}) from the launch "
                 "configurations recorded with the measurements; results.jsonl keeps the "
                 "predictions the rows were measured with. Regenerate with `perfsim validate "
-                f"--report-only {out} --repredict --gpu {gpu.id}.toml` from "
-                "validate/profiles/; without --repredict the report uses the stored "
-                "predictions (report-first-run.md is that report of the first run). The model "
-                "changes made after the first run, motivated by these measurements, are listed "
-                "in validate/README.md.")
+                f"--report-only {out.as_posix()} --repredict --gpu {gpu_arg or gpu.id}` from "
+                "the repository root; without --repredict the report uses the stored "
+                "predictions.")
+        if (out / "report-first-run.md").is_file():
+            note += (" report-first-run.md is that report of the first run. The model changes "
+                     "made after the first run, motivated by these measurements, are listed in "
+                     "validate/README.md.")
         method = (gpu.calibration or {}).get("cta_overhead_method")
-        if method:
+        if method and f"{out.as_posix().rstrip('/')}/{RESULTS_FILE}" in method:
             note += "\n\n" + _holdout_note(records, gpu, method)
+        elif method:
+            note += (f"\n\nThe profile's one fitted parameter, `cta_overhead_s` = "
+                     f"{float(gpu.calibration['cta_overhead_s']) * 1e6:.2f} µs, was {method}; "
+                     "none of the rows here was used in that fit.")
     paths = report.write_report(out, records, note)
     print("\n".join(report.summary_lines(records)))
     print("wrote " + ", ".join(str(p) for p in paths.values()))

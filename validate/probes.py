@@ -1,6 +1,8 @@
-"""Two GPU probes behind model decisions (run on the H200 with ``python -m
-perfsim.validate.probes OUTDIR``; results land in ``OUTDIR/probes.json``, the nvidia-smi trace in
-``OUTDIR/smi.csv``). Committed results: ``validate/reports/h200/probes.json``.
+"""GPU probes behind model decisions, run on the H200 with ``python -m
+perfsim.validate.probes OUTDIR [PARTS]`` (PARTS: comma-separated, default
+``clocks,fa1,conversions,mem_chain``; ``coresident`` on request). Results land in
+``OUTDIR/probes-<parts>.json`` (``clocks`` also writes the nvidia-smi trace ``OUTDIR/smi.csv``);
+the committed H200 results are in ``validate/reports/h200/probes/`` (renamed by content).
 
 1. ``clocks``: the SM clock and board power while dense tensor work runs for seconds. Each
    workload runs ~3 s after 2 s idle; throughput is taken per 0.25 s window and joined with
@@ -16,6 +18,10 @@ perfsim.validate.probes OUTDIR``; results land in ``OUTDIR/probes.json``, the nv
    steps keep O, ℓ, m in registers: the compute chain alone) and ``no_math`` (the loads and
    stores of each step with a trivial update: the memory chain alone). Per-step time =
    kernel time / (inner steps per CTA × waves).
+3. ``conversions``: register-loop rates per clock of exp2, fp32 -> bf16/fp16 converts, and
+   both together (does a convert share the exp unit's pipe?); ``PROBE_OPS`` picks loops.
+4. ``mem_chain``: the unpipelined load step of ``microbench.load_chain`` on 32 and 132 SMs.
+5. ``coresident``: the same step with 1, 2 and 3 CTAs per SM (do their waits overlap?).
 """
 
 from __future__ import annotations
@@ -363,6 +369,53 @@ def mem_chain():
     return rows
 
 
+@triton.jit
+def _chain_region(X, Y, steps, REGION: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """Like ``_bench_kernels.load_chain`` but each CTA cycles over its own ``REGION`` tiles,
+    loaded with ``.cg`` (L2 only): after the first pass every load is an L2 hit."""
+    pid = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
+    base = pid * REGION * ROWS * COLS
+    for i in range(steps):
+        tile = base + (i % REGION) * ROWS * COLS + offs
+        t = tl.load(X + tile, cache_modifier=".cg")
+        tl.store(Y + tile, t + 1.0)
+
+
+def coresident():
+    """Do the load waits of CTAs sharing an SM overlap? Per-step time of the unpipelined
+    stream with 1, 2 and 3 CTAs per SM (grids 132, 264, 396; 4 warps each): from HBM with
+    small tiles (2-4 KiB, far below the HBM limit at these grids) and from L2 (each CTA cycles
+    over 2 tiles of its own, 8-32 KiB). Same per-step time at 2 and 3 CTAs/SM = waits overlap;
+    double = one SM serves one CTA's loads at a time."""
+    from perfsim.validate import _bench_kernels as bk
+
+    rows = []
+    for source, cols_list in (("hbm", (8, 16)), ("l2", (32, 64, 128))):
+        for cols in cols_list:
+            for grid in (132, 264, 396):
+                steps = 256
+                tiles = steps if source == "hbm" else 2
+                x = torch.randn(grid * tiles * 64 * cols, device="cuda")
+                y = torch.empty_like(x)
+                if source == "hbm":
+                    def run():
+                        bk.load_chain[(grid,)](x, y, steps, ROWS=64, COLS=cols, num_warps=4,
+                                               num_stages=1)
+                else:
+                    def run():
+                        _chain_region[(grid,)](x, y, steps, REGION=2, ROWS=64, COLS=cols,
+                                               num_warps=4, num_stages=1)
+                run()
+                t = triton.testing.do_bench(run, warmup=10, rep=200,
+                                            return_mode="median") / 1e3
+                rows.append({"source": source, "grid": grid, "ctas_per_sm": grid // 132,
+                             "bytes_read_per_step": 64 * cols * 4,
+                             "step_us": t / steps * 1e6})
+                print("coresident", rows[-1], flush=True)
+    return rows
+
+
 def main(outdir):
     os.makedirs(outdir, exist_ok=True)
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
@@ -378,6 +431,8 @@ def main(outdir):
         result["conversions"] = conversions()
     if "mem_chain" in parts:
         result["mem_chain"] = mem_chain()
+    if "coresident" in parts:
+        result["coresident"] = coresident()
     with open(os.path.join(outdir, f"probes-{'-'.join(parts)}.json"), "w") as f:
         json.dump(result, f, indent=1)
 

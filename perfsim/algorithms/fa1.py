@@ -204,14 +204,17 @@ class FA1(Algorithm):
         )
 
     def _load_chain(self, dims: Dims, v, o_b, splits):
-        """``(waits, bytes)`` one CTA loads when every step waits for its own loads: each
-        inner step ``Q_i, O_i, ℓ_i, m_i``; each outer step ``K_j, V_j``; the final pass
-        ``O_i, ℓ_i, m_i`` once more to write O and the logsumexp."""
+        """``(waits, bytes)`` the busiest CTA loads when every step waits for its own loads:
+        each inner step ``Q_i, O_i, ℓ_i, m_i``; each outer step ``K_j, V_j``; the final pass
+        ``O_i, ℓ_i, m_i`` once more to write O and the logsumexp. With ``q_splits`` CTAs per
+        head the busiest takes ``⌈T_r / q_splits⌉`` query tiles (its share of the visited
+        tiles is taken as proportional)."""
         stats = STATS_PER_ROW * STAT_BYTES
-        nbytes = (v.kv_outer_rows * (dims.e * dims.d + o_b * dims.d_v + stats) / splits
+        share = cdiv(v.q_tiles, splits) / v.q_tiles     # the busiest split's query tiles
+        nbytes = (v.kv_outer_rows * (dims.e * dims.d + o_b * dims.d_v + stats) * share
                   + dims.N_k * dims.e * (dims.d + dims.d_v)
-                  + dims.N_q * (o_b * dims.d_v + stats) / splits)
-        return v.tiles / splits + v.kv_tiles + v.q_tiles / splits, nbytes
+                  + dims.N_q * (o_b * dims.d_v + stats) * share)
+        return v.tiles * share + v.kv_tiles + cdiv(v.q_tiles, splits), nbytes
 
     def _backward(self, dims, gpu, v, b_r, b_c, smem, ctas, splits) -> KernelCost:
         e, bh = dims.e, dims.B * dims.H

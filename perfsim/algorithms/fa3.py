@@ -78,8 +78,9 @@ class FA3(FA2):
 
     name: ClassVar[str] = "fa3"
     overlap_rule: ClassVar[str] = ("producer/consumer pipeline: MMA and softmax stations in a "
-                                   "cycle, 1 tile in flight + 1 for ping-pong + 1 for "
-                                   "intra-warpgroup pipelining; HBM loads overlap")
+                                   "cycle with 1 tile in flight, +1 for ping-pong (which needs "
+                                   "warp specialisation), +1 for intra-warpgroup pipelining; "
+                                   "HBM loads overlap when a producer warpgroup issues them")
 
     stages: int = Field(default=2, ge=1, le=8)
     pingpong: bool = True
