@@ -163,7 +163,7 @@ class Prediction:
                          f"{' and '.join(parts)}, with {tiles} tile(s) in flight: both "
                          "stations set its pace, the slower one most.")
         capped = g.power_capped_clock_hz
-        if capped and capped < g.clock_hz and self.bound == "tensor":
+        if capped and capped < g.clock_hz and self.bound == "tensor" and not g.calibration:
             from perfsim.predict import predict
 
             slower = predict(w, g.replace(clock_hz=capped), self.algorithm, timing=self.timing)

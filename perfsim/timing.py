@@ -131,10 +131,12 @@ class KernelTiming:
 def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams) -> dict:
     """Per-GPU rate of each unit for this kernel (per second, whole GPU)."""
     per_sm = gpu.sm_count * gpu.clock_hz
-    # the measured GEMM efficiency scales the native family's (datasheet) rates; a non-native
-    # family's table (mma.sync on Hopper) is its own measured rate
+    # the measured GEMM efficiency scales the native family's (datasheet) tensor rates; a
+    # non-native family's table (mma.sync on Hopper) is its own measured rate, and a dtype
+    # without a tensor path runs on the FP32 pipes
     sustained = (gpu.tensor_sustained_fraction
-                 if cost.tensor_family in (None, gpu.native_tensor_family) else 1.0)
+                 if cost.tensor_family in (None, gpu.native_tensor_family)
+                 and cost.tensor_dtype in gpu.tensor_flops_per_clk_per_sm else 1.0)
     return {
         "tensor": gpu.tensor_flops_per_clk(cost.tensor_dtype, cost.tensor_family) * per_sm
         * params.tensor_efficiency * sustained,
@@ -194,21 +196,19 @@ def _load_chain_time(cost: KernelCost, gpu: GPUSpec, params: TimingParams, unit_
     on its compute; the SM finishes after ``busiest`` CTAs at the throughput of
     :func:`unpipelined_time`. ``parts`` holds the busiest SM's ``latency``, ``load`` and
     ``compute`` seconds (their sum is the one-CTA-per-SM time) and the ``bound``: ``hbm`` when
-    HBM bandwidth sets the time, else the station with the largest residence time —
-    ``latency`` for the delay or the load path (a CTA's own loads, not the HBM bandwidth,
-    limit it), or the largest SM unit for compute."""
+    HBM bandwidth sets the time, else ``latency`` when a CTA spends longer waiting for its
+    own loads (delay plus load path: not the HBM bandwidth) than computing, else the largest
+    SM unit."""
     waits, nbytes = cost.load_chain
     compute = group_time(unit_seconds, SM_UNITS)
     latency = busiest * waits * params.load_latency_s
     load = busiest * nbytes / params.cta_load_bandwidth
     in_flight = minimum(cost.ctas_per_sm, busiest)
     t, residence = unpipelined_time(latency, load, compute, in_flight)
-    names = np.array(["latency", "latency", "compute"])
-    worst = np.argmax(np.stack(np.broadcast_arrays(*residence)), axis=0)
-    station = names[worst]
+    waiting = residence[0] + residence[1]            # latency and load path: both waits
     sm_bound = binding_unit(unit_seconds, (SM_UNITS,))
     bound = np.where(unit_seconds["hbm"] >= t, "hbm",
-                     np.where(station == "compute", sm_bound, station))
+                     np.where(waiting > residence[2], "latency", sm_bound))
     bound = bound if bound.ndim else str(bound)
     return ({"latency": latency, "load": load, "compute": compute, "bound": bound},
             [t, unit_seconds["hbm"]])

@@ -166,3 +166,20 @@ def test_sweep_rows_equal_predict_for_unpipelined_fa1():
         p = perfsim.predict(w, gpu="h200-sxm", algorithm=algo)
         assert row.seconds == pytest.approx(p.seconds, rel=1e-9)
         assert row.bound == p.bound
+
+
+def test_waiting_longer_than_computing_is_latency_bound():
+    """Delay plus load path together against compute (each alone is shorter than compute)."""
+    w = W(batch=1, heads=8, seqlen_q=16, seqlen_k=16384, head_dim=64, dtype="fp16")
+    p = perfsim.predict(w, "h200-sxm", FA1(pipelined=False))
+    part, k = p.kernels[0].load_chain, p.kernels[0]
+    assert part["latency"] < part["compute"] and part["load"] < part["compute"]
+    assert part["latency"] + part["load"] > part["compute"]
+    assert k.bound == "latency"
+
+
+def test_every_bound_has_a_colour():
+    from perfsim.plot_style import UNIT_COLORS
+    from perfsim.predict import BOUNDS
+
+    assert set(BOUNDS) <= set(UNIT_COLORS)

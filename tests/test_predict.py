@@ -92,3 +92,20 @@ def test_explain_gives_the_power_capped_time_with_the_same_timing():
     assert p.bound == "tensor" and capped.seconds > p.seconds
     assert f"this takes {capped.seconds * 1e3:.3f} ms" in p.explain()
     assert "power_capped_clock_hz" not in perfsim.predict(w, "a100-sxm4-80gb", "fa2").explain()
+
+
+def test_measured_gemm_efficiency_scales_only_the_native_family():
+    """H100: WGMMA (native) runs at 4096 x 0.826 FLOP/clk/SM, mma.sync at its own measured
+    2730, and an fp32 'matmul' on the FP32 pipes at 256."""
+    from perfsim.kernel import KernelCost
+    from perfsim.timing import TimingParams, rates
+
+    h100 = perfsim.load_gpu("h100-sxm5")
+    per_sm = h100.sm_count * h100.clock_hz
+    params = TimingParams()
+    wgmma = rates(h100, KernelCost("k", 1, tensor_dtype="bf16", tensor_family="wgmma"), params)
+    mma = rates(h100, KernelCost("k", 1, tensor_dtype="bf16", tensor_family="mma_sync"), params)
+    fp32 = rates(h100, KernelCost("k", 1, tensor_dtype="fp32", tensor_family="wgmma"), params)
+    assert wgmma["tensor"] == pytest.approx(4096 * 0.826 * per_sm)
+    assert mma["tensor"] == pytest.approx(2730 * per_sm)
+    assert fp32["tensor"] == pytest.approx(256 * per_sm)

@@ -115,10 +115,21 @@ def build_profile(base: GPUSpec, measurements: list[Measurement], device: dict,
             data[fld] = {**data[fld], key: float(value)}
             sources[f"{fld}.{key}"] = f"{tag}: {method}"
         calibration[f"measured_{m.name}"] = f"{m.value:.6g} {m.unit}"
-    if any(m.name.startswith("matmul_") and m.value is not None for m in measurements):
+    measured_dtypes = {m.name.removeprefix("matmul_") for m in measurements
+                       if m.name.startswith("matmul_") and m.value is not None}
+    if measured_dtypes:
+        fraction = base.tensor_sustained_fraction
+        for dt in set(data["tensor_flops_per_clk_per_sm"]) - measured_dtypes:
+            data["tensor_flops_per_clk_per_sm"][dt] *= fraction
+            sources[f"tensor_flops_per_clk_per_sm.{dt}"] = (
+                f"I: not measured here: the base value x the base's tensor_sustained_fraction "
+                f"{fraction:g} ({base.sources.get(f'tensor_flops_per_clk_per_sm.{dt}', '')})")
         data["tensor_sustained_fraction"] = 1.0
         sources["tensor_sustained_fraction"] = (f"{tag}: the tensor rates above are measured "
-                                                "GEMM rates, so nothing is scaled")
+                                                "GEMM rates (or scaled as their sources say)")
+    if data.get("power_capped_clock_hz") is not None:
+        data["power_capped_clock_hz"] = None    # the measured rates ran at whatever clock
+        sources.pop("power_capped_clock_hz", None)
     if not_measured:
         calibration["not_measured"] = "; ".join(not_measured)
     data.update(id=f"{base.id}-calibrated", name=f"{name} (calibrated from {base.id})",

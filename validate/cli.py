@@ -170,15 +170,16 @@ def _report_only(out: Path, gpu=None, gpu_arg: str = "") -> int:
                 f"{datetime.date.today().isoformat()} (profile {gpu.id}) from the launch "
                 "configurations recorded with the measurements; results.jsonl keeps the "
                 "predictions the rows were measured with. Regenerate with `perfsim validate "
-                f"--report-only {out.as_posix()} --repredict --gpu {gpu_arg or gpu.id}` from "
-                "the repository root; without --repredict the report uses the stored "
-                "predictions.")
+                f"--report-only {_shown(out)} --repredict --gpu {_shown(gpu_arg) or gpu.id}` "
+                "(paths relative to the directory this report was made from, the repository "
+                "root for the committed reports); without --repredict the report uses the "
+                "stored predictions.")
         if (out / "report-first-run.md").is_file():
             note += (" report-first-run.md is that report of the first run. The model changes "
                      "made after the first run, motivated by these measurements, are listed in "
                      "validate/README.md.")
         method = (gpu.calibration or {}).get("cta_overhead_method")
-        if method and f"{out.as_posix().rstrip('/')}/{RESULTS_FILE}" in method:
+        if method and _fitted_on(out / RESULTS_FILE, method):
             note += "\n\n" + _holdout_note(records, gpu, method)
         elif method:
             note += (f"\n\nThe profile's one fitted parameter, `cta_overhead_s` = "
@@ -188,6 +189,29 @@ def _report_only(out: Path, gpu=None, gpu_arg: str = "") -> int:
     print("\n".join(report.summary_lines(records)))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
+
+
+def _shown(path) -> str:
+    """``path`` relative to the working directory when it lies below it, else as given."""
+    import os
+
+    if not path:
+        return ""
+    p = Path(path)
+    if not p.exists():
+        return str(path)
+    rel = os.path.relpath(p.resolve(), Path.cwd())
+    return Path(rel).as_posix() if not rel.startswith("..") else p.resolve().as_posix()
+
+
+def _fitted_on(results: Path, method: str) -> bool:
+    """Whether the fit ``method`` names this results file (the fit records it relative to the
+    repository root, e.g. ``validate/reports/h200/results.jsonl``)."""
+    import re
+
+    named = re.findall(r"\S*results\.jsonl", method)
+    here = results.resolve().as_posix()
+    return any(here == n or here.endswith("/" + n.lstrip("./")) for n in named)
 
 
 def _holdout_note(records, gpu, method: str) -> str:
