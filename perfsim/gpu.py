@@ -89,6 +89,12 @@ class GPUSpec(BaseModel):
     hbm_bytes: int = Field(gt=0, description="device memory capacity")
     hbm_bandwidth_bytes_per_s: float = Field(gt=0, description="device memory bandwidth")
     tmem_bytes_per_sm: int = Field(ge=0, description="Blackwell tensor memory per SM (0: none)")
+    load_latency_s: float = Field(
+        gt=0, description="an unpipelined CTA's global-load step (4 warps load a tile, wait, "
+        "use it) takes load_latency_s + bytes / cta_load_bandwidth_bytes_per_s "
+        "(KernelCost.load_chain; validate/microbench.py load_chain)")
+    cta_load_bandwidth_bytes_per_s: float = Field(
+        gt=0, description="bytes per second of that step's loads, one CTA per SM")
     power_capped_clock_hz: float | None = Field(
         default=None, gt=0, description="SM clock (Hz) measured under sustained dense "
         "tensor-core work at the board power limit; None where not measured. Not used by "

@@ -70,7 +70,7 @@ def aggregate(kernels: list[KernelTiming], params: TimingParams):
         launched = np.asarray(k.cost.grid) > 0
         overhead = np.where(launched, params.launch_overhead_s, 0.0)
         body = k.seconds - overhead
-        for u in BOUNDS[:-1]:
+        for u in (b for b in BOUNDS if b != "launch"):
             bound_seconds[u] = bound_seconds[u] + np.where(np.asarray(k.bound) == u, body, 0.0)
         bound_seconds["launch"] = bound_seconds["launch"] + overhead
     # broadcast: a kernel's grid may depend on fewer sweep axes than its times

@@ -139,7 +139,7 @@ class Prediction:
         rule = type(self.algorithm).overlap_rule
         if heavy.load_chain is not None:
             parts = heavy.load_chain
-            in_flight = min(heavy.cost.ctas_per_sm, heavy.waves)
+            in_flight = parts["in_flight"]
             lines.append(
                 f"{heavy.cost.name} is unpipelined: each CTA waits for its own loads at every "
                 f"step. On the busiest SM: load latency {parts['latency'] * 1e3:.3f} ms, load "

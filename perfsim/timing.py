@@ -13,8 +13,9 @@ For one kernel on one GPU:
 * HBM: ``t_hbm = bytes / (hbm_bandwidth_bytes_per_s × hbm_efficiency)``.
 * Overlap: the kernel's rule groups units; units in a group add, groups overlap (max).
 * Unpipelined kernels (``KernelCost.load_chain``): per SM, the resident CTAs circulate
-  through a load latency (``load_latency_s`` per wait; the waits of different CTAs overlap), the
-  SM's load path (bytes at ``cta_load_bandwidth``, one CTA's loads at a time) and the SM's
+  through a load latency (``GPUSpec.load_latency_s`` per wait; the waits of different CTAs
+  overlap), the SM's load path (bytes at ``GPUSpec.cta_load_bandwidth_bytes_per_s``, one CTA's
+  loads at a time) and the SM's
   compute (its units one after another, as one instruction stream issues them): a closed
   queueing network solved exactly by mean-value analysis (``unpipelined_time``); HBM bandwidth
   caps it.
@@ -60,17 +61,6 @@ class TimingParams(BaseModel):
             ``torch.softmax`` reaches at each row length (interpolated in log2 of the length);
             empty = 1 (datasheet GPUs). From a calibrated profile's ``eager_softmax_<L>``.
         eager_broadcast_fill: the same for ``masked_fill_`` with a broadcast mask.
-        load_latency_s, cta_load_bandwidth: one CTA's unpipelined global-load step (4 warps
-            load a tile, wait, use it) takes ``load_latency_s + bytes / cta_load_bandwidth``.
-            With 2 and 3 CTAs per SM the latency overlaps and the bytes do not (H200,
-            ``probes.py`` ``coresident``: 2 KiB steps 0.51 / 0.59 / 0.65 µs, L2-resident 16 KiB
-            steps 0.58 / 1.15 / 1.70 µs at 1 / 2 / 3 CTAs per SM).
-            Defaults: 0.50 µs and 59.6 GB/s, a least-squares fit of such a stream (8-64 KiB
-            fp32 tiles, one CTA on each of 32 SMs) measured on an H200
-            (``validate/probes.py`` ``mem_chain``, ``validate/reports/h200/probes/``: 0.62 /
-            0.79 / 1.07 / 1.59 µs per step). Other GPUs: the same values, an assumption (HBM
-            latency is of the same order on every catalog GPU); a calibrated profile may
-            carry its own.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -81,8 +71,6 @@ class TimingParams(BaseModel):
     cta_overhead_s: float = Field(default=0.0, ge=0)
     eager_softmax: tuple[tuple[float, float], ...] = ()
     eager_broadcast_fill: float = Field(default=1.0, gt=0)
-    load_latency_s: float = Field(default=0.503e-6, ge=0)
-    cta_load_bandwidth: float = Field(default=59.6e9, gt=0)
 
     @classmethod
     def for_gpu(cls, gpu: GPUSpec) -> TimingParams:
@@ -100,9 +88,7 @@ class TimingParams(BaseModel):
                        launch_overhead_s=float(cal.get("launch_overhead_s",
                                                        cls().launch_overhead_s)),
                        cta_overhead_s=float(cal.get("cta_overhead_s", 0.0)),
-                       eager_softmax=softmax, eager_broadcast_fill=fill,
-                       **{k: float(cal[k]) for k in ("load_latency_s", "cta_load_bandwidth")
-                          if k in cal})
+                       eager_softmax=softmax, eager_broadcast_fill=fill)
         return cls()
 
     def eager_efficiency(self, cost: KernelCost):
@@ -159,9 +145,9 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams) -> KernelT
                     for u in UNITS}
     if cost.eager_op:
         unit_seconds["hbm"] = unit_seconds["hbm"] / params.eager_efficiency(cost)
-    chain = None
+    chain = chain_bound = None
     if cost.load_chain is not None:
-        chain, group_seconds = _load_chain_time(cost, gpu, params, unit_seconds, busiest)
+        chain, chain_bound, group_seconds = _load_chain_time(cost, gpu, unit_seconds, busiest)
     else:
         group_seconds = [group_time(unit_seconds, group) for group in cost.overlap]
     if cost.pipeline is not None:
@@ -175,7 +161,7 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams) -> KernelT
         body = body + waves * params.cta_overhead_s
     seconds = body + launched * params.launch_overhead_s
     if chain is not None:
-        bound = chain.pop("bound")
+        bound = chain_bound
     else:
         bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline)
     return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
@@ -186,32 +172,31 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams) -> KernelT
 SM_UNITS = ("tensor", "fp32", "mufu", "smem")
 
 
-def _load_chain_time(cost: KernelCost, gpu: GPUSpec, params: TimingParams, unit_seconds,
-                     busiest):
-    """``(parts, [time, HBM time])`` for an unpipelined kernel (``KernelCost.load_chain``).
+def _load_chain_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, busiest):
+    """``(parts, bound, [time, HBM time])`` for an unpipelined kernel
+    (``KernelCost.load_chain``).
 
     The busiest SM runs ``busiest`` CTAs, ``k = min(ctas_per_sm, busiest)`` at a time. Per
-    CTA: ``Z = waits × load_latency_s`` of pure delay, ``D_load = bytes / cta_load_bandwidth``
-    on the SM's load path and ``D_compute`` (the SM units' times, one after another, per CTA)
-    on its compute; the SM finishes after ``busiest`` CTAs at the throughput of
-    :func:`unpipelined_time`. ``parts`` holds the busiest SM's ``latency``, ``load`` and
-    ``compute`` seconds (their sum is the one-CTA-per-SM time) and the ``bound``: ``hbm`` when
-    HBM bandwidth sets the time, else ``latency`` when a CTA spends longer waiting for its
-    own loads (delay plus load path: not the HBM bandwidth) than computing, else the largest
-    SM unit."""
+    CTA: ``waits × GPUSpec.load_latency_s`` of pure delay, ``bytes /
+    GPUSpec.cta_load_bandwidth_bytes_per_s`` on the SM's load path and the SM units' times,
+    one after another, on its compute; the SM finishes after ``busiest`` CTAs at the
+    throughput of :func:`unpipelined_time`. ``parts`` holds the busiest SM's ``latency``,
+    ``load`` and ``compute`` seconds (their sum is the one-CTA-per-SM time) and ``in_flight``
+    (k). ``bound``: ``hbm`` when HBM bandwidth sets the time, else ``latency`` when a CTA
+    spends longer waiting for its own loads (delay plus load path: not the HBM bandwidth)
+    than computing, else the largest SM unit."""
     waits, nbytes = cost.load_chain
     compute = group_time(unit_seconds, SM_UNITS)
-    latency = busiest * waits * params.load_latency_s
-    load = busiest * nbytes / params.cta_load_bandwidth
+    latency = busiest * waits * gpu.load_latency_s
+    load = busiest * nbytes / gpu.cta_load_bandwidth_bytes_per_s
     in_flight = minimum(cost.ctas_per_sm, busiest)
     t, residence = unpipelined_time(latency, load, compute, in_flight)
     waiting = residence[0] + residence[1]            # latency and load path: both waits
-    sm_bound = binding_unit(unit_seconds, (SM_UNITS,))
     bound = np.where(unit_seconds["hbm"] >= t, "hbm",
-                     np.where(waiting > residence[2], "latency", sm_bound))
-    bound = bound if bound.ndim else str(bound)
-    return ({"latency": latency, "load": load, "compute": compute, "bound": bound},
-            [t, unit_seconds["hbm"]])
+                     np.where(waiting > residence[2], "latency",
+                              binding_unit(unit_seconds, (SM_UNITS,))))
+    parts = {"latency": latency, "load": load, "compute": compute, "in_flight": in_flight}
+    return parts, (bound if bound.ndim else str(bound)), [t, unit_seconds["hbm"]]
 
 
 def unpipelined_time(latency, load, compute, k):

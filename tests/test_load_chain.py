@@ -17,8 +17,9 @@ from perfsim.timing import TimingParams, closed_cycle, time_kernel
 from tests.conftest import unit_gpu
 
 W = perfsim.AttentionWorkload
-PARAMS = TimingParams(hbm_efficiency=1.0, launch_overhead_s=0.0, load_latency_s=7.0,
-                      cta_load_bandwidth=2.0)
+PARAMS = TimingParams(hbm_efficiency=1.0, launch_overhead_s=0.0)
+#: the unit GPU with a load step of 7 s + bytes / (2 B/s)
+CHAIN = {"load_latency_s": 7.0, "cta_load_bandwidth_bytes_per_s": 2.0}
 
 
 def _fa1_cost(gpu, **kw):
@@ -30,7 +31,7 @@ def _fa1_cost(gpu, **kw):
 
 def test_one_cta_waits_then_computes():
     """One CTA on one SM: its load latency, load transfers and compute add."""
-    gpu = unit_gpu()
+    gpu = unit_gpu(**CHAIN)
     cost = _fa1_cost(gpu)
     t_r, t_c, b_r, d, e = 4, 2, 16, 16, 2
     waits = t_r * t_c + t_c + t_r                 # inner steps, K/V loads, final pass
@@ -48,7 +49,7 @@ def test_one_cta_waits_then_computes():
 def test_query_splits_share_the_inner_steps():
     """q_splits = 3 over T_r = 4 query tiles: the busiest CTA takes 2 of them (every third,
     starting at 0), visits both key tiles for each and loads all of K and V."""
-    gpu = unit_gpu(sm_count=4)
+    gpu = unit_gpu(sm_count=4, **CHAIN)
     cost = _fa1_cost(gpu, q_splits=3)
     t_c, busiest_q_tiles = 2, 2
     assert cost.grid == 3
@@ -68,7 +69,7 @@ def _mva(z, d1, d2, k):
 def test_resident_ctas_overlap_latency_not_transfers():
     """Eight CTAs on one SM, two at a time: one CTA's latency hides behind the other's
     transfers and compute; transfers and compute serve one CTA at a time."""
-    gpu = unit_gpu(max_ctas_per_sm=2)
+    gpu = unit_gpu(max_ctas_per_sm=2, **CHAIN)
     w = W(batch=2, heads=4, seqlen_q=64, head_dim=16, dtype="fp16")
     algo = FA1(block_r=16, block_c=32, q_splits=1, pipelined=False)
     (cost,) = algo.kernels(perfsim.algorithms.Dims.of(w), gpu)
@@ -82,12 +83,11 @@ def test_resident_ctas_overlap_latency_not_transfers():
 
 
 def test_many_resident_ctas_hide_the_latency():
-    gpu = unit_gpu(max_ctas_per_sm=32)
+    gpu = unit_gpu(max_ctas_per_sm=32, **{**CHAIN, "load_latency_s": 1e7})
     w = W(batch=8, heads=8, seqlen_q=64, head_dim=16, dtype="fp16")
     algo = FA1(block_r=16, block_c=32, q_splits=1, pipelined=False, registers_per_thread=16)
     (cost,) = algo.kernels(perfsim.algorithms.Dims.of(w), gpu)
-    params = PARAMS.model_copy(update={"load_latency_s": 1e7})
-    t = time_kernel(cost, gpu, params)
+    t = time_kernel(cost, gpu, PARAMS)
     part = t.load_chain
     assert min(cost.ctas_per_sm, cost.grid) == 16     # 64 warps per SM / 4 per CTA
     assert t.seconds < part["latency"] / 4            # 16 CTAs overlap their waits
@@ -96,7 +96,7 @@ def test_many_resident_ctas_hide_the_latency():
 
 def test_few_ctas_on_a_big_gpu_run_one_per_sm():
     """grid < SMs: each SM holds one CTA although two would fit — no overlap at all."""
-    gpu = unit_gpu(sm_count=8, max_ctas_per_sm=2)
+    gpu = unit_gpu(sm_count=8, max_ctas_per_sm=2, **CHAIN)
     cost = _fa1_cost(gpu)
     assert cost.ctas_per_sm == 2 and cost.grid == 1
     t = time_kernel(cost, gpu, PARAMS)
@@ -143,14 +143,6 @@ def test_pipelined_switch_only_adds_the_load_chain():
                                                       pipelined=False))
     assert slow.seconds > fast.seconds
     assert "unpipelined" in slow.explain() and "one CTA per SM" in slow.explain()
-
-
-def test_calibrated_profile_carries_the_measured_chain():
-    spec = perfsim.load_gpu("validate/profiles/h200-sxm-calibrated.toml")
-    params = TimingParams.for_gpu(spec)
-    assert params.load_latency_s == pytest.approx(float(spec.calibration["load_latency_s"]))
-    assert params.cta_load_bandwidth == pytest.approx(
-        float(spec.calibration["cta_load_bandwidth"]))
 
 
 def test_sweep_rows_equal_predict_for_unpipelined_fa1():

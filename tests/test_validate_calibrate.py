@@ -84,8 +84,9 @@ def test_calibrated_profile_loads_and_holds_measured_rates(tmp_path):
     assert "matmul_tf32" in cal["not_measured"]
     params = TimingParams.for_gpu(spec)
     assert params.launch_overhead_s == pytest.approx(3.5e-6) and params.hbm_efficiency == 1.0
-    assert params.load_latency_s == pytest.approx(4.0e-7)
-    assert params.cta_load_bandwidth == pytest.approx(7.0e10)
+    assert spec.load_latency_s == pytest.approx(4.0e-7)
+    assert spec.cta_load_bandwidth_bytes_per_s == pytest.approx(7.0e10)
+    assert spec.sources["load_latency_s"].startswith(tag)
     assert base.tensor_sustained_fraction < 1 and spec.tensor_sustained_fraction == 1.0
     # tf32 was not measured: its datasheet rate carries the base's measured GEMM efficiency
     assert spec.tensor_flops_per_clk_per_sm["tf32"] == pytest.approx(

@@ -12,8 +12,8 @@ field                               from
 ``fp32_flops_per_clk_per_sm``       FMA FLOP/s ÷ (``sm_count`` × ``clock_hz``)
 ``sm_count``, ``l2_bytes``          torch.cuda.get_device_properties (when they differ)
 ``[calibration].launch_overhead_s`` median time of a trivial Triton kernel
-``[calibration].load_latency_s``,   an unpipelined CTA's load step at four tile sizes,
-``cta_load_bandwidth``              ``latency + bytes / rate`` (``microbench.load_chain``)
+``load_latency_s``,                 an unpipelined CTA's load step at four tile sizes,
+``cta_load_bandwidth_bytes_per_s``  ``latency + bytes / rate`` (``microbench.load_chain``)
 ==================================  =========================================================
 
 ``clock_hz`` becomes the SM clock read (nvidia-smi) right after the microbenchmarks, when it can
@@ -23,7 +23,7 @@ rates (shared memory, ``mma.sync``) then run at that clock too. Every
 replaced field's ``sources`` entry reads ``M: measured by perfsim calibrate on <device> <date>:
 <method>``; what was not measured keeps the base value and source. The ``[calibration]`` table
 (strings) records device, driver, versions, date and method; ``TimingParams.for_gpu`` reads
-``launch_overhead_s``, ``load_latency_s`` and ``cta_load_bandwidth`` from it and treats the rates as reachable (efficiency 1).
+``launch_overhead_s`` from it and treats the rates as reachable (efficiency 1).
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ FIELDS = {
     "matmul_fp8_e4m3": ("tensor_flops_per_clk_per_sm", "fp8_e4m3", True),
     "mufu_exp2": ("mufu_ops_per_clk_per_sm", None, True),
     "fp32_fma": ("fp32_flops_per_clk_per_sm", None, True),
+    "load_latency_s": ("load_latency_s", None, False),
+    "cta_load_bandwidth": ("cta_load_bandwidth_bytes_per_s", None, False),
 }
 #: Device properties that replace the base spec's when they differ.
 #: (``hbm_bytes`` is not among them: torch reports the memory usable after the driver's
@@ -92,10 +94,6 @@ def build_profile(base: GPUSpec, measurements: list[Measurement], device: dict,
         if m.name == "launch_overhead" and m.value is not None:
             calibration["launch_overhead_s"] = repr(float(m.value))
             calibration["launch_overhead_method"] = m.method
-            continue
-        if m.name in ("load_latency_s", "cta_load_bandwidth") and m.value is not None:
-            calibration[m.name] = repr(float(m.value))
-            calibration[f"{m.name}_method"] = m.method
             continue
         if m.name.startswith("eager_") and m.value is not None:
             calibration[m.name] = repr(float(m.value))

@@ -237,8 +237,9 @@ CHAIN_COLS, CHAIN_GRID, CHAIN_STEPS = (32, 64, 128, 256), 32, 256
 def load_chain() -> list[Measurement]:
     """An unpipelined CTA's global-load step (4 warps load a tile, wait, add, store, next):
     per-step time at four tile sizes, fitted by least squares as ``latency + bytes / rate``.
-    Returns two measurements: ``load_latency_s`` (s) and ``cta_load_bandwidth`` (B/s), used
-    by ``KernelCost.load_chain`` (perfsim.timing)."""
+    Returns two measurements: ``load_latency_s`` (s) and ``cta_load_bandwidth`` (B/s), the
+    GPUSpec fields ``load_latency_s`` and ``cta_load_bandwidth_bytes_per_s`` that time
+    ``KernelCost.load_chain`` (perfsim.timing)."""
     import numpy as np
     import torch
 

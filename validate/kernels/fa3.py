@@ -48,6 +48,15 @@ def _kv_loop(q, desc_k, desc_v, bh_kv, m_i, l_i, acc, offs_m, lo, hi, qk_scale, 
 
 
 @triton.jit
+def _rows_descriptor(ptr, heads_total, seqlen, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    """TMA descriptor of a contiguous ``[heads_total, seqlen, HEAD_DIM]`` tensor, moving
+    ``BLOCK`` rows of one head at a time."""
+    return tl.make_tensor_descriptor(ptr, shape=[heads_total, seqlen, HEAD_DIM],
+                                     strides=[seqlen * HEAD_DIM, HEAD_DIM, 1],
+                                     block_shape=[1, BLOCK, HEAD_DIM])
+
+
+@triton.jit
 def _fa3_fwd(Q, K, V, Out, LSE, qk_scale, seqlen_q, seqlen_k, heads, group, bh_total,
              bh_kv_total, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
              BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, NUM_STAGES: tl.constexpr,
@@ -55,18 +64,10 @@ def _fa3_fwd(Q, K, V, Out, LSE, qk_scale, seqlen_q, seqlen_k, heads, group, bh_t
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
     bh_kv = (bh // heads) * (heads // group) + (bh % heads) // group
-    desc_q = tl.make_tensor_descriptor(Q, shape=[bh_total, seqlen_q, HEAD_DIM],
-                                       strides=[seqlen_q * HEAD_DIM, HEAD_DIM, 1],
-                                       block_shape=[1, BLOCK_M, HEAD_DIM])
-    desc_o = tl.make_tensor_descriptor(Out, shape=[bh_total, seqlen_q, HEAD_DIM],
-                                       strides=[seqlen_q * HEAD_DIM, HEAD_DIM, 1],
-                                       block_shape=[1, BLOCK_M, HEAD_DIM])
-    desc_k = tl.make_tensor_descriptor(K, shape=[bh_kv_total, seqlen_k, HEAD_DIM],
-                                       strides=[seqlen_k * HEAD_DIM, HEAD_DIM, 1],
-                                       block_shape=[1, BLOCK_N, HEAD_DIM])
-    desc_v = tl.make_tensor_descriptor(V, shape=[bh_kv_total, seqlen_k, HEAD_DIM],
-                                       strides=[seqlen_k * HEAD_DIM, HEAD_DIM, 1],
-                                       block_shape=[1, BLOCK_N, HEAD_DIM])
+    desc_q = _rows_descriptor(Q, bh_total, seqlen_q, HEAD_DIM, BLOCK_M)
+    desc_o = _rows_descriptor(Out, bh_total, seqlen_q, HEAD_DIM, BLOCK_M)
+    desc_k = _rows_descriptor(K, bh_kv_total, seqlen_k, HEAD_DIM, BLOCK_N)
+    desc_v = _rows_descriptor(V, bh_kv_total, seqlen_k, HEAD_DIM, BLOCK_N)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     q = desc_q.load([bh, start_m, 0]).reshape([BLOCK_M, HEAD_DIM])
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
