@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 
 from perfsim import algorithms
 from perfsim.errors import InfeasibleError, PerfsimError
+from perfsim.files import FIGURE_EXTENSIONS, check_output, save_figure
 from perfsim.gpu import DTYPES, gpus, load_gpu
 from perfsim.predict import predict
 from perfsim.workload import PHASES, AttentionWorkload
@@ -76,21 +78,41 @@ def _cmd_gpu_show(args) -> int:
 
 
 # ------------------------------------------------------------------ predict
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def int_arg(text: str) -> int:
+    """An integer written with ASCII digits only (no ``1_000``, no ``1e3``, no ``١٢``)."""
+    if not _INT.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"invalid int value {text!r} (ASCII digits 0-9 only)")
+    return int(text)
+
+
+def float_arg(text: str) -> float:
+    """A decimal number written with ASCII characters (no ``1_0``, ``nan`` or ``inf``)."""
+    if not _FLOAT.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"invalid float value {text!r} (a decimal number)")
+    return float(text)
+
+
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     """The ``AttentionWorkload`` fields as options (shared by predict and validate)."""
     g = p.add_argument_group("workload")
-    g.add_argument("--batch", "-b", type=int, required=True, help="batch size B")
-    g.add_argument("--heads", type=int, required=True, help="query heads H")
-    g.add_argument("--kv-heads", type=int, help="key/value heads H_kv (GQA/MQA; default H)")
-    g.add_argument("--seqlen", "--seqlen-q", dest="seqlen_q", type=int, required=True,
+    g.add_argument("--batch", "-b", type=int_arg, required=True, help="batch size B")
+    g.add_argument("--heads", type=int_arg, required=True, help="query heads H")
+    g.add_argument("--kv-heads", type=int_arg,
+                   help="key/value heads H_kv (GQA/MQA; default H)")
+    g.add_argument("--seqlen", "--seqlen-q", dest="seqlen_q", type=int_arg, required=True,
                    help="query sequence length N_q")
-    g.add_argument("--seqlen-k", type=int, help="key/value sequence length N_k (default N_q)")
-    g.add_argument("--head-dim", type=int, required=True, help="head dimension d")
-    g.add_argument("--head-dim-v", type=int, help="value head dimension (default d)")
+    g.add_argument("--seqlen-k", type=int_arg,
+                   help="key/value sequence length N_k (default N_q)")
+    g.add_argument("--head-dim", type=int_arg, required=True, help="head dimension d")
+    g.add_argument("--head-dim-v", type=int_arg, help="value head dimension (default d)")
     g.add_argument("--causal", action="store_true", help="bottom-right aligned causal mask")
     g.add_argument("--dtype", default="bf16", help=f"one of {', '.join(DTYPES)}")
     g.add_argument("--phase", default="fwd", help=f"one of {', '.join(PHASES)}")
-    g.add_argument("--dropout", type=float, default=0.0, dest="dropout_p",
+    g.add_argument("--dropout", type=float_arg, default=0.0, dest="dropout_p",
                    help="attention dropout probability, in [0, 1)")
 
 
@@ -133,15 +155,7 @@ def _algorithm_from_args(name: str, options: list[str]):
             values[key] = json.loads(raw)
         except json.JSONDecodeError:
             values[key] = raw
-    try:
-        return cls(**values)
-    except Exception as exc:  # pydantic ValidationError: one line
-        errors = getattr(exc, "errors", None)
-        if errors:
-            err = errors()[0]
-            raise PerfsimError(f"{name} option {'.'.join(map(str, err['loc']))}: "
-                               f"{err['msg']}; options: {', '.join(cls.model_fields)}") from None
-        raise
+    return cls(**values)  # Algorithm.__init__ raises one PerfsimError line on a bad option
 
 
 def _prediction_record(p) -> dict:
@@ -149,6 +163,7 @@ def _prediction_record(p) -> dict:
     return {
         "algorithm": p.algorithm.label(), "gpu": p.gpu.id, "seconds": p.seconds,
         "tflops": p.tflops, "bound": p.bound, "model_flops": p.model_flops,
+        "executed_flops": p.executed_flops, "peak_tflops": p.peak_flops_per_s / 1e12,
         "unit_seconds": p.unit_seconds,
         "counts": {k: float(getattr(c, k)) for k in c.__dataclass_fields__},
         "memory_bytes": p.memory_bytes, "fits_memory": p.fits_memory,
@@ -161,6 +176,8 @@ def _prediction_record(p) -> dict:
 
 def _cmd_predict(args) -> int:
     w = workload_from_args(args)
+    if args.plot:       # before the work: a bad path must not cost the computation
+        check_output(args.plot, FIGURE_EXTENSIONS, "--plot")
     gpu = load_gpu(args.gpu)
     names = algorithms.names() if args.algorithm == "all" else [args.algorithm]
     if args.algorithm == "all" and args.set:
@@ -188,8 +205,10 @@ def _cmd_predict(args) -> int:
         from perfsim import plots
 
         ok = [r for r in results if not isinstance(r, tuple)]
+        if not ok:
+            raise PerfsimError("--plot: no feasible prediction to plot")
         fig, _ = plots.time_by_unit(ok)
-        fig.savefig(args.plot, dpi=120, bbox_inches="tight")
+        save_figure(fig, args.plot, dpi=120, bbox_inches="tight")
         print(f"wrote {args.plot}")
     return 0
 

@@ -28,6 +28,13 @@ from pathlib import Path
 
 from perfsim import algorithms
 from perfsim.errors import PerfsimError
+from perfsim.files import (
+    FIGURE_EXTENSIONS,
+    atomic_write,
+    check_output,
+    read_text,
+    save_figure,
+)
 
 CONFIG_KEYS = ("gpus", "algorithms", "workload", "overrides")
 PLOTS = ("tflops", "bottleneck")
@@ -43,10 +50,9 @@ def load_sweep_config(path: str | Path) -> dict:
     from perfsim.sweep import WORKLOAD_FIELDS  # pandas: imported only when sweeping
 
     path = Path(path)
-    if not path.is_file():
-        raise PerfsimError(f"sweep config {str(path)!r} does not exist")
+    text = read_text(path, "sweep config")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PerfsimError(f"{path}: not valid TOML: {exc}") from None
     unknown = sorted(set(data) - set(CONFIG_KEYS))
@@ -83,13 +89,8 @@ def _algorithm(entry, path: Path) -> algorithms.Algorithm:
     cls = type(algorithms.resolve(options.pop("name")))
     try:
         return cls(**options)
-    except Exception as exc:  # pydantic ValidationError: one line
-        errors = getattr(exc, "errors", None)
-        if not errors:
-            raise
-        err = errors()[0]
-        raise PerfsimError(f"{path}: {cls.name} option {'.'.join(map(str, err['loc']))}: "
-                           f"{err['msg']}; options: {', '.join(cls.model_fields)}") from None
+    except PerfsimError as exc:  # Algorithm.__init__: one line naming the option
+        raise PerfsimError(f"{path}: {exc}") from None
 
 
 def register_sweep(subparsers) -> None:
@@ -98,7 +99,9 @@ def register_sweep(subparsers) -> None:
         description="Predict every combination in a TOML config (see docs/sweeps.md); one "
         "row per combination, infeasible ones marked with their reason.")
     p.add_argument("config", help="TOML file: [workload] lists, gpus, algorithms, [overrides]")
-    p.add_argument("--out", metavar="CSV", help="write the rows to this CSV file")
+    p.add_argument("--out", metavar="FILE", help="write the rows to this file: .csv, or "
+                   ".parquet (needs pyarrow); written to a temporary file and renamed, so an "
+                   "interrupted sweep never leaves a partial file or loses the previous one")
     p.add_argument("--plot", metavar="FILE", help="write a figure (PNG/SVG/PDF)")
     p.add_argument("--plot-kind", choices=PLOTS, default="tflops",
                    help="tflops: TFLOP/s vs seqlen_q per algorithm; bottleneck: the unit that "
@@ -115,17 +118,24 @@ def _cmd_sweep(args) -> int:
     from perfsim.sweep import sweep
 
     kwargs = load_sweep_config(args.config)
+    if args.out:        # before the work: a bad path must not cost the computation
+        check_output(args.out, OUT_EXTENSIONS, "--out")
+        if args.out.lower().endswith(".parquet"):
+            _pyarrow()
+    if args.plot:
+        check_output(args.plot, FIGURE_EXTENSIONS, "--plot")
     console = Console(stderr=True)
     start = time.perf_counter()
-    with Progress("sweep", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+    with Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=console, transient=True,
                   disable=args.quiet or not console.is_terminal) as bar:
         task = bar.add_task("sweep", total=None)
         df = sweep(**kwargs, progress=lambda done, total: bar.update(task, completed=done,
                                                                        total=total))
-    seconds = time.perf_counter() - start
-    if args.out:
-        df.to_csv(args.out, index=False)
+        seconds = time.perf_counter() - start
+        if args.out:
+            task = bar.add_task("write", total=len(df))
+            write_rows(df, args.out, lambda done: bar.update(task, completed=done))
     if args.plot:
         _plot(df, args.plot, args.plot_kind)
     if args.json:
@@ -138,6 +148,52 @@ def _cmd_sweep(args) -> int:
     return 0
 
 
+#: Row files ``sweep --out`` writes.
+OUT_EXTENSIONS = (".csv", ".parquet")
+#: Rows written per step (the progress bar advances per step).
+WRITE_CHUNK_ROWS = 1 << 16
+
+
+def _pyarrow():
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise PerfsimError("--out .parquet needs pyarrow (pip install pyarrow, or "
+                           "pip install 'perfsim[parquet]'); or write .csv") from None
+    return pq
+
+
+def write_rows(df, path: str | Path, progress=None) -> Path:
+    """Write sweep rows to ``path`` (``.csv`` or ``.parquet``, by the extension) through a
+    temporary file renamed over it: an interrupted write (exception, Ctrl-C, SIGKILL) leaves
+    the previous file at ``path`` untouched. CSV is written in chunks of
+    :data:`WRITE_CHUNK_ROWS` rows, calling ``progress(rows_written)`` after each.
+
+    Raises:
+        perfsim.PerfsimError: unknown extension, missing folder, or pyarrow missing for
+            Parquet.
+    """
+    path = check_output(path, OUT_EXTENSIONS, "--out")
+    parquet = path.suffix.lower() == ".parquet"
+    pq = _pyarrow() if parquet else None
+    with atomic_write(path) as tmp:
+        if parquet:
+            import pyarrow as pa
+
+            pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
+            if progress:
+                progress(len(df))
+        else:
+            with open(tmp, "w", encoding="utf-8", newline="") as fh:
+                for start in range(0, max(len(df), 1), WRITE_CHUNK_ROWS):
+                    df.iloc[start:start + WRITE_CHUNK_ROWS].to_csv(
+                        fh, index=False, header=start == 0)
+                    if progress:
+                        progress(min(start + WRITE_CHUNK_ROWS, len(df)))
+    return path
+
+
 def _plot(df, path: str, kind: str) -> None:
     from perfsim import plots
 
@@ -145,7 +201,7 @@ def _plot(df, path: str, kind: str) -> None:
         fig, _ = plots.tflops_vs_seqlen(df)
     else:
         fig, _ = plots.bottleneck_map(df)
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
 
 
 def _summary(df, seconds: float) -> None:

@@ -11,13 +11,21 @@ source of every number (see ``hardware/README.md``).
 
 from __future__ import annotations
 
+import math
 import tomllib
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from perfsim.errors import InfeasibleError, PerfsimError
 
@@ -42,6 +50,121 @@ class GPUFeatures(BaseModel):
     two_cta: bool = Field(description="2-CTA (CTA pair) MMA mode, M = 256 (sm_100)")
 
 
+class PowerSpec(BaseModel):
+    """Board power of a GPU as a function of what it does and its SM clock (the sustained-clock
+    model, :mod:`perfsim.power`).
+
+    Power at SM clock ``f`` while a kernel runs for ``T(f)`` seconds::
+
+        P(f) = static_w + (Σ_SM-units n_u · e_u · (f / reference_clock_hz)^voltage_exponent
+                           + hbm_bytes · hbm_pj_per_byte) / T(f)
+
+    ``n_u`` are the kernel's executed counts (tensor FLOPs, FP32 FLOPs, MUFU ops, shared-memory
+    bytes), ``e_u`` the energy per operation at ``reference_clock_hz``. The energy of a switching
+    transistor is C·V², and over the DVFS range the supply voltage rises about linearly with the
+    clock, so energy per SM operation scales as ``(f/f_ref)^voltage_exponent`` (2 for V ∝ f;
+    the value is measured where a ``[sources]`` entry says so). HBM energy does not scale with
+    the SM clock. The sustained clock is where ``P(f) = tdp_w``, capped at ``max_clock_hz`` and
+    floored at ``min_clock_hz``.
+
+    Energies in picojoules (pJ, 1e-12 J); tensor energies per FLOP of 16-bit inputs, keyed by
+    instruction family (``mma_sync``, ``wgmma``, ``tcgen05``); other input widths scale with
+    the operand width (``tensor_energy_scale``, an assumption stated there).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tdp_w: float = Field(gt=0, le=5000, description="board power limit (W)")
+    static_w: float = Field(ge=0, le=5000, description="board power with the SM clock at "
+                            "reference_clock_hz and no kernel running (W)")
+    reference_clock_hz: float = Field(gt=1e8, le=5e9, description="SM clock the energies "
+                                      "are quoted at (Hz)")
+    min_clock_hz: float = Field(gt=1e8, le=5e9, description="lowest SM clock the power "
+                                "controller settles at under load (Hz)")
+    voltage_exponent: float = Field(ge=0, le=4, description="energy per SM operation scales "
+                                    "as (f / reference_clock_hz) ** voltage_exponent")
+    tensor_pj_per_flop: dict[str, float] = Field(description="pJ per tensor FLOP (16-bit "
+                                                 "inputs) by instruction family")
+    fp32_pj_per_flop: float = Field(ge=0, le=1e3, description="pJ per FP32 FLOP (FMA = 2)")
+    mufu_pj_per_op: float = Field(ge=0, le=1e4, description="pJ per MUFU ex2")
+    smem_pj_per_byte: float = Field(ge=0, le=1e3, description="pJ per shared-memory byte")
+    hbm_pj_per_byte: float = Field(ge=0, le=1e4, description="pJ per HBM byte read or written")
+
+    @model_validator(mode="after")
+    def _check(self) -> PowerSpec:
+        for key, value in self.tensor_pj_per_flop.items():
+            if key not in ("mma_sync", "wgmma", "tcgen05"):
+                raise ValueError(f"power.tensor_pj_per_flop: unknown family {key!r}; allowed: "
+                                 "mma_sync, wgmma, tcgen05")
+            if not 0 <= value <= 1e3:
+                raise ValueError(f"power.tensor_pj_per_flop[{key}] must be in [0, 1000] pJ, "
+                                 f"got {value}")
+        if self.static_w >= self.tdp_w:
+            raise ValueError(f"power.static_w ({self.static_w} W) must be below tdp_w "
+                             f"({self.tdp_w} W)")
+        if self.min_clock_hz > self.reference_clock_hz:
+            raise ValueError("power.min_clock_hz must not exceed power.reference_clock_hz")
+        return self
+
+
+#: Energy per tensor FLOP relative to 16-bit inputs, by input dtype: ASSUMED proportional to
+#: the operand width (the multiplier array's switched capacitance), fp32 inputs without a
+#: tensor path run on the FP32 pipes and are charged there.
+TENSOR_ENERGY_SCALE = {"fp8_e4m3": 0.5, "fp16": 1.0, "bf16": 1.0, "tf32": 2.0}
+
+
+#: Plausible range of each numeric GPUSpec field, with its unit: a value outside is a typo or
+#: a wrong unit (``clock_hz = 1830``: MHz given for Hz), not a GPU. Generous by orders of
+#: magnitude around every GPU in the catalog so that what-ifs stay possible.
+FIELD_RANGES: dict[str, tuple[float, float, str]] = {
+    "sm_count": (1, 4096, "SMs"),
+    "clock_hz": (1e8, 5e9, "Hz (100 MHz to 5 GHz)"),
+    "max_clock_hz": (1e8, 5e9, "Hz (100 MHz to 5 GHz)"),
+    "power_capped_clock_hz": (1e8, 5e9, "Hz (100 MHz to 5 GHz)"),
+    "tensor_flops_per_clk_per_sm": (1, 1e6, "FLOP per clock per SM"),
+    "mma_sync_flops_per_clk_per_sm": (1, 1e6, "FLOP per clock per SM"),
+    "fp32_flops_per_clk_per_sm": (1, 1e5, "FLOP per clock per SM"),
+    "mufu_ops_per_clk_per_sm": (0.01, 1e5, "operations per clock per SM"),
+    "smem_bandwidth_bytes_per_clk_per_sm": (1, 1e5, "bytes per clock per SM"),
+    "smem_bytes_per_sm": (1024, 2**30, "bytes"),
+    "smem_bytes_per_block": (1024, 2**30, "bytes"),
+    "registers_per_sm": (1, 2**24, "registers"),
+    "max_registers_per_thread": (1, 2**16, "registers"),
+    "max_warps_per_sm": (1, 2**12, "warps"),
+    "max_ctas_per_sm": (1, 2**12, "CTAs"),
+    "max_threads_per_sm": (32, 2**17, "threads"),
+    "l2_bytes": (1, 2**40, "bytes (1 B: a what-if without L2)"),
+    "hbm_bytes": (2**20, 2**50, "bytes (1 MiB to 1 PiB)"),
+    "hbm_bandwidth_bytes_per_s": (1e9, 1e14, "bytes/s (1 GB/s to 100 TB/s)"),
+    "tmem_bytes_per_sm": (0, 2**30, "bytes"),
+    "load_latency_s": (1e-9, 1e-3, "s (1 ns to 1 ms)"),
+    "cta_load_bandwidth_bytes_per_s": (1e6, 1e14, "bytes/s (1 MB/s to 100 TB/s)"),
+    "tensor_sustained_fraction": (0.01, 1, "(a share of the per-clock tensor rate)"),
+    "l2_usable_fraction": (0.001, 1, "(a share of l2_bytes)"),
+}
+
+
+def _check_ranges(spec) -> None:
+    """Raise ValueError naming the first field outside :data:`FIELD_RANGES` (or not finite)."""
+    for name, (lo, hi, unit) in FIELD_RANGES.items():
+        value = getattr(spec, name)
+        items = value.items() if isinstance(value, dict) else [(None, value)]
+        for key, v in items:
+            if v is None:
+                continue
+            label = name if key is None else f"{name}[{key}]"
+            if not math.isfinite(v):
+                raise ValueError(f"{label} must be a finite number of {unit}, got {v}")
+            if not lo <= v <= hi:
+                hint = (f" (in MHz? {v:g} MHz is {v * 1e6:g} Hz)" if unit.startswith("Hz")
+                        and lo <= v * 1e6 <= hi else "")
+                raise ValueError(f"{label} must be between {lo:g} and {hi:g} {unit}, got "
+                                 f"{v:g}{hint}")
+    if spec.max_clock_hz < spec.clock_hz:
+        raise ValueError(f"max_clock_hz ({spec.max_clock_hz:g} Hz) must be >= clock_hz "
+                         f"({spec.clock_hz:g} Hz)")
+
+
 class GPUSpec(BaseModel):
     """One GPU. Frozen; use :meth:`replace` for a what-if variant (validated again).
 
@@ -51,8 +174,10 @@ class GPUSpec(BaseModel):
     the FP32 pipes).
 
     Raises:
-        perfsim.PerfsimError: on construction or :meth:`replace` with a non-positive rate, an
-            unknown dtype key, a per-block shared-memory size above the per-SM size, or a
+        perfsim.PerfsimError: on construction or :meth:`replace` with a non-positive rate, a
+            value outside its plausible range or not finite (:data:`FIELD_RANGES`, the unit
+            is in the message), ``max_clock_hz < clock_hz``, an unknown dtype key, a
+            per-block shared-memory size above the per-SM size, or a
             ``native_tensor_family`` that the feature flags do not provide.
     """
 
@@ -79,6 +204,10 @@ class GPUSpec(BaseModel):
     registers_per_sm: int = Field(gt=0, description="32-bit registers per SM")
     max_registers_per_thread: int = Field(gt=0, description="32-bit registers per thread, max")
     max_warps_per_sm: int = Field(gt=0)
+    warp_schedulers_per_sm: int = Field(
+        default=4, gt=0, le=8, description="warp schedulers (SM sub-partitions) per SM, each "
+        "with its own quarter of the tensor cores and FP32 pipes: 4 on every NVIDIA SM since "
+        "Volta (CUDA C++ Programming Guide, 'Compute Capability 7.x/8.x/9.x/10.x/12.x')")
     max_ctas_per_sm: int = Field(gt=0)
     max_threads_per_sm: int = Field(gt=0)
     l2_bytes: int = Field(gt=0)
@@ -107,13 +236,16 @@ class GPUSpec(BaseModel):
         "(perfsim.timing.rates); a calibrated profile's tensor rates are measured already and "
         "carry 1.0")
     features: GPUFeatures
+    power: PowerSpec | None = Field(
+        default=None, description="board power model (perfsim.power): the sustained SM clock "
+        "under a kernel's load; None: predictions run at clock_hz")
     sources: dict[str, str] = Field(default_factory=dict,
                                     description="field name -> where the number comes from")
     calibration: dict[str, str] | None = Field(
         default=None, description="for calibrated profiles: device, driver, date, method")
 
     @model_validator(mode="after")
-    def _check(self) -> GPUSpec:
+    def _check(self, info: ValidationInfo) -> GPUSpec:
         for table in ("tensor_flops_per_clk_per_sm", "mma_sync_flops_per_clk_per_sm"):
             for key, value in getattr(self, table).items():
                 if key not in DTYPES:
@@ -123,6 +255,8 @@ class GPUSpec(BaseModel):
                     raise ValueError(f"{table}[{key}] must be > 0, got {value}")
         if self.smem_bytes_per_block > self.smem_bytes_per_sm:
             raise ValueError("smem_bytes_per_block must not exceed smem_bytes_per_sm")
+        if not (info.context or {}).get("unchecked_ranges"):   # unit-rate test fixtures only
+            _check_ranges(self)
         needs = {"wgmma": self.features.wgmma, "tcgen05": self.features.tcgen05,
                  "mma_sync": True}
         if not needs[self.native_tensor_family]:
@@ -209,8 +343,9 @@ def _validate_spec(data: dict, where: str) -> GPUSpec:
         return GPUSpec.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "spec"
-        raise PerfsimError(f"{where}: {loc}: {first['msg']}") from None
+        loc = ".".join(str(p) for p in first["loc"])
+        msg = first["msg"].removeprefix("Value error, ")
+        raise PerfsimError(f"{where}: {loc + ': ' if loc else ''}{msg}") from None
 
 
 def _catalog_dir() -> Path:
@@ -228,8 +363,8 @@ def _load_path(path: str, mtime_ns: int) -> GPUSpec:
     with open(path, "rb") as fh:
         try:
             data = tomllib.load(fh)
-        except tomllib.TOMLDecodeError as exc:
-            raise PerfsimError(f"{path}: not valid TOML: {exc}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise PerfsimError(f"{path}: not valid TOML (UTF-8): {exc}") from None
     return _validate_spec(data, where=path)
 
 

@@ -9,6 +9,7 @@ from matplotlib.patches import Patch
 #: One colour per binding unit ("" = infeasible).
 UNIT_COLORS = {"tensor": "#4C72B0", "fp32": "#DD8452", "mufu": "#C44E52", "smem": "#8172B3",
                "hbm": "#55A868", "latency": "#64B5CD", "launch": "#937860",
+               "host": "#B0B0B0",
                "": "#DDDDDD"}
 MARKERS = "osD^vP*X"
 

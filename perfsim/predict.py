@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from perfsim.algorithms import Algorithm, Dims, resolve
 from perfsim.gpu import GPUSpec, load_gpu
+from perfsim.power import call_clock
 from perfsim.kernel import UNITS
-from perfsim.prediction import Counts, Prediction, model_flops
+from perfsim.mathops import maximum
+from perfsim.prediction import Counts, Prediction, credited_flops, model_flops
+from perfsim.software import DEFAULT_SOFTWARE
 from perfsim.timing import KernelTiming, TimingParams, time_kernel
 from perfsim.workload import AttentionWorkload
 
@@ -22,8 +26,11 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
     Args:
         workload: the attention call.
         gpu: catalog id (``perfsim.gpus()``), path to a ``.toml`` profile, or a ``GPUSpec``.
-        algorithm: a name (``standard``, ``fa1``, ``fa2``, ``fa3``, ``fa4``: defaults) or a
-            config such as ``perfsim.algorithms.FA2(block_m=64)``.
+        algorithm: an algorithm name (``standard``, ``fa1``, ``fa2``, ``fa3``, ``fa4``: the
+            reference kernels' defaults), a config such as
+            ``perfsim.algorithms.FA2(block_m=64)``, or an implementation preset
+            (``sdpa-flash``, ``sdpa-cudnn``, ``flex``, ``flash-attn-cute``, ...:
+            ``perfsim.implementations``).
         timing: efficiency factors and overheads; default ``TimingParams.for_gpu(gpu)``.
 
     Returns:
@@ -36,34 +43,76 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
     """
     spec = load_gpu(gpu)
     algo = resolve(algorithm)
-    params = timing or TimingParams.for_gpu(spec)
+    params = timing or TimingParams.for_gpu(spec, getattr(algo, "software", DEFAULT_SOFTWARE))
     dims = Dims.of(workload)
-    launched = [k for k in algo.kernels(dims, spec) if k.grid]   # drop kernels not launched
-    kernels = [time_kernel(k, spec, params) for k in launched]
-    seconds, unit_seconds, bound_seconds, bound = aggregate(kernels, params)
+    kernels, seconds, unit_seconds, bound_seconds, bound, clock_hz, power_w = evaluate(
+        algo, dims, spec, params)
     return Prediction(
         workload=workload, gpu=spec, algorithm=algo, seconds=seconds,
-        tflops=model_flops(workload) / seconds / 1e12, bound=str(bound),
+        tflops=credited_flops(model_flops(workload), Counts.total(kernels).tensor_flops,
+                              Counts.total(kernels).flops) / seconds / 1e12, bound=str(bound),
         unit_seconds={u: float(t) for u, t in unit_seconds.items()},
         bound_seconds={u: float(t) for u, t in bound_seconds.items()},
         counts=Counts.total(kernels), memory_bytes=float(algo.memory_bytes(dims, spec)),
-        kernels=kernels, timing=params)
+        kernels=kernels, timing=params, clock_hz=clock_hz, power_w=power_w)
 
 
 #: What a prediction can be bound by: a unit, the load latency of an unpipelined kernel
-#: (``KernelCost.load_chain``), or the kernel-launch overhead.
-BOUNDS: tuple[str, ...] = (*UNITS, "latency", "launch")
+#: (``KernelCost.load_chain``), the kernel-launch overhead, or the host (a call whose GPU
+#: work is shorter than the host's per-call time, ``TimingParams.host_floor_*_s``).
+BOUNDS: tuple[str, ...] = (*UNITS, "latency", "launch", "host")
 
 
-def aggregate(kernels: list[KernelTiming], params: TimingParams):
+def evaluate(algo: Algorithm, dims: Dims, spec: GPUSpec, params: TimingParams):
+    """The kernels of one call, timed: the path shared by :func:`predict` and
+    ``perfsim.sweep`` (scalars or numpy arrays).
+
+    Steps: the algorithm's kernels per phase (forward and backward apart for ``fwd_bwd``);
+    the SM clock of the whole call (``TimingParams.clock``, :func:`perfsim.power.call_clock`);
+    each kernel timed at that clock; a phase lasts at least its host floor.
+
+    Returns:
+        ``(kernels, seconds, unit_seconds, bound_seconds, bound, clock_hz, power_w)``.
+    """
+    phases = ("fwd", "bwd") if dims.phase == "fwd_bwd" else (dims.phase,)
+    parts = []
+    for phase in phases:
+        part = dims if len(phases) == 1 else replace(dims, phase=phase)
+        # drop kernels not launched (scalar grid 0); array grids are handled by aggregate
+        parts.append((phase, [k for k in algo.kernels(part, spec)
+                              if isinstance(k.grid, np.ndarray) or k.grid]))
+    floors = {"fwd": params.host_floor_fwd_s, "bwd": params.host_floor_bwd_s}
+
+    def seconds_at(clock):
+        total = 0.0
+        for phase, costs in parts:
+            gpu_s = sum(time_kernel(k, spec, params, clock).seconds for k in costs)
+            total = total + maximum(gpu_s, floors[phase])
+        return total
+
+    costs = [k for _, ks in parts for k in ks]
+    clock_hz, power_w = call_clock(spec, costs, params, seconds_at)
+    timed = [(phase, [time_kernel(k, spec, params, clock_hz) for k in ks])
+             for phase, ks in parts]
+    host = sum(maximum(floors[phase] - sum(k.seconds for k in ks), 0.0) for phase, ks in timed)
+    kernels = [k for _, ks in timed for k in ks]
+    seconds, unit_seconds, bound_seconds, bound = aggregate(kernels, params, host)
+    return kernels, seconds, unit_seconds, bound_seconds, bound, clock_hz, power_w
+
+
+def aggregate(kernels: list[KernelTiming], params: TimingParams, host_s=0.0):
     """Totals over kernels (scalars or numpy arrays, elementwise).
+
+    Args:
+        host_s: time the host adds beyond the kernels (the host floors' excess).
 
     Returns:
         ``(seconds, unit_seconds, bound_seconds, bound)``: total time; per unit its time
         summed over kernels; per unit the kernel time during which it was the binding unit
-        (``launch`` for launch overheads); and the unit with the largest such time.
+        (``launch`` for launch overheads, ``host`` for ``host_s``); and the unit with the
+        largest such time.
     """
-    seconds = sum(k.seconds for k in kernels)
+    seconds = sum(k.seconds for k in kernels) + host_s
     unit_seconds = {u: sum(k.unit_seconds[u] for k in kernels) for u in UNITS}
     bound_seconds = {b: 0.0 for b in BOUNDS}
     for k in kernels:
@@ -73,6 +122,7 @@ def aggregate(kernels: list[KernelTiming], params: TimingParams):
         for u in (b for b in BOUNDS if b != "launch"):
             bound_seconds[u] = bound_seconds[u] + np.where(np.asarray(k.bound) == u, body, 0.0)
         bound_seconds["launch"] = bound_seconds["launch"] + overhead
+    bound_seconds["host"] = bound_seconds["host"] + host_s
     # broadcast: a kernel's grid may depend on fewer sweep axes than its times
     stacked = np.stack(np.broadcast_arrays(*[np.asarray(bound_seconds[b], dtype=float)
                                              for b in BOUNDS]))

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
+from perfsim.errors import PerfsimError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.mathops import where
@@ -37,6 +40,20 @@ def model_flops(w: AttentionWorkload):
         pairs = where(w.seqlen_q == w.seqlen_k, pairs / 2, unmasked)
     fwd = 2 * w.batch * w.heads * pairs * (w.head_dim + w.head_dim_v)
     return {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[w.phase] * fwd
+
+
+def credited_flops(model, tensor_flops, flops):
+    """The FLOPs ``tflops`` divides by: the convention's :func:`model_flops`, but at most the
+    matmul FLOPs the kernels execute (``Counts.tensor_flops``; ``Counts.flops`` where the
+    matmuls run on the FP32 pipes, ``tensor_flops == 0``). The convention charges the
+    backward at 2.5x the forward (five matmuls, FA2's recomputation); a kernel that runs fewer
+    (standard attention's backward: four) is not credited with work it does not do, so
+    TFLOP/s never exceeds the matmul peak (``Prediction.peak_flops_per_s``). Equal to
+    ``model`` for every forward pass and for kernels that recompute. Works on numpy arrays
+    (sweeps)."""
+    executed = where(np.asarray(tensor_flops) > 0, tensor_flops, flops)
+    return np.minimum(model, executed) if isinstance(executed, np.ndarray) else min(model,
+                                                                                   executed)
 
 
 @dataclass(frozen=True)
@@ -91,6 +108,10 @@ class Prediction:
         memory_bytes: peak HBM footprint (inputs, outputs, saved tensors, transients).
         kernels: per-kernel :class:`perfsim.timing.KernelTiming`, in launch order.
         timing: the :class:`perfsim.timing.TimingParams` the times were computed with.
+        clock_hz: the SM clock the times are at (``TimingParams.clock``: by default the
+            sustained clock of :mod:`perfsim.power`).
+        power_w: modelled average board power at that clock (W); ``None`` for a GPU
+            without a power table.
     """
 
     workload: AttentionWorkload
@@ -105,10 +126,32 @@ class Prediction:
     memory_bytes: float
     kernels: list
     timing: object = None
+    clock_hz: float | None = None
+    power_w: float | None = None
 
     @property
     def model_flops(self) -> float:
         return model_flops(self.workload)
+
+    @property
+    def executed_flops(self) -> float:
+        """FLOPs the kernels execute (``counts.flops``: matmul + FP32 work, masked elements of
+        visited tiles and recomputation included); ``model_flops`` is the convention."""
+        return self.counts.flops
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        """The GPU's dense matmul peak for the workload's dtype at the clock of this
+        prediction (FLOP/s): the fastest instruction family it has for the dtype (the FP32
+        pipes where there is no tensor path). ``tflops`` never exceeds it."""
+        g, best = self.gpu, 0.0
+        for family in (g.native_tensor_family, "mma_sync"):
+            try:
+                best = max(best, g.tensor_flops_per_clk(self.workload.dtype, family))
+            except PerfsimError:
+                continue
+        best = best or g.fp32_flops_per_clk_per_sm
+        return best * g.sm_count * (self.clock_hz or g.clock_hz)
 
     @property
     def fits_memory(self) -> bool:
@@ -120,12 +163,37 @@ class Prediction:
         """Achieved HBM bandwidth (GB/s) implied by the predicted time."""
         return self.counts.hbm_bytes / self.seconds / 1e9
 
+    def _clock_line(self) -> str:
+        """Which SM clock the times are at, and why."""
+        g, choice = self.gpu, getattr(self.timing, "clock", "datasheet")
+        clock = self.clock_hz or g.clock_hz
+        text = f"Times are at an SM clock of {clock / 1e6:.0f} MHz"
+        if self.power_w is None:
+            return text + (f" (clock_hz; {g.id} has no power table, so the clock under load "
+                           "is not modelled)." if choice == "sustained" else
+                           f" (timing clock = {choice!r}).")
+        tdp = g.power.tdp_w
+        if isinstance(choice, str) and choice != "sustained":
+            return text + (f" (timing clock = {choice!r}); modelled board power "
+                           f"{self.power_w:.0f} W of the {tdp:.0f} W limit.")
+        if not isinstance(choice, str):
+            held = "held there" if clock >= min(choice, g.max_clock_hz) * (1 - 1e-9) else \
+                "the power limit holds it lower"
+            return text + (f" (clock locked at {choice / 1e6:.0f} MHz, {held}); modelled "
+                           f"board power {self.power_w:.0f} W of the {tdp:.0f} W limit.")
+        if clock >= g.max_clock_hz:
+            return text + (f", the maximum boost clock: modelled board power "
+                           f"{self.power_w:.0f} W stays under the {tdp:.0f} W limit.")
+        return text + (f": at the maximum boost clock ({g.max_clock_hz / 1e6:.0f} MHz) this "
+                       f"call would draw more than the {tdp:.0f} W limit, so the power model "
+                       f"(perfsim.power) settles it where board power meets the limit.")
+
     def explain(self) -> str:
         """A few lines in words: what binds, by how much, and why."""
         w, g = self.workload, self.gpu
         lines = [f"{self.algorithm.label()} on {g.name}: {w.describe()}",
                  f"predicted {self.seconds * 1e3:.3f} ms, {self.tflops:.1f} TFLOP/s "
-                 f"({100 * self.tflops * 1e12 / g.peak_tensor_flops_per_s(w.dtype):.0f} % "
+                 f"({100 * self.tflops * 1e12 / self.peak_flops_per_s:.0f} % "
                  f"of the {w.dtype} matmul peak), {self.counts.hbm_bytes / 1e9:.2f} GB "
                  f"over HBM, peak memory {self.memory_bytes / 2**30:.2f} GiB."]
         share = 100 * self.bound_seconds.get(self.bound, 0) / self.seconds
@@ -153,7 +221,7 @@ class Prediction:
         elif rule:
             lines.append(f"Overlap rule: {rule}.")
         if heavy.cost.pipeline is not None:
-            stations, tiles = heavy.cost.pipeline
+            stations, tiles = heavy.cost.pipeline[:2]
             parts = []
             for station in stations:
                 top = max(station, key=lambda u: heavy.unit_seconds[u])
@@ -162,16 +230,7 @@ class Prediction:
             lines.append(f"{heavy.cost.name} is an asynchronous cycle of two stations, "
                          f"{' and '.join(parts)}, with {tiles} tile(s) in flight: both "
                          "stations set its pace, the slower one most.")
-        capped = g.power_capped_clock_hz
-        if capped and capped < g.clock_hz and self.bound == "tensor" and not g.calibration:
-            from perfsim.predict import predict
-
-            slower = predict(w, g.replace(clock_hz=capped), self.algorithm, timing=self.timing)
-            lines.append(f"Times are at clock_hz = {g.clock_hz / 1e6:.0f} MHz. Dense tensor-core "
-                         f"work can be held lower by the board power limit: "
-                         f"power_capped_clock_hz = {capped / 1e6:.0f} MHz (see its source; "
-                         f"lighter kernels ran faster), where this takes "
-                         f"{slower.seconds * 1e3:.3f} ms ({slower.tflops:.1f} TFLOP/s).")
+        lines.append(self._clock_line())
         if not self.fits_memory:
             lines.append(f"Does not fit: needs {self.memory_bytes / 2**30:.1f} GiB, the GPU has "
                          f"{g.hbm_bytes / 2**30:.1f} GiB of HBM.")

@@ -15,6 +15,7 @@ the very code :func:`perfsim.predict` runs — ``Algorithm.kernels(Dims(...), gp
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterable
 from types import SimpleNamespace
 
@@ -22,15 +23,17 @@ import numpy as np
 import pandas as pd
 
 from perfsim import algorithms as algos
+from perfsim.algorithms.base import collect_infeasible
 from perfsim.errors import InfeasibleError, PerfsimError
-from perfsim.gpu import GPUSpec, load_gpu
+from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec, load_gpu
 from perfsim.gpu import gpus as catalog
 from perfsim.kernel import UNITS
 from perfsim.overrides import expand_overrides, what_if
-from perfsim.predict import BOUNDS, aggregate
-from perfsim.prediction import Counts, model_flops
-from perfsim.timing import TimingParams, time_kernel
-from perfsim.workload import AttentionWorkload
+from perfsim.predict import BOUNDS, evaluate
+from perfsim.prediction import Counts, credited_flops, model_flops
+from perfsim.software import DEFAULT_SOFTWARE
+from perfsim.timing import TimingParams
+from perfsim.workload import MAX_SIZE, MAX_TENSOR_BYTES, AttentionWorkload
 
 #: Workload columns, in ``AttentionWorkload`` order.
 WORKLOAD_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim",
@@ -50,6 +53,26 @@ RESULT_COLUMNS = ("seconds", "tflops", "bound", *(f"{u}_seconds" for u in UNITS)
                   *COUNT_COLUMNS, "memory_bytes", "fits_memory")
 
 Progress = Callable[[int, int], None]
+#: Peak memory per result row while a sweep is built (the result columns, the DataFrame made
+#: from them, the workload columns and categorical codes), measured about 400 B; with margin.
+BYTES_PER_ROW = 512
+
+
+def available_memory_bytes() -> int | None:
+    """Memory available to a new allocation now (bytes): Linux's ``MemAvailable`` (free
+    memory plus reclaimable caches), else the free physical pages; None where the OS does
+    not say."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
@@ -57,7 +80,8 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
           gpus: Iterable[str | GPUSpec] | str | GPUSpec | None = None,
           algorithms: Iterable[str | algos.Algorithm] | str | None = None,
           overrides: dict | None = None, timing: TimingParams | None = None,
-          progress: Progress | None = None) -> pd.DataFrame:
+          progress: Progress | None = None,
+          max_memory_bytes: int | None = None) -> pd.DataFrame:
     """Predict every combination of the values given; one DataFrame row each.
 
     Args:
@@ -72,6 +96,8 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
             ``field.key`` addresses one table entry (``tensor_flops_per_clk_per_sm.bf16``).
         timing: efficiency factors; default ``TimingParams.for_gpu`` of each GPU.
         progress: called as ``progress(rows_done, rows_total)`` after each block.
+        max_memory_bytes: refuse a sweep whose result needs more (about
+            :data:`BYTES_PER_ROW` per row); default: half the memory available now.
 
     Returns:
         DataFrame with the workload columns, ``gpu`` (base catalog id), ``algorithm`` (label),
@@ -85,19 +111,28 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
 
     Raises:
         perfsim.PerfsimError: a bad value (the message names the field), an unknown GPU,
-            algorithm or override field.
+            algorithm or override field; sizes whose largest combination would exceed
+            :data:`perfsim.workload.MAX_TENSOR_BYTES` per tensor; a sweep too large for the
+            memory (checked before any work: the message gives rows and bytes).
     """
     scalars = _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p)
-    grid = _Grid(batch, heads, kv_heads, seqlen_q, seqlen_k)
     specs = [load_gpu(g) for g in _listify(catalog() if gpus is None else gpus)]
     configs = [algos.resolve(a) for a in _listify(algos.names() if algorithms is None
                                                   else algorithms)]
     variants = expand_overrides(overrides or {})
-    out = _Table(grid, len(specs) * len(variants) * len(configs) * len(scalars))
+    groups = len(specs) * len(variants) * len(configs) * len(scalars)
+    grid_rows = (len(_listify(batch)) * len(_listify(heads)) * len(_listify(seqlen_q))
+                 * (1 if kv_heads is None else len(_listify(kv_heads)))
+                 * (1 if seqlen_k is None else len(_listify(seqlen_k))))
+    check_size(grid_rows * groups, max_memory_bytes)       # before any array is built
+    grid = _Grid(batch, heads, kv_heads, seqlen_q, seqlen_k)
+    _check_tensor_sizes(grid, scalars)
+    out = _Table(grid, groups)
     for spec, ovs in itertools.product(specs, variants):
         gpu, why = what_if(spec, ovs)
-        params = timing or TimingParams.for_gpu(gpu or spec)
         for algo, scalar in itertools.product(configs, scalars):
+            params = timing or TimingParams.for_gpu(
+                gpu or spec, getattr(algo, "software", DEFAULT_SOFTWARE))
             out.groups.append({"gpu": spec.id, "algorithm": algo.label(),
                                "overrides": ", ".join(o.label() for o in ovs),
                                **{o.column(): o.column_value() for o in ovs}, **scalar})
@@ -108,18 +143,63 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
     return out.frame()
 
 
+def check_size(rows: int, max_memory_bytes: int | None = None) -> None:
+    """Refuse a sweep of ``rows`` rows that would need more than ``max_memory_bytes``
+    (default: half the memory available now).
+
+    Raises:
+        perfsim.PerfsimError: with the row count, the estimate and the limit.
+    """
+    if max_memory_bytes is None:
+        free = available_memory_bytes()
+        max_memory_bytes = free // 2 if free else 2**34
+    need = rows * BYTES_PER_ROW
+    if need > max_memory_bytes:
+        raise PerfsimError(
+            f"sweep: {rows:,} rows need about {need / 2**30:.1f} GiB ({BYTES_PER_ROW} B per "
+            f"row), more than the {max_memory_bytes / 2**30:.1f} GiB allowed (half the "
+            "memory available now); split the sweep into several configs with fewer values "
+            "per list")
+
+
+def _check_tensor_sizes(grid: _Grid, scalars: list[dict]) -> None:
+    """Every combination's Q, K, V, O within :data:`MAX_TENSOR_BYTES` (checked on the largest
+    value of each size, which bounds every combination)."""
+    e = max(BYTES_PER_ELEMENT[s["dtype"]] for s in scalars)
+    d = max(max(s["head_dim"], s["head_dim_v"]) for s in scalars)
+    b = int(grid.batch.max())
+    for heads, seqlen, label in ((grid.heads[:, 0], grid.seqlens[:, 0], "Q/O"),
+                                 (grid.heads[:, 1], grid.seqlens[:, 1], "K/V")):
+        size = b * int(heads.max()) * int(seqlen.max()) * d * e
+        if size > MAX_TENSOR_BYTES:
+            raise PerfsimError(
+                f"sweep: the largest {label} tensor would hold {size:.3g} bytes; at most "
+                f"2**45 = {MAX_TENSOR_BYTES} bytes (32 TiB) per tensor, far beyond any GPU's "
+                "memory (checked on the largest value of each size field)")
+
+
 def _evaluate(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict, why: str):
     """One block of one group: ``(results, reasons)``. ``results``: broadcastable arrays
-    (empty if the whole block is infeasible); ``reasons``: one per heads pair, "" when
-    feasible (an invalid workload first, then the group's reason)."""
+    (empty if the whole block is infeasible); ``reasons``: an object array broadcastable to
+    the block, "" where feasible (an invalid workload first, then the group's reason, then
+    the element's own: e.g. a tile that fits in shared memory for one sequence length and
+    not for another, :func:`perfsim.algorithms.base.collect_infeasible`)."""
     pairs = zip(block["heads"].ravel(), block["kv_heads"].ravel())
-    reasons = [f"kv_heads ({k}) must divide heads ({h})" if h % k else why for h, k in pairs]
+    reasons = np.array([f"kv_heads ({k}) must divide heads ({h})" if h % k else why
+                        for h, k in pairs], dtype=object)[None, :, None]
     if why:
         return {}, reasons
     try:
-        return _predict_arrays(algo, gpu, params, scalar, block), reasons
+        with collect_infeasible() as partial:
+            results = _predict_arrays(algo, gpu, params, scalar, block)
     except InfeasibleError as exc:
-        return {}, [r or str(exc) for r in reasons]
+        return {}, np.where(reasons == "", str(exc), reasons)
+    shape = np.broadcast_shapes(*(v.shape for v in block.values()))
+    reasons = np.broadcast_to(reasons, shape).copy()
+    for mask, reason in partial:
+        mask = np.broadcast_to(mask, shape)
+        reasons[mask & (reasons == "")] = reason
+    return results, reasons
 
 
 def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> dict:
@@ -131,13 +211,14 @@ def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> di
                       block["kv_heads"].astype(wide), block["seqlen_q"], block["seqlen_k"],
                       scalar["head_dim"], scalar["head_dim_v"], scalar["causal"],
                       scalar["dtype"], scalar["phase"], scalar["dropout_p"])
-    kernels = [time_kernel(k, gpu, params) for k in algo.kernels(dims, gpu)]
-    seconds, unit_seconds, _, bound = aggregate(kernels, params)
+    kernels, seconds, unit_seconds, _, bound, clock_hz, power_w = evaluate(algo, dims, gpu,
+                                                                           params)
     counts = Counts.total(kernels)
     flops = model_flops(SimpleNamespace(**{**block, "batch": block["batch"].astype(float)},
                                         **scalar))
     memory = algo.memory_bytes(dims, gpu)
-    return {"seconds": seconds, "tflops": flops / seconds / 1e12, "bound": bound,
+    credited = credited_flops(flops, counts.tensor_flops, counts.flops)
+    return {"seconds": seconds, "tflops": credited / seconds / 1e12, "bound": bound,
             **{f"{u}_seconds": unit_seconds[u] for u in UNITS}, "model_flops": flops,
             **{c: getattr(counts, c) for c in COUNT_COLUMNS},
             "memory_bytes": memory, "fits_memory": np.asarray(memory) <= gpu.hbm_bytes}
@@ -168,7 +249,9 @@ class _Table:
         shape = np.broadcast_shapes(*(v.shape for v in block.values()))
         rows = slice(self.rows, self.rows + int(np.prod(shape)))
         self.rows = rows.stop
-        codes = np.array([self._code(r) for r in reasons])[None, :, None]
+        unique, inverse = np.unique(np.asarray(reasons, dtype=str), return_inverse=True)
+        codes = np.array([self._code(str(r)) for r in unique])[inverse].reshape(
+            np.shape(reasons))
         np.copyto(self.reason_codes[rows].reshape(shape), codes)
         for key, column in self.columns.items():
             if key == "bound" and results:
@@ -188,9 +271,10 @@ class _Table:
     def frame(self) -> pd.DataFrame:
         n, groups = self.grid.size, len(self.groups)
         data = {}
+        flat = self.grid.flat
         for key in WORKLOAD_FIELDS:
             if key in ARRAY_FIELDS:
-                data[key] = np.tile(self.grid.flat[key], groups)
+                data[key] = np.tile(flat[key], groups)
             else:
                 data[key] = _constant([g[key] for g in self.groups], n)
         for key in dict.fromkeys(k for g in self.groups for k in g):
@@ -220,6 +304,11 @@ def _listify(value) -> list:
 
 def _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p) -> list[dict]:
     """One dict per group-level combination, each validated by ``AttentionWorkload``."""
+    for name, value in (("head_dim", head_dim), ("head_dim_v", head_dim_v),
+                        ("causal", causal), ("dtype", dtype), ("phase", phase),
+                        ("dropout_p", dropout_p)):
+        if value is not None and not _listify(value):
+            raise PerfsimError(f"sweep: {name} is an empty list; give at least one value")
     dims = [(d, d) for d in _listify(head_dim)] if head_dim_v is None else list(
         itertools.product(_listify(head_dim), _listify(head_dim_v)))
     combos = []
@@ -235,8 +324,10 @@ def _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p) -> lis
 def _ints(name: str, value) -> np.ndarray:
     values = _listify(value)
     if not values or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                             and v >= 1 for v in values):
-        raise PerfsimError(f"sweep: {name} must be integers >= 1 (got {value!r})")
+                             and 1 <= v <= MAX_SIZE for v in values):
+        shown = repr(value) if len(repr(value)) < 80 else repr(value)[:77] + "..."
+        raise PerfsimError(f"sweep: {name} must be integers in [1, 2**45] (sizes are bounded "
+                           f"by what any GPU could hold; got {shown})")
     return np.asarray(values, dtype=np.int64)
 
 
@@ -263,10 +354,14 @@ class _Grid:
         self.seqlens = _pairs("seqlen_q", seqlen_q, "seqlen_k", seqlen_k)
         self.shape = (len(self.batch), len(self.heads), len(self.seqlens))
         self.size = int(np.prod(self.shape))
+
+    @property
+    def flat(self) -> dict:
+        """The grid's rows as flat columns (built when the frame is)."""
         ib, ih, is_ = (x.ravel() for x in np.indices(self.shape))
-        self.flat = {"batch": self.batch[ib], "heads": self.heads[ih, 0],
-                     "kv_heads": self.heads[ih, 1], "seqlen_q": self.seqlens[is_, 0],
-                     "seqlen_k": self.seqlens[is_, 1]}
+        return {"batch": self.batch[ib], "heads": self.heads[ih, 0],
+                "kv_heads": self.heads[ih, 1], "seqlen_q": self.seqlens[is_, 0],
+                "seqlen_k": self.seqlens[is_, 1]}
 
     def blocks(self):
         """Sub-grids in row order, as dicts of broadcastable int64 arrays."""

@@ -88,7 +88,11 @@ def tflops_vs_seqlen(df: pd.DataFrame, x: str = "seqlen_q"):
             else:
                 ax.set_xscale("log", base=2)
             ax.set(xlabel=x, ylabel="TFLOP/s", title=_title(row_facet + col_facet))
-            ax.legend(fontsize=7)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
+            else:                       # every row infeasible: say so instead of a blank plot
+                ax.text(0.5, 0.5, "no feasible rows", ha="center", va="center",
+                        transform=ax.transAxes)
     return fig, axes
 
 

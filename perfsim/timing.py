@@ -33,11 +33,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import UNITS, KernelCost
 from perfsim.mathops import cdiv, maximum, minimum, where
+from perfsim.software import DEFAULT_SOFTWARE, SoftwareProfile, load_software
 
 
 class TimingParams(BaseModel):
@@ -51,16 +54,27 @@ class TimingParams(BaseModel):
             own measured ``tensor_sustained_fraction`` is applied by :func:`rates` to its
             native instruction family, and the per-algorithm pipeline losses are modelled by
             the algorithms).
-        launch_overhead_s: time added per kernel launch. Default 4 µs: the launch-to-launch
-            gap of back-to-back eager PyTorch kernels is a few microseconds (an assumption;
-            ``perfsim calibrate`` measures it on the GPU at hand).
+        launch_overhead_s: time added per kernel launch (from the software profile,
+            :mod:`perfsim.software`; ``perfsim calibrate`` measures it on the GPU at hand).
         cta_overhead_s: fixed time per wave of a tiled attention kernel's CTAs outside the
             steady-state loop (``KernelCost.tiled``). Default 0 (not modelled) for datasheet
             GPUs; a calibrated profile may carry a value, and says how it was obtained.
-        eager_softmax: ``((row_length, efficiency), ...)``: the fraction of HBM bandwidth
-            ``torch.softmax`` reaches at each row length (interpolated in log2 of the length);
-            empty = 1 (datasheet GPUs). From a calibrated profile's ``eager_softmax_<L>``.
+        eager_softmax: ``((row_length, efficiency), ...)``: the fraction of the reachable HBM
+            bandwidth ``torch.softmax`` reaches at each row length (interpolated in log2 of
+            the length); empty = 1. From the software profile (catalog GPUs) or a calibrated
+            profile's ``eager_softmax_<L>``.
         eager_broadcast_fill: the same for ``masked_fill_`` with a broadcast mask.
+        eager_strided_copy: the same for PyTorch's strided elementwise copy.
+        host_floor_fwd_s, host_floor_bwd_s: host time per forward / backward call; a call's
+            phase takes at least this long (software profile).
+        clock: the SM clock the call runs at. ``"sustained"`` (default): where the GPU's
+            power model (``GPUSpec.power``, :mod:`perfsim.power`) puts it under this call's
+            load — the maximum boost clock when the call stays under the board power limit,
+            lower when it does not; a GPU without a power table runs at ``clock_hz``.
+            ``"boost"``: ``max_clock_hz`` (a cold GPU, short bursts of under ~0.1 s).
+            ``"datasheet"``: ``clock_hz`` (the clock of the vendor's quoted peaks). A number:
+            a clock lock in Hz (``nvidia-smi --lock-gpu-clocks``): the call runs at that clock
+            unless the power limit holds it lower (a lock does not lift the power limit).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -71,11 +85,34 @@ class TimingParams(BaseModel):
     cta_overhead_s: float = Field(default=0.0, ge=0)
     eager_softmax: tuple[tuple[float, float], ...] = ()
     eager_broadcast_fill: float = Field(default=1.0, gt=0)
+    eager_strided_copy: float = Field(default=1.0, gt=0, le=1)
+    host_floor_fwd_s: float = Field(default=0.0, ge=0)
+    host_floor_bwd_s: float = Field(default=0.0, ge=0)
+    clock: Literal["sustained", "boost", "datasheet"] | float = "sustained"
+
+    @field_validator("clock")
+    @classmethod
+    def _clock_range(cls, v):
+        if not isinstance(v, str) and not 1e8 <= v <= 5e9:
+            raise ValueError(f"clock must be 'sustained', 'boost', 'datasheet' or an SM clock "
+                             f"in Hz between 1e8 and 5e9, got {v}")
+        return v
 
     @classmethod
-    def for_gpu(cls, gpu: GPUSpec) -> TimingParams:
-        """Defaults for ``gpu``: a calibrated profile already holds measured (reachable)
-        rates, so its efficiencies are 1 and its measured launch overhead is used."""
+    def for_gpu(cls, gpu: GPUSpec, software: str | SoftwareProfile = DEFAULT_SOFTWARE,
+                **overrides) -> TimingParams:
+        """Defaults for ``gpu`` under a software profile (:mod:`perfsim.software`; default
+        PyTorch): its launch gap, host floors and eager-kernel ceilings. A calibrated profile
+        already holds measured (reachable) rates, so its efficiencies are 1, it runs at its
+        reference clock, and its own measured launch overhead and eager ceilings are used.
+        ``overrides`` replace any field (e.g. ``clock="boost"``)."""
+        sw = software if isinstance(software, SoftwareProfile) else load_software(software)
+        base = {"launch_overhead_s": sw.launch_overhead_s,
+                "host_floor_fwd_s": sw.host_floor_fwd_s,
+                "host_floor_bwd_s": sw.host_floor_bwd_s,
+                "eager_softmax": sw.eager_softmax_table(),
+                "eager_broadcast_fill": sw.eager_broadcast_fill,
+                "eager_strided_copy": sw.strided_copy}
         if gpu.calibration:
             cal = gpu.calibration
             bw = gpu.hbm_bandwidth_bytes_per_s
@@ -84,12 +121,13 @@ class TimingParams(BaseModel):
                                    if k.startswith("eager_softmax_") and k[-1].isdigit()))
             fill = float(cal["eager_broadcast_fill"]) / bw if "eager_broadcast_fill" in cal \
                 else 1.0
-            return cls(hbm_efficiency=1.0, tensor_efficiency=1.0,
-                       launch_overhead_s=float(cal.get("launch_overhead_s",
-                                                       cls().launch_overhead_s)),
-                       cta_overhead_s=float(cal.get("cta_overhead_s", 0.0)),
-                       eager_softmax=softmax, eager_broadcast_fill=fill)
-        return cls()
+            base.update(hbm_efficiency=1.0, tensor_efficiency=1.0, clock="datasheet",
+                        launch_overhead_s=float(cal.get("launch_overhead_s",
+                                                        sw.launch_overhead_s)),
+                        cta_overhead_s=float(cal.get("cta_overhead_s", 0.0)),
+                        eager_softmax=softmax, eager_broadcast_fill=fill)
+        base.update(overrides)
+        return cls(**base)
 
     def eager_efficiency(self, cost: KernelCost):
         """Reachable fraction of HBM bandwidth for an eager kernel (1 when not measured)."""
@@ -98,6 +136,8 @@ class TimingParams(BaseModel):
             return np.interp(np.log2(cost.row_length), np.log2(lengths), effs)
         if cost.eager_op == "broadcast_fill":
             return self.eager_broadcast_fill
+        if cost.eager_op == "strided_copy":
+            return self.eager_strided_copy
         return 1.0
 
 
@@ -114,9 +154,10 @@ class KernelTiming:
     load_chain: dict | None = None
 
 
-def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams) -> dict:
-    """Per-GPU rate of each unit for this kernel (per second, whole GPU)."""
-    per_sm = gpu.sm_count * gpu.clock_hz
+def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams, clock_hz=None) -> dict:
+    """Per-GPU rate of each unit for this kernel (per second, whole GPU) at SM clock
+    ``clock_hz`` (default ``gpu.clock_hz``; a numpy array in sweeps)."""
+    per_sm = gpu.sm_count * (gpu.clock_hz if clock_hz is None else clock_hz)
     # the measured GEMM efficiency scales the native family's (datasheet) tensor rates; a
     # non-native family's table (mma.sync on Hopper) is its own measured rate, and a dtype
     # without a tensor path runs on the FP32 pipes
@@ -133,13 +174,15 @@ def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams) -> dict:
     }
 
 
-def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams) -> KernelTiming:
-    """Time one kernel (works on numpy arrays of counts for sweeps)."""
+def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams,
+                clock_hz=None) -> KernelTiming:
+    """Time one kernel at SM clock ``clock_hz`` (default ``gpu.clock_hz``; works on numpy
+    arrays of counts and clocks for sweeps)."""
     grid = cost.grid
     safe_grid = maximum(grid, 1)
     busiest = cdiv(safe_grid, gpu.sm_count)
     wave_factor = busiest * gpu.sm_count / safe_grid
-    unit_rate = rates(gpu, cost, params)
+    unit_rate = rates(gpu, cost, params, clock_hz)
     demand = {**cost.sm_demand(), "hbm": cost.hbm_bytes}
     unit_seconds = {u: demand[u] * (1 if u == "hbm" else wave_factor) / unit_rate[u]
                     for u in UNITS}
@@ -230,19 +273,21 @@ def unpipelined_time(latency, load, compute, k):
     return seconds, (latency, r_load, r_comp)
 
 
-def cycle_time(unit_seconds: dict, stations, tiles_in_flight: int):
-    """Time of a closed two-station pipeline (MMA ⇄ softmax) with ``K`` tiles in flight.
+def cycle_time(unit_seconds: dict, stations, tiles_in_flight, serial=None):
+    """Time of a closed two-station cycle with ``K`` tiles (or warps) in flight.
 
     A station's time is its slowest unit while several tiles are in flight (its units serve
-    different tiles at once). With one tile in flight (no ping-pong, no intra-warpgroup
-    overlap, no warp specialisation) the same warps issue every instruction in program order,
-    so the units inside a station add too — the FA2 rule, which the H200 validation of the
-    FA2-style Triton kernel supports. Real stage times vary (bank conflicts, barrier waits,
-    issue contention); perfsim models them as exponential: a closed cyclic queueing network of
-    two stations and ``K`` circulating tiles keeps the bottleneck busy a fraction
-    ``U = (1 − ρ^K) / (1 − ρ^(K+1))`` of the time, ``ρ = s_fast / s_slow`` (product-form
-    result; ``U = K/(K+1)`` at ρ = 1, and ``K = 1`` gives ``s_slow + s_fast``: no overlap).
-    This is a stated modelling assumption, not a fitted constant.
+    different tiles at once), or the sum of its units' times when one instruction stream
+    issues them in program order: the stations ``serial`` marks (one flag per station), and
+    — when ``serial`` is not given — every station after the first when ``K = 1`` (no
+    ping-pong, no intra-warpgroup overlap, no warp specialisation: the FA2 rule, which the
+    H200 validation of the FA2-style Triton kernel supports). Real stage times vary (bank
+    conflicts, barrier waits, issue contention); perfsim models them as exponential: a closed
+    cyclic queueing network of two stations and ``K`` circulating customers keeps the
+    bottleneck busy a fraction ``U = (1 − ρ^K) / (1 − ρ^(K+1))`` of the time,
+    ``ρ = s_fast / s_slow`` (product-form result; ``U = K/(K+1)`` at ρ = 1, and ``K = 1``
+    gives ``s_slow + s_fast``: no overlap). This is a stated modelling assumption, not a
+    fitted constant. ``K`` may be a numpy array (sweeps).
 
     Returns:
         ``s_slow / U`` (seconds).
@@ -250,10 +295,11 @@ def cycle_time(unit_seconds: dict, stations, tiles_in_flight: int):
     k = tiles_in_flight
     times = []
     for index, station in enumerate(stations):
-        serial = k == 1 and index > 0          # the softmax station of a lone tile
+        adds = serial[index] if serial is not None else (
+            np.ndim(k) == 0 and k == 1 and index > 0)
         t = unit_seconds[station[0]]
         for u in station[1:]:
-            t = t + unit_seconds[u] if serial else maximum(t, unit_seconds[u])
+            t = t + unit_seconds[u] if adds else maximum(t, unit_seconds[u])
         times.append(t)
     return closed_cycle(times[0], times[1], k)
 

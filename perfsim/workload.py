@@ -19,9 +19,18 @@ Causal masking with ``N_q != N_k`` is aligned to the bottom-right corner, as fla
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+import numpy as np
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from perfsim.errors import PerfsimError
 from perfsim.gpu import BYTES_PER_ELEMENT, Dtype
@@ -29,12 +38,57 @@ from perfsim.gpu import BYTES_PER_ELEMENT, Dtype
 Phase = Literal["fwd", "bwd", "fwd_bwd"]
 PHASES = ("fwd", "bwd", "fwd_bwd")
 
+#: Largest Q, K, V or O tensor a workload may describe, in bytes: 2**45 B = 32 TiB, more than
+#: a hundred times the memory of any GPU (the largest in 2026 hold 288 GB). Beyond it no GPU
+#: could hold the inputs, and counts would leave the range of float64 arithmetic.
+MAX_TENSOR_BYTES = 2**45
+#: Largest value of any size field (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim,
+#: head_dim_v): a tensor with all other sizes 1 and 1-byte elements at MAX_TENSOR_BYTES.
+MAX_SIZE = MAX_TENSOR_BYTES
+
+
+def _strict_int(value):
+    """An integer, and only an integer: ``bool``, strings and floats are refused (numpy
+    integers are accepted and converted)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"must be an integer, not {type(value).__name__}")
+    return int(value)
+
+
+def _strict_bool(value):
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"must be true or false, not {type(value).__name__}")
+
+
+def _strict_float(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"must be a number, not {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+def _strict_str(value):
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, not {type(value).__name__}")
+    return value
+
+
+Size = Annotated[int, BeforeValidator(_strict_int), Field(ge=1, le=MAX_SIZE)]
+_SIZE_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim", "head_dim_v")
+
 
 class AttentionWorkload(BaseModel):
     """One multi-head attention call ``O = softmax(Q Kᵀ / sqrt(d) [+ mask]) V``.
 
     Shapes: Q ``[B, H, N_q, d]``, K ``[B, H_kv, N_k, d]``, V ``[B, H_kv, N_k, d_v]``,
     O ``[B, H, N_q, d_v]``.
+
+    Every size field is an integer (not a bool, string or float) in ``[1, 2**45]``, and each
+    of Q, K, V and O may hold at most :data:`MAX_TENSOR_BYTES` = 2**45 bytes (32 TiB, far
+    beyond any GPU's memory).
 
     Args:
         batch: ``B`` ≥ 1.
@@ -56,19 +110,30 @@ class AttentionWorkload(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    batch: int = Field(ge=1)
-    heads: int = Field(ge=1)
-    kv_heads: int | None = Field(default=None, ge=1)
-    seqlen_q: int = Field(ge=1)
-    seqlen_k: int | None = Field(default=None, ge=1)
-    head_dim: int = Field(ge=1)
-    head_dim_v: int | None = Field(default=None, ge=1)
-    causal: bool = False
-    dtype: Dtype = "bf16"
-    phase: Phase = "fwd"
-    dropout_p: float = Field(default=0.0, ge=0.0, lt=1.0)
+    batch: Size
+    heads: Size
+    kv_heads: Size | None = None
+    seqlen_q: Size
+    seqlen_k: Size | None = None
+    head_dim: Size
+    head_dim_v: Size | None = None
+    causal: Annotated[bool, BeforeValidator(_strict_bool)] = False
+    dtype: Annotated[Dtype, BeforeValidator(_strict_str)] = "bf16"
+    phase: Annotated[Phase, BeforeValidator(_strict_str)] = "fwd"
+    dropout_p: Annotated[float, BeforeValidator(_strict_float)] = Field(default=0.0, ge=0.0,
+                                                                        lt=1.0)
 
     def __init__(self, **data):
+        for name, value in data.items():   # before pydantic, which cannot print 10**5000
+            if name not in _SIZE_FIELDS or not isinstance(value, int) or isinstance(value, bool):
+                continue
+            if value > MAX_SIZE:
+                raise PerfsimError(
+                    f"AttentionWorkload.{name}: must be at most 2**45 = {MAX_SIZE} (sizes are "
+                    f"bounded by what any GPU could hold; got {_short(value)})")
+            if value < -MAX_SIZE:
+                raise PerfsimError(f"AttentionWorkload.{name}: Input should be greater than or "
+                                   f"equal to 1 (got {_short(value)})")
         try:
             super().__init__(**data)
         except ValidationError as exc:
@@ -82,6 +147,16 @@ class AttentionWorkload(BaseModel):
                 object.__setattr__(self, name, getattr(self, source))
         if self.heads % self.kv_heads:
             raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
+        e = BYTES_PER_ELEMENT[self.dtype]
+        for tensor, rows, heads, cols in (("Q", self.seqlen_q, self.heads, self.head_dim),
+                                          ("K", self.seqlen_k, self.kv_heads, self.head_dim),
+                                          ("V", self.seqlen_k, self.kv_heads, self.head_dim_v),
+                                          ("O", self.seqlen_q, self.heads, self.head_dim_v)):
+            size = self.batch * heads * rows * cols * e
+            if size > MAX_TENSOR_BYTES:
+                raise ValueError(
+                    f"{tensor} would hold {size:.3g} bytes; at most 2**45 = {MAX_TENSOR_BYTES} "
+                    "bytes (32 TiB) per tensor, far beyond any GPU's memory")
         return self
 
     # convenient paper notation -------------------------------------------------------
@@ -122,5 +197,17 @@ def _one_line(exc: ValidationError) -> str:
     if not field:                       # a rule across fields: its message names them
         return f"AttentionWorkload: {msg}"
     value = err.get("input")
-    shown = "" if isinstance(value, dict) else f" (got {value!r})"
+    if err["type"] == "less_than_equal" and field != "dropout_p":
+        msg += " (2**45: sizes are bounded by what any GPU could hold)"
+    shown = "" if isinstance(value, dict) else f" (got {_short(value)})"
     return f"AttentionWorkload.{field}: {msg}{shown}"
+
+
+def _short(value) -> str:
+    """``repr(value)``, shortened; a huge integer as its number of digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        sign = "a negative" if value < 0 else "an"
+        digits = int(abs(value).bit_length() * math.log10(2)) + 1   # str() fails past 4300
+        return f"{sign} integer of about {digits} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import perfsim
+from perfsim.timing import closed_cycle
 from perfsim.algorithms import FA1, FA2, Standard
 from perfsim.tiles import visits
 from tests.conftest import unit_gpu
@@ -66,9 +67,15 @@ def test_unit_gpu_times_equal_counts(unit):
 
 
 def test_fa2_overlap_rule_adds_compute_units():
+    """One 4-warp CTA per SM: one warp per scheduler with one operand slice prefetched, so
+    two customers cycle between shared memory and the warp's serial compute (MMA, FP32,
+    MUFU add); HBM overlaps."""
     gpu = unit_gpu(max_ctas_per_sm=1)
     w = W(batch=1, heads=1, seqlen_q=128, head_dim=16, dtype="fp16")
     k = perfsim.predict(w, gpu=gpu, algorithm=FA2(block_m=128, block_n=128),
                         timing=perfsim.TimingParams(launch_overhead_s=0.0)).kernels[0]
     serial = k.unit_seconds["tensor"] + k.unit_seconds["fp32"] + k.unit_seconds["mufu"]
-    assert k.seconds == max(serial, k.unit_seconds["smem"], k.unit_seconds["hbm"])
+    _, in_flight, _ = k.cost.pipeline
+    assert in_flight == 2
+    assert k.seconds == pytest.approx(max(closed_cycle(k.unit_seconds["smem"], serial, 2),
+                                          k.unit_seconds["hbm"]), rel=1e-12)

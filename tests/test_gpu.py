@@ -63,24 +63,15 @@ def test_spec_is_frozen():
 
 
 def test_load_from_a_toml_path(tmp_path):
+    from perfsim.validate.tomlwrite import dumps
+
     src = perfsim.load_gpu("h200-sxm").model_dump()
     src["id"] = "my-h200"
-    lines = []
-    tables = {k: v for k, v in src.items() if isinstance(v, dict)}
-    for key, value in src.items():
-        if key in tables or value is None:
-            continue
-        lines.append(f"{key} = {value!r}".replace("'", '"').replace("True", "true")
-                     .replace("False", "false"))
-    for key, table in tables.items():
-        lines.append(f"[{key}]")
-        for k, v in table.items():
-            v = {True: "true", False: "false"}.get(v, v) if isinstance(v, bool) else v
-            lines.append(f'"{k}" = ' + (f'"{v}"' if isinstance(v, str) else f"{v}"))
     path = tmp_path / "my.toml"
-    path.write_text("\n".join(lines))
+    path.write_text(dumps(src))
     tomllib.loads(path.read_text())
     assert perfsim.load_gpu(str(path)).id == "my-h200"
+    assert perfsim.load_gpu(str(path)).power == perfsim.load_gpu("h200-sxm").power
 
 
 def test_missing_feature_raises_infeasible():

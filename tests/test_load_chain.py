@@ -163,7 +163,9 @@ def test_sweep_rows_equal_predict_for_unpipelined_fa1():
 def test_waiting_longer_than_computing_is_latency_bound():
     """Delay plus load path together against compute (each alone is shorter than compute)."""
     w = W(batch=1, heads=8, seqlen_q=16, seqlen_k=16384, head_dim=64, dtype="fp16")
-    p = perfsim.predict(w, "h200-sxm", FA1(pipelined=False))
+    h200 = perfsim.load_gpu("h200-sxm")
+    p = perfsim.predict(w, h200, FA1(pipelined=False),
+                        timing=perfsim.TimingParams.for_gpu(h200, clock="datasheet"))
     part, k = p.kernels[0].load_chain, p.kernels[0]
     assert part["latency"] < part["compute"] and part["load"] < part["compute"]
     assert part["latency"] + part["load"] > part["compute"]

@@ -77,21 +77,21 @@ def test_predict_is_fast(benchmark):
     benchmark(perfsim.predict, W1, gpu="h100-sxm5", algorithm="fa2")
 
 
-def test_explain_gives_the_power_capped_time_with_the_same_timing():
-    """A tensor-bound prediction on a GPU with a measured power-capped clock says what that
-    clock gives, computed with the caller's timing parameters; other GPUs say nothing."""
+def test_explain_says_which_clock_and_why():
+    """The clock line: a heavy Hopper call is held below the boost clock by the power limit;
+    a caller's fixed clock is reported as such."""
     from perfsim.timing import TimingParams
 
     w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=8448, head_dim=128,
                                   dtype="fp16")
-    custom = TimingParams(tensor_efficiency=0.5, launch_overhead_s=1e-3)
     h100 = perfsim.load_gpu("h100-sxm5")
-    p = perfsim.predict(w, gpu=h100, algorithm="fa3", timing=custom)
-    capped = perfsim.predict(w, gpu=h100.replace(clock_hz=h100.power_capped_clock_hz),
-                             algorithm="fa3", timing=custom)
-    assert p.bound == "tensor" and capped.seconds > p.seconds
-    assert f"this takes {capped.seconds * 1e3:.3f} ms" in p.explain()
-    assert "power_capped_clock_hz" not in perfsim.predict(w, "a100-sxm4-80gb", "fa2").explain()
+    p = perfsim.predict(w, gpu=h100, algorithm="fa3")
+    assert p.clock_hz < h100.max_clock_hz
+    assert f"{p.clock_hz / 1e6:.0f} MHz" in p.explain()
+    assert "where board power meets the limit" in p.explain()
+    locked = perfsim.predict(w, gpu=h100, algorithm="fa3",
+                             timing=TimingParams.for_gpu(h100, clock=1.83e9))
+    assert "locked at 1830 MHz, the power limit holds it lower" in locked.explain()
 
 
 def test_measured_gemm_efficiency_scales_only_the_native_family():

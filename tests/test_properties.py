@@ -64,4 +64,4 @@ def test_causal_never_costs_more(w, gpu, algo):
 def test_more_bandwidth_is_never_slower(w, gpu, algo, factor):
     spec = perfsim.load_gpu(gpu)
     fast = spec.replace(hbm_bandwidth_bytes_per_s=spec.hbm_bandwidth_bytes_per_s * factor)
-    assert run(w, fast, algo).seconds <= run(w, spec, algo).seconds
+    assert run(w, fast, algo).seconds <= run(w, spec, algo).seconds * (1 + 1e-12)

@@ -21,9 +21,16 @@ FACTORS = {"seqlen_q": "sequence length N", "causal": "causal vs non-causal mask
            "gqa": "GQA vs MHA"}
 
 
+def _time(value) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
 def is_compared(rec: dict) -> bool:
-    """Whether a record has a measurement and a prediction (status ok)."""
-    return bool(rec.get("status") == "ok" and rec.get("predicted_s") and rec.get("measured_s"))
+    """Whether a record has a measurement and a prediction (status ok), both finite times
+    > 0 (a NaN or a string is not a measurement)."""
+    return bool(rec.get("status") == "ok" and _time(rec.get("predicted_s"))
+                and _time(rec.get("measured_s")))
 
 
 def compared(records) -> list[dict]:

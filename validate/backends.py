@@ -1,6 +1,7 @@
 """The attention kernels users call, as :class:`perfsim.validate.measure.Impl` objects.
 
-* ``sdpa_flash``, ``sdpa_cudnn``, ``sdpa_efficient``: ``F.scaled_dot_product_attention`` inside
+* ``sdpa_flash``, ``sdpa_cudnn``, ``sdpa_efficient``, ``sdpa_math`` (the unfused eager
+  composite, used by ``validate/external.py``): ``F.scaled_dot_product_attention`` inside
   ``torch.nn.attention.sdpa_kernel`` forcing one backend. A backend that refuses the shape
   raises "No available kernel"; its warnings give the reason, recorded as ``unsupported``.
 * ``flex``: ``torch.compile(flex_attention, dynamic=False)`` with a causal ``BlockMask`` built
@@ -20,7 +21,7 @@ from perfsim.validate.measure import Impl, Unsupported, autograd_backward
 from perfsim.validate.runner import Row
 
 SDPA_BACKENDS = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_cudnn": "CUDNN_ATTENTION",
-                 "sdpa_efficient": "EFFICIENT_ATTENTION"}
+                 "sdpa_efficient": "EFFICIENT_ATTENTION", "sdpa_math": "MATH"}
 #: Dynamo recompiles per new shape with ``dynamic=False``; past its default limit (8) it
 #: would silently fall back to eager flex_attention, which must never be timed as "flex".
 DYNAMO_RECOMPILE_LIMIT = 1024

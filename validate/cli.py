@@ -19,6 +19,8 @@ from perfsim.errors import PerfsimError
 from perfsim.gpu import load_gpu
 
 EXIT_NO_GPU = 1
+#: Profile for measuring runs and --dry-run when --gpu is not given.
+DEFAULT_GPU = "h200-sxm"
 
 
 def _names(values: list[str]) -> list[str]:
@@ -38,6 +40,7 @@ def _no_gpu(command: str) -> int | None:
 # ------------------------------------------------------------------ validate
 def register_validate(subparsers) -> None:
     """Add ``validate`` to an argparse subparsers object."""
+    from perfsim.cli import float_arg, int_arg
     from perfsim.validate.models import EXTERNAL_MODELS, OWN_ALGORITHMS
     from perfsim.validate.shapes import GRIDS
 
@@ -49,9 +52,10 @@ def register_validate(subparsers) -> None:
         "scatter.png.")
     p.add_argument("--out", default="validate-results", metavar="DIR",
                    help="results folder (default: %(default)s)")
-    p.add_argument("--gpu", default="h200-sxm", metavar="FILE_OR_ID",
-                   help="GPU profile for the predictions: catalog id or calibrated .toml "
-                   "(default: %(default)s; use the profile `perfsim calibrate` wrote)")
+    p.add_argument("--gpu", default=None, metavar="FILE_OR_ID",
+                   help=f"GPU profile for the predictions: catalog id or calibrated .toml "
+                   f"(default: {DEFAULT_GPU}; use the profile `perfsim calibrate` wrote; with "
+                   "--report-only --repredict: the profile recorded in the rows)")
     p.add_argument("--algorithms", nargs="+", default=list(OWN_ALGORITHMS), metavar="NAME",
                    help=f"own kernels (comma or space separated; 'none' for none): "
                    f"{', '.join(OWN_ALGORITHMS)} (default: all)")
@@ -63,11 +67,11 @@ def register_validate(subparsers) -> None:
     p.add_argument("--backends", nargs="+", default=list(EXTERNAL_MODELS), metavar="NAME",
                    help=f"external backends with --external: {', '.join(EXTERNAL_MODELS)}")
     p.add_argument("--phase", choices=("fwd", "bwd"), default="fwd")
-    p.add_argument("--limit-seconds", type=float, metavar="S",
+    p.add_argument("--limit-seconds", type=float_arg, metavar="S",
                    help="stop cleanly before this wall-clock budget (re-run to resume)")
     p.add_argument("--retry-errors", action="store_true",
                    help="measure again rows recorded with status 'error'")
-    p.add_argument("--seed", type=int, default=0, help="input seed offset (default 0)")
+    p.add_argument("--seed", type=int_arg, default=0, help="input seed offset (default 0)")
     p.add_argument("--dry-run", action="store_true",
                    help="list the planned rows with their predictions; needs no GPU")
     p.add_argument("--json", action="store_true", help="with --dry-run: rows as JSON")
@@ -75,7 +79,12 @@ def register_validate(subparsers) -> None:
                    help="only regenerate DIR's report from DIR/results.jsonl; needs no GPU")
     p.add_argument("--repredict", action="store_true",
                    help="with --report-only: recompute every prediction with this perfsim and "
-                   "the --gpu profile (the measurements are kept as they are)")
+                   "the profile recorded in the rows (or --gpu); the measurements are kept "
+                   "as they are. Writes DIR/repredicted/ unless --force")
+    p.add_argument("--force", action="store_true",
+                   help="with --report-only: overwrite DIR's existing report.md, results.csv "
+                   "and scatter.png (otherwise a new report goes to DIR/repredicted/ or "
+                   "DIR/regenerated/)")
     p.set_defaults(func=cmd_validate)
 
 
@@ -85,9 +94,8 @@ def cmd_validate(args) -> int:
     from perfsim.validate.shapes import grid
 
     if args.report_only:
-        return _report_only(Path(args.report_only),
-                            load_gpu(args.gpu) if args.repredict else None, args.gpu)
-    gpu = load_gpu(args.gpu)
+        return _report_only(Path(args.report_only), args.repredict, args.gpu, args.force)
+    gpu = load_gpu(args.gpu or DEFAULT_GPU)
     try:
         rows = plan(grid(args.grid, args.phase), _names(args.algorithms),
                     _names(args.backends) if args.external else [])
@@ -153,7 +161,14 @@ def _ms(seconds) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.4g} ms"
 
 
-def _report_only(out: Path, gpu=None, gpu_arg: str = "") -> int:
+def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = None,
+                 force: bool = False) -> int:
+    """Regenerate the report of ``out`` from its results.jsonl.
+
+    Never overwrites an existing report without ``force``: a re-predicted report goes to
+    ``out/repredicted/``, a regenerated one to ``out/regenerated/``. ``--repredict`` uses the
+    GPU profile recorded in the rows (``gpu_profile``) unless ``gpu_arg`` names one.
+    """
     import datetime
 
     import perfsim
@@ -163,14 +178,24 @@ def _report_only(out: Path, gpu=None, gpu_arg: str = "") -> int:
 
     if not (out / RESULTS_FILE).is_file():
         raise PerfsimError(f"no {RESULTS_FILE} in {out}")
-    records, note = report.load(out), ""
+    records, problems = report.load_checked(out)
+    note = ""
+    gpu = None
+    if repredict_rows:
+        gpu_arg = gpu_arg or _recorded_profile(records, out)
+        gpu = load_gpu(gpu_arg)
+    dest = out
+    if not force and any((out / name).exists()
+                         for name in ("report.md", "results.csv", "scatter.png")):
+        dest = out / ("repredicted" if gpu is not None else "regenerated")
     if gpu is not None:
         records = repredict(records, gpu)
         note = (f"Predictions recomputed with perfsim {perfsim.__version__} on "
                 f"{datetime.date.today().isoformat()} (profile {gpu.id}) from the launch "
                 "configurations recorded with the measurements; results.jsonl keeps the "
                 "predictions the rows were measured with. Regenerate with `perfsim validate "
-                f"--report-only {_shown(out)} --repredict --gpu {_shown(gpu_arg) or gpu.id}` "
+                f"--report-only {_shown(out)} --repredict --gpu {_shown(gpu_arg) or gpu.id}"
+                f"{' --force' if dest == out else ''}` "
                 "(paths relative to the directory this report was made from, the repository "
                 "root for the committed reports); without --repredict the report uses the "
                 "stored predictions.")
@@ -185,10 +210,35 @@ def _report_only(out: Path, gpu=None, gpu_arg: str = "") -> int:
             note += (f"\n\nThe profile's one fitted parameter, `cta_overhead_s` = "
                      f"{float(gpu.calibration['cta_overhead_s']) * 1e6:.2f} µs, was {method}; "
                      "none of the rows here was used in that fit.")
-    paths = report.write_report(out, records, note)
+    paths = report.write_report(out, records, note, dest=dest, problems=problems)
     print("\n".join(report.summary_lines(records)))
-    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    if problems:
+        print(f"{len(problems)} line(s) of {RESULTS_FILE} skipped or replaced (listed in "
+              f"{paths['md']}):")
+        print("\n".join(f"  {p}" for p in problems[:20]))
+    print("wrote " + ", ".join(str(p) for p in paths.values())
+          + ("" if dest == out else f" (not over {out}'s report; --force to replace it)"))
     return 0
+
+
+def _recorded_profile(records: list[dict], out: Path) -> str:
+    """The GPU profile the rows were predicted with (their ``gpu_profile``), as a catalog id
+    or a .toml path: the catalog, then ``validate/profiles/``, then the run folder."""
+    from perfsim.gpu import gpus
+
+    ids = sorted({r["gpu_profile"] for r in records if isinstance(r.get("gpu_profile"), str)})
+    if len(ids) != 1:
+        raise PerfsimError(f"--repredict: the rows record {len(ids)} GPU profiles "
+                           f"({', '.join(ids) or 'none'}); name one with --gpu")
+    name = ids[0]
+    if name in gpus():
+        return name
+    for folder in (Path(__file__).parent / "profiles", out):
+        if (folder / f"{name}.toml").is_file():
+            return str(folder / f"{name}.toml")
+    raise PerfsimError(f"--repredict: the rows were predicted with GPU profile {name!r}, "
+                       f"which is neither a catalog id nor a .toml in validate/profiles/ or "
+                       f"{out}; name it with --gpu")
 
 
 def _shown(path) -> str:

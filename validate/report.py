@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
+from perfsim.files import atomic_write, write_text_atomic
 from perfsim.validate import analysis
 from perfsim.validate.runner import RESULTS_FILE, ResultStore
 
@@ -38,9 +40,81 @@ METHOD_NOTE = (
     "its error on the shapes it was not fitted on.")
 
 
+#: Shape fields a record needs to be placed in the report (integers >= 1).
+REQUIRED_INTS = ("batch", "heads", "seqlen_q", "head_dim")
+OPTIONAL_INTS = ("kv_heads", "seqlen_k")
+#: Numeric fields: null or a finite number (times and sizes also > 0).
+NUMBER_FIELDS = ("measured_s", "measured_p20_s", "measured_p80_s", "predicted_s", "error",
+                 "predicted_tflops", "achieved_tflops", "achieved_gbps", "model_flops",
+                 "hbm_bytes", "wall_s")
+POSITIVE_FIELDS = ("measured_s", "measured_p20_s", "measured_p80_s", "predicted_s")
+
+
 def load(out_dir: str | Path) -> list[dict]:
-    """Records of ``out_dir/results.jsonl`` in file order (the last per key)."""
-    return list(ResultStore(Path(out_dir) / RESULTS_FILE).load().values())
+    """Checked records of ``out_dir/results.jsonl`` in file order (:func:`load_checked`)."""
+    return load_checked(out_dir)[0]
+
+
+def load_checked(out_dir: str | Path) -> tuple[list[dict], list[str]]:
+    """Records of ``out_dir/results.jsonl`` in file order (the last per key, see
+    :class:`~perfsim.validate.runner.ResultStore`) and one line per line of the file that was
+    skipped or replaced, or whose record was corrected (:func:`check_records`)."""
+    store = ResultStore(Path(out_dir) / RESULTS_FILE)
+    records = store.load()
+    kept, problems = check_records(records.values(), store.lines)
+    return kept, store.problems + problems
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def _is_number(v, positive: bool) -> bool:
+    return (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            and (v > 0 or not positive))
+
+
+def check_records(records, lines: dict | None = None) -> tuple[list[dict], list[str]]:
+    """Records the report can use, and one line per record skipped or corrected.
+
+    A record without its shape (``batch``, ``heads``, ``seqlen_q``, ``head_dim`` integers
+    ≥ 1, ``algorithm`` a string) is skipped. A numeric field that is not a finite number
+    (``"abc"``, NaN, ∞; a time ≤ 0) becomes null; a measured row (``ok``) whose
+    ``measured_s`` is so corrected gets status ``invalid`` and is not compared.
+    """
+    lines = lines or {}
+    kept, problems = [], []
+    for rec in records:
+        key = rec.get("key")
+        where = f"line {lines[key]}" if key in lines else "record"
+        where += f" ({key!r})"
+        bad = [f for f in REQUIRED_INTS if not _is_int(rec.get(f))]
+        bad += [f for f in OPTIONAL_INTS if rec.get(f) is not None and not _is_int(rec[f])]
+        if not isinstance(rec.get("algorithm"), str):
+            bad.append("algorithm")
+        if rec.get("causal") is not None and not isinstance(rec["causal"], bool):
+            bad.append("causal")
+        if bad:
+            shown = ", ".join(f"{f}={rec.get(f)!r:.30}" for f in bad)
+            problems.append(f"{where}: missing or invalid {shown}; skipped")
+            continue
+        fixed = {}
+        for f in NUMBER_FIELDS:
+            v = rec.get(f)
+            if v is not None and not _is_number(v, f in POSITIVE_FIELDS):
+                fixed[f] = v
+        if fixed:
+            rec = {**rec, **dict.fromkeys(fixed)}
+            text = ", ".join(f"{f}={v!r:.30}" for f, v in fixed.items())
+            if rec.get("status") == "ok" and "measured_s" in fixed:
+                rec["status"] = "invalid"
+                rec["reason"] = f"measured_s {fixed['measured_s']!r:.30} is not a time"
+                problems.append(f"{where}: {text} not finite numbers; set to null, status "
+                                "'invalid' (not compared)")
+            else:
+                problems.append(f"{where}: {text} not finite numbers; set to null")
+        kept.append(rec)
+    return kept, problems
 
 
 def write_csv(records, path: Path) -> None:
@@ -106,8 +180,9 @@ def error_table(records) -> list[str]:
                    "not compared"], rows)
 
 
-def markdown(records, note: str = "") -> str:
-    """The report text (``note``: a paragraph under the title)."""
+def markdown(records, note: str = "", problems: list[str] | tuple = ()) -> str:
+    """The report text (``note``: a paragraph under the title; ``problems``: lines of
+    results.jsonl skipped or replaced, listed in their own section)."""
     records = list(records)
     devices = sorted({r.get("device", "?") for r in records})
     profiles = sorted({r.get("gpu_profile", "?") for r in records})
@@ -144,6 +219,10 @@ def markdown(records, note: str = "") -> str:
     lines += _table(["kernel", "status", "reason", "rows"],
                     [[a, s, why, str(n)] for (a, s, why), n in sorted(reasons.items())]) \
         if failed else ["None."]
+    if problems:
+        lines += ["", "## Lines of results.jsonl skipped or replaced", "",
+                  f"{len(problems)} line(s); every other row is in this report.", ""]
+        lines += [f"- {p}" for p in problems]
     lines += ["", "## Per shape", ""]
     lines += _table(["shape", "kernel", "model", "predicted ms", "measured ms (p20–p80)",
                      "error", "TFLOP/s", "GB/s", "bound", "status"],
@@ -158,26 +237,38 @@ def markdown(records, note: str = "") -> str:
 
 
 def _shape(r: dict) -> str:
-    gqa = f"/{r['kv_heads']}" if r.get("kv_heads") != r.get("heads") else ""
-    return (f"B={r['batch']} H={r['heads']}{gqa} N={r['seqlen_q']} d={r['head_dim']}"
-            f"{' causal' if r.get('causal') else ''} {r.get('phase', 'fwd')}")
+    gqa = f"/{r.get('kv_heads')}" if r.get("kv_heads", r.get("heads")) != r.get("heads") else ""
+    return (f"B={r.get('batch')} H={r.get('heads')}{gqa} N={r.get('seqlen_q')} "
+            f"d={r.get('head_dim')}{' causal' if r.get('causal') else ''} "
+            f"{r.get('phase', 'fwd')}")
 
 
 def write_report(out_dir: str | Path, records: list[dict] | None = None,
-                 note: str = "") -> dict[str, Path]:
+                 note: str = "", dest: str | Path | None = None,
+                 problems: list[str] | None = None) -> dict[str, Path]:
     """Write report.md, results.csv and scatter.png from ``out_dir/results.jsonl`` (or from
-    ``records``, e.g. re-predicted ones), with ``note`` under the title."""
+    ``records``, e.g. re-predicted ones), with ``note`` under the title, into ``dest``
+    (default ``out_dir``). Each file is written through a temporary file and renamed, so an
+    interrupted write leaves the previous file."""
     out_dir = Path(out_dir)
-    records = load(out_dir) if records is None else records
-    paths = {"md": out_dir / "report.md", "csv": out_dir / "results.csv",
-             "png": out_dir / "scatter.png"}
-    paths["md"].write_text(markdown(records, note), encoding="utf-8")
-    write_csv(records, paths["csv"])
+    if records is None:
+        records, found = load_checked(out_dir)
+        problems = found if problems is None else problems
+    dest = Path(dest) if dest is not None else out_dir
+    dest.mkdir(parents=True, exist_ok=True)
+    paths = {"md": dest / "report.md", "csv": dest / "results.csv",
+             "png": dest / "scatter.png"}
+    write_text_atomic(paths["md"], markdown(records, note, problems or ()))
+    with atomic_write(paths["csv"]) as tmp:
+        write_csv(records, tmp)
     fig, _ = scatter(records)
-    fig.savefig(paths["png"], dpi=120, bbox_inches="tight")
     import matplotlib.pyplot as plt
 
-    plt.close(fig)
+    try:
+        with atomic_write(paths["png"]) as tmp:
+            fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
+    finally:
+        plt.close(fig)
     return paths
 
 

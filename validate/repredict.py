@@ -24,7 +24,7 @@ def repredict(records: list[dict], gpu: GPUSpec) -> list[dict]:
     """
     out = []
     for rec in records:
-        shape = Shape(**{f: rec[f] for f in SHAPE_FIELDS})
+        shape = Shape(**{f: rec[f] for f in SHAPE_FIELDS if rec.get(f) is not None})
         if rec.get("kind") == "own":
             cfg = rec.get("launch_config")
             if not cfg:

@@ -12,6 +12,7 @@ with a fake.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -82,30 +83,53 @@ def base_record(row: Row) -> dict:
 class ResultStore:
     """Append-only JSONL of result records, one per line, flushed and fsynced per record.
 
-    A truncated last line (a run killed mid-write) is skipped when reading and a newline is
-    added before the next append.
+    Reading never raises on bad content and never drops a readable record silently: a line
+    that is not UTF-8, not JSON, not an object or has no string ``key`` is skipped; two
+    records run together on one line (a newline lost) are both read; a later record for a key
+    replaces an earlier one (a retried row), except that a measured (``ok``) record is not
+    replaced by a failed one. Every skipped or replaced line is listed in :attr:`problems`
+    (the report prints them). A truncated last line (a run killed mid-write) is skipped and a
+    newline is added before the next append.
     """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.skipped_lines = 0
+        #: one line of text per skipped or replaced line of the last :meth:`load`
+        self.problems: list[str] = []
+        #: key -> line number (1-based) of the record :meth:`load` kept
+        self.lines: dict[str, int] = {}
 
     def load(self) -> dict[str, dict]:
-        """Records by key; a later line for a key replaces an earlier one."""
+        """Records by key (see the class docstring for what is skipped or replaced)."""
         records: dict[str, dict] = {}
-        self.skipped_lines = 0
+        self.skipped_lines, self.problems, self.lines = 0, [], {}
         if not self.path.is_file():
             return records
-        for line in self.path.read_text().splitlines():
-            if not line.strip():
+        raw_lines = self.path.read_bytes().split(b"\n")
+        for number, raw in enumerate(raw_lines, start=1):
+            if not raw.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                self.skipped_lines += 1
-                continue
-            if isinstance(rec, dict) and "key" in rec:
-                records[rec["key"]] = rec
+            last = number == len(raw_lines)
+            for rec, problem in _parse_line(raw):
+                if problem:
+                    self.skipped_lines += 1
+                    what = "truncated last line" if last else problem
+                    self.problems.append(f"line {number}: {what}; skipped")
+                    continue
+                key = rec["key"]
+                if key in records:
+                    old, old_line = records[key], self.lines[key]
+                    if old.get("status") == "ok" and rec.get("status") != "ok":
+                        self.problems.append(
+                            f"line {number}: key {key!r} again with status "
+                            f"{rec.get('status')!r}; kept the measured row of line {old_line}")
+                        continue
+                    self.problems.append(f"line {old_line}: key {key!r} replaced by line "
+                                         f"{number}")
+                    del records[key]      # file order: the replacement sits where it was read
+                records[key] = rec
+                self.lines[key] = number
         return records
 
     def append(self, record: dict) -> None:
@@ -121,6 +145,37 @@ class ResultStore:
             fh.write(("\n" if needs_newline else "") + line + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+
+
+def _is_time(value) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
+def _parse_line(raw: bytes) -> list[tuple[dict | None, str]]:
+    """``(record, "")`` for each record on one line, ``(None, why)`` for what is unreadable."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [(None, f"not UTF-8 (byte {exc.start})")]
+    decoder, out, pos = json.JSONDecoder(), [], 0
+    text = text.strip()
+    while pos < len(text):
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            out.append((None, f"not JSON at column {exc.colno}: {exc.msg}"))
+            break
+        if not isinstance(obj, dict):
+            out.append((None, f"a JSON {type(obj).__name__}, not an object"))
+        elif not isinstance(obj.get("key"), str) or not obj["key"]:
+            out.append((None, f"no string 'key' (got {obj.get('key')!r:.40})"))
+        else:
+            out.append((obj, ""))
+        pos = end
+        while pos < len(text) and text[pos] in " \t\r":
+            pos += 1
+    return out
 
 
 def _json_default(value):
@@ -146,7 +201,12 @@ def pending(rows: list[Row], done: dict[str, dict], retry_errors: bool = False) 
     """Rows whose key has no record yet (or whose record is an ``error``, if retrying)."""
     def finished(row):
         rec = done.get(row.key)
-        return rec is not None and not (retry_errors and rec.get("status") == "error")
+        if rec is None or (retry_errors and rec.get("status") == "error"):
+            return False
+        # a measured row whose time is not a finite number > 0 (a damaged line) is measured
+        # again; the report lists the damaged line
+        measured = rec.get("measured_s")
+        return rec.get("status") != "ok" or measured is None or _is_time(measured)
     return [r for r in rows if not finished(r)]
 
 

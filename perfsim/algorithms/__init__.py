@@ -33,7 +33,13 @@ def resolve(algorithm: str | Algorithm) -> Algorithm:
         return algorithm
     key = str(algorithm).lower()
     if key not in REGISTRY:
-        raise PerfsimError(f"unknown algorithm {algorithm!r}; known: {', '.join(REGISTRY)}")
+        from perfsim.implementations import implementations, resolve_implementation
+
+        preset = resolve_implementation(key)
+        if preset is not None:
+            return preset
+        raise PerfsimError(f"unknown algorithm {algorithm!r}; known: {', '.join(REGISTRY)}; "
+                           f"implementations: {', '.join(implementations())}")
     return REGISTRY[key]()
 
 

@@ -8,18 +8,20 @@ Python ints, numpy arrays (``perfsim.sweep``) or sympy symbols (``perfsim.symbol
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from abc import abstractmethod
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
 import sympy
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from perfsim.errors import InfeasibleError
+from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, is_symbolic, minimum, where
+from perfsim.mathops import cdiv, fdiv, is_symbolic, maximum, minimum, where
 from perfsim.workload import AttentionWorkload
 
 FP32_BYTES = 4
@@ -94,19 +96,94 @@ def l2_filtered(total_bytes, compulsory_bytes, working_set_bytes, gpu: GPUSpec,
     return total_bytes - hits, hits
 
 
+def rows_read(dims: Dims, block_r):
+    """Query rows a key/value-outer loop loads at least once (the compulsory count of its
+    Q-side re-reads, :func:`l2_filtered`).
+
+    With a bottom-right aligned causal mask and ``N_q > N_k`` query row ``i`` sees no key
+    when ``i < N_q − N_k``: the first ``⌊(N_q − N_k) / B_r⌋`` query tiles (at most
+    ``T_r − 1``: the last tile always sees every key) are never visited, so never loaded
+    (``TileVisits.kv_outer_rows`` skips them too). Otherwise every row is loaded.
+    """
+    if not dims.causal:
+        return dims.N_q
+    t_r = cdiv(dims.N_q, block_r)
+    skipped = minimum(maximum(fdiv(dims.N_q - dims.N_k, block_r), 0), t_r - 1)
+    return dims.N_q - block_r * skipped
+
+
+_INFEASIBLE: contextvars.ContextVar[list | None] = contextvars.ContextVar(
+    "perfsim_infeasible_elements", default=None)
+
+
+@contextlib.contextmanager
+def collect_infeasible():
+    """Within the block, :func:`resident_ctas` on numpy arrays reports the elements where no
+    CTA fits instead of raising for the whole array (``perfsim.sweep``). Yields the list it
+    fills with ``(mask, reason)`` pairs; a mask is broadcastable to the sweep block."""
+    found: list = []
+    token = _INFEASIBLE.set(found)
+    try:
+        yield found
+    finally:
+        _INFEASIBLE.reset(token)
+
+
+def lockstep_window(resident, tiles_per_group, tile_bytes, tiles_in_flight: int = 2):
+    """Bytes of re-read tiles live in L2 at once when the CTAs of one group walk the same
+    tiles in the same order (FA2/FA3 forward: the query tiles of one (batch, head) over K/V;
+    backward: the key tiles of one head over Q/dO).
+
+    The reference grids put a group's CTAs next to each other in launch order (flash-attn 2
+    ``dim3 grid(num_m_block, b, h)``, blockIdx.x fastest), so the ``resident`` CTAs span
+    ``⌈resident / tiles_per_group⌉ + 1`` groups (a wave straddles a group boundary), and the
+    CTAs of a group, started together with equal work, read the same ``tiles_in_flight``
+    (double-buffered) tiles: distinct live data is that many tiles per group, not per CTA.
+    """
+    groups = minimum(resident, cdiv(resident, tiles_per_group) + 1)
+    return groups * tiles_in_flight * tile_bytes
+
+
 def resident_ctas(gpu: GPUSpec, smem_bytes: int, warps: int, registers_per_thread: int) -> int:
     """CTAs that fit on one SM at once (occupancy), from shared memory, warps and registers.
 
-    A numpy ``smem_bytes`` (sweeps) gives an array; a sympy one (closed forms) the ``Min``
-    of the limits, unchecked.
+    A numpy ``smem_bytes`` (sweeps) gives an array, element by element: inside
+    :func:`collect_infeasible` an element where no CTA fits gets 1 and is reported to the
+    collector with its reason (the other elements are exact); outside, any such element
+    raises. A sympy ``smem_bytes`` (closed forms) gives the ``Min`` of the limits, unchecked.
 
     Raises:
-        InfeasibleError: not even one CTA fits (the message names the limit).
+        InfeasibleError: not even one CTA fits (the message names the limit); for an array,
+            when every element fails or no collector is active.
     """
-    if isinstance(smem_bytes, np.ndarray):  # sweeps: per element (raises if any fails)
+    if isinstance(smem_bytes, np.ndarray):  # sweeps: per element
         sizes, where_ = np.unique(smem_bytes, return_inverse=True)
-        return np.array([resident_ctas(gpu, int(s), warps, registers_per_thread)
-                         for s in sizes])[where_.reshape(smem_bytes.shape)]
+        where_ = where_.reshape(smem_bytes.shape)
+        collector = _INFEASIBLE.get()
+        values, reasons = [], []
+        for size in sizes:
+            try:
+                values.append(resident_ctas(gpu, int(size), warps, registers_per_thread))
+                reasons.append("")
+            except InfeasibleError as exc:
+                if collector is None or len(sizes) == 1:
+                    raise
+                values.append(1)
+                reasons.append(str(exc))
+        if all(reasons):
+            raise InfeasibleError(reasons[0])
+        for i, why in enumerate(reasons):
+            if why:
+                collector.append((where_ == i, why))
+        return np.array(values)[where_]
+    if not is_symbolic(registers_per_thread) and registers_per_thread < 1:
+        # e.g. FA3's setmaxnreg share of a register file smaller than 32 x the CTA's warps
+        raise InfeasibleError(
+            f"a CTA of {warps} warps cannot be resident on one {gpu.id} SM: its "
+            f"{gpu.registers_per_sm} registers give less than one register per thread")
+    if not is_symbolic(warps) and warps > gpu.max_warps_per_sm:
+        raise InfeasibleError(f"a CTA of {warps} warps exceeds {gpu.id}'s "
+                              f"{gpu.max_warps_per_sm} warps per SM")
     limits = {
         "CTAs per SM": gpu.max_ctas_per_sm,
         "warps per SM": gpu.max_warps_per_sm // warps,
@@ -132,17 +209,41 @@ def resident_ctas(gpu: GPUSpec, smem_bytes: int, warps: int, registers_per_threa
     return ctas
 
 
+def option_error(cls, exc: ValidationError) -> str:
+    """One line for the first error of an algorithm's options (``Algorithm.__init__``)."""
+    err = exc.errors()[0]
+    loc = ".".join(map(str, err["loc"])) or "options"
+    msg = err["msg"].removeprefix("Value error, ")
+    value = err.get("input")
+    got = "" if isinstance(value, dict) or "got" in msg else f" (got {repr(value)[:60]})"
+    return (f"{cls.name} option {loc}: {msg}{got}; options: "
+            f"{', '.join(cls.model_fields)}")
+
+
 class Algorithm(BaseModel):
     """Base class of the algorithm configs (``Standard``, ``FA1``, ``FA2``, ``FA3``, ``FA4``).
 
     Subclasses set ``name`` and implement :meth:`kernels` and :meth:`memory_bytes`.
+    Options are strict: ``64`` is an integer option, ``"64"``, ``64.0`` and ``True`` are not.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     name: ClassVar[str] = "algorithm"
     #: one line on how units overlap inside this algorithm's kernels (for explain()).
     overlap_rule: ClassVar[str] = ""
+
+    def __init__(self, **options):
+        """Validate the options.
+
+        Raises:
+            perfsim.PerfsimError: one line naming the option, what is allowed and the known
+                options (never pydantic's multi-line ``ValidationError``).
+        """
+        try:
+            super().__init__(**options)
+        except ValidationError as exc:
+            raise PerfsimError(option_error(type(self), exc)) from None
 
     @abstractmethod
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
@@ -164,6 +265,40 @@ class Algorithm(BaseModel):
         if not changed:
             return self.name
         return f"{self.name}(" + ", ".join(f"{k}={v}" for k, v in changed.items()) + ")"
+
+
+#: The two stations of an ``mma.sync`` kernel's warp (FA1, FA2 and their backward passes):
+#: shared memory (``ldmatrix`` of the MMA operands; one SM-wide port) and the warp's
+#: compute, where the synchronous MMAs, the FP32 softmax work and the exps issue from one
+#: instruction stream in program order (their times add).
+MMA_SYNC_STATIONS = (("smem",), ("tensor", "fp32", "mufu"))
+MMA_SYNC_SERIAL = (False, True)
+
+
+#: Operand slices a warp of flash-attn 2 keeps in flight while it computes: its GEMM loop
+#: copies k-slice ``i + 1`` from shared memory to registers before issuing the MMAs of slice
+#: ``i`` (flash-attn 2 ``csrc/flash_attn/src/utils.h``, ``flash::gemm``).
+OPERAND_PREFETCH_DEPTH = 1
+
+
+def warp_cycle(gpu: GPUSpec, ctas_per_sm, warps_per_cta,
+               prefetch: int = OPERAND_PREFETCH_DEPTH):
+    """``KernelCost.pipeline`` of an ``mma.sync`` kernel: warps circulate between the
+    shared-memory station (``ldmatrix`` of their MMA operands; one SM-wide port) and their
+    compute, where the synchronous MMAs, the FP32 softmax work and the exps issue from one
+    instruction stream in program order (their times add). Customers per scheduler: the
+    resident warps it holds (resident warps / ``GPUSpec.warp_schedulers_per_sm``, at least
+    1), each with ``1 + prefetch`` operand slices in flight.
+
+    Evidence (not attention timing): an ``ldmatrix`` + ``mma.sync`` loop on the H200
+    (``validate/probe_mma_smem.py``; ``validate/reports/h200/probes/probe_mma_smem.json``,
+    16 configurations, 1-8 warps per scheduler) follows this cycle with a median error of
+    8 % counting one customer per warp and 13 % counting two (the probe's Triton loop may or
+    may not prefetch its next slice: Triton's MMAv2 prefetch pass); with one warp per
+    scheduler loads and MMAs nearly add, with several they overlap. Works on numpy arrays.
+    """
+    warps = maximum(ctas_per_sm * warps_per_cta / gpu.warp_schedulers_per_sm, 1)
+    return (MMA_SYNC_STATIONS, warps * (1 + prefetch), MMA_SYNC_SERIAL)
 
 
 def in_order_tail(v, grid, slots, causal: bool, lpt: bool):

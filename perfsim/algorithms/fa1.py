@@ -30,6 +30,7 @@ only the other CTAs on an SM hide a CTA's load waits (``KernelCost.load_chain``)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 from pydantic import Field
@@ -42,6 +43,7 @@ from perfsim.algorithms.base import (
     Dims,
     l2_filtered,
     resident_ctas,
+    rows_read,
     with_whole_tiles,
 )
 from perfsim.algorithms.fa2 import SERIAL_COMPUTE, fused_memory_bytes, gqa_reduce_kernel
@@ -163,7 +165,8 @@ class FA1(Algorithm):
         row_bytes = e * dims.d + o_b * dims.d_v + STATS_PER_ROW * STAT_BYTES
         q_o_total = bh * v.kv_outer_rows * row_bytes          # Q_i, O_i, l_i, m_i per step
         live = self._live_rows(dims, gpu, ctas, splits) * row_bytes
-        reads, read_hits = l2_filtered(q_o_total, bh * dims.N_q * e * dims.d, live, gpu,
+        q_rows = rows_read(replace(dims, causal=dims.causal and self.skip_masked_tiles), b_r)
+        reads, read_hits = l2_filtered(q_o_total, bh * q_rows * e * dims.d, live, gpu,
                                        gpu.l2_usable_fraction)
         out_row = o_b * dims.d_v + STATS_PER_ROW * STAT_BYTES
         writes, write_hits = l2_filtered(bh * (dims.N_q + v.kv_outer_rows) * out_row,
@@ -197,11 +200,18 @@ class FA1(Algorithm):
             smem_read_bytes=e * (bh * v.kv_outer_rows * (dims.d + dims.d_v)
                                  + bh * v.tiles * b_c * (dims.d + dims.d_v) + elems)
             + 4 * self.warps * rows_steps * dims.d_v,
-            overlap=SERIAL_COMPUTE,
+            **self._overlap(gpu, ctas),
             load_chain=None if self.pipelined else self._load_chain(dims, v, o_b, splits),
             terms={"block_r": b_r, "block_c": b_c, "tiles": bh * v.tiles, "ctas_per_sm": ctas,
                    "q_splits": splits},
         )
+
+    def _overlap(self, gpu: GPUSpec, ctas) -> dict:
+        """Overlap rule ``SERIAL_COMPUTE``: MMA, FP32 and MUFU work add, shared memory and HBM
+        overlap. Not FA2's warp cycle (``base.warp_cycle``): FA1's shared-memory counts are
+        tile traffic (each tile written and read once per CTA), not the per-warp operand
+        reads that cycle is built on, so it would not describe the same thing."""
+        return {"overlap": SERIAL_COMPUTE}
 
     def _load_chain(self, dims: Dims, v, o_b, splits):
         """``(waits, bytes)`` the busiest CTA loads when every step waits for its own loads:
@@ -221,12 +231,13 @@ class FA1(Algorithm):
         d, d_v = dims.d, dims.d_v
         # Q_i, O_i, dO_i, dQ_i, l_i, m_i read and dQ_i written per inner step (Alg. 4)
         row_read = e * (2 * d + 2 * d_v) + STATS_PER_ROW * STAT_BYTES
+        q_rows = rows_read(replace(dims, causal=dims.causal and self.skip_masked_tiles), b_r)
         live = self._live_rows(dims, gpu, ctas, splits) * row_read
         reads, read_hits = l2_filtered(bh * v.kv_outer_rows * row_read,
-                                       bh * dims.N_q * (e * (d + 2 * d_v)
+                                       bh * q_rows * (e * (d + 2 * d_v)
                                                         + STATS_PER_ROW * STAT_BYTES),
                                        live, gpu, gpu.l2_usable_fraction)
-        writes, write_hits = l2_filtered(bh * v.kv_outer_rows * e * d, bh * dims.N_q * e * d,
+        writes, write_hits = l2_filtered(bh * v.kv_outer_rows * e * d, bh * q_rows * e * d,
                                          live, gpu, gpu.l2_usable_fraction)
         kv_hbm, kv_hits = self._kv_traffic(dims, gpu, ctas, splits, b_c)
         # each split writes its partial dK, dV
@@ -248,7 +259,7 @@ class FA1(Algorithm):
             smem_write_bytes=e * (bh * v.kv_outer_rows * (2 * d + 2 * d_v) + 2 * elems),
             smem_read_bytes=e * (bh * v.kv_outer_rows * (2 * d + 2 * d_v)
                                  + bh * v.tiles * b_c * (2 * d + d_v) + 3 * elems),
-            overlap=SERIAL_COMPUTE,
+            **self._overlap(gpu, ctas),
             terms={"block_r": b_r, "block_c": b_c, "tiles": bh * v.tiles},
         )
 

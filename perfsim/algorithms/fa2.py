@@ -31,34 +31,26 @@ from perfsim.algorithms.base import (
     Dims,
     in_order_tail,
     l2_filtered,
+    lockstep_window,
     resident_ctas,
+    rows_read,
+    warp_cycle,
     with_whole_tiles,
 )
+from perfsim.algorithms.fa2_launch import BwdLaunch, bwd_launch, fwd_launch
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv, where
 from perfsim.tiles import visits
 
-#: Overlap rule of FA2-style kernels: MMA, softmax FP32 work and exps run one after the other
-#: inside a warp; shared memory and HBM overlap with them.
+#: Overlap rule of FA2-style kernels that do not issue mma.sync (Triton's WGMMA on Hopper):
+#: MMA, softmax FP32 work and exps run one after the other inside a warp; shared memory and
+#: HBM overlap with them. mma.sync kernels use the warp cycle (``base.warp_cycle``).
 SERIAL_COMPUTE = (("tensor", "fp32", "mufu"), ("smem",), ("hbm",))
 
-#: Forward tiles (B_r, B_c, warps) by head dim, as flash-attn 2 launches them on A100/H100
-#: without dropout: csrc/flash_attn/src/flash_fwd_launch_template.h, run_mha_fwd_hdim{32..256}
-#: (hdim 128: 128 x 64, 4 warps; hdim 64: 128 x 128, 4 warps; hdim 256: 128 x 64, 8 warps on
-#: A100-class shared memory).
-FWD_TILES = {32: (128, 128, 4), 64: (128, 128, 4), 96: (128, 64, 4), 128: (128, 64, 4),
-             192: (128, 64, 8), 256: (128, 64, 8)}
-#: With dropout the reference uses narrower key tiles (same file): hdim 64 -> 128 x 64,
-#: hdim 128 -> 128 x 32, hdim 192/256 -> 64 x 64 with 4 warps.
-FWD_TILES_DROPOUT = {32: (128, 128, 4), 64: (128, 64, 4), 96: (128, 64, 4), 128: (128, 32, 4),
-                     192: (64, 64, 4), 256: (64, 64, 4)}
-#: Backward tiles (B_r query rows, B_c key rows, warps): flash-attn 2
-#: csrc/flash_attn/src/flash_bwd_launch_template.h, sm80 paths (hdim 64: 128 x 128, 8 warps;
-#: hdim 128: 64 x 128, 8 warps; hdim 256: 64 x 64, 8 warps).
-BWD_TILES = {32: (128, 128, 8), 64: (128, 128, 8), 96: (64, 128, 8), 128: (64, 128, 8),
-             192: (64, 80, 8), 256: (64, 64, 8)}
+#: Tiles for closed forms (symbolic dims): the A100/H100 head-dim-128 configuration.
+SYMBOLIC_FWD_TILE, SYMBOLIC_BWD_TILE = (128, 64, 4), BwdLaunch(64, 128, 8, (2, 4, 2))
 #: Registers per thread of the reference kernels (they are compiled to the 255 cap).
 REGISTERS_PER_THREAD = 255
 
@@ -105,11 +97,19 @@ class FA2(Algorithm):
         registers_per_thread: for occupancy.
         lpt_scheduling: causal query tiles launched longest first; flash-attn 2 and Triton
             launch them in index order (short to long), the default.
+        dq_recompute: the backward computes dQ in a second pass over the tiles that
+            recomputes ``S = Q Kᵀ``, ``P`` and ``dP = dO Vᵀ`` (Triton's fused-attention
+            tutorial: a dK/dV loop, then a dQ loop), instead of accumulating dQ alongside dK
+            and dV: two more GEMMs and the exps again per tile; the operand reads grow in the
+            same proportion (7/5, an approximation).
     """
 
     name: ClassVar[str] = "fa2"
-    overlap_rule: ClassVar[str] = ("inside a warp MMA, softmax FP32 work and exps run one after "
-                                   "another; shared memory and HBM overlap with them")
+    overlap_rule: ClassVar[str] = ("each warp loads its MMA operands from shared memory, then "
+                                   "issues its MMAs, softmax FP32 work and exps in program "
+                                   "order; the warps resident per scheduler overlap one's "
+                                   "loads with another's compute (a closed cycle); HBM "
+                                   "overlaps")
 
     block_m: int | None = Field(default=None, ge=16, multiple_of=16)
     block_n: int | None = Field(default=None, ge=16, multiple_of=16)
@@ -128,17 +128,33 @@ class FA2(Algorithm):
     tensor_family: str = "mma_sync"
     registers_per_thread: int = Field(default=REGISTERS_PER_THREAD, ge=16, le=255)
     lpt_scheduling: bool = False
+    dq_recompute: bool = False
 
-    def fwd_tiles(self, dims: Dims) -> tuple[int, int, int]:
-        table = FWD_TILES_DROPOUT if dims.dropout_p else FWD_TILES
-        b_r, b_c, warps = (128, 64, 4) if dims.symbolic else _pick(
-            table, max(dims.d, dims.d_v), self.name)
+    def fwd_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int, int]:
+        """``(B_r, B_c, warps)`` of the forward kernel: the options, else what flash-attn 2
+        launches on ``gpu`` (:func:`perfsim.algorithms.fa2_launch.fwd_launch`)."""
+        b_r, b_c, warps = SYMBOLIC_FWD_TILE if dims.symbolic else fwd_launch(
+            max(dims.d, dims.d_v), dims.causal, bool(dims.dropout_p), gpu)
         return self.block_m or b_r, self.block_n or b_c, self.warps or warps
 
-    def bwd_tiles(self, dims: Dims) -> tuple[int, int, int]:
-        b_r, b_c, warps = (64, 128, 8) if dims.symbolic else _pick(
-            BWD_TILES, max(dims.d, dims.d_v), self.name)
-        return self.bwd_block_m or b_r, self.bwd_block_n or b_c, self.bwd_warps or warps
+    def bwd_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int, int]:
+        """``(B_r, B_c, warps)`` of the backward kernel (``B_r`` query rows, ``B_c`` key
+        rows): the options, else flash-attn 2's choice on ``gpu``."""
+        return self.bwd_launch(dims, gpu)[:3]
+
+    def bwd_launch(self, dims: Dims, gpu: GPUSpec):
+        """The backward kernel's :class:`~perfsim.algorithms.fa2_launch.BwdLaunch`
+        (:func:`perfsim.algorithms.fa2_launch.bwd_launch`). With tiles or warps set by the
+        options, the warp layouts follow :func:`default_atom_layouts` and Q is
+        double-buffered, K and V in shared memory."""
+        launch = SYMBOLIC_BWD_TILE if dims.symbolic else bwd_launch(
+            max(dims.d, dims.d_v), bool(dims.dropout_p), gpu)
+        if self.bwd_block_m or self.bwd_block_n or self.bwd_warps:
+            warps = self.bwd_warps or launch.warps
+            launch = BwdLaunch(self.bwd_block_m or launch.block_m,
+                               self.bwd_block_n or launch.block_n, warps,
+                               default_atom_layouts(warps))
+        return launch
 
     def persistent_grid(self) -> bool:
         """flash-attn 2 launches one CTA per tile (not persistent)."""
@@ -152,12 +168,17 @@ class FA2(Algorithm):
         return self.registers_per_thread
 
     def overlap_groups(self, phase: str, dims: Dims):
-        """Overlap rule of the main kernels (see ``perfsim.kernel``)."""
-        return SERIAL_COMPUTE
+        """Overlap rule of the main kernels (see ``perfsim.kernel``): HBM overlaps the warp
+        cycle of an ``mma.sync`` kernel; other families (Triton's WGMMA on Hopper) keep
+        ``SERIAL_COMPUTE``."""
+        return (("hbm",),) if self.tensor_family == "mma_sync" else SERIAL_COMPUTE
 
-    def pipeline(self, phase: str):
-        """Asynchronous pipeline of the main kernels (``KernelCost.pipeline``): none."""
-        return None
+    def pipeline(self, phase: str, gpu: GPUSpec, ctas_per_sm, warps):
+        """``KernelCost.pipeline`` of the main kernels: the ``mma.sync`` warp cycle
+        (``perfsim.algorithms.base.warp_cycle``), none for other families."""
+        if self.tensor_family != "mma_sync":
+            return None
+        return warp_cycle(gpu, ctas_per_sm, warps)
 
     # ------------------------------------------------------------------ kernels
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
@@ -165,29 +186,29 @@ class FA2(Algorithm):
         gpu.tensor_flops_per_clk(dims.dtype, self.tensor_family)  # raises if unsupported
         out = []
         if dims.fwd:
-            b_r, b_c, _ = self.fwd_tiles(dims)
+            b_r, b_c, _ = self.fwd_tiles(dims, gpu)
             out.append(with_whole_tiles(lambda x: self._forward(x, gpu), dims, b_r, b_c))
         if dims.bwd:
-            b_r, b_c, _ = self.bwd_tiles(dims)
+            b_r, b_c, _ = self.bwd_tiles(dims, gpu)
             main = with_whole_tiles(lambda x: self._backward(x, gpu)[1], dims, b_r, b_c)
             pre, _, *rest = self._backward(dims, gpu)
             out.extend([pre, main, *rest])
         return out
 
     def _forward(self, dims: Dims, gpu: GPUSpec) -> KernelCost:
-        b_r, b_c, warps = self.fwd_tiles(dims)
+        b_r, b_c, warps = self.fwd_tiles(dims, gpu)
         e, bh = dims.e, dims.B * dims.H
         dkv = dims.d + dims.d_v
         smem = e * (b_r * dims.d + b_c * dkv)
         ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
         v = visits(dims.N_q, dims.N_k, b_r, b_c, dims.causal)
         # K/V: every query tile streams the key/value tiles it visits. The query tiles of one
-        # (batch, kv-head group) are adjacent in the grid, start together and walk K/V in the
-        # same order, so the re-reads of the CTAs resident at once hit L2: the live working
-        # set is about one double-buffered K/V tile per resident CTA.
+        # (batch, head) are adjacent in the grid, start together and walk K/V in the same
+        # order, so the re-reads of the CTAs resident at once hit L2: the live working set is
+        # a double-buffered K/V tile per (batch, head) in flight (base.lockstep_window).
         kv_total = e * bh * v.q_outer_cols * dkv
         kv_compulsory = e * dims.B * dims.H_kv * dims.N_k * dkv
-        window = gpu.sm_count * ctas * 2 * e * b_c * dkv
+        window = lockstep_window(gpu.sm_count * ctas, v.q_tiles, e * b_c * dkv)
         kv_hbm, kv_hits = l2_filtered(kv_total, kv_compulsory, window, gpu,
                                       gpu.l2_usable_fraction)
         rows_steps = v.tiles * b_r  # (row, visited key tile) pairs, padded rows included
@@ -212,7 +233,8 @@ class FA2(Algorithm):
             hbm_write_bytes=bh * dims.N_q * (e * dims.d_v + STAT_BYTES),
             l2_hit_bytes=kv_hits,
             **self._fwd_smem(dims, v, b_r, warps),
-            overlap=self.overlap_groups("fwd", dims), pipeline=self.pipeline("fwd"),
+            overlap=self.overlap_groups("fwd", dims),
+            pipeline=self.pipeline("fwd", gpu, ctas, warps),
             terms={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
                    "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail},
         ).padded(tail)
@@ -225,7 +247,8 @@ class FA2(Algorithm):
                 "smem_read_bytes": e * bh * (dims.N_q * dims.d + warps * v.q_outer_cols * dkv)}
 
     def _backward(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
-        b_r, b_c, warps = self.bwd_tiles(dims)
+        launch = self.bwd_launch(dims, gpu)
+        b_r, b_c, warps, atoms = launch.block_m, launch.block_n, launch.warps, launch.atoms
         e, bh = dims.e, dims.B * dims.H
         d, d_v = dims.d, dims.d_v
         rows = bh * dims.N_q
@@ -235,17 +258,19 @@ class FA2(Algorithm):
             hbm_read_bytes=2 * e * rows * d_v,                 # dO, O
             hbm_write_bytes=rows * (STAT_BYTES + FP32_BYTES * d),  # D, zeroed dQ accumulator
         )
-        # Q and dO tiles double-buffered, K_j/V_j resident, P and dS staged in shared memory.
-        smem = e * (b_c * (d + d_v) + 2 * b_r * (d + d_v) + 2 * b_r * b_c)
+        # Q and dO tiles, K_j/V_j resident, P and dS staged in shared memory (the
+        # reference's kernel traits: BwdLaunch.smem_bytes)
+        smem = self.bwd_smem_bytes(launch, dims)
         ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
         v = visits(dims.N_q, dims.N_k, b_r, b_c, dims.causal)
         q_side = bh * v.kv_outer_rows          # (query row, key tile) pairs
         q_total = q_side * (e * (d + d_v) + 2 * STAT_BYTES)   # Q, dO, LSE, D
-        q_compulsory = rows * (e * (d + d_v) + 2 * STAT_BYTES)
+        q_compulsory = bh * rows_read(dims, b_r) * (e * (d + d_v) + 2 * STAT_BYTES)
         # The key-tile CTAs of one head start together and walk the query tiles in the same
         # order, so their Q/dO re-reads and their dQ atomics hit the few query tiles in flight
-        # (as the forward's K/V): the live set is about two query tiles per resident CTA.
-        window = gpu.sm_count * ctas * 2 * b_r
+        # (as the forward's K/V): two query tiles per head in flight (base.lockstep_window),
+        # counted here in rows.
+        window = lockstep_window(gpu.sm_count * ctas, v.kv_tiles, b_r)
         q_hbm, q_hits = l2_filtered(q_total, q_compulsory,
                                     window * (e * (d + d_v) + 2 * STAT_BYTES),
                                     gpu, gpu.l2_usable_fraction)
@@ -259,22 +284,25 @@ class FA2(Algorithm):
         if dims.dropout_p:
             fp32 = fp32 + bh * v.elements * DROPOUT_OPS_PER_ELEMENT
         elems = bh * v.elements
+        again = 1 if self.dq_recompute else 0
+        operand_reads = e * bh * v.tiles * self.bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms)
         main = KernelCost(
             name=f"{self.name}_bwd", grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
             persistent=self.persistent_grid(),
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
-            # S = Q Kᵀ, dP = dO Vᵀ, dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K
-            tensor_flops=2 * elems * (3 * d + 2 * d_v),
-            fp32_flops=fp32, exp_ops=elems, atomics=atomics,
+            # S = Q Kᵀ, dP = dO Vᵀ, dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K (+ S, dP again)
+            tensor_flops=2 * elems * (3 * d + 2 * d_v) + again * 2 * elems * (d + d_v),
+            fp32_flops=fp32 * (1 + again), exp_ops=elems * (1 + again), atomics=atomics,
             hbm_read_bytes=kv_read + q_hbm + dq_hbm / 2,
             hbm_write_bytes=kv_read + dq_hbm / 2,            # dK, dV (per query head)
             l2_hit_bytes=q_hits + dq_hits,
             # operands of the five MMAs read from shared memory; Q/dO tiles, P and dS written
-            smem_read_bytes=e * bh * v.tiles * bwd_operand_reads(b_r, b_c, d, d_v, warps),
+            smem_read_bytes=operand_reads * (5 + 2 * again) / 5,
             smem_write_bytes=e * (q_side * (d + d_v) + 2 * elems),
-            overlap=self.overlap_groups("bwd", dims), pipeline=self.pipeline("bwd"),
+            overlap=self.overlap_groups("bwd", dims),
+            pipeline=self.pipeline("bwd", gpu, ctas, warps),
             terms={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas},
         )
         out = [pre, main, KernelCost(
@@ -282,6 +310,15 @@ class FA2(Algorithm):
             hbm_read_bytes=FP32_BYTES * rows * d, hbm_write_bytes=e * rows * d)]
         out.append(gqa_reduce_kernel(dims))
         return out
+
+    def bwd_smem_bytes(self, launch, dims: Dims):
+        """Shared memory per backward CTA (flash-attn 2's kernel traits)."""
+        return launch.smem_bytes(dims.d, dims.d_v, dims.e)
+
+    def bwd_operand_reads(self, b_r, b_c, d, d_v, warps, atoms):
+        """Shared-memory operand reads (elements) of one backward tile's five GEMMs:
+        ``mma.sync`` warps each load their own operands (:func:`bwd_operand_reads`)."""
+        return bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms)
 
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
         return fused_memory_bytes(dims)
@@ -295,18 +332,25 @@ def gemm_operand_reads(m, n, k, warps_m, warps_n):
     return k * (m * warps_n + n * warps_m)
 
 
-def bwd_operand_reads(b_r, b_c, d, d_v, warps):
+def default_atom_layouts(warps: int) -> tuple[int, int, int]:
+    """Backward warp layouts for a warp count the reference table does not list: two warps
+    along M for the query-row GEMMs, ``warps / 2`` along M for the key-row ones (flash-attn
+    2's head-dim-128 choice)."""
+    return 2 if warps >= 2 else 1, max(warps // 2, 1), 2 if warps >= 2 else 1
+
+
+def bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms):
     """Shared-memory operand reads (elements) of the five backward GEMMs of one tile
     (FA2 Algorithm 2): ``S = Q Kᵀ`` and ``dP = dO Vᵀ`` (B_r x B_c), ``dQ = dS K`` (B_r x d),
-    ``dV = Pᵀ dO`` and ``dK = dSᵀ Q`` (B_c x d). Warps are laid out 2 x warps/2 for the
-    query-row GEMMs and warps/2 x 2 for the key-row ones, as flash-attn 2's backward kernel
-    traits (AtomLayoutMSdP = 2, AtomLayoutNdKV = warps/2, AtomLayoutMdQ = 2)."""
-    rows, cols = 2, max(warps // 2, 1)
-    return (gemm_operand_reads(b_r, b_c, d, rows, cols)
-            + gemm_operand_reads(b_r, b_c, d_v, rows, cols)
-            + gemm_operand_reads(b_r, d, b_c, rows, cols)
-            + gemm_operand_reads(b_c, d_v, b_r, cols, rows)
-            + gemm_operand_reads(b_c, d, b_r, cols, rows))
+    ``dV = Pᵀ dO`` and ``dK = dSᵀ Q`` (B_c x d). ``atoms = (MSdP, NdKV, MdQ)``: warps along
+    M of the S/dP, dK/dV and dQ GEMMs; the rest of the warps split N (flash-attn 2's
+    ``Flash_bwd_kernel_traits`` ``AtomLayoutMSdP``, ``AtomLayoutNdKV``, ``AtomLayoutMdQ``)."""
+    m_sdp, n_dkv, m_dq = (max(min(a, warps), 1) for a in atoms)
+    return (gemm_operand_reads(b_r, b_c, d, m_sdp, max(warps // m_sdp, 1))
+            + gemm_operand_reads(b_r, b_c, d_v, m_sdp, max(warps // m_sdp, 1))
+            + gemm_operand_reads(b_r, d, b_c, m_dq, max(warps // m_dq, 1))
+            + gemm_operand_reads(b_c, d_v, b_r, n_dkv, max(warps // n_dkv, 1))
+            + gemm_operand_reads(b_c, d, b_r, n_dkv, max(warps // n_dkv, 1)))
 
 
 def gqa_reduce_kernel(dims: Dims) -> KernelCost:

@@ -37,6 +37,7 @@ from pydantic import Field
 
 from perfsim.algorithms.base import Dims
 from perfsim.algorithms.fa2 import FA2, _pick
+from perfsim.algorithms.fa2_launch import BwdLaunch
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import KernelCost
@@ -57,6 +58,16 @@ BWD_TILES = {64: (128, 128), 96: (64, 128), 128: (64, 128), 192: (64, 96), 256: 
 #: Rows per consumer warpgroup: a WGMMA instruction covers 64 rows (P3 §2.2).
 WGMMA_ROWS = 64
 WARPS_PER_WARPGROUP = 4
+
+
+def wgmma_operand_reads(m, n, k, warpgroups):
+    """Elements read from shared memory for one ``m x n x k`` GEMM issued as WGMMA by
+    ``warpgroups`` consumer warpgroups. The output tile is split among them along M in
+    ``WGMMA_ROWS``-row slabs when M has enough rows (then A is read once in all and B by every
+    warpgroup), else along N (A by every warpgroup, B once)."""
+    if m >= WGMMA_ROWS * warpgroups:
+        return k * (m + n * warpgroups)
+    return k * (m * warpgroups + n)
 
 
 class FA3(FA2):
@@ -92,7 +103,7 @@ class FA3(FA2):
     tensor_family: str = "wgmma"
     dtypes: ClassVar[tuple[str, ...]] = ("fp16", "bf16", "fp8_e4m3")
 
-    def fwd_tiles(self, dims: Dims) -> tuple[int, int, int]:
+    def fwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
         table = (FWD_TILES_FP8 if dims.dtype == "fp8_e4m3" else
                  FWD_TILES_CAUSAL if dims.causal else FWD_TILES)
         b_r, b_c = (128, 128) if dims.symbolic else _pick(table, max(dims.d, dims.d_v), self.name)
@@ -100,11 +111,22 @@ class FA3(FA2):
         consumers = cdiv(b_r, WGMMA_ROWS)
         return b_r, b_c, WARPS_PER_WARPGROUP * (consumers + 1)
 
-    def bwd_tiles(self, dims: Dims) -> tuple[int, int, int]:
+    def bwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
         b_r, b_c = (64, 128) if dims.symbolic else _pick(BWD_TILES, max(dims.d, dims.d_v),
                                                           self.name)
         return (self.bwd_block_m or b_r, self.bwd_block_n or b_c,
                 self.bwd_warps or 3 * WARPS_PER_WARPGROUP)
+
+    def bwd_launch(self, dims: Dims, gpu: GPUSpec) -> BwdLaunch:
+        """The backward tile; WGMMA warpgroups need no warp layouts."""
+        return BwdLaunch(*self.bwd_tiles(dims, gpu), atoms=(1, 1, 1))
+
+    def bwd_smem_bytes(self, launch, dims: Dims):
+        """Q and dO tiles double-buffered, K and V resident, P and dS staged (the FA2
+        accounting, which FA3's two-stage Q/dO pipeline matches)."""
+        e, dkv = dims.e, dims.d + dims.d_v
+        return e * (launch.block_n * dkv + 2 * launch.block_m * dkv
+                    + 2 * launch.block_m * launch.block_n)
 
     def persistent_grid(self) -> bool:
         return self.persistent
@@ -119,16 +141,23 @@ class FA3(FA2):
         specialisation the consumers wait for their own loads inside the MMA station."""
         return (("hbm",),) if self.warp_specialized or phase == "bwd" else ()
 
-    def pipeline(self, phase: str):
+    def pipeline(self, phase: str, gpu: GPUSpec = None, ctas_per_sm=1, warps=None):
         """Stations MMA (tensor cores fed from shared memory) and softmax (MUFU and FMA
         pipes); tiles in flight: one, plus one for ping-pong (the second consumer warpgroup)
-        and one for intra-warpgroup pipelining (the next ``Q Kᵀ`` during this softmax)."""
+        and one for intra-warpgroup pipelining (the next ``Q Kᵀ`` during this softmax).
+
+        The softmax station is serial: one consumer warpgroup issues its row max, scale,
+        exps and row sums from one instruction stream, each step needing the last one's
+        result, so its MUFU and FMA times add; what overlaps is one warpgroup's softmax with
+        the other's (or its own next) GEMMs — the two warpgroups ping-pong against each
+        other, not against themselves (FA3 §3.1, Fig. 1)."""
         mma = ("tensor", "smem") if self.warp_specialized or phase == "bwd" else (
             "tensor", "smem", "hbm")
         if phase == "bwd":
-            return ((mma, ("mufu", "fp32")), 2)
+            return ((mma, ("mufu", "fp32")), 2, (False, True))
         staggered = self.pingpong and self.warp_specialized
-        return ((mma, ("mufu", "fp32")), 1 + staggered + self.intra_warpgroup_overlap)
+        return ((mma, ("mufu", "fp32")), 1 + staggered + self.intra_warpgroup_overlap,
+                (False, True))
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         missing = [f for f in ("tma", "wgmma") if not getattr(gpu.features, f)]
@@ -142,7 +171,7 @@ class FA3(FA2):
         return out
 
     def _check_smem(self, dims: Dims, gpu: GPUSpec) -> None:
-        b_r, b_c, _ = self.fwd_tiles(dims)
+        b_r, b_c, _ = self.fwd_tiles(dims, gpu)
         need = dims.e * (b_r * dims.d + self.stages * b_c * (dims.d + dims.d_v))
         if not dims.symbolic and need > gpu.smem_bytes_per_block:
             raise InfeasibleError(f"fa3 tile {b_r}x{b_c} with {self.stages} stages needs "
@@ -162,6 +191,24 @@ class FA3(FA2):
             write = write + e * bh * v.q_outer_cols * dims.d_v
             read = read + e * bh * v.q_outer_cols * dims.d_v
         return {"smem_write_bytes": write, "smem_read_bytes": read}
+
+    def bwd_operand_reads(self, b_r, b_c, d, d_v, warps, atoms=None):
+        """Shared-memory operand reads (elements) of one backward tile's five GEMMs on WGMMA.
+
+        A WGMMA reads its shared-memory operands once per issuing warpgroup through matrix
+        descriptors (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"), not
+        once per warp as ``mma.sync``'s ``ldmatrix`` does, and only the consumer warpgroups
+        issue MMAs (the producer warpgroup issues TMA). With ``warps / 4 − 1`` consumers each
+        GEMM is split among them (:func:`wgmma_operand_reads`). All five GEMMs are counted
+        with both operands in shared memory (SS); the reference may keep P or dS in registers
+        for some head dims (RS), which would read less: an upper bound.
+        """
+        consumers = max(warps // WARPS_PER_WARPGROUP - 1, 1)
+        return (wgmma_operand_reads(b_r, b_c, d, consumers)        # S = Q Kᵀ
+                + wgmma_operand_reads(b_r, b_c, d_v, consumers)    # dP = dO Vᵀ
+                + wgmma_operand_reads(b_r, d, b_c, consumers)      # dQ = dS K
+                + wgmma_operand_reads(b_c, d_v, b_r, consumers)    # dV = Pᵀ dO
+                + wgmma_operand_reads(b_c, d, b_r, consumers))     # dK = dSᵀ Q
 
     def _fp8_prepare(self, dims: Dims) -> KernelCost:
         """Hadamard-rotate Q and K (incoherent processing) and block-quantise Q, K, V from

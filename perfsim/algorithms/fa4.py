@@ -38,6 +38,7 @@ from perfsim.algorithms.base import (
     Dims,
     in_order_tail,
     l2_filtered,
+    rows_read,
     with_whole_tiles,
 )
 from perfsim.algorithms.fa2 import check_fused_inputs, fused_memory_bytes, gqa_reduce_kernel
@@ -245,7 +246,8 @@ class FA4(Algorithm):
         per_tile = self.tile_cycles(dims, gpu, "bwd")
         q_side = bh * v.kv_outer_rows
         q_total = q_side * (e * (d + d_v) + 2 * STAT_BYTES)
-        q_hbm, q_hits = l2_filtered(q_total, bh * dims.N_q * (e * (d + d_v) + 2 * STAT_BYTES),
+        q_hbm, q_hits = l2_filtered(q_total, bh * rows_read(dims, MMA_ROWS)
+                                    * (e * (d + d_v) + 2 * STAT_BYTES),
                                     gpu.sm_count * 2 * MMA_ROWS * (e * (d + d_v)), gpu,
                                     gpu.l2_usable_fraction)
         kv = e * bh * dims.N_k * (d + d_v)

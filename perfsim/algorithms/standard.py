@@ -61,6 +61,9 @@ class Standard(Algorithm):
     """
 
     name: ClassVar[str] = "standard"
+    #: software profile (perfsim.software): eager PyTorch launches one op at a time, as the
+    #: SDPA math backend does (its measured per-call host floors)
+    software: ClassVar[str] = "sdpa-math"
     overlap_rule: ClassVar[str] = ("every kernel is a roofline: its time is the slowest of "
                                    "its units; kernels run one after another")
 

@@ -1,0 +1,113 @@
+"""Reading input files and writing output files safely.
+
+* :func:`read_text` reads a UTF-8 text file or raises one :class:`~perfsim.PerfsimError` line
+  (missing file, a folder, unreadable, not UTF-8 — with the byte offset).
+* :func:`check_output` checks an output path *before* any work is done: its folder exists, it
+  is not a folder itself, and its extension is one the writer knows.
+* :func:`atomic_write` writes through a temporary file in the same folder and renames it over
+  the target (``os.replace``, atomic on POSIX and Windows), so a write that is interrupted —
+  an exception, Ctrl-C, SIGKILL, a full disk — never leaves a truncated file and never
+  destroys the previous file at that path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from perfsim.errors import PerfsimError
+
+
+def read_text(path: str | Path, what: str = "file") -> str:
+    """The text of a UTF-8 file.
+
+    Raises:
+        perfsim.PerfsimError: the file is missing, a folder, unreadable or not UTF-8.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise PerfsimError(f"{what} {str(path)!r} is a folder, not a file")
+    if not path.is_file():
+        raise PerfsimError(f"{what} {str(path)!r} does not exist")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PerfsimError(f"{what} {str(path)!r} cannot be read: {exc.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PerfsimError(f"{what} {str(path)!r} is not UTF-8 text (byte {exc.start}: "
+                           f"{data[exc.start:exc.start + 1]!r})") from None
+
+
+def check_output(path: str | Path, extensions: Iterable[str], what: str = "output") -> Path:
+    """Check that ``path`` can be written, before the work that produces it starts.
+
+    Args:
+        extensions: allowed suffixes, lower case with the dot (``.csv``).
+
+    Raises:
+        perfsim.PerfsimError: the folder is missing, the path is a folder, the extension is
+            not one of ``extensions``, or the folder is not writable.
+    """
+    path = Path(path)
+    extensions = tuple(extensions)
+    if str(path).endswith(("/", os.sep)) or path.is_dir():
+        raise PerfsimError(f"{what} {str(path)!r} is a folder; give a file name ending in "
+                           f"{', '.join(extensions)}")
+    if path.suffix.lower() not in extensions:
+        raise PerfsimError(f"{what} {str(path)!r}: unknown extension {path.suffix or '(none)'!r}"
+                           f"; allowed: {', '.join(extensions)}")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise PerfsimError(f"{what} {str(path)!r}: folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PerfsimError(f"{what} {str(path)!r}: folder {str(folder)!r} is not writable")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on a normal exit rename it onto ``path``.
+
+    On an exception the temporary file is removed and ``path`` is left as it was. A process
+    killed inside the block leaves at most a ``.NAME.*.tmp`` file beside ``path``.
+    """
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    tmp = Path(tmp)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)           # mkstemp makes 0600; a plain open() would not
+    try:
+        yield tmp
+        with open(tmp, "rb+") as fh:        # the data reaches the disk before the rename
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through :func:`atomic_write`."""
+    with atomic_write(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+#: Figure formats ``--plot`` accepts (matplotlib's writers that need no extra package).
+FIGURE_EXTENSIONS = (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff")
+
+
+def save_figure(fig, path: str | Path, **kwargs) -> None:
+    """``fig.savefig`` through :func:`atomic_write`, the format from the extension."""
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    with atomic_write(path) as tmp:
+        fig.savefig(tmp, format={"jpeg": "jpg", "tiff": "tif"}.get(fmt, fmt), **kwargs)

@@ -1,0 +1,270 @@
+"""Implementations: what people call, mapped to an algorithm configuration and a software
+profile.
+
+``perfsim.predict(w, gpu, algorithm="sdpa-flash")`` predicts PyTorch's SDPA flash backend;
+``algorithm="fa2"`` the FlashAttention-2 algorithm with the reference kernels' defaults. An
+implementation fixes what the user does not choose: which kernel runs on which GPU, its tiles
+and instruction family, the extra kernels around it, and the per-call host cost
+(:mod:`perfsim.software`). Each preset names its source.
+
+======================  ======================================================================
+name                    what runs (and the perfsim configuration)
+======================  ======================================================================
+``sdpa-flash``          ``F.scaled_dot_product_attention`` with ``SDPBackend.FLASH_ATTENTION``:
+                        flash-attn 2's CUDA kernels (``mma.sync`` on every GPU) → ``FA2()``
+``sdpa-cudnn``          ``SDPBackend.CUDNN_ATTENTION``: cuDNN's fused flash attention; on Hopper
+                        a warp-specialised WGMMA kernel (FA3-class) → ``FA3()``; elsewhere the
+                        FA2 algorithm on the native MMA
+``sdpa-efficient``      ``SDPBackend.EFFICIENT_ATTENTION``: xFormers' CUTLASS memory-efficient
+                        kernel (``mma.sync``, 64 x 64 tiles; ``kernel_forward.h``) → ``FA2``
+                        with those tiles (its loop order is FA2's; its efficiency is not:
+                        the H200 validation shows it ~2x slower than this model)
+``sdpa-math``, ``eager``  the math backend / eager code: one PyTorch kernel per step →
+                        ``Standard`` (math: scale folded into Q and K; eager: separate scale)
+``flex``                ``torch.compile(flex_attention)``: a Triton template with FA2's loop
+                        order; its default tiles on sm_90 and Triton's MMA choice → ``FA2``
+``flash-attn-2``        flash-attn 2 called directly → ``FA2()``
+``flash-attn-3``        flash-attn 3 (``hopper/``) → ``FA3()``; Hopper only
+``flash-attn-cute``     flash-attn 4's CuTe-DSL kernels (``flash_attn.cute``): the FA3-style
+                        kernels on sm_90 (``FA3`` with ``interface.py``'s sm90 tiles), FA4 on
+                        sm_100
+``triton-tutorial``     Triton's fused-attention tutorial kernel → ``FA2`` on Triton's MMA choice
+======================  ======================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import ClassVar
+
+from perfsim import algorithms as algos
+from perfsim.algorithms.base import Algorithm, Dims
+from perfsim.errors import InfeasibleError
+from perfsim.gpu import GPUSpec
+from perfsim.kernel import KernelCost
+from perfsim.mathops import cdiv
+from perfsim.software import DEFAULT_SOFTWARE, load_software
+
+
+def triton_tensor_family(gpu: GPUSpec, block_m: int, num_warps: int) -> str:
+    """The MMA instructions Triton emits for a ``tl.dot`` with this tile on ``gpu``: WGMMA
+    (MMAv3) on sm_90 when the CTA has whole warpgroups (``num_warps % 4 == 0``) and the
+    tile's M is a multiple of 64, else ``mma.sync`` (MMAv2) (triton
+    ``lib/Dialect/TritonGPU/Transforms/AccelerateMatmul.cpp``). On a GPU whose native family
+    is ``tcgen05`` Triton uses it (MMAv5)."""
+    if gpu.native_tensor_family == "tcgen05":
+        return "tcgen05"
+    if gpu.features.wgmma and num_warps % 4 == 0 and block_m % 64 == 0:
+        return "wgmma"
+    return "mma_sync"
+
+
+#: cuDNN's sm90 backward tile (query rows, key rows), read from its kernel name in a profile.
+CUDNN_SM90_BWD_TILE = (64, 64)
+#: FlexAttention's forward tiles on sm_90, 16-bit inputs, by head dim: (BLOCK_M, BLOCK_N,
+#: warps), torch/_inductor/kernel/flex_attention.py ``_h100_default_config`` (torch 2.5-2.7;
+#: newer releases choose through template heuristics that may differ).
+FLEX_TILES = {64: (128, 128, 4), 128: (128, 64, 8), 256: (64, 32, 4)}
+#: The tutorial kernel's autotuned forward configs (python/tutorials/06-fused-attention.py):
+#: BLOCK_M 64/128, BLOCK_N 32/64/128, 4 or 8 warps; perfsim takes 128 x 64 with 4 warps
+#: (a configuration its autotuner commonly picks on Hopper; the tuner may choose another).
+TRITON_TUTORIAL_TILE = (128, 64, 4)
+#: Its backward (``_attn_bwd``): BLOCK_M1 = 32, BLOCK_N1 = 128, 4 warps (the tutorial's fixed
+#: backward launch; the dQ loop uses the transposed 128 x 32 blocks).
+TRITON_TUTORIAL_BWD_TILE = (32, 128, 4)
+#: xFormers' memory-efficient forward kernel tile (kQueriesPerBlock x kKeysPerBlock) for
+#: 16-bit inputs on sm_80+ (xformers ``kernel_forward.h``, ``AttentionKernel``), 4 warps.
+EFFICIENT_TILE = (64, 64, 4)
+#: flash_attn.cute sm90 forward tiles by head dim (``interface.py`` ``_tile_size_fwd_sm90``;
+#: head dim 96 takes 192 x 128 when causal).
+CUTE_SM90_FWD_TILES = {64: (192, 128), 96: (192, 144), 128: (128, 128), 192: (128, 128),
+                       256: (128, 80)}
+#: flash_attn.cute sm90 backward tiles (``_tile_size_bwd_sm90``: head dim 128 takes 64 query
+#: rows when causal, 80 otherwise).
+CUTE_SM90_BWD_TILES = {64: (128, 128), 96: (64, 128), 128: (80, 128), 192: (64, 96),
+                       256: (64, 64)}
+
+
+def _tile(table: dict, d):
+    for hdim in sorted(table):
+        if d <= hdim:
+            return table[hdim]
+    raise InfeasibleError(f"head_dim {d} is above the largest ({max(table)}) this "
+                          "implementation supports")
+
+
+class Implementation(Algorithm):
+    """An implementation preset: an algorithm configuration chosen per GPU, plus a software
+    profile and any kernels the framework adds. Use through :func:`resolve_implementation`
+    or ``perfsim.predict(..., algorithm="<name>")``.
+
+    Args:
+        preset: the implementation name (:data:`IMPLEMENTATIONS`).
+        software: software profile id (:mod:`perfsim.software`).
+    """
+
+    name: ClassVar[str] = "implementation"
+    preset: str
+    software: str = DEFAULT_SOFTWARE
+
+    def label(self) -> str:
+        return self.preset
+
+    def config(self, dims: Dims, gpu: GPUSpec) -> Algorithm:
+        """The algorithm configuration this implementation runs for ``dims`` on ``gpu``.
+
+        Raises:
+            InfeasibleError: the implementation does not run on this GPU.
+        """
+        return IMPLEMENTATIONS[self.preset][0](dims, gpu)
+
+    def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        if self.preset == "sdpa-math" and dims.dtype in UPCAST_DTYPES:
+            return math_upcast_kernels(self.config(dims, gpu), dims, gpu)
+        out = self.config(dims, gpu).kernels(dims, gpu)
+        copies = load_software(self.software).bwd_layout_copies
+        if copies and dims.bwd:
+            out.append(layout_copy_kernel(dims, copies))
+        return out
+
+    def memory_bytes(self, dims: Dims, gpu: GPUSpec):
+        return self.config(dims, gpu).memory_bytes(dims, gpu)
+
+    def explain_lines(self, prediction) -> list[str]:
+        dims = Dims.of(prediction.workload)
+        inner = self.config(dims, prediction.gpu)
+        return [f"{self.preset} runs {inner.label()} on {prediction.gpu.id} "
+                f"(software profile {self.software!r})."]
+
+
+#: Input dtypes SDPA's math backend computes in float32 (``_scaled_dot_product_attention_math``
+#: promotes fp16/bf16 query, key and value with ``.to(at::kFloat)`` unless
+#: ``torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)``; default off).
+UPCAST_DTYPES = ("fp16", "bf16")
+
+
+def math_upcast_kernels(config: Algorithm, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+    """SDPA math on 16-bit inputs: Q, K, V cast to float32, the eager steps in float32 (the
+    matmuls on the FP32 pipes: TF32 is off by default), O cast back; in backward dO cast up
+    and dQ, dK, dV cast back."""
+    wide = replace(dims, dtype="fp32")
+    q_o = dims.B * dims.H * dims.N_q
+    k_v = dims.B * dims.H_kv * dims.N_k
+    out = []
+    if dims.fwd:
+        out.append(cast_kernel("upcast_qkv", q_o * dims.d + k_v * (dims.d + dims.d_v),
+                               dims.e, 4))
+        out += config.kernels(replace(wide, phase="fwd"), gpu)
+        out.append(cast_kernel("downcast_o", q_o * dims.d_v, 4, dims.e))
+    if dims.bwd:
+        out.append(cast_kernel("upcast_do", q_o * dims.d_v, dims.e, 4))
+        out += config.kernels(replace(wide, phase="bwd"), gpu)
+        out.append(cast_kernel("downcast_grads", q_o * dims.d + k_v * (dims.d + dims.d_v),
+                               4, dims.e))
+    return out
+
+
+def cast_kernel(name: str, elements, src_bytes: int, dst_bytes: int) -> KernelCost:
+    """An elementwise dtype conversion of ``elements`` values."""
+    return KernelCost(name=name, grid=cdiv(elements, 4096), warps_per_cta=4,
+                      fp32_flops=elements, hbm_read_bytes=src_bytes * elements,
+                      hbm_write_bytes=dst_bytes * elements)
+
+
+def layout_copy_kernel(dims: Dims, tensors: int) -> KernelCost:
+    """``tensors`` B x H x N_q x d_v tensors copied (read and written) into another layout by
+    PyTorch's strided elementwise copy (``SoftwareProfile.bwd_layout_copies``; seen in the
+    profile of SDPA's flash backward, ``validate/reports/h200/probes/profile_calls.json``)."""
+    nbytes = tensors * dims.e * dims.B * dims.H * dims.N_q * dims.d_v
+    return KernelCost(name="layout_copy", grid=cdiv(nbytes, 4096), warps_per_cta=4,
+                      hbm_read_bytes=nbytes, hbm_write_bytes=nbytes, eager_op="strided_copy")
+
+
+def _sdpa_cudnn(dims, gpu):
+    if gpu.features.wgmma and gpu.features.tma:
+        # backward tile 64 x 64 (query rows x key rows): the kernel torch.profiler shows on
+        # the H200 for d = 64 and 128, ``cudnn_generated_fort_native_sdpa_sm90_flash_bprop_
+        # wgmma_f16_knob_26_64x64x{d}`` (validate/reports/h200/probes/profile_calls.json)
+        return algos.FA3(bwd_block_m=CUDNN_SM90_BWD_TILE[0], bwd_block_n=CUDNN_SM90_BWD_TILE[1])
+    return algos.FA2(tensor_family=gpu.native_tensor_family
+                     if gpu.native_tensor_family != "tcgen05" else "mma_sync")
+
+
+def _flex(dims, gpu):
+    block_m, block_n, warps = _tile(FLEX_TILES, max(dims.d, dims.d_v))
+    return algos.FA2(block_m=block_m, block_n=block_n, warps=warps,
+                     tensor_family=triton_tensor_family(gpu, block_m, warps))
+
+
+def _triton_tutorial(dims, gpu):
+    if dims.phase == "bwd":
+        # _attn_bwd: BLOCK_M1 = 32 query rows against BLOCK_N1 = 128 keys for dK/dV, then a
+        # dQ loop that recomputes S and dP (4 warps): M = 32 keeps Triton on mma.sync
+        block_m, block_n, warps = TRITON_TUTORIAL_BWD_TILE
+        return algos.FA2(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
+                         dq_recompute=True,
+                         tensor_family=triton_tensor_family(gpu, block_m, warps))
+    block_m, block_n, warps = TRITON_TUTORIAL_TILE
+    return algos.FA2(block_m=block_m, block_n=block_n, warps=warps,
+                     tensor_family=triton_tensor_family(gpu, block_m, warps))
+
+
+def _efficient(dims, gpu):
+    block_m, block_n, warps = EFFICIENT_TILE
+    return algos.FA2(block_m=block_m, block_n=block_n, warps=warps,
+                     bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps)
+
+
+def _flash_attn_3(dims, gpu):
+    return algos.FA3()
+
+
+def _cute(dims, gpu):
+    if gpu.features.tcgen05:
+        return algos.FA4()
+    d = max(dims.d, dims.d_v)
+    block_m, block_n = _tile(CUTE_SM90_FWD_TILES, d)
+    if d > 64 and d <= 96 and dims.causal:
+        block_n = 128
+    bwd_m, bwd_n = _tile(CUTE_SM90_BWD_TILES, d)
+    if 96 < d <= 128 and dims.causal:
+        bwd_m = 64
+    return algos.FA3(block_m=block_m, block_n=block_n, bwd_block_m=bwd_m, bwd_block_n=bwd_n)
+
+
+#: name -> (f(dims, gpu) -> algorithm config, what it is, extra Implementation fields)
+IMPLEMENTATIONS: dict[str, tuple] = {
+    "sdpa-flash": (lambda dims, gpu: algos.FA2(),
+                   "torch SDPA, SDPBackend.FLASH_ATTENTION (flash-attn 2 CUDA kernels)",
+                   {"software": "sdpa-flash"}),
+    "sdpa-cudnn": (_sdpa_cudnn, "torch SDPA, SDPBackend.CUDNN_ATTENTION",
+                   {"software": "sdpa-cudnn"}),
+    "sdpa-efficient": (_efficient, "torch SDPA, SDPBackend.EFFICIENT_ATTENTION "
+                       "(xFormers CUTLASS kernel)", {"software": "sdpa-efficient"}),
+    "sdpa-math": (lambda dims, gpu: algos.Standard(scale_in_matmul=True),
+                  "torch SDPA, SDPBackend.MATH (one kernel per step)",
+                  {"software": "sdpa-math"}),
+    "eager": (lambda dims, gpu: algos.Standard(mask_op="masked_fill"),
+              "eager PyTorch: matmul, scale, masked_fill, softmax, matmul",
+              {"software": "sdpa-math"}),
+    "flex": (_flex, "torch.compile(flex_attention)", {}),
+    "flash-attn-2": (lambda dims, gpu: algos.FA2(), "flash_attn.flash_attn_func (v2)", {}),
+    "flash-attn-3": (_flash_attn_3, "flash_attn_interface.flash_attn_func (v3, Hopper)", {}),
+    "flash-attn-cute": (_cute, "flash_attn.cute.flash_attn_func (flash-attn 4)",
+                        {"software": "flash-attn-cute"}),
+    "triton-tutorial": (_triton_tutorial, "Triton tutorial 06-fused-attention",
+                        {"software": "triton-tutorial"}),
+}
+
+
+def implementations() -> list[str]:
+    """Implementation preset names."""
+    return list(IMPLEMENTATIONS)
+
+
+def resolve_implementation(name: str) -> Implementation | None:
+    """The preset called ``name`` (``-`` or ``_`` alike), or ``None`` if there is none."""
+    key = name.lower().replace("_", "-")
+    if key not in IMPLEMENTATIONS:
+        return None
+    return Implementation(preset=key, **IMPLEMENTATIONS[key][2])

@@ -1,0 +1,108 @@
+"""Software profiles: what the framework around the attention kernels adds to their GPU time.
+
+An attention call from PyTorch is more than its kernels' GPU time:
+
+* each kernel launch leaves a gap on the GPU (``launch_overhead_s``);
+* the host needs some time per call to dispatch it (Python, the dispatcher, autograd for the
+  backward); when the GPU work is shorter than that, calls issued back to back are paced by
+  the host, so a call takes ``max(GPU time, host floor)`` — per phase (``host_floor_*_s``);
+* PyTorch's own elementwise kernels (the eager path) reach only a fraction of the HBM copy
+  bandwidth: ``torch.softmax`` by row length, ``masked_fill_`` with a broadcast mask.
+
+These are facts about the software, measured on one GPU and stated as fractions or times with
+their sources in ``hardware/software/*.toml``; they apply to every GPU (an assumption named
+in each source string). ``perfsim.timing.TimingParams.for_gpu`` reads the default profile.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from importlib import resources
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from perfsim.errors import PerfsimError
+
+#: The profile plain algorithm names and the PyTorch-based implementations use.
+DEFAULT_SOFTWARE = "pytorch"
+
+
+class SoftwareProfile(BaseModel):
+    """Per-call and per-kernel costs of a software stack (units in the field names).
+
+    Raises:
+        perfsim.PerfsimError: from :func:`load_software` on a missing or invalid profile.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    name: str
+    launch_overhead_s: float = Field(ge=0, le=1e-3, description="GPU-side gap per launched "
+                                     "kernel (s)")
+    host_floor_fwd_s: float = Field(ge=0, le=1.0, description="host time per forward call; "
+                                    "a call takes at least this long (s)")
+    host_floor_bwd_s: float = Field(ge=0, le=1.0, description="host time per backward call "
+                                    "(autograd included) (s)")
+    eager_softmax: dict[int, float] = Field(
+        default_factory=dict, description="row length -> fraction of the HBM copy bandwidth "
+        "torch.softmax reaches (interpolated in log2 of the row length)")
+    eager_broadcast_fill: float = Field(default=1.0, gt=0, le=1, description="fraction of "
+                                        "the HBM copy bandwidth masked_fill_ with a "
+                                        "broadcast mask reaches")
+    strided_copy: float = Field(default=1.0, gt=0, le=1, description="fraction of the HBM "
+                                "copy bandwidth PyTorch's strided (non-vectorised) elementwise "
+                                "copy reaches")
+    bwd_layout_copies: int = Field(default=0, ge=0, le=8, description="tensors of "
+                                   "B x H x N_q x d_v elements the backward copies into "
+                                   "another layout (strided copies)")
+    base: str | None = Field(default=None, description="profile whose values this one "
+                             "starts from")
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("eager_softmax")
+    @classmethod
+    def _fractions(cls, table):
+        for length, fraction in table.items():
+            if length < 1 or not 0 < fraction <= 1:
+                raise ValueError(f"eager_softmax[{length}] = {fraction}: row lengths must be "
+                                 "positive and fractions in (0, 1]")
+        return table
+
+    def eager_softmax_table(self) -> tuple[tuple[float, float], ...]:
+        """``((row_length, fraction), ...)`` sorted by row length (``TimingParams``)."""
+        return tuple(sorted((float(k), float(v)) for k, v in self.eager_softmax.items()))
+
+
+def _software_dir():
+    return resources.files("perfsim.catalog") / "software"
+
+
+def software_profiles() -> list[str]:
+    """Ids of the software profiles (``hardware/software/*.toml``)."""
+    return sorted(p.name[:-5] for p in _software_dir().iterdir() if p.name.endswith(".toml"))
+
+
+@lru_cache(maxsize=16)
+def load_software(profile: str = DEFAULT_SOFTWARE) -> SoftwareProfile:
+    """Load a software profile by id.
+
+    Raises:
+        perfsim.PerfsimError: unknown id (the message lists the known ones) or an invalid file.
+    """
+    path = _software_dir() / f"{profile}.toml"
+    if not path.is_file():
+        raise PerfsimError(f"unknown software profile {profile!r}; known: "
+                           f"{', '.join(software_profiles())}")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        if data.get("base"):
+            base = load_software(data["base"]).model_dump()
+            sources = {**base["sources"], **data.get("sources", {})}
+            data = {**base, **data, "sources": sources}
+        data["eager_softmax"] = {int(k): v for k, v in data.get("eager_softmax", {}).items()}
+        return SoftwareProfile.model_validate(data)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as exc:
+        first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        raise PerfsimError(f"software profile {profile!r}: {first}") from None

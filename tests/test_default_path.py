@@ -1,0 +1,203 @@
+"""The default path's mechanisms (issue 9): power model and sustained clock, software floors,
+implementation presets, flash-attn 2's launch tables, operand traffic of mma.sync vs WGMMA."""
+
+import math
+
+import pytest
+
+import perfsim
+from perfsim.algorithms import FA2, FA3
+from perfsim.algorithms.base import warp_cycle
+from perfsim.algorithms.fa2 import bwd_operand_reads
+from perfsim.algorithms.fa2_launch import bwd_launch, fwd_launch, is_sm8x
+from perfsim.algorithms.fa3 import wgmma_operand_reads
+from perfsim.implementations import implementations
+from perfsim.timing import TimingParams, closed_cycle
+
+W = perfsim.AttentionWorkload
+
+
+def big(phase="fwd", d=128, causal=False):
+    return W(batch=4, heads=2048 // d, seqlen_q=8192, head_dim=d, dtype="bf16", phase=phase,
+             causal=causal)
+
+
+# ------------------------------------------------------------------ power and clock
+def test_light_call_runs_at_the_boost_clock_heavy_call_is_power_capped():
+    h200 = perfsim.load_gpu("h200-sxm")
+    tiny = perfsim.predict(W(batch=1, heads=1, seqlen_q=128, head_dim=64, dtype="bf16"),
+                           gpu=h200, algorithm="fa2")
+    assert tiny.clock_hz == h200.max_clock_hz
+    assert tiny.power_w < h200.power.tdp_w
+    heavy = perfsim.predict(big(), gpu=h200, algorithm="fa3")
+    assert heavy.clock_hz < h200.max_clock_hz
+    assert heavy.power_w == pytest.approx(h200.power.tdp_w, rel=2e-3)
+
+
+def test_clock_choices():
+    h200 = perfsim.load_gpu("h200-sxm")
+    w = big()
+    boost = perfsim.predict(w, h200, "fa3", timing=TimingParams.for_gpu(h200, clock="boost"))
+    sheet = perfsim.predict(w, h200, "fa3",
+                            timing=TimingParams.for_gpu(h200, clock="datasheet"))
+    fixed = perfsim.predict(w, h200, "fa3", timing=TimingParams.for_gpu(h200, clock=1.2e9))
+    locked = perfsim.predict(w, h200, "fa3", timing=TimingParams.for_gpu(h200, clock=1.83e9))
+    sustained = perfsim.predict(w, h200, "fa3")
+    assert boost.clock_hz == h200.max_clock_hz and sheet.clock_hz == h200.clock_hz
+    assert fixed.clock_hz == 1.2e9                     # a lock below the sustained clock holds
+    assert locked.clock_hz == pytest.approx(sustained.clock_hz, rel=1e-3)   # power-held
+    assert locked.clock_hz < 1.83e9
+    assert boost.seconds < sheet.seconds < sustained.seconds
+    # a fixed clock above what the power limit allows still reports the power it would draw
+    assert boost.power_w > h200.power.tdp_w
+    with pytest.raises(ValueError, match="clock"):
+        TimingParams(clock=1830)                       # MHz by mistake
+
+
+def test_sustained_clock_is_where_power_meets_the_limit():
+    """At the solved clock the modelled power equals the limit; 1 % faster it exceeds it."""
+    from perfsim.power import call_energy_j, power_w
+
+    h200 = perfsim.load_gpu("h200-sxm")
+    p = perfsim.predict(big(), h200, "fa3")
+    costs = [k.cost for k in p.kernels]
+    faster = perfsim.predict(big(), h200, "fa3",                 # 1 % above, regardless
+                             timing=TimingParams.for_gpu(h200.replace(
+                                 clock_hz=p.clock_hz * 1.01), clock="datasheet"))
+    assert power_w(h200, call_energy_j(h200, costs), faster.seconds, faster.clock_hz) \
+        > h200.power.tdp_w
+
+
+def test_gpu_without_power_table_runs_at_clock_hz_and_says_so():
+    a100 = perfsim.load_gpu("a100-sxm4-80gb").replace(power=None)
+    p = perfsim.predict(big(), a100, "fa2")
+    assert p.clock_hz == a100.clock_hz and p.power_w is None
+    assert "no power table" in p.explain()
+
+
+# ------------------------------------------------------------------ software floors
+def test_host_floor_bounds_a_tiny_call():
+    w = W(batch=1, heads=1, seqlen_q=64, head_dim=64, dtype="bf16")
+    params = TimingParams.for_gpu(perfsim.load_gpu("h200-sxm"))
+    for phase, floor in (("fwd", params.host_floor_fwd_s), ("bwd", params.host_floor_bwd_s)):
+        p = perfsim.predict(w.model_copy(update={"phase": phase}), "h200-sxm", "fa2")
+        assert p.seconds == pytest.approx(floor, rel=1e-9)
+    both = perfsim.predict(w.model_copy(update={"phase": "fwd_bwd"}), "h200-sxm", "fa2")
+    assert both.seconds == pytest.approx(params.host_floor_fwd_s + params.host_floor_bwd_s)
+    assert both.bound == "host"
+
+
+def test_eager_ceilings_apply_to_catalog_gpus():
+    """torch.softmax's measured fraction of copy bandwidth is a software fact: it slows the
+    eager softmax on every GPU, not only on the calibrated H200."""
+    w = big(d=128)
+    for gpu in ("h200-sxm", "a100-sxm4-80gb"):
+        with_ceiling = perfsim.predict(w, gpu, "standard")
+        without = perfsim.predict(w, gpu, "standard", timing=TimingParams.for_gpu(
+            perfsim.load_gpu(gpu), eager_softmax=()))
+        soft = [k for k in with_ceiling.kernels if k.cost.name == "softmax"][0]
+        soft0 = [k for k in without.kernels if k.cost.name == "softmax"][0]
+        assert soft.seconds > 2 * soft0.seconds            # 8192-long rows: 0.26 of copy
+
+
+# ------------------------------------------------------------------ presets
+@pytest.mark.parametrize("name", implementations())
+def test_every_preset_predicts_on_the_h200(name):
+    for phase in ("fwd", "bwd"):
+        p = perfsim.predict(big(phase), "h200-sxm", name)
+        assert p.seconds > 0 and math.isfinite(p.seconds)
+        assert p.algorithm.label() == name
+
+
+def test_presets_pick_the_kernel_per_gpu():
+    assert perfsim.predict(big(), "h200-sxm", "sdpa-cudnn").kernels[0].cost.name == "fa3_fwd"
+    assert perfsim.predict(big(), "a100-sxm4-80gb", "sdpa-cudnn").kernels[0].cost.name \
+        == "fa2_fwd"
+    with pytest.raises(perfsim.InfeasibleError):
+        perfsim.predict(big(), "a100-sxm4-80gb", "flash-attn-3")
+    with pytest.raises(perfsim.PerfsimError, match="implementations: .*sdpa-flash"):
+        perfsim.predict(big(), "h200-sxm", "sdpa-fast")
+
+
+# ------------------------------------------------------------------ launch tables
+def test_fa2_launch_tables_follow_the_reference_per_architecture():
+    a100, h100, r5090, r4090 = (perfsim.load_gpu(g) for g in
+                                ("a100-sxm4-80gb", "h100-sxm5", "rtx-5090", "rtx-4090"))
+    assert not is_sm8x(a100) and not is_sm8x(r5090) and is_sm8x(r4090)
+    assert fwd_launch(128, False, False, a100) == (128, 64, 4)
+    assert fwd_launch(128, False, False, r4090) == (128, 32, 4)
+    assert fwd_launch(128, True, False, r4090) == (64, 64, 4)
+    assert fwd_launch(256, False, False, a100) == (128, 64, 8)      # 164 KB per SM
+    assert fwd_launch(256, False, False, h100) == (64, 64, 4)       # two CTAs per SM
+    assert bwd_launch(128, False, h100)[:3] == (64, 128, 8)
+    assert bwd_launch(128, False, r5090)[:3] == (64, 64, 8)         # 99 KB per CTA
+    # every launched configuration fits its GPU's shared memory
+    for gpu in (a100, h100, r5090, r4090):
+        for d in (32, 64, 96, 128, 160, 192, 256):
+            launch = bwd_launch(d, False, gpu)
+            assert launch.smem_bytes(d, d, 2) <= gpu.smem_bytes_per_block, (gpu.id, d)
+
+
+@pytest.mark.parametrize("gpu", ["rtx-5090", "rtx-4090", "rtx-3090", "a10g", "l40s"])
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_fa2_backward_is_feasible_on_consumer_gpus(gpu, d):
+    p = perfsim.predict(big("bwd", d=d), gpu, "fa2")
+    assert p.seconds > 0
+
+
+# ------------------------------------------------------------------ operand traffic
+def test_wgmma_reads_operands_once_per_warpgroup_not_per_warp():
+    """A 64 x 128 x 128 GEMM: two consumer warpgroups split N, so A is read twice and B once;
+    eight mma.sync warps (2 x 4) read A four times and B twice."""
+    assert wgmma_operand_reads(64, 128, 128, 2) == 128 * (64 * 2 + 128)
+    assert wgmma_operand_reads(128, 128, 64, 2) == 64 * (128 + 128 * 2)
+    fa3 = FA3().bwd_operand_reads(64, 128, 128, 128, 12)
+    fa2 = bwd_operand_reads(64, 128, 128, 128, 8, (2, 4, 2))
+    assert fa3 < 0.6 * fa2
+
+
+def test_fa3_backward_is_faster_than_fa2_on_hopper():
+    for gpu in ("h100-sxm5", "h200-sxm"):
+        assert perfsim.predict(big("bwd"), gpu, "fa3").seconds < \
+            perfsim.predict(big("bwd"), gpu, "fa2").seconds
+
+
+# ------------------------------------------------------------------ the mma.sync cycle
+def test_warp_cycle_customers_are_warps_per_scheduler_times_slices_in_flight():
+    h100 = perfsim.load_gpu("h100-sxm5")
+    stations, k, serial = warp_cycle(h100, ctas_per_sm=2, warps_per_cta=4)
+    assert k == 4 and serial == (False, True) and stations[1] == ("tensor", "fp32", "mufu")
+    assert warp_cycle(h100, 1, 2, prefetch=0)[1] == 1      # at least one warp
+
+
+def test_warp_cycle_reproduces_the_mma_sync_probe():
+    """The committed H200 probe (an ldmatrix + mma.sync loop, no attention): the closed
+    cycle, one customer per warp, within 15 % on 15 of 16 configurations."""
+    import json
+    from pathlib import Path
+
+    probe = Path(__file__).parent.parent / "validate/reports/h200/probes/probe_mma_smem.json"
+    rows = json.loads(probe.read_text())["rows"]
+    h200 = perfsim.load_gpu("h200-sxm")
+    errors = []
+    for r in rows:
+        ptx = r["ptx"]
+        per_warp = 512 * ptx["ldmatrix_x4"] + 256 * ptx["ldmatrix_x2"] + 128 * ptx["ldmatrix_x1"]
+        smem = per_warp * r["warps"] * r["ctas_per_sm"] / h200.smem_bandwidth_bytes_per_clk_per_sm
+        tensor = r["flop_per_iter_per_sm"] / h200.mma_sync_flops_per_clk_per_sm["bf16"]
+        k = warp_cycle(h200, r["ctas_per_sm"], r["warps"], prefetch=0)[1]
+        model = closed_cycle(smem, tensor, k)
+        errors.append(abs(model - r["cycles_per_iter_per_sm"]) / r["cycles_per_iter_per_sm"])
+    assert sum(e <= 0.15 for e in errors) >= 15, errors
+
+
+def test_fa2_kernel_time_is_the_closed_cycle_of_smem_and_serial_compute():
+    gpu = perfsim.load_gpu("h100-sxm5")
+    p = perfsim.predict(big(), gpu, FA2(), timing=TimingParams.for_gpu(gpu, clock="datasheet"))
+    k = p.kernels[0]
+    u = k.unit_seconds
+    compute = u["tensor"] + u["fp32"] + u["mufu"]
+    in_flight = k.cost.pipeline[1]
+    body = max(closed_cycle(u["smem"], compute, in_flight), u["hbm"])
+    assert k.seconds == pytest.approx(body + p.timing.launch_overhead_s, rel=1e-12)
+    assert max(compute, u["smem"]) < body < compute + u["smem"]

@@ -1,0 +1,59 @@
+"""The grids of validate/external.py (CPU only): they load, keys are unique, the hold-out shares
+no shape with the main grid, and the plan puts the late implementations last."""
+
+from __future__ import annotations
+
+from perfsim.validate import external
+
+
+def _base(shape):
+    """A shape's identity without the phase."""
+    return shape.with_phase("fwd")
+
+
+def test_grids_load_and_validate():
+    main, hold = external.grid("external"), external.grid("external-holdout")
+    assert len(main) == 42
+    assert len(hold) == 12
+    for s in main + hold:
+        s.workload()  # validates the fields
+        assert s.seqlen_q == s.seqlen_k
+
+
+def test_keys_unique():
+    for name in ("external", "external-holdout"):
+        rows = external.plan(name)
+        keys = [external.row_key(s, i) for s, i in rows]
+        assert len(keys) == len(set(keys))
+        assert {s.phase for s, _ in rows} == {"fwd", "bwd"}
+
+
+def test_holdout_disjoint_from_main():
+    main = {_base(s) for s in external.grid("external")}
+    hold = {_base(s) for s in external.grid("external-holdout")}
+    assert not main & hold
+    assert any(s.kv_heads != s.heads for s in hold)
+    assert any(s.dtype == "fp16" for s in hold)
+    assert any(s.causal for s in hold) and any(not s.causal for s in hold)
+
+
+def test_plan_order_and_flex_subset():
+    rows = external.plan("external")
+    impls = [i for _, i in rows]
+    first_late = min(impls.index("sdpa_math"), impls.index("flex"))
+    assert all(i in external.MAIN_IMPLS for i in impls[:first_late])
+    assert all(i in external.LATE_IMPLS for i in impls[first_late:])
+    flex = {_base(s) for s, i in rows if i == "flex"}
+    assert flex == set(external.FLEX_SUBSET)
+    assert len(flex) == 12
+    assert flex <= {_base(s) for s in external.grid("external")}
+    # the d = 128 shapes come before the others among the main implementations
+    dims = [s.head_dim for s, i in rows if i == "cute"]
+    assert dims[: dims.index(64)] and set(dims[: dims.index(64)]) == {128}
+
+
+def test_benchmark_flops_convention():
+    s = external.grid("external")[0]
+    fwd = external.benchmark_flops(s)
+    assert fwd == 4 * s.batch * s.heads * s.seqlen_q**2 * s.head_dim
+    assert external.benchmark_flops(s.with_phase("bwd")) == 2.5 * fwd

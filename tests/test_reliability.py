@@ -1,0 +1,318 @@
+"""Issue 10, every repro: crashes become one PerfsimError (exit 2, one line at the CLI),
+silent wrong answers are fixed or refused."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import perfsim
+from perfsim import AttentionWorkload, InfeasibleError, PerfsimError, load_gpu, predict
+from perfsim.algorithms import FA1, FA2, FA4
+from perfsim.cli import main
+from perfsim.timing import TimingParams
+from perfsim.workload import MAX_TENSOR_BYTES
+
+W = AttentionWorkload(batch=4, heads=16, seqlen_q=1024, head_dim=128)
+FLAGS = ["--batch", "1", "--heads", "1", "--head-dim", "64"]
+
+
+def _one_line_exit_2(argv, capsys, *needles):
+    try:
+        code = main(argv)
+    except SystemExit as exc:       # argparse usage errors
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+# ------------------------------------------------------------------ huge integers
+@pytest.mark.parametrize("make", [lambda: 10**160, lambda: 10**30, lambda: 2**45 + 1,
+                                  lambda: 10**5000], ids=["1e160", "1e30", "2^45+1", "1e5000"])
+def test_huge_sizes_are_refused_with_the_bound(make):
+    value = make()
+    with pytest.raises(PerfsimError, match=r"2\*\*45") as exc:
+        AttentionWorkload(batch=1, heads=1, seqlen_q=value, head_dim=64)
+    assert "\n" not in str(exc.value) and len(str(exc.value)) < 300
+
+
+def test_tensor_bound_is_per_tensor_and_stated():
+    AttentionWorkload(batch=1, heads=1, seqlen_q=2**45, head_dim=1, dtype="fp8_e4m3")
+    with pytest.raises(PerfsimError, match="32 TiB"):
+        AttentionWorkload(batch=2**20, heads=2**20, seqlen_q=2**10, head_dim=64)
+    assert MAX_TENSOR_BYTES == 2**45
+
+
+def test_largest_allowed_workload_predicts_finite_numbers():
+    w = AttentionWorkload(batch=1, heads=1, seqlen_q=2**44, head_dim=1, dtype="fp8_e4m3",
+                          phase="fwd_bwd")
+    for algo in ("standard", "fa2"):
+        try:
+            p = predict(w, gpu="h100-sxm5", algorithm=algo)
+        except PerfsimError:
+            continue
+        assert math.isfinite(p.seconds) and math.isfinite(p.tflops)
+
+
+@pytest.mark.parametrize("seqlen", ["1e200", "1" * 200, "1_000", "١٢٨", "12.0", " 12", "0x10"])
+def test_cli_rejects_huge_and_odd_integers(seqlen, capsys):
+    _one_line_exit_2(["predict", *FLAGS, "--seqlen", seqlen], capsys)
+
+
+# ------------------------------------------------------------------ registers
+def test_register_file_too_small_for_a_cta_is_infeasible_not_a_crash():
+    small = load_gpu("h100-sxm5").replace(registers_per_sm=383)
+    with pytest.raises(InfeasibleError, match="less than one register per thread"):
+        predict(W, gpu=small, algorithm="fa3")
+    ok = predict(W, gpu=load_gpu("h100-sxm5").replace(registers_per_sm=384), algorithm="fa3")
+    assert math.isfinite(ok.seconds) and ok.seconds > 0
+
+
+# ------------------------------------------------------------------ non-UTF-8 files
+@pytest.fixture
+def latin1_toml(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_bytes('name = "Gr\xe4fikkarte"\n'.encode("latin-1"))
+    return path
+
+
+def test_non_utf8_gpu_profile_is_one_error(latin1_toml, capsys):
+    with pytest.raises(PerfsimError, match="UTF-8"):
+        load_gpu(str(latin1_toml))
+    _one_line_exit_2(["gpu", "show", str(latin1_toml)], capsys, "UTF-8")
+    _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", "--gpu", str(latin1_toml)],
+                     capsys, "UTF-8")
+
+
+def test_non_utf8_sweep_config_is_one_error(latin1_toml, capsys):
+    _one_line_exit_2(["sweep", str(latin1_toml)], capsys, "not UTF-8")
+
+
+def test_folder_as_sweep_config_is_one_error(tmp_path, capsys):
+    _one_line_exit_2(["sweep", str(tmp_path)], capsys, "is a folder")
+
+
+# ------------------------------------------------------------------ algorithm options
+@pytest.mark.parametrize("make, option", [(lambda: FA2(block_m=10), "block_m"),
+                                          (lambda: FA2(warps=3), "warps"),
+                                          (lambda: FA4(block_n=15), "block_n"),
+                                          (lambda: FA2(nope=1), "nope"),
+                                          (lambda: FA1(skip_masked_tiles="yes"),
+                                           "skip_masked_tiles"),
+                                          (lambda: FA2(block_m="64"), "block_m"),
+                                          (lambda: FA2(block_m=True), "block_m")])
+def test_bad_algorithm_options_are_one_line_perfsim_errors(make, option):
+    with pytest.raises(PerfsimError) as exc:
+        make()
+    text = str(exc.value)
+    assert "\n" not in text and option in text and "options:" in text
+
+
+def test_bad_option_in_a_sweep_config_names_the_file(tmp_path, capsys):
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('algorithms = [{name = "fa2", block_m = 10}]\n'
+                   "[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    _one_line_exit_2(["sweep", str(cfg)], capsys, "s.toml", "block_m")
+
+
+# ------------------------------------------------------------------ explain()
+def test_explain_works_whenever_predict_does():
+    gpu = load_gpu("h100-sxm5").replace(tensor_flops_per_clk_per_sm={})
+    p = predict(W, gpu=gpu, algorithm="fa2")      # mma.sync: still has a path
+    text = p.explain()
+    assert "fa2" in text and "% of the bf16 matmul peak" in text
+
+
+# ------------------------------------------------------------------ output paths
+@pytest.mark.parametrize("plot, needle", [("missing/x.png", "does not exist"),
+                                          ("x.unknown", "unknown extension"),
+                                          (".", "is a folder")])
+def test_predict_plot_path_checked_before_computing(plot, needle, tmp_path, capsys,
+                                                    monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("perfsim.cli.predict", _must_not_run)
+    _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", "--plot", plot], capsys, needle)
+
+
+def _must_not_run(*args, **kwargs):
+    raise AssertionError("computed before the output path was checked")
+
+
+@pytest.mark.parametrize("out, needle", [("missing/x.csv", "does not exist"),
+                                         (".", "is a folder"),
+                                         ("x.xlsx", "unknown extension")])
+def test_sweep_out_path_checked_before_computing(out, needle, tmp_path, capsys,
+                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "s.toml"
+    cfg.write_text("[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    import sys
+
+    monkeypatch.setattr(sys.modules["perfsim.sweep"], "sweep", _must_not_run)
+    _one_line_exit_2(["sweep", str(cfg), "--out", out], capsys, needle)
+
+
+def test_predict_plot_is_written(tmp_path, capsys):
+    out = tmp_path / "t.svg"
+    assert main(["predict", *FLAGS, "--seqlen", "128", "--plot", str(out)]) == 0
+    assert out.read_bytes().lstrip().startswith(b"<?xml")
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+# ------------------------------------------------------------------ negative L2 hits
+def test_l2_hits_never_negative_for_causal_backward_with_more_queries():
+    w = AttentionWorkload(batch=1, heads=1, seqlen_q=129, seqlen_k=1, head_dim=64, causal=True,
+                          phase="bwd")
+    p = predict(w, gpu="h100-sxm5", algorithm="fa2")
+    # was -33 280 (and 100 360 HBM read bytes): only the last query tile (row 128) sees
+    # the key, so it is the only Q/dO/LSE/D read; the 512 hits are dQ's fp32 atomics
+    assert p.counts.l2_hit_bytes == 512
+    assert p.counts.hbm_read_bytes == 66_568
+    for algo in ("fa2", "fa3", "fa4", FA1(skip_masked_tiles=True), "fa1", "standard"):
+        for gpu in ("h100-sxm5", "b200", "a100-sxm4-80gb"):
+            for phase in ("fwd", "bwd", "fwd_bwd"):
+                try:
+                    q = predict(w.replace(phase=phase, seqlen_k=3), gpu=gpu, algorithm=algo)
+                except InfeasibleError:
+                    continue
+                assert all(k.cost.l2_hit_bytes >= 0 for k in q.kernels), (algo, gpu, phase)
+
+
+# ------------------------------------------------------------------ TFLOP/s vs peak
+def test_tflops_never_above_the_matmul_peak():
+    """Standard attention's backward runs four matmuls, the convention charges five: with
+    everything but the tensor cores made free, the convention gave 376 TFLOP/s on an A100
+    (peak 312); the credited FLOPs are capped at the executed matmul FLOPs."""
+    gpu = load_gpu("a100-sxm4-80gb").replace(
+        hbm_bandwidth_bytes_per_s=1e14, smem_bandwidth_bytes_per_clk_per_sm=1e5,
+        fp32_flops_per_clk_per_sm=1e5, mufu_ops_per_clk_per_sm=1e5)
+    w = AttentionWorkload(batch=16, heads=16, seqlen_q=8192, head_dim=128, phase="bwd")
+    # at the datasheet clock: the power model would lower it for this what-if GPU, and the
+    # test is about the FLOP credit, not the clock
+    p = predict(w, gpu=gpu, algorithm="standard",
+                timing=TimingParams.for_gpu(gpu, "sdpa-math", clock="datasheet"))
+    assert p.tflops * 1e12 <= p.peak_flops_per_s
+    assert p.peak_flops_per_s == pytest.approx(312e12, rel=0.01)
+    assert p.model_flops / p.seconds > p.peak_flops_per_s        # the convention would claim it
+    assert p.tflops * 1e12 * p.seconds == pytest.approx(p.counts.tensor_flops)
+    assert p.executed_flops == p.counts.flops
+    fwd = predict(w.replace(phase="fwd"), gpu=gpu, algorithm="standard", timing=p.timing)
+    assert fwd.tflops * 1e12 * fwd.seconds == pytest.approx(fwd.model_flops)   # unchanged
+
+
+# ------------------------------------------------------------------ GPU values
+@pytest.mark.parametrize("fields, needle", [
+    ({"clock_hz": 1830}, "in MHz? 1830 MHz is 1.83e+09 Hz"),
+    ({"hbm_bandwidth_bytes_per_s": float("inf")}, "finite number of bytes/s"),
+    ({"hbm_bandwidth_bytes_per_s": 1e-300}, "bytes/s"),
+    ({"clock_hz": 1e-320}, "Hz"),
+    ({"clock_hz": float("nan")}, "clock_hz"),
+    ({"max_clock_hz": 1e9}, "max_clock_hz (1e+09 Hz) must be >= clock_hz"),
+    ({"sm_count": 10**9}, "SMs"),
+    ({"tensor_flops_per_clk_per_sm": {"bf16": float("inf")}}, "tensor_flops_per_clk_per_sm[bf16]"),
+])
+def test_absurd_gpu_values_are_refused_with_the_unit(fields, needle):
+    with pytest.raises(PerfsimError) as exc:
+        load_gpu("h100-sxm5").replace(**fields)
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_clock_in_mhz_in_a_toml_file_is_refused(tmp_path, capsys):
+    text = (perfsim.gpu._catalog_dir() / "h100-sxm5.toml").read_text()
+    import re
+
+    bad = re.sub(r"(?m)^clock_hz\s*=.*$", "clock_hz = 1830", text, count=1)
+    assert bad != text
+    path = tmp_path / "mhz.toml"
+    path.write_text(bad)
+    with pytest.raises(PerfsimError, match="clock_hz must be between"):
+        load_gpu(str(path))
+    _one_line_exit_2(["gpu", "show", str(path)], capsys, "MHz")
+
+
+def test_every_catalog_gpu_is_in_range():
+    for gpu in perfsim.gpus():
+        load_gpu(gpu)
+
+
+# ------------------------------------------------------------------ sweep == predict
+def test_sweep_marks_only_the_rows_that_do_not_fit():
+    from perfsim.sweep import sweep
+
+    df = sweep(batch=1, heads=1, seqlen_q=[1, 1024], seqlen_k=128, head_dim=256,
+               gpus="a100-sxm4-80gb", algorithms="fa1")
+    one = predict(AttentionWorkload(batch=1, heads=1, seqlen_q=1, seqlen_k=128, head_dim=256),
+                  gpu="a100-sxm4-80gb", algorithm="fa1")
+    assert df.infeasible.iloc[0] == "" and df.seconds.iloc[0] == pytest.approx(one.seconds)
+    assert "shared memory" in df.infeasible.iloc[1] and math.isnan(df.seconds.iloc[1])
+    with pytest.raises(InfeasibleError, match="shared memory"):
+        predict(AttentionWorkload(batch=1, heads=1, seqlen_q=1024, seqlen_k=128, head_dim=256),
+                gpu="a100-sxm4-80gb", algorithm="fa1")
+
+
+def test_resident_ctas_outside_a_sweep_still_raises_for_arrays():
+    import numpy as np
+
+    from perfsim.algorithms.base import collect_infeasible, resident_ctas
+
+    gpu = load_gpu("a100-sxm4-80gb")
+    sizes = np.array([1024, 10**6])
+    with pytest.raises(InfeasibleError):
+        resident_ctas(gpu, sizes, 4, 128)
+    with collect_infeasible() as found:
+        ctas = resident_ctas(gpu, sizes, 4, 128)
+    assert ctas[0] >= 1 and len(found) == 1 and found[0][0].tolist() == [False, True]
+
+
+# ------------------------------------------------------------------ strict types
+@pytest.mark.parametrize("field, value", [("batch", True), ("batch", "4"), ("batch", 4.0),
+                                          ("causal", "yes"), ("causal", 1),
+                                          ("dropout_p", "0.1"), ("dropout_p", float("nan")),
+                                          ("dtype", 16), ("seqlen_k", False)])
+def test_lax_coercion_is_refused(field, value):
+    args = dict(batch=1, heads=1, seqlen_q=16, head_dim=64)
+    args[field] = value
+    with pytest.raises(PerfsimError, match=field):
+        AttentionWorkload(**args)
+
+
+def test_numpy_integers_are_still_sizes():
+    import numpy as np
+
+    w = AttentionWorkload(batch=np.int64(2), heads=np.int32(4), seqlen_q=16, head_dim=64)
+    assert type(w.batch) is int and w.batch == 2
+
+
+def test_sweep_refuses_huge_sizes_and_too_many_rows():
+    from perfsim.sweep import check_size, sweep
+
+    with pytest.raises(PerfsimError, match=r"2\*\*45"):
+        sweep(batch=1, heads=1, seqlen_q=[10**160], head_dim=64, gpus="h100-sxm5",
+              algorithms="fa2")
+    with pytest.raises(PerfsimError, match="32 TiB"):
+        sweep(batch=[4096], heads=1, seqlen_q=[2**44], head_dim=64, gpus="h100-sxm5",
+              algorithms="fa2")
+    with pytest.raises(PerfsimError, match="rows need about"):
+        sweep(batch=list(range(1, 1001)), heads=list(range(1, 1001)),
+              seqlen_q=list(range(1, 101)), head_dim=64, gpus="h100-sxm5", algorithms="fa2",
+              max_memory_bytes=2**30)
+    with pytest.raises(PerfsimError, match="100,000,000 rows"):
+        check_size(10**8, max_memory_bytes=2**30)
+    check_size(1000, max_memory_bytes=2**30)
+
+
+def test_tflops_within_the_fp32_peak_when_matmuls_run_on_the_fp32_pipes():
+    """Found by fuzzing: standard fp32 backward on a B200 claimed 72.9 TFLOP/s against the
+    70.1 TFLOP/s of its FP32 pipes."""
+    w = AttentionWorkload(batch=16, heads=32, seqlen_q=18520, head_dim=128, dtype="fp32",
+                          phase="bwd")
+    b200 = load_gpu("b200")
+    p = predict(w, gpu=b200, algorithm="standard",
+                timing=TimingParams.for_gpu(b200, "sdpa-math", clock="datasheet"))
+    assert p.peak_flops_per_s == pytest.approx(70.09e12, rel=1e-3)
+    assert 0 < p.tflops * 1e12 <= p.peak_flops_per_s < p.model_flops / p.seconds

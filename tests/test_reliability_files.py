@@ -1,0 +1,312 @@
+"""Issue 10, data safety: outputs written atomically (kill tests), Parquet, robust reading of
+validation results, and ``--report-only --repredict`` never overwriting committed results."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from perfsim.cli import main
+from perfsim.errors import PerfsimError
+from perfsim.files import atomic_write, check_output, read_text
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "validate" / "reports" / "h200"
+
+
+# ------------------------------------------------------------------ atomic writes
+def test_atomic_write_keeps_the_previous_file_on_error(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_text("previous\n")
+    with pytest.raises(RuntimeError), atomic_write(path) as tmp:
+        tmp.write_text("half a fi")
+        raise RuntimeError("disk full")
+    assert path.read_text() == "previous\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.csv"]
+    with atomic_write(path) as tmp:
+        tmp.write_text("new\n")
+    assert path.read_text() == "new\n" and (path.stat().st_mode & 0o777) != 0o600
+
+
+def test_read_text_errors_are_one_line(tmp_path):
+    bad = tmp_path / "x.toml"
+    bad.write_bytes(b"a = 1\n\xff\xfe")
+    for path, needle in ((bad, "not UTF-8 text (byte 6"), (tmp_path, "is a folder"),
+                         (tmp_path / "nope", "does not exist")):
+        with pytest.raises(PerfsimError, match=re.escape(needle)):
+            read_text(path)
+    with pytest.raises(PerfsimError, match="unknown extension"):
+        check_output(tmp_path / "x.txt", (".csv",))
+
+
+SWEEP = """
+gpus = ["h100-sxm5"]
+algorithms = ["fa2"]
+[workload]
+batch = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+heads = [1, 2, 4, 8, 16]
+seqlen_q = {seqlens}
+head_dim = 64
+"""
+
+
+def _sweep_config(tmp_path, n_seqlens: int) -> Path:
+    cfg = tmp_path / "big.toml"
+    cfg.write_text(SWEEP.format(seqlens=list(range(1, n_seqlens + 1))))
+    return cfg
+
+
+def test_sigkill_during_sweep_out_leaves_the_previous_file(tmp_path):
+    """Killed while the CSV is being written, the previous file at --out is intact and no
+    partial file takes its place."""
+    cfg = _sweep_config(tmp_path, 4000)                     # 200 000 rows, seconds of CSV
+    out = tmp_path / "rows.csv"
+    previous = b"batch,seconds\n1,0.5\n"
+    out.write_bytes(previous)
+    proc = subprocess.Popen([sys.executable, "-m", "perfsim.cli", "sweep", str(cfg), "--out",
+                             str(out), "--quiet"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    try:
+        while not list(tmp_path.glob(".rows.csv.*.tmp")):   # the write has started
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    assert out.read_bytes() == previous
+
+
+def test_sweep_out_parquet_and_csv_hold_the_same_rows(tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    cfg = _sweep_config(tmp_path, 3)
+    csv, parquet = tmp_path / "r.csv", tmp_path / "r.parquet"
+    assert main(["sweep", str(cfg), "--out", str(csv), "--quiet"]) == 0
+    assert main(["sweep", str(cfg), "--out", str(parquet), "--quiet"]) == 0
+    a, b = pd.read_csv(csv), pd.read_parquet(parquet)
+    assert len(a) == len(b) == 150
+    assert list(a.columns) == list(b.columns)
+    assert (a.seconds.values == b.seconds.values).all()
+
+
+def test_sweep_write_rows_chunks_report_progress(tmp_path, monkeypatch):
+    from perfsim import cli_extra
+    from perfsim.sweep import sweep
+
+    monkeypatch.setattr(cli_extra, "WRITE_CHUNK_ROWS", 7)
+    df = sweep(batch=[1, 2, 3], heads=1, seqlen_q=[64, 128, 256, 512, 1024], head_dim=64,
+               gpus="h100-sxm5", algorithms="fa2")
+    seen = []
+    path = cli_extra.write_rows(df, tmp_path / "r.csv", seen.append)
+    assert seen == [7, 14, 15]
+    lines = path.read_text().splitlines()
+    assert len(lines) == 16 and lines[0].startswith("batch,")
+
+
+def test_too_large_sweep_is_refused_before_any_work(tmp_path, capsys):
+    cfg = tmp_path / "huge.toml"
+    cfg.write_text("[workload]\nbatch = " + str(list(range(1, 1001))) + "\nheads = "
+                   + str(list(range(1, 1001))) + "\nseqlen_q = " + str(list(range(1, 1001)))
+                   + "\nhead_dim = 64\n")
+    start = time.perf_counter()
+    assert main(["sweep", str(cfg), "--quiet"]) == 2
+    assert "rows need about" in capsys.readouterr().err
+    assert time.perf_counter() - start < 10
+
+
+# ------------------------------------------------------------------ validation results
+def _rec(key, **fields):
+    base = {"key": f"{key}|fa2", "batch": 1, "heads": 2, "kv_heads": 2, "seqlen_q": 128,
+            "seqlen_k": 128, "head_dim": 64, "causal": False, "dtype": "bf16", "phase": "fwd",
+            "algorithm": "fa2", "kind": "own", "status": "ok", "predicted_s": 1.0e-3,
+            "measured_s": 1.1e-3, "gpu_profile": "h200-sxm"}
+    base.update(fields)
+    return json.dumps(base)
+
+
+@pytest.fixture
+def messy_results(tmp_path):
+    """Every kind of damage the issue lists, around rows that must all survive."""
+    lines = [
+        _rec("a").encode(),
+        (_rec("b") + _rec("c")).encode(),                     # a newline lost: both kept
+        b'{"key": "x|fa2", "status": "o',                    # a torn write mid-file
+        _rec("a", status="error", measured_s=None).encode(),  # duplicate: keep measured a
+        _rec("e", measured_s="abc").encode(),                 # non-numeric measured_s
+        _rec("f").replace("0.0011", "NaN").encode(),          # NaN measured_s
+        _rec("g", batch=None).encode(),                       # missing shape field
+        b'{"key": "h|fa2", "note": "\xff"}',                  # not UTF-8
+        json.dumps({"key": 123, "status": "ok"}).encode(),    # key of the wrong type
+        _rec("i").encode(),
+        _rec("i", measured_s=1.2e-3).encode(),                # a retry replaces
+        b"[1, 2]",
+    ]
+    (tmp_path / "results.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return tmp_path
+
+
+def test_messy_results_keep_every_valid_row_and_list_every_problem(messy_results):
+    from perfsim.validate import analysis, report
+
+    records, problems = report.load_checked(messy_results)
+    keys = [r["key"].split("|")[0] for r in records]
+    assert keys == ["a", "b", "c", "e", "f", "i"]
+    by = {r["key"].split("|")[0]: r for r in records}
+    assert by["a"]["status"] == "ok" and by["i"]["measured_s"] == 1.2e-3
+    assert by["e"]["status"] == by["f"]["status"] == "invalid"
+    assert by["e"]["measured_s"] is None and by["f"]["measured_s"] is None
+    assert {r["key"] for r in analysis.compared(records)} == {"a|fa2", "b|fa2", "c|fa2",
+                                                              "i|fa2"}
+    text = "\n".join(problems)
+    for needle in ("line 3: not JSON", "line 4: key 'a|fa2' again", "line 5 ('e|fa2')",
+                   "line 6 ('f|fa2')", "line 7 ('g|fa2'): missing or invalid batch",
+                   "line 8: not UTF-8", "line 9: no string 'key'", "line 10: key 'i|fa2' "
+                   "replaced by line 11", "line 12: a JSON list"):
+        assert needle in text, (needle, text)
+    assert len(problems) == 9
+
+
+def test_report_only_lists_the_problems_and_exits_0(messy_results, capsys):
+    assert main(["validate", "--report-only", str(messy_results)]) == 0
+    out = capsys.readouterr().out
+    assert "9 line(s) of results.jsonl skipped or replaced" in out
+    md = (messy_results / "report.md").read_text()
+    assert "## Lines of results.jsonl skipped or replaced" in md
+    assert "line 8: not UTF-8" in md and "invalid" in md
+
+
+def test_non_utf8_results_file_does_not_crash_the_report(tmp_path, capsys):
+    (tmp_path / "results.jsonl").write_bytes(b"\xff\xfe\x00garbage\n" + _rec("a").encode())
+    assert main(["validate", "--report-only", str(tmp_path)]) == 0
+    assert "line 1: not UTF-8" in (tmp_path / "report.md").read_text()
+
+
+KILL_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from perfsim.validate.runner import ResultStore, Row, run
+    from perfsim.validate.shapes import Shape
+    rows = [Row(Shape(1, 2, 64 * (i + 1), 64, False), "fa2", "own") for i in range(500)]
+    def measure(row):
+        time.sleep(0.01)
+        return {"status": "ok", "measured_s": 1e-3, "predicted_s": 1e-3,
+                "padding": "x" * 20000}
+    run(rows, measure, ResultStore(sys.argv[1]))
+""")
+
+
+def test_sigkill_during_validate_keeps_every_earlier_row(tmp_path):
+    results = tmp_path / "results.jsonl"
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(results)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    try:
+        while not results.exists() or results.read_bytes().count(b"\n") < 5:
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        snapshot = results.read_bytes()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    after = results.read_bytes()
+    complete = snapshot[:snapshot.rindex(b"\n") + 1]
+    assert after.startswith(complete)                   # nothing earlier changed
+    from perfsim.validate.runner import ResultStore
+
+    store = ResultStore(results)
+    loaded = store.load()
+    assert len(loaded) >= complete.count(b"\n")
+    assert store.skipped_lines <= 1                     # at most the row in flight
+
+
+def test_interrupted_report_write_keeps_the_previous_files(tmp_path, monkeypatch):
+    from perfsim.validate import report
+
+    (tmp_path / "results.jsonl").write_text(_rec("a") + "\n")
+    report.write_report(tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def boom(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("matplotlib.figure.Figure.savefig", boom)
+    with pytest.raises(KeyboardInterrupt):
+        report.write_report(tmp_path)
+    assert (tmp_path / "scatter.png").read_bytes() == before["scatter.png"]
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+# ------------------------------------------------------------------ --repredict
+@pytest.fixture
+def committed_copy(tmp_path):
+    """The committed H200 run, first 30 rows (for speed)."""
+    run = tmp_path / "h200"
+    run.mkdir()
+    lines = (COMMITTED / "results.jsonl").read_text().splitlines()[:30]
+    (run / "results.jsonl").write_text("\n".join(lines) + "\n")
+    for name in ("report.md", "results.csv", "scatter.png"):
+        shutil.copy(COMMITTED / name, run / name)
+    return run
+
+
+def test_repredict_never_overwrites_committed_results(committed_copy, capsys):
+    before = {p.name: p.read_bytes() for p in committed_copy.iterdir() if p.is_file()}
+    assert main(["validate", "--report-only", str(committed_copy), "--repredict"]) == 0
+    out = capsys.readouterr().out
+    assert "--force to replace it" in out
+    after = {p.name: p.read_bytes() for p in committed_copy.iterdir() if p.is_file()}
+    assert after == before
+    new = (committed_copy / "repredicted" / "report.md").read_text()
+    # the profile the rows were measured with, found in validate/profiles/
+    assert "(profile h200-sxm-calibrated)" in new
+    assert "h200-sxm-calibrated.toml" in new
+    assert (committed_copy / "repredicted" / "scatter.png").is_file()
+
+
+def test_repredict_with_force_replaces_in_place(committed_copy, capsys):
+    old = (committed_copy / "report.md").read_bytes()
+    assert main(["validate", "--report-only", str(committed_copy), "--repredict", "--force",
+                 "--gpu", "h200-sxm"]) == 0
+    assert (committed_copy / "report.md").read_bytes() != old
+    assert "(profile h200-sxm)" in (committed_copy / "report.md").read_text()
+    assert not (committed_copy / "repredicted").exists()
+
+
+def test_repredict_without_a_recorded_profile_asks_for_gpu(tmp_path, capsys):
+    (tmp_path / "results.jsonl").write_text(_rec("a", gpu_profile="my-lab-gpu") + "\n")
+    assert main(["validate", "--report-only", str(tmp_path), "--repredict"]) == 2
+    assert "--gpu" in capsys.readouterr().err
+
+
+def test_committed_results_are_untouched_by_the_test_suite():
+    assert os.access(COMMITTED / "report.md", os.R_OK)
+
+
+def test_a_damaged_measured_row_is_measured_again(tmp_path):
+    from perfsim.validate.runner import ResultStore, Row, pending
+    from perfsim.validate.shapes import Shape
+
+    rows = [Row(Shape(1, 2, 64, 64, False), "fa2", "own"),
+            Row(Shape(1, 2, 128, 64, False), "fa2", "own")]
+    store = ResultStore(tmp_path / "results.jsonl")
+    store.append({"key": rows[0].key, "status": "ok", "measured_s": float("nan")})
+    store.append({"key": rows[1].key, "status": "ok", "measured_s": 1e-3})
+    assert pending(rows, store.load()) == [rows[0]]

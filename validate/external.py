@@ -1,0 +1,532 @@
+"""The attention kernels users call, timed forward and backward separately on a settled clock.
+
+Implementations (one JSONL row per (shape, implementation, phase); ``impl`` names them):
+
+* ``sdpa_flash``, ``sdpa_cudnn``, ``sdpa_efficient``, ``sdpa_math``:
+  ``F.scaled_dot_product_attention`` inside ``sdpa_kernel([backend])`` (``backends.py``);
+  ``enable_gqa=True`` for GQA.
+* ``flex``: ``torch.compile(flex_attention, dynamic=False)`` (``backends.py``, recompile limits
+  raised); run on :data:`FLEX_SUBSET` only (it compiles per shape and phase).
+* ``cute``: ``flash_attn.cute.flash_attn_func`` (flash-attn-4, FA3-style kernels on sm90),
+  inputs laid out (batch, seqlen, heads, head_dim); the tiles come from its
+  ``_tile_size_fwd_sm90`` / ``_tile_size_bwd_sm90``.
+* ``triton_tutorial``: the ``attention`` autograd Function of Triton's fused-attention tutorial
+  (``python/tutorials/06-fused-attention.py``), read from ``.ext/`` (third-party, git-ignored),
+  with the patches of :data:`TUTORIAL_PATCHES` and the autotuner restricted to
+  :data:`TUTORIAL_CONFIGS`.
+
+Each row (METHOD.md: correct first, then time): fresh standard-normal inputs seeded from the
+key; one call; every output element finite; relative Frobenius error against the float64
+reference (``kernels/reference.py``) on the first and the last (batch, kv-head group) slice,
+for the backward on dQ, dK and dV; then the op back to back for at least
+:data:`WARM_S` (and at least 20 calls when a call takes over 20 ms) so the SM clock settles,
+then at least :data:`MIN_CALLS` calls and :data:`MIN_TIMED_S` timed with CUDA events around
+each call (median, p20, p80; L2 is *not* flushed: back-to-back calls as in training), while
+:class:`perfsim.validate.nvml_sampler.NvmlSampler` samples clock and power every 5 ms. A row
+is capped at about 3 s of running. The backward is ``torch.autograd.grad`` of one saved forward
+with ``retain_graph=True`` (``measure.autograd_backward``).
+
+torch, triton, pynvml and flash_attn are imported inside functions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import zlib
+from pathlib import Path
+
+from perfsim.validate.shapes import TOKENS_PER_CALL, Shape
+
+#: Implementation names in per-shape measuring order (the late ones after all others).
+MAIN_IMPLS = ("cute", "sdpa_cudnn", "sdpa_flash", "triton_tutorial", "sdpa_efficient")
+LATE_IMPLS = ("sdpa_math", "flex")
+IMPLS = MAIN_IMPLS + LATE_IMPLS
+PHASES = ("fwd", "bwd")
+TOLERANCE = {"bf16": 2e-2, "fp16": 1e-2}
+#: Timing: warm-up seconds, min warm-up calls for calls over 20 ms, timed calls and seconds,
+#: caps (seconds of warm-up and of timing), max timed calls.
+WARM_S, SLOW_CALL_S, SLOW_WARM_CALLS = 0.4, 0.02, 20
+MIN_CALLS, MIN_TIMED_S = 25, 0.25
+MAX_WARM_S, MAX_TIMED_S, MIN_CALLS_SLOW, MAX_CALLS = 1.2, 1.2, 5, 20000
+SAMPLE_PERIOD_S = 0.005
+GRID_DIR = Path(__file__).parent / "grids"
+HOLDOUT_FILE = GRID_DIR / "external_holdout.json"
+EXT_DIR = Path(__file__).resolve().parent.parent / ".ext"
+TUTORIAL_FILE = "triton_tutorial_attention.py"
+
+
+def _tok(n, h, d, causal, **kw) -> Shape:
+    return Shape(batch=TOKENS_PER_CALL // n, heads=h, seqlen_q=n, head_dim=d, causal=causal,
+                 **kw)
+
+
+def external_grid() -> list[Shape]:
+    """The main grid (forward phase; each shape is measured in both phases), d = 128 first."""
+    both = (False, True)
+    d128 = [_tok(n, 16, 128, c) for n in (256, 512, 1024, 2048, 4096, 8192, 16384) for c in both]
+    gqa = [_tok(n, 32, 128, c, kv_heads=8) for n in (2048, 8192) for c in both]
+    fp16 = [_tok(n, 16, 128, c, dtype="fp16") for n in (2048, 8192) for c in both]
+    tiny128 = [Shape(1, 16, n, 128, False) for n in (128, 512, 1024)]
+    d64 = [_tok(n, 32, 64, c) for n in (256, 1024, 4096, 16384) for c in both]
+    d256 = [_tok(n, 8, 256, c) for n in (256, 1024, 4096, 16384) for c in both]
+    tiny64 = [Shape(1, 1, 64, 64, False)]
+    return d128 + gqa + fp16 + tiny128 + d64 + d256 + tiny64
+
+
+#: FlexAttention runs on these main-grid shapes only (it compiles per shape and phase).
+FLEX_SUBSET = (
+    [_tok(n, 16, 128, c) for n in (1024, 4096, 16384) for c in (False, True)]
+    + [_tok(8192, 32, 128, c, kv_heads=8) for c in (False, True)]
+    + [_tok(4096, 32, 64, c) for c in (False, True)]
+    + [_tok(4096, 8, 256, c) for c in (False, True)]
+)
+
+
+def holdout_grid() -> list[Shape]:
+    """The hold-out grid (``grids/external_holdout.json``), never measured with the main one."""
+    return [Shape(**item) for item in json.loads(HOLDOUT_FILE.read_text())]
+
+
+GRIDS = {"external": external_grid, "external-holdout": holdout_grid}
+
+
+def grid(name: str) -> list[Shape]:
+    """Shapes of ``external``, ``external-holdout`` or a JSON file of Shape fields."""
+    if name in GRIDS:
+        return GRIDS[name]()
+    return [Shape(**item) for item in json.loads(Path(name).read_text())]
+
+
+def row_key(shape: Shape, impl: str) -> str:
+    """``<shape key incl. phase>|<impl>`` (the key format of runner.py)."""
+    return f"{shape.key}|{impl}"
+
+
+def plan(grid_name: str, impls=IMPLS) -> list[tuple[Shape, str]]:
+    """(shape with phase, impl) in measuring order: the main implementations shape by shape
+    (fwd then bwd; the d = 128 shapes come first in the grid), then ``sdpa_math`` on every
+    shape, then ``flex`` (on :data:`FLEX_SUBSET` for the main grid, every shape otherwise)."""
+    shapes = grid(grid_name)
+    impls = list(impls)
+    unknown = [i for i in impls if i not in IMPLS]
+    if unknown:
+        raise ValueError(f"unknown implementation(s) {unknown}; known: {', '.join(IMPLS)}")
+    rows = [(s.with_phase(p), i) for s in shapes for p in PHASES for i in MAIN_IMPLS
+            if i in impls]
+    if "sdpa_math" in impls:
+        rows += [(s.with_phase(p), "sdpa_math") for s in shapes for p in PHASES]
+    if "flex" in impls:
+        flex_shapes = FLEX_SUBSET if grid_name == "external" else shapes
+        rows += [(s.with_phase(p), "flex") for s in flex_shapes for p in PHASES]
+    return rows
+
+
+def benchmark_flops(shape: Shape) -> float:
+    """FlashAttention benchmark convention: forward 4·B·H·N_q·N_k·d (halved when causal with
+    N_q = N_k), backward 2.5x the forward."""
+    pairs = shape.seqlen_q * shape.seqlen_k * (0.5 if shape.causal else 1.0)
+    fwd = 4.0 * shape.batch * shape.heads * pairs * shape.head_dim
+    return fwd * (2.5 if shape.phase == "bwd" else 1.0)
+
+
+# --------------------------------------------------------------------------------------------
+# implementations (GPU side)
+
+
+class Unsupported(Exception):
+    """The implementation does not run this shape (recorded ``unsupported``)."""
+
+
+class Built:
+    """One implementation on fixed inputs: ``forward()`` returns O; ``backward_fn(do)``
+    returns a no-argument function computing (dq, dk, dv) from one saved forward. ``to_bhnd``
+    maps its tensors to (batch, heads, seqlen, head_dim); ``make_do`` lays out dO."""
+
+    def __init__(self, forward, backward_fn, config, context=None, to_bhnd=None, make_do=None,
+                 after_first=None):
+        from contextlib import nullcontext
+
+        self.forward = forward
+        self.backward_fn = backward_fn
+        self.config = config
+        self.context = context or nullcontext
+        self.to_bhnd = to_bhnd or (lambda t: t)
+        self.make_do = make_do or (lambda do: do)
+        self.after_first = after_first
+
+
+def _external_backend(shape: Shape, impl: str, q, k, v) -> Built:
+    from perfsim.validate import backends, measure
+    from perfsim.validate.runner import Row
+
+    try:
+        got = backends.impl(Row(shape, impl, "external"), q, k, v)
+    except measure.Unsupported as exc:
+        raise Unsupported(str(exc)) from None
+
+    @_contextmanager
+    def context():
+        try:
+            with got.context():
+                yield
+        except measure.Unsupported as exc:
+            raise Unsupported(str(exc)) from None
+
+    return Built(got.forward, got.backward_fn, dict(got.launch_config), context=context)
+
+
+def _contextmanager(fn):
+    from contextlib import contextmanager
+
+    return contextmanager(fn)
+
+
+def _cute(shape: Shape, q, k, v) -> Built:
+    try:
+        import flash_attn.cute as fa_cute
+        from flash_attn.cute import flash_attn_func
+        from flash_attn.cute import interface as fi
+    except Exception as exc:  # noqa: BLE001 - not installed on this machine
+        raise Unsupported(f"flash_attn.cute does not import: {type(exc).__name__}: "
+                          f"{str(exc).strip()[:200]}") from None
+    from dataclasses import asdict
+
+    from perfsim.validate.measure import autograd_backward
+
+    qc, kc, vc = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+
+    def f(a, b, c):
+        r = flash_attn_func(a, b, c, causal=shape.causal)
+        return r[0] if isinstance(r, (tuple, list)) else r
+
+    d = shape.head_dim
+    cfg = {"backend": "flash_attn.cute.flash_attn_func (flash-attn-4)", "layout": "bshd",
+           "causal": shape.causal, "pack_gqa": shape.heads != shape.kv_heads}
+    for name, mod in (("flash_attn", fa_cute),):
+        cfg[f"{name}_version"] = getattr(mod, "__version__", None)
+    try:
+        from importlib.metadata import version
+
+        cfg["flash_attn_4"] = version("flash-attn-4")
+        cfg["nvidia_cutlass_dsl"] = version("nvidia-cutlass-dsl")
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        cfg["fwd_tile"] = asdict(fi._tile_size_fwd_sm90(d, d, shape.causal, False))
+        cfg["bwd_tile"] = asdict(fi._tile_size_bwd_sm90(d, d, shape.causal, False))
+        cfg["tile_source"] = "interface._tile_size_fwd_sm90 / _tile_size_bwd_sm90 (sm90 path)"
+    except Exception as exc:  # noqa: BLE001
+        cfg["tile_source"] = f"unreadable: {type(exc).__name__}: {exc}"[:200]
+    return Built(lambda: f(qc, kc, vc), autograd_backward(f, qc, kc, vc), cfg,
+                 to_bhnd=lambda t: t.transpose(1, 2),
+                 make_do=lambda do: do.transpose(1, 2).contiguous())
+
+
+#: Text patches applied to the tutorial before it is imported: (old, new, why). Each old text
+#: must occur exactly once. For fp16 inputs the dtype patches change nothing.
+TUTORIAL_PATCHES = (
+    ("        p = p.to(dtype)\n        # note that this non transposed v",
+     "        p = p.to(v.dtype)\n        # note that this non transposed v",
+     "forward P cast to V's dtype instead of fp16 (bf16 inputs)"),
+    ("    desc_o.store([qo_offset_y, 0], acc.to(dtype))",
+     "    desc_o.store([qo_offset_y, 0], acc.to(q.dtype))",
+     "forward O stored in Q's dtype instead of fp16 (bf16 inputs)"),
+    ("    offset_y = off_z + off_h * N_CTX\n",
+     "    offset_y = off_z * (N_CTX * H) + off_h * N_CTX\n",
+     "TMA row offset of batch off_z (the stored version adds off_z, wrong for batch > 1; "
+     "later tutorial versions use off_z * (N_CTX * H))"),
+    ("        ppT = ppT.to(tl.float16)", "        ppT = ppT.to(Q.dtype.element_ty)",
+     "backward P^T cast to the input dtype instead of fp16"),
+    ("        dsT = dsT.to(tl.float16)", "        dsT = dsT.to(Q.dtype.element_ty)",
+     "backward dS^T cast to the input dtype instead of fp16"),
+    ("        ds = ds.to(tl.float16)", "        ds = ds.to(K.dtype.element_ty)",
+     "backward dS cast to the input dtype instead of fp16"),
+)
+#: The forward autotuner is restricted to these (BLOCK_M, BLOCK_N, num_stages, num_warps)
+#: of the tutorial's own TMA config space (its keep_tma filter applies too).
+TUTORIAL_CONFIGS = ((128, 64, 3, 4), (128, 128, 3, 8), (64, 64, 3, 4), (64, 64, 2, 4))
+_TUTORIAL = {}
+
+
+def _tutorial_module():
+    if "mod" in _TUTORIAL:
+        return _TUTORIAL["mod"]
+    import importlib.util
+    import tempfile
+
+    src_path = EXT_DIR / TUTORIAL_FILE
+    if not src_path.is_file():
+        raise Unsupported(f"{src_path} missing (carry .ext)")
+    text = src_path.read_text()
+    for old, new, why in TUTORIAL_PATCHES:
+        if text.count(old) != 1:
+            raise Unsupported(f"tutorial patch target not found exactly once ({why})")
+        text = text.replace(old, new)
+    # Triton's JIT reads kernel source from the file, so the patched text goes to a file.
+    out = Path(tempfile.gettempdir()) / "perfsim_triton_tutorial_patched.py"
+    out.write_text(text)
+    spec = importlib.util.spec_from_file_location("perfsim_triton_tutorial_patched", out)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    import triton
+
+    keep = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w,
+                          pre_hook=mod._tma_pre_hook)
+            for bm, bn, s, w in TUTORIAL_CONFIGS]
+    keep = [c for c in keep if mod.keep_tma(c)]
+    mod._attn_fwd_tma.configs = keep
+    _TUTORIAL["mod"] = mod
+    _TUTORIAL["sha"] = format(zlib.crc32(src_path.read_bytes()), "08x")
+    return mod
+
+
+def _config_text(cfg) -> dict | str | None:
+    if cfg is None:
+        return None
+    try:
+        return {**dict(cfg.kwargs), "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    except Exception:  # noqa: BLE001
+        return str(cfg)
+
+
+def _tutorial(shape: Shape, q, k, v) -> Built:
+    if shape.heads != shape.kv_heads:
+        raise Unsupported("triton tutorial: no GQA (K/V must have the query's heads)")
+    if shape.head_dim not in (16, 32, 64, 128, 256):
+        raise Unsupported(f"triton tutorial: head_dim {shape.head_dim} not in 16..256 powers of 2")
+    if shape.phase == "bwd" and not shape.causal:
+        raise Unsupported("triton tutorial: its backward computes causal attention only "
+                          "(_attn_bwd always masks the diagonal block and skips the blocks "
+                          "above it)")
+    if shape.phase == "bwd" and shape.seqlen_q % 128:
+        raise Unsupported("triton tutorial: backward needs N a multiple of 128 "
+                          "(PRE_BLOCK, BLOCK_N1)")
+    mod = _tutorial_module()
+    import triton
+
+    from perfsim.validate.measure import autograd_backward
+
+    scale = 1.0 / math.sqrt(shape.head_dim)
+
+    def f(a, b, c):
+        return mod.attention(a, b, c, shape.causal, scale)
+
+    cfg = {"backend": "triton tutorial 06-fused-attention (TMA path on sm90)",
+           "triton": triton.__version__, "source_crc32": _TUTORIAL["sha"],
+           "patches": [why for _, _, why in TUTORIAL_PATCHES],
+           "autotune_configs": [list(c) for c in TUTORIAL_CONFIGS],
+           "bwd_fixed": {"BLOCK_M1": 32, "BLOCK_N1": 128, "BLOCK_M2": 128, "BLOCK_N2": 32,
+                         "BLK_SLICE_FACTOR": 2, "num_warps": 4, "num_stages": 5},
+           "causal": shape.causal}
+
+    def after_first(c=cfg):
+        c["fwd_config"] = _config_text(getattr(mod._attn_fwd_tma, "best_config", None))
+
+    return Built(lambda: f(q, k, v), autograd_backward(f, q, k, v), cfg,
+                 after_first=after_first)
+
+
+def build(shape: Shape, impl: str, q, k, v) -> Built:
+    if impl in ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "sdpa_math", "flex"):
+        return _external_backend(shape, impl, q, k, v)
+    if impl == "cute":
+        return _cute(shape, q, k, v)
+    if impl == "triton_tutorial":
+        return _tutorial(shape, q, k, v)
+    raise Unsupported(f"unknown implementation {impl!r}")
+
+
+def available(impl: str) -> str | None:
+    """Why ``impl`` cannot run on this machine at all (None if it can)."""
+    if impl == "cute":
+        try:
+            import flash_attn.cute  # noqa: F401
+        except Exception as exc:  # noqa: BLE001
+            return f"flash_attn.cute does not import: {type(exc).__name__}: {exc}"[:300]
+    if impl == "triton_tutorial" and not (EXT_DIR / TUTORIAL_FILE).is_file():
+        return f"{EXT_DIR / TUTORIAL_FILE} missing"
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# one row
+
+
+def make_inputs(shape: Shape, key: str):
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(key.encode()))
+    dt = torch.bfloat16 if shape.dtype == "bf16" else torch.float16
+
+    def randn(*dims):
+        return torch.randn(*dims, generator=gen, device="cuda", dtype=dt)
+
+    q = randn(shape.batch, shape.heads, shape.seqlen_q, shape.head_dim)
+    k = randn(shape.batch, shape.kv_heads, shape.seqlen_k, shape.head_dim)
+    v = randn(shape.batch, shape.kv_heads, shape.seqlen_k, shape.head_dim)
+    do = randn(shape.batch, shape.heads, shape.seqlen_q, shape.head_dim)
+    return q, k, v, do
+
+
+def check(shape: Shape, built: Built, q, k, v, do) -> dict:
+    """Run once; all outputs finite; relative error vs float64 on the first and last slice."""
+    import torch
+
+    from perfsim.validate.kernels.reference import reference_attention, relative_error
+
+    if shape.phase == "bwd":
+        outs = built.backward_fn(built.make_do(do))()
+        names = ("dq", "dk", "dv")
+    else:
+        outs = (built.forward(),)
+        names = ("o",)
+    torch.cuda.synchronize()
+    outs = [built.to_bhnd(o) for o in outs]
+    for name, out in zip(names, outs, strict=True):
+        if not bool(torch.isfinite(out).all()):
+            return {"status": "incorrect", "reason": f"{name} has NaN/inf elements",
+                    "correctness_rel_error": None, "outputs_finite": False}
+    group = shape.heads // shape.kv_heads
+    errors = {}
+    picks = list(dict.fromkeys([(0, 0), (shape.batch - 1, shape.kv_heads - 1)]))
+    for b, g in picks:
+        hs = slice(g * group, (g + 1) * group)
+        qs, ks, vs = (t[b:b + 1].double() for t in (q[:, hs], k[:, g:g + 1], v[:, g:g + 1]))
+        if shape.phase == "bwd":
+            qs, ks, vs = (t.requires_grad_() for t in (qs, ks, vs))
+            ref, _ = reference_attention(qs, ks, vs, causal=shape.causal)
+            ref.backward(do[b:b + 1, hs].double())
+            pairs = {"dq": (outs[0][b:b + 1, hs], qs.grad), "dk": (outs[1][b:b + 1, g:g + 1],
+                                                                  ks.grad),
+                     "dv": (outs[2][b:b + 1, g:g + 1], vs.grad)}
+        else:
+            ref, _ = reference_attention(qs, ks, vs, causal=shape.causal)
+            pairs = {"o": (outs[0][b:b + 1, hs], ref)}
+        for name, (out, r) in pairs.items():
+            errors[name] = max(errors.get(name, 0.0), relative_error(out, r))
+        del qs, ks, vs, ref, pairs
+    worst, tol = max(errors.values()), TOLERANCE[shape.dtype]
+    rec = {"correctness_rel_error": worst, "correctness_rel_errors": errors,
+           "correctness_tolerance": tol, "outputs_finite": True,
+           "correctness_checked": f"{len(picks)} (batch, kv-head group) slices (first, last) vs "
+                                  f"float64, all rows; every element of {'/'.join(names)} "
+                                  "finite"}
+    if not worst <= tol:
+        rec.update(status="incorrect", reason=f"relative error {worst:.3g} > {tol:g}")
+    return rec
+
+
+def time_op(fn, sampler) -> dict:
+    """Settle, then time calls back to back with CUDA events around each, sampling NVML."""
+    import torch
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    est = max(time.perf_counter() - t0, 1e-6)
+    # warm-up: back to back for WARM_S (and >= 20 calls for slow calls), capped
+    warm_target = WARM_S
+    if est > SLOW_CALL_S:
+        warm_target = max(WARM_S, min(SLOW_WARM_CALLS * est, MAX_WARM_S))
+    chunk = max(1, int(0.05 / est))
+    warm_calls, w0 = 0, time.perf_counter()
+    while True:
+        for _ in range(chunk):
+            fn()
+        torch.cuda.synchronize()
+        warm_calls += chunk
+        el = time.perf_counter() - w0
+        if el >= warm_target:
+            break
+    est = max(el / warm_calls, 1e-7)
+    n = max(MIN_CALLS, math.ceil(MIN_TIMED_S / est))
+    n = min(n, MAX_CALLS, max(MIN_CALLS_SLOW, math.ceil(MAX_TIMED_S / est)))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    if sampler is not None:
+        sampler.start()
+    w1 = time.perf_counter()
+    for i in range(n):
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - w1
+    samples = sampler.stop() if sampler is not None else []
+    times = sorted(s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends))
+    region = starts[0].elapsed_time(ends[-1]) * 1e-3
+
+    def q(p):
+        return times[min(len(times) - 1, int(round(p * (len(times) - 1))))]
+
+    from perfsim.validate.nvml_sampler import summarize
+
+    rec = {"measured_s": q(0.5), "measured_p20_s": q(0.2), "measured_p80_s": q(0.8),
+           "measured_mean_s": sum(times) / len(times), "n_calls": n,
+           "warmup_calls": warm_calls, "warmup_s": el, "timed_region_s": region,
+           "timed_wall_s": wall, "l2_flushed": False,
+           "timing_method": "CUDA events around each call, back to back, no L2 flush; "
+                            f"warm-up >= {WARM_S} s back to back first"}
+    rec.update(summarize(samples))
+    return rec
+
+
+def measure_row(shape: Shape, impl: str, sampler, versions: dict) -> dict:
+    """One row, never raising (except on a fatal CUDA error, re-raised after recording)."""
+    import torch
+
+    key = row_key(shape, impl)
+    rec = {"key": key, **shape.fields(), "impl": impl, "algorithm": impl, "kind": "external",
+           "grid_flops": benchmark_flops(shape)}
+    t0 = time.perf_counter()
+    built = None
+    try:
+        q, k, v, do = make_inputs(shape, key)
+        built = build(shape, impl, q, k, v)
+        with built.context():
+            rec.update(check(shape, built, q, k, v, do))
+            if built.after_first:
+                built.after_first()
+            if rec.get("status") != "incorrect":
+                if shape.phase == "bwd":
+                    fn = built.backward_fn(built.make_do(do))
+                else:
+                    fn = built.forward
+                rec.update(time_op(fn, sampler))
+                rec["status"], rec["reason"] = "ok", ""
+                rec["achieved_tflops"] = rec["grid_flops"] / rec["measured_s"] / 1e12
+                if impl == "flex" and shape.seqlen_q >= 1024 and rec["achieved_tflops"] < 30:
+                    rec["reason"] = ("suspect: achieved TFLOP/s below 30 at N >= 1024 "
+                                     "(a silent fallback to unfused flex_attention?)")
+    except Unsupported as exc:
+        rec.update(status="unsupported", reason=str(exc)[:500])
+    except torch.cuda.OutOfMemoryError as exc:
+        rec.update(status="oom", reason=str(exc).splitlines()[0][:300])
+    except Exception as exc:  # noqa: BLE001 - recorded
+        text = str(exc).strip()
+        first = text.splitlines()[0][:400] if text else ""
+        low = text.lower()
+        if type(exc).__name__ == "OutOfResources":  # Triton refuses the (fixed) config
+            rec.update(status="unsupported", reason=f"OutOfResources: {first}")
+        elif "out of memory" in low:
+            rec.update(status="oom", reason=f"{type(exc).__name__}: {first}")
+        else:
+            rec.update(status="error", reason=f"{type(exc).__name__}: {first}")
+        from perfsim.validate.measure import FATAL_CUDA
+
+        if any(m in low for m in FATAL_CUDA):
+            rec["fatal"] = True
+    finally:
+        if built is not None:
+            rec["launch_config"] = {**built.config, **versions}
+        else:
+            rec["launch_config"] = dict(versions)
+        rec["wall_s"] = time.perf_counter() - t0
+        rec["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        built = q = k = v = do = None  # noqa: F841
+        if rec.get("status") == "oom":
+            torch.cuda.empty_cache()
+    return rec

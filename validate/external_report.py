@@ -1,0 +1,251 @@
+"""Score perfsim on the kernels users call (``external.py`` rows): the default path first.
+
+For each measured row (implementation × shape × phase) the prediction is
+``perfsim.predict(workload, gpu=GPU, algorithm=<implementation preset>)`` with default options
+— what a user who names the implementation gets (:mod:`perfsim.implementations`). The report
+gives, per (implementation, phase): rows, median and max |error|, median signed error, rows
+within ±10 %; the predicted sustained SM clock against the NVML mean of each row; and per
+(shape, phase) whether the predicted fastest implementation is the measured fastest.
+
+    python -m perfsim.validate.external_report DIR [--gpu h200-sxm] [--out DIR/score-GPU]
+
+Writes ``report.md``, ``rows.csv`` and ``scatter.png`` (forward and backward in separate
+panels) under ``--out``; never over the measurements. Pure Python (pandas, matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from perfsim.errors import InfeasibleError, PerfsimError
+
+#: ``impl`` field of a measured row -> implementation preset (perfsim.implementations).
+PRESETS = {"sdpa_flash": "sdpa-flash", "sdpa_cudnn": "sdpa-cudnn",
+           "sdpa_efficient": "sdpa-efficient", "sdpa_math": "sdpa-math", "flex": "flex",
+           "cute": "flash-attn-cute", "triton_tutorial": "triton-tutorial", "eager": "eager"}
+#: Implementations whose model is known not to describe the kernel (said in the report).
+NOT_MODELLED = {"sdpa_efficient": "xFormers' kernel: FA2 loop order, but not FA2's "
+                "efficiency (no mechanism for its ~2x gap)"}
+
+
+def load_rows(path: Path) -> list[dict]:
+    """The JSONL rows (the last line per key wins; unreadable lines are skipped and
+    counted in the report)."""
+    rows, bad = {}, 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+            rows[rec["key"]] = rec
+        except (json.JSONDecodeError, KeyError, TypeError):
+            bad += bool(line.strip())
+    out = list(rows.values())
+    if bad:
+        out.append({"_skipped_lines": bad})
+    return out
+
+
+def score(rows: list[dict], gpu: str = "h200-sxm", timing=None) -> list[dict]:
+    """One dict per ok row: measured, predicted, error, clocks (predicted vs sampled)."""
+    import perfsim
+
+    out = []
+    for r in rows:
+        if r.get("status") != "ok" or r.get("impl") not in PRESETS:
+            continue
+        measured = r.get("measured_s")
+        if not isinstance(measured, (int, float)) or not measured > 0 or math.isnan(measured):
+            continue
+        w = perfsim.AttentionWorkload(
+            batch=r["batch"], heads=r["heads"], kv_heads=r["kv_heads"],
+            seqlen_q=r["seqlen_q"], seqlen_k=r["seqlen_k"], head_dim=r["head_dim"],
+            causal=r["causal"], dtype=r["dtype"], phase=r["phase"])
+        try:
+            p = perfsim.predict(w, gpu=gpu, algorithm=PRESETS[r["impl"]], timing=timing)
+        except (InfeasibleError, PerfsimError) as exc:
+            out.append({**_ids(r), "measured_s": measured, "predicted_s": None,
+                        "reason": str(exc)})
+            continue
+        clock = r.get("sm_clock_mean_hz")
+        out.append({**_ids(r), "measured_s": measured, "predicted_s": p.seconds,
+                    "error": (p.seconds - measured) / measured, "bound": p.bound,
+                    "predicted_clock_hz": p.clock_hz, "measured_clock_hz": clock,
+                    "clock_error": (p.clock_hz - clock) / clock if clock and p.clock_hz
+                    else None,
+                    "predicted_power_w": p.power_w, "measured_power_w": r.get("power_mean_w"),
+                    "measured_tflops": r.get("grid_flops", 0) / measured / 1e12})
+    return out
+
+
+def _ids(r: dict) -> dict:
+    return {k: r[k] for k in ("impl", "phase", "batch", "heads", "kv_heads", "seqlen_q",
+                              "seqlen_k", "head_dim", "causal", "dtype")}
+
+
+def _median(values):
+    values = sorted(values)
+    n = len(values)
+    if not n:
+        return float("nan")
+    return values[n // 2] if n % 2 else 0.5 * (values[n // 2 - 1] + values[n // 2])
+
+
+def group_table(scored: list[dict]) -> list[dict]:
+    """Per (implementation, phase): n, median |error|, max |error|, median signed error,
+    share within ±10 %, median |clock error|."""
+    groups: dict = {}
+    for s in scored:
+        if s.get("predicted_s") is None:
+            continue
+        groups.setdefault((s["impl"], s["phase"]), []).append(s)
+    table = []
+    for (impl, phase), rows in sorted(groups.items(), key=lambda x: (x[0][1], x[0][0])):
+        errs = [s["error"] for s in rows]
+        clocks = [abs(s["clock_error"]) for s in rows if s.get("clock_error") is not None]
+        table.append({"impl": impl, "phase": phase, "n": len(rows),
+                      "median_abs": _median([abs(e) for e in errs]),
+                      "max_abs": max(abs(e) for e in errs),
+                      "median_signed": _median(errs),
+                      "within_10": sum(abs(e) <= 0.10 for e in errs) / len(errs),
+                      "clock_median_abs": _median(clocks) if clocks else None,
+                      "clock_within_5": (sum(c <= 0.05 for c in clocks) / len(clocks)
+                                         if clocks else None)})
+    return table
+
+
+def ranking(scored: list[dict]) -> dict:
+    """Per (shape, phase) with at least two implementations: is the predicted fastest the
+    measured fastest? Returns ``{"shapes": n, "agree": k, "misses": [...]}``."""
+    by_shape: dict = {}
+    for s in scored:
+        if s.get("predicted_s") is None:
+            continue
+        key = tuple(s[k] for k in ("phase", "batch", "heads", "kv_heads", "seqlen_q",
+                                   "head_dim", "causal", "dtype"))
+        by_shape.setdefault(key, []).append(s)
+    n = agree = 0
+    misses = []
+    for key, rows in by_shape.items():
+        if len(rows) < 2:
+            continue
+        n += 1
+        best_m = min(rows, key=lambda s: s["measured_s"])["impl"]
+        best_p = min(rows, key=lambda s: s["predicted_s"])["impl"]
+        agree += best_m == best_p
+        if best_m != best_p:
+            misses.append((key, best_m, best_p))
+    return {"shapes": n, "agree": agree, "misses": misses}
+
+
+def write(directory: Path, out: Path, gpu: str) -> str:
+    """Score ``directory/results.jsonl`` against ``gpu`` and write the report under ``out``.
+
+    Raises:
+        perfsim.PerfsimError: no results file.
+    """
+    path = directory / "results.jsonl"
+    if not path.is_file():
+        raise PerfsimError(f"{path} does not exist")
+    rows = load_rows(path)
+    skipped = sum(r.get("_skipped_lines", 0) for r in rows)
+    scored = score([r for r in rows if "_skipped_lines" not in r], gpu)
+    table = group_table(scored)
+    rank = ranking(scored)
+    out.mkdir(parents=True, exist_ok=True)
+    _csv(out / "rows.csv", scored)
+    _scatter(out / "scatter.png", scored, gpu)
+    lines = [f"# perfsim vs the kernels users call — {gpu}, default options", "",
+             f"Measurements: `{path}` ({len(rows) - bool(skipped)} rows"
+             + (f", {skipped} unreadable lines skipped" if skipped else "") + "). "
+             "Predictions: `perfsim.predict(w, gpu=" + repr(gpu) + ", algorithm=<preset>)` "
+             "(perfsim.implementations), sustained clock from the power model.", "",
+             "| implementation | phase | rows | median \\|err\\| | max \\|err\\| | "
+             "median signed | within ±10 % | clock median \\|err\\| | clock within 5 % |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for t in table:
+        clock = ("–" if t["clock_median_abs"] is None else
+                 f"{100 * t['clock_median_abs']:.1f} %")
+        within = ("–" if t["clock_within_5"] is None else f"{100 * t['clock_within_5']:.0f} %")
+        note = f" ({NOT_MODELLED[t['impl']]})" if t["impl"] in NOT_MODELLED else ""
+        lines.append(f"| {t['impl']}{note} | {t['phase']} | {t['n']} | "
+                     f"{100 * t['median_abs']:.1f} % | {100 * t['max_abs']:.1f} % | "
+                     f"{100 * t['median_signed']:+.1f} % | {100 * t['within_10']:.0f} % | "
+                     f"{clock} | {within} |")
+    share = rank["agree"] / rank["shapes"] if rank["shapes"] else float("nan")
+    lines += ["", f"Fastest implementation predicted right on {rank['agree']} of "
+              f"{rank['shapes']} (shape, phase) pairs ({100 * share:.0f} %).", ""]
+    if rank["misses"]:
+        lines.append("Misses (phase, B, H, H_kv, N, d, causal, dtype: measured fastest / "
+                     "predicted fastest):")
+        lines += [f"- {k}: {m} / {p}" for k, m, p in rank["misses"]]
+    infeasible = [s for s in scored if s.get("predicted_s") is None]
+    if infeasible:
+        lines += ["", "Rows the model calls infeasible:"]
+        lines += [f"- {s['impl']} {s['phase']} B={s['batch']} H={s['heads']} "
+                  f"N={s['seqlen_q']} d={s['head_dim']}: {s['reason']}" for s in infeasible]
+    text = "\n".join(lines) + "\n"
+    (out / "report.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def _csv(path: Path, scored: list[dict]) -> None:
+    import csv
+
+    keys = sorted({k for s in scored for k in s})
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(scored)
+
+
+def _scatter(path: Path, scored: list[dict], gpu: str) -> None:
+    from perfsim.plot_style import MARKERS, figure
+
+    fig, axes = figure(1, 2, width=5.2, height=4.6)
+    impls = sorted({s["impl"] for s in scored})
+    for ax, phase in zip(axes, ("fwd", "bwd")):
+        lo, hi = math.inf, 0.0
+        for i, impl in enumerate(impls):
+            pts = [(s["measured_s"], s["predicted_s"]) for s in scored
+                   if s["impl"] == impl and s["phase"] == phase and s.get("predicted_s")]
+            if not pts:
+                continue
+            xs, ys = zip(*pts)
+            ax.scatter([x * 1e3 for x in xs], [y * 1e3 for y in ys], s=14,
+                       marker=MARKERS[i % len(MARKERS)], label=impl, alpha=0.8)
+            lo, hi = min(lo, *xs, *ys), max(hi, *xs, *ys)
+        if hi > 0:
+            span = [lo * 1e3 * 0.8, hi * 1e3 * 1.25]
+            ax.plot(span, span, color="black", lw=0.8)
+            for f in (0.9, 1.1):
+                ax.plot(span, [v * f for v in span], color="grey", lw=0.5, ls="--")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("measured (ms)")
+        ax.set_ylabel("predicted (ms)")
+        ax.set_title(f"{'forward' if phase == 'fwd' else 'backward'} — {gpu} (±10 % dashed)")
+        ax.legend(fontsize=7, loc="upper left")
+    fig.savefig(path, dpi=130)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perfsim.validate.external_report",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--gpu", default="h200-sxm")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    out = args.out or args.directory / f"score-{Path(args.gpu).stem}"
+    try:
+        print(write(args.directory, out, args.gpu), end="")
+    except PerfsimError as exc:
+        print(f"external_report: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

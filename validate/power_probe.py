@@ -1,0 +1,278 @@
+"""Power microbenchmarks: SM clock, board power and throughput over time, for a power model
+``P(f) = static + energy * ops / T``.
+
+    python3 -m perfsim.validate.power_probe --out FILE.json [--duration 3.5] [--only a,b]
+
+Each benchmark runs back to back for ``--duration`` seconds (after one untimed call and a
+0.5 s idle gap, both outside the trace's timed part) while :class:`NvmlSampler` reads SM and
+memory clock, board power (``NVML_FI_DEV_POWER_INSTANT`` and ``nvmlDeviceGetPowerUsage``),
+temperature and clock-event reasons every 5 ms; a CUDA event after every iteration gives its
+completion time on the GPU, binned into 50 ms windows (iterations and ops per second over time).
+The CPU keeps about 30 ms of work queued (it waits on the event of an earlier iteration), so
+the GPU never idles and the run ends close to ``--duration``. Time 0 of the trace is the
+launch of the first timed iteration (a CUDA event recorded on an idle GPU at that moment).
+
+Benchmarks (:data:`BENCHES`): idle; a one-CTA FMA spin kernel (clock up, almost no work);
+HBM copy 512 MiB fp32 (``Tensor.copy_``, two buffer pairs rotated); cuBLAS GEMM 8192^3 bf16 and
+fp16 on random normal data; bf16 on zeros; fp8 e4m3 ``torch._scaled_mm``; the MUFU exp2 and
+FP32 FMA register-loop Triton kernels of ``_bench_kernels.py`` (8 CTAs x 4 warps per SM); and
+bf16 GEMM 4096^3 alternating with ``torch.cuda._sleep`` of about the same length (about half
+utilisation). torch, triton and pynvml are imported inside functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+WINDOW_S, QUEUE_S, IDLE_GAP_S, POST_S = 0.05, 0.03, 0.5, 0.2
+STEADY_S, BURST_S = 2.0, 0.15
+
+
+def _benches():
+    """name -> setup() returning (step, ops_per_iteration, unit, description)."""
+    import torch
+
+    def gemm(dtype, n=8192, zeros=False):
+        def setup():
+            mk = torch.zeros if zeros else torch.randn
+            a, b = (mk(n, n, device="cuda", dtype=dtype) for _ in range(2))
+            out = torch.empty(n, n, device="cuda", dtype=dtype)
+            return (lambda: torch.mm(a, b, out=out), 2.0 * n**3, "FLOP",
+                    f"torch.mm {n}^3 {str(dtype).replace('torch.', '')} "
+                    f"{'zeros' if zeros else 'random normal'}")
+        return setup
+
+    def fp8():
+        if not hasattr(torch, "_scaled_mm"):
+            raise RuntimeError("torch._scaled_mm missing")
+        n = 8192
+        a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()
+        one = torch.ones((), device="cuda")
+        return (lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one,
+                                         out_dtype=torch.bfloat16, use_fast_accum=True),
+                2.0 * n**3, "FLOP", "torch._scaled_mm 8192^3 e4m3 x e4m3 -> bf16, fast accum")
+
+    def copy():
+        nbytes = 512 * 2**20
+        pairs = [(torch.randn(nbytes // 4, device="cuda"),
+                  torch.empty(nbytes // 4, device="cuda")) for _ in range(2)]
+        state = [0]
+
+        def step():
+            src, dst = pairs[state[0] % 2]
+            state[0] += 1
+            dst.copy_(src)
+        return step, 2.0 * nbytes, "B", "Tensor.copy_ 512 MiB fp32, 2 pairs rotated (read+write)"
+
+    def regloop(kind, grid_per_sm=8, iters=None, one_cta=False):
+        def setup():
+            from perfsim.validate import _bench_kernels as bk
+
+            warps, chains = 4, 8
+            block = warps * 32 * chains
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            grid = (1,) if one_cta else (sms * grid_per_sm,)
+            x = torch.rand(grid[0] * block, device="cuda") * 0.5 - 1.0
+            y = torch.empty_like(x)
+            it = iters
+            if kind == "exp2":
+                def step():
+                    bk.exp2_loop[grid](x, y, it, BLOCK=block, UNROLL=bk.UNROLL, num_warps=warps)
+                ops, unit = grid[0] * block * it * bk.UNROLL, "exp2"
+                desc = f"Triton exp2_loop, {grid[0]} CTAs x {warps} warps, iters {it}"
+            else:
+                def step():
+                    bk.fma_loop[grid](x, y, it, 0.9999, 1e-4, BLOCK=block, UNROLL=bk.UNROLL,
+                                      num_warps=warps)
+                ops, unit = 2 * grid[0] * block * it * bk.UNROLL, "FLOP (fp32 FMA = 2)"
+                desc = (f"Triton fma_loop, {grid[0]} CTA{'s' if grid[0] > 1 else ''} x {warps} "
+                        f"warps, iters {it}")
+            return step, float(ops), unit, desc
+        return setup
+
+    def half_gemm():
+        n = 4096
+        a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        out = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+        for _ in range(20):
+            torch.mm(a, b, out=out)
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(50):
+            torch.mm(a, b, out=out)
+        e.record()
+        torch.cuda.synchronize()
+        t_gemm = s.elapsed_time(e) / 50 * 1e-3
+        cycles = int(t_gemm * 1.75e9)  # about the GEMM's length at a ~1.75 GHz SM clock
+
+        def step():
+            torch.mm(a, b, out=out)
+            torch.cuda._sleep(cycles)
+        return (step, 2.0 * n**3, "FLOP",
+                f"torch.mm {n}^3 bf16 random then torch.cuda._sleep({cycles} cycles); GEMM "
+                f"alone {t_gemm * 1e3:.3f} ms per call (so about half utilisation)")
+
+    return {
+        "spin_1cta": regloop("fma", iters=100000, one_cta=True),
+        "hbm_copy": copy,
+        "gemm_bf16": gemm(torch.bfloat16),
+        "gemm_fp16": gemm(torch.float16),
+        "gemm_bf16_zeros": gemm(torch.bfloat16, zeros=True),
+        "gemm_fp8_e4m3": fp8,
+        "mufu_exp2": regloop("exp2", iters=1024),
+        "fp32_fma": regloop("fma", iters=4096),
+        "gemm_bf16_half_duty": half_gemm,
+    }
+
+
+BENCHES = ("idle", "spin_1cta", "hbm_copy", "gemm_bf16", "gemm_fp16", "gemm_bf16_zeros",
+           "gemm_fp8_e4m3", "mufu_exp2", "fp32_fma", "gemm_bf16_half_duty")
+
+
+def _trace(samples, t0):
+    return [{"t": round(s["t"] - t0, 5),
+             "sm_mhz": None if s.get("sm_hz") is None else round(s["sm_hz"] / 1e6),
+             "mem_mhz": None if s.get("mem_hz") is None else round(s["mem_hz"] / 1e6),
+             "p_inst_w": s.get("power_inst_w"), "p_avg_w": s.get("power_avg_w"),
+             "temp_c": s.get("temp_c"), "reasons": s.get("reasons")} for s in samples]
+
+
+def _mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def _phase_stats(trace, ends, ops, lo, hi):
+    sel = [s for s in trace if lo <= s["t"] < hi]
+    n_it = sum(1 for t in ends if lo <= t < hi)
+    mask = 0
+    for s in sel:
+        mask |= s["reasons"] or 0
+    from perfsim.validate.nvml_sampler import reason_names
+
+    return {"from_s": lo, "to_s": hi, "n_samples": len(sel),
+            "sm_mhz_mean": _mean([s["sm_mhz"] for s in sel]),
+            "power_inst_w_mean": _mean([s["p_inst_w"] for s in sel]),
+            "power_avg_w_mean": _mean([s["p_avg_w"] for s in sel]),
+            "temp_c_mean": _mean([s["temp_c"] for s in sel]),
+            "iterations": n_it,
+            "ops_per_s": n_it * ops / (hi - lo) if ops and hi > lo else None,
+            "reasons_seen": reason_names(mask)}
+
+
+def run_one(name, setup, sampler, duration_s):
+    import torch
+
+    rec = {"name": name}
+    if name == "idle":
+        torch.cuda.synchronize()
+        time.sleep(0.5)
+        sampler.start()
+        t0 = time.perf_counter()
+        time.sleep(1.0)
+        trace = _trace(sampler.stop(), t0)
+        rec.update(description="nothing running (1 s)", unit=None, ops_per_iteration=None,
+                   trace=trace, windows=[],
+                   steady=_phase_stats(trace, [], None, 0.0, 1.0),
+                   burst=_phase_stats(trace, [], None, 0.0, BURST_S))
+        return rec
+    step, ops, unit, desc = setup()
+    step()
+    torch.cuda.synchronize()
+    w = time.perf_counter()
+    step()
+    torch.cuda.synchronize()
+    est = max(time.perf_counter() - w, 1e-5)
+    lag = max(2, int(QUEUE_S / est))
+    rec.update(description=desc, unit=unit, ops_per_iteration=ops)
+    sampler.start()
+    time.sleep(IDLE_GAP_S)
+    start = torch.cuda.Event(enable_timing=True)
+    evs = []
+    t0 = time.perf_counter()
+    start.record()
+    while time.perf_counter() - t0 < duration_s:
+        step()
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        evs.append(e)
+        if len(evs) > lag:
+            evs[-lag - 1].synchronize()
+    torch.cuda.synchronize()
+    t_end = time.perf_counter()
+    time.sleep(POST_S)
+    trace = _trace(sampler.stop(), t0)
+    ends = [start.elapsed_time(e) * 1e-3 for e in evs]
+    run_s = ends[-1] if ends else t_end - t0
+    windows = []
+    k = 0
+    nwin = int(run_s / WINDOW_S) + 1
+    for i in range(nwin):
+        hi = (i + 1) * WINDOW_S
+        n = 0
+        while k < len(ends) and ends[k] < hi:
+            n += 1
+            k += 1
+        windows.append([round(hi, 3), n, n * ops / WINDOW_S])
+    rec.update(trace=trace, windows=windows, window_s=WINDOW_S, run_s=run_s,
+               iterations=len(ends), iteration_end_s_first_300ms=[
+                   round(t, 6) for t in ends if t < 0.3][:2000],
+               steady=_phase_stats(trace, ends, ops, max(0.0, run_s - STEADY_S), run_s),
+               burst=_phase_stats(trace, ends, ops, 0.0, BURST_S),
+               whole=_phase_stats(trace, ends, ops, 0.0, run_s))
+    return rec
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m perfsim.validate.power_probe")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--duration", type=float, default=3.5)
+    ap.add_argument("--only", default="")
+    args = ap.parse_args(argv)
+    import torch
+
+    from perfsim.validate.nvml_sampler import NvmlSampler
+
+    sampler = NvmlSampler(period_s=0.005)
+    benches = _benches()
+    names = [n for n in BENCHES if not args.only or n in args.only.split(",")]
+    doc = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+           "limits": sampler.device_limits(), "sample_period_s": 0.005,
+           "method": __doc__.strip().split("\n\n")[1], "started_at":
+           time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "benchmarks": []}
+    print(json.dumps(doc["limits"]), flush=True)
+    print(f"{'bench':22s} {'steady MHz':>10s} {'steady W':>8s} {'steady ops/s':>13s} "
+          f"{'burst MHz':>9s} {'burst W':>8s} {'burst ops/s':>12s} reasons", flush=True)
+    for name in names:
+        try:
+            rec = run_one(name, benches.get(name), sampler, args.duration)
+        except Exception as exc:  # noqa: BLE001 - recorded
+            try:
+                sampler.stop()
+            except Exception:  # noqa: BLE001
+                pass
+            rec = {"name": name, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        doc["benchmarks"].append(rec)
+        with open(args.out, "w") as fh:
+            json.dump(doc, fh)
+        st, bu = rec.get("steady") or {}, rec.get("burst") or {}
+
+        def f(x, scale=1.0, fmt="{:.0f}"):
+            return fmt.format(x / scale) if isinstance(x, (int, float)) else "-"
+
+        print(f"{name:22s} {f(st.get('sm_mhz_mean')):>10s} "
+              f"{f(st.get('power_inst_w_mean') or st.get('power_avg_w_mean')):>8s} "
+              f"{f(st.get('ops_per_s'), 1, '{:.3e}'):>13s} {f(bu.get('sm_mhz_mean')):>9s} "
+              f"{f(bu.get('power_inst_w_mean') or bu.get('power_avg_w_mean')):>8s} "
+              f"{f(bu.get('ops_per_s'), 1, '{:.3e}'):>12s} "
+              f"{','.join(st.get('reasons_seen', [])) or rec.get('error', '')}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Non-attention probes behind the default-path model (issue 9), in one call on a CUDA machine
+# (from the repo root):  OUT=DIR bash validate/probe_run.sh
+# Writes DIR/probe_mma_smem.json, probe_mma_sync_power.json, probe_cta_prologue.json and
+# profile_calls.json. pydantic wheels in .whl/ are installed to /tmp/site when pydantic is
+# missing; perfsim runs as a linked package tree (as validate/external_h200.sh does).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/perfsim-probes}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if ! PYTHONPATH=/tmp/site python3 -c "import pydantic" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl >/dev/null 2>&1
+fi
+rm -rf /tmp/shim && mkdir -p /tmp/shim && cp -r perfsim /tmp/shim/perfsim
+ln -s "$PWD/validate" /tmp/shim/perfsim/validate
+ln -s "$PWD/hardware" /tmp/shim/perfsim/catalog
+export PYTHONPATH=/tmp/shim:/tmp/site
+py() { (cd /tmp && python3 "$@"); }
+nvidia-smi --query-gpu=name,clocks.sm,power.draw,power.limit --format=csv,noheader
+py -m perfsim.validate.probe_mma_smem "$OUT" 2>&1 | cut -c1-300 | tail -45
+py -m perfsim.validate.profile_calls "$OUT/profile_calls.json" 2>&1 | cut -c1-300
