@@ -192,7 +192,11 @@ def _sdpa_cudnn(dims, gpu):
 
 def _flex(dims, gpu):
     block_m, block_n, warps = _tile(FLEX_TILES, max(dims.d, dims.d_v))
-    return algos.FA2(block_m=block_m, block_n=block_n, warps=warps,
+    # the backward template computes dQ in programs of their own that recompute S and dP
+    # (torch/_inductor/kernel/flex_attention.py: bwd_dq_block_mn beside bwd_dkdv_block_mn);
+    # its tiles are taken as flash-attn 2's backward ones (an approximation: the template's
+    # own backward configs were not read)
+    return algos.FA2(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
                      tensor_family=triton_tensor_family(gpu, block_m, warps))
 
 

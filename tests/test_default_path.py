@@ -163,16 +163,17 @@ def test_fa3_backward_is_faster_than_fa2_on_hopper():
 
 
 # ------------------------------------------------------------------ the mma.sync cycle
-def test_warp_cycle_customers_are_warps_per_scheduler_times_slices_in_flight():
+def test_warp_cycle_customers_are_ctas_times_slices_in_flight():
     h100 = perfsim.load_gpu("h100-sxm5")
     stations, k, serial = warp_cycle(h100, ctas_per_sm=2, warps_per_cta=4)
     assert k == 4 and serial == (False, True) and stations[1] == ("tensor", "fp32", "mufu")
-    assert warp_cycle(h100, 1, 2, prefetch=0)[1] == 1      # at least one warp
+    assert warp_cycle(h100, 1, 8, prefetch=0)[1] == 1      # one CTA: loads and MMAs add
 
 
 def test_warp_cycle_reproduces_the_mma_sync_probe():
-    """The committed H200 probe (an ldmatrix + mma.sync loop, no attention): the closed
-    cycle, one customer per warp, within 15 % on 15 of 16 configurations."""
+    """The committed H200 probe (an ldmatrix + mma.sync loop with a barrier per iteration, no
+    attention): the closed cycle, one customer per CTA, within 15 % on 13 of 16
+    configurations (median 8 %)."""
     import json
     from pathlib import Path
 
@@ -188,7 +189,8 @@ def test_warp_cycle_reproduces_the_mma_sync_probe():
         k = warp_cycle(h200, r["ctas_per_sm"], r["warps"], prefetch=0)[1]
         model = closed_cycle(smem, tensor, k)
         errors.append(abs(model - r["cycles_per_iter_per_sm"]) / r["cycles_per_iter_per_sm"])
-    assert sum(e <= 0.15 for e in errors) >= 15, errors
+    assert sum(e <= 0.15 for e in errors) >= 13, errors
+    assert sorted(errors)[len(errors) // 2] < 0.10
 
 
 def test_fa2_kernel_time_is_the_closed_cycle_of_smem_and_serial_compute():

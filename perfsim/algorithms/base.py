@@ -275,7 +275,7 @@ MMA_SYNC_STATIONS = (("smem",), ("tensor", "fp32", "mufu"))
 MMA_SYNC_SERIAL = (False, True)
 
 
-#: Operand slices a warp of flash-attn 2 keeps in flight while it computes: its GEMM loop
+#: Operand slices a CTA of flash-attn 2 keeps in flight while it computes: its GEMM loop
 #: copies k-slice ``i + 1`` from shared memory to registers before issuing the MMAs of slice
 #: ``i`` (flash-attn 2 ``csrc/flash_attn/src/utils.h``, ``flash::gemm``).
 OPERAND_PREFETCH_DEPTH = 1
@@ -283,22 +283,27 @@ OPERAND_PREFETCH_DEPTH = 1
 
 def warp_cycle(gpu: GPUSpec, ctas_per_sm, warps_per_cta,
                prefetch: int = OPERAND_PREFETCH_DEPTH):
-    """``KernelCost.pipeline`` of an ``mma.sync`` kernel: warps circulate between the
-    shared-memory station (``ldmatrix`` of their MMA operands; one SM-wide port) and their
-    compute, where the synchronous MMAs, the FP32 softmax work and the exps issue from one
-    instruction stream in program order (their times add). Customers per scheduler: the
-    resident warps it holds (resident warps / ``GPUSpec.warp_schedulers_per_sm``, at least
-    1), each with ``1 + prefetch`` operand slices in flight.
+    """``KernelCost.pipeline`` of an ``mma.sync`` kernel: the SM's work circulates between the
+    shared-memory station (``ldmatrix`` of the MMA operands; one SM-wide port) and the
+    compute station, where the synchronous MMAs, the FP32 softmax work and the exps issue
+    from one instruction stream in program order (their times add).
 
-    Evidence (not attention timing): an ``ldmatrix`` + ``mma.sync`` loop on the H200
-    (``validate/probe_mma_smem.py``; ``validate/reports/h200/probes/probe_mma_smem.json``,
-    16 configurations, 1-8 warps per scheduler) follows this cycle with a median error of
-    8 % counting one customer per warp and 13 % counting two (the probe's Triton loop may or
-    may not prefetch its next slice: Triton's MMAv2 prefetch pass); with one warp per
-    scheduler loads and MMAs nearly add, with several they overlap. Works on numpy arrays.
+    Customers: the CTAs resident on the SM, each with ``1 + prefetch`` operand slices in
+    flight. A CTA, not a warp, is one customer because these kernels put CTA-wide barriers
+    between their phases every tile (flash-attn 2: ``__syncthreads()`` once K, then V, has
+    landed in the forward; after the dS store and after the dV GEMM in the backward,
+    ``csrc/flash_attn/src/flash_fwd_kernel.h``, ``flash_bwd_kernel.h``), so a CTA's warps
+    move through the phases together and only another CTA can fill the gap.
+
+    Evidence (not attention timing): an ``ldmatrix`` + ``mma.sync`` loop with a barrier per
+    iteration on the H200 (``validate/probe_mma_smem.py``;
+    ``validate/reports/h200/probes/probe_mma_smem.json``, 16 configurations, 1-8 CTAs per
+    SM) follows this cycle with a median error of 8 % (one customer per CTA; the probe's
+    Triton loop is taken without prefetch). ``warps_per_cta`` is kept for callers that
+    describe barrier-free kernels (not used: every kernel modelled here has barriers).
+    Works on numpy arrays.
     """
-    warps = maximum(ctas_per_sm * warps_per_cta / gpu.warp_schedulers_per_sm, 1)
-    return (MMA_SYNC_STATIONS, warps * (1 + prefetch), MMA_SYNC_SERIAL)
+    return (MMA_SYNC_STATIONS, maximum(ctas_per_sm, 1) * (1 + prefetch), MMA_SYNC_SERIAL)
 
 
 def in_order_tail(v, grid, slots, causal: bool, lpt: bool):
