@@ -49,7 +49,8 @@ class TimingParams(BaseModel):
     Args:
         hbm_efficiency: fraction of the datasheet HBM bandwidth a streaming kernel reaches.
             Default 0.9: a device-to-device copy moved 4.3 TB/s on an H200 rated 4.8 TB/s
-            (device KINDS.md, measured 2026-10-28 and 2026-11-04).
+            (a device-to-device copy on the project's H200: validate/reports/h200/probes/
+            power-microbench.json, hbm_copy: 4.17 TB/s).
         tensor_efficiency: a further factor on every tensor-core rate (default 1.0; the GPU's
             own measured ``tensor_sustained_fraction`` is applied by :func:`rates` to its
             native instruction family, and the per-algorithm pipeline losses are modelled by

@@ -1,7 +1,8 @@
 """Published numbers as acceptance tests, each with its stated tolerance.
 
-Sources: shared/reference/papers.md (P1 = FlashAttention, Dao et al. 2022) and the RTX 5090
-roofline post (shared/seeds/roofline-5090-training-step.zh.md, §1 and §3.2).
+Sources: the FlashAttention paper (P1: Dao et al. 2022, arXiv 2205.14135, Fig. 2 and Theorem 2)
+and a public RTX 5090 roofline analysis of one eager training step (§1 and §3.2; its figures are
+quoted in the tests).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Implementations (one JSONL row per (shape, implementation, phase); ``impl`` name
   with the patches of :data:`TUTORIAL_PATCHES` and the autotuner restricted to
   :data:`TUTORIAL_CONFIGS`.
 
-Each row (METHOD.md: correct first, then time): fresh standard-normal inputs seeded from the
+Each row (correct first, then time): fresh standard-normal inputs seeded from the
 key; one call; every output element finite; relative Frobenius error against the float64
 reference (``kernels/reference.py``) on the first and the last (batch, kv-head group) slice,
 for the backward on dQ, dK and dV; then the op back to back for at least

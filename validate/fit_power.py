@@ -47,8 +47,9 @@ HARDWARE = Path(__file__).resolve().parent.parent / "hardware"
 GH100 = ("h100-sxm5", "h100-pcie", "gh200", "h20")
 #: The original entries' limits and base clocks (the breadth entries carry their own).
 LIMITS = {
-    "h100-sxm5": (700, 1.59e9, "D: NVIDIA H100 datasheet (SXM5: max TDP 700 W); base clock "
-                  "1590 MHz (NVIDIA H100 SXM5 product listing)"),
+    "h100-sxm5": (700, 1.2e9, "D: NVIDIA H100 datasheet (SXM5: max TDP 700 W); min clock "
+                  "ASSUMED as the H200's (the same GH100 ran GEMMs at 1.43-1.49 GHz on the "
+                  "H200, under the 1590 MHz base clock, so the base clock is no floor)"),
     "a100-sxm4-80gb": (400, 1.095e9, "D: NVIDIA A100 datasheet (SXM4 max TDP 400 W); base "
                        "clock 1095 MHz (A100 whitepaper table 'GPU Boost/base clock')"),
     "a100-sxm4-40gb": (400, 1.095e9, "D: NVIDIA A100 datasheet (SXM4 40GB: 400 W); base clock "

@@ -1,6 +1,6 @@
 """Measuring one row on the GPU: fresh inputs, a correctness check first, then ``do_bench``.
 
-For every (shape, kernel) row (METHOD.md, "Correct first", "Time properly"):
+For every (shape, kernel) row (correct first, then time properly):
 
 1. fresh random normal inputs (never zeros), seeded from the row key;
 2. own kernels run with NaN-poisoned outputs (``kernels._common.POISON_OUTPUTS``) and every

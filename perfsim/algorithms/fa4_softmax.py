@@ -21,7 +21,7 @@ def emulated_exp_fma_ops(poly_degree: int) -> int:
 
 #: Emulated share of each row's exps in the reference's tuning table, from flash-attn
 #: flash_attn/cute/flash_fwd_sm100.py ``_TUNING_CONFIG`` (``ex2_emu_freq``) and
-#: softmax.py ``apply_exp2_convert`` (fractions computed in shared/reference/papers.md B4-b):
+#: softmax.py ``apply_exp2_convert`` (the fractions are computed from that code's rule):
 #: (head dim, causal) -> fraction for 16-bit inputs.
 SHIPPED_EMULATION = {(128, False): 0.1875, (128, True): 0.125, (192, False): 0.1875,
                      (192, True): 0.0625}
