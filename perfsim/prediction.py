@@ -222,14 +222,20 @@ class Prediction:
             lines.append(f"Overlap rule: {rule}.")
         if heavy.cost.pipeline is not None:
             stations, tiles = heavy.cost.pipeline[:2]
+            serial = heavy.cost.pipeline[2] if len(heavy.cost.pipeline) > 2 else \
+                tuple(tiles == 1 and i > 0 for i in range(len(stations)))
             parts = []
-            for station in stations:
-                top = max(station, key=lambda u: heavy.unit_seconds[u])
-                parts.append(f"{'/'.join(station)} {heavy.unit_seconds[top] * 1e3:.3f} ms "
-                             f"({top})")
-            lines.append(f"{heavy.cost.name} is an asynchronous cycle of two stations, "
-                         f"{' and '.join(parts)}, with {tiles} tile(s) in flight: both "
-                         "stations set its pace, the slower one most.")
+            for station, adds in zip(stations, serial):
+                times = [heavy.unit_seconds[u] for u in station]
+                if adds and len(station) > 1:
+                    parts.append(f"{' + '.join(station)} {sum(times) * 1e3:.3f} ms (in turn)")
+                else:
+                    top = max(station, key=lambda u: heavy.unit_seconds[u])
+                    parts.append(f"{'/'.join(station)} {max(times) * 1e3:.3f} ms ({top})")
+            lines.append(f"{heavy.cost.name} is a closed cycle of two stations, "
+                         f"{' and '.join(parts)}, with {float(tiles):g} in flight (tiles, or "
+                         "CTAs times operand slices for mma.sync kernels): both stations set "
+                         "its pace, the slower one most.")
         lines.append(self._clock_line())
         if not self.fits_memory:
             lines.append(f"Does not fit: needs {self.memory_bytes / 2**30:.1f} GiB, the GPU has "

@@ -105,11 +105,11 @@ class FA2(Algorithm):
     """
 
     name: ClassVar[str] = "fa2"
-    overlap_rule: ClassVar[str] = ("each warp loads its MMA operands from shared memory, then "
-                                   "issues its MMAs, softmax FP32 work and exps in program "
-                                   "order; the warps resident per scheduler overlap one's "
-                                   "loads with another's compute (a closed cycle); HBM "
-                                   "overlaps")
+    overlap_rule: ClassVar[str] = ("mma.sync: warps load MMA operands from shared memory, "
+                                   "then issue MMAs, softmax FP32 work and exps in program "
+                                   "order; the resident CTAs (each with a prefetched operand "
+                                   "slice) overlap one's loads with another's compute, a "
+                                   "closed cycle; HBM overlaps")
 
     block_m: int | None = Field(default=None, ge=16, multiple_of=16)
     block_n: int | None = Field(default=None, ge=16, multiple_of=16)
