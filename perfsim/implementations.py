@@ -219,6 +219,17 @@ def _efficient(dims, gpu):
                      bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps)
 
 
+def _sdpa_math(dims) -> Algorithm:
+    """``at::_scaled_dot_product_attention_math`` (aten/src/ATen/native/transformers/
+    attention.cpp): Q and K scaled before the matmul, a causal mask turned into a float mask and
+    added in place, ``_safe_softmax``, and the attention weights cast back to the input dtype
+    beside the output (computed although SDPA discards them); run on float32 copies of 16-bit
+    inputs (:func:`math_upcast_kernels`)."""
+    cast = dims.e if dims.dtype in UPCAST_DTYPES else 0
+    return algos.Standard(scale_in_matmul=True, softmax="safe", mask_op="add_float",
+                          weights_cast_bytes=cast)
+
+
 def _flash_attn_3(dims, gpu):
     return algos.FA3()
 
@@ -245,7 +256,7 @@ IMPLEMENTATIONS: dict[str, tuple] = {
                    {"software": "sdpa-cudnn"}),
     "sdpa-efficient": (_efficient, "torch SDPA, SDPBackend.EFFICIENT_ATTENTION "
                        "(xFormers CUTLASS kernel)", {"software": "sdpa-efficient"}),
-    "sdpa-math": (lambda dims, gpu: algos.Standard(scale_in_matmul=True),
+    "sdpa-math": (lambda dims, gpu: _sdpa_math(dims),
                   "torch SDPA, SDPBackend.MATH (one kernel per step)",
                   {"software": "sdpa-math"}),
     "eager": (lambda dims, gpu: algos.Standard(mask_op="masked_fill"),

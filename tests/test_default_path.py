@@ -203,3 +203,42 @@ def test_fa2_kernel_time_is_the_closed_cycle_of_smem_and_serial_compute():
     body = max(closed_cycle(u["smem"], compute, in_flight), u["hbm"])
     assert k.seconds == pytest.approx(body + p.timing.launch_overhead_s, rel=1e-12)
     assert max(compute, u["smem"]) < body < compute + u["smem"]
+
+
+# ------------------------------------------------------------------ source-read structure
+def test_sdpa_math_runs_float32_with_safe_softmax_and_a_weights_cast():
+    """at::_scaled_dot_product_attention_math: 16-bit inputs promoted to float32, a float
+    causal mask added in place, _safe_softmax (softmax + eq + all + where), the weights cast
+    back; the fused default of ``standard`` has none of these."""
+    w = big(causal=True)
+    names = [k.cost.name for k in perfsim.predict(w, "h200-sxm", "sdpa-math").kernels]
+    assert names[0] == "upcast_qkv" and names[-1] == "downcast_o"
+    assert {"safe_softmax_eq", "safe_softmax_all", "safe_softmax_where",
+            "weights_cast"} <= set(names)
+    plain = [k.cost.name for k in perfsim.predict(w, "h200-sxm", "standard").kernels]
+    assert not any(n.startswith(("safe_", "softmax_max", "weights")) for n in plain)
+    math_k = [k for k in perfsim.predict(w, "h200-sxm", "sdpa-math").kernels
+              if k.cost.name == "qk_matmul"][0]
+    assert math_k.cost.tensor_flops == 0 and math_k.cost.fp32_flops > 0   # FP32 pipes
+
+
+def test_dq_recompute_adds_two_gemms_and_the_exps():
+    w = big("bwd")
+    base = perfsim.predict(w, "h200-sxm", FA2()).kernels
+    again = perfsim.predict(w, "h200-sxm", FA2(dq_recompute=True)).kernels
+    b, a = base[1].cost, again[1].cost
+    d = w.head_dim
+    assert a.tensor_flops / b.tensor_flops == pytest.approx((5 * d + 2 * d) / (5 * d))
+    assert a.exp_ops == 2 * b.exp_ops
+
+
+def test_fa3_backward_stages_dq_through_shared_memory():
+    """FA4 §3.2.1 counts the fp32 dQ write and its TMA read-back in shared memory
+    (B_r x d x 4 bytes each way per tile); FA2 adds dQ from registers."""
+    w = big("bwd")
+    fa3 = perfsim.predict(w, "h200-sxm", FA3()).kernels[1].cost
+    bare = FA2.dq_staging(FA3(), None, None, None)    # FA2's rule on the same config
+    assert bare == 0
+    tiles = fa3.terms["tiles"]
+    assert FA3().dq_staging(perfsim.algorithms.Dims.of(w), type("V", (), {"tiles": tiles // (
+        w.batch * w.heads)})(), 64) == 4 * tiles * 64 * w.head_dim

@@ -299,8 +299,8 @@ class FA2(Algorithm):
             hbm_write_bytes=kv_read + dq_hbm / 2,            # dK, dV (per query head)
             l2_hit_bytes=q_hits + dq_hits,
             # operands of the five MMAs read from shared memory; Q/dO tiles, P and dS written
-            smem_read_bytes=operand_reads * (5 + 2 * again) / 5,
-            smem_write_bytes=e * (q_side * (d + d_v) + 2 * elems),
+            smem_read_bytes=operand_reads * (5 + 2 * again) / 5 + self.dq_staging(dims, v, b_r),
+            smem_write_bytes=e * (q_side * (d + d_v) + 2 * elems) + self.dq_staging(dims, v, b_r),
             overlap=self.overlap_groups("bwd", dims),
             pipeline=self.pipeline("bwd", gpu, ctas, warps),
             terms={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas},
@@ -310,6 +310,11 @@ class FA2(Algorithm):
             hbm_read_bytes=FP32_BYTES * rows * d, hbm_write_bytes=e * rows * d)]
         out.append(gqa_reduce_kernel(dims))
         return out
+
+    def dq_staging(self, dims: Dims, v, b_r):
+        """Shared-memory bytes (each way) of staging dQ partials: none for flash-attn 2,
+        whose warps add their dQ share to global memory from registers (``atomicAdd``)."""
+        return 0
 
     def bwd_smem_bytes(self, launch, dims: Dims):
         """Shared memory per backward CTA (flash-attn 2's kernel traits)."""

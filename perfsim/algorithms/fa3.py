@@ -35,7 +35,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from perfsim.algorithms.base import Dims
+from perfsim.algorithms.base import FP32_BYTES, Dims
 from perfsim.algorithms.fa2 import FA2, _pick
 from perfsim.algorithms.fa2_launch import BwdLaunch
 from perfsim.errors import InfeasibleError
@@ -209,6 +209,13 @@ class FA3(FA2):
                 + wgmma_operand_reads(b_r, d, b_c, consumers)      # dQ = dS K
                 + wgmma_operand_reads(b_c, d_v, b_r, consumers)    # dV = Pᵀ dO
                 + wgmma_operand_reads(b_c, d, b_r, consumers))     # dK = dSᵀ Q
+
+    def dq_staging(self, dims: Dims, v, b_r):
+        """FA3 (and FA4) write each tile's fp32 dQ partial to shared memory and a TMA bulk
+        reduction adds it to global memory, reading it back: ``B_r x d`` fp32 each way per
+        tile (the ``Md/16`` "dQ fp32 write + TMA read-back" term of FA4 §3.2.1's backward
+        shared-memory count)."""
+        return FP32_BYTES * dims.B * dims.H * v.tiles * b_r * dims.d
 
     def _fp8_prepare(self, dims: Dims) -> KernelCost:
         """Hadamard-rotate Q and K (incoherent processing) and block-quantise Q, K, V from

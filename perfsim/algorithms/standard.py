@@ -57,7 +57,15 @@ class Standard(Algorithm):
             mask and writes S (``torch.where``, as HuggingFace GPT-2 does); ``"masked_fill"`` —
             PyTorch's out-of-place ``masked_fill``, which is a copy of S followed by an
             in-place fill (two kernels; seen in the H200 profile,
-            validate/reports/h200/profile_eager.txt); its backward is the same pair.
+            validate/reports/h200/profile_eager.txt); its backward is the same pair;
+            ``"add_float"`` — an in-place add of an N_q x N_k float mask of the workload's
+            dtype (SDPA math turns the causal mask into one, ``convert_boolean_attn_mask``).
+        softmax ``"safe"``: ``at::_safe_softmax`` (SDPA math, torch >= 2.5): the softmax,
+            then ``eq(-inf)`` (a bool N x N), ``all`` over each row and a ``where`` that zeroes
+            fully masked rows — three more full passes; its backward adds the ``where``'s.
+        weights_cast_bytes: SDPA math returns the attention weights cast to the input dtype
+            (``attn.to(origin_dtype)``) beside the output, an extra N x N pass writing that
+            many bytes per element (0: none).
     """
 
     name: ClassVar[str] = "standard"
@@ -67,9 +75,10 @@ class Standard(Algorithm):
     overlap_rule: ClassVar[str] = ("every kernel is a roofline: its time is the slowest of "
                                    "its units; kernels run one after another")
 
-    softmax: Literal["fused", "5kernel"] = "fused"
+    softmax: Literal["fused", "5kernel", "safe"] = "fused"
     scale_in_matmul: bool = Field(default=False)
-    mask_op: Literal["where", "masked_fill"] = "where"
+    mask_op: Literal["where", "masked_fill", "add_float"] = "where"
+    weights_cast_bytes: int = Field(default=0, ge=0, le=4)
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         out = []
@@ -132,14 +141,20 @@ class Standard(Algorithm):
         if causal:
             if self.mask_op == "masked_fill":
                 ks.append(self._pointwise("mask_copy", dims, 1, 1))
+            mask_bytes = dims.e if self.mask_op == "add_float" else 1
             ks.append(self._pointwise("mask", dims, 1, 1, flops=sc.MASK_FLOPS_PER_SCORE,
-                                      extra_read=dims.N_q * dims.N_k,
+                                      extra_read=mask_bytes * dims.N_q * dims.N_k,
                                       eager_op="broadcast_fill"
                                       if self.mask_op == "masked_fill" else None))
-        if self.softmax == "fused":
+        if self.softmax in ("fused", "safe"):
             ks.append(self._pointwise("softmax", dims, 1, 1, flops=sc.FUSED_SOFTMAX_FLOPS,
                                       exps=1, eager_op="softmax"))
-        else:
+        if self.softmax == "safe":
+            ks += [self._pointwise("safe_softmax_eq", dims, 1, 0, flops=1, extra_write=nn),
+                   self._pointwise("safe_softmax_all", dims, 0, 0, flops=1, extra_read=nn,
+                                   extra_write=rows),
+                   self._pointwise("safe_softmax_where", dims, 1, 1, extra_read=rows)]
+        elif self.softmax == "5kernel":
             row = dims.e * rows
             ks += [self._pointwise("softmax_max", dims, 1, 0, flops=1, extra_write=row),
                    self._pointwise("softmax_sub", dims, 1, 1, flops=1, extra_read=row),
@@ -151,6 +166,9 @@ class Standard(Algorithm):
                                       extra_write=DROPOUT_MASK_BYTES * nn))
         ks.append(self._gemm("pv_matmul", dims, gpu, dims.N_q, dims.d_v, dims.N_k,
                              nn + bh * dims.N_k * dims.d_v, bh * dims.N_q * dims.d_v))
+        if self.weights_cast_bytes:
+            ks.append(self._pointwise("weights_cast", dims, 1, 0,
+                                      extra_write=self.weights_cast_bytes * nn))
         return ks
 
     # --------------------------------------------------------------- backward
@@ -165,9 +183,12 @@ class Standard(Algorithm):
         if dims.dropout_p:
             ks.append(self._pointwise("dropout_bwd", dims, 1, 1, flops=2,
                                       extra_read=DROPOUT_MASK_BYTES * nn))
-        if self.softmax == "fused":
+        if self.softmax == "safe":           # the where's backward: zero masked rows' grads
+            ks.append(self._pointwise("safe_softmax_where_bwd", dims, 1, 1,
+                                      extra_read=dims.B * dims.H * dims.N_q))
+        if self.softmax in ("fused", "safe"):
             ks.append(self._pointwise("softmax_bwd", dims, 2, 1, flops=sc.SOFTMAX_BWD_FLOPS))
-        else:
+        elif self.softmax == "5kernel":
             row = dims.e * rows
             ks += [self._pointwise("div_bwd_num", dims, 1, 1, flops=1, extra_read=row),
                    self._pointwise("div_bwd_den", dims, 2, 0, flops=3, extra_write=row),
