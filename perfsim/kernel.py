@@ -117,9 +117,13 @@ class KernelCost:
         return {"tensor": self.tensor_flops, "fp32": self.fp32_flops, "mufu": self.exp_ops,
                 "smem": self.smem_bytes}
 
-    def padded(self, factor) -> KernelCost:
-        """This kernel with SM-side work ``factor`` times the counts (whole blocks)."""
-        return replace(self, executed={u: v * factor for u, v in self.sm_demand().items()})
+    def padded(self, factor, fixed: dict | None = None) -> KernelCost:
+        """This kernel with SM-side work ``factor`` times the counts (whole blocks, or the
+        tail of an uneven grid), except ``fixed``: per-unit work every CTA does once whatever
+        its share of the tiles (loading Q, normalising and storing O), which is not scaled."""
+        fixed = fixed or {}
+        return replace(self, executed={u: (v - fixed.get(u, 0)) * factor + fixed.get(u, 0)
+                                       for u, v in self.sm_demand().items()})
 
     def with_executed(self, padded_cost: KernelCost) -> KernelCost:
         """This kernel's counts with ``padded_cost``'s SM-side demand as executed work."""

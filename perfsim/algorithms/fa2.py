@@ -237,7 +237,14 @@ class FA2(Algorithm):
             pipeline=self.pipeline("fwd", gpu, ctas, warps),
             terms={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
                    "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail},
-        ).padded(tail)
+        ).padded(tail, fixed=self._fwd_row_work(dims))
+
+    def _fwd_row_work(self, dims: Dims) -> dict:
+        """Forward work done once per query row, whatever the keys it visits (O normalised,
+        Q staged through shared memory): not scaled by the causal tail factor, which
+        describes how the per-tile work spreads over the CTAs."""
+        e, bh = dims.e, dims.B * dims.H
+        return {"fp32": bh * dims.N_q * dims.d_v, "smem": 2 * e * bh * dims.N_q * dims.d}
 
     def _fwd_smem(self, dims: Dims, v, b_r, warps) -> dict:
         """Forward shared-memory traffic: Q once into shared memory; each K/V tile written

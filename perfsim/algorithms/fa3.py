@@ -178,6 +178,13 @@ class FA3(FA2):
                                   f"{need} B of shared memory; {gpu.id} allows "
                                   f"{gpu.smem_bytes_per_block} B per CTA")
 
+    def _fwd_row_work(self, dims: Dims) -> dict:
+        """Per-row work not scaled by the tail: Q in, O out through shared memory, O
+        normalised (see ``FA2._fwd_row_work``)."""
+        e, bh = dims.e, dims.B * dims.H
+        return {"fp32": bh * dims.N_q * dims.d_v,
+                "smem": e * bh * dims.N_q * (2 * dims.d + 2 * dims.d_v)}
+
     def _fwd_smem(self, dims: Dims, v, b_r, warps) -> dict:
         """TMA lands Q once and each visited K/V tile once; every consumer warpgroup reads the
         whole K tile (Q Kᵀ, SS) and V tile (P V, RS: P from registers) and its own Q rows;
