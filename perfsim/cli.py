@@ -17,6 +17,8 @@ from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.files import FIGURE_EXTENSIONS, check_output, save_figure
 from perfsim.gpu import DTYPES, gpus, load_gpu
 from perfsim.predict import predict
+from perfsim.software import DEFAULT_SOFTWARE
+from perfsim.timing import TimingParams
 from perfsim.workload import PHASES, AttentionWorkload
 
 EXIT_BAD_INPUT = 2
@@ -144,8 +146,16 @@ def _workload(args) -> AttentionWorkload:
 def _algorithm_from_args(name: str, options: list[str]):
     cls = algorithms.REGISTRY.get(name.lower())
     if cls is None:
+        from perfsim.implementations import implementations, resolve_implementation
+
+        preset = resolve_implementation(name)
+        if preset is not None:
+            if options:
+                raise PerfsimError(f"--set applies to an algorithm, not to the "
+                                   f"implementation preset {name!r}")
+            return preset
         raise PerfsimError(f"unknown algorithm {name!r}; known: {', '.join(algorithms.names())}"
-                           " or all")
+                           f", all; implementations: {', '.join(implementations())}, presets")
     values = {}
     for item in options:
         key, sep, raw = item.partition("=")
@@ -158,11 +168,25 @@ def _algorithm_from_args(name: str, options: list[str]):
     return cls(**values)  # Algorithm.__init__ raises one PerfsimError line on a bad option
 
 
+def _clock_arg(text: str):
+    """``--clock``: sustained, boost, datasheet, or a lock in MHz."""
+    if text in ("sustained", "boost", "datasheet"):
+        return text
+    if not text.isascii() or not text.replace(".", "", 1).isdigit():
+        raise PerfsimError(f"--clock must be sustained, boost, datasheet or a clock lock in MHz "
+                           f"(e.g. 1830), got {text!r}")
+    mhz = float(text)
+    if not 100 <= mhz <= 5000:
+        raise PerfsimError(f"--clock {text}: a clock lock must be 100 to 5000 MHz")
+    return mhz * 1e6
+
+
 def _prediction_record(p) -> dict:
     c = p.counts
     return {
         "algorithm": p.algorithm.label(), "gpu": p.gpu.id, "seconds": p.seconds,
         "tflops": p.tflops, "bound": p.bound, "model_flops": p.model_flops,
+        "clock_hz": p.clock_hz, "power_w": p.power_w,
         "executed_flops": p.executed_flops, "peak_tflops": p.peak_flops_per_s / 1e12,
         "unit_seconds": p.unit_seconds,
         "counts": {k: float(getattr(c, k)) for k in c.__dataclass_fields__},
@@ -179,13 +203,21 @@ def _cmd_predict(args) -> int:
     if args.plot:       # before the work: a bad path must not cost the computation
         check_output(args.plot, FIGURE_EXTENSIONS, "--plot")
     gpu = load_gpu(args.gpu)
-    names = algorithms.names() if args.algorithm == "all" else [args.algorithm]
-    if args.algorithm == "all" and args.set:
-        raise PerfsimError("--set applies to one algorithm, not to --algorithm all")
+    from perfsim.implementations import implementations
+
+    names = {"all": algorithms.names(), "presets": implementations()}.get(
+        args.algorithm, [args.algorithm])
+    if len(names) > 1 and args.set:
+        raise PerfsimError(f"--set applies to one algorithm, not to --algorithm {args.algorithm}")
     results = []
     for name in names:
         try:
-            results.append(predict(w, gpu=gpu, algorithm=_algorithm_from_args(name, args.set)))
+            algo = _algorithm_from_args(name, args.set)
+            timing = None
+            if args.clock != "sustained":
+                timing = TimingParams.for_gpu(gpu, getattr(algo, "software", DEFAULT_SOFTWARE),
+                                              clock=_clock_arg(args.clock))
+            results.append(predict(w, gpu=gpu, algorithm=algo, timing=timing))
         except InfeasibleError as exc:
             if len(names) == 1:
                 raise
@@ -214,8 +246,8 @@ def _cmd_predict(args) -> int:
 
 
 def _print_predictions(w, gpu, results) -> None:
-    cols = ["algorithm", "time ms", "TFLOP/s", "bound", "FLOPs G", "tensor G", "HBM GB",
-            "exp G", "smem GB", "memory GiB", "kernels"]
+    cols = ["algorithm", "time ms", "TFLOP/s", "bound", "clock MHz", "FLOPs G", "tensor G",
+            "HBM GB", "exp G", "smem GB", "memory GiB", "kernels"]
     rows, notes = [], []
     for r in results:
         if isinstance(r, tuple):
@@ -224,7 +256,7 @@ def _print_predictions(w, gpu, results) -> None:
             continue
         c = r.counts
         rows.append([r.algorithm.label(), f"{r.seconds * 1e3:.3f}", f"{r.tflops:.1f}", r.bound,
-                     f"{c.flops / 1e9:.1f}", f"{c.tensor_flops / 1e9:.1f}",
+                     f"{(r.clock_hz or gpu.clock_hz) / 1e6:.0f}", f"{c.flops / 1e9:.1f}", f"{c.tensor_flops / 1e9:.1f}",
                      f"{c.hbm_bytes / 1e9:.3f}", f"{c.exp_ops / 1e9:.3f}",
                      f"{c.smem_bytes / 1e9:.2f}", f"{r.memory_bytes / 2**30:.3f}",
                      str(len(r.kernels))])
@@ -235,8 +267,9 @@ def _print_predictions(w, gpu, results) -> None:
                          f"{gpu.hbm_bytes / 2**30:.1f} GiB")
     _print_table(f"{gpu.name}: {w.describe()}", cols, rows)
     print("time per call; TFLOP/s by the FlashAttention convention (4·B·H·N²·d forward, half "
-          "when causal); FLOPs and exp ops in 10^9 as executed; bytes in 10^9 (GB), memory in "
-          "GiB (peak footprint)")
+          "when causal); clock: the SM clock the call runs at (--clock; by default where the "
+          "power model puts it); FLOPs and exp ops in 10^9 as executed; bytes in 10^9 (GB), "
+          "memory in GiB (peak footprint)")
     for note in notes:
         print(note)
 
@@ -263,7 +296,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_workload_arguments(p)
     p.add_argument("--gpu", default="h100-sxm5", help="catalog id or .toml profile path")
     p.add_argument("--algorithm", "-a", default="fa2",
-                   help=f"one of {', '.join(algorithms.names())}, or all (side by side)")
+                   help=f"an algorithm ({', '.join(algorithms.names())}), an implementation "
+                   "preset (sdpa-flash, sdpa-cudnn, flex, flash-attn-cute, ...), all (every "
+                   "algorithm side by side) or presets (every implementation)")
+    p.add_argument("--clock", default="sustained",
+                   help="SM clock: sustained (the power model), boost, datasheet, or a clock "
+                   "lock in MHz (the power limit can still hold it lower)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="algorithm option, e.g. --set block_m=64 (repeatable)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -242,3 +242,25 @@ def test_fa3_backward_stages_dq_through_shared_memory():
     tiles = fa3.terms["tiles"]
     assert FA3().dq_staging(perfsim.algorithms.Dims.of(w), type("V", (), {"tiles": tiles // (
         w.batch * w.heads)})(), 64) == 4 * tiles * 64 * w.head_dim
+
+
+# ------------------------------------------------------------------ CLI
+def test_cli_takes_presets_a_clock_and_reports_them(capsys):
+    import json
+
+    from perfsim.cli import main
+
+    args = ["predict", "--gpu", "h200-sxm", "--batch", "2", "--heads", "16", "--seqlen",
+            "4096", "--head-dim", "128"]
+    assert main([*args, "--algorithm", "sdpa-cudnn", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["algorithm"] == "sdpa-cudnn" and 1.2e9 <= rec["clock_hz"] <= 1.98e9
+    assert rec["power_w"] == pytest.approx(700, rel=0.01)
+    assert main([*args, "--algorithm", "fa2", "--clock", "1500", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["clock_hz"] == 1.5e9
+    assert main([*args, "--algorithm", "presets"]) == 0
+    assert "flash-attn-cute" in capsys.readouterr().out
+    assert main([*args, "--algorithm", "sdpa-fast"]) == 2
+    assert "implementations: " in capsys.readouterr().err
+    assert main([*args, "--clock", "fast"]) == 2
+    assert "--clock must be" in capsys.readouterr().err
