@@ -101,11 +101,14 @@ class Implementation(Algorithm):
     Args:
         preset: the implementation name (:data:`IMPLEMENTATIONS`).
         software: software profile id (:mod:`perfsim.software`).
+        upcast_16bit: the implementation computes in float32 on 16-bit inputs (casts them
+            up first and the results back: :func:`math_upcast_kernels`).
     """
 
     name: ClassVar[str] = "implementation"
     preset: str
     software: str = DEFAULT_SOFTWARE
+    upcast_16bit: bool = False
 
     def label(self) -> str:
         return self.preset
@@ -119,7 +122,7 @@ class Implementation(Algorithm):
         return IMPLEMENTATIONS[self.preset][0](dims, gpu)
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
-        if self.preset == "sdpa-math" and dims.dtype in UPCAST_DTYPES:
+        if self.upcast_16bit and dims.dtype in UPCAST_DTYPES:
             return math_upcast_kernels(self.config(dims, gpu), dims, gpu)
         out = self.config(dims, gpu).kernels(dims, gpu)
         copies = load_software(self.software).bwd_layout_copies
@@ -128,6 +131,12 @@ class Implementation(Algorithm):
         return out
 
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
+        if self.upcast_16bit and dims.dtype in UPCAST_DTYPES:
+            # the float32 computation's footprint, plus the 16-bit Q, K, V it was cast from
+            inputs = dims.e * dims.B * (dims.H * dims.N_q * dims.d
+                                        + dims.H_kv * dims.N_k * (dims.d + dims.d_v))
+            return self.config(dims, gpu).memory_bytes(replace(dims, dtype="fp32"), gpu) \
+                + inputs
         return self.config(dims, gpu).memory_bytes(dims, gpu)
 
     def explain_lines(self, prediction) -> list[str]:
@@ -258,7 +267,7 @@ IMPLEMENTATIONS: dict[str, tuple] = {
                        "(xFormers CUTLASS kernel)", {"software": "sdpa-efficient"}),
     "sdpa-math": (lambda dims, gpu: _sdpa_math(dims),
                   "torch SDPA, SDPBackend.MATH (one kernel per step)",
-                  {"software": "sdpa-math"}),
+                  {"software": "sdpa-math", "upcast_16bit": True}),
     "eager": (lambda dims, gpu: algos.Standard(mask_op="masked_fill"),
               "eager PyTorch: matmul, scale, masked_fill, softmax, matmul",
               {"software": "sdpa-math"}),
