@@ -214,9 +214,11 @@ def _cmd_predict(args) -> int:
         try:
             algo = _algorithm_from_args(name, args.set)
             timing = None
-            if args.clock != "sustained":
+            if args.clock != "sustained" or args.kernel_only:
+                floors = {"host_floor_fwd_s": 0.0, "host_floor_bwd_s": 0.0} \
+                    if args.kernel_only else {}
                 timing = TimingParams.for_gpu(gpu, getattr(algo, "software", DEFAULT_SOFTWARE),
-                                              clock=_clock_arg(args.clock))
+                                              clock=_clock_arg(args.clock), **floors)
             results.append(predict(w, gpu=gpu, algorithm=algo, timing=timing))
         except InfeasibleError as exc:
             if len(names) == 1:
@@ -299,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"an algorithm ({', '.join(algorithms.names())}), an implementation "
                    "preset (sdpa-flash, sdpa-cudnn, flex, flash-attn-cute, ...), all (every "
                    "algorithm side by side) or presets (every implementation)")
+    p.add_argument("--kernel-only", action="store_true",
+                   help="GPU time of the kernels alone: no host floor per call")
     p.add_argument("--clock", default="sustained",
                    help="SM clock: sustained (the power model), boost, datasheet, or a clock "
                    "lock in MHz (the power limit can still hold it lower)")

@@ -190,7 +190,11 @@ class GPUSpec(BaseModel):
     arch: str = Field(description="architecture: ampere, hopper, blackwell, blackwell-geforce")
     compute_capability: str = Field(description="CUDA compute capability, e.g. '9.0'")
     sm_count: int = Field(gt=0, description="streaming multiprocessors")
-    clock_hz: float = Field(gt=0, description="clock at which the per-clock rates give the peaks")
+    clock_hz: float = Field(gt=0, description="clock at which the per-clock rates give the "
+                            "vendor's peaks (the 'datasheet' clock; predictions run at the "
+                            "power model's sustained clock unless TimingParams.clock says "
+                            "otherwise, so changing it is no clock what-if: use "
+                            "TimingParams(clock=...) or max_clock_hz)")
     max_clock_hz: float = Field(gt=0, description="maximum (boost) SM clock")
     native_tensor_family: TensorFamily = Field(
         description="instruction family that reaches tensor_flops_per_clk_per_sm")
@@ -228,9 +232,8 @@ class GPUSpec(BaseModel):
         gt=0, description="bytes per second of that step's loads, one CTA per SM")
     power_capped_clock_hz: float | None = Field(
         default=None, gt=0, description="SM clock (Hz) measured under sustained dense "
-        "tensor-core work at the board power limit; None where not measured. Not used by "
-        "default (predictions run at clock_hz); replace(clock_hz=...) with it asks what a "
-        "power-capped run takes")
+        "tensor-core work at the board power limit; None where not measured. A record, not an "
+        "input: the power model (power) computes the clock under load")
     tensor_sustained_fraction: float = Field(
         default=1.0, gt=0, le=1, description="share of the native family's per-clock tensor "
         "rates that a dense GEMM sustains, measured (cuBLAS on the GPU or its die); 1.0 where "

@@ -13,8 +13,9 @@ name                    what runs (and the perfsim configuration)
 ``sdpa-flash``          ``F.scaled_dot_product_attention`` with ``SDPBackend.FLASH_ATTENTION``:
                         flash-attn 2's CUDA kernels (``mma.sync`` on every GPU) → ``FA2()``
 ``sdpa-cudnn``          ``SDPBackend.CUDNN_ATTENTION``: cuDNN's fused flash attention; on Hopper
-                        a warp-specialised WGMMA kernel (FA3-class) → ``FA3()``; elsewhere the
-                        FA2 algorithm on the native MMA
+                        a warp-specialised WGMMA kernel (FA3-class) → ``FA3()`` with the
+                        backward tile its kernel name shows; elsewhere the FA2 algorithm on
+                        ``mma.sync`` (on Blackwell too: perfsim has no cuDNN sm100 model)
 ``sdpa-efficient``      ``SDPBackend.EFFICIENT_ATTENTION``: xFormers' CUTLASS memory-efficient
                         kernel (``mma.sync``, 64 x 64 tiles; ``kernel_forward.h``) → ``FA2``
                         with those tiles (its loop order is FA2's; its efficiency is not:
@@ -122,6 +123,16 @@ class Implementation(Algorithm):
         return IMPLEMENTATIONS[self.preset][0](dims, gpu)
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        try:
+            return self._kernels(dims, gpu)
+        except InfeasibleError as exc:
+            raise InfeasibleError(f"{self.preset}: {exc}") from None
+
+    def _kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        check = IMPLEMENTATIONS[self.preset][3] if len(IMPLEMENTATIONS[self.preset]) > 3 \
+            else None
+        if check is not None:
+            check(dims)
         if self.upcast_16bit and dims.dtype in UPCAST_DTYPES:
             return math_upcast_kernels(self.config(dims, gpu), dims, gpu)
         out = self.config(dims, gpu).kernels(dims, gpu)
@@ -239,6 +250,24 @@ def _sdpa_math(dims) -> Algorithm:
                           weights_cast_bytes=cast)
 
 
+def _no_dropout(dims) -> None:
+    """FlashAttention-3 (``hopper/``) has no dropout (flash-attention issue #1251)."""
+    if dims.dropout_p:
+        raise InfeasibleError("no dropout in this kernel (FlashAttention-3's hopper/ code "
+                              "has none)")
+
+
+def _tutorial_limits(dims) -> None:
+    """The tutorial's backward computes causal attention only, with N a multiple of its
+    128-row block (its ``attention.backward`` asserts)."""
+    if dims.bwd and not dims.symbolic and (not dims.causal or dims.N_q % 128
+                                           or dims.N_k % 128):
+        raise InfeasibleError("the tutorial's backward runs causal attention with N_q and "
+                              "N_k multiples of 128 only")
+    if dims.dropout_p:
+        raise InfeasibleError("the tutorial kernel has no dropout")
+
+
 def _flash_attn_3(dims, gpu):
     return algos.FA3()
 
@@ -256,7 +285,8 @@ def _cute(dims, gpu):
     return algos.FA3(block_m=block_m, block_n=block_n, bwd_block_m=bwd_m, bwd_block_n=bwd_n)
 
 
-#: name -> (f(dims, gpu) -> algorithm config, what it is, extra Implementation fields)
+#: name -> (f(dims, gpu) -> algorithm config, what it is, extra Implementation fields[,
+#: f(dims) raising InfeasibleError where the real kernel cannot run])
 IMPLEMENTATIONS: dict[str, tuple] = {
     "sdpa-flash": (lambda dims, gpu: algos.FA2(),
                    "torch SDPA, SDPBackend.FLASH_ATTENTION (flash-attn 2 CUDA kernels)",
@@ -273,11 +303,12 @@ IMPLEMENTATIONS: dict[str, tuple] = {
               {"software": "sdpa-math"}),
     "flex": (_flex, "torch.compile(flex_attention)", {}),
     "flash-attn-2": (lambda dims, gpu: algos.FA2(), "flash_attn.flash_attn_func (v2)", {}),
-    "flash-attn-3": (_flash_attn_3, "flash_attn_interface.flash_attn_func (v3, Hopper)", {}),
+    "flash-attn-3": (_flash_attn_3, "flash_attn_interface.flash_attn_func (v3, Hopper)", {},
+                     _no_dropout),
     "flash-attn-cute": (_cute, "flash_attn.cute.flash_attn_func (flash-attn 4)",
                         {"software": "flash-attn-cute"}),
     "triton-tutorial": (_triton_tutorial, "Triton tutorial 06-fused-attention",
-                        {"software": "triton-tutorial"}),
+                        {"software": "triton-tutorial"}, _tutorial_limits),
 }
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from perfsim.algorithms import Algorithm, Dims, resolve
+from perfsim.errors import PerfsimError
 from perfsim.gpu import GPUSpec, load_gpu
 from perfsim.power import call_clock
 from perfsim.kernel import UNITS
@@ -41,6 +42,10 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
         perfsim.PerfsimError: unknown GPU or algorithm name.
         perfsim.InfeasibleError: the configuration cannot run on this workload/GPU.
     """
+    if not isinstance(workload, AttentionWorkload):
+        raise PerfsimError(f"predict() needs an AttentionWorkload, got "
+                           f"{type(workload).__name__} (build one with "
+                           "perfsim.AttentionWorkload(batch=..., heads=..., ...))")
     spec = load_gpu(gpu)
     algo = resolve(algorithm)
     params = timing or TimingParams.for_gpu(spec, getattr(algo, "software", DEFAULT_SOFTWARE))

@@ -184,9 +184,27 @@ class Prediction:
         if clock >= g.max_clock_hz:
             return text + (f", the maximum boost clock: modelled board power "
                            f"{self.power_w:.0f} W stays under the {tdp:.0f} W limit.")
+        if self.power_w > tdp * 1.002:
+            return text + (f", the power model's floor (power.min_clock_hz): even there the "
+                           f"modelled power is {self.power_w:.0f} W, over the {tdp:.0f} W limit "
+                           "— the model's energies over-count this call, or the GPU would go "
+                           "lower still; treat the time as optimistic.")
         return text + (f": at the maximum boost clock ({g.max_clock_hz / 1e6:.0f} MHz) this "
                        f"call would draw more than the {tdp:.0f} W limit, so the power model "
                        f"(perfsim.power) settles it where board power meets the limit.")
+
+    def _host_line(self) -> str | None:
+        """What the host floor adds, when it does."""
+        host = self.bound_seconds.get("host", 0.0)
+        if not host:
+            return None
+        t = self.timing
+        return (f"The host sets a floor: a forward call takes at least "
+                f"{t.host_floor_fwd_s * 1e6:.1f} us and a backward {t.host_floor_bwd_s * 1e6:.1f} "
+                f"us (software profile; hardware/software/*.toml), so {host * 1e6:.1f} us of "
+                f"this call is the GPU waiting for the host. Kernels alone: "
+                f"{(self.seconds - host) * 1e6:.1f} us (TimingParams host floors 0, or "
+                "--kernel-only).")
 
     def explain(self) -> str:
         """A few lines in words: what binds, by how much, and why."""
@@ -237,6 +255,9 @@ class Prediction:
                          "CTAs times operand slices for mma.sync kernels): both stations set "
                          "its pace, the slower one most.")
         lines.append(self._clock_line())
+        host_line = self._host_line()
+        if host_line:
+            lines.append(host_line)
         if not self.fits_memory:
             lines.append(f"Does not fit: needs {self.memory_bytes / 2**30:.1f} GiB, the GPU has "
                          f"{g.hbm_bytes / 2**30:.1f} GiB of HBM.")

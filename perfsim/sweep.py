@@ -49,7 +49,8 @@ CHUNK_ROWS = 1 << 15
 #: relative error) so that no count, a few hundred times that product at most, overflows int64.
 _INT64_SAFE = 2.0 ** 53
 #: Result columns, after the workload, GPU, algorithm and override columns.
-RESULT_COLUMNS = ("seconds", "tflops", "bound", *(f"{u}_seconds" for u in UNITS), "model_flops",
+RESULT_COLUMNS = ("seconds", "tflops", "bound", "clock_hz", "power_w",
+                  *(f"{u}_seconds" for u in UNITS), "model_flops",
                   *COUNT_COLUMNS, "memory_bytes", "fits_memory")
 
 Progress = Callable[[int, int], None]
@@ -219,6 +220,7 @@ def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> di
     memory = algo.memory_bytes(dims, gpu)
     credited = credited_flops(flops, counts.tensor_flops, counts.flops)
     return {"seconds": seconds, "tflops": credited / seconds / 1e12, "bound": bound,
+            "clock_hz": clock_hz, "power_w": np.nan if power_w is None else power_w,
             **{f"{u}_seconds": unit_seconds[u] for u in UNITS}, "model_flops": flops,
             **{c: getattr(counts, c) for c in COUNT_COLUMNS},
             "memory_bytes": memory, "fits_memory": np.asarray(memory) <= gpu.hbm_bytes}

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 import numpy as np
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from perfsim.errors import PerfsimError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import UNITS, KernelCost
 from perfsim.mathops import cdiv, maximum, minimum, where
@@ -90,6 +91,21 @@ class TimingParams(BaseModel):
     host_floor_fwd_s: float = Field(default=0.0, ge=0)
     host_floor_bwd_s: float = Field(default=0.0, ge=0)
     clock: Literal["sustained", "boost", "datasheet"] | float = "sustained"
+
+    def __init__(self, **fields):
+        """Raises:
+            perfsim.PerfsimError: one line naming the field and what is allowed."""
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = str(first["loc"][0]) if first["loc"] else "fields"
+            msg = first["msg"].removeprefix("Value error, ")
+            if where == "clock":
+                msg = ("must be 'sustained', 'boost', 'datasheet' or an SM clock in Hz "
+                       f"between 1e8 and 5e9, got {first.get('input')!r}")
+            raise PerfsimError(f"TimingParams.{where}: {msg} (fields: "
+                               f"{', '.join(type(self).model_fields)})") from None
 
     @field_validator("clock")
     @classmethod

@@ -76,6 +76,17 @@ def test_gpu_without_power_table_runs_at_clock_hz_and_says_so():
 
 
 # ------------------------------------------------------------------ software floors
+def test_explain_names_the_host_floor_and_kernel_only_time_is_available():
+    w = W(batch=1, heads=8, seqlen_q=1024, head_dim=128, dtype="bf16")
+    h100 = perfsim.load_gpu("h100-sxm5")
+    p = perfsim.predict(w, h100, "fa2")
+    assert "The host sets a floor" in p.explain()
+    bare = perfsim.predict(w, h100, "fa2", timing=TimingParams.for_gpu(
+        h100, host_floor_fwd_s=0.0, host_floor_bwd_s=0.0))
+    assert bare.seconds < p.seconds == pytest.approx(p.timing.host_floor_fwd_s)
+    assert "host sets a floor" not in bare.explain()
+
+
 def test_host_floor_bounds_a_tiny_call():
     w = W(batch=1, heads=1, seqlen_q=64, head_dim=64, dtype="bf16")
     params = TimingParams.for_gpu(perfsim.load_gpu("h200-sxm"))
@@ -103,8 +114,8 @@ def test_eager_ceilings_apply_to_catalog_gpus():
 # ------------------------------------------------------------------ presets
 @pytest.mark.parametrize("name", implementations())
 def test_every_preset_predicts_on_the_h200(name):
-    for phase in ("fwd", "bwd"):
-        p = perfsim.predict(big(phase), "h200-sxm", name)
+    for phase in ("fwd", "bwd"):       # the tutorial's backward is causal only
+        p = perfsim.predict(big(phase, causal=name == "triton-tutorial"), "h200-sxm", name)
         assert p.seconds > 0 and math.isfinite(p.seconds)
         assert p.algorithm.label() == name
 
@@ -117,6 +128,15 @@ def test_presets_pick_the_kernel_per_gpu():
         perfsim.predict(big(), "a100-sxm4-80gb", "flash-attn-3")
     with pytest.raises(perfsim.PerfsimError, match="implementations: .*sdpa-flash"):
         perfsim.predict(big(), "h200-sxm", "sdpa-fast")
+    # where the real kernel cannot run, the preset says so under its own name
+    with pytest.raises(perfsim.InfeasibleError, match="^flash-attn-3: no dropout"):
+        perfsim.predict(big().model_copy(update={"dropout_p": 0.1}), "h100-sxm5",
+                        "flash-attn-3")
+    with pytest.raises(perfsim.InfeasibleError, match="^triton-tutorial: .*causal"):
+        perfsim.predict(big("bwd"), "h100-sxm5", "triton-tutorial")
+    with pytest.raises(perfsim.InfeasibleError, match="^flash-attn-cute: fa3 runs fp16"):
+        perfsim.predict(big().model_copy(update={"dtype": "fp32"}), "h100-sxm5",
+                        "flash-attn-cute")
 
 
 # ------------------------------------------------------------------ launch tables

@@ -36,7 +36,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from perfsim.algorithms.base import FP32_BYTES, Dims
-from perfsim.algorithms.fa2 import FA2, _pick
+from perfsim.algorithms.fa2 import FA2, _pick, check_fused_inputs
 from perfsim.algorithms.fa2_launch import BwdLaunch
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
@@ -164,6 +164,7 @@ class FA3(FA2):
         if missing:
             raise InfeasibleError(f"fa3 needs {' and '.join(m.upper() for m in missing)} "
                                   f"(Hopper sm_90a); {gpu.id} has none")
+        check_fused_inputs(dims, self.name, self.dtypes)
         self._check_smem(dims, gpu)
         out = super().kernels(dims, gpu)
         if dims.dtype == "fp8_e4m3" and self.quantize_inputs and dims.fwd:
