@@ -390,6 +390,7 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
         if not path.is_file():
             raise PerfsimError(f"GPU profile file {text!r} does not exist")
         return _load_path(str(path.resolve()), path.stat().st_mtime_ns)
+    text = text.lower()                 # catalog ids are lower case
     path = _catalog_dir() / f"{text}.toml"
     if not path.is_file():
         raise PerfsimError(f"unknown GPU {text!r}; valid ids: {', '.join(gpus())} "

@@ -212,7 +212,8 @@ class Prediction:
         lines = [f"{self.algorithm.label()} on {g.name}: {w.describe()}",
                  f"predicted {self.seconds * 1e3:.3f} ms, {self.tflops:.1f} TFLOP/s "
                  f"({100 * self.tflops * 1e12 / self.peak_flops_per_s:.0f} % "
-                 f"of the {w.dtype} matmul peak), {self.counts.hbm_bytes / 1e9:.2f} GB "
+                 f"of the {w.dtype} matmul peak at this clock), "
+                 f"{self.counts.hbm_bytes / 1e9:.2f} GB "
                  f"over HBM, peak memory {self.memory_bytes / 2**30:.2f} GiB."]
         share = 100 * self.bound_seconds.get(self.bound, 0) / self.seconds
         lines.append(f"Bound by {UNIT_WORDS.get(self.bound, self.bound)} for {share:.0f} % "
@@ -222,7 +223,10 @@ class Prediction:
                           if self.unit_seconds[u] > 0)
         lines.append(f"Each unit alone: {parts}.")
         heavy = max(self.kernels, key=lambda k: k.seconds)
-        rule = type(self.algorithm).overlap_rule
+        from perfsim.algorithms.base import Dims
+
+        inner = getattr(self.algorithm, "config", None)      # an implementation preset
+        rule = type(inner(Dims.of(w), g) if inner else self.algorithm).overlap_rule
         if heavy.load_chain is not None:
             parts = heavy.load_chain
             in_flight = parts["in_flight"]

@@ -70,13 +70,17 @@ def score(rows: list[dict], gpu: str = "h200-sxm", timing=None) -> list[dict]:
                         "reason": str(exc)})
             continue
         clock = r.get("sm_clock_mean_hz")
+        measured_tflops = r.get("grid_flops", 0) / measured / 1e12
+        # the GPU's dense matmul peak at the clock the row ran at: above it is impossible
+        peak = p.peak_flops_per_s / (p.clock_hz or 1) * (clock or p.clock_hz or 0) / 1e12
         out.append({**_ids(r), "measured_s": measured, "predicted_s": p.seconds,
+                    "impossible": bool(peak and measured_tflops > peak),
                     "error": (p.seconds - measured) / measured, "bound": p.bound,
                     "predicted_clock_hz": p.clock_hz, "measured_clock_hz": clock,
                     "clock_error": (p.clock_hz - clock) / clock if clock and p.clock_hz
                     else None,
                     "predicted_power_w": p.power_w, "measured_power_w": r.get("power_mean_w"),
-                    "measured_tflops": r.get("grid_flops", 0) / measured / 1e12})
+                    "measured_tflops": measured_tflops})
     return out
 
 
@@ -181,6 +185,11 @@ def write(directory: Path, out: Path, gpu: str) -> str:
         lines.append("Misses (phase, B, H, H_kv, N, d, causal, dtype: measured fastest / "
                      "predicted fastest):")
         lines += [f"- {k}: {m} / {p}" for k, m, p in rank["misses"]]
+    impossible = [s for s in scored if s.get("impossible")]
+    lines += ["", f"Rows whose measured TFLOP/s exceed the GPU's matmul peak at their own clock "
+              f"(impossible, so a timing or FLOP-count error): {len(impossible)}."]
+    lines += [f"- {s['impl']} {s['phase']} B={s['batch']} H={s['heads']} N={s['seqlen_q']} "
+              f"d={s['head_dim']}: {s['measured_tflops']:.0f} TFLOP/s" for s in impossible]
     infeasible = [s for s in scored if s.get("predicted_s") is None]
     if infeasible:
         lines += ["", "Rows the model calls infeasible:"]
@@ -227,7 +236,8 @@ def _scatter(path: Path, scored: list[dict], gpu: str) -> None:
         ax.set_xlabel("measured (ms)")
         ax.set_ylabel("predicted (ms)")
         ax.set_title(f"{'forward' if phase == 'fwd' else 'backward'} — {gpu} (±10 % dashed)")
-        ax.legend(fontsize=7, loc="upper left")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper left")
     fig.savefig(path, dpi=130)
 
 

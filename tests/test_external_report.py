@@ -1,0 +1,49 @@
+"""The default-path scorer of the kernels users call (validate/external_report.py), on rows
+made here (no GPU) and on the committed H200 rows."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfsim.validate import external_report as er
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _row(impl, phase, measured_s, clock=1.9e9, **shape):
+    s = {"batch": 2, "heads": 16, "kv_heads": 16, "seqlen_q": 4096, "seqlen_k": 4096,
+         "head_dim": 128, "causal": False, "dtype": "bf16", **shape}
+    return {"key": f"{impl}|{phase}|{json.dumps(s, sort_keys=True)}", "impl": impl,
+            "phase": phase, "status": "ok", "measured_s": measured_s,
+            "sm_clock_mean_hz": clock, "power_mean_w": 650.0, "grid_flops": 2.2e12, **s}
+
+
+def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
+    import perfsim
+
+    rows = [_row("sdpa_flash", "fwd", 5e-3), _row("sdpa_cudnn", "fwd", 3e-3),
+            _row("flex", "fwd", float("nan")), {**_row("cute", "fwd", 3e-3), "status": "oom"}]
+    (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in rows)
+                                            + "\n{torn line\n")
+    text = er.write(tmp_path, tmp_path / "out", "h200-sxm")
+    assert "1 unreadable lines skipped" in text
+    scored = er.score(er.load_rows(tmp_path / "results.jsonl")[:-1], "h200-sxm")
+    assert {s["impl"] for s in scored} == {"sdpa_flash", "sdpa_cudnn"}     # NaN, oom skipped
+    flash = [s for s in scored if s["impl"] == "sdpa_flash"][0]
+    w = perfsim.AttentionWorkload(batch=2, heads=16, seqlen_q=4096, head_dim=128)
+    assert flash["predicted_s"] == pytest.approx(
+        perfsim.predict(w, "h200-sxm", "sdpa-flash").seconds)
+    assert er.ranking(scored) == {"shapes": 1, "agree": 1, "misses": []}
+    assert (tmp_path / "out" / "rows.csv").is_file()
+    assert (tmp_path / "out" / "scatter.png").stat().st_size > 10_000
+
+
+def test_committed_default_path_scores_are_reproducible():
+    """The committed score of the external H200 rows is what the current model gives."""
+    committed = (ROOT / "validate/reports/h200-external/score-h200-sxm/report.md").read_text()
+    rows = er.load_rows(ROOT / "validate/reports/h200-external/results.jsonl")
+    table = er.group_table(er.score(rows, "h200-sxm"))
+    for t in table:
+        assert f"| {t['impl']}" in committed
+        assert f"{100 * t['median_abs']:.1f} %" in committed, t
