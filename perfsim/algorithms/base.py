@@ -83,7 +83,7 @@ def l2_filtered(total_bytes, compulsory_bytes, working_set_bytes, gpu: GPUSpec,
     """Split global-memory reads into HBM traffic and L2 hits.
 
     Re-reads (``total - compulsory``) of data whose concurrently live working set fits in the
-    usable part of L2 are served by L2; otherwise they go to HBM (cyclic re-reads of a working
+    usable part of L2 (it is never larger than the compulsory bytes) are served by L2; otherwise they go to HBM (cyclic re-reads of a working
     set larger than an LRU-like cache miss almost every time). This step rule is a stated
     assumption of perfsim, checked by ``perfsim validate``.
 
@@ -91,7 +91,9 @@ def l2_filtered(total_bytes, compulsory_bytes, working_set_bytes, gpu: GPUSpec,
         ``(hbm_bytes, l2_hit_bytes)``.
     """
     rereads = total_bytes - compulsory_bytes
-    fits = working_set_bytes <= usable_fraction * gpu.l2_bytes
+    # The live working set is at most the distinct data the kernel reads (e.g. GQA heads
+    # sharing one K/V head), however many CTAs are resident.
+    fits = minimum(working_set_bytes, compulsory_bytes) <= usable_fraction * gpu.l2_bytes
     hits = where(fits, rereads, 0 * rereads)
     return total_bytes - hits, hits
 
@@ -306,20 +308,26 @@ def warp_cycle(gpu: GPUSpec, ctas_per_sm, warps_per_cta,
     return (MMA_SYNC_STATIONS, maximum(ctas_per_sm, 1) * (1 + prefetch), MMA_SYNC_SERIAL)
 
 
-def in_order_tail(v, grid, slots, causal: bool, lpt: bool):
+def in_order_tail(v, grid, sm_count, ctas_per_sm, causal: bool, lpt: bool):
     """Tail factor (≥ 1) of a causal grid whose CTAs differ in length.
 
     With longest-processing-time-first order (``lpt``) or equal CTAs (no mask) the busiest
     SM stays at the average and the factor is 1. Launched in index order (flash-attn 2,
-    FA3, Triton: query tiles of each head from short to long), the longest CTAs start last
-    and the final wave ends about ``max − avg`` of a CTA after the balanced finish, spread over
-    ``slots`` resident CTAs: factor ``1 + (max/avg − 1) · slots / grid`` of the balanced time.
-    A stated estimate (list scheduling), not a fitted constant.
+    FA3, Triton: query tiles of each head from short to long), the longest CTAs start last,
+    and each of the busiest SM's resident CTAs of the final wave ends about ``max − avg`` of
+    a CTA after the balanced finish. The busiest SM runs ``w = ⌈grid / SMs⌉`` CTAs, of which
+    ``min(ctas_per_sm, w)`` are resident at the end, so its work is
+    ``w · avg + (max − avg) · min(ctas_per_sm, w)``: relative to the ``w · avg`` the wave
+    factor of ``perfsim.timing`` already charges, factor
+    ``1 + (max/avg − 1) · min(ctas_per_sm, w) / w``. That work never decreases when the grid
+    grows (one more batch never makes the kernel faster). A stated estimate (list
+    scheduling), not a fitted constant.
     """
     if lpt or not causal:
         return 1
     longest_over_avg = v.kv_tiles * v.q_tiles / v.tiles
-    return 1 + (longest_over_avg - 1) * minimum(slots / grid, 1)
+    busiest = cdiv(maximum(grid, 1), sm_count)
+    return 1 + (longest_over_avg - 1) * minimum(ctas_per_sm, busiest) / busiest
 
 
 def padding(n, block):

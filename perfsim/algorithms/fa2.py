@@ -218,7 +218,7 @@ class FA2(Algorithm):
                      + dims.N_q * dims.d_v)
         if dims.dropout_p:
             fp32 = fp32 + bh * v.elements * DROPOUT_OPS_PER_ELEMENT
-        tail = in_order_tail(v, v.q_tiles * bh, gpu.sm_count * ctas, dims.causal,
+        tail = in_order_tail(v, v.q_tiles * bh, gpu.sm_count, ctas, dims.causal,
                              self.lpt_scheduling)
         return KernelCost(
             name=f"{self.name}_fwd", grid=v.q_tiles * bh, tiled=True, ctas_per_sm=ctas,

@@ -197,7 +197,7 @@ class FA4(Algorithm):
     def _imbalance(self, dims: Dims, gpu: GPUSpec, v, grid):
         """Causal tail without LPT scheduling (``perfsim.algorithms.base.in_order_tail``),
         one resident CTA per SM."""
-        return in_order_tail(v, grid, gpu.sm_count, dims.causal, self.lpt_scheduling)
+        return in_order_tail(v, grid, gpu.sm_count, 1, dims.causal, self.lpt_scheduling)
 
     def _forward(self, dims: Dims, gpu: GPUSpec, b_r, b_c, smem) -> KernelCost:
         e, bh, dkv = dims.e, dims.B * dims.H, dims.d + dims.d_v
