@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -101,12 +102,13 @@ def float_arg(text: str) -> float:
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     """The ``AttentionWorkload`` fields as options (shared by predict and validate)."""
     g = p.add_argument_group("workload")
-    g.add_argument("--batch", "-b", type=int_arg, required=True, help="batch size B")
+    g.add_argument("--batch", "-b", type=int_arg,
+                   help="batch size B (required unless --seqlens-q/-k give the sequences)")
     g.add_argument("--heads", type=int_arg, required=True, help="query heads H")
     g.add_argument("--kv-heads", type=int_arg,
                    help="key/value heads H_kv (GQA/MQA; default H)")
-    g.add_argument("--seqlen", "--seqlen-q", dest="seqlen_q", type=int_arg, required=True,
-                   help="query sequence length N_q")
+    g.add_argument("--seqlen", "--seqlen-q", dest="seqlen_q", type=int_arg,
+                   help="query sequence length N_q (required unless --seqlens-q is given)")
     g.add_argument("--seqlen-k", type=int_arg,
                    help="key/value sequence length N_k (default N_q)")
     g.add_argument("--head-dim", type=int_arg, required=True, help="head dimension d")
@@ -116,13 +118,55 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--phase", default="fwd", help=f"one of {', '.join(PHASES)}")
     g.add_argument("--dropout", type=float_arg, default=0.0, dest="dropout_p",
                    help="attention dropout probability, in [0, 1)")
+    g.add_argument("--window", type=window_arg, default=(None, None), metavar="LEFT,RIGHT",
+                   help="sliding window: query i sees keys [i+off-LEFT, i+off+RIGHT] "
+                   "(off = N_k - N_q); 'none' for an unbounded side, e.g. 1023,0")
+    g.add_argument("--seqlens-q", type=lengths_arg, metavar="N,N,...",
+                   help="variable-length batch: one query length per sequence")
+    g.add_argument("--seqlens-k", type=lengths_arg, metavar="N,N,...",
+                   help="variable-length batch: one key length per sequence")
+    g.add_argument("--kv-dtype", help="K/V element type (default --dtype), e.g. fp8_e4m3")
+    g.add_argument("--page-size", type=int_arg,
+                   help="paged KV cache: tokens per page (default: contiguous K/V)")
+    g.add_argument("--softcap", type=float_arg, default=0.0,
+                   help="tanh score capping value (0 = none)")
+
+
+def window_arg(text: str) -> tuple:
+    """``LEFT,RIGHT``: each an ASCII integer or ``none``."""
+    parts = text.split(",")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"invalid window {text!r} (LEFT,RIGHT, e.g. 1023,0 "
+                                         "or none,0)")
+    out = []
+    for part in parts:
+        part = part.strip().lower()
+        if part in ("none", "-", ""):
+            out.append(None)
+            continue
+        if not _INT.fullmatch(part):
+            raise argparse.ArgumentTypeError(f"invalid window bound {part!r} (an integer >= 0 "
+                                             "or none)")
+        out.append(int(part))
+    return tuple(out)
+
+
+def lengths_arg(text: str) -> tuple:
+    """``N,N,...``: ASCII integers, one per sequence."""
+    parts = [p.strip() for p in text.split(",")]
+    if not parts or not all(_INT.fullmatch(p) for p in parts):
+        raise argparse.ArgumentTypeError(f"invalid lengths {text!r} (comma-separated "
+                                         "integers, one per sequence)")
+    return tuple(int(p) for p in parts)
 
 
 #: workload field -> the command-line flag that sets it (for error messages)
 FLAGS = {"batch": "--batch", "heads": "--heads", "kv_heads": "--kv-heads",
          "seqlen_q": "--seqlen", "seqlen_k": "--seqlen-k", "head_dim": "--head-dim",
          "head_dim_v": "--head-dim-v", "dtype": "--dtype", "phase": "--phase",
-         "dropout_p": "--dropout"}
+         "dropout_p": "--dropout", "window": "--window", "seqlens_q": "--seqlens-q",
+         "seqlens_k": "--seqlens-k", "kv_dtype": "--kv-dtype", "page_size": "--page-size",
+         "softcap": "--softcap"}
 
 
 def workload_from_args(args) -> AttentionWorkload:
@@ -133,14 +177,19 @@ def workload_from_args(args) -> AttentionWorkload:
         text = str(exc)
         for field, flag in FLAGS.items():
             text = text.replace(f"AttentionWorkload.{field}:", f"{flag}:")
+        if text.startswith("--dropout:"):       # say what is allowed, whatever was wrong
+            text += "; allowed: a probability in [0, 1)"
         raise PerfsimError(text.replace("AttentionWorkload: ", "")) from None
 
 
 def _workload(args) -> AttentionWorkload:
+    extra = {k: getattr(args, k) for k in ("window", "seqlens_q", "seqlens_k", "kv_dtype",
+                                           "page_size", "softcap") if hasattr(args, k)}
     return AttentionWorkload(
         batch=args.batch, heads=args.heads, kv_heads=args.kv_heads, seqlen_q=args.seqlen_q,
         seqlen_k=args.seqlen_k, head_dim=args.head_dim, head_dim_v=args.head_dim_v,
-        causal=args.causal, dtype=args.dtype, phase=args.phase, dropout_p=args.dropout_p)
+        causal=args.causal, dtype=args.dtype, phase=args.phase, dropout_p=args.dropout_p,
+        **extra)
 
 
 def _algorithm_from_args(name: str, options: list[str]):
@@ -150,12 +199,16 @@ def _algorithm_from_args(name: str, options: list[str]):
 
         preset = resolve_implementation(name)
         if preset is not None:
-            if options:
-                raise PerfsimError(f"--set applies to an algorithm, not to the "
-                                   f"implementation preset {name!r}")
+            if options:        # options of the configuration the preset runs
+                return preset.model_copy(update={"options": _options(options)})
             return preset
         raise PerfsimError(f"unknown algorithm {name!r}; known: {', '.join(algorithms.names())}"
                            f", all; implementations: {', '.join(implementations())}, presets")
+    return cls(**_options(options))  # Algorithm.__init__ raises one PerfsimError line
+
+
+def _options(options: list[str]) -> dict:
+    """``--set KEY=VALUE`` items as a dict (JSON values, else strings)."""
     values = {}
     for item in options:
         key, sep, raw = item.partition("=")
@@ -165,7 +218,7 @@ def _algorithm_from_args(name: str, options: list[str]):
             values[key] = json.loads(raw)
         except json.JSONDecodeError:
             values[key] = raw
-    return cls(**values)  # Algorithm.__init__ raises one PerfsimError line on a bad option
+    return values
 
 
 def _clock_arg(text: str):
@@ -258,7 +311,8 @@ def _print_predictions(w, gpu, results) -> None:
             continue
         c = r.counts
         rows.append([r.algorithm.label(), f"{r.seconds * 1e3:.3f}", f"{r.tflops:.1f}", r.bound,
-                     f"{(r.clock_hz or gpu.clock_hz) / 1e6:.0f}", f"{c.flops / 1e9:.1f}", f"{c.tensor_flops / 1e9:.1f}",
+                     f"{(r.clock_hz or gpu.clock_hz) / 1e6:.0f}", f"{c.flops / 1e9:.1f}",
+                     f"{c.tensor_flops / 1e9:.1f}",
                      f"{c.hbm_bytes / 1e9:.3f}", f"{c.exp_ops / 1e9:.3f}",
                      f"{c.smem_bytes / 1e9:.2f}", f"{r.memory_bytes / 2**30:.3f}",
                      str(len(r.kernels))])
@@ -328,10 +382,25 @@ def _load_extra_commands() -> None:
     EXTRA_COMMANDS[:] = cli_extra.COMMANDS
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised so that ``finally`` blocks run (temporary output files are removed)."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
     _load_extra_commands()
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:        # SIGTERM unwinds like Ctrl-C; SIGKILL cannot be caught (files.atomic_write)
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        installed = True
+    except ValueError:      # not the main thread
+        installed = False
     try:
         return int(args.func(args) or 0)
     except PerfsimError as exc:
@@ -340,6 +409,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("perfsim: interrupted\n")
         return 130
+    except _Terminated:
+        sys.stderr.write("perfsim: terminated\n")
+        return 143
+    except BrokenPipeError:     # output piped into a reader that stopped (| head): quietly
+        try:
+            sys.stdout = open(os.devnull, "w")   # no second error when Python flushes stdout
+        except OSError:
+            pass
+        return 141
+    finally:
+        if installed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

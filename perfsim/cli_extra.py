@@ -22,6 +22,7 @@ per command; other modules append theirs.
 from __future__ import annotations
 
 import json
+import math
 import time
 import tomllib
 from pathlib import Path
@@ -101,7 +102,9 @@ def register_sweep(subparsers) -> None:
     p.add_argument("config", help="TOML file: [workload] lists, gpus, algorithms, [overrides]")
     p.add_argument("--out", metavar="FILE", help="write the rows to this file: .csv, or "
                    ".parquet (needs pyarrow); written to a temporary file and renamed, so an "
-                   "interrupted sweep never leaves a partial file or loses the previous one")
+                   "interrupted sweep never leaves a partial file or loses the previous one "
+                   "(after SIGKILL, which cannot be caught, a hidden .FILE.*.tmp may remain "
+                   "beside it: delete it)")
     p.add_argument("--plot", metavar="FILE", help="write a figure (PNG/SVG/PDF)")
     p.add_argument("--plot-kind", choices=PLOTS, default="tflops",
                    help="tflops: TFLOP/s vs seqlen_q per algorithm; bottleneck: the unit that "
@@ -139,13 +142,27 @@ def _cmd_sweep(args) -> int:
     if args.plot:
         _plot(df, args.plot, args.plot_kind)
     if args.json:
-        print(json.dumps(json.loads(df.to_json(orient="records")), indent=1))
+        print(json.dumps(json_records(df), indent=1, default=str))
     elif not args.quiet:
         _summary(df, seconds)
         for name, what in ((args.out, "rows"), (args.plot, "figure")):
             if name:
                 print(f"wrote {what} to {name}")
     return 0
+
+
+def json_records(df) -> list[dict]:
+    """The rows as JSON-ready dicts, every float at full precision (``DataFrame.to_json``
+    keeps 10 decimal places: 3.7123e-05 s would print as 3.71e-05); NaN and ±inf become
+    null."""
+    def clean(value):
+        if hasattr(value, "item"):              # numpy scalars
+            value = value.item()
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        return value
+
+    return [{k: clean(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
 
 
 #: Row files ``sweep --out`` writes.

@@ -6,8 +6,11 @@
   is not a folder itself, and its extension is one the writer knows.
 * :func:`atomic_write` writes through a temporary file in the same folder and renames it over
   the target (``os.replace``, atomic on POSIX and Windows), so a write that is interrupted —
-  an exception, Ctrl-C, SIGKILL, a full disk — never leaves a truncated file and never
-  destroys the previous file at that path.
+  an exception, Ctrl-C, SIGTERM (the CLI turns it into an exception), a full disk — never
+  leaves a truncated file and never destroys the previous file at that path. The temporary
+  file (``.NAME.*.tmp`` beside the target) is removed on every error path Python can see; only
+  SIGKILL (or a power loss) can leave it behind, since no process can clean up after SIGKILL.
+  Delete such a file by hand: it is never the result.
 """
 
 from __future__ import annotations
@@ -62,11 +65,29 @@ def check_output(path: str | Path, extensions: Iterable[str], what: str = "outpu
         raise PerfsimError(f"{what} {str(path)!r}: unknown extension {path.suffix or '(none)'!r}"
                            f"; allowed: {', '.join(extensions)}")
     folder = path.parent if str(path.parent) else Path(".")
+    for above in (folder, *folder.parents):     # 'f/x.csv' with f a file: say so
+        if above.exists() and not above.is_dir():
+            raise PerfsimError(f"{what} {str(path)!r}: {str(above)!r} is a file, not a folder")
     if not folder.is_dir():
         raise PerfsimError(f"{what} {str(path)!r}: folder {str(folder)!r} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise PerfsimError(f"{what} {str(path)!r}: folder {str(folder)!r} is not writable")
+    # os.access says yes to root everywhere, and /proc or /sys refuse new files to anyone:
+    # create (and remove) a file there, as atomic_write will
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".perfsim-probe.", dir=folder)
+    except OSError as exc:
+        raise PerfsimError(f"{what} {str(path)!r}: cannot create a file in folder "
+                           f"{str(folder)!r} ({_why(exc)})") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
     return path
+
+
+def _why(exc: OSError) -> str:
+    """The reason of an OSError in a few words (``No space left on device``)."""
+    return exc.strerror or type(exc).__name__
 
 
 @contextlib.contextmanager
@@ -74,24 +95,36 @@ def atomic_write(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on a normal exit rename it onto ``path``.
 
     On an exception the temporary file is removed and ``path`` is left as it was. A process
-    killed inside the block leaves at most a ``.NAME.*.tmp`` file beside ``path``.
+    killed by SIGKILL inside the block leaves a ``.NAME.*.tmp`` file beside ``path`` (nothing
+    can remove it then; the previous file at ``path`` is intact).
+
+    Raises:
+        perfsim.PerfsimError: the temporary file cannot be created, written or renamed (an
+            ``OSError``: no permission, a read-only or full disk); one line with the reason.
     """
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise PerfsimError(f"cannot write {str(path)!r}: cannot create a file in folder "
+                           f"{str(folder)!r} ({_why(exc)})") from None
     os.close(fd)
     tmp = Path(tmp)
     umask = os.umask(0)
     os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)           # mkstemp makes 0600; a plain open() would not
     try:
+        os.chmod(tmp, 0o666 & ~umask)       # mkstemp makes 0600; a plain open() would not
         yield tmp
         with open(tmp, "rb+") as fh:        # the data reaches the disk before the rename
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError):
+            raise PerfsimError(f"cannot write {str(path)!r} ({_why(exc)}); the previous file "
+                               "there, if any, is unchanged") from None
         raise
 
 

@@ -12,6 +12,7 @@ source of every number (see ``hardware/README.md``).
 from __future__ import annotations
 
 import math
+import numbers
 import tomllib
 from functools import lru_cache
 from importlib import resources
@@ -24,6 +25,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -90,6 +92,20 @@ class PowerSpec(BaseModel):
     smem_pj_per_byte: float = Field(ge=0, le=1e3, description="pJ per shared-memory byte")
     hbm_pj_per_byte: float = Field(ge=0, le=1e4, description="pJ per HBM byte read or written")
 
+    @field_validator("tdp_w", "static_w", "reference_clock_hz", "min_clock_hz",
+                     "voltage_exponent", "tensor_pj_per_flop", "fp32_pj_per_flop",
+                     "mufu_pj_per_op", "smem_pj_per_byte", "hbm_pj_per_byte", mode="before")
+    @classmethod
+    def _strict_numbers(cls, value, info: ValidationInfo):
+        field = cls.model_fields[info.field_name]
+        allowed = _power_unit(info.field_name) + _bounds_text(field.metadata)
+        if info.field_name == "tensor_pj_per_flop":     # bounds checked in _check
+            allowed = "of pJ per FLOP, from 0 to 1000"
+        if isinstance(value, dict):             # tensor_pj_per_flop: per family
+            return {k: strict_number(v, allowed, label=f"{info.field_name}[{k}] ")
+                    for k, v in value.items()}
+        return strict_number(value, allowed)
+
     @model_validator(mode="after")
     def _check(self) -> PowerSpec:
         for key, value in self.tensor_pj_per_flop.items():
@@ -105,6 +121,60 @@ class PowerSpec(BaseModel):
         if self.min_clock_hz > self.reference_clock_hz:
             raise ValueError("power.min_clock_hz must not exceed power.reference_clock_hz")
         return self
+
+
+def _bounds_text(metadata) -> str:
+    """``"from 0 to 4"``, ``"above 0, at most 5000"``: a pydantic field's bounds in words."""
+    lo = hi = None
+    for m in metadata:
+        for attr in ("gt", "ge"):
+            if getattr(m, attr, None) is not None:
+                lo = (attr, getattr(m, attr))
+        for attr in ("lt", "le"):
+            if getattr(m, attr, None) is not None:
+                hi = (attr, getattr(m, attr))
+    if lo and hi and lo[0] == "ge" and hi[0] == "le":
+        return f"from {lo[1]:g} to {hi[1]:g}"
+    words = {"gt": "above", "ge": "at least", "lt": "below", "le": "at most"}
+    return ", ".join(f"{words[a]} {v:g}" for a, v in (b for b in (lo, hi) if b)) or "any value"
+
+
+def _power_unit(name: str) -> str:
+    for suffix, unit in (("_w", "W"), ("_hz", "Hz"), ("_pj_per_flop", "pJ per FLOP"),
+                         ("_pj_per_op", "pJ per operation"), ("_pj_per_byte", "pJ per byte")):
+        if name.endswith(suffix):
+            return f"of {unit}, "
+    return ""
+
+
+def strict_number(value, allowed: str, integer: bool = False, label: str = ""):
+    """``value`` as an ``int`` (``integer``) or ``float``, refusing what only looks like a
+    number: ``bool`` (TOML ``true`` would be 1), strings (``"132"``), NaN and ±inf. Python and
+    numpy integers and floats are accepted; an integral float is accepted for an integer.
+
+    Raises:
+        ValueError: one line, ``label`` + "must be ... {allowed}" + what was given.
+    """
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise ValueError(f"{label}must be {kind} {allowed}, not {type(value).__name__} "
+                         f"{shown}")
+    if isinstance(value, numbers.Integral):
+        value = int(value)
+        if abs(value) > 2**64:                  # beyond every range, and beyond a float
+            raise ValueError(f"{label}must be {kind} {allowed}, got an integer of "
+                             f"{len(str(abs(value))) if abs(value) < 10**4000 else 'over 4000'}"
+                             " digits")
+        return value if integer else float(value)
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{label}must be a finite number {allowed}, got {value}")
+    if integer:
+        if not value.is_integer():
+            raise ValueError(f"{label}must be a whole number {allowed}, got {value:g}")
+        return int(value)
+    return value
 
 
 #: Energy per tensor FLOP relative to 16-bit inputs, by input dtype: proportional to the
@@ -135,6 +205,7 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "max_warps_per_sm": (1, 2**12, "warps"),
     "max_ctas_per_sm": (1, 2**12, "CTAs"),
     "max_threads_per_sm": (32, 2**17, "threads"),
+    "warp_schedulers_per_sm": (1, 8, "warp schedulers"),
     "l2_bytes": (1, 2**40, "bytes (1 B: a what-if without L2)"),
     "hbm_bytes": (2**20, 2**50, "bytes (1 MiB to 1 PiB)"),
     "hbm_bandwidth_bytes_per_s": (1e9, 1e14, "bytes/s (1 GB/s to 100 TB/s)"),
@@ -144,6 +215,14 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "tensor_sustained_fraction": (0.01, 1, "(a share of the per-clock tensor rate)"),
     "l2_usable_fraction": (0.001, 1, "(a share of l2_bytes)"),
 }
+
+
+def range_text(name: str) -> str:
+    """``"of SMs, from 1 to 4096"``: what :data:`FIELD_RANGES` allows for field ``name``."""
+    lo, hi, unit = FIELD_RANGES[name]
+    if unit.startswith("("):
+        return f"from {lo:g} to {hi:g} {unit}"
+    return f"of {unit}, from {lo:g} to {hi:g}"
 
 
 def _check_ranges(spec) -> None:
@@ -249,6 +328,19 @@ class GPUSpec(BaseModel):
     calibration: dict[str, str] | None = Field(
         default=None, description="for calibrated profiles: device, driver, date, method")
 
+    @field_validator(*FIELD_RANGES, mode="before")
+    @classmethod
+    def _strict_numbers(cls, value, info: ValidationInfo):
+        """Numbers only (no ``true``, no ``"132"``, no NaN), named with unit and range."""
+        if value is None:           # optional fields (power_capped_clock_hz); else pydantic
+            return value
+        allowed = range_text(info.field_name)
+        annotation = cls.model_fields[info.field_name].annotation
+        if isinstance(value, dict):             # per-dtype tables
+            return {k: strict_number(v, allowed, label=f"{info.field_name}[{k}] ")
+                    for k, v in value.items()}
+        return strict_number(value, allowed, integer=annotation is int)
+
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> GPUSpec:
         for table in ("tensor_flops_per_clk_per_sm", "mma_sync_flops_per_clk_per_sm"):
@@ -350,6 +442,9 @@ def _validate_spec(data: dict, where: str) -> GPUSpec:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         msg = first["msg"].removeprefix("Value error, ")
+        last = str(first["loc"][-1]) if first["loc"] else ""
+        if last and msg.startswith(last + "["):     # the message names the table entry
+            loc = loc[:-len(last)].rstrip(".")
         raise PerfsimError(f"{where}: {loc + ': ' if loc else ''}{msg}") from None
 
 
@@ -365,11 +460,14 @@ def gpus() -> list[str]:
 @lru_cache(maxsize=64)
 def _load_path(path: str, mtime_ns: int) -> GPUSpec:
     """Parse and validate one profile (cached per path and modification time)."""
-    with open(path, "rb") as fh:
-        try:
+    try:
+        with open(path, "rb") as fh:
             data = tomllib.load(fh)
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise PerfsimError(f"{path}: not valid TOML (UTF-8): {exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise PerfsimError(f"{path}: not valid TOML (UTF-8): {exc}") from None
+    except OSError as exc:
+        raise PerfsimError(f"GPU profile {path!r} cannot be read: "
+                           f"{exc.strerror or type(exc).__name__}") from None
     return _validate_spec(data, where=path)
 
 
@@ -387,11 +485,16 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
     text = str(gpu)
     if text.endswith(".toml") or "/" in text:
         path = Path(text)
+        if path.is_dir():
+            raise PerfsimError(f"GPU profile {text!r} is a folder, not a .toml file")
         if not path.is_file():
             raise PerfsimError(f"GPU profile file {text!r} does not exist")
         return _load_path(str(path.resolve()), path.stat().st_mtime_ns)
     text = text.lower()                 # catalog ids are lower case
     path = _catalog_dir() / f"{text}.toml"
+    if not path.is_file() and Path(str(gpu)).is_dir():
+        raise PerfsimError(f"GPU profile {str(gpu)!r} is a folder, not a catalog id or a "
+                           f".toml file; valid ids: {', '.join(gpus())}")
     if not path.is_file():
         raise PerfsimError(f"unknown GPU {text!r}; valid ids: {', '.join(gpus())} "
                            "(or a path to a .toml profile)")

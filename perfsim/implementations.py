@@ -38,9 +38,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
+import numpy as np
+
 from perfsim import algorithms as algos
 from perfsim.algorithms.base import Algorithm, Dims
-from perfsim.errors import InfeasibleError
+from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv
@@ -110,17 +112,31 @@ class Implementation(Algorithm):
     preset: str
     software: str = DEFAULT_SOFTWARE
     upcast_16bit: bool = False
+    #: options set on the configuration the preset picks, e.g. ``{"pack_gqa": False}``
+    #: (what a caller passes to the real function: ``flash_attn_func(..., pack_gqa=False)``).
+    options: dict = {}
 
     def label(self) -> str:
-        return self.preset
+        if not self.options:
+            return self.preset
+        return f"{self.preset}(" + ", ".join(f"{k}={v}" for k, v in self.options.items()) + ")"
 
     def config(self, dims: Dims, gpu: GPUSpec) -> Algorithm:
         """The algorithm configuration this implementation runs for ``dims`` on ``gpu``.
 
         Raises:
             InfeasibleError: the implementation does not run on this GPU.
+            PerfsimError: an option the configuration does not have.
         """
-        return IMPLEMENTATIONS[self.preset][0](dims, gpu)
+        inner = IMPLEMENTATIONS[self.preset][0](dims, gpu)
+        if self.options:
+            unknown = set(self.options) - set(type(inner).model_fields)
+            if unknown:
+                raise PerfsimError(f"{self.preset} runs {inner.name}, which has no option "
+                                   f"{', '.join(sorted(unknown))}; options: "
+                                   f"{', '.join(type(inner).model_fields)}")
+            inner = type(inner)(**{**inner.model_dump(), **self.options})
+        return inner
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         try:
@@ -200,12 +216,35 @@ def layout_copy_kernel(dims: Dims, tensors: int) -> KernelCost:
                       hbm_read_bytes=nbytes, hbm_write_bytes=nbytes, eager_op="strided_copy")
 
 
+#: cuDNN's decode kernel (one query token) on sm90, from its name in a profile
+#: (``cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35_16x128x128_1x4x1``:
+#: 16 query rows x 128 keys, 128 threads, 183 registers;
+#: validate/reports/h200/probes/probe_decode_kernels.json): the query heads of a K/V head
+#: packed into the 16 rows, the keys split over CTAs and a ``lean_reduction_kernel`` combining
+#: the parts.
+CUDNN_DECODE_TILE, CUDNN_DECODE_REGISTERS = (16, 128, 4), 183
+#: Its split count as the profiled grids show it: ``B·H_kv·splits`` = 256 CTAs (grids
+#: 32x8, 8x32 and 4x8x8 for B·H_kv = 8, 32, 64), at most 64 splits (64 for B·H_kv = 1) —
+#: read from four profiled shapes, not from cuDNN's source (which is closed).
+CUDNN_DECODE_CTAS, CUDNN_DECODE_MAX_SPLITS = 256, 64
+
+
 def _sdpa_cudnn(dims, gpu):
+    if gpu.features.wgmma and gpu.features.tma and _one_query_token(dims):
+        block_m, block_n, warps = CUDNN_DECODE_TILE
+        splits = min(CUDNN_DECODE_MAX_SPLITS, max(1, CUDNN_DECODE_CTAS // (dims.B * dims.H_kv)),
+                     cdiv(dims.N_k, block_n))
+        return algos.FA2(block_m=block_m, block_n=block_n, warps=warps, num_splits=splits,
+                         pack_gqa=True, registers_per_thread=CUDNN_DECODE_REGISTERS)
     if gpu.features.wgmma and gpu.features.tma:
         # backward tile 64 x 64 (query rows x key rows): the kernel torch.profiler shows on
         # the H200 for d = 64 and 128, ``cudnn_generated_fort_native_sdpa_sm90_flash_bprop_
         # wgmma_f16_knob_26_64x64x{d}`` (validate/reports/h200/probes/profile_calls.json)
-        return algos.FA3(bwd_block_m=CUDNN_SM90_BWD_TILE[0], bwd_block_n=CUDNN_SM90_BWD_TILE[1])
+        # more query tokens: the sm90 WGMMA kernel, one CTA per (batch, head, query tile) up
+        # to one per SM, no split-KV and no GQA packing (the profiled grids: 32 CTAs for
+        # B = 1, H = 32 at N_q = 4 and 16; 132 for large grids)
+        return algos.FA3(bwd_block_m=CUDNN_SM90_BWD_TILE[0], bwd_block_n=CUDNN_SM90_BWD_TILE[1],
+                         num_splits=1, pack_gqa=False)
     return algos.FA2(tensor_family=gpu.native_tensor_family
                      if gpu.native_tensor_family != "tcgen05" else "mma_sync")
 
@@ -233,10 +272,27 @@ def _triton_tutorial(dims, gpu):
                      tensor_family=triton_tensor_family(gpu, block_m, warps))
 
 
+def _one_query_token(dims) -> bool:
+    """A decode step with one query token (scalar sizes only: sweeps take the prefill path)."""
+    return (not dims.symbolic and np.ndim(dims.N_q) == 0 and int(dims.N_q) == 1
+            and dims.seqlens is None)
+
+
 def _efficient(dims, gpu):
     block_m, block_n, warps = EFFICIENT_TILE
+    # one CTA per (batch, head, query tile): no split-KV, no GQA packing (profiled grid
+    # [1, 32, 1] for B = 1, H = 32, one query token)
     return algos.FA2(block_m=block_m, block_n=block_n, warps=warps,
-                     bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps)
+                     bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
+                     num_splits=1, pack_gqa=False)
+
+
+def _no_gqa(dims) -> None:
+    """SDPA's memory-efficient backend takes no grouped-query attention (with
+    ``enable_gqa=True`` and H != H_kv torch 2.11 finds no kernel)."""
+    if not dims.symbolic and np.ndim(dims.H) == 0 and dims.H != dims.H_kv:
+        raise InfeasibleError("no grouped-query attention in this backend (SDPA's "
+                              "memory-efficient kernel needs H_kv = H)")
 
 
 def _sdpa_math(dims) -> Algorithm:
@@ -275,6 +331,11 @@ def _flash_attn_3(dims, gpu):
 def _cute(dims, gpu):
     if gpu.features.tcgen05:
         return algos.FA4()
+    # sm90: flash_attn.cute packs the query heads of a K/V head whenever H > H_kv and
+    # refuses split-KV (interface.py: ``assert not is_split_kv, "SplitKV not supported on
+    # SM 9.0"``), so the preset runs one split
+    pack = (not dims.symbolic and np.ndim(dims.H) == 0 and np.ndim(dims.H_kv) == 0
+            and bool(dims.H != dims.H_kv))
     d = max(dims.d, dims.d_v)
     block_m, block_n = _tile(CUTE_SM90_FWD_TILES, d)
     if d > 64 and d <= 96 and dims.causal:
@@ -282,7 +343,8 @@ def _cute(dims, gpu):
     bwd_m, bwd_n = _tile(CUTE_SM90_BWD_TILES, d)
     if 96 < d <= 128 and dims.causal:
         bwd_m = 64
-    return algos.FA3(block_m=block_m, block_n=block_n, bwd_block_m=bwd_m, bwd_block_n=bwd_n)
+    return algos.FA3(block_m=block_m, block_n=block_n, bwd_block_m=bwd_m, bwd_block_n=bwd_n,
+                     num_splits=1, pack_gqa=pack)
 
 
 #: name -> (f(dims, gpu) -> algorithm config, what it is, extra Implementation fields[,
@@ -294,7 +356,7 @@ IMPLEMENTATIONS: dict[str, tuple] = {
     "sdpa-cudnn": (_sdpa_cudnn, "torch SDPA, SDPBackend.CUDNN_ATTENTION",
                    {"software": "sdpa-cudnn"}),
     "sdpa-efficient": (_efficient, "torch SDPA, SDPBackend.EFFICIENT_ATTENTION "
-                       "(xFormers CUTLASS kernel)", {"software": "sdpa-efficient"}),
+                       "(xFormers CUTLASS kernel)", {"software": "sdpa-efficient"}, _no_gqa),
     "sdpa-math": (lambda dims, gpu: _sdpa_math(dims),
                   "torch SDPA, SDPBackend.MATH (one kernel per step)",
                   {"software": "sdpa-math", "upcast_16bit": True}),

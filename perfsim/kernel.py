@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from perfsim.mathops import minimum
+
 #: The units perfsim times. ``tensor``: tensor cores; ``fp32``: FP32/FMA pipes (non-matmul
 #: FLOPs, software-emulated exp); ``mufu``: the special-function unit (ex2); ``smem``: shared
 #: memory bandwidth; ``hbm``: device memory bandwidth.
@@ -71,6 +73,12 @@ class KernelCost:
             instruction stream per CTA). The timing model then charges a load latency per
             wait and a per-CTA load rate (``TimingParams``), and overlaps a CTA's waits only
             with the compute of the other CTAs resident on its SM (``ctas_per_sm``).
+        bytes_in_flight: bytes of global loads one CTA keeps in flight while it computes
+            (its prefetched K/V tiles), or ``None``. With it the timing model bounds the
+            loads by what the resident CTAs can pull: each at most
+            ``GPUSpec.cta_load_bandwidth_bytes_per_s`` and, by Little's law, its bytes in
+            flight per ``GPUSpec.load_latency_s``, so small grids (decode) cannot reach
+            the peak bandwidth.
         terms: named sub-counts (e.g. ``{"tensor_flops/QK^T": ...}``) for explanations.
     """
 
@@ -100,6 +108,7 @@ class KernelCost:
     tiled: bool = False
     persistent: bool = False
     load_chain: tuple | None = None
+    bytes_in_flight: object = None
     terms: dict = field(default_factory=dict)
 
     @property
@@ -122,8 +131,12 @@ class KernelCost:
         tail of an uneven grid), except ``fixed``: per-unit work every CTA does once whatever
         its share of the tiles (loading Q, normalising and storing O), which is not scaled."""
         fixed = fixed or {}
-        return replace(self, executed={u: (v - fixed.get(u, 0)) * factor + fixed.get(u, 0)
-                                       for u, v in self.sm_demand().items()})
+        demand = self.sm_demand()
+        # the fixed share is part of the demand, never more (rows that see no key do no
+        # per-tile work, so their fixed work may exceed what the counts give them)
+        part = {u: minimum(fixed.get(u, 0), v) for u, v in demand.items()}
+        return replace(self, executed={u: (v - part[u]) * factor + part[u]
+                                       for u, v in demand.items()})
 
     def with_executed(self, padded_cost: KernelCost) -> KernelCost:
         """This kernel's counts with ``padded_cost``'s SM-side demand as executed work."""

@@ -12,7 +12,7 @@ import itertools
 from dataclasses import dataclass
 
 from perfsim.errors import PerfsimError
-from perfsim.gpu import GPUSpec
+from perfsim.gpu import FIELD_RANGES, GPUSpec, range_text, strict_number
 
 #: GPUSpec fields that describe rather than time a GPU; overriding them makes no what-if.
 _NOT_OVERRIDABLE = ("id", "name", "sources", "calibration")
@@ -102,6 +102,15 @@ def parse_overrides(spec: dict) -> list[list[Override]]:
         values = values if isinstance(values, (list, tuple)) else [values]
         if not values:
             raise PerfsimError(f"GPU override {name!r}: no values")
+        top = name.split(".", 1)[0]
+        if top in FIELD_RANGES and not scale:       # numbers only: no true, no "132"
+            for v in values:
+                if not isinstance(v, dict):
+                    try:
+                        strict_number(v, range_text(top),
+                                      integer=GPUSpec.model_fields[top].annotation is int)
+                    except ValueError as exc:
+                        raise PerfsimError(f"GPU override {name!r}: {exc}") from None
         options.append([Override(name, v, scale) for v in values])
     return options
 

@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 
 from perfsim.algorithms import Algorithm, Dims, resolve
+from perfsim.algorithms.base import kernels_for, memory_for
 from perfsim.errors import PerfsimError
 from perfsim.gpu import GPUSpec, load_gpu
-from perfsim.power import call_clock
 from perfsim.kernel import UNITS
 from perfsim.mathops import maximum
+from perfsim.power import call_clock
 from perfsim.prediction import Counts, Prediction, credited_flops, model_flops
 from perfsim.software import DEFAULT_SOFTWARE
 from perfsim.timing import KernelTiming, TimingParams, time_kernel
@@ -58,7 +59,7 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
                               Counts.total(kernels).flops) / seconds / 1e12, bound=str(bound),
         unit_seconds={u: float(t) for u, t in unit_seconds.items()},
         bound_seconds={u: float(t) for u, t in bound_seconds.items()},
-        counts=Counts.total(kernels), memory_bytes=float(algo.memory_bytes(dims, spec)),
+        counts=Counts.total(kernels), memory_bytes=float(memory_for(algo, dims, spec)),
         kernels=kernels, timing=params, clock_hz=clock_hz, power_w=power_w)
 
 
@@ -84,7 +85,7 @@ def evaluate(algo: Algorithm, dims: Dims, spec: GPUSpec, params: TimingParams):
     for phase in phases:
         part = dims if len(phases) == 1 else replace(dims, phase=phase)
         # drop kernels not launched (scalar grid 0); array grids are handled by aggregate
-        parts.append((phase, [k for k in algo.kernels(part, spec)
+        parts.append((phase, [k for k in kernels_for(algo, part, spec)
                               if isinstance(k.grid, np.ndarray) or k.grid]))
     floors = {"fwd": params.host_floor_fwd_s, "bwd": params.host_floor_bwd_s}
 

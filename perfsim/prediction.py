@@ -10,7 +10,7 @@ from perfsim.errors import PerfsimError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.mathops import where
-from perfsim.tiles import clamped_floor_sum
+from perfsim.tiles import visible_pairs
 from perfsim.timing import KernelTiming
 from perfsim.workload import AttentionWorkload
 
@@ -31,15 +31,32 @@ def model_flops(w: AttentionWorkload):
 
     The halving is the convention for ``N_q = N_k``; with ``N_q != N_k`` the causal count
     uses the score elements the bottom-right aligned mask leaves, so that TFLOP/s never
-    credits work the mask removes. Works on ints and numpy arrays (sweeps).
+    credits work the mask removes; a window counts the elements it leaves (as flash-attn's
+    benchmarks do for local attention), a variable-length batch sums its sequences. Works on
+    ints and numpy arrays (sweeps).
     """
-    pairs = w.seqlen_q * w.seqlen_k
-    if w.causal:
-        unmasked, _ = clamped_floor_sum(w.seqlen_q, 1, w.seqlen_k - w.seqlen_q + 1, 1,
-                                        w.seqlen_k)
-        pairs = where(w.seqlen_q == w.seqlen_k, pairs / 2, unmasked)
-    fwd = 2 * w.batch * w.heads * pairs * (w.head_dim + w.head_dim_v)
+    window = tuple(getattr(w, "window", (None, None)))
+    if getattr(w, "seqlens_q", None) is not None:       # variable-length: Σ per sequence
+        pairs = sum(_pairs(q, k, w.causal, window) for q, k in zip(w.seqlens_q, w.seqlens_k))
+        fwd = 2 * w.heads * pairs * (w.head_dim + w.head_dim_v)
+    else:
+        fwd = 2 * w.batch * w.heads * _pairs(w.seqlen_q, w.seqlen_k, w.causal, window) * (
+            w.head_dim + w.head_dim_v)
     return {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[w.phase] * fwd
+
+
+def _pairs(n_q, n_k, causal: bool, window):
+    """Score elements the convention counts: all, half for a square causal mask, else the
+    elements a bottom-right aligned causal mask or window leaves (``visible_pairs``)."""
+    left, right = window
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    if left is None and right is None:
+        return n_q * n_k
+    if left is None and right == 0:
+        unmasked = visible_pairs(n_q, n_k, None, 0)
+        return where(n_q == n_k, n_q * n_k / 2, unmasked)
+    return visible_pairs(n_q, n_k, left, right)
 
 
 def credited_flops(model, tensor_flops, flops):

@@ -37,7 +37,12 @@ from perfsim.workload import MAX_SIZE, MAX_TENSOR_BYTES, AttentionWorkload
 
 #: Workload columns, in ``AttentionWorkload`` order.
 WORKLOAD_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim",
-                   "head_dim_v", "causal", "dtype", "phase", "dropout_p")
+                   "head_dim_v", "causal", "dtype", "phase", "dropout_p", "window", "kv_dtype",
+                   "page_size", "softcap")
+#: Group-level fields beyond the classic ones; their columns: ``window`` as ``"LEFT,RIGHT"``
+#: (``""`` for none, ``none`` for an unbounded side), ``kv_dtype``, ``page_size`` (0 for
+#: contiguous K/V), ``softcap``.
+INFERENCE_FIELDS = ("window", "kv_dtype", "page_size", "softcap")
 #: Fields evaluated as arrays inside a group.
 ARRAY_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k")
 #: Count columns (totals over kernels, as ``Prediction.counts``).
@@ -76,8 +81,22 @@ def available_memory_bytes() -> int | None:
         return None
 
 
+def as_swept(algorithm: str | algos.Algorithm) -> algos.Algorithm:
+    """The configuration a sweep evaluates for ``algorithm``: the same, with
+    ``num_splits="auto"`` / ``pack_gqa="auto"`` taken as one split and no packing (see
+    :func:`sweep`). Use it to compare a sweep row with :func:`perfsim.predict`."""
+    algo = algos.resolve(algorithm)
+    fields = type(algo).model_fields
+    if "num_splits" in fields and "pack_gqa" in fields:
+        return type(algo)(**{**algo.model_dump(),
+                             "num_splits": 1 if algo.num_splits == "auto" else algo.num_splits,
+                             "pack_gqa": False if algo.pack_gqa == "auto" else algo.pack_gqa})
+    return algo
+
+
 def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
           head_dim_v=None, causal=False, dtype="bf16", phase="fwd", dropout_p=0.0,
+          window=None, kv_dtype=None, page_size=None, softcap=0.0,
           gpus: Iterable[str | GPUSpec] | str | GPUSpec | None = None,
           algorithms: Iterable[str | algos.Algorithm] | str | None = None,
           overrides: dict | None = None, timing: TimingParams | None = None,
@@ -85,9 +104,19 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
           max_memory_bytes: int | None = None) -> pd.DataFrame:
     """Predict every combination of the values given; one DataFrame row each.
 
+    Rows are evaluated as numpy arrays, so one kernel structure serves a whole block: the
+    split-KV and GQA-packing heuristics (``num_splits="auto"``, ``pack_gqa="auto"`` of
+    ``FA2``/``FA3``/``FA4``) are taken as one split and no packing here; set
+    ``num_splits`` explicitly to sweep it, and use :func:`perfsim.predict` for the
+    reference's per-shape choice (decode shapes). Windows, variable-length batches, paged or
+    narrower K/V caches and softcap are ``predict``-only for now.
+
     Args:
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
             phase, dropout_p: ``AttentionWorkload`` fields, each a value or a list of values.
+        window, kv_dtype, page_size, softcap: the same (``window`` one ``(left, right)`` pair
+            or a list of pairs; ``None`` = no window / ``kv_dtype`` = ``dtype`` / contiguous
+            K/V).
         gpus: catalog ids, ``.toml`` paths or ``GPUSpec`` objects; default every catalog GPU.
         algorithms: names (defaults) or configs such as ``FA2(block_m=64)``; default all of
             ``perfsim.algorithms.names()``.
@@ -116,7 +145,8 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
             :data:`perfsim.workload.MAX_TENSOR_BYTES` per tensor; a sweep too large for the
             memory (checked before any work: the message gives rows and bytes).
     """
-    scalars = _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p)
+    scalars = _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p, window,
+                             kv_dtype, page_size, softcap)
     specs = [load_gpu(g) for g in _listify(catalog() if gpus is None else gpus)]
     configs = [algos.resolve(a) for a in _listify(algos.names() if algorithms is None
                                                   else algorithms)]
@@ -136,7 +166,8 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
                 gpu or spec, getattr(algo, "software", DEFAULT_SOFTWARE))
             out.groups.append({"gpu": spec.id, "algorithm": algo.label(),
                                "overrides": ", ".join(o.label() for o in ovs),
-                               **{o.column(): o.column_value() for o in ovs}, **scalar})
+                               **{o.column(): o.column_value() for o in ovs},
+                               **{k: v for k, v in scalar.items() if not k.startswith("_")}})
             for block in grid.blocks():
                 out.add(block, *_evaluate(algo, gpu, params, scalar, block, why))
                 if progress:
@@ -211,12 +242,16 @@ def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> di
     dims = algos.Dims(block["batch"].astype(wide), block["heads"].astype(wide),
                       block["kv_heads"].astype(wide), block["seqlen_q"], block["seqlen_k"],
                       scalar["head_dim"], scalar["head_dim_v"], scalar["causal"],
-                      scalar["dtype"], scalar["phase"], scalar["dropout_p"])
+                      scalar["dtype"], scalar["phase"], scalar["dropout_p"],
+                      window=scalar["_window"], softcap=scalar["softcap"],
+                      kv_dtype=(scalar["kv_dtype"] if scalar["kv_dtype"] != scalar["dtype"]
+                                else None),
+                      page_size=scalar["page_size"] or None)
     kernels, seconds, unit_seconds, _, bound, clock_hz, power_w = evaluate(algo, dims, gpu,
                                                                            params)
     counts = Counts.total(kernels)
     flops = model_flops(SimpleNamespace(**{**block, "batch": block["batch"].astype(float)},
-                                        **scalar))
+                                        **{**scalar, "window": scalar["_window"]}))
     memory = algo.memory_bytes(dims, gpu)
     credited = credited_flops(flops, counts.tensor_flops, counts.flops)
     return {"seconds": seconds, "tflops": credited / seconds / 1e12, "bound": bound,
@@ -304,22 +339,60 @@ def _listify(value) -> list:
     return [value]
 
 
-def _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p) -> list[dict]:
+def _windows(window) -> list:
+    """``None``, one ``(left, right)`` pair or a list of pairs -> a list of pairs (``"none"``
+    for an unbounded side, as TOML has no null)."""
+    def bound(v):
+        return None if v is None or (isinstance(v, str) and v.lower() == "none") else v
+
+    def pair(w):
+        if w is None:
+            return (None, None)
+        if not isinstance(w, (list, tuple)) or len(w) != 2:
+            raise PerfsimError(f"sweep: window must be [left, right] or a list of such pairs "
+                               f"(left/right an integer >= 0 or \"none\"), got {w!r}")
+        return tuple(bound(v) for v in w)
+    if window is None:
+        return [(None, None)]
+    if isinstance(window, (list, tuple)) and len(window) == 2 and all(
+            not isinstance(v, (list, tuple)) for v in window):
+        return [pair(window)]
+    return [pair(w) for w in _listify(window)]
+
+
+def _window_label(window) -> str:
+    if window == (None, None):
+        return ""
+    return ",".join("none" if v is None else str(v) for v in window)
+
+
+def _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p, window=None,
+                   kv_dtype=None, page_size=None, softcap=0.0) -> list[dict]:
     """One dict per group-level combination, each validated by ``AttentionWorkload``."""
     for name, value in (("head_dim", head_dim), ("head_dim_v", head_dim_v),
                         ("causal", causal), ("dtype", dtype), ("phase", phase),
-                        ("dropout_p", dropout_p)):
+                        ("dropout_p", dropout_p), ("softcap", softcap)):
         if value is not None and not _listify(value):
             raise PerfsimError(f"sweep: {name} is an empty list; give at least one value")
     dims = [(d, d) for d in _listify(head_dim)] if head_dim_v is None else list(
         itertools.product(_listify(head_dim), _listify(head_dim_v)))
+    kv_dtypes = [None] if kv_dtype is None else _listify(kv_dtype)
+    pages = [None] if page_size is None else _listify(page_size)
     combos = []
-    for (d, dv), c, t, p, q in itertools.product(dims, _listify(causal), _listify(dtype),
-                                                 _listify(phase), _listify(dropout_p)):
-        w = AttentionWorkload(batch=1, heads=1, seqlen_q=1, head_dim=d, head_dim_v=dv,
-                              causal=c, dtype=t, phase=p, dropout_p=q)
+    for (d, dv), c, t, p, q, win, kvt, pg, cap in itertools.product(
+            dims, _listify(causal), _listify(dtype), _listify(phase), _listify(dropout_p),
+            _windows(window), kv_dtypes, pages, _listify(softcap)):
+        try:
+            w = AttentionWorkload(batch=1, heads=1, seqlen_q=1, head_dim=d, head_dim_v=dv,
+                                  causal=c, dtype=t, phase=p, dropout_p=q, window=win,
+                                  kv_dtype=kvt, page_size=pg, softcap=cap)
+        except PerfsimError as exc:
+            raise PerfsimError(f"sweep: {exc}") from None
         combos.append({"head_dim": w.head_dim, "head_dim_v": w.head_dim_v, "causal": w.causal,
-                       "dtype": w.dtype, "phase": w.phase, "dropout_p": w.dropout_p})
+                       "dtype": w.dtype, "phase": w.phase, "dropout_p": w.dropout_p,
+                       "window": _window_label(w.window), "kv_dtype": w.kv_dtype,
+                       "page_size": w.page_size or 0, "softcap": w.softcap,
+                       "_window": w.window})
     return combos
 
 

@@ -22,6 +22,10 @@ tiles on the SM units (``perfsim.algorithms.base.with_whole_tiles``), so SM-side
 at tile multiples. Counts (FLOPs, bytes, exps) agree everywhere (``tests/test_symbolic.py``).
 The crossovers compare unit times: an unpipelined kernel's load waits
 (``KernelCost.load_chain``, e.g. ``FA1(pipelined=False)``) are not part of them.
+
+Closed forms take one split-KV part and no GQA packing (``num_splits="auto"`` and
+``pack_gqa="auto"`` resolve per shape, which a symbol cannot do): they equal
+``perfsim.predict`` with ``num_splits=1, pack_gqa=False`` (``perfsim.sweep.as_swept``).
 """
 
 from __future__ import annotations

@@ -108,6 +108,9 @@ class TileVisits:
     elements: object
     q_outer_cols: object
     kv_outer_rows: object
+    #: most key tiles one query tile visits (``None``: ``kv_tiles``, as with no mask or the
+    #: causal mask, where the last query tile sees every key)
+    widest: object = None
 
 
 def visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool) -> TileVisits:
@@ -138,3 +141,110 @@ def visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool) -> TileVisits:
         q_outer_cols=full_cols + seqlen_k,
         kv_outer_rows=t_c * seqlen_q - block_r * first_q,
     )
+
+
+#: Largest number of query tiles :func:`banded_visits` enumerates (a window, a sliding band
+#: or packed GQA rows with a mask). Beyond it predictions raise instead of looping for long.
+MAX_ENUMERATED_TILES = 2**22
+
+
+def visible_pairs(seqlen_q, seqlen_k, left=None, right=None, group: int = 1):
+    """Score elements a mask leaves visible: Σ over query rows of the keys they see.
+
+    Query row ``i`` (position ``p = i // group`` when ``group`` query heads are packed
+    into the rows, GQA packing) sees key ``j`` iff ``p + off − left <= j <= p + off + right``
+    with ``off = N_k − N_q`` (bottom-right alignment); ``None`` is unbounded on that side
+    (``right = 0`` alone is the causal mask). ``seqlen_q`` counts positions, not packed rows.
+    A closed form (ints, numpy arrays or sympy): Σ clamp(p + off + right + 1, 0, N_k) −
+    Σ clamp(p + off − left, 0, N_k), both :func:`clamped_floor_sum`, times ``group``.
+    """
+    off = seqlen_k - seqlen_q
+    if right is None:
+        upper = seqlen_q * seqlen_k
+    else:
+        upper, _ = clamped_floor_sum(seqlen_q, 1, off + right + 1, 1, seqlen_k)
+    if left is None:
+        lower = 0
+    else:
+        lower, _ = clamped_floor_sum(seqlen_q, 1, off - left, 1, seqlen_k)
+    return group * (upper - lower)
+
+
+def banded_visits(seqlen_q, seqlen_k, block_r, block_c, left=None, right=None,
+                  group: int = 1) -> TileVisits:
+    """Tile-visit counts for any band mask ``[p + off − left, p + off + right]`` (see
+    :func:`visible_pairs`), by enumerating the query tiles (one numpy pass; exact).
+
+    The tile range of query tile ``m`` follows flash_attn.cute's ``BlockInfo``
+    (``get_n_block_min_max``): from the key tile of the first row's leftmost visible key to
+    the key tile of the last row's rightmost one; a visited tile is *masked* when some of its
+    elements inside the matrix are not visible. With ``group > 1`` the rows are the packed
+    (position, head) rows of GQA packing: ``N_q · group`` rows, position ``row // group``.
+
+    Raises:
+        PerfsimError: more than :data:`MAX_ENUMERATED_TILES` query tiles.
+    """
+    from perfsim.errors import PerfsimError
+
+    rows = seqlen_q * group
+    t_r, t_c = cdiv(rows, block_r), cdiv(seqlen_k, block_c)
+    if t_r > MAX_ENUMERATED_TILES:
+        raise PerfsimError(f"a windowed or packed mask over {t_r} query tiles: at most "
+                           f"{MAX_ENUMERATED_TILES} are enumerated")
+    off = seqlen_k - seqlen_q
+    big = seqlen_q + seqlen_k + 1
+    lft = big if left is None else left
+    rgt = big if right is None else right
+    m = np.arange(t_r, dtype=np.int64)
+    r0 = m * block_r
+    r1 = np.minimum(r0 + block_r, rows) - 1
+    nrows = r1 - r0 + 1
+    p0, p1 = r0 // group, r1 // group
+    # visible key range of the tile's rows: [p0 + off − left, p1 + off + right] ∩ [0, N_k)
+    k_lo = np.clip(p0 + off - lft, 0, seqlen_k)
+    k_hi = np.clip(p1 + off + rgt, -1, seqlen_k - 1)
+    n_lo = k_lo // block_c
+    n_hi = np.where(k_hi >= k_lo, k_hi // block_c, n_lo - 1)
+    count = np.maximum(n_hi - n_lo + 1, 0)
+    cols = np.where(count > 0, np.minimum((n_hi + 1) * block_c, seqlen_k) - n_lo * block_c, 0)
+    # fully visible key tiles for every row of the tile: c0 >= p1 + off − left and
+    # c1 <= p0 + off + right, where c0 = n·B_c and c1 = min((n+1)·B_c, N_k) − 1
+    need_lo = p1 + off - lft
+    u_lo = np.maximum(-(-need_lo // block_c), n_lo)
+    right_edge = p0 + off + rgt
+    u_hi = np.minimum(np.where(right_edge >= seqlen_k - 1, t_c - 1,
+                               (right_edge + 1) // block_c - 1), n_hi)
+    unmasked = np.maximum(u_hi - u_lo + 1, 0)
+    # KV-outer loads: Σ over visited (query tile, key tile) pairs of the query tile's rows
+    kv_outer_rows = int((count * nrows).sum())
+    return TileVisits(
+        q_tiles=int(t_r), kv_tiles=int(t_c), tiles=int(count.sum()),
+        masked_tiles=int((count - unmasked).sum()),
+        elements=int((cols * nrows).sum()), q_outer_cols=int(cols.sum()),
+        kv_outer_rows=kv_outer_rows, widest=int(count.max()) if len(count) else 0)
+
+
+def mask_visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool, window=(None, None),
+                group: int = 1) -> TileVisits:
+    """:func:`visits` for any mask: the closed forms for none and plain causal (ints, arrays,
+    sympy), :func:`banded_visits` for a window or packed GQA rows under a mask (ints;
+    numpy arrays element by element)."""
+    left, right = window
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    if left is None and (right is None or (right == 0 and group == 1)):
+        if group == 1:
+            return visits(seqlen_q, seqlen_k, block_r, block_c, right == 0)
+        if right is None:
+            return visits(seqlen_q * group, seqlen_k, block_r, block_c, False)
+    if is_symbolic(seqlen_q, seqlen_k):
+        from perfsim.errors import PerfsimError
+        raise PerfsimError("closed forms cover no mask and the plain causal mask; a window or "
+                           "packed GQA rows under a mask are counted numerically")
+    if isinstance(seqlen_q, np.ndarray) or isinstance(seqlen_k, np.ndarray):
+        nq, nk = np.broadcast_arrays(np.asarray(seqlen_q), np.asarray(seqlen_k))
+        parts = [banded_visits(int(a), int(b), block_r, block_c, left, right, group)
+                 for a, b in zip(nq.ravel(), nk.ravel())]
+        return TileVisits(*(np.array([getattr(p, f) for p in parts]).reshape(nq.shape)
+                            for f in TileVisits.__dataclass_fields__))
+    return banded_visits(int(seqlen_q), int(seqlen_k), block_r, block_c, left, right, group)

@@ -10,7 +10,10 @@ For one kernel on one GPU:
   busiest SM runs ``⌈grid/SMs⌉`` of them, so a grid of 133 CTAs on 132 SMs takes as long as
   264. A grid smaller than the GPU uses only ``grid`` SMs. ``executed`` is the demand with
   the whole tiles a CTA computes where the problem ends inside one (``KernelCost.executed``).
-* HBM: ``t_hbm = bytes / (hbm_bandwidth_bytes_per_s × hbm_efficiency)``.
+* HBM: ``t_hbm = bytes / (hbm_bandwidth_bytes_per_s × hbm_efficiency)``; for a kernel that
+  states its loads in flight per CTA (``KernelCost.bytes_in_flight``) the rate is at most
+  ``resident CTAs × bytes_in_flight / load_latency_s`` (Little's law: a small grid, as in
+  decode, cannot keep enough bytes in flight to reach the peak).
 * Overlap: the kernel's rule groups units; units in a group add, groups overlap (max).
 * Unpipelined kernels (``KernelCost.load_chain``): per SM, the resident CTAs circulate
   through a load latency (``GPUSpec.load_latency_s`` per wait; the waits of different CTAs
@@ -31,10 +34,9 @@ of waves reported, not the rates.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from perfsim.errors import PerfsimError
@@ -201,8 +203,19 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams,
     wave_factor = busiest * gpu.sm_count / safe_grid
     unit_rate = rates(gpu, cost, params, clock_hz)
     demand = {**cost.sm_demand(), "hbm": cost.hbm_bytes}
+    load_path = None
+    if cost.bytes_in_flight is not None:
+        # A CTA pulls its loads (L2 hits included) at most at the measured per-CTA rate
+        # (GPUSpec.cta_load_bandwidth_bytes_per_s) and, by Little's law, at its bytes in
+        # flight per load latency; a small grid (decode) cannot reach the HBM peak.
+        resident = minimum(safe_grid, gpu.sm_count * maximum(cost.ctas_per_sm, 1))
+        per_cta = minimum(gpu.cta_load_bandwidth_bytes_per_s,
+                          cost.bytes_in_flight / gpu.load_latency_s)
+        load_path = (cost.hbm_read_bytes + cost.l2_hit_bytes) / (resident * per_cta)
     unit_seconds = {u: demand[u] * (1 if u == "hbm" else wave_factor) / unit_rate[u]
                     for u in UNITS}
+    if load_path is not None:
+        unit_seconds["hbm"] = maximum(unit_seconds["hbm"], load_path)
     if cost.eager_op:
         unit_seconds["hbm"] = unit_seconds["hbm"] / params.eager_efficiency(cost)
     chain = chain_bound = None

@@ -77,6 +77,37 @@ def _strict_str(value):
 
 
 Size = Annotated[int, BeforeValidator(_strict_int), Field(ge=1, le=MAX_SIZE)]
+WindowBound = Annotated[int, BeforeValidator(_strict_int), Field(ge=0, le=MAX_SIZE)] | None
+#: Most sequences a variable-length batch may list (its lengths are enumerated).
+MAX_SEQUENCES = 2**20
+
+
+def _window(value):
+    if value is None or value == "":
+        return (None, None)
+    if isinstance(value, str):          # a sweep column, "LEFT,RIGHT" ("none" = unbounded)
+        parts = [p.strip().lower() for p in value.split(",")]
+        if len(parts) == 2:
+            return tuple(None if p == "none" else int(p) if p.isdigit() else p for p in parts)
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return tuple(value)
+    raise ValueError("must be (left, right): two integers >= 0 or None")
+
+
+def _lengths(value):
+    if value is None:
+        return None
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError("must be a non-empty list of sequence lengths")
+    if len(value) > MAX_SEQUENCES:
+        raise ValueError(f"at most {MAX_SEQUENCES} sequences")
+    return tuple(_strict_int(v) for v in value)
+
+
+def _strict_str_or_none(value):
+    return None if value is None else _strict_str(value)
 _SIZE_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim", "head_dim_v")
 
 
@@ -103,6 +134,21 @@ class AttentionWorkload(BaseModel):
             bf16, fp8_e4m3.
         phase: ``fwd``, ``bwd`` (backward alone, forward outputs given) or ``fwd_bwd``.
         dropout_p: attention dropout probability in [0, 1).
+        window: ``(left, right)`` sliding window: query ``i`` sees keys
+            ``[i + off − left, i + off + right]`` with ``off = N_k − N_q`` (the mask is
+            aligned bottom-right, the FlashAttention ≥ 2.1 convention, also for ``N_q < N_k``);
+            ``None`` on a side is unbounded. ``causal=True`` is ``(None, 0)``; both together
+            take the narrower right edge. Each bound an integer ≥ 0 or ``None``.
+        seqlens_q, seqlens_k: variable-length batch (``cu_seqlens`` kernels): one query and
+            one key length per sequence. ``batch`` then equals their count (and defaults to
+            it), ``seqlen_q``/``seqlen_k`` are the largest (the ``max_seqlen`` the kernels
+            take; defaults). Either alone: the other side has ``seqlen_q`` (``seqlen_k``)
+            for every sequence; ``seqlens_k`` defaults to ``seqlens_q`` (self-attention).
+        kv_dtype: element type of K and V (e.g. an ``fp8_e4m3`` cache under ``bf16``
+            queries); defaults to ``dtype``.
+        page_size: ``None`` for contiguous K/V, else tokens per page of a paged KV cache
+            read through a page table (vLLM-style, as flash-attn's ``page_table``/``block_table``).
+        softcap: tanh score capping ``s ← c · tanh(s / c)`` (Gemma 2 style); 0 = none.
 
     Raises:
         perfsim.PerfsimError: one message naming the field and what is allowed.
@@ -110,10 +156,10 @@ class AttentionWorkload(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    batch: Size
+    batch: Size | None = None
     heads: Size
     kv_heads: Size | None = None
-    seqlen_q: Size
+    seqlen_q: Size | None = None
     seqlen_k: Size | None = None
     head_dim: Size
     head_dim_v: Size | None = None
@@ -122,6 +168,13 @@ class AttentionWorkload(BaseModel):
     phase: Annotated[Phase, BeforeValidator(_strict_str)] = "fwd"
     dropout_p: Annotated[float, BeforeValidator(_strict_float)] = Field(default=0.0, ge=0.0,
                                                                         lt=1.0)
+    window: Annotated[tuple[WindowBound, WindowBound],
+                      BeforeValidator(_window)] = (None, None)
+    seqlens_q: Annotated[tuple[Size, ...] | None, BeforeValidator(_lengths)] = None
+    seqlens_k: Annotated[tuple[Size, ...] | None, BeforeValidator(_lengths)] = None
+    kv_dtype: Annotated[Dtype | None, BeforeValidator(_strict_str_or_none)] = None
+    page_size: Size | None = None
+    softcap: Annotated[float, BeforeValidator(_strict_float)] = Field(default=0.0, ge=0.0)
 
     def __init__(self, **data):
         for name, value in data.items():   # before pydantic, which cannot print 10**5000
@@ -141,6 +194,9 @@ class AttentionWorkload(BaseModel):
 
     @model_validator(mode="after")
     def _defaults(self) -> AttentionWorkload:
+        self._varlen_defaults()
+        if self.kv_dtype is None:
+            object.__setattr__(self, "kv_dtype", self.dtype)
         for name, source in (("kv_heads", "heads"), ("seqlen_k", "seqlen_q"),
                              ("head_dim_v", "head_dim")):
             if getattr(self, name) is None:
@@ -158,6 +214,48 @@ class AttentionWorkload(BaseModel):
                     f"{tensor} would hold {size:.3g} bytes; at most 2**45 = {MAX_TENSOR_BYTES} "
                     "bytes (32 TiB) per tensor, far beyond any GPU's memory")
         return self
+
+    def _varlen_defaults(self) -> None:
+        sq, sk = self.seqlens_q, self.seqlens_k
+        if sq is None and sk is None:
+            for name in ("batch", "seqlen_q"):
+                if getattr(self, name) is None:
+                    raise ValueError(f"{name} is required (or give seqlens_q for a "
+                                     "variable-length batch)")
+            return
+        n = len(sq if sq is not None else sk)
+        if sq is not None and sk is not None and len(sk) != len(sq):
+            raise ValueError(f"seqlens_q lists {len(sq)} sequences and seqlens_k {len(sk)}: "
+                             "one length per sequence on each side")
+        if self.batch is not None and self.batch != n:
+            raise ValueError(f"batch ({self.batch}) must equal the number of sequences ({n}) "
+                             "of a variable-length batch")
+        object.__setattr__(self, "batch", n)
+        if sq is None:
+            if self.seqlen_q is None:
+                raise ValueError("seqlen_q is required with seqlens_k alone")
+            sq = (self.seqlen_q,) * n
+        if sk is None:
+            sk = sq if self.seqlen_k is None else (self.seqlen_k,) * n
+        for name, longest in (("seqlen_q", max(sq)), ("seqlen_k", max(sk))):
+            given = getattr(self, name)
+            if given is not None and given < longest:
+                raise ValueError(f"{name} ({given}) is the batch's longest sequence and must be "
+                                 f"at least max(seqlens) = {longest}")
+            if given is None:
+                object.__setattr__(self, name, longest)
+        object.__setattr__(self, "seqlens_q", tuple(sq))
+        object.__setattr__(self, "seqlens_k", tuple(sk))
+
+    @property
+    def varlen(self) -> bool:
+        """A variable-length batch (``seqlens_q``/``seqlens_k`` given)."""
+        return self.seqlens_q is not None
+
+    @property
+    def masked(self) -> bool:
+        """Some score is hidden by the causal mask or a window."""
+        return self.causal or self.window != (None, None)
 
     # convenient paper notation -------------------------------------------------------
     @property
@@ -177,6 +275,14 @@ class AttentionWorkload(BaseModel):
                              ("head_dim_v", "head_dim")):
             if source in fields and name not in fields and data[name] == data[source]:
                 data[name] = None
+        if self.varlen and not ({"seqlens_q", "seqlens_k", "batch"} & set(fields)):
+            pass                      # a varlen batch keeps its lengths
+        elif self.varlen:
+            for name in ("batch", "seqlen_q", "seqlen_k"):
+                if name not in fields:
+                    data[name] = None
+        if "dtype" in fields and "kv_dtype" not in fields and data["kv_dtype"] == data["dtype"]:
+            data["kv_dtype"] = None
         data.update(fields)
         return AttentionWorkload(**data)
 
@@ -186,8 +292,19 @@ class AttentionWorkload(BaseModel):
         dv = f", d_v={self.head_dim_v}" if self.head_dim_v != self.head_dim else ""
         mask = ", causal" if self.causal else ""
         drop = f", dropout {self.dropout_p}" if self.dropout_p else ""
+        extra = ""
+        if self.window != (None, None):
+            extra += f", window {self.window}"
+        if self.varlen:
+            extra += (f", varlen {sum(self.seqlens_q)} q / {sum(self.seqlens_k)} k tokens")
+        if self.kv_dtype != self.dtype:
+            extra += f", KV {self.kv_dtype}"
+        if self.page_size:
+            extra += f", page {self.page_size}"
+        if self.softcap:
+            extra += f", softcap {self.softcap:g}"
         return (f"B={self.batch}, H={self.heads}{gqa}, N={self.seqlen_q}{nk}, "
-                f"d={self.head_dim}{dv}, {self.dtype}{mask}{drop}, {self.phase}")
+                f"d={self.head_dim}{dv}, {self.dtype}{mask}{drop}{extra}, {self.phase}")
 
 
 def _one_line(exc: ValidationError) -> str:

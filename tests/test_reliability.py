@@ -4,6 +4,7 @@ silent wrong answers are fixed or refused."""
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
@@ -67,9 +68,25 @@ def test_cli_rejects_huge_and_odd_integers(seqlen, capsys):
 # ------------------------------------------------------------------ registers
 def test_register_file_too_small_for_a_cta_is_infeasible_not_a_crash():
     small = load_gpu("h100-sxm5").replace(registers_per_sm=383)
-    with pytest.raises(InfeasibleError, match="less than one register per thread"):
+    with pytest.raises(InfeasibleError, match=r"registers per SM"):
         predict(W, gpu=small, algorithm="fa3")
-    ok = predict(W, gpu=load_gpu("h100-sxm5").replace(registers_per_sm=384), algorithm="fa3")
+
+
+@pytest.mark.parametrize("registers", [1000, 4000, 44031])
+@pytest.mark.parametrize("phase", ["fwd", "bwd"])
+def test_fa3_needs_the_reference_registers_like_fa1_and_fa2(registers, phase):
+    """fa3 used to predict with 1 register per thread where fa1/fa2 found no CTA fits: its
+    consumer warpgroups need 160 registers per thread and the producer 24 (flash-attn 3
+    setmaxnreg), 128 * (2 * 160 + 24) = 44032 for the default 3 warpgroups."""
+    from perfsim.algorithms.fa3 import FA3_MIN_CONSUMER_REGISTERS, FA3_MIN_PRODUCER_REGISTERS
+
+    assert 128 * (2 * FA3_MIN_CONSUMER_REGISTERS + FA3_MIN_PRODUCER_REGISTERS) == 44032
+    w = W.replace(phase=phase)
+    gpu = load_gpu("h100-sxm5").replace(registers_per_sm=registers)
+    for algo in ("fa2", "fa3") if registers < 44031 else ("fa3",):
+        with pytest.raises(InfeasibleError, match=r"no CTA fits .*\(registers per SM\)"):
+            predict(w, gpu=gpu, algorithm=algo)
+    ok = predict(w, gpu=load_gpu("h100-sxm5").replace(registers_per_sm=44032), algorithm="fa3")
     assert math.isfinite(ok.seconds) and ok.seconds > 0
 
 
@@ -316,3 +333,129 @@ def test_tflops_within_the_fp32_peak_when_matmuls_run_on_the_fp32_pipes():
                 timing=TimingParams.for_gpu(b200, "sdpa-math", clock="datasheet"))
     assert p.peak_flops_per_s == pytest.approx(70.09e12, rel=1e-3)
     assert 0 < p.tflops * 1e12 <= p.peak_flops_per_s < p.model_flops / p.seconds
+
+
+# ------------------------------------------------------------------ unwritable outputs
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+@pytest.mark.parametrize("argv", [["sweep", "{cfg}", "--out", "/proc/x.csv"],
+                                  ["sweep", "{cfg}", "--out", "/proc/x.parquet"],
+                                  ["predict", *FLAGS, "--seqlen", "128", "--plot",
+                                   "/proc/x.png"]])
+def test_unwritable_output_folder_is_refused_before_computing(argv, tmp_path, capsys,
+                                                              monkeypatch):
+    """os.access says yes to root for /proc and /sys; creating a file there fails: found by
+    trying, before the work, in one line."""
+    import sys
+
+    cfg = tmp_path / "s.toml"
+    cfg.write_text("[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    monkeypatch.setattr("perfsim.cli.predict", _must_not_run)
+    import perfsim.sweep  # noqa: F401 - the module whose sweep must not run
+
+    monkeypatch.setattr(sys.modules["perfsim.sweep"], "sweep", _must_not_run)
+    _one_line_exit_2([a.format(cfg=cfg) for a in argv], capsys, "cannot create a file in "
+                     "folder '/proc'")
+
+
+def test_out_below_a_file_says_it_is_a_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "f").write_text("")
+    cfg = tmp_path / "s.toml"
+    cfg.write_text("[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    _one_line_exit_2(["sweep", str(cfg), "--out", "f/x.csv"], capsys,
+                     "'f' is a file, not a folder")
+
+
+# ------------------------------------------------------------------ strict GPU numbers
+@pytest.mark.parametrize("fields, needle", [
+    ({"hbm_bandwidth_bytes_per_s": "3e12"}, "hbm_bandwidth_bytes_per_s: must be a number of "
+     "bytes/s (1 GB/s to 100 TB/s), from 1e+09 to 1e+14, not str '3e12'"),
+    ({"sm_count": True}, "sm_count: must be an integer of SMs, from 1 to 4096, not bool True"),
+    ({"sm_count": "132"}, "sm_count: must be an integer of SMs, from 1 to 4096, not str"),
+    ({"sm_count": 132.5}, "sm_count: must be a whole number of SMs"),
+    ({"clock_hz": False}, "clock_hz: must be a number of Hz"),
+    ({"tensor_flops_per_clk_per_sm": {"bf16": "x"}}, "tensor_flops_per_clk_per_sm[bf16] must "
+     "be a number of FLOP per clock per SM"),
+])
+def test_gpu_numbers_are_strict(fields, needle):
+    """No lax coercion: TOML ``true`` was a 1-SM GPU, ``"132"`` was 132 SMs."""
+    with pytest.raises(PerfsimError) as exc:
+        load_gpu("h100-sxm5").replace(**fields)
+    assert needle in str(exc.value) and "\n" not in str(exc.value), str(exc.value)
+
+
+def test_gpu_numbers_accept_numpy_and_integral_floats():
+    import numpy as np
+
+    gpu = load_gpu("h100-sxm5").replace(sm_count=np.int64(100), clock_hz=np.float32(1.5e9),
+                                        smem_bytes_per_sm=233472.0)
+    assert type(gpu.sm_count) is int and gpu.sm_count == 100
+    assert type(gpu.smem_bytes_per_sm) is int and gpu.clock_hz == 1.5e9
+
+
+@pytest.mark.parametrize("value, needle", [("true", "not bool True"), ('"132"', "not str")])
+def test_gpu_profile_toml_refuses_non_numbers(value, needle, tmp_path, capsys):
+    import re
+
+    text = (perfsim.gpu._catalog_dir() / "h100-sxm5.toml").read_text()
+    bad = re.sub(r"(?m)^sm_count\s*=.*$", f"sm_count = {value}", text, count=1)
+    assert bad != text
+    path = tmp_path / "p.toml"
+    path.write_text(bad)
+    _one_line_exit_2(["gpu", "show", str(path)], capsys, "sm_count: must be an integer of SMs",
+                     needle)
+
+
+@pytest.mark.parametrize("entry", ["sm_count = [true]", 'sm_count = [100, "132"]',
+                                   '"tensor_flops_per_clk_per_sm.bf16" = [false]'])
+def test_sweep_overrides_refuse_non_numbers(entry, tmp_path, capsys):
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2"]\n[workload]\nbatch = 1\n'
+                   f"heads = 1\nseqlen_q = 128\nhead_dim = 64\n[overrides]\n{entry}\n")
+    _one_line_exit_2(["sweep", str(cfg)], capsys, "GPU override", "must be a")
+
+
+def test_power_numbers_say_finite_and_the_range():
+    gpu = load_gpu("h100-sxm5")
+    power = gpu.power.model_dump()
+    with pytest.raises(PerfsimError, match=r"power.voltage_exponent: must be a finite number "
+                       r"from 0 to 4, got nan"):
+        gpu.replace(power={**power, "voltage_exponent": float("nan")})
+    with pytest.raises(PerfsimError, match=r"power.tdp_w: must be a number of W.*not str"):
+        gpu.replace(power={**power, "tdp_w": "700"})
+
+
+# ------------------------------------------------------------------ messages
+def test_gpu_profile_folder_is_called_a_folder(tmp_path, capsys):
+    folder = tmp_path / "profiles.toml"
+    folder.mkdir()
+    for arg in (str(folder), str(tmp_path)):
+        with pytest.raises(PerfsimError, match="is a folder"):
+            load_gpu(arg)
+        _one_line_exit_2(["gpu", "show", arg], capsys, "is a folder")
+
+
+@pytest.mark.parametrize("value", ["1e400", "1.5", "-0.1"])
+def test_dropout_errors_give_the_allowed_range(value, capsys):
+    _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", f"--dropout={value}"], capsys,
+                     "--dropout", "[0, 1)")
+
+
+# ------------------------------------------------------------------ sweep --json precision
+def test_sweep_json_keeps_full_float_precision(tmp_path, capsys):
+    import json
+
+    from perfsim.sweep import sweep
+
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2", "fa3"]\n[workload]\nbatch = 1\n'
+                   "heads = 1\nseqlen_q = [4096, 7777]\nhead_dim = 64\n"
+                   '[overrides]\nsm_count = [1, 132]\n')
+    assert main(["sweep", str(cfg), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    df = sweep(batch=1, heads=1, seqlen_q=[4096, 7777], head_dim=64, gpus="h100-sxm5",
+               algorithms=["fa2", "fa3"], overrides={"sm_count": [1, 132]})
+    assert len(rows) == len(df)
+    for row, seconds, tensor in zip(rows, df.seconds, df.tensor_seconds, strict=True):
+        assert row["seconds"] == float(seconds) and row["tensor_seconds"] == float(tensor)
+    assert any(len(repr(r["seconds"])) > 12 for r in rows)      # not rounded

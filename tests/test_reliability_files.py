@@ -310,3 +310,152 @@ def test_a_damaged_measured_row_is_measured_again(tmp_path):
     store.append({"key": rows[0].key, "status": "ok", "measured_s": float("nan")})
     store.append({"key": rows[1].key, "status": "ok", "measured_s": 1e-3})
     assert pending(rows, store.load()) == [rows[0]]
+
+
+# ------------------------------------------------------------------ failed writes
+def _one_line(err: str) -> None:
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_a_failed_write_is_one_line_and_keeps_the_previous_file(tmp_path, capsys,
+                                                                 monkeypatch):
+    """A write that fails after the computation (a full disk) is one line, exit 2; the
+    temporary file is removed and the previous file is intact."""
+    pd = pytest.importorskip("pandas")
+    cfg = _sweep_config(tmp_path, 3)
+    out = tmp_path / "rows.csv"
+    out.write_text("previous\n")
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", full_disk)
+    assert main(["sweep", str(cfg), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    _one_line(err)
+    assert "cannot write" in err and "No space left on device" in err
+    assert out.read_text() == "previous\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.toml", "rows.csv"]
+
+
+def test_sigterm_during_sweep_out_removes_the_temporary_file(tmp_path):
+    """SIGTERM unwinds like Ctrl-C: no ``.rows.csv.*.tmp`` is left and the previous file is
+    intact (only SIGKILL, which no process can catch, may leave the temporary file)."""
+    cfg = _sweep_config(tmp_path, 4000)
+    out = tmp_path / "rows.csv"
+    previous = b"batch,seconds\n1,0.5\n"
+    out.write_bytes(previous)
+    proc = subprocess.Popen([sys.executable, "-m", "perfsim.cli", "sweep", str(cfg), "--out",
+                             str(out), "--quiet"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    try:
+        while not list(tmp_path.glob(".rows.csv.*.tmp")):
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, proc.stderr.read().decode()
+    assert out.read_bytes() == previous
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+# ------------------------------------------------------------------ wrong types in results
+@pytest.mark.parametrize("field, value", [("status", None), ("status", 5), ("device", None),
+                                          ("phase", None), ("phase", "sideways"),
+                                          ("finished_at", 5), ("gpu_profile", 7),
+                                          ("kind", None), ("dtype", 16)])
+def test_a_wrongly_typed_field_skips_that_line_only(field, value, tmp_path, capsys):
+    """Was ``TypeError: '<' not supported between 'str' and 'NoneType'`` in the report."""
+    (tmp_path / "results.jsonl").write_text(
+        _rec("a", device="H200", finished_at="2026-01-01T00:00:00Z") + "\n"
+        + _rec("b", **{field: value}) + "\n")
+    assert main(["validate", "--report-only", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"line 2 ('b|fa2'): missing or invalid {field}=" in out
+    md = (tmp_path / "report.md").read_text()
+    assert f"line 2 ('b|fa2'): missing or invalid {field}=" in md
+    assert "1 rows" in md and "B=1 H=2 N=128" in md         # the valid row is kept
+
+
+def test_wrongly_typed_optional_fields_become_null(tmp_path):
+    from perfsim.validate import report
+
+    (tmp_path / "results.jsonl").write_text(
+        _rec("a", reason=5, launch_config="x", predicted_s=1e300) + "\n")
+    records, problems = report.load_checked(tmp_path)
+    assert len(records) == 1 and records[0]["reason"] is None
+    assert records[0]["launch_config"] is None and records[0]["predicted_s"] is None
+    assert len(problems) == 1 and "set to null" in problems[0]
+    report.write_report(tmp_path)                   # 1e300 s no longer breaks the plot
+
+
+@pytest.mark.parametrize("fields, needle", [
+    ({"kind": None}, "missing or invalid kind=None"),
+    ({"launch_config": {"block_m": "x"}}, "does not map to a model (missing 'block_n')"),
+    ({"dtype": "int4"}, "cannot be re-predicted: shape: AttentionWorkload.dtype"),
+    ({"seqlen_q": 10**30}, "cannot be re-predicted: shape: AttentionWorkload.seqlen_q"),
+    ({"kind": "external"}, "unknown external backend 'fa2'"),
+])
+def test_repredict_skips_and_lists_a_row_it_cannot_predict(fields, needle, tmp_path, capsys):
+    """Was KeyError 'fa2' / 'block_n', or exit 2 for the whole report because of one row."""
+    cfg = {"block_m": 64, "block_n": 64, "num_warps": 4, "phase": "fwd"}
+    (tmp_path / "results.jsonl").write_text(
+        _rec("a", launch_config=cfg) + "\n" + _rec("b", **{"launch_config": cfg, **fields})
+        + "\n")
+    assert main(["validate", "--report-only", str(tmp_path), "--repredict", "--gpu",
+                 "h200-sxm"]) == 0
+    out = capsys.readouterr().out
+    assert "line 2 ('b|fa2')" in out and needle in out, out
+    md = (tmp_path / "report.md").read_text()
+    assert needle in md and "1 rows" in md and "(profile h200-sxm)" in md
+
+
+@pytest.mark.parametrize("run", ["h200-external", "h200-external-holdout"])
+def test_report_only_sends_external_rows_to_their_scorer(run, tmp_path, capsys):
+    """Was ``KeyError: 'triton_tutorial'``; these rows are scored by external_report."""
+    copy = tmp_path / run
+    copy.mkdir()
+    lines = (ROOT / "validate" / "reports" / run / "results.jsonl").read_text().splitlines()
+    (copy / "results.jsonl").write_text("\n".join(lines[:50]) + "\n")
+    for extra in ([], ["--repredict", "--gpu", "h200-sxm"]):
+        assert main(["validate", "--report-only", str(copy), *extra]) == 2
+        err = capsys.readouterr().err
+        _one_line(err)
+        assert "python -m perfsim.validate.external_report" in err
+    assert sorted(p.name for p in copy.iterdir()) == ["results.jsonl"]
+
+
+def test_one_line_non_utf8_results_is_not_called_truncated(tmp_path, capsys):
+    (tmp_path / "results.jsonl").write_bytes(b'{"key": "a|fa2", "x": "\xff"}')
+    assert main(["validate", "--report-only", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "line 1: not UTF-8 (byte 23); skipped" in out and "truncated" not in out
+    (tmp_path / "results.jsonl").write_bytes(_rec("a").encode() + b'\n{"key": "b|fa2", "st')
+    from perfsim.validate import report
+
+    assert "line 2: truncated last line (not JSON" in report.load_checked(tmp_path)[1][0]
+
+
+# ------------------------------------------------------------------ validate flags
+@pytest.mark.parametrize("argv, needle", [
+    (["--limit-seconds", "-5"], "--limit-seconds: must be a number of seconds > 0"),
+    (["--limit-seconds", "0"], "--limit-seconds: must be a number of seconds > 0"),
+    (["--repredict"], "--repredict only applies with --report-only"),
+    (["--force"], "--force only applies with --report-only"),
+    (["--repredict", "--force"], "--repredict and --force only apply with --report-only"),
+])
+def test_validate_refuses_meaningless_flags(argv, needle, tmp_path, capsys):
+    try:
+        code = main(["validate", "--dry-run", "--grid", "quick", "--out", str(tmp_path), *argv])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    _one_line(err)
+    assert needle in err, err

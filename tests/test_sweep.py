@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import perfsim
-from perfsim.sweep import COUNT_COLUMNS, WORKLOAD_FIELDS, sweep
+from perfsim.sweep import COUNT_COLUMNS, WORKLOAD_FIELDS, as_swept, sweep
 
 # the module (``perfsim.sweep`` is the function)
 sweep_module = importlib.import_module("perfsim.sweep")
@@ -29,7 +29,9 @@ def frame() -> pd.DataFrame:
 
 
 def _workload(row) -> perfsim.AttentionWorkload:
-    return perfsim.AttentionWorkload(**{k: getattr(row, k) for k in WORKLOAD_FIELDS})
+    fields = {k: getattr(row, k) for k in WORKLOAD_FIELDS}
+    fields["page_size"] = fields["page_size"] or None        # column: 0 = contiguous K/V
+    return perfsim.AttentionWorkload(**fields)
 
 
 def _assert_row_matches(row, p) -> None:
@@ -51,7 +53,7 @@ def test_rows_equal_predict_on_a_random_sample(frame):
     assert (feasible.kv_heads < feasible.heads).any()
     assert (feasible.seqlen_q != feasible.seqlen_k).any()
     for row in feasible.sample(150, random_state=0).itertuples():
-        p = perfsim.predict(_workload(row), gpu=row.gpu, algorithm=row.algorithm)
+        p = perfsim.predict(_workload(row), gpu=row.gpu, algorithm=as_swept(row.algorithm))
         _assert_row_matches(row, p)
 
 
@@ -66,7 +68,7 @@ def test_infeasible_rows_are_kept_with_their_reason(frame):
     others = bad[bad.heads % bad.kv_heads == 0]
     for row in others.sample(min(20, len(others)), random_state=1).itertuples():
         with pytest.raises(perfsim.InfeasibleError):
-            perfsim.predict(_workload(row), gpu=row.gpu, algorithm=row.algorithm)
+            perfsim.predict(_workload(row), gpu=row.gpu, algorithm=as_swept(row.algorithm))
 
 
 def test_blocks_of_any_shape_give_the_same_rows(monkeypatch):
@@ -83,7 +85,7 @@ def test_huge_counts_do_not_overflow():
                                   phase="fwd_bwd")
     df = sweep(batch=w.batch, heads=w.heads, seqlen_q=w.seqlen_q, head_dim=w.head_dim,
                phase=w.phase, gpus="b200", algorithms="fa2")
-    p = perfsim.predict(w, gpu="b200", algorithm="fa2")
+    p = perfsim.predict(w, gpu="b200", algorithm=as_swept("fa2"))
     _assert_row_matches(next(df.itertuples()), p)
 
 
@@ -102,7 +104,7 @@ def test_overrides_scale_and_set_gpu_fields():
         gpu = base.replace(sm_count=row.sm_count, mma_sync_flops_per_clk_per_sm=table,
                            hbm_bandwidth_bytes_per_s=base.hbm_bandwidth_bytes_per_s
                            * row.hbm_bandwidth_bytes_per_s_scale)
-        _assert_row_matches(row, perfsim.predict(w, gpu=gpu, algorithm="fa2"))
+        _assert_row_matches(row, perfsim.predict(w, gpu=gpu, algorithm=as_swept("fa2")))
         assert row.gpu == "h200-sxm" and "sm_count=" in row.overrides
 
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import perfsim
 from perfsim import algorithms, symbolic
+from perfsim.sweep import as_swept
 from perfsim.symbolic import L_2, B_c, B_r, H, M, N_q, d
 
 REL = 1e-9
@@ -49,7 +50,7 @@ def test_closed_forms_equal_numeric_counts(name, causal, phase, io_model, batch,
     gpu = perfsim.load_gpu(GPU.get(name, "h200-sxm"))
     algo = algorithms.REGISTRY[name](**OPTIONS.get(name, {}))
     try:
-        p = perfsim.predict(w, gpu.replace(l2_bytes=1) if io_model else gpu, algo)
+        p = perfsim.predict(w, gpu.replace(l2_bytes=1) if io_model else gpu, as_swept(algo))
     except perfsim.InfeasibleError:
         assume(False)
     values = {"B": batch, "H": w.heads, "H_kv": kv_heads, "N_q": seqlen_q, "N_k": seqlen_k,
@@ -66,7 +67,8 @@ def test_tile_symbols_appear_and_fa2_counts_match_at_any_tile():
     f = symbolic.evaluator(exprs["smem_bytes"])
     w = perfsim.AttentionWorkload(batch=2, heads=4, seqlen_q=1000, head_dim=64)
     for b_r, b_c in ((64, 64), (128, 32), (128, 128)):
-        p = perfsim.predict(w, "h200-sxm", algorithms.FA2(block_m=b_r, block_n=b_c, warps=4))
+        p = perfsim.predict(w, "h200-sxm", algorithms.FA2(block_m=b_r, block_n=b_c, warps=4,
+                                                            num_splits=1, pack_gqa=False))
         assert f(B=2, H=4, N_q=1000, d=64, B_r=b_r, B_c=b_c) == p.counts.smem_bytes
 
 

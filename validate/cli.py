@@ -40,7 +40,7 @@ def _no_gpu(command: str) -> int | None:
 # ------------------------------------------------------------------ validate
 def register_validate(subparsers) -> None:
     """Add ``validate`` to an argparse subparsers object."""
-    from perfsim.cli import float_arg, int_arg
+    from perfsim.cli import int_arg
     from perfsim.validate.models import EXTERNAL_MODELS, OWN_ALGORITHMS
     from perfsim.validate.shapes import GRIDS
 
@@ -67,7 +67,7 @@ def register_validate(subparsers) -> None:
     p.add_argument("--backends", nargs="+", default=list(EXTERNAL_MODELS), metavar="NAME",
                    help=f"external backends with --external: {', '.join(EXTERNAL_MODELS)}")
     p.add_argument("--phase", choices=("fwd", "bwd"), default="fwd")
-    p.add_argument("--limit-seconds", type=float_arg, metavar="S",
+    p.add_argument("--limit-seconds", type=_positive_seconds, metavar="S",
                    help="stop cleanly before this wall-clock budget (re-run to resume)")
     p.add_argument("--retry-errors", action="store_true",
                    help="measure again rows recorded with status 'error'")
@@ -88,11 +88,26 @@ def register_validate(subparsers) -> None:
     p.set_defaults(func=cmd_validate)
 
 
+def _positive_seconds(text: str) -> float:
+    """``--limit-seconds``: a decimal number of seconds > 0."""
+    from perfsim.cli import float_arg
+
+    seconds = float_arg(text)
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return seconds
+
+
 def cmd_validate(args) -> int:
     from perfsim.validate import report
     from perfsim.validate.runner import RESULTS_FILE, ResultStore, plan
     from perfsim.validate.shapes import grid
 
+    alone = [f for f, on in (("--repredict", args.repredict), ("--force", args.force)) if on]
+    if alone and not args.report_only:
+        raise PerfsimError(f"{' and '.join(alone)} only appl{'y' if len(alone) > 1 else 'ies'} "
+                           "with --report-only DIR "
+                           "(regenerating the report of an earlier run)")
     if args.report_only:
         return _report_only(Path(args.report_only), args.repredict, args.gpu, args.force)
     gpu = load_gpu(args.gpu or DEFAULT_GPU)
@@ -179,6 +194,12 @@ def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = 
     if not (out / RESULTS_FILE).is_file():
         raise PerfsimError(f"no {RESULTS_FILE} in {out}")
     records, problems = report.load_checked(out)
+    external = sorted({r["impl"] for r in records if isinstance(r.get("impl"), str)})
+    if external:        # validate/external.py rows: the kernels users call, by preset
+        raise PerfsimError(
+            f"{out} holds rows of the kernels users call ({', '.join(external)}), measured by "
+            f"validate/external.py; score them with `python -m perfsim.validate.external_report "
+            f"{out} [--gpu ID]` (--report-only reports runs of `perfsim validate`)")
     note = ""
     gpu = None
     if repredict_rows:
@@ -189,7 +210,7 @@ def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = 
                          for name in ("report.md", "results.csv", "scatter.png")):
         dest = out / ("repredicted" if gpu is not None else "regenerated")
     if gpu is not None:
-        records = repredict(records, gpu)
+        records = repredict(records, gpu, problems, _lines(out))
         note = (f"Predictions recomputed with perfsim {perfsim.__version__} on "
                 f"{datetime.date.today().isoformat()} (profile {gpu.id}) from the launch "
                 "configurations recorded with the measurements; results.jsonl keeps the "
@@ -219,6 +240,15 @@ def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = 
     print("wrote " + ", ".join(str(p) for p in paths.values())
           + ("" if dest == out else f" (not over {out}'s report; --force to replace it)"))
     return 0
+
+
+def _lines(out: Path) -> dict[str, int]:
+    """key -> line number of ``out``'s results.jsonl (for the problems --repredict lists)."""
+    from perfsim.validate.runner import RESULTS_FILE, ResultStore
+
+    store = ResultStore(out / RESULTS_FILE)
+    store.load()
+    return store.lines
 
 
 def _recorded_profile(records: list[dict], out: Path) -> str:

@@ -169,8 +169,9 @@ def predict_own(shape, algorithm: str, gpu: GPUSpec, cfg: dict,
     """Prediction fields for own kernel ``algorithm`` from the configuration it reported."""
     try:
         algo = kernel_config_to_algorithm(algorithm, cfg, gpu, family)
-    except (PerfsimError, TypeError, ValueError) as exc:
-        return {"model": algorithm, "predicted_s": None, "prediction_error": str(exc)}
+    except (PerfsimError, TypeError, ValueError, KeyError, AttributeError) as exc:
+        detail = f"launch_config has no {exc}" if isinstance(exc, KeyError) else str(exc)
+        return {"model": algorithm, "predicted_s": None, "prediction_error": detail}
     return prediction_fields(shape.workload(), gpu, algo)
 
 
@@ -179,7 +180,7 @@ def predict_external(shape, backend: str, gpu: GPUSpec) -> dict:
     try:
         algo = external_algorithm(backend, gpu, shape.head_dim)
     except PerfsimError as exc:
-        return {"model": EXTERNAL_MODELS[backend][0], "predicted_s": None,
+        return {"model": EXTERNAL_MODELS.get(backend, (backend,))[0], "predicted_s": None,
                 "prediction_error": str(exc)}
     return prediction_fields(shape.workload(), gpu, algo)
 

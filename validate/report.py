@@ -18,6 +18,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
+from perfsim.errors import PerfsimError
 from perfsim.files import atomic_write, write_text_atomic
 from perfsim.validate import analysis
 from perfsim.validate.runner import RESULTS_FILE, ResultStore
@@ -48,6 +49,19 @@ NUMBER_FIELDS = ("measured_s", "measured_p20_s", "measured_p80_s", "predicted_s"
                  "predicted_tflops", "achieved_tflops", "achieved_gbps", "model_flops",
                  "hbm_bytes", "wall_s")
 POSITIVE_FIELDS = ("measured_s", "measured_p20_s", "measured_p80_s", "predicted_s")
+#: Plausible times, seconds (1 ps to 11.6 days for one call): beyond them a "time" is damage,
+#: and a log-scale plot of it overflows.
+TIME_RANGE = (1e-12, 1e6)
+#: Text fields that, when present, must be strings with a meaning: a record whose status,
+#: phase, kind, device, ... is null or a number cannot be counted or placed (skipped).
+REQUIRED_TEXT = ("status", "phase", "dtype", "kind", "device", "finished_at", "gpu_profile")
+#: Allowed values of some of them.
+TEXT_VALUES = {"phase": ("fwd", "bwd", "fwd_bwd"), "kind": ("own", "external")}
+#: Text fields that may be null: another type becomes null (listed).
+OPTIONAL_TEXT = ("reason", "model", "model_name", "predicted_bound", "prediction_error",
+                 "tensor_family_source", "correctness_checked")
+#: Object fields that may be null: another type becomes null (listed).
+TABLE_FIELDS = ("launch_config", "compiled", "predicted_unit_s")
 
 
 def load(out_dir: str | Path) -> list[dict]:
@@ -71,16 +85,29 @@ def _is_int(v) -> bool:
 
 def _is_number(v, positive: bool) -> bool:
     return (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-            and (v > 0 or not positive))
+            and (not positive or TIME_RANGE[0] <= v <= TIME_RANGE[1]))
+
+
+def _bad_text(rec: dict) -> list[str]:
+    """The :data:`REQUIRED_TEXT` fields of ``rec`` that are present but not usable."""
+    bad = []
+    for f in REQUIRED_TEXT:
+        if f in rec and (not isinstance(rec[f], str)
+                         or rec[f] not in TEXT_VALUES.get(f, (rec[f],))):
+            bad.append(f)
+    return bad
 
 
 def check_records(records, lines: dict | None = None) -> tuple[list[dict], list[str]]:
     """Records the report can use, and one line per record skipped or corrected.
 
     A record without its shape (``batch``, ``heads``, ``seqlen_q``, ``head_dim`` integers
-    ≥ 1, ``algorithm`` a string) is skipped. A numeric field that is not a finite number
-    (``"abc"``, NaN, ∞; a time ≤ 0) becomes null; a measured row (``ok``) whose
-    ``measured_s`` is so corrected gets status ``invalid`` and is not compared.
+    ≥ 1, ``algorithm`` a string), or with a :data:`REQUIRED_TEXT` field (``status``,
+    ``phase``, ``device``, ...) that is present but not a string (or not an allowed value), is
+    skipped. A numeric field that is not a finite number (``"abc"``, NaN, ∞; a time outside
+    :data:`TIME_RANGE`), an :data:`OPTIONAL_TEXT` field that is not a string and a
+    :data:`TABLE_FIELDS` field that is not an object become null; a measured row (``ok``)
+    whose ``measured_s`` is so corrected gets status ``invalid`` and is not compared.
     """
     lines = lines or {}
     kept, problems = [], []
@@ -94,6 +121,7 @@ def check_records(records, lines: dict | None = None) -> tuple[list[dict], list[
             bad.append("algorithm")
         if rec.get("causal") is not None and not isinstance(rec["causal"], bool):
             bad.append("causal")
+        bad += _bad_text(rec)
         if bad:
             shown = ", ".join(f"{f}={rec.get(f)!r:.30}" for f in bad)
             problems.append(f"{where}: missing or invalid {shown}; skipped")
@@ -103,16 +131,21 @@ def check_records(records, lines: dict | None = None) -> tuple[list[dict], list[
             v = rec.get(f)
             if v is not None and not _is_number(v, f in POSITIVE_FIELDS):
                 fixed[f] = v
+        fixed.update({f: rec[f] for f in OPTIONAL_TEXT
+                      if rec.get(f) is not None and not isinstance(rec[f], str)})
+        fixed.update({f: rec[f] for f in TABLE_FIELDS
+                      if rec.get(f) is not None and not isinstance(rec[f], dict)})
         if fixed:
             rec = {**rec, **dict.fromkeys(fixed)}
             text = ", ".join(f"{f}={v!r:.30}" for f, v in fixed.items())
             if rec.get("status") == "ok" and "measured_s" in fixed:
                 rec["status"] = "invalid"
                 rec["reason"] = f"measured_s {fixed['measured_s']!r:.30} is not a time"
-                problems.append(f"{where}: {text} not finite numbers; set to null, status "
-                                "'invalid' (not compared)")
+                problems.append(f"{where}: {text} not valid (a finite time, number, text "
+                                "or object); set to null, status 'invalid' (not compared)")
             else:
-                problems.append(f"{where}: {text} not finite numbers; set to null")
+                problems.append(f"{where}: {text} not valid (a finite number, text or "
+                                "object); set to null")
         kept.append(rec)
     return kept, problems
 
@@ -255,7 +288,11 @@ def write_report(out_dir: str | Path, records: list[dict] | None = None,
         records, found = load_checked(out_dir)
         problems = found if problems is None else problems
     dest = Path(dest) if dest is not None else out_dir
-    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PerfsimError(f"cannot create report folder {str(dest)!r}: "
+                           f"{exc.strerror or type(exc).__name__}") from None
     paths = {"md": dest / "report.md", "csv": dest / "results.csv",
              "png": dest / "scatter.png"}
     write_text_atomic(paths["md"], markdown(records, note, problems or ()))

@@ -8,37 +8,76 @@ change; the report says which model version made the predictions.
 
 from __future__ import annotations
 
+from perfsim.errors import PerfsimError
 from perfsim.gpu import GPUSpec
 from perfsim.validate import compiled
-from perfsim.validate.models import predict_external, predict_own
+from perfsim.validate.models import (
+    EXTERNAL_MODELS,
+    kernel_config_to_algorithm,
+    predict_external,
+    prediction_fields,
+)
 from perfsim.validate.shapes import Shape
 
 SHAPE_FIELDS = ("batch", "heads", "seqlen_q", "head_dim", "causal", "kv_heads", "seqlen_k",
                 "dtype", "phase")
 
 
-def repredict(records: list[dict], gpu: GPUSpec) -> list[dict]:
+def repredict(records: list[dict], gpu: GPUSpec, problems: list[str] | None = None,
+              lines: dict[str, int] | None = None) -> list[dict]:
     """New records whose prediction fields (and ``error``) come from the current model.
 
-    Rows without a launch configuration (own kernels that never ran) keep their fields.
+    Rows without a launch configuration (own kernels that never ran) keep their fields. A row
+    that cannot be re-predicted — a shape perfsim refuses (``dtype "int4"``, a size beyond
+    2**45), a launch configuration the model mapping cannot read, an unknown external
+    backend — is left out and one line saying why is appended to ``problems`` (``lines``:
+    key -> line number of results.jsonl, for that line).
+
+    Raises:
+        perfsim.PerfsimError: such a row when ``problems`` is None.
     """
     out = []
     for rec in records:
-        shape = Shape(**{f: rec[f] for f in SHAPE_FIELDS if rec.get(f) is not None})
-        if rec.get("kind") == "own":
-            cfg = rec.get("launch_config")
-            if not cfg:
-                out.append(rec)
-                continue
-            family = compiled.tensor_family(rec.get("compiled") or {})
-            pred = predict_own(shape, rec["algorithm"], gpu, cfg, family)
-        else:
-            pred = predict_external(shape, rec["algorithm"], gpu)
-        new = {**rec, **pred, "gpu_profile": gpu.id}
-        measured = rec.get("measured_s")
-        new["error"] = ((pred["predicted_s"] - measured) / measured
-                        if measured and pred.get("predicted_s") else None)
-        if pred.get("hbm_bytes") and measured:
-            new["achieved_gbps"] = pred["hbm_bytes"] / measured / 1e9
-        out.append(new)
+        try:
+            out.append(_repredict_one(rec, gpu))
+        except PerfsimError as exc:
+            key = rec.get("key")
+            where = f"line {lines[key]} ({key!r})" if lines and key in lines else repr(key)
+            text = f"{where}: cannot be re-predicted: {exc}; skipped"
+            if problems is None:
+                raise PerfsimError(text) from None
+            problems.append(text)
     return out
+
+
+def _repredict_one(rec: dict, gpu: GPUSpec) -> dict:
+    try:
+        shape = Shape(**{f: rec[f] for f in SHAPE_FIELDS if rec.get(f) is not None})
+        workload = shape.workload()
+    except (TypeError, ValueError) as exc:      # PerfsimError is a ValueError
+        raise PerfsimError(f"shape: {exc}") from None
+    if rec.get("kind", "own") == "own":
+        cfg = rec.get("launch_config")
+        if not cfg:
+            return rec
+        info = rec.get("compiled")
+        family = compiled.tensor_family(info if isinstance(info, dict) else {})
+        try:
+            algo = kernel_config_to_algorithm(rec["algorithm"], cfg, gpu, family)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise PerfsimError(f"launch_config {cfg!r:.60} does not map to a model "
+                               f"({detail})") from None
+        pred = prediction_fields(workload, gpu, algo)
+    else:
+        if rec["algorithm"] not in EXTERNAL_MODELS:
+            raise PerfsimError(f"unknown external backend {rec['algorithm']!r}; known: "
+                               f"{', '.join(EXTERNAL_MODELS)}")
+        pred = predict_external(shape, rec["algorithm"], gpu)
+    new = {**rec, **pred, "gpu_profile": gpu.id}
+    measured = rec.get("measured_s")
+    new["error"] = ((pred["predicted_s"] - measured) / measured
+                    if measured and pred.get("predicted_s") else None)
+    if pred.get("hbm_bytes") and measured:
+        new["achieved_gbps"] = pred["hbm_bytes"] / measured / 1e9
+    return new

@@ -114,7 +114,9 @@ class ResultStore:
             for rec, problem in _parse_line(raw):
                 if problem:
                     self.skipped_lines += 1
-                    what = "truncated last line" if last else problem
+                    # only a JSON line cut short can be a write a kill interrupted
+                    what = (f"truncated last line ({problem})"
+                            if last and problem.startswith("not JSON") else problem)
                     self.problems.append(f"line {number}: {what}; skipped")
                     continue
                 key = rec["key"]

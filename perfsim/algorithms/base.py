@@ -20,8 +20,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
-from perfsim.kernel import KernelCost
+from perfsim.kernel import ADDITIVE, KernelCost
 from perfsim.mathops import cdiv, fdiv, is_symbolic, maximum, minimum, where
+from perfsim.tiles import mask_visits
 from perfsim.workload import AttentionWorkload
 
 FP32_BYTES = 4
@@ -54,16 +55,60 @@ class Dims:
     dtype: str
     phase: str
     dropout_p: float = 0.0
+    #: ``(left, right)`` sliding window (``AttentionWorkload.window``), ``None`` = unbounded.
+    window: tuple = (None, None)
+    #: query heads packed into the rows of one tile (GQA packing): ``N_q`` then counts
+    #: packed rows (``positions × group``, position ``row // group``) and ``H`` the K/V heads.
+    group: int = 1
+    softcap: float = 0.0
+    #: element type of K and V (``None``: ``dtype``).
+    kv_dtype: str | None = None
+    page_size: int | None = None
+    #: variable-length batch: ``((N_q, N_k), ...)`` one pair per sequence, or ``None``.
+    seqlens: tuple | None = None
+    #: split-KV parts of the forward (``perfsim.algorithms.splits``); 1 = none.
+    splits: int = 1
 
     @classmethod
     def of(cls, w: AttentionWorkload) -> Dims:
+        seqlens = tuple(zip(w.seqlens_q, w.seqlens_k)) if w.varlen else None
         return cls(w.batch, w.heads, w.kv_heads, w.seqlen_q, w.seqlen_k, w.head_dim,
-                   w.head_dim_v, w.causal, w.dtype, w.phase, w.dropout_p)
+                   w.head_dim_v, w.causal, w.dtype, w.phase, w.dropout_p, tuple(w.window), 1,
+                   w.softcap, w.kv_dtype if w.kv_dtype != w.dtype else None, w.page_size,
+                   seqlens)
 
     @property
     def e(self) -> int:
-        """Bytes per element of Q, K, V, O."""
+        """Bytes per element of Q and O."""
         return BYTES_PER_ELEMENT[self.dtype]
+
+    @property
+    def e_kv(self) -> int:
+        """Bytes per element of K and V."""
+        return BYTES_PER_ELEMENT[self.kv_dtype or self.dtype]
+
+    @property
+    def masked(self) -> bool:
+        """Some score is hidden (causal mask or a window)."""
+        return self.causal or self.window != (None, None)
+
+    def tile_visits(self, block_r, block_c):
+        """:class:`perfsim.tiles.TileVisits` of this mask in ``B_r x B_c`` tiles (the one
+        tile-range rule, ``perfsim.tiles.mask_visits``); with packed heads the mask applies
+        to positions ``row // group`` of ``⌈N_q / group⌉``."""
+        if self.group == 1:
+            return mask_visits(self.N_q, self.N_k, block_r, block_c, self.causal, self.window)
+        return mask_visits(cdiv(self.N_q, self.group), self.N_k, block_r, block_c,
+                           self.causal, self.window, self.group)
+
+    def packed(self) -> Dims:
+        """GQA packing (flash-attn 3 ``PackGQA``): the ``H / H_kv`` query heads of a K/V head
+        become rows of one tile (``N_q`` counts those rows), so each K/V tile is read once per
+        K/V head and query tile."""
+        if self.group != 1 or is_symbolic(self.H, self.H_kv):
+            return self
+        g = self.H // self.H_kv
+        return replace(self, H=self.H_kv, N_q=self.N_q * g, group=g)
 
     @property
     def symbolic(self) -> bool:
@@ -83,8 +128,9 @@ def l2_filtered(total_bytes, compulsory_bytes, working_set_bytes, gpu: GPUSpec,
     """Split global-memory reads into HBM traffic and L2 hits.
 
     Re-reads (``total - compulsory``) of data whose concurrently live working set fits in the
-    usable part of L2 (it is never larger than the compulsory bytes) are served by L2; otherwise they go to HBM (cyclic re-reads of a working
-    set larger than an LRU-like cache miss almost every time). This step rule is a stated
+    usable part of L2 (it is never larger than the compulsory bytes) are served by L2;
+    otherwise they go to HBM (cyclic re-reads of a working set larger than an LRU-like cache
+    miss almost every time). This step rule is a stated
     assumption of perfsim, checked by ``perfsim validate``.
 
     Returns:
@@ -312,8 +358,10 @@ def in_order_tail(v, grid, sm_count, ctas_per_sm, causal: bool, lpt: bool):
     """Tail factor (≥ 1) of a causal grid whose CTAs differ in length.
 
     With longest-processing-time-first order (``lpt``) or equal CTAs (no mask) the busiest
-    SM stays at the average and the factor is 1. Launched in index order (flash-attn 2,
-    FA3, Triton: query tiles of each head from short to long), the longest CTAs start last,
+    SM stays at the average and the factor is 1. The longest CTA visits ``TileVisits.widest``
+    key tiles (all of them under the causal mask; a window's band width). Launched in index
+    order (flash-attn 2, FA3, Triton: query tiles of each head from short to long), the
+    longest CTAs start last,
     and each of the busiest SM's resident CTAs of the final wave ends about ``max − avg`` of
     a CTA after the balanced finish. The busiest SM runs ``w = ⌈grid / SMs⌉`` CTAs, of which
     ``min(ctas_per_sm, w)`` are resident at the end, so its work is
@@ -325,7 +373,8 @@ def in_order_tail(v, grid, sm_count, ctas_per_sm, causal: bool, lpt: bool):
     """
     if lpt or not causal:
         return 1
-    longest_over_avg = v.kv_tiles * v.q_tiles / v.tiles
+    widest = v.kv_tiles if v.widest is None else v.widest
+    longest_over_avg = widest * v.q_tiles / maximum(v.tiles, 1)
     busiest = cdiv(maximum(grid, 1), sm_count)
     return 1 + (longest_over_avg - 1) * minimum(ctas_per_sm, busiest) / busiest
 
@@ -344,3 +393,49 @@ def with_whole_tiles(build, dims: Dims, block_r, block_c) -> KernelCost:
     whole = replace(dims, N_q=cdiv(dims.N_q, block_r) * block_r,
                     N_k=cdiv(dims.N_k, block_c) * block_c)
     return cost.with_executed(build(whole))
+
+
+def varlen_groups(dims: Dims) -> list[Dims]:
+    """A variable-length batch as groups of equal sequences (``B`` = how many), each with
+    fixed lengths; ``[dims]`` for a fixed-length batch."""
+    if dims.seqlens is None:
+        return [dims]
+    counts: dict = {}
+    for pair in dims.seqlens:
+        counts[pair] = counts.get(pair, 0) + 1
+    return [replace(dims, B=c, N_q=q, N_k=k, seqlens=None) for (q, k), c in counts.items()]
+
+
+def merge_kernels(lists: list[list[KernelCost]]) -> list[KernelCost]:
+    """One launch per kernel name over the groups of a variable-length batch (a
+    ``cu_seqlens`` kernel runs every sequence in one grid): counts, grids and executed work
+    add; occupancy is the smallest; the rest (overlap rule, pipeline) is the group with the
+    largest grid's. Per-group choices (tiles, splits, packing) stay as each group made them:
+    an approximation of the reference's one choice for the whole batch."""
+    if len(lists) == 1:
+        return lists[0]
+    by_name: dict[str, list[KernelCost]] = {}
+    for ks in lists:
+        for k in ks:
+            by_name.setdefault(k.name, []).append(k)
+    out = []
+    for parts in by_name.values():
+        lead = max(parts, key=lambda k: k.grid)
+        sums = {f: sum(getattr(k, f) for k in parts) for f in ADDITIVE}
+        executed = {u: sum(k.sm_demand()[u] for k in parts) for u in lead.sm_demand()}
+        out.append(replace(lead, grid=sum(k.grid for k in parts), executed=executed,
+                           ctas_per_sm=min(k.ctas_per_sm for k in parts), **sums))
+    return out
+
+
+def kernels_for(algo: Algorithm, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+    """``algo.kernels`` for fixed-length or variable-length batches (``merge_kernels``)."""
+    groups = varlen_groups(dims)
+    if len(groups) == 1:
+        return algo.kernels(groups[0], gpu)
+    return merge_kernels([algo.kernels(g, gpu) for g in groups])
+
+
+def memory_for(algo: Algorithm, dims: Dims, gpu: GPUSpec):
+    """Peak footprint; a variable-length batch's groups are all resident, so they add."""
+    return sum(algo.memory_bytes(g, gpu) for g in varlen_groups(dims))

@@ -30,9 +30,11 @@ only the other CTAs on an SM hide a CTA's load waits (``KernelCost.load_chain``)
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import ClassVar
 
+import numpy as np
 from pydantic import Field
 
 from perfsim.algorithms import softmax_costs as sc
@@ -50,7 +52,7 @@ from perfsim.algorithms.fa2 import SERIAL_COMPUTE, fused_memory_bytes, gqa_reduc
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, maximum, minimum
+from perfsim.mathops import cdiv, minimum
 from perfsim.tiles import visits
 
 #: ℓ and m per row (FA1 keeps both, in fp32).
@@ -107,6 +109,14 @@ class FA1(Algorithm):
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         if dims.dtype not in ("fp16", "bf16"):
             raise InfeasibleError(f"fa1 runs fp16/bf16 inputs, not {dims.dtype}")
+        lacks = [what for what, has in (("sliding windows", dims.window != (None, None)),
+                                        ("softcap", dims.softcap),
+                                        ("a K/V dtype of its own",
+                                         dims.kv_dtype not in (None, dims.dtype)),
+                                        ("paged K/V", dims.page_size))
+                 if has]
+        if lacks:
+            raise InfeasibleError(f"fa1 (FlashAttention-1's Algorithm 1) has no {lacks[0]}")
         gpu.tensor_flops_per_clk(dims.dtype, self.tensor_family)
         b_r, b_c, m = self.tiles(dims, gpu)
         if not dims.symbolic and m < dims.d:
@@ -131,11 +141,20 @@ class FA1(Algorithm):
         return out
 
     def splits(self, dims: Dims, gpu: GPUSpec, ctas, q_tiles):
-        """CTAs per (batch, head): ``q_splits``, or enough to give every SM slot a CTA."""
+        """CTAs per (batch, head): ``q_splits``, or flash-attn 1's choice
+        (``num_splits_heuristic_fwd`` in ``csrc/flash_attn/fmha_api.cpp``): among 1 to
+        ``min(30, T_r)`` splits, the fewest whose wave efficiency ``waves / ⌈waves⌉`` (waves of
+        ``B·H·splits`` CTAs on ``SMs × ctas_per_sm`` slots) exceeds 95 % of the best. Works on
+        numpy arrays (sweeps) element by element."""
         if self.q_splits is not None or dims.symbolic:
             return self.q_splits or 1
-        fill = cdiv(gpu.sm_count * ctas, dims.B * dims.H)
-        return minimum(maximum(fill, 1), q_tiles)
+        if isinstance(dims.B * dims.H, np.ndarray) or isinstance(q_tiles, np.ndarray):
+            bh, tiles, slots = np.broadcast_arrays(dims.B * dims.H, q_tiles,
+                                                   gpu.sm_count * np.asarray(ctas))
+            out = np.array([fa1_num_splits(int(a), int(c), int(t))
+                            for a, c, t in zip(bh.ravel(), slots.ravel(), tiles.ravel())])
+            return out.reshape(bh.shape)
+        return fa1_num_splits(int(dims.B * dims.H), int(gpu.sm_count * ctas), int(q_tiles))
 
     def _live_rows(self, dims: Dims, gpu: GPUSpec, ctas, splits):
         """Query rows whose Q, O (and statistics) the resident CTAs cycle through."""
@@ -266,3 +285,17 @@ class FA1(Algorithm):
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
         """As FA2 (no N x N tensor), with ℓ and m both kept (2 fp32 per row)."""
         return fused_memory_bytes(dims) + dims.B * dims.H * dims.N_q * STAT_BYTES
+
+
+#: Most query splits flash-attn 1 takes (``std::min(30, ...)`` at its call site).
+FA1_MAX_SPLITS = 30
+
+
+def fa1_num_splits(batch_heads: int, slots: int, q_tiles: int) -> int:
+    """flash-attn 1's ``num_splits_heuristic_fwd`` (see :meth:`FA1.splits`)."""
+    best, eff = 0.0, []
+    for s in range(1, max(min(FA1_MAX_SPLITS, q_tiles), 1) + 1):
+        waves = batch_heads * s / slots
+        eff.append(waves / math.ceil(waves))
+        best = max(best, eff[-1])
+    return next((i + 1 for i, e in enumerate(eff) if e > 0.95 * best), 1)

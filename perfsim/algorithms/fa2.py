@@ -18,7 +18,8 @@ the tensor, FP32 and MUFU times of a CTA add; shared-memory and HBM traffic over
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import replace
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
@@ -38,11 +39,16 @@ from perfsim.algorithms.base import (
     with_whole_tiles,
 )
 from perfsim.algorithms.fa2_launch import BwdLaunch, bwd_launch, fwd_launch
+from perfsim.algorithms.splits import (
+    check_num_splits,
+    combine_kernel,
+    decide,
+    split_forward,
+)
 from perfsim.errors import InfeasibleError
-from perfsim.gpu import GPUSpec
+from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, where
-from perfsim.tiles import visits
+from perfsim.mathops import cdiv, maximum, where
 
 #: Overlap rule of FA2-style kernels that do not issue mma.sync (Triton's WGMMA on Hopper):
 #: MMA, softmax FP32 work and exps run one after the other inside a warp; shared memory and
@@ -102,9 +108,15 @@ class FA2(Algorithm):
             tutorial: a dK/dV loop, then a dQ loop), instead of accumulating dQ alongside dK
             and dV: two more GEMMs and the exps again per tile; the operand reads grow in the
             same proportion (7/5, an approximation).
+        num_splits: split-KV parts of the forward (``perfsim.algorithms.splits``): an
+            integer ≥ 1, or ``"auto"`` for the reference's heuristic.
+        pack_gqa: pack the query heads of one K/V head into the rows of a tile: ``True``,
+            ``False`` or ``"auto"`` (the reference's rule).
     """
 
     name: ClassVar[str] = "fa2"
+    #: which reference's split/packing rules ``"auto"`` follows (perfsim.algorithms.splits)
+    split_rule: ClassVar[str] = "fa2"
     overlap_rule: ClassVar[str] = ("mma.sync: warps load MMA operands from shared memory, "
                                    "then issue MMAs, softmax FP32 work and exps in program "
                                    "order; the resident CTAs (each with a prefetched operand "
@@ -129,12 +141,19 @@ class FA2(Algorithm):
     registers_per_thread: int = Field(default=REGISTERS_PER_THREAD, ge=16, le=255)
     lpt_scheduling: bool = False
     dq_recompute: bool = False
+    num_splits: Literal["auto"] | int = Field(default="auto")
+    pack_gqa: Literal["auto"] | bool = "auto"
+
+    _splits = field_validator("num_splits")(classmethod(lambda cls, v: check_num_splits(v)))
 
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)`` of the forward kernel: the options, else what flash-attn 2
         launches on ``gpu`` (:func:`perfsim.algorithms.fa2_launch.fwd_launch`)."""
-        b_r, b_c, warps = SYMBOLIC_FWD_TILE if dims.symbolic else fwd_launch(
-            max(dims.d, dims.d_v), dims.causal, bool(dims.dropout_p), gpu)
+        if dims.splits > 1 or (dims.page_size and not dims.symbolic):
+            b_r, b_c, warps = splitkv_tile(max(dims.d, dims.d_v))
+        else:
+            b_r, b_c, warps = SYMBOLIC_FWD_TILE if dims.symbolic else fwd_launch(
+                max(dims.d, dims.d_v), dims.causal, bool(dims.dropout_p), gpu)
         return self.block_m or b_r, self.block_n or b_c, self.warps or warps
 
     def bwd_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int, int]:
@@ -180,14 +199,48 @@ class FA2(Algorithm):
             return None
         return warp_cycle(gpu, ctas_per_sm, warps)
 
+    def check_masks(self, dims: Dims) -> None:
+        """What the reference takes beyond plain attention (flash-attn 2: windows, softcap
+        and dropout; paged K/V with pages of a multiple of 256 tokens, ``flash_api.cpp``).
+
+        Raises:
+            InfeasibleError: naming what the reference lacks.
+        """
+        if dims.page_size and dims.page_size % 256:
+            raise InfeasibleError(f"{self.name} reads a paged KV cache in pages of a multiple "
+                                  f"of 256 tokens (flash-attn 2's check), not {dims.page_size}")
+
+    def forward_dims(self, dims: Dims, gpu: GPUSpec) -> Dims:
+        """The forward's dims with the packing and split-KV choice applied."""
+        if dims.symbolic:
+            return dims
+        b_r, b_c, _ = self.fwd_tiles(replace(dims, splits=2) if self.split_rule == "fa2"
+                                     else dims, gpu)
+        return decide(dims, gpu, self.num_splits, self.pack_gqa, self.split_rule, b_r, b_c,
+                      can_split=self.can_split(gpu))
+
+    def kv_in_flight(self, dims: Dims, b_c):
+        """Global-load bytes one forward CTA keeps in flight: flash-attn 2 prefetches the next
+        K (or V) tile with cp.async while it computes on the current one."""
+        return dims.e_kv * b_c * maximum(dims.d, dims.d_v)
+
+    def can_split(self, gpu: GPUSpec) -> bool:
+        """Whether this implementation splits the key range (flash-attn 2 and 3 do)."""
+        return True
+
     # ------------------------------------------------------------------ kernels
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         check_fused_inputs(dims, self.name, self.dtypes)
-        gpu.tensor_flops_per_clk(dims.dtype, self.tensor_family)  # raises if unsupported
+        gpu.tensor_flops_per_clk(self.mma_dtype(dims), self.tensor_family)  # raises if unsupported
+        self.check_masks(dims)
         out = []
         if dims.fwd:
-            b_r, b_c, _ = self.fwd_tiles(dims, gpu)
-            out.append(with_whole_tiles(lambda x: self._forward(x, gpu), dims, b_r, b_c))
+            fdims = self.forward_dims(replace(dims, phase="fwd"), gpu)
+            b_r, b_c, _ = self.fwd_tiles(fdims, gpu)
+            main = with_whole_tiles(lambda x: self._forward(x, gpu), fdims, b_r, b_c)
+            out.append(split_forward(main, fdims, fdims.splits))
+            if fdims.splits > 1:
+                out.append(combine_kernel(fdims, fdims.splits, f"{self.name}_fwd_combine"))
         if dims.bwd:
             b_r, b_c, _ = self.bwd_tiles(dims, gpu)
             main = with_whole_tiles(lambda x: self._backward(x, gpu)[1], dims, b_r, b_c)
@@ -195,20 +248,28 @@ class FA2(Algorithm):
             out.extend([pre, main, *rest])
         return out
 
+    def mma_dtype(self, dims: Dims) -> str:
+        """The dtype the matmuls run in: Q's, or K/V's where that is wider (a narrower K/V
+        cache is converted to it after loading, as mixed-precision decode kernels do; the
+        flash-attn references themselves take one dtype for Q, K and V)."""
+        if dims.kv_dtype and BYTES_PER_ELEMENT[dims.kv_dtype] > dims.e:
+            return dims.kv_dtype
+        return dims.dtype
+
     def _forward(self, dims: Dims, gpu: GPUSpec) -> KernelCost:
         b_r, b_c, warps = self.fwd_tiles(dims, gpu)
-        e, bh = dims.e, dims.B * dims.H
+        e, ekv, bh = dims.e, dims.e_kv, dims.B * dims.H
         dkv = dims.d + dims.d_v
-        smem = e * (b_r * dims.d + b_c * dkv)
+        smem = e * b_r * dims.d + ekv * b_c * dkv
         ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
-        v = visits(dims.N_q, dims.N_k, b_r, b_c, dims.causal)
+        v = dims.tile_visits(b_r, b_c)
         # K/V: every query tile streams the key/value tiles it visits. The query tiles of one
         # (batch, head) are adjacent in the grid, start together and walk K/V in the same
         # order, so the re-reads of the CTAs resident at once hit L2: the live working set is
         # a double-buffered K/V tile per (batch, head) in flight (base.lockstep_window).
-        kv_total = e * bh * v.q_outer_cols * dkv
-        kv_compulsory = e * dims.B * dims.H_kv * dims.N_k * dkv
-        window = lockstep_window(gpu.sm_count * ctas, v.q_tiles, e * b_c * dkv)
+        kv_total = ekv * bh * v.q_outer_cols * dkv
+        kv_compulsory = ekv * dims.B * dims.H_kv * dims.N_k * dkv
+        window = lockstep_window(gpu.sm_count * ctas, v.q_tiles, ekv * b_c * dkv)
         kv_hbm, kv_hits = l2_filtered(kv_total, kv_compulsory, window, gpu,
                                       gpu.l2_usable_fraction)
         rows_steps = v.tiles * b_r  # (row, visited key tile) pairs, padded rows included
@@ -218,25 +279,28 @@ class FA2(Algorithm):
                      + dims.N_q * dims.d_v)
         if dims.dropout_p:
             fp32 = fp32 + bh * v.elements * DROPOUT_OPS_PER_ELEMENT
-        tail = in_order_tail(v, v.q_tiles * bh, gpu.sm_count, ctas, dims.causal,
+        extra = mask_extras(dims, v, bh, dkv)
+        tail = in_order_tail(v, v.q_tiles * bh, gpu.sm_count, ctas, dims.masked,
                              self.lpt_scheduling)
         return KernelCost(
             name=f"{self.name}_fwd", grid=v.q_tiles * bh, tiled=True, ctas_per_sm=ctas,
             persistent=self.persistent_grid(),
             warps_per_cta=warps, smem_bytes_per_cta=smem,
-            registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
+            registers_per_thread=self.registers(gpu, warps), tensor_dtype=self.mma_dtype(dims),
             tensor_family=self.tensor_family,
             tensor_flops=2 * bh * v.elements * dkv,
-            fp32_flops=fp32,
-            exp_ops=bh * (v.elements + rows_steps * sc.FA2_EXPS_PER_ROW_STEP),
-            hbm_read_bytes=e * bh * dims.N_q * dims.d + kv_hbm,
+            fp32_flops=fp32 + extra["fp32"],
+            exp_ops=bh * (v.elements + rows_steps * sc.FA2_EXPS_PER_ROW_STEP) + extra["mufu"],
+            hbm_read_bytes=e * bh * dims.N_q * dims.d + kv_hbm + extra["page_table"],
             hbm_write_bytes=bh * dims.N_q * (e * dims.d_v + STAT_BYTES),
             l2_hit_bytes=kv_hits,
             **self._fwd_smem(dims, v, b_r, warps),
             overlap=self.overlap_groups("fwd", dims),
             pipeline=self.pipeline("fwd", gpu, ctas, warps),
+            bytes_in_flight=self.kv_in_flight(dims, b_c),
             terms={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
-                   "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail},
+                   "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail,
+                   "packed_heads": dims.group},
         ).padded(tail, fixed=self._fwd_row_work(dims))
 
     def _fwd_row_work(self, dims: Dims) -> dict:
@@ -250,8 +314,9 @@ class FA2(Algorithm):
         """Forward shared-memory traffic: Q once into shared memory; each K/V tile written
         once (cp.async) and read by every warp (split-Q: each warp needs all of K_j, V_j)."""
         e, bh, dkv = dims.e, dims.B * dims.H, dims.d + dims.d_v
-        return {"smem_write_bytes": e * bh * (dims.N_q * dims.d + v.q_outer_cols * dkv),
-                "smem_read_bytes": e * bh * (dims.N_q * dims.d + warps * v.q_outer_cols * dkv)}
+        kv = dims.e_kv * bh * v.q_outer_cols * dkv
+        return {"smem_write_bytes": e * bh * dims.N_q * dims.d + kv,
+                "smem_read_bytes": e * bh * dims.N_q * dims.d + warps * kv}
 
     def _backward(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         launch = self.bwd_launch(dims, gpu)
@@ -269,7 +334,7 @@ class FA2(Algorithm):
         # reference's kernel traits: BwdLaunch.smem_bytes)
         smem = self.bwd_smem_bytes(launch, dims)
         ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
-        v = visits(dims.N_q, dims.N_k, b_r, b_c, dims.causal)
+        v = dims.tile_visits(b_r, b_c)
         q_side = bh * v.kv_outer_rows          # (query row, key tile) pairs
         q_total = q_side * (e * (d + d_v) + 2 * STAT_BYTES)   # Q, dO, LSE, D
         q_compulsory = bh * rows_read(dims, b_r) * (e * (d + d_v) + 2 * STAT_BYTES)
@@ -290,6 +355,8 @@ class FA2(Algorithm):
                      + v.masked_tiles * b_r * b_c * sc.MASK_FLOPS_PER_SCORE)
         if dims.dropout_p:
             fp32 = fp32 + bh * v.elements * DROPOUT_OPS_PER_ELEMENT
+        extra = mask_extras(dims, v, bh, d + d_v, backward=True)
+        fp32 = fp32 + extra["fp32"]
         elems = bh * v.elements
         again = 1 if self.dq_recompute else 0
         operand_reads = e * bh * v.tiles * self.bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms)
@@ -301,7 +368,8 @@ class FA2(Algorithm):
             tensor_family=self.tensor_family,
             # S = Q Kᵀ, dP = dO Vᵀ, dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K (+ S, dP again)
             tensor_flops=2 * elems * (3 * d + 2 * d_v) + again * 2 * elems * (d + d_v),
-            fp32_flops=fp32 * (1 + again), exp_ops=elems * (1 + again), atomics=atomics,
+            fp32_flops=fp32 * (1 + again), exp_ops=(elems + extra["mufu"]) * (1 + again),
+            atomics=atomics,
             hbm_read_bytes=kv_read + q_hbm + dq_hbm / 2,
             hbm_write_bytes=kv_read + dq_hbm / 2,            # dK, dV (per query head)
             l2_hit_bytes=q_hits + dq_hits,
@@ -386,8 +454,40 @@ def fused_memory_bytes(dims: Dims):
     q_o = B * dims.H * dims.N_q * (dims.d + dims.d_v)
     k_v = B * dims.H_kv * dims.N_k * (dims.d + dims.d_v)
     stats = B * dims.H * dims.N_q * STAT_BYTES
-    total = e * (q_o + k_v) + stats
+    total = e * q_o + dims.e_kv * k_v + stats
     if dims.bwd:
         total = total + e * (2 * q_o + k_v) + stats \
             + FP32_BYTES * B * dims.H * dims.N_q * dims.d
     return total
+
+
+#: flash-attn 2's split-KV kernel (``run_mha_fwd_splitkv_dispatch``): 64 query rows, a key
+#: tile of 256 / 128 / 64 for head dims ≤ 64 / ≤ 128 / larger, 4 warps; it also runs every
+#: paged-KV call.
+def splitkv_tile(d) -> tuple[int, int, int]:
+    return 64, (256 if d <= 64 else 128 if d <= 128 else 64), 4
+
+
+#: Softcap per score element (``s ← c·tanh(s/c)``): one MUFU ``tanh`` and two FP32 multiplies
+#: forward; the backward recomputes ``tanh`` and multiplies ``dS`` by ``1 − tanh²`` (3 ops).
+SOFTCAP_FWD_FP32, SOFTCAP_BWD_FP32 = 2, 5
+#: int32 page-table entry.
+PAGE_TABLE_ENTRY_BYTES = 4
+
+
+def mask_extras(dims: Dims, v, bh, dkv, backward: bool = False) -> dict:
+    """Work a plain kernel does not do: softcap (``SOFTCAP_*``: FP32 ops and a MUFU tanh per
+    score), converting a narrower K/V cache to the matmul dtype (one FP32-pipe op per K/V
+    element loaded, ``dims.kv_dtype``), and page-table reads (one entry per page a query
+    tile's key range touches, ``dims.page_size``). Returns ``{"fp32", "mufu",
+    "page_table"}``."""
+    elems = bh * v.elements
+    fp32 = mufu = pages = 0
+    if dims.softcap:
+        fp32 = elems * (SOFTCAP_BWD_FP32 if backward else SOFTCAP_FWD_FP32)
+        mufu = elems
+    if dims.kv_dtype and dims.kv_dtype != dims.dtype:
+        fp32 = fp32 + bh * v.q_outer_cols * dkv
+    if dims.page_size and not backward:
+        pages = PAGE_TABLE_ENTRY_BYTES * bh * cdiv(v.q_outer_cols, dims.page_size)
+    return {"fp32": fp32, "mufu": mufu, "page_table": pages}

@@ -58,6 +58,14 @@ BWD_TILES = {64: (128, 128), 96: (64, 128), 128: (64, 128), 192: (64, 96), 256: 
 #: Rows per consumer warpgroup: a WGMMA instruction covers 64 rows (P3 §2.2).
 WGMMA_ROWS = 64
 WARPS_PER_WARPGROUP = 4
+#: Fewest 32-bit registers per thread the reference gives a consumer (MMA) warpgroup and the
+#: producer warpgroup through ``setmaxnreg`` (flash-attn 3, hopper/flash_fwd_kernel_sm90.h and
+#: flash_bwd_kernel_sm90.h: ``MmaRegisterRequirement = NumMmaWarpGroups == 2 ? 240 : 160``,
+#: ``LoadRegisterRequirement = NumMmaWarpGroups == 2 ? 24 : 32``): 160 with three consumer
+#: warpgroups, 24 for the producer. Below it a consumer thread cannot hold its share of the
+#: O accumulator and the S tile of a 64-row WGMMA slice; no CTA runs.
+FA3_MIN_CONSUMER_REGISTERS = 160
+FA3_MIN_PRODUCER_REGISTERS = 24
 
 
 def wgmma_operand_reads(m, n, k, warpgroups):
@@ -85,9 +93,15 @@ class FA3(FA2):
         persistent: CTAs stay resident and loop over tiles (the reference's tile scheduler,
             hopper/tile_scheduler.hpp); ``False`` for one CTA per tile (Triton).
         tensor_family: ``wgmma``.
+        num_splits, pack_gqa: as ``FA2``, with flash-attn 3's rules for ``"auto"``
+            (``hopper/heuristics.h``, ``perfsim.algorithms.splits``).
+
+    No dropout: the reference has none (flash-attn issue #1251), so a workload with
+    ``dropout_p > 0`` raises ``InfeasibleError``.
     """
 
     name: ClassVar[str] = "fa3"
+    split_rule: ClassVar[str] = "fa3"
     overlap_rule: ClassVar[str] = ("producer/consumer pipeline: MMA and softmax stations in a "
                                    "cycle with 1 tile in flight, +1 for ping-pong (which needs "
                                    "warp specialisation), +1 for intra-warpgroup pipelining; "
@@ -105,7 +119,7 @@ class FA3(FA2):
 
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
         table = (FWD_TILES_FP8 if dims.dtype == "fp8_e4m3" else
-                 FWD_TILES_CAUSAL if dims.causal else FWD_TILES)
+                 FWD_TILES_CAUSAL if dims.masked else FWD_TILES)
         b_r, b_c = (128, 128) if dims.symbolic else _pick(table, max(dims.d, dims.d_v), self.name)
         b_r, b_c = self.block_m or b_r, self.block_n or b_c
         consumers = cdiv(b_r, WGMMA_ROWS)
@@ -131,9 +145,45 @@ class FA3(FA2):
     def persistent_grid(self) -> bool:
         return self.persistent
 
+    def check_masks(self, dims: Dims) -> None:
+        """flash-attn 3 (``hopper/``) has windows, softcap and paged K/V (any page size) but no
+        dropout.
+
+        Raises:
+            InfeasibleError: ``dropout_p > 0``.
+        """
+        if dims.dropout_p:
+            raise InfeasibleError(f"{self.name} has no dropout (FlashAttention-3's hopper/ "
+                                  "kernels have none, flash-attn issue #1251)")
+
+    def kv_in_flight(self, dims: Dims, b_c):
+        """TMA keeps ``stages`` K/V tiles in flight (the producer warpgroup's ring)."""
+        return self.stages * dims.e_kv * b_c * (dims.d + dims.d_v)
+
     def registers(self, gpu: GPUSpec, warps: int) -> int:
         """``setmaxnreg`` shares the whole register file among the CTA's warpgroups (240 for
-        consumers, 24-32 for the producer in the reference): one CTA per SM."""
+        consumers, 24-32 for the producer in the reference): one CTA per SM.
+
+        Raises:
+            InfeasibleError: the register file cannot give each consumer thread
+                :data:`FA3_MIN_CONSUMER_REGISTERS` with the producer at
+                :data:`FA3_MIN_PRODUCER_REGISTERS` (or the per-thread maximum is below it).
+        """
+        group_threads = 32 * WARPS_PER_WARPGROUP
+        groups = max(cdiv(warps, WARPS_PER_WARPGROUP), 1)
+        consumers = max(groups - 1, 1)
+        producers = groups - consumers
+        spare = gpu.registers_per_sm - producers * group_threads * FA3_MIN_PRODUCER_REGISTERS
+        per_consumer = min(gpu.max_registers_per_thread, spare // (consumers * group_threads))
+        if per_consumer < FA3_MIN_CONSUMER_REGISTERS:
+            need = group_threads * (consumers * FA3_MIN_CONSUMER_REGISTERS
+                                    + producers * FA3_MIN_PRODUCER_REGISTERS)
+            raise InfeasibleError(
+                f"no CTA fits on one {gpu.id} SM (registers per SM): {self.name}'s "
+                f"{consumers} consumer warpgroup(s) need {FA3_MIN_CONSUMER_REGISTERS} registers "
+                f"per thread and its producer {FA3_MIN_PRODUCER_REGISTERS} (flash-attn 3 "
+                f"setmaxnreg), {need} in all; {gpu.id} has {gpu.registers_per_sm} per SM, at "
+                f"most {gpu.max_registers_per_thread} per thread")
         return min(gpu.max_registers_per_thread, gpu.registers_per_sm // (warps * 32))
 
     def overlap_groups(self, phase: str, dims: Dims):

@@ -26,12 +26,14 @@ is the Hopper path the reference also ships (WGMMA + TMA).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
+    DROPOUT_OPS_PER_ELEMENT,
     FP32_BYTES,
     STAT_BYTES,
     Algorithm,
@@ -41,16 +43,26 @@ from perfsim.algorithms.base import (
     rows_read,
     with_whole_tiles,
 )
-from perfsim.algorithms.fa2 import check_fused_inputs, fused_memory_bytes, gqa_reduce_kernel
+from perfsim.algorithms.fa2 import (
+    check_fused_inputs,
+    fused_memory_bytes,
+    gqa_reduce_kernel,
+    mask_extras,
+)
 from perfsim.algorithms.fa4_softmax import (
     emulated_exp_fma_ops,
     shipped_emulation_fraction,
+)
+from perfsim.algorithms.splits import (
+    check_num_splits,
+    combine_kernel,
+    decide,
+    split_forward,
 )
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv
-from perfsim.tiles import visits
 
 #: MMA tile rows on Blackwell (tcgen05: 128 x N; P4 §2.2).
 MMA_ROWS = 128
@@ -91,6 +103,10 @@ class FA4(Algorithm):
         lpt_scheduling: longest-processing-time-first tile order for causal work (§3.3).
         persistent: CTAs stay resident and loop over tiles (the reference's tile scheduler,
             flash_attn/cute/tile_scheduler.py); ``False`` for one CTA per tile (Triton).
+        num_splits, pack_gqa: split-KV and GQA packing (``perfsim.algorithms.splits``);
+            ``"auto"`` follows flash_attn.cute's rules (``interface.py``).
+
+    Dropout is charged as in flash-attn 2 (Philox per score element, ``DROPOUT_OPS_PER_ELEMENT``).
     """
 
     name: ClassVar[str] = "fa4"
@@ -107,6 +123,10 @@ class FA4(Algorithm):
     two_cta_backward: bool = True
     lpt_scheduling: bool = True
     persistent: bool = True
+    num_splits: Literal["auto"] | int = "auto"
+    pack_gqa: Literal["auto"] | bool = "auto"
+
+    _splits = field_validator("num_splits")(classmethod(lambda cls, v: check_num_splits(v)))
 
     # ---------------------------------------------------------------- configuration
     def family(self) -> str:
@@ -186,8 +206,13 @@ class FA4(Algorithm):
                                   f"{gpu.smem_bytes_per_block} B per CTA")
         out = []
         if dims.fwd:
-            out.append(with_whole_tiles(lambda x: self._forward(x, gpu, b_r, b_c, smem),
-                                        dims, b_r, b_c))
+            fdims = decide(replace(dims, phase="fwd"), gpu, self.num_splits, self.pack_gqa,
+                           "cute", b_r, b_c)
+            main = with_whole_tiles(lambda x: self._forward(x, gpu, b_r, b_c, smem),
+                                    fdims, b_r, b_c)
+            out.append(split_forward(main, fdims, fdims.splits))
+            if fdims.splits > 1:
+                out.append(combine_kernel(fdims, fdims.splits, "fa4_fwd_combine"))
         if dims.bwd:
             out.append(with_whole_tiles(lambda x: self._backward(x, gpu), dims, MMA_ROWS,
                                         MMA_ROWS))
@@ -197,12 +222,12 @@ class FA4(Algorithm):
     def _imbalance(self, dims: Dims, gpu: GPUSpec, v, grid):
         """Causal tail without LPT scheduling (``perfsim.algorithms.base.in_order_tail``),
         one resident CTA per SM."""
-        return in_order_tail(v, grid, gpu.sm_count, 1, dims.causal, self.lpt_scheduling)
+        return in_order_tail(v, grid, gpu.sm_count, 1, dims.masked, self.lpt_scheduling)
 
     def _forward(self, dims: Dims, gpu: GPUSpec, b_r, b_c, smem) -> KernelCost:
-        e, bh, dkv = dims.e, dims.B * dims.H, dims.d + dims.d_v
-        v = visits(dims.N_q, dims.N_k, b_r, b_c, dims.causal)
-        v128 = visits(dims.N_q, dims.N_k, MMA_ROWS, b_c, dims.causal)
+        e, ekv, bh, dkv = dims.e, dims.e_kv, dims.B * dims.H, dims.d + dims.d_v
+        v = dims.tile_visits(b_r, b_c)
+        v128 = dims.tile_visits(MMA_ROWS, b_c)
         elems = bh * v.elements
         frac = self.emulation(dims, gpu)
         rows_tiles = bh * v128.tiles * MMA_ROWS      # (row, key tile) pairs
@@ -214,35 +239,43 @@ class FA4(Algorithm):
                 + rows_tiles                                   # the max-jump test
                 + rescales * (dims.d_v + sc.RESCALE_FLOPS_PER_ROW_EXTRA)
                 + bh * dims.N_q * dims.d_v)
-        kv_total = e * bh * v.q_outer_cols * dkv
-        window = gpu.sm_count * KV_STAGES * e * b_c * dkv
-        kv_hbm, kv_hits = l2_filtered(kv_total, e * dims.B * dims.H_kv * dims.N_k * dkv,
+        if dims.dropout_p:
+            fp32 = fp32 + elems * DROPOUT_OPS_PER_ELEMENT
+        extra = mask_extras(dims, v, bh, dkv)
+        kv_total = ekv * bh * v.q_outer_cols * dkv
+        window = gpu.sm_count * KV_STAGES * ekv * b_c * dkv
+        kv_hbm, kv_hits = l2_filtered(kv_total, ekv * dims.B * dims.H_kv * dims.N_k * dkv,
                                       window, gpu, gpu.l2_usable_fraction)
         grid = v.q_tiles * bh
         # MMA operand reads (the paper's formula, per 128-row block) + TMA writes
-        reads = e * (bh * v128.tiles * cdiv(b_c, MMA_ROWS) * MMA_ROWS * dims.d
-                     + bh * v128.q_outer_cols * dkv)
-        writes = e * bh * (dims.N_q * dims.d + v.q_outer_cols * dkv)
+        reads = (e * bh * v128.tiles * cdiv(b_c, MMA_ROWS) * MMA_ROWS * dims.d
+                 + ekv * bh * v128.q_outer_cols * dkv)
+        writes = e * bh * dims.N_q * dims.d + ekv * bh * v.q_outer_cols * dkv
         cost = KernelCost(
             name="fa4_fwd", grid=grid, tiled=True, persistent=self.persistent,
             warps_per_cta=FWD_WARPS, smem_bytes_per_cta=smem,
             registers_per_thread=gpu.registers_per_sm // (FWD_WARPS * 32),
             tensor_dtype=dims.dtype, tensor_family=self.family(),
-            tensor_flops=2 * elems * dkv, fp32_flops=fp32,
-            exp_ops=(1 - frac) * elems + rescales, emulated_exp_ops=frac * elems,
-            hbm_read_bytes=e * bh * dims.N_q * dims.d + kv_hbm,
+            tensor_flops=2 * elems * dkv, fp32_flops=fp32 + extra["fp32"],
+            exp_ops=(1 - frac) * elems + rescales + extra["mufu"],
+            emulated_exp_ops=frac * elems,
+            hbm_read_bytes=e * bh * dims.N_q * dims.d + kv_hbm + extra["page_table"],
             hbm_write_bytes=bh * dims.N_q * (e * dims.d_v + STAT_BYTES), l2_hit_bytes=kv_hits,
             smem_read_bytes=reads, smem_write_bytes=writes, overlap=(("hbm",),),
             pipeline=(STATIONS, q_tiles_in_flight(b_r)),
-            terms={"block_m": b_r, "block_n": b_c, "emulate_fraction": frac},
+            bytes_in_flight=KV_STAGES * ekv * b_c * dkv,
+            terms={"block_m": b_r, "block_n": b_c, "emulate_fraction": frac,
+                   "packed_heads": dims.group},
         )
         return cost.padded(self._imbalance(dims, gpu, v, grid))
 
     def _backward(self, dims: Dims, gpu: GPUSpec) -> KernelCost:
         e, bh, d, d_v = dims.e, dims.B * dims.H, dims.d, dims.d_v
-        v = visits(dims.N_q, dims.N_k, MMA_ROWS, MMA_ROWS, dims.causal)
+        v = dims.tile_visits(MMA_ROWS, MMA_ROWS)
         elems = bh * v.elements
         tiles = bh * v.tiles
+        extra = mask_extras(dims, v, bh, d + d_v, backward=True)
+        drop = elems * DROPOUT_OPS_PER_ELEMENT if dims.dropout_p else 0
         per_tile = self.tile_cycles(dims, gpu, "bwd")
         q_side = bh * v.kv_outer_rows
         q_total = q_side * (e * (d + d_v) + 2 * STAT_BYTES)
@@ -259,8 +292,9 @@ class FA4(Algorithm):
             tensor_dtype=dims.dtype, tensor_family=self.family(),
             tensor_flops=2 * elems * (3 * d + 2 * d_v),
             fp32_flops=elems * sc.BWD_FLOPS_PER_SCORE
-            + bh * v.masked_tiles * MMA_ROWS * MMA_ROWS * sc.MASK_FLOPS_PER_SCORE,
-            exp_ops=elems, atomics=q_side * d,
+            + bh * v.masked_tiles * MMA_ROWS * MMA_ROWS * sc.MASK_FLOPS_PER_SCORE
+            + extra["fp32"] + drop,
+            exp_ops=elems + extra["mufu"], atomics=q_side * d,
             hbm_read_bytes=kv + q_hbm, hbm_write_bytes=kv + FP32_BYTES * q_side * d,
             l2_hit_bytes=q_hits,
             smem_read_bytes=tiles * per_tile["smem"] * gpu.smem_bandwidth_bytes_per_clk_per_sm,

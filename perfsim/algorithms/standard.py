@@ -32,6 +32,7 @@ from perfsim.algorithms.base import (
     padding,
 )
 from perfsim.algorithms.fa2 import gqa_reduce_kernel
+from perfsim.errors import InfeasibleError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv, where
@@ -81,6 +82,13 @@ class Standard(Algorithm):
     weights_cast_bytes: int = Field(default=0, ge=0, le=4)
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        if dims.kv_dtype and dims.kv_dtype != dims.dtype:
+            raise InfeasibleError(f"standard attention multiplies tensors of one dtype; a "
+                                  f"{dims.kv_dtype} K/V under {dims.dtype} queries must be "
+                                  "converted first (count that conversion separately)")
+        if dims.page_size:
+            raise InfeasibleError("standard attention multiplies contiguous K/V; a paged cache "
+                                  "must be gathered first (count that copy separately)")
         out = []
         if dims.fwd:
             out += self._forward(dims, gpu)
@@ -130,7 +138,7 @@ class Standard(Algorithm):
     def _forward(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         bh = dims.B * dims.H
         nn = self._nn(dims)
-        causal = 1 if dims.causal else 0
+        causal = 1 if dims.masked else 0     # a window is one more mask of the same kind
         drop = 1 if dims.dropout_p else 0
         rows = bh * dims.N_q
         ks = [self._expand_kv(dims),
@@ -138,6 +146,10 @@ class Standard(Algorithm):
                          bh * (dims.N_q + dims.N_k) * dims.d, nn)]
         if not self.scale_in_matmul:
             ks.append(self._pointwise("scale", dims, 1, 1, flops=1))
+        if dims.softcap:     # s / c, tanh (MUFU), · c: three eager elementwise kernels
+            ks += [self._pointwise("softcap_div", dims, 1, 1, flops=1),
+                   self._pointwise("softcap_tanh", dims, 1, 1, exps=1),
+                   self._pointwise("softcap_mul", dims, 1, 1, flops=1)]
         if causal:
             if self.mask_op == "masked_fill":
                 ks.append(self._pointwise("mask_copy", dims, 1, 1))
@@ -196,7 +208,9 @@ class Standard(Algorithm):
                    self._pointwise("exp_bwd", dims, 2, 1, flops=1),
                    self._pointwise("max_bwd", dims, 1, 1, flops=1,
                                    extra_read=INDEX_BYTES * rows)]
-        if dims.causal:
+        if dims.softcap:     # dS · (1 − tanh²): tanh saved, one fused elementwise pass
+            ks.append(self._pointwise("softcap_bwd", dims, 2, 1, flops=3))
+        if dims.masked:
             if self.mask_op == "masked_fill":
                 ks.append(self._pointwise("mask_bwd_copy", dims, 1, 1))
             ks.append(self._pointwise("mask_bwd", dims, 1, 1, flops=1,

@@ -1,0 +1,216 @@
+"""Split-KV and GQA packing for decode-shaped forward passes (flash-attn 2 and 3 sources).
+
+* **Split-KV** (flash-decoding): the key range of each query tile is cut into ``num_splits``
+  parts, each a CTA of its own that writes an un-normalised fp32 partial ``O`` and its
+  logsumexp; a combine kernel reads the partials and writes ``O``. Total matmul and softmax
+  work is unchanged; the grid grows ``num_splits``-fold, Q is loaded once per split and the
+  partials cross memory twice.
+* **GQA packing** (flash-attn 3 ``PackGQA``; flash-attn 2's ``seqlenq_ngroups_swapped`` for
+  one query token): the ``H / H_kv`` query heads that share a K/V head become rows of one
+  query tile, so each K/V tile is read once per K/V head instead of once per query head
+  (:meth:`perfsim.algorithms.base.Dims.packed`).
+
+The ``"auto"`` choices follow the references (facts read from their sources):
+
+* flash-attn 2 ``csrc/flash_attn/flash_api.cpp`` ``set_params_splitkv``: key tile 256 / 128 / 64
+  for head dims ≤ 64 / ≤ 128 / larger, query tiles of 64 rows, ``num_splits_heuristic`` with
+  twice the SM count (two 128-thread CTAs per SM) and at most 128 splits; no splits with
+  dropout. ``mha_fwd`` packs the heads of one query token (``seqlenq_ngroups_swapped``:
+  ``N_q = 1``, ``H > H_kv``, no window, no dropout).
+* flash-attn 3 ``hopper/heuristics.h``: ``should_pack_gqa`` (pack when the query tile's row
+  use without packing is below 0.9 of the packed one; always for varlen) and its
+  ``num_splits_heuristic`` (one split once the query tiles fill 80 % of the SMs — unless one
+  K/V head exceeds a 50 MB L2 with many query tiles and no mask —, none for ≤ 4 key tiles,
+  else the smallest count within 85 % of the best wave efficiency); ``hopper/flash_api.cpp``
+  packs whenever it splits, and the grid counts the SMs once (one CTA per SM).
+* flash-attn 4 (``flash_attn/cute/interface.py``, read for the H200 runs): packs whenever
+  ``H > H_kv`` (except head dim 256 on sm100); ``num_splits_heuristic``: one split for ≤ 4
+  key tiles, else ``max(1, min(SMs // total_mblocks, 128, key tiles))``, the key tiles of a
+  window counting ``left + right + 1 + B_r`` keys; sm90 refuses splits
+  (``assert not is_split_kv``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from perfsim.algorithms.base import FP32_BYTES, STAT_BYTES, Dims
+from perfsim.kernel import KernelCost
+from perfsim.mathops import cdiv
+
+#: Most splits the references take (``num_splits <= 128``).
+MAX_SPLITS = 128
+#: L2 size flash-attn 3's heuristic assumes (``size_l2 = 50 * 1024 * 1024``).
+FA3_ASSUMED_L2_BYTES = 50 * 1024 * 1024
+#: Query rows one CTA of the combine kernel handles (flash-attn's ``flash_fwd_combine``
+#: works on small row blocks; 16 rows, a stated approximation).
+COMBINE_ROWS_PER_CTA = 16
+
+
+def check_num_splits(v):
+    """The ``num_splits`` option: ``"auto"`` or an integer in [1, MAX_SPLITS]."""
+    if v != "auto" and not 1 <= v <= MAX_SPLITS:
+        raise ValueError(f"num_splits must be 'auto' or an integer in [1, {MAX_SPLITS}], "
+                         f"got {v}")
+    return v
+
+
+def _eligible(n_blocks: int, splits: int) -> bool:
+    return splits == 1 or cdiv(n_blocks, splits) != cdiv(n_blocks, splits - 1)
+
+
+def _best_wave_split(mblocks: int, slots: int, n_blocks: int, max_splits: int) -> int:
+    """The smallest eligible split count whose wave efficiency is within 85 % of the best."""
+    max_splits = min(max_splits, slots, n_blocks)
+    eff = {}
+    for s in range(1, max_splits + 1):
+        if _eligible(n_blocks, s):
+            waves = mblocks * s / slots
+            eff[s] = waves / math.ceil(waves)
+    best = max(eff.values(), default=0.0)
+    return next((s for s, e in sorted(eff.items()) if e >= 0.85 * best), 1)
+
+
+def fa2_num_splits(mblocks: int, sm_count: int, n_blocks: int) -> int:
+    """flash-attn 2's ``num_splits_heuristic`` (called with ``2 × SMs`` slots)."""
+    slots = 2 * sm_count
+    if mblocks >= 0.8 * slots:
+        return 1
+    return _best_wave_split(mblocks, slots, n_blocks, MAX_SPLITS)
+
+
+def fa3_num_splits(mblocks: int, sm_count: int, n_blocks: int, m_blocks: int,
+                   kv_head_bytes: int, masked: bool) -> int:
+    """flash-attn 3's ``num_splits_heuristic`` (one CTA slot per SM)."""
+    if mblocks >= 0.8 * sm_count:
+        if (kv_head_bytes > FA3_ASSUMED_L2_BYTES and m_blocks >= 2 * sm_count
+                and not masked):
+            return min(cdiv(kv_head_bytes, FA3_ASSUMED_L2_BYTES), MAX_SPLITS)
+        return 1
+    if n_blocks <= 4:
+        return 1
+    return _best_wave_split(mblocks, sm_count, n_blocks, MAX_SPLITS)
+
+
+def cute_num_splits(mblocks: int, sm_count: int, n_blocks: int) -> int:
+    """flash-attn 4's ``num_splits_heuristic`` (``flash_attn/cute/interface.py``)."""
+    if n_blocks <= 4:
+        return 1
+    return max(1, min(sm_count // max(mblocks, 1), MAX_SPLITS, n_blocks))
+
+
+def should_pack_gqa(varlen: bool, seqlen_q: int, group: int, block_m: int) -> bool:
+    """flash-attn 3's ``should_pack_gqa``."""
+    if varlen:
+        return True
+    def use(rows):
+        return rows / (cdiv(rows, block_m) * block_m)
+    return use(seqlen_q) < 0.9 * use(seqlen_q * group)
+
+
+def split_forward(cost: KernelCost, dims: Dims, splits: int) -> KernelCost:
+    """A forward kernel's cost with its key range cut into ``splits`` CTAs per query tile.
+
+    Changes: the grid; Q loaded once per split (the extra loads hit L2: the splits of a
+    query tile run together); each row normalised and stored per split, as an fp32 partial
+    ``O`` plus its logsumexp instead of ``O`` in the input dtype (those writes counted to
+    HBM, a stated simplification: small decode partials may stay in L2).
+    """
+    if splits <= 1:
+        return cost
+    e, rows = dims.e, dims.B * dims.H * dims.N_q
+    extra_q = (splits - 1) * e * rows * dims.d
+    writes = rows * (splits * FP32_BYTES * (dims.d_v + 1) - (e * dims.d_v + STAT_BYTES))
+    fixed = {"fp32": (splits - 1) * rows * dims.d_v, "smem": (splits - 1) * 2 * e * rows * dims.d}
+    executed = {u: v + fixed.get(u, 0) for u, v in cost.sm_demand().items()}
+    return replace(cost, grid=cost.grid * splits, l2_hit_bytes=cost.l2_hit_bytes + extra_q,
+                   hbm_write_bytes=cost.hbm_write_bytes + writes,
+                   fp32_flops=cost.fp32_flops + fixed["fp32"],
+                   smem_read_bytes=cost.smem_read_bytes + fixed["smem"] / 2,
+                   smem_write_bytes=cost.smem_write_bytes + fixed["smem"] / 2,
+                   executed=executed, terms={**cost.terms, "num_splits": splits})
+
+
+def combine_kernel(dims: Dims, splits: int, name: str) -> KernelCost:
+    """The split-KV combine kernel: per query row read ``splits`` fp32 partials and
+    logsumexps, rescale and sum them (exp of each logsumexp difference), write ``O`` and the
+    logsumexp."""
+    rows = dims.B * dims.H * dims.N_q
+    return KernelCost(
+        name=name, grid=cdiv(rows, COMBINE_ROWS_PER_CTA), warps_per_cta=4,
+        fp32_flops=rows * splits * (2 * dims.d_v + 4), exp_ops=rows * splits,
+        hbm_read_bytes=rows * splits * FP32_BYTES * (dims.d_v + 1),
+        hbm_write_bytes=rows * (dims.e * dims.d_v + STAT_BYTES),
+        overlap=(("hbm",), ("fp32", "mufu")))
+
+
+def decide(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int, block_n: int,
+           can_split: bool = True) -> Dims:
+    """The forward dims with the packing and split choice applied (``"auto"``: the
+    reference's rule, ``rule`` = ``"fa2"``, ``"fa3"`` or ``"cute"``), as ``Dims.group`` /
+    ``Dims.splits``.
+    Symbolic dims keep one split and no packing."""
+    if dims.symbolic:
+        return dims
+    import numpy as np
+    if any(isinstance(x, np.ndarray) for x in (dims.B, dims.H, dims.H_kv, dims.N_q, dims.N_k)):
+        return _decide_arrays(dims, num_splits, pack_gqa, can_split)
+    group = dims.H // dims.H_kv
+    if pack_gqa == "auto":
+        if rule == "fa2":
+            pack = (dims.N_q == 1 and group > 1 and dims.window == (None, None)
+                    and not dims.dropout_p)
+        elif rule == "cute":
+            pack = group > 1 and not (max(dims.d, dims.d_v) > 192
+                                      and gpu.native_tensor_family == "tcgen05")
+        else:
+            pack = group > 1 and (num_splits not in ("auto", 1) or should_pack_gqa(
+                dims.seqlens is not None, dims.N_q, group, block_m))
+    else:
+        pack = bool(pack_gqa) and group > 1
+    out = dims.packed() if pack else dims
+    if not can_split or dims.bwd and not dims.fwd:
+        return out
+    if num_splits == "auto":
+        if rule == "fa2" and (dims.dropout_p or dims.window != (None, None)):
+            splits = 1
+        else:
+            n_blocks = cdiv(dims.N_k, block_n)
+            m_blocks = cdiv(out.N_q, block_m)
+            mblocks = dims.B * out.H * m_blocks
+            if rule == "fa2":
+                splits = fa2_num_splits(mblocks, gpu.sm_count, n_blocks)
+            elif rule == "cute":
+                left, right = dims.window
+                if left is not None and right is not None:
+                    n_blocks = min(n_blocks, cdiv(left + right + 1 + block_m, block_n))
+                splits = cute_num_splits(mblocks, gpu.sm_count, n_blocks)
+            else:
+                splits = fa3_num_splits(mblocks, gpu.sm_count, n_blocks, m_blocks,
+                                        dims.N_k * (dims.d + dims.d_v) * dims.e_kv,
+                                        dims.masked)
+    else:
+        splits = min(int(num_splits), cdiv(dims.N_k, block_n))
+    if splits > 1 and rule == "fa3" and pack_gqa == "auto" and group > 1:
+        out = dims.packed()            # flash-attn 3 packs whenever it splits
+    return replace(out, splits=max(splits, 1))
+
+
+def _decide_arrays(dims: Dims, num_splits, pack_gqa, can_split: bool) -> Dims:
+    """Vectorised sweeps: the kernel structure must be one for the whole block, so
+    ``"auto"`` is taken as one split and no packing there (``perfsim.sweep`` says so); an
+    explicit split count applies as given (not capped by the key tiles).
+
+    Raises:
+        PerfsimError: ``pack_gqa=True`` on arrays (packing changes the tile rows per element;
+            use ``perfsim.predict``).
+    """
+    from perfsim.errors import PerfsimError
+
+    if pack_gqa is True:
+        raise PerfsimError("pack_gqa=True is not vectorised: sweep with pack_gqa=False or "
+                           "'auto' (taken as False in sweeps), or call perfsim.predict per shape")
+    if num_splits == "auto" or not can_split:
+        return dims
+    return replace(dims, splits=int(num_splits))
