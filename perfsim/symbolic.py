@@ -60,7 +60,7 @@ COUNTS = ("flops", "tensor_flops", "fp32_flops", "exp_ops", "emulated_exp_ops", 
 
 def counts(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16", phase="fwd",
            dropout_p=0.0, io_model=False, keep_l2=False, options: dict | None = None,
-           **sizes) -> dict[str, sympy.Expr]:
+           window=(None, None), **sizes) -> dict[str, sympy.Expr]:
     """Totals over the algorithm's kernels as sympy expressions (FLOP, ops, bytes).
 
     Args:
@@ -68,6 +68,9 @@ def counts(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16", phas
             unless ``options`` replaces them.
         gpu: catalog id, profile path or ``GPUSpec`` (rates, capacities, L2).
         causal, dtype, phase, dropout_p: the workload's scalar fields.
+        window: ``(left, right)`` sliding window, numbers or sympy expressions (e.g.
+            ``(sympy.Symbol("w"), 0)``): the tile counts become sums over query tiles
+            (``perfsim.tiles.mask_visits``).
         io_model: no L2: every re-read goes to HBM (see the module docstring).
         keep_l2: leave the L2 size as the symbol ``L_2`` (bytes) instead of the GPU's.
         options: algorithm options, numbers or sympy expressions (not validated); default
@@ -86,7 +89,7 @@ def counts(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16", phas
     """
     kernels, memory = _kernels(algorithm, gpu, causal, dtype, phase, dropout_p,
                                "none" if io_model else "symbol" if keep_l2 else "gpu",
-                               options, sizes)
+                               options, sizes, tuple(window))
     totals = Counts.total([SimpleNamespace(cost=k) for k in kernels])
     out = {name: sympy.sympify(getattr(totals, name)) for name in COUNTS[:-1]}
     return {**out, "memory_bytes": memory}
@@ -121,7 +124,8 @@ def _unit_totals(kernels, gpu, params) -> dict:
     return out
 
 
-def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, sizes):
+def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, sizes,
+             window=(None, None)):
     """The algorithm's kernels on symbols, with L2 per ``l2``: ``gpu``, ``none`` or
     ``symbol``; and the memory footprint."""
     unknown = sorted(set(sizes) - set(SIZES))
@@ -130,7 +134,7 @@ def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, 
     spec = load_gpu(gpu)
     algo = algos.resolve(algorithm)
     dims = algos.Dims(*(sympy.sympify(sizes.get(n, s)) for n, s in SIZES.items()),
-                      causal, dtype, phase, dropout_p)
+                      causal, dtype, phase, dropout_p, window=window)
     tries = [options] if options is not None else _default_options(algo, dims.e)
     for i, opts in enumerate(tries):
         config = type(algo).model_construct(**{**algo.model_dump(), **opts})
@@ -296,3 +300,25 @@ def mufu_crossover(workload, gpu, algorithm="fa4", rel: float = 1e-6) -> float |
 __all__ = ["COUNTS", "L_2", "SIZES", "B", "B_c", "B_r", "H", "H_kv", "M", "N_k", "N_q",
            "compute_bound_seqlen", "counts", "d", "d_v", "evaluator", "mufu_crossover",
            "smooth", "sram_crossover", "unit_seconds"]
+
+
+#: The window symbol of the closed forms (keys before the diagonal a query sees).
+W = sympy.Symbol("w", integer=True, nonnegative=True)
+
+
+def window_pairs(seqlen=N_q, window=W):
+    """Score elements a causal sliding window of ``window`` earlier keys leaves in a square
+    ``N x N`` matrix: ``N·(w + 1) − w·(w + 1)/2`` for ``N > w`` (each row sees ``w + 1`` keys
+    except the first ``w``), ``N·(N + 1)/2`` otherwise — linear in ``N·w``, against ``N²/2``
+    for the causal mask. Equals ``perfsim.tiles.visible_pairs(N, N, w, 0)`` at every size."""
+    n, w = sympy.sympify(seqlen), sympy.sympify(window)
+    return sympy.Piecewise((n * (w + 1) - w * (w + 1) / 2, n > w), (n * (n + 1) / 2, True))
+
+
+def decode_kv_bytes(kv_dtype="bf16"):
+    """HBM bytes a decode step must read at least: the K/V cache, ``e_kv·B·H_kv·N_k·(d +
+    d_v)`` — whatever the query heads and tokens, once each K/V tile is read once per K/V
+    head (GQA packing)."""
+    from perfsim.gpu import BYTES_PER_ELEMENT
+
+    return BYTES_PER_ELEMENT[kv_dtype] * B * H_kv * N_k * (d + d_v)

@@ -237,10 +237,8 @@ def mask_visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool, window=(None
             return visits(seqlen_q, seqlen_k, block_r, block_c, right == 0)
         if right is None:
             return visits(seqlen_q * group, seqlen_k, block_r, block_c, False)
-    if is_symbolic(seqlen_q, seqlen_k):
-        from perfsim.errors import PerfsimError
-        raise PerfsimError("closed forms cover no mask and the plain causal mask; a window or "
-                           "packed GQA rows under a mask are counted numerically")
+    if is_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right):
+        return _banded_visits_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right, group)
     if isinstance(seqlen_q, np.ndarray) or isinstance(seqlen_k, np.ndarray):
         nq, nk = np.broadcast_arrays(np.asarray(seqlen_q), np.asarray(seqlen_k))
         parts = [banded_visits(int(a), int(b), block_r, block_c, left, right, group)
@@ -248,3 +246,43 @@ def mask_visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool, window=(None
         return TileVisits(*(np.array([getattr(p, f) for p in parts]).reshape(nq.shape)
                             for f in TileVisits.__dataclass_fields__))
     return banded_visits(int(seqlen_q), int(seqlen_k), block_r, block_c, left, right, group)
+
+
+def _banded_visits_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right,
+                            group: int = 1) -> TileVisits:
+    """:func:`banded_visits` as sympy ``Sum``\\ s over the query tile index ``m`` (the same
+    per-tile rule, with ``floor``/``Min``/``Max``), for closed forms (``perfsim.symbolic``).
+    ``widest`` is the band's bound ``⌈(left + right + B_r) / B_c⌉ + 1`` (at most ``T_c``)."""
+    from sympy import Max, Min, Sum, floor
+
+    m = sympy.Dummy("m", integer=True, nonnegative=True)
+    rows = seqlen_q * group
+    t_r, t_c = cdiv(rows, block_r), cdiv(seqlen_k, block_c)
+    off = seqlen_k - seqlen_q
+    big = seqlen_q + seqlen_k + 1
+    lft = big if left is None else left
+    rgt = big if right is None else right
+    r0 = m * block_r
+    r1 = Min(r0 + block_r, rows) - 1
+    nrows = r1 - r0 + 1
+    p0, p1 = floor(r0 / group), floor(r1 / group)
+    k_lo = Min(Max(p0 + off - lft, 0), seqlen_k)
+    k_hi = Min(Max(p1 + off + rgt, -1), seqlen_k - 1)
+    n_lo = floor(k_lo / block_c)
+    n_hi = floor(k_hi / block_c)
+    count = Max(n_hi - n_lo + 1, 0)
+    cols = Max(Min((n_hi + 1) * block_c, seqlen_k) - n_lo * block_c, 0)
+    u_lo = Max(-floor(-(p1 + off - lft) / block_c), n_lo)
+    edge = p0 + off + rgt
+    u_hi = Min(sympy.Piecewise((t_c - 1, edge >= seqlen_k - 1),
+                               (floor((edge + 1) / block_c) - 1, True)), n_hi)
+    unmasked = Max(u_hi - u_lo + 1, 0)
+
+    def total(expr):
+        return Sum(expr, (m, 0, t_r - 1))
+    band = (left if left is not None else seqlen_k) + (right if right is not None else
+                                                      seqlen_k)
+    return TileVisits(
+        q_tiles=t_r, kv_tiles=t_c, tiles=total(count), masked_tiles=total(count - unmasked),
+        elements=total(cols * nrows), q_outer_cols=total(cols), kv_outer_rows=total(count * nrows),
+        widest=Min(t_c, cdiv(band + block_r, block_c) + 1))

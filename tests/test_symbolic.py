@@ -152,3 +152,37 @@ def test_unknown_size_and_unsolvable_branch_are_clear_errors():
     if "fa4" in algorithms.names():
         with pytest.raises(perfsim.PerfsimError, match="give that size a number"):
             symbolic.counts("fa4", "b200", options={})
+
+
+def test_windowed_closed_forms_equal_numeric_counts():
+    """A causal sliding window: the closed forms (sums over query tiles) equal predict's
+    counts at odd sizes; the convention's pairs are linear in N·w (``window_pairs``)."""
+    import sympy
+
+    w_sym = sympy.Symbol("w", integer=True, nonnegative=True)
+    forms = symbolic.counts("fa3", "h100-sxm5", causal=True, window=(w_sym, 0), keep_l2=True,
+                            options={"num_splits": 1, "pack_gqa": False})
+    ev = symbolic.evaluator(forms)
+    gpu = perfsim.load_gpu("h100-sxm5")
+    for n, window, heads in ((1000, 255, 4), (777, 31, 2), (4096, 1023, 1)):
+        wl = perfsim.AttentionWorkload(batch=1, heads=heads, seqlen_q=n, head_dim=128,
+                                       causal=True, window=(window, 0))
+        p = perfsim.predict(wl, gpu, algorithms.FA3(num_splits=1, pack_gqa=False))
+        values = ev(B=1, H=heads, H_kv=heads, N_q=n, N_k=n, d=128, d_v=128, w=window,
+                    L_2=gpu.l2_bytes)
+        for count in ("tensor_flops", "exp_ops", "hbm_bytes"):
+            numeric = float(getattr(p.counts, count))
+            assert abs(values[count] - numeric) <= 1e-9 * numeric + 1e-6, (count, n, window)
+        pairs = symbolic.window_pairs().subs({symbolic.N_q: n, w_sym: window})
+        assert p.model_flops == 2 * heads * int(pairs) * 256
+
+
+def test_decode_kv_bytes_is_the_floor_of_a_packed_decode():
+    w = perfsim.AttentionWorkload(batch=4, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=8192,
+                                  head_dim=128)
+    p = perfsim.predict(w, "h100-sxm5", algorithms.FA3(num_splits=1, pack_gqa=True))
+    floor = symbolic.decode_kv_bytes().subs({symbolic.B: 4, symbolic.H_kv: 8,
+                                             symbolic.N_k: 8192, symbolic.d: 128,
+                                             symbolic.d_v: 128})
+    assert p.counts.hbm_read_bytes >= floor
+    assert p.counts.hbm_read_bytes <= floor * 1.01          # + Q, a few KB
