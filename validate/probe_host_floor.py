@@ -30,10 +30,13 @@ def main(argv=None) -> int:
 
     versions = get_versions()
     tiny = Shape(1, 1, 64, 64, False)
+
+    def sampler():
+        return NvmlSampler(period_s=external.SAMPLE_PERIOD_S)
     rows = []
     for rep in range(REPEATS):
         for impl in IMPLS:
-            rec = external.measure_row(tiny, impl, NvmlSampler(period_s=external.SAMPLE_PERIOD_S), versions)
+            rec = external.measure_row(tiny, impl, sampler(), versions)
             rows.append({"harness": "external", "rep": rep, "impl": impl,
                          "shape": "B1 H1 N64 d64", "status": rec.get("status"),
                          "measured_s": rec.get("measured_s"),
@@ -41,7 +44,7 @@ def main(argv=None) -> int:
             for hkv in (8, 32):
                 shape = external_decode._shape(1, 32, hkv, 1, 1024, False)
                 case = external_decode.Case("decode", shape, impl)
-                rec = external_decode.measure_row(case, NvmlSampler(period_s=external.SAMPLE_PERIOD_S), versions)
+                rec = external_decode.measure_row(case, sampler(), versions)
                 rows.append({"harness": "decode", "rep": rep, "impl": impl,
                              "shape": f"B1 H32 Hkv{hkv} q1 k1024",
                              "status": rec.get("status"), "measured_s": rec.get("measured_s"),
