@@ -237,6 +237,7 @@ def _clock_arg(text: str):
 def _prediction_record(p) -> dict:
     c = p.counts
     return {
+        "workload": p.workload.model_dump(mode="json"),
         "algorithm": p.algorithm.label(), "gpu": p.gpu.id, "seconds": p.seconds,
         "tflops": p.tflops, "bound": p.bound, "model_flops": p.model_flops,
         "clock_hz": p.clock_hz, "power_w": p.power_w,

@@ -64,6 +64,10 @@ def load_sweep_config(path: str | Path) -> dict:
     if not isinstance(workload, dict):
         raise PerfsimError(f"{path}: needs a [workload] table with at least batch, heads, "
                            "seqlen_q and head_dim")
+    varlen = sorted(set(workload) & {"seqlens_q", "seqlens_k"})
+    if varlen:
+        raise PerfsimError(f"{path}: [workload] {', '.join(varlen)}: variable-length batches "
+                           "are perfsim.predict-only (sweeps evaluate fixed-length rows)")
     bad = sorted(set(workload) - set(WORKLOAD_FIELDS))
     if bad:
         raise PerfsimError(f"{path}: [workload] has unknown field(s) {', '.join(bad)}; "

@@ -41,7 +41,7 @@ from typing import ClassVar
 import numpy as np
 
 from perfsim import algorithms as algos
-from perfsim.algorithms.base import Algorithm, Dims
+from perfsim.algorithms.base import Algorithm, Dims, infeasible_where
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
@@ -115,6 +115,9 @@ class Implementation(Algorithm):
     #: options set on the configuration the preset picks, e.g. ``{"pack_gqa": False}``
     #: (what a caller passes to the real function: ``flash_attn_func(..., pack_gqa=False)``).
     options: dict = {}
+    #: the configuration chosen once for a whole variable-length batch (``varlen_config``);
+    #: ``None``: chosen per shape
+    batch_config: Algorithm | None = None
 
     def label(self) -> str:
         if not self.options:
@@ -128,7 +131,13 @@ class Implementation(Algorithm):
             InfeasibleError: the implementation does not run on this GPU.
             PerfsimError: an option the configuration does not have.
         """
+        if self.batch_config is not None:
+            return self.batch_config
         inner = IMPLEMENTATIONS[self.preset][0](dims, gpu)
+        if (self.preset == "flash-attn-cute" and not gpu.features.tcgen05
+                and self.options.get("num_splits", 1) not in (1, "auto")):
+            raise InfeasibleError("flash_attn.cute refuses split-KV on sm90 (interface.py: "
+                                  "'SplitKV not supported on SM 9.0')")
         if self.options:
             unknown = set(self.options) - set(type(inner).model_fields)
             if unknown:
@@ -137,6 +146,15 @@ class Implementation(Algorithm):
                                    f"{', '.join(type(inner).model_fields)}")
             inner = type(inner)(**{**inner.model_dump(), **self.options})
         return inner
+
+    def varlen_config(self, dims: Dims, gpu: GPUSpec) -> Algorithm:
+        """The preset with its inner configuration's batch-wide choices (split-KV, packing)
+        fixed as options, for every sequence of a variable-length batch."""
+        from perfsim.algorithms.splits import varlen_batch_dims
+
+        whole = varlen_batch_dims(dims)
+        inner = self.config(whole, gpu)
+        return self.model_copy(update={"batch_config": inner.varlen_config(dims, gpu)})
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         try:
@@ -244,7 +262,7 @@ def _sdpa_cudnn(dims, gpu):
         # to one per SM, no split-KV and no GQA packing (the profiled grids: 32 CTAs for
         # B = 1, H = 32 at N_q = 4 and 16; 132 for large grids)
         return algos.FA3(bwd_block_m=CUDNN_SM90_BWD_TILE[0], bwd_block_n=CUDNN_SM90_BWD_TILE[1],
-                         num_splits=1, pack_gqa=False)
+                         num_splits=1, pack_gqa=False, dropout_supported=True)
     return algos.FA2(tensor_family=gpu.native_tensor_family
                      if gpu.native_tensor_family != "tcgen05" else "mma_sync")
 
@@ -255,8 +273,11 @@ def _flex(dims, gpu):
     # (torch/_inductor/kernel/flex_attention.py: bwd_dq_block_mn beside bwd_dkdv_block_mn);
     # its tiles are taken as flash-attn 2's backward ones (an approximation: the template's
     # own backward configs were not read)
+    # the main template has no split-KV and no GQA packing (flex's short-query decoding
+    # template is not modelled)
     return algos.FA2(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
-                     tensor_family=triton_tensor_family(gpu, block_m, warps))
+                     tensor_family=triton_tensor_family(gpu, block_m, warps),
+                     num_splits=1, pack_gqa=False)
 
 
 def _triton_tutorial(dims, gpu):
@@ -266,10 +287,13 @@ def _triton_tutorial(dims, gpu):
         block_m, block_n, warps = TRITON_TUTORIAL_BWD_TILE
         return algos.FA2(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
                          dq_recompute=True,
-                         tensor_family=triton_tensor_family(gpu, block_m, warps))
+                         tensor_family=triton_tensor_family(gpu, block_m, warps),
+                         num_splits=1, pack_gqa=False)
     block_m, block_n, warps = TRITON_TUTORIAL_TILE
+    # one CTA per (batch, head, query tile): no split-KV, no packing
     return algos.FA2(block_m=block_m, block_n=block_n, warps=warps,
-                     tensor_family=triton_tensor_family(gpu, block_m, warps))
+                     tensor_family=triton_tensor_family(gpu, block_m, warps),
+                     num_splits=1, pack_gqa=False)
 
 
 def _one_query_token(dims) -> bool:
@@ -290,9 +314,7 @@ def _efficient(dims, gpu):
 def _no_gqa(dims) -> None:
     """SDPA's memory-efficient backend takes no grouped-query attention (with
     ``enable_gqa=True`` and H != H_kv torch 2.11 finds no kernel)."""
-    if not dims.symbolic and np.ndim(dims.H) == 0 and dims.H != dims.H_kv:
-        raise InfeasibleError("no grouped-query attention in this backend (SDPA's "
-                              "memory-efficient kernel needs H_kv = H)")
+    _lacks(dims, "SDPA's memory-efficient kernel", "gqa")
 
 
 def _sdpa_math(dims) -> Algorithm:
@@ -313,9 +335,48 @@ def _no_dropout(dims) -> None:
                               "has none)")
 
 
+def _lacks(dims, name: str, *features: str) -> None:
+    """Raise InfeasibleError for the first of ``features`` the workload uses: ``window``,
+    ``softcap``, ``paged``, ``kv_dtype`` (a K/V dtype of its own), ``gqa``, ``dropout``."""
+    used = {"window": dims.window != (None, None), "softcap": bool(dims.softcap),
+            "paged": bool(dims.page_size), "kv_dtype": dims.kv_dtype not in (None, dims.dtype),
+            "gqa": False, "dropout": bool(dims.dropout_p)}
+    words = {"window": "no sliding-window argument", "softcap": "no softcap argument",
+             "paged": "no paged K/V cache", "kv_dtype": "no K/V dtype of its own (Q, K, V "
+             "share one dtype)", "gqa": "no grouped-query attention (H_kv must equal H)",
+             "dropout": "no dropout"}
+    for f in features:
+        if f == "gqa" and not dims.symbolic:        # per element in sweeps
+            infeasible_where(np.asarray(dims.H) != np.asarray(dims.H_kv)
+                             if np.ndim(dims.H) or np.ndim(dims.H_kv) else dims.H != dims.H_kv,
+                             f"{name} has {words[f]}")
+        elif used[f]:
+            raise InfeasibleError(f"{name} has {words[f]}")
+
+
+def _sdpa_limits(dims) -> None:
+    """``F.scaled_dot_product_attention`` takes Q, K, V of one dtype, an optional mask,
+    ``is_causal``, ``dropout_p``, ``scale`` and ``enable_gqa``: no window, softcap or paged
+    cache (those go through an explicit ``attn_mask`` or another library)."""
+    _lacks(dims, "torch SDPA", "window", "softcap", "paged", "kv_dtype")
+
+
+def _efficient_limits(dims) -> None:
+    _sdpa_limits(dims)
+    _no_gqa(dims)
+
+
+def _flex_limits(dims) -> None:
+    """FlexAttention expresses windows (block masks) and softcap (``score_mod``); it has no
+    dropout, and its paged and mixed-dtype paths are not modelled."""
+    _lacks(dims, "FlexAttention", "dropout", "paged", "kv_dtype")
+
+
 def _tutorial_limits(dims) -> None:
     """The tutorial's backward computes causal attention only, with N a multiple of its
-    128-row block (its ``attention.backward`` asserts)."""
+    128-row block (its ``attention.backward`` asserts); it has no GQA, window, softcap,
+    paged cache, mixed dtype or dropout."""
+    _lacks(dims, "the tutorial kernel", "gqa", "window", "softcap", "paged", "kv_dtype")
     if dims.bwd and not dims.symbolic and (not dims.causal or dims.N_q % 128
                                            or dims.N_k % 128):
         raise InfeasibleError("the tutorial's backward runs causal attention with N_q and "
@@ -352,18 +413,19 @@ def _cute(dims, gpu):
 IMPLEMENTATIONS: dict[str, tuple] = {
     "sdpa-flash": (lambda dims, gpu: algos.FA2(),
                    "torch SDPA, SDPBackend.FLASH_ATTENTION (flash-attn 2 CUDA kernels)",
-                   {"software": "sdpa-flash"}),
+                   {"software": "sdpa-flash"}, _sdpa_limits),
     "sdpa-cudnn": (_sdpa_cudnn, "torch SDPA, SDPBackend.CUDNN_ATTENTION",
-                   {"software": "sdpa-cudnn"}),
+                   {"software": "sdpa-cudnn"}, _sdpa_limits),
     "sdpa-efficient": (_efficient, "torch SDPA, SDPBackend.EFFICIENT_ATTENTION "
-                       "(xFormers CUTLASS kernel)", {"software": "sdpa-efficient"}, _no_gqa),
+                       "(xFormers CUTLASS kernel)", {"software": "sdpa-efficient"},
+                       _efficient_limits),
     "sdpa-math": (lambda dims, gpu: _sdpa_math(dims),
                   "torch SDPA, SDPBackend.MATH (one kernel per step)",
-                  {"software": "sdpa-math", "upcast_16bit": True}),
+                  {"software": "sdpa-math", "upcast_16bit": True}, _sdpa_limits),
     "eager": (lambda dims, gpu: algos.Standard(mask_op="masked_fill"),
               "eager PyTorch: matmul, scale, masked_fill, softmax, matmul",
               {"software": "sdpa-math"}),
-    "flex": (_flex, "torch.compile(flex_attention)", {}),
+    "flex": (_flex, "torch.compile(flex_attention)", {}, _flex_limits),
     "flash-attn-2": (lambda dims, gpu: algos.FA2(), "flash_attn.flash_attn_func (v2)", {}),
     "flash-attn-3": (_flash_attn_3, "flash_attn_interface.flash_attn_func (v3, Hopper)", {},
                      _no_dropout),

@@ -48,14 +48,25 @@ def tensor_energy_pj(gpu: GPUSpec, cost: KernelCost) -> float:
     return per_flop * TENSOR_ENERGY_SCALE.get(cost.tensor_dtype, 1.0)
 
 
+#: Energy of a tensor FLOP on padding (the rows or columns of a whole tile past the end of
+#: the problem, zero-filled by the kernels) relative to one on data: the H200's cuBLAS bf16
+#: 8192^3 GEMM drew (407 W − 124 W static) / 779 TFLOP/s = 0.36 pJ per FLOP with zero
+#: operands against (690 − 124) / 651 = 0.87 pJ with random ones (hardware/h200-sxm.toml,
+#: ``tensor_sustained_fraction``; validate/reports/h200/probes/clocks-fa1.json): 0.42.
+PADDING_ENERGY_FRACTION = 0.42
+
+
 def call_energy_j(gpu: GPUSpec, costs: list[KernelCost]):
     """``(E_SM, E_HBM)`` in joules: the SM-side energy at ``PowerSpec.reference_clock_hz``
-    (executed work, whole tiles included) and the HBM energy of all ``costs``."""
+    (executed work, whole tiles included — tensor FLOPs on zero padding at
+    :data:`PADDING_ENERGY_FRACTION` of the energy) and the HBM energy of all ``costs``."""
     power = gpu.power
     e_sm = e_hbm = 0.0
     for cost in costs:
         work = cost.sm_demand()
-        e_sm = e_sm + PICO * (work["tensor"] * tensor_energy_pj(gpu, cost)
+        padding = np.maximum(work["tensor"] - cost.tensor_flops, 0)
+        tensor = work["tensor"] - padding * (1 - PADDING_ENERGY_FRACTION)
+        e_sm = e_sm + PICO * (tensor * tensor_energy_pj(gpu, cost)
                               + work["fp32"] * power.fp32_pj_per_flop
                               + work["mufu"] * power.mufu_pj_per_op
                               + work["smem"] * power.smem_pj_per_byte)

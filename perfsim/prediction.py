@@ -239,6 +239,18 @@ class Prediction:
         parts = ", ".join(f"{u} {self.unit_seconds[u] * 1e3:.3f} ms" for u in ranked
                           if self.unit_seconds[u] > 0)
         lines.append(f"Each unit alone: {parts}.")
+        for k in self.kernels:
+            splits = k.cost.terms.get("num_splits", 1)
+            packed = k.cost.terms.get("packed_heads", 1)
+            if splits > 1 or packed > 1:
+                what = []
+                if splits > 1:
+                    what.append(f"its key range split over {splits} CTAs per query tile "
+                                "(split-KV; a combine kernel sums the parts)")
+                if packed > 1:
+                    what.append(f"the {packed} query heads of each K/V head packed into one "
+                                "tile's rows (GQA packing: K/V read once per K/V head)")
+                lines.append(f"{k.cost.name} runs with " + " and ".join(what) + ".")
         heavy = max(self.kernels, key=lambda k: k.seconds)
         from perfsim.algorithms.base import Dims
 

@@ -81,11 +81,31 @@ def available_memory_bytes() -> int | None:
         return None
 
 
+#: Implementation presets whose configurations have no ``num_splits`` / ``pack_gqa``
+#: (they run ``Standard``: ``perfsim.implementations.IMPLEMENTATIONS``); every other preset
+#: runs FA2, FA3 or FA4.
+UNSPLIT_PRESETS = ("sdpa-math", "eager")
+
+
 def as_swept(algorithm: str | algos.Algorithm) -> algos.Algorithm:
     """The configuration a sweep evaluates for ``algorithm``: the same, with
     ``num_splits="auto"`` / ``pack_gqa="auto"`` taken as one split and no packing (see
-    :func:`sweep`). Use it to compare a sweep row with :func:`perfsim.predict`."""
+    :func:`sweep`); for an implementation preset running FA2/FA3/FA4 (every one but
+    :data:`UNSPLIT_PRESETS`), the same set through its ``options`` (explicit options are
+    kept). Use it to compare a sweep row with :func:`perfsim.predict` (except the
+    ``sdpa-cudnn`` decode kernel, which ``predict`` picks for one query token on Hopper and a
+    sweep never does)."""
+    from perfsim.implementations import Implementation
+
     algo = algos.resolve(algorithm)
+    if isinstance(algo, Implementation):
+        if algo.preset in UNSPLIT_PRESETS:
+            return algo
+        opts = algo.options
+        return algo.model_copy(update={"options": {
+            **opts, "num_splits": 1 if opts.get("num_splits", "auto") == "auto"
+            else opts["num_splits"],
+            "pack_gqa": False if opts.get("pack_gqa", "auto") == "auto" else opts["pack_gqa"]}})
     fields = type(algo).model_fields
     if "num_splits" in fields and "pack_gqa" in fields:
         return type(algo)(**{**algo.model_dump(),
@@ -108,15 +128,20 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
     split-KV and GQA-packing heuristics (``num_splits="auto"``, ``pack_gqa="auto"`` of
     ``FA2``/``FA3``/``FA4``) are taken as one split and no packing here; set
     ``num_splits`` explicitly to sweep it, and use :func:`perfsim.predict` for the
-    reference's per-shape choice (decode shapes). Windows, variable-length batches, paged or
-    narrower K/V caches and softcap are ``predict``-only for now.
+    reference's per-shape choice (decode shapes). ``pack_gqa=True`` is refused unless every
+    row has ``heads == kv_heads`` (where it changes nothing). Implementation presets run
+    their prefill configuration: ``sdpa-cudnn``'s one-query-token decode kernel (chosen per
+    shape by ``predict`` on Hopper) is never used in a sweep. Windows, paged or narrower K/V
+    caches and softcap sweep like any field; only variable-length batches
+    (``seqlens_q``/``seqlens_k``) are ``predict``-only.
 
     Args:
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
             phase, dropout_p: ``AttentionWorkload`` fields, each a value or a list of values.
         window, kv_dtype, page_size, softcap: the same (``window`` one ``(left, right)`` pair
-            or a list of pairs; ``None`` = no window / ``kv_dtype`` = ``dtype`` / contiguous
-            K/V).
+            or a list of pairs, a pair also as the CSV column's ``"LEFT,RIGHT"`` string,
+            ``"none"`` for an unbounded side; ``None`` = no window / ``kv_dtype`` = ``dtype``
+            / contiguous K/V).
         gpus: catalog ids, ``.toml`` paths or ``GPUSpec`` objects; default every catalog GPU.
         algorithms: names (defaults) or configs such as ``FA2(block_m=64)``; default all of
             ``perfsim.algorithms.names()``.
@@ -168,11 +193,30 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
                                "overrides": ", ".join(o.label() for o in ovs),
                                **{o.column(): o.column_value() for o in ovs},
                                **{k: v for k, v in scalar.items() if not k.startswith("_")}})
+            unpacked = _unpacked(algo)
             for block in grid.blocks():
-                out.add(block, *_evaluate(algo, gpu, params, scalar, block, why))
+                # pack_gqa=True changes nothing where H == H_kv: evaluate unpacked there (the
+                # vectorised path refuses packing); elsewhere the refusal stands
+                run = (unpacked if unpacked is not None
+                       and np.array_equal(block["heads"], block["kv_heads"]) else algo)
+                out.add(block, *_evaluate(run, gpu, params, scalar, block, why))
                 if progress:
                     progress(out.rows, len(out))
     return out.frame()
+
+
+def _unpacked(algo: algos.Algorithm) -> algos.Algorithm | None:
+    """``algo`` with ``pack_gqa=True`` (its own or an implementation preset's option) set to
+    False; None when it does not ask for packing."""
+    from perfsim.implementations import Implementation
+
+    if isinstance(algo, Implementation):
+        if algo.options.get("pack_gqa") is True:
+            return algo.model_copy(update={"options": {**algo.options, "pack_gqa": False}})
+        return None
+    if getattr(algo, "pack_gqa", None) is True:
+        return algo.model_copy(update={"pack_gqa": False})
+    return None
 
 
 def check_size(rows: int, max_memory_bytes: int | None = None) -> None:
@@ -341,21 +385,37 @@ def _listify(value) -> list:
 
 def _windows(window) -> list:
     """``None``, one ``(left, right)`` pair or a list of pairs -> a list of pairs (``"none"``
-    for an unbounded side, as TOML has no null)."""
+    for an unbounded side, as TOML has no null); a pair may also be the CSV column's
+    ``"LEFT,RIGHT"`` string (``""`` for no window)."""
     def bound(v):
-        return None if v is None or (isinstance(v, str) and v.lower() == "none") else v
+        return None if v is None or (isinstance(v, str) and v.strip().lower() == "none") else v
+
+    def side(v) -> bool:          # one side of a pair (not a pair, nor a "LEFT,RIGHT" string)
+        return (v is None or isinstance(v, (int, float, np.number))
+                or isinstance(v, str) and v.strip().lower() == "none")
+
+    def bad(w):
+        return PerfsimError(f"sweep: window must be [left, right], a \"LEFT,RIGHT\" string "
+                            f"or a list of such (left/right an integer >= 0 or \"none\"), "
+                            f"got {w!r}")
 
     def pair(w):
-        if w is None:
+        if w is None or (isinstance(w, str) and not w.strip()):
             return (None, None)
+        if isinstance(w, str):
+            parts = w.split(",")
+            if len(parts) != 2:
+                raise bad(w)
+            try:
+                return tuple(bound(v) if side(v) else int(v) for v in parts)
+            except ValueError:
+                raise bad(w) from None
         if not isinstance(w, (list, tuple)) or len(w) != 2:
-            raise PerfsimError(f"sweep: window must be [left, right] or a list of such pairs "
-                               f"(left/right an integer >= 0 or \"none\"), got {w!r}")
+            raise bad(w)
         return tuple(bound(v) for v in w)
     if window is None:
         return [(None, None)]
-    if isinstance(window, (list, tuple)) and len(window) == 2 and all(
-            not isinstance(v, (list, tuple)) for v in window):
+    if isinstance(window, (list, tuple)) and len(window) == 2 and all(map(side, window)):
         return [pair(window)]
     return [pair(w) for w in _listify(window)]
 
@@ -371,7 +431,8 @@ def _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p, window
     """One dict per group-level combination, each validated by ``AttentionWorkload``."""
     for name, value in (("head_dim", head_dim), ("head_dim_v", head_dim_v),
                         ("causal", causal), ("dtype", dtype), ("phase", phase),
-                        ("dropout_p", dropout_p), ("softcap", softcap)):
+                        ("dropout_p", dropout_p), ("softcap", softcap), ("window", window),
+                        ("kv_dtype", kv_dtype), ("page_size", page_size)):
         if value is not None and not _listify(value):
             raise PerfsimError(f"sweep: {name} is an empty list; give at least one value")
     dims = [(d, d) for d in _listify(head_dim)] if head_dim_v is None else list(

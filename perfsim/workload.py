@@ -281,6 +281,10 @@ class AttentionWorkload(BaseModel):
             for name in ("batch", "seqlen_q", "seqlen_k"):
                 if name not in fields:
                     data[name] = None
+            # self-attention keys follow new query lengths, as they did when built
+            if ("seqlens_q" in fields and "seqlens_k" not in fields
+                    and data["seqlens_k"] == data["seqlens_q"]):
+                data["seqlens_k"] = None
         if "dtype" in fields and "kv_dtype" not in fields and data["kv_dtype"] == data["dtype"]:
             data["kv_dtype"] = None
         data.update(fields)

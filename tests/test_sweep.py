@@ -130,6 +130,83 @@ def test_bad_grids_raise_one_clear_error(kwargs, match):
         sweep(**{**args, **kwargs})
 
 
+@pytest.mark.parametrize("field", ["window", "kv_dtype", "page_size"])
+def test_empty_inference_list_is_one_clear_error(field):
+    with pytest.raises(perfsim.PerfsimError, match=f"sweep: {field} is an empty list; give "
+                       "at least one value"):
+        sweep(batch=1, heads=32, seqlen_q=1, head_dim=128, gpus="h200-sxm", algorithms="fa2",
+              **{field: []})
+
+
+@pytest.mark.parametrize("window, labels", [
+    ("1023,0", ["1023,0"]), ("none,0", ["none,0"]), (["1023,0", ""], ["1023,0", ""]),
+    (["none", 0], ["none,0"]), ([[64, 64], "8, none"], ["64,64", "8,none"]),
+])
+def test_window_takes_the_csv_columns_format(window, labels):
+    df = sweep(batch=1, heads=8, seqlen_q=1, seqlen_k=4096, head_dim=64, gpus="h200-sxm",
+               algorithms="fa2", window=window)
+    assert list(df.window) == labels and (df.infeasible == "").all()
+    with pytest.raises(perfsim.PerfsimError, match="LEFT,RIGHT"):
+        sweep(batch=1, heads=8, seqlen_q=1, head_dim=64, gpus="h200-sxm", window="1,2,3")
+
+
+def test_as_swept_presets_fix_splits_and_packing():
+    from perfsim.implementations import Implementation, implementations
+
+    for name in implementations():
+        preset = as_swept(name)
+        if name in ("sdpa-math", "eager"):         # Standard: no such options
+            assert preset.options == {}
+        else:
+            assert preset.options == {"num_splits": 1, "pack_gqa": False}
+    kept = as_swept(Implementation(preset="flash-attn-2", options={"num_splits": 4}))
+    assert kept.options == {"num_splits": 4, "pack_gqa": False}
+    # preset rows equal predict(as_swept(preset)), GQA and decode shapes included, except
+    # sdpa-cudnn's one-token decode kernel on Hopper (per shape: never in a sweep) and
+    # presets without grouped-query attention at H != H_kv (that refusal is checked on scalar
+    # shapes only: implementations.py)
+    df = sweep(batch=[1, 4], heads=32, kv_heads=[8, 32], seqlen_q=[1, 16, 1000],
+               seqlen_k=4096, head_dim=128, gpus=["a100-sxm4-80gb", "h200-sxm", "b200"],
+               algorithms=implementations())
+    skip = (df.algorithm == "sdpa-cudnn") & (df.gpu == "h200-sxm") & (df.seqlen_q == 1)
+    feasible = df[(df.infeasible == "") & ~skip]
+    assert set(feasible.algorithm) == set(implementations())
+    for row in feasible.itertuples():
+        try:
+            p = perfsim.predict(_workload(row), gpu=row.gpu, algorithm=as_swept(row.algorithm))
+        except perfsim.InfeasibleError as exc:
+            assert row.heads != row.kv_heads and "grouped-query" in str(exc)
+            continue
+        _assert_row_matches(row, p)
+
+
+def test_pack_gqa_true_sweeps_where_heads_equal_kv_heads():
+    from perfsim.algorithms import FA2
+    from perfsim.implementations import Implementation
+
+    args = dict(batch=[1, 8], heads=32, seqlen_q=[1, 100], seqlen_k=4096, head_dim=128,
+                gpus="h200-sxm")
+    configs = {a.label(): a for a in (FA2(pack_gqa=True), Implementation(
+        preset="flash-attn-2", options={"pack_gqa": True}))}
+    packed = sweep(**args, algorithms=list(configs.values()))
+    plain = sweep(**args, algorithms=["fa2", "flash-attn-2"])
+    assert list(packed.algorithm.unique()) == ["fa2(pack_gqa=True)",
+                                               "flash-attn-2(pack_gqa=True)"]
+    assert (packed.infeasible == "").all()
+    np.testing.assert_array_equal(packed.seconds, plain.seconds)
+    for row in packed.itertuples():
+        _assert_row_matches(row, perfsim.predict(_workload(row), gpu=row.gpu,
+                                                 algorithm=as_swept(configs[row.algorithm])))
+    with pytest.raises(perfsim.PerfsimError, match="pack_gqa=True is not vectorised"):
+        sweep(**{**args, "kv_heads": [8, 32]}, algorithms=FA2(pack_gqa=True))
+
+
+def test_docstring_says_only_varlen_is_predict_only():
+    doc = " ".join(sweep.__doc__.split())
+    assert "only variable-length batches" in doc
+    assert "softcap are ``predict``-only" not in doc
+
+
 def test_progress_reports_every_block():
     calls = []
     sweep(batch=[1, 2], heads=8, seqlen_q=[128, 256], head_dim=64, gpus="h200-sxm",
@@ -201,6 +278,21 @@ def test_cli_sweep_json_records(tmp_path, capsys):
     assert len(records) == 24 and {"seconds", "bound", "infeasible"} <= set(records[0])
 
 
+def test_cli_sweep_window_strings(tmp_path):
+    from perfsim.cli import main
+
+    config = tmp_path / "sweep.toml"
+    config.write_text(CONFIG.replace("head_dim = [64, 128]",
+                                     "head_dim = 64\nwindow = ['1023,0', 'none,0']"))
+    out = tmp_path / "rows.csv"
+    assert main(["sweep", str(config), "-q", "--out", str(out)]) == 0
+    df = pd.read_csv(out, keep_default_na=False)
+    assert set(df.window) == {"1023,0", "none,0"} and len(df) == 3 * 2 * 2 * 2
+    config.write_text(CONFIG.replace("head_dim = [64, 128]", "head_dim = 64\nwindow = '1023,0'"))
+    assert main(["sweep", str(config), "-q", "--out", str(out)]) == 0
+    assert set(pd.read_csv(out, keep_default_na=False).window) == {"1023,0"}
+
+
 @pytest.mark.parametrize("text, match", [
     ("[workload]\nbatch = 1\n", "needs heads, seqlen_q, head_dim"),
     ("gpu = ['h200-sxm']\n", "unknown key(s) gpu"),
@@ -208,6 +300,11 @@ def test_cli_sweep_json_records(tmp_path, capsys):
     (CONFIG.replace("batch = 2", "batch = 'two'"), "batch must be integers"),
     (CONFIG.replace("block_m = 64", "block_q = 64"), "fa2 option block_q"),
     (CONFIG.replace("head_dim = [64, 128]", "head_dim = 64\nheadim = 3"), "unknown field"),
+    (CONFIG.replace("head_dim = [64, 128]", "head_dim = 64\nwindow = []"),
+     "sweep: window is an empty list; give at least one value"),
+    (CONFIG.replace("head_dim = [64, 128]", "head_dim = 64\nseqlens_q = [1, 7]"),
+     "variable-length batches are perfsim.predict-only (sweeps evaluate fixed-length rows)"),
+    (CONFIG.replace("head_dim = [64, 128]", "head_dim = 64\nwindow = 'a,b'"), "LEFT,RIGHT"),
 ])
 def test_cli_sweep_bad_config_is_one_line_exit_2(tmp_path, capsys, text, match):
     from perfsim.cli import main

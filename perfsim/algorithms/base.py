@@ -37,6 +37,22 @@ DROPOUT_MASK_BYTES = 1
 DROPOUT_OPS_PER_ELEMENT = 22
 
 
+def effective_mask(causal: bool, window: tuple, seqlen_q, seqlen_k) -> tuple[bool, tuple]:
+    """The mask as the kernels see it (flash-attn 2's ``mha_fwd`` does the same before
+    choosing a kernel): a window side that hides nothing is dropped (``left >= N_k − 1`` or
+    ``right >= N_q − 1`` with the bottom-right alignment), a right edge of 0 is the causal
+    mask, and causal makes any wider right edge moot. For a variable-length batch the longest
+    lengths decide. Returns ``(causal, (left, right))``."""
+    left, right = window
+    if left is not None and left >= seqlen_k - 1:
+        left = None
+    if right is not None and right >= seqlen_q - 1 and not causal:
+        right = None
+    if right is not None and (right == 0 or causal):
+        causal, right = True, None
+    return causal, (left, right)
+
+
 @dataclass(frozen=True)
 class Dims:
     """Workload sizes in paper notation. Numeric fields: int, numpy array or sympy symbol.
@@ -72,8 +88,9 @@ class Dims:
     @classmethod
     def of(cls, w: AttentionWorkload) -> Dims:
         seqlens = tuple(zip(w.seqlens_q, w.seqlens_k)) if w.varlen else None
+        causal, window = effective_mask(w.causal, tuple(w.window), w.seqlen_q, w.seqlen_k)
         return cls(w.batch, w.heads, w.kv_heads, w.seqlen_q, w.seqlen_k, w.head_dim,
-                   w.head_dim_v, w.causal, w.dtype, w.phase, w.dropout_p, tuple(w.window), 1,
+                   w.head_dim_v, causal, w.dtype, w.phase, w.dropout_p, window, 1,
                    w.softcap, w.kv_dtype if w.kv_dtype != w.dtype else None, w.page_size,
                    seqlens)
 
@@ -175,6 +192,26 @@ def collect_infeasible():
         yield found
     finally:
         _INFEASIBLE.reset(token)
+
+
+def infeasible_where(mask, reason: str) -> None:
+    """Report the elements of a numpy ``mask`` (sweeps) where the configuration cannot run:
+    to the active :func:`collect_infeasible` collector, or raise when none is active or
+    every element fails. A scalar ``True`` raises.
+
+    Raises:
+        InfeasibleError: as said.
+    """
+    if not isinstance(mask, np.ndarray):
+        if mask:
+            raise InfeasibleError(reason)
+        return
+    if not mask.any():
+        return
+    collector = _INFEASIBLE.get()
+    if collector is None or mask.all():
+        raise InfeasibleError(reason)
+    collector.append((mask, reason))
 
 
 def lockstep_window(resident, tiles_per_group, tile_bytes, tiles_in_flight: int = 2):
@@ -306,6 +343,12 @@ class Algorithm(BaseModel):
         """Peak HBM footprint (bytes): inputs, outputs, what is saved for backward, and the
         largest transient buffers."""
 
+    def varlen_config(self, dims: Dims, gpu: GPUSpec) -> Algorithm:
+        """The configuration that runs a whole variable-length batch: choices the reference
+        makes once per launch (split-KV, GQA packing) taken on the batch (its sequence count
+        and longest lengths), not per sequence. Default: this configuration."""
+        return self
+
     def label(self) -> str:
         """Name plus the options that differ from the defaults, e.g. ``fa2(block_m=64)``."""
         changed = {k: v for k, v in self.model_dump().items()
@@ -431,11 +474,14 @@ def merge_kernels(lists: list[list[KernelCost]]) -> list[KernelCost]:
 def kernels_for(algo: Algorithm, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
     """``algo.kernels`` for fixed-length or variable-length batches (``merge_kernels``)."""
     groups = varlen_groups(dims)
-    if len(groups) == 1:
+    if len(groups) == 1 and dims.seqlens is None:
         return algo.kernels(groups[0], gpu)
+    algo = algo.varlen_config(dims, gpu)
     return merge_kernels([algo.kernels(g, gpu) for g in groups])
 
 
 def memory_for(algo: Algorithm, dims: Dims, gpu: GPUSpec):
     """Peak footprint; a variable-length batch's groups are all resident, so they add."""
+    if dims.seqlens is not None:
+        algo = algo.varlen_config(dims, gpu)
     return sum(algo.memory_bytes(g, gpu) for g in varlen_groups(dims))

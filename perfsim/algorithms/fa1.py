@@ -109,14 +109,14 @@ class FA1(Algorithm):
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         if dims.dtype not in ("fp16", "bf16"):
             raise InfeasibleError(f"fa1 runs fp16/bf16 inputs, not {dims.dtype}")
-        lacks = [what for what, has in (("sliding windows", dims.window != (None, None)),
-                                        ("softcap", dims.softcap),
-                                        ("a K/V dtype of its own",
+        lacks = [what for what, has in (("no sliding windows", dims.window != (None, None)),
+                                        ("no softcap", dims.softcap),
+                                        ("one dtype for Q, K and V",
                                          dims.kv_dtype not in (None, dims.dtype)),
-                                        ("paged K/V", dims.page_size))
+                                        ("no paged K/V", dims.page_size))
                  if has]
         if lacks:
-            raise InfeasibleError(f"fa1 (FlashAttention-1's Algorithm 1) has no {lacks[0]}")
+            raise InfeasibleError(f"fa1 (FlashAttention-1's Algorithm 1) has {lacks[0]}")
         gpu.tensor_flops_per_clk(dims.dtype, self.tensor_family)
         b_r, b_c, m = self.tiles(dims, gpu)
         if not dims.symbolic and m < dims.d:

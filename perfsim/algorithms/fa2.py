@@ -41,9 +41,12 @@ from perfsim.algorithms.base import (
 from perfsim.algorithms.fa2_launch import BwdLaunch, bwd_launch, fwd_launch
 from perfsim.algorithms.splits import (
     check_num_splits,
+    check_pack_gqa,
     combine_kernel,
     decide,
+    frozen_choice,
     split_forward,
+    varlen_batch_dims,
 )
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
@@ -144,7 +147,10 @@ class FA2(Algorithm):
     num_splits: Literal["auto"] | int = Field(default="auto")
     pack_gqa: Literal["auto"] | bool = "auto"
 
-    _splits = field_validator("num_splits")(classmethod(lambda cls, v: check_num_splits(v)))
+    _splits = field_validator("num_splits", mode="before")(
+        classmethod(lambda cls, v: check_num_splits(v)))
+    _pack = field_validator("pack_gqa", mode="before")(
+        classmethod(lambda cls, v: check_pack_gqa(v)))
 
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)`` of the forward kernel: the options, else what flash-attn 2
@@ -209,6 +215,12 @@ class FA2(Algorithm):
         if dims.page_size and dims.page_size % 256:
             raise InfeasibleError(f"{self.name} reads a paged KV cache in pages of a multiple "
                                   f"of 256 tokens (flash-attn 2's check), not {dims.page_size}")
+        if dims.page_size and dims.bwd:
+            raise InfeasibleError(f"{self.name}: a paged K/V cache is an inference path "
+                                  "(flash_attn_with_kvcache: no backward)")
+        if dims.softcap and dims.dropout_p:
+            raise InfeasibleError(f"{self.name}: softcapping does not support dropout "
+                                  "(flash-attn 2's check)")
 
     def forward_dims(self, dims: Dims, gpu: GPUSpec) -> Dims:
         """The forward's dims with the packing and split-KV choice applied."""
@@ -223,6 +235,12 @@ class FA2(Algorithm):
         """Global-load bytes one forward CTA keeps in flight: flash-attn 2 prefetches the next
         K (or V) tile with cp.async while it computes on the current one."""
         return dims.e_kv * b_c * maximum(dims.d, dims.d_v)
+
+    def varlen_config(self, dims: Dims, gpu: GPUSpec):
+        """Split-KV and packing decided once for the whole variable-length batch."""
+        if self.num_splits != "auto" and self.pack_gqa != "auto":
+            return self
+        return frozen_choice(self, self.forward_dims(varlen_batch_dims(dims), gpu))
 
     def can_split(self, gpu: GPUSpec) -> bool:
         """Whether this implementation splits the key range (flash-attn 2 and 3 do)."""

@@ -108,6 +108,9 @@ class FA3(FA2):
                                    "HBM loads overlap when a producer warpgroup issues them")
 
     stages: int = Field(default=2, ge=1, le=8)
+    #: the kernel this configuration stands for has dropout (cuDNN's, in the ``sdpa-cudnn``
+    #: preset): charged as in flash-attn 2 (Philox per score) instead of refused
+    dropout_supported: bool = False
     pingpong: bool = True
     intra_warpgroup_overlap: bool = True
     warp_specialized: bool = True
@@ -152,9 +155,12 @@ class FA3(FA2):
         Raises:
             InfeasibleError: ``dropout_p > 0``.
         """
-        if dims.dropout_p:
+        if dims.dropout_p and not self.dropout_supported:
             raise InfeasibleError(f"{self.name} has no dropout (FlashAttention-3's hopper/ "
                                   "kernels have none, flash-attn issue #1251)")
+        if dims.page_size and dims.bwd:
+            raise InfeasibleError(f"{self.name}: a paged K/V cache is an inference path "
+                                  "(no backward)")
 
     def kv_in_flight(self, dims: Dims, b_c):
         """TMA keeps ``stages`` K/V tiles in flight (the producer warpgroup's ring)."""

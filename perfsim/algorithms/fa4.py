@@ -55,9 +55,12 @@ from perfsim.algorithms.fa4_softmax import (
 )
 from perfsim.algorithms.splits import (
     check_num_splits,
+    check_pack_gqa,
     combine_kernel,
     decide,
+    frozen_choice,
     split_forward,
+    varlen_batch_dims,
 )
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import GPUSpec
@@ -126,7 +129,10 @@ class FA4(Algorithm):
     num_splits: Literal["auto"] | int = "auto"
     pack_gqa: Literal["auto"] | bool = "auto"
 
-    _splits = field_validator("num_splits")(classmethod(lambda cls, v: check_num_splits(v)))
+    _splits = field_validator("num_splits", mode="before")(
+        classmethod(lambda cls, v: check_num_splits(v)))
+    _pack = field_validator("pack_gqa", mode="before")(
+        classmethod(lambda cls, v: check_pack_gqa(v)))
 
     # ---------------------------------------------------------------- configuration
     def family(self) -> str:
@@ -218,6 +224,14 @@ class FA4(Algorithm):
                                         MMA_ROWS))
             out.append(gqa_reduce_kernel(dims))
         return out
+
+    def varlen_config(self, dims: Dims, gpu: GPUSpec):
+        """Split-KV and packing decided once for the whole variable-length batch."""
+        if self.num_splits != "auto" and self.pack_gqa != "auto":
+            return self
+        q_tiles, b_c = self.tmem_tiles(dims, gpu)
+        return frozen_choice(self, decide(varlen_batch_dims(dims), gpu, self.num_splits,
+                                          self.pack_gqa, "cute", MMA_ROWS * q_tiles, b_c))
 
     def _imbalance(self, dims: Dims, gpu: GPUSpec, v, grid):
         """Causal tail without LPT scheduling (``perfsim.algorithms.base.in_order_tail``),

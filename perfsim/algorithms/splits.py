@@ -50,10 +50,19 @@ COMBINE_ROWS_PER_CTA = 16
 
 def check_num_splits(v):
     """The ``num_splits`` option: ``"auto"`` or an integer in [1, MAX_SPLITS]."""
-    if v != "auto" and not 1 <= v <= MAX_SPLITS:
+    if v == "auto":
+        return v
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_SPLITS:
         raise ValueError(f"num_splits must be 'auto' or an integer in [1, {MAX_SPLITS}], "
-                         f"got {v}")
+                         f"got {v!r}")
     return v
+
+
+def check_pack_gqa(v):
+    """The ``pack_gqa`` option: ``True``, ``False`` or ``"auto"``."""
+    if v == "auto" or isinstance(v, bool):
+        return v
+    raise ValueError(f"pack_gqa must be true, false or 'auto', got {v!r}")
 
 
 def _eligible(n_blocks: int, splits: int) -> bool:
@@ -191,7 +200,8 @@ def decide(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int, block
                                         dims.N_k * (dims.d + dims.d_v) * dims.e_kv,
                                         dims.masked)
     else:
-        splits = min(int(num_splits), cdiv(dims.N_k, block_n))
+        # taken as given: splits past the key tiles launch CTAs that find no key and exit
+        splits = int(num_splits)
     if splits > 1 and rule == "fa3" and pack_gqa == "auto" and group > 1:
         out = dims.packed()            # flash-attn 3 packs whenever it splits
     return replace(out, splits=max(splits, 1))
@@ -214,3 +224,18 @@ def _decide_arrays(dims: Dims, num_splits, pack_gqa, can_split: bool) -> Dims:
     if num_splits == "auto" or not can_split:
         return dims
     return replace(dims, splits=int(num_splits))
+
+
+def varlen_batch_dims(dims: Dims) -> Dims:
+    """A variable-length batch as the launch sees it: ``B`` sequences, the longest lengths
+    (``max_seqlen_q``/``max_seqlen_k`` of the ``cu_seqlens`` kernels), ``seqlens`` kept so the
+    rules know it is varlen."""
+    q = max(p[0] for p in dims.seqlens)
+    k = max(p[1] for p in dims.seqlens)
+    return replace(dims, B=len(dims.seqlens), N_q=q, N_k=k, phase="fwd")
+
+
+def frozen_choice(algo, fdims: Dims):
+    """``algo`` with the split and packing choice of ``fdims`` (from ``decide``) fixed."""
+    return type(algo)(**{**algo.model_dump(), "num_splits": max(int(fdims.splits), 1),
+                         "pack_gqa": fdims.group > 1})
