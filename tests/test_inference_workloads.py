@@ -39,7 +39,7 @@ def brute(n_q, n_k, b_r, b_c, left, right, group):
 bounds = st.one_of(st.none(), st.integers(0, 40))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True)
 @given(n_q=st.integers(1, 60), n_k=st.integers(1, 60), b_r=st.sampled_from([1, 3, 8, 16]),
        b_c=st.sampled_from([1, 5, 8, 16]), left=bounds, right=bounds,
        group=st.sampled_from([1, 2, 3]))
@@ -53,7 +53,7 @@ def test_banded_visits_equal_brute_force(n_q, n_k, b_r, b_c, left, right, group)
     assert visible_pairs(n_q, n_k, left, right, group) == pairs
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(n_q=st.integers(1, 300), n_k=st.integers(1, 300), b_r=st.sampled_from([16, 64, 128]),
        b_c=st.sampled_from([16, 64, 128]), causal=st.booleans())
 def test_closed_forms_equal_the_enumeration(n_q, n_k, b_r, b_c, causal):
@@ -145,7 +145,7 @@ shapes = st.builds(dict, batch=st.integers(1, 8), heads=st.sampled_from([8, 16, 
                    head_dim=st.sampled_from([64, 128]), causal=st.booleans())
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80, deadline=None, derandomize=True)
 @given(shape=shapes, algo=st.sampled_from(ALGOS), left=st.integers(0, 4000),
        phase=st.sampled_from(["fwd", "bwd"]))
 def test_a_window_never_costs_more_than_full_attention(shape, algo, left, phase):
@@ -161,7 +161,7 @@ def test_a_window_never_costs_more_than_full_attention(shape, algo, left, phase)
     assert b.seconds <= a.seconds * 1.06
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(shape=shapes, algo=st.sampled_from(ALGOS), splits=st.integers(2, 64))
 def test_splits_keep_the_matmul_flops_and_packing_never_adds_hbm_bytes(shape, algo, splits):
     """flash-attn 2 runs another kernel (other tiles) once it splits, so its split counts are
