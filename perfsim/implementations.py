@@ -283,11 +283,15 @@ def _flex(dims, gpu):
 def _triton_tutorial(dims, gpu):
     if dims.phase == "bwd":
         # _attn_bwd: BLOCK_M1 = 32 query rows against BLOCK_N1 = 128 keys for dK/dV, then a
-        # dQ loop that recomputes S and dP (4 warps): M = 32 keeps Triton on mma.sync
+        # dQ loop that recomputes S and dP (4 warps). Its dots have M = 128 (the key block in
+        # the dK/dV loop, BLOCK_M2 = 128 in the dQ loop), so Triton emits WGMMA on sm_90: the
+        # compiled kernel's PTX has 82-146 wgmma.mma_async and no mma.sync
+        # (validate/reports/h200/probes/probe_tutorial_registers.json). It also spills at head
+        # dim 128 (255 registers, n_spills 224 against 16 at head dim 64): not modelled.
         block_m, block_n, warps = TRITON_TUTORIAL_BWD_TILE
         return algos.FA2(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
                          dq_recompute=True,
-                         tensor_family=triton_tensor_family(gpu, block_m, warps),
+                         tensor_family=triton_tensor_family(gpu, block_n, warps),
                          num_splits=1, pack_gqa=False)
     block_m, block_n, warps = TRITON_TUTORIAL_TILE
     # one CTA per (batch, head, query tile): no split-KV, no packing
