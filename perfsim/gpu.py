@@ -482,6 +482,10 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
     """
     if isinstance(gpu, GPUSpec):
         return gpu
+    if type(gpu) is str:        # a catalog id seen before: no resource lookup, no stat
+        spec = _BY_ID.get(gpu)
+        if spec is not None:
+            return spec
     text = str(gpu)
     if text.endswith(".toml") or "/" in text:
         path = Path(text)
@@ -498,4 +502,13 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
     if not path.is_file():
         raise PerfsimError(f"unknown GPU {text!r}; valid ids: {', '.join(gpus())} "
                            "(or a path to a .toml profile)")
-    return _load_path(str(path), path.stat().st_mtime_ns)
+    spec = _load_path(str(path), path.stat().st_mtime_ns)
+    if type(gpu) is str:
+        _BY_ID[gpu] = spec
+    return spec
+
+
+#: Catalog specs by the id string they were asked for (``load_gpu``'s fast path). The
+#: catalog ships with the package and does not change while a process runs; profiles given
+#: by path are still re-read when their modification time changes (``_load_path``).
+_BY_ID: dict[str, GPUSpec] = {}

@@ -120,6 +120,8 @@ def aggregate(kernels: list[KernelTiming], params: TimingParams, host_s=0.0):
     """
     seconds = sum(k.seconds for k in kernels) + host_s
     unit_seconds = {u: sum(k.unit_seconds[u] for k in kernels) for u in UNITS}
+    if _all_scalar(kernels, host_s):
+        return _aggregate_scalar(kernels, params, host_s, seconds, unit_seconds)
     bound_seconds = {b: 0.0 for b in BOUNDS}
     for k in kernels:
         launched = np.asarray(k.cost.grid) > 0
@@ -137,3 +139,38 @@ def aggregate(kernels: list[KernelTiming], params: TimingParams, host_s=0.0):
         bound_seconds = {b: float(v) for b, v in bound_seconds.items()}
         return float(seconds), unit_seconds, bound_seconds, str(bound)
     return seconds, unit_seconds, bound_seconds, bound
+
+
+_SCALARS = (int, float, bool, np.float64, np.int64)
+
+
+def _all_scalar(kernels: list[KernelTiming], host_s) -> bool:
+    """Whether every input of :func:`aggregate` is a plain Python number (``predict``)."""
+    if type(host_s) not in _SCALARS:
+        return False
+    for k in kernels:
+        if (type(k.seconds) not in _SCALARS or type(k.cost.grid) not in _SCALARS
+                or type(k.bound) is not str):
+            return False
+    return True
+
+
+def _aggregate_scalar(kernels, params, host_s, seconds, unit_seconds):
+    """:func:`aggregate` on plain numbers: the same sums in the same order, without numpy
+    (``np.where``/``stack``/``argmax`` on single values); ties go to the first of
+    ``BOUNDS`` as ``argmax`` does."""
+    bound_seconds = {b: 0.0 for b in BOUNDS}
+    for k in kernels:
+        overhead = params.launch_overhead_s if k.cost.grid > 0 else 0.0
+        body = k.seconds - overhead
+        for u in BOUNDS:
+            if u != "launch":
+                bound_seconds[u] = bound_seconds[u] + (body if k.bound == u else 0.0)
+        bound_seconds["launch"] = bound_seconds["launch"] + overhead
+    bound_seconds["host"] = bound_seconds["host"] + host_s
+    bound_seconds = {b: float(v) for b, v in bound_seconds.items()}
+    bound = BOUNDS[0]
+    for b in BOUNDS[1:]:
+        if bound_seconds[b] > bound_seconds[bound]:
+            bound = b
+    return float(seconds), unit_seconds, bound_seconds, bound

@@ -18,9 +18,12 @@ import itertools
 import os
 from collections.abc import Callable, Iterable
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:   # pandas: imported when a sweep builds its frame, not by `import perfsim`
+    import pandas as pd
 
 from perfsim import algorithms as algos
 from perfsim.algorithms.base import collect_infeasible
@@ -350,6 +353,8 @@ class _Table:
                 column[rows][bad] = column.dtype.type(np.nan if column.dtype.kind == "f" else 0)
 
     def frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         n, groups = self.grid.size, len(self.groups)
         data = {}
         flat = self.grid.flat
@@ -370,6 +375,8 @@ class _Table:
 def _constant(values: list, n: int):
     """A column holding ``values[i]`` on the ``n`` rows of group ``i``."""
     if all(isinstance(v, str) for v in values):
+        import pandas as pd
+
         categories = list(dict.fromkeys(values))
         codes = np.array([categories.index(v) for v in values], dtype=np.int32)
         return pd.Categorical.from_codes(np.repeat(codes, n), categories)

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import sympy
 
 from perfsim.mathops import cdiv, is_symbolic, maximum
 
@@ -66,6 +65,7 @@ def clamped_floor_sum(count, a, b, c, upper):
         ``(total, saturated)``.
     """
     if is_symbolic(count, a, b, c, upper):
+        import sympy
         m = sympy.Dummy("m", integer=True, nonnegative=True)
         f = sympy.floor((a * m + b) / c)
         term = sympy.Min(sympy.Max(f, 0), upper)
@@ -253,6 +253,7 @@ def _banded_visits_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right,
     """:func:`banded_visits` as sympy ``Sum``\\ s over the query tile index ``m`` (the same
     per-tile rule, with ``floor``/``Min``/``Max``), for closed forms (``perfsim.symbolic``).
     ``widest`` is the band's bound ``⌈(left + right + B_r) / B_c⌉ + 1`` (at most ``T_c``)."""
+    import sympy
     from sympy import Max, Min, Sum, floor
 
     m = sympy.Dummy("m", integer=True, nonnegative=True)

@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
-import sympy
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from perfsim.errors import InfeasibleError, PerfsimError
@@ -278,6 +277,7 @@ def resident_ctas(gpu: GPUSpec, smem_bytes: int, warps: int, registers_per_threa
         limits["shared memory per SM"] = gpu.smem_bytes_per_sm // smem_bytes
     if is_symbolic(smem_bytes):  # closed forms (perfsim.symbolic): occupancy, unchecked;
         # unevaluated: sympy 1.14 wrongly simplifies Min(2, floor(c / (a + b))) to 2
+        import sympy
         return sympy.Min(*limits.values(), evaluate=False)
     if smem_bytes > gpu.smem_bytes_per_block:
         raise InfeasibleError(
