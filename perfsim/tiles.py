@@ -241,9 +241,14 @@ def mask_visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool, window=(None
         return _banded_visits_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right, group)
     if isinstance(seqlen_q, np.ndarray) or isinstance(seqlen_k, np.ndarray):
         nq, nk = np.broadcast_arrays(np.asarray(seqlen_q), np.asarray(seqlen_k))
+        # a sweep block repeats its (N_q, N_k) pairs along the other axes: enumerate each
+        # distinct pair once
+        pairs, inverse = np.unique(np.stack([nq.ravel(), nk.ravel()], axis=1), axis=0,
+                                   return_inverse=True)
         parts = [banded_visits(int(a), int(b), block_r, block_c, left, right, group)
-                 for a, b in zip(nq.ravel(), nk.ravel())]
-        return TileVisits(*(np.array([getattr(p, f) for p in parts]).reshape(nq.shape)
+                 for a, b in pairs]
+        inverse = inverse.reshape(-1)
+        return TileVisits(*(np.array([getattr(p, f) for p in parts])[inverse].reshape(nq.shape)
                             for f in TileVisits.__dataclass_fields__))
     return banded_visits(int(seqlen_q), int(seqlen_k), block_r, block_c, left, right, group)
 

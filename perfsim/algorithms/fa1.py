@@ -151,9 +151,10 @@ class FA1(Algorithm):
         if isinstance(dims.B * dims.H, np.ndarray) or isinstance(q_tiles, np.ndarray):
             bh, tiles, slots = np.broadcast_arrays(dims.B * dims.H, q_tiles,
                                                    gpu.sm_count * np.asarray(ctas))
-            out = np.array([fa1_num_splits(int(a), int(c), int(t))
-                            for a, c, t in zip(bh.ravel(), slots.ravel(), tiles.ravel())])
-            return out.reshape(bh.shape)
+            keys, inverse = np.unique(np.stack([bh.ravel(), slots.ravel(), tiles.ravel()],
+                                               axis=1), axis=0, return_inverse=True)
+            out = np.array([fa1_num_splits(int(a), int(c), int(t)) for a, c, t in keys])
+            return out[inverse.reshape(-1)].reshape(bh.shape)
         return fa1_num_splits(int(dims.B * dims.H), int(gpu.sm_count * ctas), int(q_tiles))
 
     def _live_rows(self, dims: Dims, gpu: GPUSpec, ctas, splits):
