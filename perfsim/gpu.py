@@ -197,6 +197,7 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "mma_sync_flops_per_clk_per_sm": (1, 1e6, "FLOP per clock per SM"),
     "fp32_flops_per_clk_per_sm": (1, 1e5, "FLOP per clock per SM"),
     "mufu_ops_per_clk_per_sm": (0.01, 1e5, "operations per clock per SM"),
+    "alu_ops_per_clk_per_sm": (1, 1e5, "lane operations per clock per SM"),
     "smem_bandwidth_bytes_per_clk_per_sm": (1, 1e5, "bytes per clock per SM"),
     "smem_bytes_per_sm": (1024, 2**30, "bytes"),
     "smem_bytes_per_block": (1024, 2**30, "bytes"),
@@ -283,6 +284,9 @@ class GPUSpec(BaseModel):
         description="dense tensor-core FLOP/clk/SM through warp-level mma.sync, per input dtype")
     fp32_flops_per_clk_per_sm: float = Field(gt=0, description="FP32 FLOP/clk/SM (FMA = 2 FLOP)")
     mufu_ops_per_clk_per_sm: float = Field(gt=0, description="MUFU ex2 results/clk/SM")
+    alu_ops_per_clk_per_sm: float = Field(
+        gt=0, description="ALU-pipe lane results/clk/SM (max/min, compare, select, "
+        "float-to-16-bit conversion): 16 lanes per SM sub-partition")
     smem_bandwidth_bytes_per_clk_per_sm: float = Field(gt=0, description="shared-memory B/clk/SM")
     smem_bytes_per_sm: int = Field(gt=0, description="max shared memory per SM (carveout max)")
     smem_bytes_per_block: int = Field(gt=0, description="max shared memory per CTA (opt-in)")

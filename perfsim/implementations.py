@@ -11,7 +11,9 @@ and instruction family, the extra kernels around it, and the per-call host cost
 name                    what runs (and the perfsim configuration)
 ======================  ======================================================================
 ``sdpa-flash``          ``F.scaled_dot_product_attention`` with ``SDPBackend.FLASH_ATTENTION``:
-                        flash-attn 2's CUDA kernels (``mma.sync`` on every GPU) → ``FA2()``
+                        flash-attn 2's CUDA kernels (``mma.sync`` on every GPU), built by
+                        PyTorch without fast math → ``FA2(fast_math=False,
+                        fused_scale=False)`` (its instruction census, softmax_costs)
 ``sdpa-cudnn``          ``SDPBackend.CUDNN_ATTENTION``: cuDNN's fused flash attention; on Hopper
                         a warp-specialised WGMMA kernel (FA3-class) → ``FA3()`` with the
                         backward tile its kernel name shows; elsewhere the FA2 algorithm on
@@ -262,7 +264,8 @@ def _sdpa_cudnn(dims, gpu):
         # to one per SM, no split-KV and no GQA packing (the profiled grids: 32 CTAs for
         # B = 1, H = 32 at N_q = 4 and 16; 132 for large grids)
         return algos.FA3(bwd_block_m=CUDNN_SM90_BWD_TILE[0], bwd_block_n=CUDNN_SM90_BWD_TILE[1],
-                         num_splits=1, pack_gqa=False, dropout_supported=True)
+                         num_splits=1, pack_gqa=False, dropout_supported=True,
+                         fused_scale=False)
     return algos.FA2(tensor_family=gpu.native_tensor_family
                      if gpu.native_tensor_family != "tcgen05" else "mma_sync")
 
@@ -415,7 +418,7 @@ def _cute(dims, gpu):
 #: name -> (f(dims, gpu) -> algorithm config, what it is, extra Implementation fields[,
 #: f(dims) raising InfeasibleError where the real kernel cannot run])
 IMPLEMENTATIONS: dict[str, tuple] = {
-    "sdpa-flash": (lambda dims, gpu: algos.FA2(),
+    "sdpa-flash": (lambda dims, gpu: algos.FA2(fast_math=False, fused_scale=False),
                    "torch SDPA, SDPBackend.FLASH_ATTENTION (flash-attn 2 CUDA kernels)",
                    {"software": "sdpa-flash"}, _sdpa_limits),
     "sdpa-cudnn": (_sdpa_cudnn, "torch SDPA, SDPBackend.CUDNN_ATTENTION",

@@ -38,7 +38,14 @@ class KernelCost:
         tensor_family: ``mma_sync`` / ``wgmma`` / ``tcgen05`` (see ``perfsim.gpu``).
         tensor_flops: matmul FLOPs executed (2 per multiply-add), masked elements of
             visited tiles included.
-        fp32_flops: non-matmul FLOPs on the FP32 pipes (scale, max, sum, rescale, ...).
+        fp32_flops: non-matmul work on the FP32 (FMA) pipes, in FLOP slots: 2 per lane
+            instruction, so an FMA counts 2 and so does a lone add or multiply, which
+            occupies a lane for the same cycle (scale, subtract the row max, row sum,
+            rescale O, ...).
+        alu_ops: lane instructions on the ALU pipe (max/min, compare, select, 32-to-16-bit
+            conversion): half the FMA pipe's width on the GPUs in the catalog
+            (``GPUSpec.alu_ops_per_clk_per_sm``). Timed with ``fp32_flops`` as the ``fp32``
+            unit (the CUDA-core pipes; ``perfsim.timing.cuda_core_seconds``).
         exp_ops: exponentials on the MUFU unit.
         emulated_exp_ops: exponentials computed in software on the FMA pipes (FA4 §3.1.3);
             their FMA cost is added to the ``fp32`` unit by the timing model.
@@ -46,9 +53,10 @@ class KernelCost:
         l2_hit_bytes: global-memory reads served by L2 instead of HBM (information only).
         smem_read_bytes, smem_write_bytes: shared-memory traffic.
         atomics: fp32 atomic adds to global memory.
-        executed: SM-side demand actually executed, ``{"tensor": FLOP, "fp32": FLOP,
-            "mufu": ops, "smem": bytes}``, when it exceeds the counts: a CTA computes whole
-            tiles (an elementwise CTA whole blocks) even where the problem ends inside one.
+        executed: SM-side demand actually executed, ``{"tensor": FLOP, "fp32": FLOP slots,
+            "mufu": ops, "smem": bytes, "alu": lane instructions}``, when it exceeds the
+            counts: a CTA computes whole tiles (an elementwise CTA whole blocks) even where
+            the problem ends inside one.
             The timing model charges SM-side units for it; counts stay exact. ``None``: the
             counts.
         overlap: which units overlap (see ``ROOFLINE``).
@@ -91,6 +99,7 @@ class KernelCost:
     tensor_family: str = "mma_sync"
     tensor_flops: object = 0
     fp32_flops: object = 0
+    alu_ops: object = 0
     exp_ops: object = 0
     emulated_exp_ops: object = 0
     hbm_read_bytes: object = 0
@@ -124,7 +133,7 @@ class KernelCost:
         if self.executed is not None:
             return self.executed
         return {"tensor": self.tensor_flops, "fp32": self.fp32_flops, "mufu": self.exp_ops,
-                "smem": self.smem_bytes}
+                "smem": self.smem_bytes, "alu": self.alu_ops}
 
     def padded(self, factor, fixed: dict | None = None) -> KernelCost:
         """This kernel with SM-side work ``factor`` times the counts (whole blocks, or the
@@ -144,6 +153,6 @@ class KernelCost:
 
 
 ADDITIVE: tuple[str, ...] = (
-    "tensor_flops", "fp32_flops", "exp_ops", "emulated_exp_ops", "hbm_read_bytes",
+    "tensor_flops", "fp32_flops", "alu_ops", "exp_ops", "emulated_exp_ops", "hbm_read_bytes",
     "hbm_write_bytes", "l2_hit_bytes", "smem_read_bytes", "smem_write_bytes", "atomics",
 )

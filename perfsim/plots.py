@@ -48,7 +48,8 @@ def roofline(predictions, dtype: str | None = None):
     bounds: set[str] = set()
     for i, p in enumerate(preds):
         for k in p.kernels:
-            flops = float(k.cost.tensor_flops + k.cost.fp32_flops + k.cost.exp_ops)
+            c = k.cost   # operations: matmul FLOPs, FMA-pipe slots, ALU instructions, exps
+            flops = float(c.tensor_flops + c.fp32_flops + c.alu_ops + c.exp_ops)
             nbytes = float(k.cost.hbm_bytes)
             if flops > 0 and nbytes > 0:
                 x, y = flops / nbytes, flops / float(k.seconds) / 1e12

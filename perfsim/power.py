@@ -15,8 +15,28 @@ Power while a call runs for ``T(f)`` seconds at SM clock ``f`` (``PowerSpec``)::
 instruction family and input width, FP32 FLOPs, MUFU ops, shared-memory bytes), ``E_HBM`` of
 the HBM bytes. ``P`` grows with ``f`` (more energy per operation, less time), so the
 sustained clock — where ``P(f) = tdp_w`` — is found by bisection between
-``PowerSpec.min_clock_hz`` and ``GPUSpec.max_clock_hz``; a call that stays under the limit
-at the maximum clock runs there. Works elementwise on numpy arrays (sweeps).
+``PowerSpec.min_clock_hz`` and the call's clock ceiling; a call that stays under the limit
+at its ceiling runs there. Works elementwise on numpy arrays (sweeps).
+
+**The clock ceiling of tensor-core work** (:func:`clock_ceiling`). A call whose kernels use
+the tensor cores ticks at most at ``GPUSpec.clock_hz``, the clock the vendor's tensor peak is
+quoted at (H100/H200: 1830 MHz for 989 TFLOP/s; XLA's device descriptions list a separate
+"matrix unit" clock of 1.83 GHz for the H100 and B200), not at the 1980 MHz maximum boost
+clock. Measured on the project's H200 with hardware cycle counters (Nsight Compute,
+``gpc__cycles_elapsed`` over ``gpu__time_duration``, each kernel launched alone, so no power
+limit applied; ``validate/reports/h200/probes/ncu/summary.json``): SDPA flash forward and
+backward kernels (mma.sync) ticked at 1.77-1.80 GHz, cuDNN's WGMMA backward 1.78 GHz and its
+forward 1.67 GHz, while PyTorch's elementwise kernels in the same runs ticked at
+1.95-1.97 GHz. The register-only ``mma.sync`` loop of ``hardware/probes`` (no attention)
+implies 1.79 GHz from its ``clock64()`` cycles and CUDA-event time. NVML's reported SM clock
+does not show this: it read 1.85-1.98 GHz during the same SDPA flash kernels. Every measured
+kernel with its tensor pipes busy 41 % of the time or more ticked at or under ``clock_hz``;
+kernels with no tensor-core work (elementwise, softmax, FP32 matmuls) at ``max_clock_hz``.
+Between the two the ceiling is interpolated in the tensor-busy share
+(``TENSOR_BUSY_FULL_CEILING``; ASSUMED, no kernel in between was measured), so a decode call
+that barely uses its tensor cores keeps nearly the full boost clock. On GPUs whose
+tensor peak is quoted at the maximum clock (A100, RTX 3090/4090) the ceiling changes nothing;
+elsewhere it is ASSUMED to act as measured on the H200.
 """
 
 from __future__ import annotations
@@ -27,6 +47,9 @@ from perfsim.gpu import TENSOR_ENERGY_SCALE, GPUSpec
 from perfsim.kernel import KernelCost
 
 PICO = 1e-12
+#: Energy of one ALU-pipe lane instruction in FP32 FLOP slots: ASSUMED that of one FMA-pipe
+#: lane instruction (2 slots at ``fp32_pj_per_flop``); no ALU-only microbenchmark was run.
+ALU_SLOTS = 2
 #: Bisection steps for the sustained clock: the bracket (at most ~1.5 GHz wide) shrinks to
 #: under 0.1 % of the clock.
 BISECTION_STEPS = 11
@@ -69,7 +92,8 @@ def call_energy_j(gpu: GPUSpec, costs: list[KernelCost]):
         padding = np.maximum(work["tensor"] - cost.tensor_flops, 0)
         tensor = work["tensor"] - padding * (1 - PADDING_ENERGY_FRACTION)
         e_sm = e_sm + PICO * (tensor * tensor_energy_pj(gpu, cost)
-                              + work["fp32"] * power.fp32_pj_per_flop
+                              + (work["fp32"] + ALU_SLOTS * work.get("alu", 0))
+                              * power.fp32_pj_per_flop
                               + work["mufu"] * power.mufu_pj_per_op
                               + work["smem"] * power.smem_pj_per_byte)
         e_hbm = e_hbm + PICO * cost.hbm_bytes * power.hbm_pj_per_byte
@@ -102,14 +126,15 @@ def sustained_clock(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock
     """
     power = gpu.power
     energy = call_energy_j(gpu, costs)
-    hi = gpu.max_clock_hz if max_clock_hz is None else min(max_clock_hz, gpu.max_clock_hz)
-    lo = min(power.min_clock_hz, hi)
+    hi = clock_ceiling(gpu, costs, seconds_at, max_clock_hz)
+    lo = np.minimum(power.min_clock_hz, hi)
     p_hi = power_w(gpu, energy, seconds_at(hi), hi)
     capped = p_hi > power.tdp_w
     if not np.any(capped):
         return _out(hi, p_hi)
-    lo_f = np.full(np.shape(capped), lo, dtype=float)
-    hi_f = np.full(np.shape(capped), hi, dtype=float)
+    shape = np.broadcast_shapes(np.shape(capped), np.shape(hi))
+    lo_f = np.broadcast_to(np.asarray(lo, dtype=float), shape).copy()
+    hi_f = np.broadcast_to(np.asarray(hi, dtype=float), shape).copy()
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo_f + hi_f)
         over = power_w(gpu, energy, seconds_at(mid), mid) > power.tdp_w
@@ -117,6 +142,50 @@ def sustained_clock(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock
         lo_f = np.where(over, lo_f, mid)
     clock = np.where(capped, lo_f, hi)
     return _out(clock, power_w(gpu, energy, seconds_at(clock), clock))
+
+
+#: Tensor-pipe busy fraction from which the full tensor-core clock ceiling applies: the least
+#: busy tensor kernel measured (SDPA flash backward, d=256: 41 % by ``ncu``) already ticked
+#: at 1.79 GHz. Below it the ceiling is interpolated linearly down to ``max_clock_hz`` at 0 %
+#: (ASSUMED: no kernel between 0 % and 41 % was measured).
+TENSOR_BUSY_FULL_CEILING = 0.41
+
+
+def tensor_busy_fraction(gpu: GPUSpec, costs: list[KernelCost], seconds):
+    """Share of a call's ``seconds`` (at SM clock ``gpu.clock_hz``) its tensor-core work
+    would keep the tensor pipes busy (0-1; an array in sweeps): executed tensor FLOPs at the
+    family's per-clock rate, FP32 matmuls excluded."""
+    busy = 0.0
+    per_sm = gpu.sm_count * gpu.clock_hz
+    for c in costs:
+        if c.tensor_dtype == "fp32":
+            continue
+        flops = (c.executed or {}).get("tensor", c.tensor_flops)
+        rate = gpu.tensor_flops_per_clk(c.tensor_dtype, c.tensor_family) * per_sm
+        busy = busy + np.asarray(flops, dtype=float) / rate
+    frac = np.clip(np.asarray(busy) / np.maximum(np.asarray(seconds, dtype=float), 1e-30),
+                   0.0, 1.0)
+    return float(frac) if frac.ndim == 0 else frac
+
+
+def ceiling_at(gpu: GPUSpec, busy, max_clock_hz=None):
+    """The clock ceiling (Hz) of a call whose tensor pipes are busy ``busy`` of its time:
+    ``max_clock_hz`` (or a lower lock) without tensor work, ``clock_hz`` from
+    ``TENSOR_BUSY_FULL_CEILING`` up, linear between."""
+    top = gpu.max_clock_hz if max_clock_hz is None else min(max_clock_hz, gpu.max_clock_hz)
+    low = min(top, gpu.clock_hz)
+    share = np.minimum(1.0, np.asarray(busy, dtype=float) / TENSOR_BUSY_FULL_CEILING)
+    out = top - (top - low) * share
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def clock_ceiling(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock_hz=None):
+    """The highest SM clock a call can tick at (Hz; an array in sweeps): ``max_clock_hz`` (or
+    a lower lock), lowered towards ``gpu.clock_hz`` — the clock of the vendor's tensor peak —
+    as the call keeps the tensor pipes busy (module docstring: measured on the H200, ASSUMED
+    elsewhere). ``seconds_at(f)``: the call's seconds at SM clock ``f``."""
+    busy = tensor_busy_fraction(gpu, costs, seconds_at(gpu.clock_hz))
+    return ceiling_at(gpu, busy, max_clock_hz)
 
 
 def _out(clock, watts):
@@ -128,9 +197,11 @@ def _out(clock, watts):
 
 def call_clock(gpu: GPUSpec, costs: list[KernelCost], params, seconds_at):
     """``(clock_hz, power_w)`` of a call under ``params.clock`` (``TimingParams``):
-    ``"sustained"`` solves the power model up to ``max_clock_hz``; a number is a clock lock
-    (as ``nvidia-smi --lock-gpu-clocks``): the model solves up to that clock, and the power
-    limit may still hold the call below it; ``"boost"`` is ``max_clock_hz`` and
+    ``"sustained"`` solves the power model up to the call's :func:`clock_ceiling`; a number is
+    a clock lock (as ``nvidia-smi --lock-gpu-clocks``): the model solves up to that clock (and
+    the tensor-clock ceiling), and the power limit may still hold the call below it;
+    ``"boost"`` is the call's ceiling (``max_clock_hz``, or ``clock_hz`` for tensor-core
+    work) and
     ``"datasheet"`` ``clock_hz``, both regardless of power. Without a power table the
     sustained clock is ``clock_hz`` and a lock is taken as held. ``seconds_at(f)``: the
     call's seconds at SM clock ``f``. ``power_w`` is ``None`` without a power table."""
@@ -139,7 +210,7 @@ def call_clock(gpu: GPUSpec, costs: list[KernelCost], params, seconds_at):
         lock = None if isinstance(choice, str) else float(choice)
         return sustained_clock(gpu, costs, seconds_at, max_clock_hz=lock)
     if isinstance(choice, str):
-        clock = gpu.max_clock_hz if choice == "boost" else gpu.clock_hz
+        clock = clock_ceiling(gpu, costs, seconds_at) if choice == "boost" else gpu.clock_hz
     else:
         clock = float(choice)
     if gpu.power is None:

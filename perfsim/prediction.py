@@ -194,21 +194,29 @@ class Prediction:
             return text + (f" (timing clock = {choice!r}); modelled board power "
                            f"{self.power_w:.0f} W of the {tdp:.0f} W limit.")
         if not isinstance(choice, str):
-            held = "held there" if clock >= min(choice, g.max_clock_hz) * (1 - 1e-9) else \
-                "the power limit holds it lower"
+            held = ("held there" if clock >= min(choice, g.max_clock_hz) * (1 - 1e-9) else
+                    "the power limit holds it lower" if self.power_w >= tdp * 0.998 else
+                    "the tensor-core clock ceiling holds it lower (perfsim.power)")
             return text + (f" (clock locked at {choice / 1e6:.0f} MHz, {held}); modelled "
                            f"board power {self.power_w:.0f} W of the {tdp:.0f} W limit.")
-        if clock >= g.max_clock_hz:
-            return text + (f", the maximum boost clock: modelled board power "
+        if self.power_w < tdp * 0.998:
+            if clock >= g.max_clock_hz * (1 - 1e-9):
+                where = "the maximum boost clock"
+            else:
+                where = (f"the tensor-core clock ceiling for this call (between clock_hz "
+                         f"{g.clock_hz / 1e6:.0f} MHz for calls that keep the tensor pipes "
+                         f"busy and the {g.max_clock_hz / 1e6:.0f} MHz maximum boost clock for "
+                         "calls without tensor work; perfsim.power)")
+            return text + (f", {where}: modelled board power "
                            f"{self.power_w:.0f} W stays under the {tdp:.0f} W limit.")
         if self.power_w > tdp * 1.002:
             return text + (f", the power model's floor (power.min_clock_hz): even there the "
                            f"modelled power is {self.power_w:.0f} W, over the {tdp:.0f} W limit "
                            "— the model's energies over-count this call, or the GPU would go "
                            "lower still; treat the time as optimistic.")
-        return text + (f": at the maximum boost clock ({g.max_clock_hz / 1e6:.0f} MHz) this "
-                       f"call would draw more than the {tdp:.0f} W limit, so the power model "
-                       f"(perfsim.power) settles it where board power meets the limit.")
+        return text + (f": at a higher clock this call would draw more than the {tdp:.0f} W "
+                       f"limit, so the power model (perfsim.power) settles it where board power "
+                       f"meets the limit.")
 
     def _host_line(self) -> str | None:
         """What the host floor adds, when it does."""

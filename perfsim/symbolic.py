@@ -43,7 +43,7 @@ from perfsim.gpu import load_gpu
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.predict import predict
 from perfsim.prediction import Counts
-from perfsim.timing import TimingParams, rates
+from perfsim.timing import TimingParams, cuda_core_seconds, rates
 
 _int = {"positive": True, "integer": True}
 B, H, H_kv, N_q, N_k, d, d_v = sympy.symbols("B H H_kv N_q N_k d d_v", **_int)
@@ -120,7 +120,8 @@ def _unit_totals(kernels, gpu, params) -> dict:
         rate = rates(gpu, k, params)
         demand = {**k.sm_demand(), "hbm": k.hbm_bytes}
         for u in UNITS:
-            out[u] = out[u] + demand[u] / rate[u]
+            out[u] = out[u] + (cuda_core_seconds(demand["fp32"], demand.get("alu", 0), rate)
+                               if u == "fp32" else demand[u] / rate[u])
     return out
 
 

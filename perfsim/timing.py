@@ -73,9 +73,11 @@ class TimingParams(BaseModel):
             phase takes at least this long (software profile).
         clock: the SM clock the call runs at. ``"sustained"`` (default): where the GPU's
             power model (``GPUSpec.power``, :mod:`perfsim.power`) puts it under this call's
-            load — the maximum boost clock when the call stays under the board power limit,
-            lower when it does not; a GPU without a power table runs at ``clock_hz``.
-            ``"boost"``: ``max_clock_hz`` (a cold GPU, short bursts of under ~0.1 s).
+            load — its ceiling when the call stays under the board power limit, lower when
+            it does not; the ceiling is ``max_clock_hz``, or ``clock_hz`` for a call that uses
+            the tensor cores (``perfsim.power.clock_ceiling``: measured on the H200). A GPU
+            without a power table runs at ``clock_hz``.
+            ``"boost"``: the ceiling, power ignored (a cold GPU, short bursts of under ~0.1 s).
             ``"datasheet"``: ``clock_hz`` (the clock of the vendor's quoted peaks). A number:
             a clock lock in Hz (``nvidia-smi --lock-gpu-clocks``): the call runs at that clock
             unless the power limit holds it lower (a lock does not lift the power limit).
@@ -187,10 +189,34 @@ def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams, clock_hz=None) -
         "tensor": gpu.tensor_flops_per_clk(cost.tensor_dtype, cost.tensor_family) * per_sm
         * params.tensor_efficiency * sustained,
         "fp32": gpu.fp32_flops_per_clk_per_sm * per_sm,
+        "alu": gpu.alu_ops_per_clk_per_sm * per_sm,
+        "issue": gpu.warp_schedulers_per_sm * WARP_SIZE * per_sm,
         "mufu": gpu.mufu_ops_per_clk_per_sm * per_sm,
         "smem": gpu.smem_bandwidth_bytes_per_clk_per_sm * per_sm,
         "hbm": gpu.hbm_bandwidth_bytes_per_s * params.hbm_efficiency,
     }
+
+
+#: Threads per warp: one warp instruction is this many lane instructions.
+WARP_SIZE = 32
+
+
+def cuda_core_seconds(fp32_slots, alu_ops, rate: dict):
+    """Seconds the CUDA-core pipes need for ``fp32_slots`` FMA-pipe FLOP slots (2 per lane
+    instruction, ``KernelCost.fp32_flops``) and ``alu_ops`` ALU-pipe lane instructions at the
+    ``rate``s of :func:`rates`: the busiest of the FMA pipe, the ALU pipe (half its width on
+    the catalog GPUs) and the issue port both are fed through (one warp instruction per
+    clock per scheduler). The softmax's FMA and ALU instructions work on independent score
+    elements, so the two pipes overlap; what one warp issues to both still passes one port.
+    Measured on the H200 (Nsight Compute, ``validate/reports/h200/probes/ncu``): SDPA flash's
+    forward issues per score element 3 + d_v/B_c FMA-pipe instructions (FMUL scale, FADD
+    row max, FADD row sum, FMUL rescale of O) and 1.5 ALU-pipe ones (FMNMX, half an F2FP),
+    plus 2 and 1 more around each exp of a build without fast math
+    (``perfsim.algorithms.softmax_costs``)."""
+    fma = fp32_slots / rate["fp32"]
+    alu = alu_ops / rate["alu"]
+    issue = (fp32_slots / 2 + alu_ops) / rate["issue"]
+    return maximum(maximum(fma, alu), issue)
 
 
 def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams,
@@ -214,6 +240,8 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams,
         load_path = (cost.hbm_read_bytes + cost.l2_hit_bytes) / (resident * per_cta)
     unit_seconds = {u: demand[u] * (1 if u == "hbm" else wave_factor) / unit_rate[u]
                     for u in UNITS}
+    unit_seconds["fp32"] = wave_factor * cuda_core_seconds(demand["fp32"],
+                                                           demand.get("alu", 0), unit_rate)
     if load_path is not None:
         unit_seconds["hbm"] = maximum(unit_seconds["hbm"], load_path)
     if cost.eager_op:

@@ -19,7 +19,7 @@ def unit_gpu(**overrides) -> GPUSpec:
         id="unit", name="unit GPU", arch="test", compute_capability="0.0", sm_count=1,
         clock_hz=1.0, max_clock_hz=1.0, native_tensor_family="mma_sync",
         tensor_flops_per_clk_per_sm=UNIT_RATES, mma_sync_flops_per_clk_per_sm=UNIT_RATES,
-        fp32_flops_per_clk_per_sm=1.0, mufu_ops_per_clk_per_sm=1.0,
+        fp32_flops_per_clk_per_sm=1.0, mufu_ops_per_clk_per_sm=1.0, alu_ops_per_clk_per_sm=1.0,
         smem_bandwidth_bytes_per_clk_per_sm=1.0, smem_bytes_per_sm=2**30,
         smem_bytes_per_block=2**30, registers_per_sm=2**30, max_registers_per_thread=255,
         max_warps_per_sm=64, max_ctas_per_sm=1, max_threads_per_sm=2048, l2_bytes=2**50,

@@ -23,11 +23,27 @@ def big(phase="fwd", d=128, causal=False):
 
 
 # ------------------------------------------------------------------ power and clock
-def test_light_call_runs_at_the_boost_clock_heavy_call_is_power_capped():
+def test_light_call_runs_at_its_ceiling_heavy_call_is_power_capped():
+    """An uncapped call that keeps the tensor pipes busy stops at the tensor-core ceiling
+    (clock_hz, 1830 MHz on the H200: Nsight Compute cycle counters,
+    validate/reports/h200/probes/ncu); a call without tensor-core work (float32 standard
+    attention) reaches the maximum boost clock."""
+    from perfsim.power import TENSOR_BUSY_FULL_CEILING, tensor_busy_fraction
+
     h200 = perfsim.load_gpu("h200-sxm")
+    busy = perfsim.predict(W(batch=1, heads=32, seqlen_q=4096, head_dim=128, dtype="bf16"),
+                           gpu=h200, algorithm="sdpa-flash")
+    assert busy.power_w < h200.power.tdp_w                       # not power-held ...
+    assert busy.clock_hz == h200.clock_hz < h200.max_clock_hz    # ... but at the ceiling
+    assert tensor_busy_fraction(h200, [k.cost for k in busy.kernels],
+                                busy.seconds) >= TENSOR_BUSY_FULL_CEILING
+    assert "tensor-core clock ceiling" in busy.explain()
+    fp32 = perfsim.predict(W(batch=1, heads=1, seqlen_q=128, head_dim=64, dtype="fp32"),
+                           gpu=h200, algorithm="standard")
+    assert fp32.clock_hz == h200.max_clock_hz                    # no tensor work
     tiny = perfsim.predict(W(batch=1, heads=1, seqlen_q=128, head_dim=64, dtype="bf16"),
-                           gpu=h200, algorithm="fa2")
-    assert tiny.clock_hz == h200.max_clock_hz
+                           gpu=h200, algorithm="fa2")             # host-bound: pipes idle
+    assert h200.clock_hz < tiny.clock_hz <= h200.max_clock_hz
     assert tiny.power_w < h200.power.tdp_w
     heavy = perfsim.predict(big(), gpu=h200, algorithm="fa3")
     assert heavy.clock_hz < h200.max_clock_hz
@@ -43,11 +59,12 @@ def test_clock_choices():
     fixed = perfsim.predict(w, h200, "fa3", timing=TimingParams.for_gpu(h200, clock=1.2e9))
     locked = perfsim.predict(w, h200, "fa3", timing=TimingParams.for_gpu(h200, clock=1.83e9))
     sustained = perfsim.predict(w, h200, "fa3")
-    assert boost.clock_hz == h200.max_clock_hz and sheet.clock_hz == h200.clock_hz
+    assert boost.clock_hz == h200.clock_hz == sheet.clock_hz    # tensor-core ceiling
+    assert boost.seconds == sheet.seconds
     assert fixed.clock_hz == 1.2e9                     # a lock below the sustained clock holds
     assert locked.clock_hz == pytest.approx(sustained.clock_hz, rel=1e-3)   # power-held
     assert locked.clock_hz < 1.83e9
-    assert boost.seconds < sheet.seconds < sustained.seconds
+    assert sheet.seconds < sustained.seconds
     # a fixed clock above what the power limit allows still reports the power it would draw
     assert boost.power_w > h200.power.tdp_w
     with pytest.raises(ValueError, match="clock"):
@@ -77,7 +94,7 @@ def test_gpu_without_power_table_runs_at_clock_hz_and_says_so():
 
 # ------------------------------------------------------------------ software floors
 def test_explain_names_the_host_floor_and_kernel_only_time_is_available():
-    w = W(batch=1, heads=8, seqlen_q=1024, head_dim=128, dtype="bf16")
+    w = W(batch=1, heads=8, seqlen_q=512, head_dim=128, dtype="bf16")
     h100 = perfsim.load_gpu("h100-sxm5")
     p = perfsim.predict(w, h100, "fa2")
     assert "The host sets a floor" in p.explain()
@@ -284,3 +301,25 @@ def test_cli_takes_presets_a_clock_and_reports_them(capsys):
     assert "implementations: " in capsys.readouterr().err
     assert main([*args, "--clock", "fast"]) == 2
     assert "--clock must be" in capsys.readouterr().err
+
+
+def test_tensor_clock_ceiling_matches_the_ncu_cycle_counters():
+    """The committed Nsight Compute counters (validate/reports/h200/probes/ncu/summary.json):
+    every kernel whose tensor pipes were busy >= TENSOR_BUSY_FULL_CEILING ticked within 10 %
+    under the H200's clock_hz and never above it; kernels without tensor work within 2 % of
+    max_clock_hz."""
+    import json
+    from pathlib import Path
+
+    from perfsim.power import TENSOR_BUSY_FULL_CEILING
+
+    h200 = perfsim.load_gpu("h200-sxm")
+    path = Path(__file__).resolve().parent.parent / "validate/reports/h200/probes/ncu/summary.json"
+    kernels = [k for ks in json.loads(path.read_text())["cases"].values() for k in ks]
+    busy = [k for k in kernels if (k["tensor_pipe_pct"] or 0) >= 100 * TENSOR_BUSY_FULL_CEILING]
+    idle = [k for k in kernels if (k["tensor_pipe_pct"] or 0) < 1]
+    assert len(busy) >= 8 and len(idle) >= 8
+    for k in busy:
+        assert 0.9 * h200.clock_hz <= k["effective_clock_hz"] <= h200.clock_hz, k["kernel"]
+    for k in idle:
+        assert k["effective_clock_hz"] == pytest.approx(h200.max_clock_hz, rel=0.02), k["kernel"]

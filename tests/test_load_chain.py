@@ -108,7 +108,7 @@ def test_few_ctas_on_a_big_gpu_run_one_per_sm():
 def test_bound_names_what_sets_the_time():
     """HBM bandwidth when it is the longest; else latency for the load waits; else the
     largest SM unit."""
-    hbm = perfsim.predict(W(batch=512, heads=8, seqlen_q=4096, head_dim=128), "rtx-5090",
+    hbm = perfsim.predict(W(batch=512, heads=8, seqlen_q=4096, head_dim=128), "rtx-4090",
                           FA1(pipelined=False))
     assert hbm.kernels[0].unit_seconds["hbm"] >= hbm.kernels[0].seconds - 5e-6
     assert hbm.bound == "hbm" and "sets the time" in hbm.explain()

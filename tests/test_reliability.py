@@ -207,7 +207,7 @@ def test_tflops_never_above_the_matmul_peak():
     (peak 312); the credited FLOPs are capped at the executed matmul FLOPs."""
     gpu = load_gpu("a100-sxm4-80gb").replace(
         hbm_bandwidth_bytes_per_s=1e14, smem_bandwidth_bytes_per_clk_per_sm=1e5,
-        fp32_flops_per_clk_per_sm=1e5, mufu_ops_per_clk_per_sm=1e5)
+        fp32_flops_per_clk_per_sm=1e5, mufu_ops_per_clk_per_sm=1e5, alu_ops_per_clk_per_sm=1e5)
     w = AttentionWorkload(batch=16, heads=16, seqlen_q=8192, head_dim=128, phase="bwd")
     # at the datasheet clock: the power model would lower it for this what-if GPU, and the
     # test is about the FLOP credit, not the clock

@@ -29,11 +29,19 @@ FP32_BYTES = 4
 STAT_BYTES = FP32_BYTES
 #: Bytes of one dropout-mask element as PyTorch's native dropout stores it (torch.bool).
 DROPOUT_MASK_BYTES = 1
-#: Random-number cost of dropout, in FP32-pipe operations per element: Philox4x32-10
-#: (the generator cuRAND/PyTorch use) makes 4 uint32 per 10 rounds, each round 2 32x32->64
-#: multiplies (2 ops each) + 4 add/xor, i.e. 10 x 8 / 4 = 20 ops per random number, plus
-#: 2 ops (compare with p, scale by 1/(1-p)).
-DROPOUT_OPS_PER_ELEMENT = 22
+#: Operations of one Philox4x32-10 call (the generator cuRAND and PyTorch use): 10 rounds, each
+#: two 32x32->64 multiplies (2 ops each) and 4 adds/xors; one call makes 128 random bits.
+PHILOX_OPS_PER_CALL = 80
+#: Dropout in PyTorch's own kernels, per element, in FMA-pipe lane instructions: one 32-bit
+#: random number per element (4 per call: 80 / 4 = 20), a compare with p and a scale by
+#: 1/(1-p). ASSUMED: all on the FMA pipe (the multiplies are IMADs; the adds, xors and the
+#: compare would go to the ALU, a split not measured).
+DROPOUT_OPS_PER_ELEMENT = PHILOX_OPS_PER_CALL / 4 + 2
+#: Dropout inside the fused flash-attn kernels: an 8-bit keep threshold
+#: (``p_dropout_in_uint8_t`` in flash-attn's ``flash_api.cpp``), so one call's 128 bits
+#: decide 16 elements: 80 / 16 = 5, plus the compare and the scale. FA4 is ASSUMED to draw
+#: its random bits the same way.
+FUSED_DROPOUT_OPS_PER_ELEMENT = PHILOX_OPS_PER_CALL / 16 + 2
 
 
 def effective_mask(causal: bool, window: tuple, seqlen_q, seqlen_k) -> tuple[bool, tuple]:

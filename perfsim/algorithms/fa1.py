@@ -39,7 +39,7 @@ from pydantic import Field
 
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
-    DROPOUT_OPS_PER_ELEMENT,
+    FUSED_DROPOUT_OPS_PER_ELEMENT,
     STAT_BYTES,
     Algorithm,
     Dims,
@@ -198,17 +198,18 @@ class FA1(Algorithm):
         rows_steps = bh * v.tiles * b_r
         elems = bh * v.elements
         fp32 = (elems * sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE
-                + bh * self._masked(dims, v, b_r, b_c) * sc.MASK_FLOPS_PER_SCORE
                 + rows_steps * (sc.FA1_UPDATE_FLOPS_PER_ROW_ELEMENT * dims.d_v
                                 + sc.FA1_UPDATE_FLOPS_PER_ROW_EXTRA))
+        alu = (elems * sc.FWD_ALU_OPS_PER_SCORE
+               + bh * self._masked(dims, v, b_r, b_c) * sc.MASK_ALU_OPS_PER_SCORE)
         if dims.dropout_p:
-            fp32 = fp32 + elems * DROPOUT_OPS_PER_ELEMENT
+            fp32 = fp32 + elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
         return KernelCost(
             name="fa1_fwd", grid=bh * splits, tiled=True, ctas_per_sm=ctas,
             warps_per_cta=self.warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
-            tensor_flops=2 * elems * (dims.d + dims.d_v), fp32_flops=fp32,
+            tensor_flops=2 * elems * (dims.d + dims.d_v), fp32_flops=fp32, alu_ops=alu,
             exp_ops=elems + rows_steps * sc.FA1_EXPS_PER_ROW_STEP,
             hbm_read_bytes=reads + kv_hbm, hbm_write_bytes=writes,
             l2_hit_bytes=read_hits + write_hits + kv_hits,
@@ -264,16 +265,18 @@ class FA1(Algorithm):
         grads = e * bh * splits * dims.N_k * (d + d_v)
         elems = bh * v.elements
         fp32 = (elems * (sc.BWD_FLOPS_PER_SCORE + sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE)
-                + bh * self._masked(dims, v, b_r, b_c) * sc.MASK_FLOPS_PER_SCORE
-                + bh * v.tiles * b_r * 2 * d_v)  # D_i = rowsum(dO_i ∘ O_i) per step
+                + bh * v.tiles * b_r * sc.FMA_SLOTS * d_v)  # D_i = rowsum(dO_i ∘ O_i), FMAs
+        alu = (elems * (sc.BWD_ALU_OPS_PER_SCORE + sc.FWD_ALU_OPS_PER_SCORE)
+               + bh * self._masked(dims, v, b_r, b_c) * sc.MASK_ALU_OPS_PER_SCORE)
         if dims.dropout_p:
-            fp32 = fp32 + elems * DROPOUT_OPS_PER_ELEMENT
+            fp32 = fp32 + elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
         return KernelCost(
             name="fa1_bwd", grid=bh * splits, tiled=True, ctas_per_sm=ctas,
             warps_per_cta=self.warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
-            tensor_flops=2 * elems * (3 * d + 2 * d_v), fp32_flops=fp32, exp_ops=elems,
+            tensor_flops=2 * elems * (3 * d + 2 * d_v), fp32_flops=fp32, alu_ops=alu,
+            exp_ops=elems,
             hbm_read_bytes=reads + kv_hbm, hbm_write_bytes=writes + grads,
             l2_hit_bytes=read_hits + write_hits + kv_hits,
             smem_write_bytes=e * (bh * v.kv_outer_rows * (2 * d + 2 * d_v) + 2 * elems),

@@ -25,8 +25,8 @@ from pydantic import Field, field_validator
 
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
-    DROPOUT_OPS_PER_ELEMENT,
     FP32_BYTES,
+    FUSED_DROPOUT_OPS_PER_ELEMENT,
     STAT_BYTES,
     Algorithm,
     Dims,
@@ -115,6 +115,13 @@ class FA2(Algorithm):
             integer ≥ 1, or ``"auto"`` for the reference's heuristic.
         pack_gqa: pack the query heads of one K/V head into the rows of a tile: ``True``,
             ``False`` or ``"auto"`` (the reference's rule).
+        fast_math: the kernels were built with ``--use_fast_math`` (flash-attn's own
+            ``setup.py``), so an exp is one MUFU.EX2; ``False`` for PyTorch's copy of flash-attn
+            2, whose SASS guards each exp with an FSETP and two FMULs
+            (``perfsim.algorithms.softmax_costs``, measured with Nsight Compute).
+        fused_scale: the forward scales the scores and subtracts the row max in one FFMA per
+            score (flash_attn.cute, Triton); ``False`` where the compiled kernel keeps an FMUL
+            and an FADD (PyTorch's flash-attn 2 and cuDNN, by their instruction census).
     """
 
     name: ClassVar[str] = "fa2"
@@ -146,6 +153,8 @@ class FA2(Algorithm):
     dq_recompute: bool = False
     num_splits: Literal["auto"] | int = Field(default="auto")
     pack_gqa: Literal["auto"] | bool = "auto"
+    fast_math: bool = True
+    fused_scale: bool = True
 
     _splits = field_validator("num_splits", mode="before")(
         classmethod(lambda cls, v: check_num_splits(v)))
@@ -291,13 +300,18 @@ class FA2(Algorithm):
         kv_hbm, kv_hits = l2_filtered(kv_total, kv_compulsory, window, gpu,
                                       gpu.l2_usable_fraction)
         rows_steps = v.tiles * b_r  # (row, visited key tile) pairs, padded rows included
-        fp32 = bh * (v.elements * sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE
-                     + v.masked_tiles * b_r * b_c * sc.MASK_FLOPS_PER_SCORE
-                     + rows_steps * (dims.d_v + sc.RESCALE_FLOPS_PER_ROW_EXTRA)
-                     + dims.N_q * dims.d_v)
+        split = 0 if self.fused_scale else sc.FMA_SLOTS * sc.SPLIT_SCALE_FMA_OPS
+        fp32 = bh * (v.elements * (sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE + split)
+                     + rows_steps * (sc.RESCALE_FLOPS_PER_ROW_ELEMENT * dims.d_v
+                                     + sc.RESCALE_FLOPS_PER_ROW_EXTRA)
+                     + sc.FMA_SLOTS * dims.N_q * dims.d_v)
+        alu = bh * (v.elements * sc.FWD_ALU_OPS_PER_SCORE
+                    + v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE)
         if dims.dropout_p:
-            fp32 = fp32 + bh * v.elements * DROPOUT_OPS_PER_ELEMENT
+            fp32 = fp32 + bh * v.elements * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
         extra = mask_extras(dims, v, bh, dkv)
+        exps = bh * (v.elements + rows_steps * sc.FA2_EXPS_PER_ROW_STEP) + extra["mufu"]
+        fixup_fp32, fixup_alu = self.exp_fixup(exps)
         tail = in_order_tail(v, v.q_tiles * bh, gpu.sm_count, ctas, dims.masked,
                              self.lpt_scheduling)
         return KernelCost(
@@ -307,8 +321,8 @@ class FA2(Algorithm):
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=self.mma_dtype(dims),
             tensor_family=self.tensor_family,
             tensor_flops=2 * bh * v.elements * dkv,
-            fp32_flops=fp32 + extra["fp32"],
-            exp_ops=bh * (v.elements + rows_steps * sc.FA2_EXPS_PER_ROW_STEP) + extra["mufu"],
+            fp32_flops=fp32 + extra["fp32"] + fixup_fp32, alu_ops=alu + fixup_alu,
+            exp_ops=exps,
             hbm_read_bytes=e * bh * dims.N_q * dims.d + kv_hbm + extra["page_table"],
             hbm_write_bytes=bh * dims.N_q * (e * dims.d_v + STAT_BYTES),
             l2_hit_bytes=kv_hits,
@@ -326,7 +340,15 @@ class FA2(Algorithm):
         Q staged through shared memory): not scaled by the causal tail factor, which
         describes how the per-tile work spreads over the CTAs."""
         e, bh = dims.e, dims.B * dims.H
-        return {"fp32": bh * dims.N_q * dims.d_v, "smem": 2 * e * bh * dims.N_q * dims.d}
+        return {"fp32": sc.FMA_SLOTS * bh * dims.N_q * dims.d_v,
+                "smem": 2 * e * bh * dims.N_q * dims.d}
+
+    def exp_fixup(self, exps):
+        """``(fp32 FLOP slots, ALU ops)`` the range guard of ``exps`` exps costs in a build
+        without fast math (``fast_math=False``), else ``(0, 0)``."""
+        if self.fast_math:
+            return 0, 0
+        return sc.FMA_SLOTS * sc.EXP_FIXUP_FMA_OPS * exps, sc.EXP_FIXUP_ALU_OPS * exps
 
     def _fwd_smem(self, dims: Dims, v, b_r, warps) -> dict:
         """Forward shared-memory traffic: Q once into shared memory; each K/V tile written
@@ -369,13 +391,16 @@ class FA2(Algorithm):
         dq_hbm, dq_hits = l2_filtered(2 * FP32_BYTES * atomics, 0 * atomics,
                                       window * FP32_BYTES * d, gpu, gpu.l2_usable_fraction)
         kv_read = e * bh * dims.N_k * (d + d_v)
-        fp32 = bh * (v.elements * sc.BWD_FLOPS_PER_SCORE
-                     + v.masked_tiles * b_r * b_c * sc.MASK_FLOPS_PER_SCORE)
+        fp32 = bh * v.elements * sc.BWD_FLOPS_PER_SCORE
+        alu = bh * (v.elements * sc.BWD_ALU_OPS_PER_SCORE
+                    + v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE)
         if dims.dropout_p:
-            fp32 = fp32 + bh * v.elements * DROPOUT_OPS_PER_ELEMENT
+            fp32 = fp32 + bh * v.elements * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
         extra = mask_extras(dims, v, bh, d + d_v, backward=True)
-        fp32 = fp32 + extra["fp32"]
         elems = bh * v.elements
+        fixup_fp32, fixup_alu = self.exp_fixup(elems + extra["mufu"])
+        fp32 = fp32 + extra["fp32"] + fixup_fp32
+        alu = alu + fixup_alu
         again = 1 if self.dq_recompute else 0
         operand_reads = e * bh * v.tiles * self.bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms)
         main = KernelCost(
@@ -386,7 +411,8 @@ class FA2(Algorithm):
             tensor_family=self.tensor_family,
             # S = Q Kᵀ, dP = dO Vᵀ, dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K (+ S, dP again)
             tensor_flops=2 * elems * (3 * d + 2 * d_v) + again * 2 * elems * (d + d_v),
-            fp32_flops=fp32 * (1 + again), exp_ops=(elems + extra["mufu"]) * (1 + again),
+            fp32_flops=fp32 * (1 + again), alu_ops=alu * (1 + again),
+            exp_ops=(elems + extra["mufu"]) * (1 + again),
             atomics=atomics,
             hbm_read_bytes=kv_read + q_hbm + dq_hbm / 2,
             hbm_write_bytes=kv_read + dq_hbm / 2,            # dK, dV (per query head)
@@ -487,8 +513,9 @@ def splitkv_tile(d) -> tuple[int, int, int]:
 
 
 #: Softcap per score element (``s ← c·tanh(s/c)``): one MUFU ``tanh`` and two FP32 multiplies
-#: forward; the backward recomputes ``tanh`` and multiplies ``dS`` by ``1 − tanh²`` (3 ops).
-SOFTCAP_FWD_FP32, SOFTCAP_BWD_FP32 = 2, 5
+#: forward; the backward recomputes ``tanh`` and multiplies ``dS`` by ``1 − tanh²`` (3 ops);
+#: in FMA-pipe FLOP slots (2 per instruction).
+SOFTCAP_FWD_FP32, SOFTCAP_BWD_FP32 = 2 * sc.FMA_SLOTS, 5 * sc.FMA_SLOTS
 #: int32 page-table entry.
 PAGE_TABLE_ENTRY_BYTES = 4
 
@@ -505,7 +532,7 @@ def mask_extras(dims: Dims, v, bh, dkv, backward: bool = False) -> dict:
         fp32 = elems * (SOFTCAP_BWD_FP32 if backward else SOFTCAP_FWD_FP32)
         mufu = elems
     if dims.kv_dtype and dims.kv_dtype != dims.dtype:
-        fp32 = fp32 + bh * v.q_outer_cols * dkv
+        fp32 = fp32 + sc.FMA_SLOTS * bh * v.q_outer_cols * dkv
     if dims.page_size and not backward:
         pages = PAGE_TABLE_ENTRY_BYTES * bh * cdiv(v.q_outer_cols, dims.page_size)
     return {"fp32": fp32, "mufu": mufu, "page_table": pages}

@@ -38,6 +38,7 @@ from pydantic import Field
 from perfsim.algorithms.base import FP32_BYTES, Dims
 from perfsim.algorithms.fa2 import FA2, _pick, check_fused_inputs
 from perfsim.algorithms.fa2_launch import BwdLaunch
+from perfsim.algorithms.softmax_costs import FMA_SLOTS
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import KernelCost
@@ -202,18 +203,25 @@ class FA3(FA2):
         pipes); tiles in flight: one, plus one for ping-pong (the second consumer warpgroup)
         and one for intra-warpgroup pipelining (the next ``Q Kᵀ`` during this softmax).
 
-        The softmax station is serial: one consumer warpgroup issues its row max, scale,
-        exps and row sums from one instruction stream, each step needing the last one's
-        result, so its MUFU and FMA times add; what overlaps is one warpgroup's softmax with
-        the other's (or its own next) GEMMs — the two warpgroups ping-pong against each
-        other, not against themselves (FA3 §3.1, Fig. 1)."""
+        Forward, warp-specialised: the softmax station's MUFU, FMA and ALU pipes overlap
+        (its time is the slowest of them): the two consumer warpgroups' exps and FP32 work
+        are on independent score elements and go to different pipes. Nsight Compute on
+        flash_attn.cute's sm90 forward (``validate/reports/h200/probes/ncu/summary.json``,
+        d = 128) shows the tensor pipe busy 81 % of the time while the MUFU (42 %), FMA
+        (16 %) and ALU (19 %) pipes add up to 77 %: run back to back, the softmax would hold
+        a two-warpgroup cycle to about 70 % tensor-busy. Backward, and forward without warp
+        specialisation: serial — one instruction stream issues the steps in turn, each needing
+        the last one's result (as FA2's mma.sync kernels, whose profile fits the serial sum:
+        SDPA flash forward, tensor 56 %, MUFU 20 %, FMA/ALU 18/20 %). What overlaps in both
+        is one warpgroup's softmax with the other's (or its own next) GEMMs (FA3 §3.1, Fig.
+        1)."""
         mma = ("tensor", "smem") if self.warp_specialized or phase == "bwd" else (
             "tensor", "smem", "hbm")
         if phase == "bwd":
             return ((mma, ("mufu", "fp32")), 2, (False, True))
         staggered = self.pingpong and self.warp_specialized
         return ((mma, ("mufu", "fp32")), 1 + staggered + self.intra_warpgroup_overlap,
-                (False, True))
+                (False, not self.warp_specialized))
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         missing = [f for f in ("tma", "wgmma") if not getattr(gpu.features, f)]
@@ -290,5 +298,6 @@ class FA3(FA2):
             else 0
         src = BYTES_PER_ELEMENT["bf16"]
         return KernelCost(name="fp8_prepare", grid=cdiv(elems, 4096), warps_per_cta=4,
-                          tensor_dtype=dims.dtype, fp32_flops=3 * elems + hadamard,
+                          tensor_dtype=dims.dtype,
+                          fp32_flops=FMA_SLOTS * (3 * elems + hadamard),
                           hbm_read_bytes=src * elems, hbm_write_bytes=dims.e * elems)

@@ -33,8 +33,8 @@ from pydantic import Field, field_validator
 
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
-    DROPOUT_OPS_PER_ELEMENT,
     FP32_BYTES,
+    FUSED_DROPOUT_OPS_PER_ELEMENT,
     STAT_BYTES,
     Algorithm,
     Dims,
@@ -109,7 +109,8 @@ class FA4(Algorithm):
         num_splits, pack_gqa: split-KV and GQA packing (``perfsim.algorithms.splits``);
             ``"auto"`` follows flash_attn.cute's rules (``interface.py``).
 
-    Dropout is charged as in flash-attn 2 (Philox per score element, ``DROPOUT_OPS_PER_ELEMENT``).
+    Dropout is charged as in flash-attn 2 (Philox, 8-bit keep threshold,
+    ``FUSED_DROPOUT_OPS_PER_ELEMENT``).
     """
 
     name: ClassVar[str] = "fa4"
@@ -248,13 +249,15 @@ class FA4(Algorithm):
         rescales = rows_tiles if self.rescale_threshold == 0 else \
             bh * dims.N_q * self.rescales_per_row
         fp32 = (elems * sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE
-                + 2 * frac * elems * emulated_exp_fma_ops(self.poly_degree)
-                + bh * v.masked_tiles * b_r * b_c * sc.MASK_FLOPS_PER_SCORE
-                + rows_tiles                                   # the max-jump test
-                + rescales * (dims.d_v + sc.RESCALE_FLOPS_PER_ROW_EXTRA)
-                + bh * dims.N_q * dims.d_v)
+                + sc.FMA_SLOTS * frac * elems * emulated_exp_fma_ops(self.poly_degree)
+                + rescales * (sc.RESCALE_FLOPS_PER_ROW_ELEMENT * dims.d_v
+                              + sc.RESCALE_FLOPS_PER_ROW_EXTRA)
+                + sc.FMA_SLOTS * bh * dims.N_q * dims.d_v)
+        alu = (elems * sc.FWD_ALU_OPS_PER_SCORE
+               + bh * v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE
+               + rows_tiles)                                   # the max-jump test
         if dims.dropout_p:
-            fp32 = fp32 + elems * DROPOUT_OPS_PER_ELEMENT
+            fp32 = fp32 + elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
         extra = mask_extras(dims, v, bh, dkv)
         kv_total = ekv * bh * v.q_outer_cols * dkv
         window = gpu.sm_count * KV_STAGES * ekv * b_c * dkv
@@ -270,7 +273,7 @@ class FA4(Algorithm):
             warps_per_cta=FWD_WARPS, smem_bytes_per_cta=smem,
             registers_per_thread=gpu.registers_per_sm // (FWD_WARPS * 32),
             tensor_dtype=dims.dtype, tensor_family=self.family(),
-            tensor_flops=2 * elems * dkv, fp32_flops=fp32 + extra["fp32"],
+            tensor_flops=2 * elems * dkv, fp32_flops=fp32 + extra["fp32"], alu_ops=alu,
             exp_ops=(1 - frac) * elems + rescales + extra["mufu"],
             emulated_exp_ops=frac * elems,
             hbm_read_bytes=e * bh * dims.N_q * dims.d + kv_hbm + extra["page_table"],
@@ -289,7 +292,7 @@ class FA4(Algorithm):
         elems = bh * v.elements
         tiles = bh * v.tiles
         extra = mask_extras(dims, v, bh, d + d_v, backward=True)
-        drop = elems * DROPOUT_OPS_PER_ELEMENT if dims.dropout_p else 0
+        drop = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT if dims.dropout_p else 0
         per_tile = self.tile_cycles(dims, gpu, "bwd")
         q_side = bh * v.kv_outer_rows
         q_total = q_side * (e * (d + d_v) + 2 * STAT_BYTES)
@@ -305,9 +308,9 @@ class FA4(Algorithm):
             registers_per_thread=gpu.registers_per_sm // (FWD_WARPS * 32),
             tensor_dtype=dims.dtype, tensor_family=self.family(),
             tensor_flops=2 * elems * (3 * d + 2 * d_v),
-            fp32_flops=elems * sc.BWD_FLOPS_PER_SCORE
-            + bh * v.masked_tiles * MMA_ROWS * MMA_ROWS * sc.MASK_FLOPS_PER_SCORE
-            + extra["fp32"] + drop,
+            fp32_flops=elems * sc.BWD_FLOPS_PER_SCORE + extra["fp32"] + drop,
+            alu_ops=elems * sc.BWD_ALU_OPS_PER_SCORE
+            + bh * v.masked_tiles * MMA_ROWS * MMA_ROWS * sc.MASK_ALU_OPS_PER_SCORE,
             exp_ops=elems + extra["mufu"], atomics=q_side * d,
             hbm_read_bytes=kv + q_hbm, hbm_write_bytes=kv + FP32_BYTES * q_side * d,
             l2_hit_bytes=q_hits,

@@ -1,39 +1,95 @@
-"""Non-matmul operation counts of the softmax family, per score element or per row.
+"""Non-matmul work of the softmax family, per score element or per row, by pipe.
 
-Counted from the algorithms' pseudo-code (FA1 Algorithm 1, FA2 Algorithm 1/2, FA4 §3.1).
-An FMA counts as 2 FLOP; a compare, max, add, multiply or select as 1.
+Two pipes of the CUDA cores carry it (``perfsim.timing.cuda_core_seconds``):
+
+* the **FMA pipe**, counted in FLOP slots (``KernelCost.fp32_flops``): 2 per lane
+  instruction, whether it is an FMA or a lone add or multiply — each occupies a lane for one
+  clock (``FMA_SLOTS``);
+* the **ALU pipe**, counted in lane instructions (``KernelCost.alu_ops``): max/min,
+  compare, select and the conversion of P to 16 bits (one F2FP packs two elements).
+
+The per-element counts are the online-softmax steps of the papers' pseudo-code (FA1
+Algorithm 1, FA2 Algorithms 1/2, FA4 §3.1) as the compiled kernels issue them, checked
+against the executed-instruction census of Nsight Compute on the project's H200
+(``sass__inst_executed_per_opcode``; ``validate/reports/h200/probes/ncu/summary.json``), per
+score element, B·H·N² = 537M (d = 128):
+
+=====================  =====  =====  ======  ======  =====  =====  ===========================
+kernel                 FMUL   FADD   FMNMX   FSETP   F2FP   MUFU   counted here (FMA + ALU)
+=====================  =====  =====  ======  ======  =====  =====  ===========================
+SDPA flash fwd d=64    3.62   2.00   1.06    1.06    0.51   1.03   2+1 + 64/128 + 2 · 1.5 + 1
+SDPA flash fwd d=128   5.25   2.00   1.12    1.13    0.52   1.06   2+1 + 128/64 + 2 · 1.5 + 1
+SDPA flash fwd d=256   7.25   2.00   1.12    1.13    0.53   1.06   2+1 + 256/64 + 2 · 1.5 + 1
+cuDNN fwd d=128        2.06   2.03   1.06    0.03    0.52   1.03   2+1 + 128/128 · 1.5
+flash_attn.cute fwd    1.06   1.00   1.06    —       0.52   1.03   2 + 128/128 · 1.5
+  (and 1.03 FFMA)
+Triton tutorial fwd    1.13   1.07   1.06    —       0.52   1.03   2 + 128/128 · 1.5
+  (and 1.04 FFMA)
+SDPA flash bwd d=128   4.16   2.00   —       1.12    1.03   1.00   4 + 2 · 1 + 1
+=====================  =====  =====  ======  ======  =====  =====  ===========================
+
+The "+ 2" and "+ 1" are the exp of a build without fast math (``EXP_FIXUP_*``): PyTorch
+compiles its copy of flash-attn 2 without ``--use_fast_math``, so each ``exp2f`` becomes
+``ex2.approx.f32`` and the compiler guards its range with an FSETP and two predicated FMULs
+around the MUFU.EX2 (one FSETP per MUFU in the census). flash-attn's own ``setup.py`` and
+cuDNN (no FSETP in its census) use the fast path. Register moves (MOV: 0.07-1.08 per score,
+from register pressure at 255 registers) and integer address arithmetic are not counted.
 """
 
-#: Online softmax, per score element: ``s·scale·log2e − m·scale·log2e`` as one FMA (2),
-#: the running row max (1) and the row sum of P (1). The exp itself is a MUFU op.
-ONLINE_SOFTMAX_FLOPS_PER_SCORE = 4
+#: FLOP slots per FMA-pipe lane instruction.
+FMA_SLOTS = 2
+
+#: Online softmax forward, per score element, FMA pipe: scale and subtract the row max in one
+#: FFMA (``s·scale·log2e − m·scale·log2e``), row sum of P (FADD) — as flash_attn.cute's sm90
+#: forward and Triton's tutorial issue them (census: FFMA 1.03-1.04, FADD 1.00-1.07).
+FWD_FMA_OPS_PER_SCORE = 2
+#: ... one more where the scale and the subtraction stay apart (FMUL then FADD: SDPA flash's
+#: and cuDNN's census, FADD 2.00-2.03 and no FFMA; ``FA2(fused_scale=False)``).
+SPLIT_SCALE_FMA_OPS = 1
+#: ... ALU pipe: the running row max (FMNMX) and half an F2FP (P to 16 bits, two per op).
+FWD_ALU_OPS_PER_SCORE = 1.5
+#: FMA-pipe FLOP slots per score element (forward).
+ONLINE_SOFTMAX_FLOPS_PER_SCORE = FMA_SLOTS * FWD_FMA_OPS_PER_SCORE
 
 #: Per row and visited key tile, deferred normalisation (FA2): rescale the O row by
-#: ``exp(m_old − m_new)`` (``d_v`` multiplies) and update ℓ with one FMA (2).
-RESCALE_FLOPS_PER_ROW_EXTRA = 2
+#: ``exp(m_old − m_new)`` (``d_v`` FMULs) and update ℓ (one FMA); in FLOP slots, per
+#: ``d_v`` element and per row.
+RESCALE_FLOPS_PER_ROW_ELEMENT = FMA_SLOTS
+RESCALE_FLOPS_PER_ROW_EXTRA = FMA_SLOTS
 
 #: FA1 Algorithm 1 lines 11–12, per row and inner step: the O row is re-normalised each
 #: step, ``diag(ℓ_new)^-1 (diag(ℓ_i) e^{m_i−m_new} O_i + e^{m̃−m_new} P̃ V)``: two scalings,
-#: one add and one multiply by ``1/ℓ_new`` per element (4·d_v), plus ℓ_new (2 FMA = 4) and
-#: the reciprocal (1) and max (1).
-FA1_UPDATE_FLOPS_PER_ROW_EXTRA = 6
-FA1_UPDATE_FLOPS_PER_ROW_ELEMENT = 4
+#: one add and one multiply by ``1/ℓ_new`` per element (4 lane instructions = 8 slots), plus
+#: ℓ_new (2 FMAs) and the reciprocal and max (2 more instructions): 4 slots + 2 slots.
+FA1_UPDATE_FLOPS_PER_ROW_EXTRA = 3 * FMA_SLOTS
+FA1_UPDATE_FLOPS_PER_ROW_ELEMENT = 4 * FMA_SLOTS
 
 #: MUFU exps per row and inner step: FA1 needs ``e^{m_i−m_new}`` and ``e^{m̃−m_new}`` (2);
 #: FA2 needs ``e^{m_old−m_new}`` (1).
 FA1_EXPS_PER_ROW_STEP = 2
 FA2_EXPS_PER_ROW_STEP = 1
 
-#: Causal mask on a diagonal tile: one compare/select per score element.
-MASK_FLOPS_PER_SCORE = 1
+#: Causal or window mask on a diagonal tile: one compare/select per score element (ALU).
+MASK_ALU_OPS_PER_SCORE = 1
 
-#: Backward, per score element (FA2 Algorithm 2): recompute ``P = exp(S·scale − LSE)`` as one
-#: FMA (2) and ``dS = P ∘ (dP − D)`` as a subtract and a multiply (2).
-BWD_FLOPS_PER_SCORE = 4
+#: Backward, per score element (FA2 Algorithm 2), FMA pipe: scale S (FMUL), subtract the
+#: logsumexp (FADD), ``dP − D`` (FADD) and ``P ∘ (…)`` (FMUL).
+BWD_FMA_OPS_PER_SCORE = 4
+#: ... ALU pipe: P and dS to 16 bits for their GEMMs (half an F2FP each).
+BWD_ALU_OPS_PER_SCORE = 1
+#: FMA-pipe FLOP slots per score element (backward).
+BWD_FLOPS_PER_SCORE = FMA_SLOTS * BWD_FMA_OPS_PER_SCORE
 
-#: Fused softmax kernel (eager ``torch.softmax``), per element: max (1), subtract (1),
-#: sum (1), divide (1); the exp is a MUFU op.
-FUSED_SOFTMAX_FLOPS = 4
+#: Per exp of a build without fast math: two predicated FMULs (FMA pipe) and an FSETP (ALU)
+#: that keep ``ex2.approx.f32`` out of the denormal range.
+EXP_FIXUP_FMA_OPS = 2
+EXP_FIXUP_ALU_OPS = 1
 
-#: Softmax backward ``dS = P ∘ (dP − rowsum(dP ∘ P))``: multiply, sum, subtract, multiply.
-SOFTMAX_BWD_FLOPS = 4
+#: Fused softmax kernel (eager ``torch.softmax``), per element: subtract, sum, scale by
+#: ``1/sum`` (3 FMA-pipe instructions); the max is an ALU op, the exp a MUFU op.
+FUSED_SOFTMAX_FMA_OPS = 3
+FUSED_SOFTMAX_ALU_OPS = 1
+
+#: Softmax backward ``dS = P ∘ (dP − rowsum(dP ∘ P))``: multiply, sum, subtract, multiply
+#: (FMA-pipe instructions).
+SOFTMAX_BWD_FMA_OPS = 4

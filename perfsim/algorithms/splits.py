@@ -36,6 +36,7 @@ import math
 from dataclasses import replace
 
 from perfsim.algorithms.base import FP32_BYTES, STAT_BYTES, Dims
+from perfsim.algorithms.softmax_costs import FMA_SLOTS
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv
 
@@ -131,7 +132,8 @@ def split_forward(cost: KernelCost, dims: Dims, splits: int) -> KernelCost:
     e, rows = dims.e, dims.B * dims.H * dims.N_q
     extra_q = (splits - 1) * e * rows * dims.d
     writes = rows * (splits * FP32_BYTES * (dims.d_v + 1) - (e * dims.d_v + STAT_BYTES))
-    fixed = {"fp32": (splits - 1) * rows * dims.d_v, "smem": (splits - 1) * 2 * e * rows * dims.d}
+    fixed = {"fp32": FMA_SLOTS * (splits - 1) * rows * dims.d_v,
+             "smem": (splits - 1) * 2 * e * rows * dims.d}
     executed = {u: v + fixed.get(u, 0) for u, v in cost.sm_demand().items()}
     return replace(cost, grid=cost.grid * splits, l2_hit_bytes=cost.l2_hit_bytes + extra_q,
                    hbm_write_bytes=cost.hbm_write_bytes + writes,
@@ -148,7 +150,10 @@ def combine_kernel(dims: Dims, splits: int, name: str) -> KernelCost:
     rows = dims.B * dims.H * dims.N_q
     return KernelCost(
         name=name, grid=cdiv(rows, COMBINE_ROWS_PER_CTA), warps_per_cta=4,
-        fp32_flops=rows * splits * (2 * dims.d_v + 4), exp_ops=rows * splits,
+        # per part and row: d_v FMAs of the weighted sum (2 slots each) and the max, the
+        # logsumexp difference and the weight (2 FMA-pipe instructions and an ALU max)
+        fp32_flops=rows * splits * FMA_SLOTS * (dims.d_v + 2), alu_ops=rows * splits,
+        exp_ops=rows * splits,
         hbm_read_bytes=rows * splits * FP32_BYTES * (dims.d_v + 1),
         hbm_write_bytes=rows * (dims.e * dims.d_v + STAT_BYTES),
         overlap=(("hbm",), ("fp32", "mufu")))

@@ -114,14 +114,17 @@ class Standard(Algorithm):
                           hbm_write_bytes=dims.e * write_elems,
                           ).padded(padding(m, GEMM_TILE) * padding(n, GEMM_TILE))
 
-    def _pointwise(self, name, dims: Dims, reads, writes, flops=0, exps=0, extra_read=0,
-                   extra_write=0, active=1, eager_op=None):
+    def _pointwise(self, name, dims: Dims, reads, writes, fma_ops=0, exps=0, extra_read=0,
+                   extra_write=0, active=1, eager_op=None, alu=0):
         """An elementwise pass over ``reads``/``writes`` N x N tensors (in elements of the
-        workload dtype) plus ``extra_*`` bytes."""
+        workload dtype) plus ``extra_*`` bytes; per element ``fma_ops`` FMA-pipe and ``alu``
+        ALU-pipe lane instructions and ``exps`` exps."""
         nn = self._nn(dims)
         return KernelCost(name=name, grid=active * cdiv(nn, ELEMENTWISE_ELEMENTS_PER_CTA),
                           warps_per_cta=4, tensor_dtype=dims.dtype,
-                          fp32_flops=active * flops * nn, exp_ops=active * exps * nn,
+                          fp32_flops=active * sc.FMA_SLOTS * fma_ops * nn,
+                          alu_ops=active * alu * nn,
+                          exp_ops=active * exps * nn,
                           hbm_read_bytes=active * (dims.e * reads * nn + extra_read),
                           hbm_write_bytes=active * (dims.e * writes * nn + extra_write),
                           eager_op=eager_op, row_length=dims.N_k,
@@ -145,36 +148,37 @@ class Standard(Algorithm):
               self._gemm("qk_matmul", dims, gpu, dims.N_q, dims.N_k, dims.d,
                          bh * (dims.N_q + dims.N_k) * dims.d, nn)]
         if not self.scale_in_matmul:
-            ks.append(self._pointwise("scale", dims, 1, 1, flops=1))
+            ks.append(self._pointwise("scale", dims, 1, 1, fma_ops=1))
         if dims.softcap:     # s / c, tanh (MUFU), · c: three eager elementwise kernels
-            ks += [self._pointwise("softcap_div", dims, 1, 1, flops=1),
+            ks += [self._pointwise("softcap_div", dims, 1, 1, fma_ops=1),
                    self._pointwise("softcap_tanh", dims, 1, 1, exps=1),
-                   self._pointwise("softcap_mul", dims, 1, 1, flops=1)]
+                   self._pointwise("softcap_mul", dims, 1, 1, fma_ops=1)]
         if causal:
             if self.mask_op == "masked_fill":
                 ks.append(self._pointwise("mask_copy", dims, 1, 1))
             mask_bytes = dims.e if self.mask_op == "add_float" else 1
-            ks.append(self._pointwise("mask", dims, 1, 1, flops=sc.MASK_FLOPS_PER_SCORE,
+            ks.append(self._pointwise("mask", dims, 1, 1, alu=sc.MASK_ALU_OPS_PER_SCORE,
                                       extra_read=mask_bytes * dims.N_q * dims.N_k,
                                       eager_op="broadcast_fill"
                                       if self.mask_op == "masked_fill" else None))
         if self.softmax in ("fused", "safe"):
-            ks.append(self._pointwise("softmax", dims, 1, 1, flops=sc.FUSED_SOFTMAX_FLOPS,
+            ks.append(self._pointwise("softmax", dims, 1, 1, fma_ops=sc.FUSED_SOFTMAX_FMA_OPS,
+                                      alu=sc.FUSED_SOFTMAX_ALU_OPS,
                                       exps=1, eager_op="softmax"))
         if self.softmax == "safe":
-            ks += [self._pointwise("safe_softmax_eq", dims, 1, 0, flops=1, extra_write=nn),
-                   self._pointwise("safe_softmax_all", dims, 0, 0, flops=1, extra_read=nn,
+            ks += [self._pointwise("safe_softmax_eq", dims, 1, 0, fma_ops=1, extra_write=nn),
+                   self._pointwise("safe_softmax_all", dims, 0, 0, fma_ops=1, extra_read=nn,
                                    extra_write=rows),
                    self._pointwise("safe_softmax_where", dims, 1, 1, extra_read=rows)]
         elif self.softmax == "5kernel":
             row = dims.e * rows
-            ks += [self._pointwise("softmax_max", dims, 1, 0, flops=1, extra_write=row),
-                   self._pointwise("softmax_sub", dims, 1, 1, flops=1, extra_read=row),
+            ks += [self._pointwise("softmax_max", dims, 1, 0, fma_ops=1, extra_write=row),
+                   self._pointwise("softmax_sub", dims, 1, 1, fma_ops=1, extra_read=row),
                    self._pointwise("softmax_exp", dims, 1, 1, exps=1),
-                   self._pointwise("softmax_sum", dims, 1, 0, flops=1, extra_write=row),
-                   self._pointwise("softmax_div", dims, 1, 1, flops=1, extra_read=row)]
+                   self._pointwise("softmax_sum", dims, 1, 0, fma_ops=1, extra_write=row),
+                   self._pointwise("softmax_div", dims, 1, 1, fma_ops=1, extra_read=row)]
         if drop:
-            ks.append(self._pointwise("dropout", dims, 1, 1, flops=DROPOUT_OPS_PER_ELEMENT,
+            ks.append(self._pointwise("dropout", dims, 1, 1, fma_ops=DROPOUT_OPS_PER_ELEMENT,
                                       extra_write=DROPOUT_MASK_BYTES * nn))
         ks.append(self._gemm("pv_matmul", dims, gpu, dims.N_q, dims.d_v, dims.N_k,
                              nn + bh * dims.N_k * dims.d_v, bh * dims.N_q * dims.d_v))
@@ -193,30 +197,30 @@ class Standard(Algorithm):
               self._gemm("pv_bwd_dV", dims, gpu, dims.N_k, dims.d_v, dims.N_q,
                          nn + rows * dims.d_v, bh * dims.N_k * dims.d_v)]
         if dims.dropout_p:
-            ks.append(self._pointwise("dropout_bwd", dims, 1, 1, flops=2,
+            ks.append(self._pointwise("dropout_bwd", dims, 1, 1, fma_ops=2,
                                       extra_read=DROPOUT_MASK_BYTES * nn))
         if self.softmax == "safe":           # the where's backward: zero masked rows' grads
             ks.append(self._pointwise("safe_softmax_where_bwd", dims, 1, 1,
                                       extra_read=dims.B * dims.H * dims.N_q))
         if self.softmax in ("fused", "safe"):
-            ks.append(self._pointwise("softmax_bwd", dims, 2, 1, flops=sc.SOFTMAX_BWD_FLOPS))
+            ks.append(self._pointwise("softmax_bwd", dims, 2, 1, fma_ops=sc.SOFTMAX_BWD_FMA_OPS))
         elif self.softmax == "5kernel":
             row = dims.e * rows
-            ks += [self._pointwise("div_bwd_num", dims, 1, 1, flops=1, extra_read=row),
-                   self._pointwise("div_bwd_den", dims, 2, 0, flops=3, extra_write=row),
-                   self._pointwise("sum_bwd", dims, 1, 1, flops=1, extra_read=row),
-                   self._pointwise("exp_bwd", dims, 2, 1, flops=1),
-                   self._pointwise("max_bwd", dims, 1, 1, flops=1,
+            ks += [self._pointwise("div_bwd_num", dims, 1, 1, fma_ops=1, extra_read=row),
+                   self._pointwise("div_bwd_den", dims, 2, 0, fma_ops=3, extra_write=row),
+                   self._pointwise("sum_bwd", dims, 1, 1, fma_ops=1, extra_read=row),
+                   self._pointwise("exp_bwd", dims, 2, 1, fma_ops=1),
+                   self._pointwise("max_bwd", dims, 1, 1, fma_ops=1,
                                    extra_read=INDEX_BYTES * rows)]
         if dims.softcap:     # dS · (1 − tanh²): tanh saved, one fused elementwise pass
-            ks.append(self._pointwise("softcap_bwd", dims, 2, 1, flops=3))
+            ks.append(self._pointwise("softcap_bwd", dims, 2, 1, fma_ops=3))
         if dims.masked:
             if self.mask_op == "masked_fill":
                 ks.append(self._pointwise("mask_bwd_copy", dims, 1, 1))
-            ks.append(self._pointwise("mask_bwd", dims, 1, 1, flops=1,
+            ks.append(self._pointwise("mask_bwd", dims, 1, 1, fma_ops=1,
                                       extra_read=dims.N_q * dims.N_k))
         if not self.scale_in_matmul:
-            ks.append(self._pointwise("scale_bwd", dims, 1, 1, flops=1))
+            ks.append(self._pointwise("scale_bwd", dims, 1, 1, fma_ops=1))
         ks += [self._gemm("qk_bwd_dQ", dims, gpu, dims.N_q, dims.d, dims.N_k,
                           nn + bh * dims.N_k * dims.d, rows * dims.d),
                self._gemm("qk_bwd_dK", dims, gpu, dims.N_k, dims.d, dims.N_q,

@@ -1,0 +1,107 @@
+"""Summarise the Nsight Compute counters written by ``validate/probe_ncu.sh``.
+
+    python -m perfsim.validate.ncu_summary NCU.tgz OUT.json
+
+For every profiled kernel: its duration, the **effective SM clock** (``sm__cycles_elapsed``
+over ``gpu__time_duration``: the cycles the SMs actually ticked, not NVML's reported clock),
+tensor/FMA/ALU/XU (MUFU) pipe utilisation, issue-slot use, warps resident per SM,
+shared-memory wavefronts, DRAM bytes, registers, and executed SASS instructions by opcode.
+The committed output is ``validate/reports/h200/probes/ncu/summary.json``; ``perfsim.power``
+cites it for the tensor-core clock ceiling.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import sys
+import tarfile
+
+METRICS = {
+    "duration_s": ("gpu__time_duration.sum", 1e-9),
+    "sm_cycles": ("sm__cycles_elapsed.avg", 1.0),
+    "tensor_pipe_pct": ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
+    "wgmma_pipe_pct": ("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
+    "fma_pipe_pct": ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
+    "alu_pipe_pct": ("sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
+    "xu_pipe_pct": ("sm__pipe_xu_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
+    "issue_active_pct": ("smsp__issue_active.avg.pct_of_peak_sustained_active", 1.0),
+    "warps_per_sm": ("sm__warps_active.avg.per_cycle_active", 1.0),
+    "smem_wavefronts": ("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum", 1.0),
+    "dram_bytes": ("dram__bytes.sum", 1.0),
+    "registers_per_thread": ("launch__registers_per_thread", 1.0),
+    "instructions": ("sm__inst_executed.sum", 1.0),
+}
+
+
+def _rows(text: str) -> list[dict]:
+    start = text.find('"ID"')
+    if start < 0:
+        return []
+    rows = list(csv.reader(io.StringIO(text[start:])))
+    return [dict(zip(rows[0], r)) for r in rows[2:]]
+
+
+def _num(value: str):
+    try:
+        return float(value.replace(",", ""))
+    except (AttributeError, ValueError):
+        return None
+
+
+def _opcodes(value: str) -> dict:
+    return {op: int(n.replace(",", "")) for op, n in re.findall(r"([A-Z0-9_.]+): ([\d,]+)", value)}
+
+
+def summarise(files: dict[str, str]) -> dict:
+    """``files``: name -> CSV text from ``probe_ncu.sh``. Returns ``{case: [kernel, ...]}``."""
+    out = {}
+    for name, text in sorted(files.items()):
+        if not name.endswith(".csv") or name.endswith("-opcodes.csv"):
+            continue
+        case = name[len("ncu-"):-len(".csv")]
+        ops = _rows(files.get(f"ncu-{case}-opcodes.csv", ""))
+        kernels = []
+        for i, row in enumerate(_rows(text)):
+            rec = {"kernel": row.get("Kernel Name", "")[:160], "block": row.get("Block Size"),
+                   "grid": row.get("Grid Size")}
+            for key, (metric, scale) in METRICS.items():
+                v = _num(row.get(metric, ""))
+                rec[key] = None if v is None else v * scale
+            if rec["duration_s"] and rec["sm_cycles"]:
+                rec["effective_clock_hz"] = rec["sm_cycles"] / rec["duration_s"]
+            if i < len(ops):
+                col = next((k for k in ops[i] if "sass__inst_executed_per_opcode" in k), None)
+                if col:
+                    rec["opcodes"] = _opcodes(ops[i][col])
+            kernels.append(rec)
+        out[case] = kernels
+    return out
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m perfsim.validate.ncu_summary NCU.tgz OUT.json", file=sys.stderr)
+        return 2
+    with tarfile.open(argv[0]) as tar:
+        files = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()
+                 if m.isfile()}
+    summary = {"source": "validate/probe_ncu.sh on the project's H200, 2026-12-01 (ncu "
+                         "2025.3.1, --clock-control none; shapes in validate/probe_ncu.py)",
+               "cases": summarise(files)}
+    with open(argv[1], "w") as f:
+        json.dump(summary, f, indent=1)
+    for case, kernels in summary["cases"].items():
+        for k in kernels:
+            clk = k.get("effective_clock_hz")
+            print(f"{case:16s} {k['kernel'][:60]:60s} {(k['duration_s'] or 0) * 1e6:8.1f} us "
+                  f"{(clk or 0) / 1e9:.3f} GHz tensor {k['tensor_pipe_pct'] or 0:5.1f} % "
+                  f"wgmma {k['wgmma_pipe_pct'] or 0:5.1f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

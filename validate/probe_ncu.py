@@ -1,0 +1,98 @@
+"""Target program for Nsight Compute: one profiled launch of an attention kernel users call.
+
+``ncu --profile-from-start off ... python3 validate/probe_ncu.py CASE`` runs the case's
+forward (or forward then backward) three times unprofiled, then once between
+``cudaProfilerStart``/``cudaProfilerStop`` so that ncu sees exactly the kernels of one call.
+``validate/probe_ncu.sh`` drives it and writes the counters per kernel (pipe utilisation,
+issue-slot use, executed instructions by opcode, warp stall reasons, shared-memory wavefronts,
+DRAM bytes). The counters are a profile, not a timing: they say which unit is busy and why
+the others wait, which is the evidence the mma.sync model is checked against.
+
+Cases are ``IMPL-PHASE-dD`` with IMPL in {flash, cudnn} (SDPA backends, torch only) or
+{cute, tutorial, flex} (built by ``perfsim.validate.external.build``, so perfsim must be
+importable: ``probe_ncu.sh`` links it as ``validate/external_h200.sh`` does), PHASE in
+{fwd, bwd}, D in {64, 128, 256}; the shape is B = 1, H·d = 4096, N = 4096, non-causal, bf16
+(``python3 validate/probe_ncu.py --list`` prints the default set). torch is imported inside
+``main``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+IMPLS = ("flash", "cudnn")
+PHASES = ("fwd", "bwd")
+HEAD_DIMS = (64, 128, 256)
+SEQLEN = 4096
+HEADS_TOTAL = 64
+
+
+#: Case prefix -> ``perfsim.validate.external`` implementation name.
+EXTERNAL = {"cute": "cute", "tutorial": "triton_tutorial", "flex": "flex"}
+
+
+def _external(impl: str, phase: str, d: int, case: str) -> int:
+    """One call of an implementation the external grid times, through its own builder."""
+    import torch
+
+    from perfsim.validate import external
+    from perfsim.validate.shapes import Shape
+
+    shape = Shape(batch=1, heads=HEADS_TOTAL * 64 // d, seqlen_q=SEQLEN, head_dim=d,
+                  causal=False, phase=phase)
+    q, k, v, do = external.make_inputs(shape, case)
+    built = external.build(shape, impl, q, k, v)
+    with built.context():
+        fn = built.backward_fn(built.make_do(do)) if phase == "bwd" else built.forward
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStart()
+        fn()
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
+    print(f"{case}: {shape} done")
+    return 0
+
+
+def cases() -> list[str]:
+    return [f"{i}-{p}-d{d}" for i in IMPLS for p in PHASES for d in HEAD_DIMS]
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] == "--list":
+        print("\n".join(cases()))
+        return 0
+    impl, phase, dname = argv[0].split("-")
+    d = int(dname[1:])
+    if impl in EXTERNAL:
+        return _external(EXTERNAL[impl], phase, d, argv[0])
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    backend = {"flash": SDPBackend.FLASH_ATTENTION,
+               "cudnn": SDPBackend.CUDNN_ATTENTION}[impl]
+    heads = HEADS_TOTAL * 64 // d
+    batch = 1
+    q, k, v = (torch.randn(batch, heads, SEQLEN, d, device="cuda", dtype=torch.bfloat16,
+                           requires_grad=(phase == "bwd")) for _ in range(3))
+    with sdpa_kernel(backend):
+        def call():
+            out = F.scaled_dot_product_attention(q, k, v)
+            if phase == "bwd":
+                out.backward(torch.ones_like(out))
+        for _ in range(3):
+            call()
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStart()
+        call()
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
+    print(f"{argv[0]}: B={batch} H={heads} N={SEQLEN} d={d} done")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
