@@ -19,11 +19,12 @@ import re
 import sys
 import tarfile
 
+_PCT = ".avg.pct_of_peak_sustained_active"
 METRICS = {
     "duration_s": ("gpu__time_duration.sum", 1e-9),
     "sm_cycles": ("sm__cycles_elapsed.avg", 1.0),
-    "tensor_pipe_pct": ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
-    "wgmma_pipe_pct": ("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
+    "tensor_pipe_pct": ("sm__pipe_tensor_op_hmma_cycles_active" + _PCT, 1.0),
+    "wgmma_pipe_pct": ("sm__pipe_tensor_op_gmma_cycles_active" + _PCT, 1.0),
     "fma_pipe_pct": ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
     "alu_pipe_pct": ("sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
     "xu_pipe_pct": ("sm__pipe_xu_cycles_active.avg.pct_of_peak_sustained_active", 1.0),

@@ -31,9 +31,21 @@ HEADS_TOTAL = 64
 EXTERNAL = {"cute": "cute", "tutorial": "triton_tutorial", "flex": "flex"}
 
 
+def _profile_once(fn, warmup: int = 3) -> None:
+    """``fn`` ``warmup`` times unprofiled, then once between cudaProfilerStart/Stop."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
 def _external(impl: str, phase: str, d: int, case: str) -> int:
     """One call of an implementation the external grid times, through its own builder."""
-    import torch
 
     from perfsim.validate import external
     from perfsim.validate.shapes import Shape
@@ -43,14 +55,8 @@ def _external(impl: str, phase: str, d: int, case: str) -> int:
     q, k, v, do = external.make_inputs(shape, case)
     built = external.build(shape, impl, q, k, v)
     with built.context():
-        fn = built.backward_fn(built.make_do(do)) if phase == "bwd" else built.forward
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStart()
-        fn()
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStop()
+        _profile_once(built.backward_fn(built.make_do(do)) if phase == "bwd"
+                      else built.forward)
     print(f"{case}: {shape} done")
     return 0
 
@@ -69,8 +75,8 @@ def main(argv=None) -> int:
     if impl in EXTERNAL:
         return _external(EXTERNAL[impl], phase, d, argv[0])
     import torch
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     backend = {"flash": SDPBackend.FLASH_ATTENTION,
                "cudnn": SDPBackend.CUDNN_ATTENTION}[impl]
@@ -83,13 +89,7 @@ def main(argv=None) -> int:
             out = F.scaled_dot_product_attention(q, k, v)
             if phase == "bwd":
                 out.backward(torch.ones_like(out))
-        for _ in range(3):
-            call()
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStart()
-        call()
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStop()
+        _profile_once(call)
     print(f"{argv[0]}: B={batch} H={heads} N={SEQLEN} d={d} done")
     return 0
 
