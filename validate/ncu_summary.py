@@ -37,6 +37,10 @@ METRICS = {
 }
 
 
+#: Opcode instance lists of kernels with many distinct instructions exceed csv's default.
+csv.field_size_limit(1 << 26)
+
+
 def _rows(text: str) -> list[dict]:
     start = text.find('"ID"')
     if start < 0:

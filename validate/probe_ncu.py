@@ -8,7 +8,8 @@ issue-slot use, executed instructions by opcode, warp stall reasons, shared-memo
 DRAM bytes). The counters are a profile, not a timing: they say which unit is busy and why
 the others wait, which is the evidence the mma.sync model is checked against.
 
-Cases are ``IMPL-PHASE-dD`` with IMPL in {flash, cudnn} (SDPA backends, torch only) or
+Cases are ``IMPL-PHASE-dD`` with IMPL in {flash, cudnn, math, efficient} (SDPA backends,
+torch only) or
 {cute, tutorial, flex} (built by ``perfsim.validate.external.build``, so perfsim must be
 importable: ``probe_ncu.sh`` links it as ``validate/external_h200.sh`` does), PHASE in
 {fwd, bwd}, D in {64, 128, 256}; the shape is B = 1, H·d = 4096, N = 4096, non-causal, bf16
@@ -78,8 +79,8 @@ def main(argv=None) -> int:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    backend = {"flash": SDPBackend.FLASH_ATTENTION,
-               "cudnn": SDPBackend.CUDNN_ATTENTION}[impl]
+    backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+               "math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION}[impl]
     heads = HEADS_TOTAL * 64 // d
     batch = 1
     q, k, v = (torch.randn(batch, heads, SEQLEN, d, device="cuda", dtype=torch.bfloat16,
