@@ -247,8 +247,10 @@ def _prediction_record(p) -> dict:
         "memory_bytes": p.memory_bytes, "fits_memory": p.fits_memory,
         "kernels": [{"name": k.cost.name, "seconds": float(k.seconds), "bound": str(k.bound),
                      "grid": int(k.cost.grid), "waves": int(k.waves),
-                     "unit_seconds": {u: float(t) for u, t in k.unit_seconds.items()}}
+                     "unit_seconds": {u: float(t) for u, t in k.unit_seconds.items()},
+                     "terms": {name: float(v) for name, v in k.cost.terms.items()}}
                     for k in p.kernels],
+        "term_seconds": p.term_seconds(),
     }
 
 

@@ -87,7 +87,12 @@ class KernelCost:
             ``GPUSpec.cta_load_bandwidth_bytes_per_s`` and, by Little's law, its bytes in
             flight per ``GPUSpec.load_latency_s``, so small grids (decode) cannot reach
             the peak bandwidth.
-        terms: named sub-counts (e.g. ``{"tensor_flops/QK^T": ...}``) for explanations.
+        terms: the named terms the counts are sums of, ``"<field>/<what>": count`` with
+            ``<field>`` a key of :data:`TERM_FIELDS` — e.g. ``"tensor/S=QKᵀ"``,
+            ``"hbm_read/K,V"``, ``"fp32/softmax"``; build with :meth:`of`. A kernel built
+            from plain counts gets one term per non-zero count, named after the kernel.
+            ``tests/test_counts.py`` checks that every count equals the sum of its terms.
+        launch: launch choices for explanations (tiles, splits, packed heads, ...).
     """
 
     name: str
@@ -119,6 +124,40 @@ class KernelCost:
     load_chain: tuple | None = None
     bytes_in_flight: object = None
     terms: dict = field(default_factory=dict)
+    launch: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.terms:
+            object.__setattr__(self, "terms", {
+                f"{prefix}/{self.name}": getattr(self, f) for prefix, f in TERM_FIELDS.items()
+                if not _is_zero(getattr(self, f))})
+
+    @classmethod
+    def of(cls, name: str, terms: dict, **fields) -> KernelCost:
+        """A kernel whose counts are the sums of ``terms`` (``"<field>/<what>": count``,
+        ``<field>`` in :data:`TERM_FIELDS`); ``fields`` give the rest (grid, overlap, ...).
+
+        Raises:
+            ValueError: a term whose prefix is not a count field."""
+        sums: dict = {}
+        for key, value in terms.items():
+            prefix = key.split("/", 1)[0]
+            if prefix not in TERM_FIELDS:
+                raise ValueError(f"term {key!r}: the prefix must be one of "
+                                 f"{', '.join(TERM_FIELDS)}")
+            f = TERM_FIELDS[prefix]
+            sums[f] = sums[f] + value if f in sums else value
+        return cls(name=name, terms=dict(terms), **sums, **fields)
+
+    def with_terms(self, extra: dict, **fields) -> KernelCost:
+        """This kernel with ``extra`` terms added to its counts (and ``fields`` replaced)."""
+        terms = dict(self.terms)
+        counts = {}
+        for key, value in extra.items():
+            f = TERM_FIELDS[key.split("/", 1)[0]]
+            terms[key] = terms[key] + value if key in terms else value
+            counts[f] = counts.get(f, getattr(self, f)) + value
+        return replace(self, terms=terms, **counts, **fields)
 
     @property
     def hbm_bytes(self):
@@ -150,6 +189,18 @@ class KernelCost:
     def with_executed(self, padded_cost: KernelCost) -> KernelCost:
         """This kernel's counts with ``padded_cost``'s SM-side demand as executed work."""
         return replace(self, executed=padded_cost.sm_demand())
+
+
+def _is_zero(value) -> bool:
+    return isinstance(value, (int, float)) and value == 0
+
+
+#: Prefix of a named term -> the count field it adds to.
+TERM_FIELDS: dict[str, str] = {
+    "tensor": "tensor_flops", "fp32": "fp32_flops", "alu": "alu_ops", "mufu": "exp_ops",
+    "emulated_exp": "emulated_exp_ops", "hbm_read": "hbm_read_bytes",
+    "hbm_write": "hbm_write_bytes", "l2_hit": "l2_hit_bytes", "smem_read": "smem_read_bytes",
+    "smem_write": "smem_write_bytes", "atomics": "atomics"}
 
 
 ADDITIVE: tuple[str, ...] = (

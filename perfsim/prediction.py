@@ -109,6 +109,10 @@ class Counts:
         )
 
 
+#: How many named terms ``explain()`` lists.
+TOP_TERMS = 5
+
+
 @dataclass(frozen=True)
 class Prediction:
     """Predicted time and its breakdown for one (workload, GPU, algorithm).
@@ -231,6 +235,30 @@ class Prediction:
                 f"{(self.seconds - host) * 1e6:.1f} us (TimingParams host floors 0, or "
                 "--kernel-only).")
 
+    def term_seconds(self) -> dict:
+        """Each named count term (``KernelCost.terms``) as seconds on its unit alone, at the
+        prediction's clock: ``{"kernel: field/what": seconds}``, largest first. Tensor,
+        FMA-pipe, ALU, MUFU, shared-memory and HBM terms; L2 hits, atomics and emulated exps
+        take no time of their own here (the last are counted in FMA-pipe terms). The counts
+        as counted, without whole-tile padding or tail effects, so the terms of one unit add
+        up to at most that unit's time."""
+        from perfsim.timing import TimingParams, rates
+
+        params = self.timing if isinstance(self.timing, TimingParams) else \
+            TimingParams.for_gpu(self.gpu)
+        unit_of = {"tensor": "tensor", "fp32": "fp32", "alu": "alu", "mufu": "mufu",
+                   "smem_read": "smem", "smem_write": "smem", "hbm_read": "hbm",
+                   "hbm_write": "hbm"}
+        out = {}
+        for k in self.kernels:
+            rate = rates(self.gpu, k.cost, params, self.clock_hz or self.gpu.clock_hz)
+            for key, value in k.cost.terms.items():
+                unit = unit_of.get(key.split("/", 1)[0])
+                seconds = float(value) / rate[unit] if unit else 0.0
+                if seconds > 0:
+                    out[f"{k.cost.name}: {key}"] = out.get(f"{k.cost.name}: {key}", 0) + seconds
+        return dict(sorted(out.items(), key=lambda item: -item[1]))
+
     def explain(self) -> str:
         """A few lines in words: what binds, by how much, and why."""
         w, g = self.workload, self.gpu
@@ -247,9 +275,13 @@ class Prediction:
         parts = ", ".join(f"{u} {self.unit_seconds[u] * 1e3:.3f} ms" for u in ranked
                           if self.unit_seconds[u] > 0)
         lines.append(f"Each unit alone: {parts}.")
+        top = list(self.term_seconds().items())[:TOP_TERMS]
+        if top:
+            lines.append("Largest terms (each alone on its unit): " + ", ".join(
+                f"{name} {t * 1e3:.3f} ms" for name, t in top) + ".")
         for k in self.kernels:
-            splits = k.cost.terms.get("num_splits", 1)
-            packed = k.cost.terms.get("packed_heads", 1)
+            splits = k.cost.launch.get("num_splits", 1)
+            packed = k.cost.launch.get("packed_heads", 1)
             if splits > 1 or packed > 1:
                 what = []
                 if splits > 1:

@@ -175,8 +175,9 @@ def _drop_l2(expr):
 
 
 def _map_counts(kernel, fn):
-    """The kernel with ``fn`` applied to each additive count."""
-    return replace(kernel, **{f: fn(getattr(kernel, f)) for f in ADDITIVE})
+    """The kernel with ``fn`` applied to each additive count and each named term."""
+    return replace(kernel, terms={k: fn(v) for k, v in kernel.terms.items()},
+                   **{f: fn(getattr(kernel, f)) for f in ADDITIVE})
 
 
 def smooth(expr: sympy.Expr) -> sympy.Expr:

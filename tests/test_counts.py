@@ -6,6 +6,7 @@ import pytest
 
 import perfsim
 from perfsim.timing import closed_cycle
+from perfsim.workload import AttentionWorkload
 from perfsim.algorithms import FA1, FA2, Standard
 from perfsim.tiles import visits
 from tests.conftest import unit_gpu
@@ -79,3 +80,71 @@ def test_fa2_overlap_rule_adds_compute_units():
     assert in_flight == 2
     assert k.seconds == pytest.approx(max(closed_cycle(k.unit_seconds["smem"], serial, 2),
                                           k.unit_seconds["hbm"]), rel=1e-12)
+
+
+# ------------------------------------------------------------------ named terms (issue 12)
+TERM_WORKLOADS = [
+    AttentionWorkload(batch=2, heads=8, seqlen_q=1000, head_dim=64, dtype="bf16"),
+    AttentionWorkload(batch=2, heads=8, kv_heads=2, seqlen_q=777, seqlen_k=1333, head_dim=128,
+                      causal=True, dtype="bf16", phase="fwd_bwd"),
+    AttentionWorkload(batch=3, heads=16, kv_heads=4, seqlen_q=1, seqlen_k=8192, head_dim=128,
+                      dtype="bf16", page_size=256, kv_dtype="fp8_e4m3"),
+    AttentionWorkload(batch=1, heads=8, seqlen_q=2048, head_dim=64, dtype="bf16",
+                      window=(255, 0), softcap=30.0, phase="fwd_bwd"),
+    AttentionWorkload(batch=2, heads=4, seqlen_q=512, head_dim=64, dtype="bf16",
+                      dropout_p=0.1, phase="fwd_bwd"),
+    AttentionWorkload(batch=3, heads=4, seqlens_q=(100, 300, 300), seqlens_k=(100, 300, 300),
+                      head_dim=64, dtype="bf16", causal=True),
+]
+TERM_ALGOS = ["standard", "fa1", "fa2", "fa3", "fa4", "sdpa-flash", "sdpa-cudnn",
+              "flash-attn-cute", "flex", "triton-tutorial", "sdpa-math", "eager"]
+
+
+@pytest.mark.parametrize("gpu", ["h200-sxm", "a100-sxm4-80gb", "b200"])
+@pytest.mark.parametrize("w", TERM_WORKLOADS, ids=range(len(TERM_WORKLOADS)))
+def test_every_count_is_the_sum_of_its_named_terms(w, gpu):
+    from perfsim.errors import InfeasibleError
+    from perfsim.kernel import TERM_FIELDS
+
+    checked = 0
+    for algo in TERM_ALGOS:
+        try:
+            p = perfsim.predict(w, gpu, algo)
+        except InfeasibleError:
+            continue
+        for k in p.kernels:
+            c = k.cost
+            assert c.terms, c.name
+            for prefix, field in TERM_FIELDS.items():
+                total = sum(float(v) for key, v in c.terms.items()
+                            if key.split("/", 1)[0] == prefix)
+                assert total == pytest.approx(float(getattr(c, field)), rel=1e-9, abs=1e-6), \
+                    (algo, c.name, field)
+            checked += 1
+    assert checked >= 2    # the paged fp8 decode: only fa2 (and fa3 on Hopper) take it
+
+
+def test_named_terms_match_the_papers_formulas():
+    """FA2 forward (non-causal): the two GEMMs are 2·B·H·N²·d FLOP each, the exps one per
+    score element plus one per row and key tile; the backward's five GEMMs are named one by
+    one (FA2 §3.1.2: 2.5x the forward's FLOPs)."""
+    B, H, N, d = 2, 8, 1024, 64
+    w = AttentionWorkload(batch=B, heads=H, seqlen_q=N, head_dim=d, dtype="bf16")
+    fwd = perfsim.predict(w, "a100-sxm4-80gb", "fa2").kernels[0].cost
+    assert fwd.terms["tensor/S=QKᵀ"] == fwd.terms["tensor/O+=PV"] == 2 * B * H * N * N * d
+    assert fwd.terms["mufu/exp(S)"] == B * H * N * N
+    assert fwd.terms["hbm_read/Q"] == 2 * B * H * N * d
+    bwd = [k.cost for k in perfsim.predict(w.replace(phase="bwd"), "a100-sxm4-80gb",
+                                           "fa2").kernels if k.cost.name == "fa2_bwd"][0]
+    gemms = [t for t in bwd.terms if t.startswith("tensor/")]
+    assert sorted(gemms) == sorted(["tensor/S=QKᵀ", "tensor/dP=dO·Vᵀ", "tensor/dV+=Pᵀ·dO",
+                                    "tensor/dK+=dSᵀ·Q", "tensor/dQ+=dS·K"])
+    assert sum(bwd.terms[t] for t in gemms) == 2.5 * (fwd.terms["tensor/S=QKᵀ"]
+                                                       + fwd.terms["tensor/O+=PV"])
+
+
+def test_a_term_with_an_unknown_prefix_is_refused():
+    from perfsim.kernel import KernelCost
+
+    with pytest.raises(ValueError, match="prefix"):
+        KernelCost.of("k", {"flops/x": 1}, grid=1)

@@ -276,7 +276,7 @@ def test_fa3_backward_stages_dq_through_shared_memory():
     fa3 = perfsim.predict(w, "h200-sxm", FA3()).kernels[1].cost
     bare = FA2.dq_staging(FA3(), None, None, None)    # FA2's rule on the same config
     assert bare == 0
-    tiles = fa3.terms["tiles"]
+    tiles = fa3.launch["tiles"]
     assert FA3().dq_staging(perfsim.algorithms.Dims.of(w), type("V", (), {"tiles": tiles // (
         w.batch * w.heads)})(), 64) == 4 * tiles * 64 * w.head_dim
 
@@ -306,8 +306,8 @@ def test_cli_takes_presets_a_clock_and_reports_them(capsys):
 def test_tensor_clock_ceiling_matches_the_ncu_cycle_counters():
     """The committed Nsight Compute counters (validate/reports/h200/probes/ncu/summary.json):
     every kernel whose tensor pipes were busy >= TENSOR_BUSY_FULL_CEILING ticked within 10 %
-    under the H200's clock_hz and never above it; kernels without tensor work within 2 % of
-    max_clock_hz."""
+    under the H200's clock_hz and never above it; kernels without tensor work (10 us or
+    longer) within 2 % of max_clock_hz."""
     import json
     from pathlib import Path
 
@@ -317,7 +317,8 @@ def test_tensor_clock_ceiling_matches_the_ncu_cycle_counters():
     path = Path(__file__).resolve().parent.parent / "validate/reports/h200/probes/ncu/summary.json"
     kernels = [k for ks in json.loads(path.read_text())["cases"].values() for k in ks]
     busy = [k for k in kernels if (k["tensor_pipe_pct"] or 0) >= 100 * TENSOR_BUSY_FULL_CEILING]
-    idle = [k for k in kernels if (k["tensor_pipe_pct"] or 0) < 1]
+    # kernels of at least 10 us: a 2 us fill reads its clock from a few thousand cycles
+    idle = [k for k in kernels if (k["tensor_pipe_pct"] or 0) < 1 and k["duration_s"] > 1e-5]
     assert len(busy) >= 8 and len(idle) >= 8
     for k in busy:
         assert 0.9 * h200.clock_hz <= k["effective_clock_hz"] <= h200.clock_hz, k["kernel"]

@@ -111,8 +111,8 @@ def test_fa2_split_heuristic_pays_for_one_sequence_not_for_large_batches():
     assert fa2_num_splits(256, 132, 64) == 1
     p1 = perfsim.predict(w(batch=1), "h100-sxm5", FA2())
     p64 = perfsim.predict(w(batch=64), "h100-sxm5", FA2())
-    assert p1.kernels[0].cost.terms["num_splits"] > 1
-    assert "num_splits" not in p64.kernels[0].cost.terms
+    assert p1.kernels[0].cost.launch["num_splits"] > 1
+    assert "num_splits" not in p64.kernels[0].cost.launch
     # and the split pays off where it is taken
     assert p1.seconds < perfsim.predict(w(batch=1), "h100-sxm5", FA2(num_splits=1)).seconds
 
@@ -130,7 +130,7 @@ def test_fa3_heuristics_follow_hopper_heuristics_h():
 
 def test_fa2_packs_one_query_token_like_mha_fwd():
     p = perfsim.predict(w(), "h100-sxm5", FA2(num_splits=1))
-    assert p.kernels[0].cost.terms["packed_heads"] == 4
+    assert p.kernels[0].cost.launch["packed_heads"] == 4
     assert p.kernels[0].cost.grid == 8                       # B x H_kv
     off = perfsim.predict(w(), "h100-sxm5", FA2(num_splits=1, pack_gqa=False))
     assert off.kernels[0].cost.grid == 32

@@ -72,11 +72,6 @@ def test_standard_memory_grows_quadratically():
     assert 12 < large / small <= 16
 
 
-def test_predict_is_fast(benchmark):
-    """Speed target (< 1 ms per call) is reported by pytest-benchmark, not asserted."""
-    benchmark(perfsim.predict, W1, gpu="h100-sxm5", algorithm="fa2")
-
-
 def test_explain_says_which_clock_and_why():
     """The clock line: a heavy Hopper call is held below the boost clock by the power limit;
     a caller's fixed clock is reported as such."""

@@ -3,7 +3,7 @@ more bandwidth never slower."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import perfsim
@@ -23,7 +23,10 @@ def run(w, gpu, algo):
     """One fixed configuration per algorithm: split-KV and GQA packing off (``"auto"``
     switches configuration with the shape, as the references do, which may well change a
     count the other way)."""
-    fixed = FA1(q_splits=1) if algo == "fa1" else as_swept(algo)   # FA1's split heuristic too
+    if not isinstance(algo, str):
+        fixed = algo
+    else:
+        fixed = FA1(q_splits=1) if algo == "fa1" else as_swept(algo)   # FA1's split heuristic
     return perfsim.predict(perfsim.AttentionWorkload(**w), gpu=gpu, algorithm=fixed)
 
 
@@ -39,12 +42,14 @@ def test_longer_sequences_never_cost_less(w, gpu, algo, extra):
 @settings(max_examples=60, deadline=None)
 @given(workloads, st.sampled_from(GPUS), st.sampled_from(ALGOS))
 def test_larger_head_dim_never_costs_less(w, gpu, algo):
-    if w["head_dim"] == 128:
-        return
-    a = run(w, gpu, algo)
-    b = run({**w, "head_dim": w["head_dim"] * 2}, gpu, algo)
+    assume(w["head_dim"] < 128)
+    # FA1 picks smaller tiles for a larger head dim (its shared memory), which may pay off:
+    # the property is checked at fixed tiles, the same for both head dims
+    fixed = FA1(q_splits=1, block_r=32, block_c=32) if algo == "fa1" else algo
+    a = run(w, gpu, fixed)
+    b = run({**w, "head_dim": w["head_dim"] * 2}, gpu, fixed)
     assert b.counts.tensor_flops > a.counts.tensor_flops
-    assert b.seconds >= a.seconds * (1 - 1e-9) or algo == "fa1"  # fa1 tiles shrink with d
+    assert b.seconds >= a.seconds * (1 - 1e-9)
 
 
 @settings(max_examples=60, deadline=None)

@@ -44,6 +44,20 @@ DROPOUT_OPS_PER_ELEMENT = PHILOX_OPS_PER_CALL / 4 + 2
 FUSED_DROPOUT_OPS_PER_ELEMENT = PHILOX_OPS_PER_CALL / 16 + 2
 
 
+def forward_gemm_terms(elems, d, d_v) -> dict:
+    """The forward's two GEMMs over ``elems`` visited score elements, as named terms
+    (2 FLOP per multiply-add): ``S = Q Kᵀ`` and ``O += P V``."""
+    return {"tensor/S=QKᵀ": 2 * elems * d, "tensor/O+=PV": 2 * elems * d_v}
+
+
+def backward_gemm_terms(elems, d, d_v) -> dict:
+    """The backward's five GEMMs (FA2 Algorithm 2) as named terms: ``S`` recomputed,
+    ``dP = dO Vᵀ``, ``dV += Pᵀ dO``, ``dK += dSᵀ Q``, ``dQ += dS K`` — 2.5x the forward's."""
+    return {"tensor/S=QKᵀ": 2 * elems * d, "tensor/dP=dO·Vᵀ": 2 * elems * d_v,
+            "tensor/dV+=Pᵀ·dO": 2 * elems * d_v, "tensor/dK+=dSᵀ·Q": 2 * elems * d,
+            "tensor/dQ+=dS·K": 2 * elems * d}
+
+
 def effective_mask(causal: bool, window: tuple, seqlen_q, seqlen_k) -> tuple[bool, tuple]:
     """The mask as the kernels see it (flash-attn 2's ``mha_fwd`` does the same before
     choosing a kernel): a window side that hides nothing is dropped (``left >= N_k − 1`` or
@@ -474,8 +488,13 @@ def merge_kernels(lists: list[list[KernelCost]]) -> list[KernelCost]:
         lead = max(parts, key=lambda k: k.grid)
         sums = {f: sum(getattr(k, f) for k in parts) for f in ADDITIVE}
         executed = {u: sum(k.sm_demand()[u] for k in parts) for u in lead.sm_demand()}
+        terms: dict = {}
+        for k in parts:
+            for key, value in k.terms.items():
+                terms[key] = terms[key] + value if key in terms else value
         out.append(replace(lead, grid=sum(k.grid for k in parts), executed=executed,
-                           ctas_per_sm=min(k.ctas_per_sm for k in parts), **sums))
+                           ctas_per_sm=min(k.ctas_per_sm for k in parts), terms=terms,
+                           **sums))
     return out
 
 

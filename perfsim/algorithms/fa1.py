@@ -43,6 +43,8 @@ from perfsim.algorithms.base import (
     STAT_BYTES,
     Algorithm,
     Dims,
+    backward_gemm_terms,
+    forward_gemm_terms,
     l2_filtered,
     resident_ctas,
     rows_read,
@@ -197,33 +199,41 @@ class FA1(Algorithm):
         kv_hbm, kv_hits = self._kv_traffic(dims, gpu, ctas, splits, b_c)
         rows_steps = bh * v.tiles * b_r
         elems = bh * v.elements
-        fp32 = (elems * sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE
-                + rows_steps * (sc.FA1_UPDATE_FLOPS_PER_ROW_ELEMENT * dims.d_v
-                                + sc.FA1_UPDATE_FLOPS_PER_ROW_EXTRA))
-        alu = (elems * sc.FWD_ALU_OPS_PER_SCORE
-               + bh * self._masked(dims, v, b_r, b_c) * sc.MASK_ALU_OPS_PER_SCORE)
+        dkv = dims.d + dims.d_v
+        terms = {
+            **forward_gemm_terms(elems, dims.d, dims.d_v),
+            "fp32/softmax (scale−max, row sum)": elems * sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE,
+            "fp32/renormalise O each step": rows_steps * (
+                sc.FA1_UPDATE_FLOPS_PER_ROW_ELEMENT * dims.d_v
+                + sc.FA1_UPDATE_FLOPS_PER_ROW_EXTRA),
+            "alu/row max, P to 16 bits": elems * sc.FWD_ALU_OPS_PER_SCORE,
+            "alu/mask": bh * self._masked(dims, v, b_r, b_c) * sc.MASK_ALU_OPS_PER_SCORE,
+            "mufu/exp(S)": elems, "mufu/exps per row and step": rows_steps
+            * sc.FA1_EXPS_PER_ROW_STEP,
+            "hbm_read/Q,O,ℓ,m per step": reads, "hbm_read/K,V": kv_hbm,
+            "hbm_write/O,ℓ,m per step": writes,
+            "l2_hit/Q,O,ℓ,m re-read": read_hits, "l2_hit/O,ℓ,m re-written": write_hits,
+            "l2_hit/K,V re-read": kv_hits,
+            # tiles staged through shared memory: Q_i, O_i per step, K_j, V_j per outer step;
+            # split-K warps exchange partial O rows and the P̃ tile through shared memory.
+            "smem_write/Q,O per step": e * bh * v.kv_outer_rows * dkv,
+            "smem_write/K,V per outer step": e * bh * splits * dims.N_k * dkv,
+            "smem_write/P̃": e * elems,
+            "smem_write/partial O rows (split-K warps)": 4 * self.warps * rows_steps * dims.d_v,
+            "smem_read/Q,O per step": e * bh * v.kv_outer_rows * dkv,
+            "smem_read/K,V per tile": e * bh * v.tiles * b_c * dkv,
+            "smem_read/P̃": e * elems,
+            "smem_read/partial O rows (split-K warps)": 4 * self.warps * rows_steps * dims.d_v}
         if dims.dropout_p:
-            fp32 = fp32 + elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
-        return KernelCost(
-            name="fa1_fwd", grid=bh * splits, tiled=True, ctas_per_sm=ctas,
+            terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
+        return KernelCost.of(
+            "fa1_fwd", terms, grid=bh * splits, tiled=True, ctas_per_sm=ctas,
             warps_per_cta=self.warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
-            tensor_flops=2 * elems * (dims.d + dims.d_v), fp32_flops=fp32, alu_ops=alu,
-            exp_ops=elems + rows_steps * sc.FA1_EXPS_PER_ROW_STEP,
-            hbm_read_bytes=reads + kv_hbm, hbm_write_bytes=writes,
-            l2_hit_bytes=read_hits + write_hits + kv_hits,
-            # tiles staged through shared memory: Q_i, O_i per step, K_j, V_j per outer step;
-            # split-K warps exchange partial O rows and the P̃ tile through shared memory.
-            smem_write_bytes=e * (bh * v.kv_outer_rows * (dims.d + dims.d_v)
-                                  + bh * splits * dims.N_k * (dims.d + dims.d_v) + elems)
-            + 4 * self.warps * rows_steps * dims.d_v,
-            smem_read_bytes=e * (bh * v.kv_outer_rows * (dims.d + dims.d_v)
-                                 + bh * v.tiles * b_c * (dims.d + dims.d_v) + elems)
-            + 4 * self.warps * rows_steps * dims.d_v,
             **self._overlap(gpu, ctas),
             load_chain=None if self.pipelined else self._load_chain(dims, v, o_b, splits),
-            terms={"block_r": b_r, "block_c": b_c, "tiles": bh * v.tiles, "ctas_per_sm": ctas,
+            launch={"block_r": b_r, "block_c": b_c, "tiles": bh * v.tiles, "ctas_per_sm": ctas,
                    "q_splits": splits},
         )
 
@@ -264,26 +274,33 @@ class FA1(Algorithm):
         # each split writes its partial dK, dV
         grads = e * bh * splits * dims.N_k * (d + d_v)
         elems = bh * v.elements
-        fp32 = (elems * (sc.BWD_FLOPS_PER_SCORE + sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE)
-                + bh * v.tiles * b_r * sc.FMA_SLOTS * d_v)  # D_i = rowsum(dO_i ∘ O_i), FMAs
-        alu = (elems * (sc.BWD_ALU_OPS_PER_SCORE + sc.FWD_ALU_OPS_PER_SCORE)
-               + bh * self._masked(dims, v, b_r, b_c) * sc.MASK_ALU_OPS_PER_SCORE)
+        terms = {
+            **backward_gemm_terms(elems, d, d_v),
+            "fp32/P = exp(S − LSE), dS = P∘(dP − D)": elems * sc.BWD_FLOPS_PER_SCORE,
+            "fp32/softmax recomputed": elems * sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE,
+            "fp32/D_i = rowsum(dO_i∘O_i) per step": bh * v.tiles * b_r * sc.FMA_SLOTS * d_v,
+            "alu/P, dS to 16 bits, row max": elems * (sc.BWD_ALU_OPS_PER_SCORE
+                                                      + sc.FWD_ALU_OPS_PER_SCORE),
+            "alu/mask": bh * self._masked(dims, v, b_r, b_c) * sc.MASK_ALU_OPS_PER_SCORE,
+            "mufu/exp(S)": elems,
+            "hbm_read/Q,O,dO,dQ,ℓ,m per step": reads, "hbm_read/K,V": kv_hbm,
+            "hbm_write/dQ per step": writes, "hbm_write/dK,dV (per split)": grads,
+            "l2_hit/Q,O,dO,dQ,ℓ,m re-read": read_hits, "l2_hit/dQ re-written": write_hits,
+            "l2_hit/K,V re-read": kv_hits,
+            "smem_write/Q,O,dO,dQ per step": e * bh * v.kv_outer_rows * (2 * d + 2 * d_v),
+            "smem_write/P, dS": e * 2 * elems,
+            "smem_read/Q,O,dO,dQ per step": e * bh * v.kv_outer_rows * (2 * d + 2 * d_v),
+            "smem_read/K,V per tile": e * bh * v.tiles * b_c * (2 * d + d_v),
+            "smem_read/P, dS, dP": e * 3 * elems}
         if dims.dropout_p:
-            fp32 = fp32 + elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
-        return KernelCost(
-            name="fa1_bwd", grid=bh * splits, tiled=True, ctas_per_sm=ctas,
+            terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
+        return KernelCost.of(
+            "fa1_bwd", terms, grid=bh * splits, tiled=True, ctas_per_sm=ctas,
             warps_per_cta=self.warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
-            tensor_flops=2 * elems * (3 * d + 2 * d_v), fp32_flops=fp32, alu_ops=alu,
-            exp_ops=elems,
-            hbm_read_bytes=reads + kv_hbm, hbm_write_bytes=writes + grads,
-            l2_hit_bytes=read_hits + write_hits + kv_hits,
-            smem_write_bytes=e * (bh * v.kv_outer_rows * (2 * d + 2 * d_v) + 2 * elems),
-            smem_read_bytes=e * (bh * v.kv_outer_rows * (2 * d + 2 * d_v)
-                                 + bh * v.tiles * b_c * (2 * d + d_v) + 3 * elems),
             **self._overlap(gpu, ctas),
-            terms={"block_r": b_r, "block_c": b_c, "tiles": bh * v.tiles},
+            launch={"block_r": b_r, "block_c": b_c, "tiles": bh * v.tiles},
         )
 
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):

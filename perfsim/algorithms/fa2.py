@@ -30,6 +30,8 @@ from perfsim.algorithms.base import (
     STAT_BYTES,
     Algorithm,
     Dims,
+    backward_gemm_terms,
+    forward_gemm_terms,
     in_order_tail,
     l2_filtered,
     lockstep_window,
@@ -300,37 +302,43 @@ class FA2(Algorithm):
         kv_hbm, kv_hits = l2_filtered(kv_total, kv_compulsory, window, gpu,
                                       gpu.l2_usable_fraction)
         rows_steps = v.tiles * b_r  # (row, visited key tile) pairs, padded rows included
+        elems = bh * v.elements
         split = 0 if self.fused_scale else sc.FMA_SLOTS * sc.SPLIT_SCALE_FMA_OPS
-        fp32 = bh * (v.elements * (sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE + split)
-                     + rows_steps * (sc.RESCALE_FLOPS_PER_ROW_ELEMENT * dims.d_v
-                                     + sc.RESCALE_FLOPS_PER_ROW_EXTRA)
-                     + sc.FMA_SLOTS * dims.N_q * dims.d_v)
-        alu = bh * (v.elements * sc.FWD_ALU_OPS_PER_SCORE
-                    + v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE)
+        terms = {
+            **forward_gemm_terms(elems, dims.d, dims.d_v),
+            "fp32/softmax (scale, −max, row sum)":
+                elems * (sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE + split),
+            "fp32/rescale O": bh * rows_steps * (sc.RESCALE_FLOPS_PER_ROW_ELEMENT * dims.d_v
+                                                 + sc.RESCALE_FLOPS_PER_ROW_EXTRA),
+            "fp32/normalise O": sc.FMA_SLOTS * bh * dims.N_q * dims.d_v,
+            "alu/row max, P to 16 bits": elems * sc.FWD_ALU_OPS_PER_SCORE,
+            "mufu/exp(S)": elems,
+            "mufu/exp(m_old − m_new)": bh * rows_steps * sc.FA2_EXPS_PER_ROW_STEP,
+            "hbm_read/Q": e * bh * dims.N_q * dims.d,
+            "hbm_read/K,V": kv_hbm,
+            "hbm_write/O": e * bh * dims.N_q * dims.d_v,
+            "hbm_write/logsumexp": bh * dims.N_q * STAT_BYTES,
+            "l2_hit/K,V re-read": kv_hits,
+            **self._fwd_smem(dims, v, b_r, warps),
+        }
+        terms["alu/mask"] = bh * v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE
         if dims.dropout_p:
-            fp32 = fp32 + bh * v.elements * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
-        extra = mask_extras(dims, v, bh, dkv)
-        exps = bh * (v.elements + rows_steps * sc.FA2_EXPS_PER_ROW_STEP) + extra["mufu"]
-        fixup_fp32, fixup_alu = self.exp_fixup(exps)
+            terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
+        terms.update(mask_extras(dims, v, bh, dkv))
+        exps = sum(t for key, t in terms.items() if key.startswith("mufu/"))
+        terms.update(self.exp_fixup(exps))
         tail = in_order_tail(v, v.q_tiles * bh, gpu.sm_count, ctas, dims.masked,
                              self.lpt_scheduling)
-        return KernelCost(
-            name=f"{self.name}_fwd", grid=v.q_tiles * bh, tiled=True, ctas_per_sm=ctas,
+        return KernelCost.of(
+            f"{self.name}_fwd", terms, grid=v.q_tiles * bh, tiled=True, ctas_per_sm=ctas,
             persistent=self.persistent_grid(),
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=self.mma_dtype(dims),
             tensor_family=self.tensor_family,
-            tensor_flops=2 * bh * v.elements * dkv,
-            fp32_flops=fp32 + extra["fp32"] + fixup_fp32, alu_ops=alu + fixup_alu,
-            exp_ops=exps,
-            hbm_read_bytes=e * bh * dims.N_q * dims.d + kv_hbm + extra["page_table"],
-            hbm_write_bytes=bh * dims.N_q * (e * dims.d_v + STAT_BYTES),
-            l2_hit_bytes=kv_hits,
-            **self._fwd_smem(dims, v, b_r, warps),
             overlap=self.overlap_groups("fwd", dims),
             pipeline=self.pipeline("fwd", gpu, ctas, warps),
             bytes_in_flight=self.kv_in_flight(dims, b_c),
-            terms={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
+            launch={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
                    "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail,
                    "packed_heads": dims.group},
         ).padded(tail, fixed=self._fwd_row_work(dims))
@@ -343,20 +351,23 @@ class FA2(Algorithm):
         return {"fp32": sc.FMA_SLOTS * bh * dims.N_q * dims.d_v,
                 "smem": 2 * e * bh * dims.N_q * dims.d}
 
-    def exp_fixup(self, exps):
-        """``(fp32 FLOP slots, ALU ops)`` the range guard of ``exps`` exps costs in a build
-        without fast math (``fast_math=False``), else ``(0, 0)``."""
+    def exp_fixup(self, exps) -> dict:
+        """The named terms of the range guard around ``exps`` exps in a build without fast
+        math (``fast_math=False``; FMA-pipe slots and ALU ops), else none."""
         if self.fast_math:
-            return 0, 0
-        return sc.FMA_SLOTS * sc.EXP_FIXUP_FMA_OPS * exps, sc.EXP_FIXUP_ALU_OPS * exps
+            return {}
+        return {"fp32/exp range guard": sc.FMA_SLOTS * sc.EXP_FIXUP_FMA_OPS * exps,
+                "alu/exp range guard": sc.EXP_FIXUP_ALU_OPS * exps}
 
     def _fwd_smem(self, dims: Dims, v, b_r, warps) -> dict:
-        """Forward shared-memory traffic: Q once into shared memory; each K/V tile written
-        once (cp.async) and read by every warp (split-Q: each warp needs all of K_j, V_j)."""
+        """Forward shared-memory traffic as named terms: Q once into shared memory; each K/V
+        tile written once (cp.async) and read by every warp (split-Q: each warp needs all of
+        K_j, V_j)."""
         e, bh, dkv = dims.e, dims.B * dims.H, dims.d + dims.d_v
         kv = dims.e_kv * bh * v.q_outer_cols * dkv
-        return {"smem_write_bytes": e * bh * dims.N_q * dims.d + kv,
-                "smem_read_bytes": e * bh * dims.N_q * dims.d + warps * kv}
+        return {"smem_write/Q": e * bh * dims.N_q * dims.d, "smem_write/K,V": kv,
+                "smem_read/Q": e * bh * dims.N_q * dims.d,
+                "smem_read/K,V (every warp)": warps * kv}
 
     def _backward(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         launch = self.bwd_launch(dims, gpu)
@@ -364,12 +375,12 @@ class FA2(Algorithm):
         e, bh = dims.e, dims.B * dims.H
         d, d_v = dims.d, dims.d_v
         rows = bh * dims.N_q
-        pre = KernelCost(
-            name=f"{self.name}_bwd_preprocess", grid=cdiv(rows, 128), warps_per_cta=4,
-            fp32_flops=2 * rows * d_v,
-            hbm_read_bytes=2 * e * rows * d_v,                 # dO, O
-            hbm_write_bytes=rows * (STAT_BYTES + FP32_BYTES * d),  # D, zeroed dQ accumulator
-        )
+        pre = KernelCost.of(
+            f"{self.name}_bwd_preprocess",
+            {"fp32/D = rowsum(dO∘O)": 2 * rows * d_v, "hbm_read/dO,O": 2 * e * rows * d_v,
+             "hbm_write/D": rows * STAT_BYTES,
+             "hbm_write/zeroed fp32 dQ accumulator": rows * FP32_BYTES * d},
+            grid=cdiv(rows, 128), warps_per_cta=4)
         # Q and dO tiles, K_j/V_j resident, P and dS staged in shared memory (the
         # reference's kernel traits: BwdLaunch.smem_bytes)
         smem = self.bwd_smem_bytes(launch, dims)
@@ -391,42 +402,45 @@ class FA2(Algorithm):
         dq_hbm, dq_hits = l2_filtered(2 * FP32_BYTES * atomics, 0 * atomics,
                                       window * FP32_BYTES * d, gpu, gpu.l2_usable_fraction)
         kv_read = e * bh * dims.N_k * (d + d_v)
-        fp32 = bh * v.elements * sc.BWD_FLOPS_PER_SCORE
-        alu = bh * (v.elements * sc.BWD_ALU_OPS_PER_SCORE
-                    + v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE)
-        if dims.dropout_p:
-            fp32 = fp32 + bh * v.elements * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
-        extra = mask_extras(dims, v, bh, d + d_v, backward=True)
         elems = bh * v.elements
-        fixup_fp32, fixup_alu = self.exp_fixup(elems + extra["mufu"])
-        fp32 = fp32 + extra["fp32"] + fixup_fp32
-        alu = alu + fixup_alu
+        # per score, once per pass (twice with a dQ pass that recomputes S and dP)
+        per_pass = backward_softmax_terms(dims, v, bh * v.masked_tiles * b_r * b_c)
+        per_pass.update(self.exp_fixup(sum(t for key, t in per_pass.items()
+                                           if key.startswith("mufu/"))))
         again = 1 if self.dq_recompute else 0
         operand_reads = e * bh * v.tiles * self.bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms)
-        main = KernelCost(
-            name=f"{self.name}_bwd", grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
+        staging = self.dq_staging(dims, v, b_r)
+        terms = {
+            **backward_gemm_terms(elems, d, d_v),
+            **{key: value * (1 + again) for key, value in per_pass.items()},
+            "atomics/dQ (fp32)": atomics,
+            "hbm_read/K,V": kv_read, "hbm_read/Q,dO,LSE,D": q_hbm,
+            "hbm_read/dQ accumulator": dq_hbm / 2,
+            "hbm_write/dK,dV": kv_read, "hbm_write/dQ accumulator": dq_hbm / 2,
+            "l2_hit/Q,dO,LSE,D re-read": q_hits, "l2_hit/dQ atomics": dq_hits,
+            # operands of the five MMAs read from shared memory; Q/dO tiles, P and dS written
+            "smem_read/MMA operands": operand_reads * (5 + 2 * again) / 5,
+            "smem_write/Q,dO": e * q_side * (d + d_v), "smem_write/P,dS": e * 2 * elems}
+        if again:
+            terms["tensor/S=QKᵀ again (dQ pass)"] = 2 * elems * d
+            terms["tensor/dP=dO·Vᵀ again (dQ pass)"] = 2 * elems * d_v
+        if not isinstance(staging, (int, float)) or staging:
+            terms["smem_read/dQ partial (TMA reduce)"] = staging
+            terms["smem_write/dQ partial (TMA reduce)"] = staging
+        main = KernelCost.of(
+            f"{self.name}_bwd", terms, grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
             persistent=self.persistent_grid(),
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
-            # S = Q Kᵀ, dP = dO Vᵀ, dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K (+ S, dP again)
-            tensor_flops=2 * elems * (3 * d + 2 * d_v) + again * 2 * elems * (d + d_v),
-            fp32_flops=fp32 * (1 + again), alu_ops=alu * (1 + again),
-            exp_ops=(elems + extra["mufu"]) * (1 + again),
-            atomics=atomics,
-            hbm_read_bytes=kv_read + q_hbm + dq_hbm / 2,
-            hbm_write_bytes=kv_read + dq_hbm / 2,            # dK, dV (per query head)
-            l2_hit_bytes=q_hits + dq_hits,
-            # operands of the five MMAs read from shared memory; Q/dO tiles, P and dS written
-            smem_read_bytes=operand_reads * (5 + 2 * again) / 5 + self.dq_staging(dims, v, b_r),
-            smem_write_bytes=e * (q_side * (d + d_v) + 2 * elems) + self.dq_staging(dims, v, b_r),
             overlap=self.overlap_groups("bwd", dims),
             pipeline=self.pipeline("bwd", gpu, ctas, warps),
-            terms={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas},
+            launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas},
         )
-        out = [pre, main, KernelCost(
-            name=f"{self.name}_bwd_convert_dq", grid=cdiv(rows, 128), warps_per_cta=4,
-            hbm_read_bytes=FP32_BYTES * rows * d, hbm_write_bytes=e * rows * d)]
+        out = [pre, main, KernelCost.of(
+            f"{self.name}_bwd_convert_dq",
+            {"hbm_read/fp32 dQ": FP32_BYTES * rows * d, "hbm_write/dQ": e * rows * d},
+            grid=cdiv(rows, 128), warps_per_cta=4)]
         out.append(gqa_reduce_kernel(dims))
         return out
 
@@ -520,19 +534,36 @@ SOFTCAP_FWD_FP32, SOFTCAP_BWD_FP32 = 2 * sc.FMA_SLOTS, 5 * sc.FMA_SLOTS
 PAGE_TABLE_ENTRY_BYTES = 4
 
 
+def backward_softmax_terms(dims: Dims, v, masked_elements) -> dict:
+    """The backward's per-score work as named terms (FA2 Algorithm 2): ``P`` recomputed and
+    ``dS`` formed on the FMA pipes, ``P`` and ``dS`` converted and the mask on the ALU, one
+    exp each, plus dropout and :func:`mask_extras`; ``masked_elements`` scores get the mask."""
+    bh = dims.B * dims.H
+    elems = bh * v.elements
+    terms = {"fp32/P = exp(S − LSE), dS = P∘(dP − D)": elems * sc.BWD_FLOPS_PER_SCORE,
+             "alu/P, dS to 16 bits": elems * sc.BWD_ALU_OPS_PER_SCORE,
+             "alu/mask": masked_elements * sc.MASK_ALU_OPS_PER_SCORE,
+             "mufu/exp(S − LSE)": elems}
+    if dims.dropout_p:
+        terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
+    terms.update(mask_extras(dims, v, bh, dims.d + dims.d_v, backward=True))
+    return terms
+
+
 def mask_extras(dims: Dims, v, bh, dkv, backward: bool = False) -> dict:
     """Work a plain kernel does not do: softcap (``SOFTCAP_*``: FP32 ops and a MUFU tanh per
     score), converting a narrower K/V cache to the matmul dtype (one FP32-pipe op per K/V
     element loaded, ``dims.kv_dtype``), and page-table reads (one entry per page a query
-    tile's key range touches, ``dims.page_size``). Returns ``{"fp32", "mufu",
-    "page_table"}``."""
+    tile's key range touches, ``dims.page_size``). Returns named terms (none for a plain
+    kernel)."""
     elems = bh * v.elements
-    fp32 = mufu = pages = 0
+    terms = {}
     if dims.softcap:
-        fp32 = elems * (SOFTCAP_BWD_FP32 if backward else SOFTCAP_FWD_FP32)
-        mufu = elems
+        terms["fp32/softcap"] = elems * (SOFTCAP_BWD_FP32 if backward else SOFTCAP_FWD_FP32)
+        terms["mufu/softcap tanh"] = elems
     if dims.kv_dtype and dims.kv_dtype != dims.dtype:
-        fp32 = fp32 + sc.FMA_SLOTS * bh * v.q_outer_cols * dkv
+        terms["fp32/K,V to the matmul dtype"] = sc.FMA_SLOTS * bh * v.q_outer_cols * dkv
     if dims.page_size and not backward:
-        pages = PAGE_TABLE_ENTRY_BYTES * bh * cdiv(v.q_outer_cols, dims.page_size)
-    return {"fp32": fp32, "mufu": mufu, "page_table": pages}
+        terms["hbm_read/page table"] = (PAGE_TABLE_ENTRY_BYTES * bh
+                                        * cdiv(v.q_outer_cols, dims.page_size))
+    return terms

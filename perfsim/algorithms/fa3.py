@@ -256,13 +256,17 @@ class FA3(FA2):
         O leaves through shared memory. FP8 transposes each V tile in shared memory."""
         e, bh, dkv = dims.e, dims.B * dims.H, dims.d + dims.d_v
         consumers = cdiv(b_r, WGMMA_ROWS)
-        write = e * bh * (dims.N_q * (dims.d + dims.d_v) + v.q_outer_cols * dkv)
-        read = e * bh * (v.tiles * b_r * dims.d + consumers * v.q_outer_cols * dkv
-                         + dims.N_q * dims.d_v)
+        terms = {"smem_write/Q": e * bh * dims.N_q * dims.d,
+                 "smem_write/O (TMA store)": e * bh * dims.N_q * dims.d_v,
+                 "smem_write/K,V (TMA)": e * bh * v.q_outer_cols * dkv,
+                 "smem_read/Q (per tile, SS)": e * bh * v.tiles * b_r * dims.d,
+                 "smem_read/K,V (every consumer warpgroup)":
+                     e * bh * consumers * v.q_outer_cols * dkv,
+                 "smem_read/O (TMA store)": e * bh * dims.N_q * dims.d_v}
         if dims.dtype == "fp8_e4m3":
-            write = write + e * bh * v.q_outer_cols * dims.d_v
-            read = read + e * bh * v.q_outer_cols * dims.d_v
-        return {"smem_write_bytes": write, "smem_read_bytes": read}
+            terms["smem_write/V transposed (fp8)"] = e * bh * v.q_outer_cols * dims.d_v
+            terms["smem_read/V transposed (fp8)"] = e * bh * v.q_outer_cols * dims.d_v
+        return terms
 
     def bwd_operand_reads(self, b_r, b_c, d, d_v, warps, atoms=None):
         """Shared-memory operand reads (elements) of one backward tile's five GEMMs on WGMMA.

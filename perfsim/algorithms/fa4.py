@@ -38,12 +38,15 @@ from perfsim.algorithms.base import (
     STAT_BYTES,
     Algorithm,
     Dims,
+    backward_gemm_terms,
+    forward_gemm_terms,
     in_order_tail,
     l2_filtered,
     rows_read,
     with_whole_tiles,
 )
 from perfsim.algorithms.fa2 import (
+    backward_softmax_terms,
     check_fused_inputs,
     fused_memory_bytes,
     gqa_reduce_kernel,
@@ -248,40 +251,46 @@ class FA4(Algorithm):
         rows_tiles = bh * v128.tiles * MMA_ROWS      # (row, key tile) pairs
         rescales = rows_tiles if self.rescale_threshold == 0 else \
             bh * dims.N_q * self.rescales_per_row
-        fp32 = (elems * sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE
-                + sc.FMA_SLOTS * frac * elems * emulated_exp_fma_ops(self.poly_degree)
-                + rescales * (sc.RESCALE_FLOPS_PER_ROW_ELEMENT * dims.d_v
-                              + sc.RESCALE_FLOPS_PER_ROW_EXTRA)
-                + sc.FMA_SLOTS * bh * dims.N_q * dims.d_v)
-        alu = (elems * sc.FWD_ALU_OPS_PER_SCORE
-               + bh * v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE
-               + rows_tiles)                                   # the max-jump test
+        terms = {
+            **forward_gemm_terms(elems, dims.d, dims.d_v),
+            "fp32/softmax (scale−max, row sum)": elems * sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE,
+            "fp32/emulated exp2 (polynomial)":
+                sc.FMA_SLOTS * frac * elems * emulated_exp_fma_ops(self.poly_degree),
+            "fp32/rescale O": rescales * (sc.RESCALE_FLOPS_PER_ROW_ELEMENT * dims.d_v
+                                          + sc.RESCALE_FLOPS_PER_ROW_EXTRA),
+            "fp32/normalise O": sc.FMA_SLOTS * bh * dims.N_q * dims.d_v,
+            "alu/row max, P to 16 bits": elems * sc.FWD_ALU_OPS_PER_SCORE,
+            "alu/mask": bh * v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE,
+            "alu/max-jump test": rows_tiles,
+            "mufu/exp(S) on MUFU": (1 - frac) * elems,
+            "mufu/exp(m_old − m_new)": rescales,
+            "emulated_exp/exp(S) on the FMA pipes": frac * elems}
         if dims.dropout_p:
-            fp32 = fp32 + elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
-        extra = mask_extras(dims, v, bh, dkv)
+            terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
+        terms.update(mask_extras(dims, v, bh, dkv))
         kv_total = ekv * bh * v.q_outer_cols * dkv
         window = gpu.sm_count * KV_STAGES * ekv * b_c * dkv
         kv_hbm, kv_hits = l2_filtered(kv_total, ekv * dims.B * dims.H_kv * dims.N_k * dkv,
                                       window, gpu, gpu.l2_usable_fraction)
         grid = v.q_tiles * bh
         # MMA operand reads (the paper's formula, per 128-row block) + TMA writes
-        reads = (e * bh * v128.tiles * cdiv(b_c, MMA_ROWS) * MMA_ROWS * dims.d
-                 + ekv * bh * v128.q_outer_cols * dkv)
-        writes = e * bh * dims.N_q * dims.d + ekv * bh * v.q_outer_cols * dkv
-        cost = KernelCost(
-            name="fa4_fwd", grid=grid, tiled=True, persistent=self.persistent,
+        terms.update({
+            "hbm_read/Q": e * bh * dims.N_q * dims.d, "hbm_read/K,V": kv_hbm,
+            "hbm_write/O": e * bh * dims.N_q * dims.d_v,
+            "hbm_write/logsumexp": bh * dims.N_q * STAT_BYTES, "l2_hit/K,V re-read": kv_hits,
+            "smem_read/Q (per 128-row block and key tile)":
+                e * bh * v128.tiles * cdiv(b_c, MMA_ROWS) * MMA_ROWS * dims.d,
+            "smem_read/K,V": ekv * bh * v128.q_outer_cols * dkv,
+            "smem_write/Q (TMA)": e * bh * dims.N_q * dims.d,
+            "smem_write/K,V (TMA)": ekv * bh * v.q_outer_cols * dkv})
+        cost = KernelCost.of(
+            "fa4_fwd", terms, grid=grid, tiled=True, persistent=self.persistent,
             warps_per_cta=FWD_WARPS, smem_bytes_per_cta=smem,
             registers_per_thread=gpu.registers_per_sm // (FWD_WARPS * 32),
-            tensor_dtype=dims.dtype, tensor_family=self.family(),
-            tensor_flops=2 * elems * dkv, fp32_flops=fp32 + extra["fp32"], alu_ops=alu,
-            exp_ops=(1 - frac) * elems + rescales + extra["mufu"],
-            emulated_exp_ops=frac * elems,
-            hbm_read_bytes=e * bh * dims.N_q * dims.d + kv_hbm + extra["page_table"],
-            hbm_write_bytes=bh * dims.N_q * (e * dims.d_v + STAT_BYTES), l2_hit_bytes=kv_hits,
-            smem_read_bytes=reads, smem_write_bytes=writes, overlap=(("hbm",),),
+            tensor_dtype=dims.dtype, tensor_family=self.family(), overlap=(("hbm",),),
             pipeline=(STATIONS, q_tiles_in_flight(b_r)),
             bytes_in_flight=KV_STAGES * ekv * b_c * dkv,
-            terms={"block_m": b_r, "block_n": b_c, "emulate_fraction": frac,
+            launch={"block_m": b_r, "block_n": b_c, "emulate_fraction": frac,
                    "packed_heads": dims.group},
         )
         return cost.padded(self._imbalance(dims, gpu, v, grid))
@@ -291,8 +300,8 @@ class FA4(Algorithm):
         v = dims.tile_visits(MMA_ROWS, MMA_ROWS)
         elems = bh * v.elements
         tiles = bh * v.tiles
-        extra = mask_extras(dims, v, bh, d + d_v, backward=True)
-        drop = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT if dims.dropout_p else 0
+        terms = {**backward_gemm_terms(elems, d, d_v),
+                 **backward_softmax_terms(dims, v, bh * v.masked_tiles * MMA_ROWS * MMA_ROWS)}
         per_tile = self.tile_cycles(dims, gpu, "bwd")
         q_side = bh * v.kv_outer_rows
         q_total = q_side * (e * (d + d_v) + 2 * STAT_BYTES)
@@ -302,21 +311,20 @@ class FA4(Algorithm):
                                     gpu.l2_usable_fraction)
         kv = e * bh * dims.N_k * (d + d_v)
         grid = v.kv_tiles * bh
-        cost = KernelCost(
-            name="fa4_bwd", grid=grid, tiled=True, persistent=self.persistent,
+        terms.update({
+            "atomics/dQ (fp32, TMA reduce)": q_side * d,
+            "hbm_read/K,V": kv, "hbm_read/Q,dO,LSE,D": q_hbm,
+            "hbm_write/dK,dV": kv, "hbm_write/dQ partials (fp32)": FP32_BYTES * q_side * d,
+            "l2_hit/Q,dO,LSE,D re-read": q_hits,
+            "smem_read/per-tile traffic (FA4 Table 3)":
+                tiles * per_tile["smem"] * gpu.smem_bandwidth_bytes_per_clk_per_sm})
+        cost = KernelCost.of(
+            "fa4_bwd", terms, grid=grid, tiled=True, persistent=self.persistent,
             warps_per_cta=FWD_WARPS,
             registers_per_thread=gpu.registers_per_sm // (FWD_WARPS * 32),
             tensor_dtype=dims.dtype, tensor_family=self.family(),
-            tensor_flops=2 * elems * (3 * d + 2 * d_v),
-            fp32_flops=elems * sc.BWD_FLOPS_PER_SCORE + extra["fp32"] + drop,
-            alu_ops=elems * sc.BWD_ALU_OPS_PER_SCORE
-            + bh * v.masked_tiles * MMA_ROWS * MMA_ROWS * sc.MASK_ALU_OPS_PER_SCORE,
-            exp_ops=elems + extra["mufu"], atomics=q_side * d,
-            hbm_read_bytes=kv + q_hbm, hbm_write_bytes=kv + FP32_BYTES * q_side * d,
-            l2_hit_bytes=q_hits,
-            smem_read_bytes=tiles * per_tile["smem"] * gpu.smem_bandwidth_bytes_per_clk_per_sm,
             overlap=(("hbm",),), pipeline=(STATIONS, BWD_TILES_IN_FLIGHT),
-            terms={"two_cta": self.two_cta_backward},
+            launch={"two_cta": self.two_cta_backward},
         )
         return cost.padded(self._imbalance(dims, gpu, v, grid))
 

@@ -135,12 +135,14 @@ def split_forward(cost: KernelCost, dims: Dims, splits: int) -> KernelCost:
     fixed = {"fp32": FMA_SLOTS * (splits - 1) * rows * dims.d_v,
              "smem": (splits - 1) * 2 * e * rows * dims.d}
     executed = {u: v + fixed.get(u, 0) for u, v in cost.sm_demand().items()}
-    return replace(cost, grid=cost.grid * splits, l2_hit_bytes=cost.l2_hit_bytes + extra_q,
-                   hbm_write_bytes=cost.hbm_write_bytes + writes,
-                   fp32_flops=cost.fp32_flops + fixed["fp32"],
-                   smem_read_bytes=cost.smem_read_bytes + fixed["smem"] / 2,
-                   smem_write_bytes=cost.smem_write_bytes + fixed["smem"] / 2,
-                   executed=executed, terms={**cost.terms, "num_splits": splits})
+    return cost.with_terms(
+        {"l2_hit/Q once per split": extra_q,
+         "hbm_write/fp32 partials of O and logsumexp per split": writes,
+         "fp32/normalise each split's partial": fixed["fp32"],
+         "smem_read/Q once per split": fixed["smem"] / 2,
+         "smem_write/Q once per split": fixed["smem"] / 2},
+        grid=cost.grid * splits, executed=executed,
+        launch={**cost.launch, "num_splits": splits})
 
 
 def combine_kernel(dims: Dims, splits: int, name: str) -> KernelCost:
