@@ -454,3 +454,20 @@ def resolve_implementation(name: str) -> Implementation | None:
     if key not in IMPLEMENTATIONS:
         return None
     return Implementation(preset=key, **IMPLEMENTATIONS[key][2])
+
+
+def resolve(algorithm: str | Algorithm) -> Algorithm:
+    """An algorithm config from an algorithm name (``"fa2"``: its defaults), an
+    implementation preset's name (``"sdpa-flash"``) or a config (returned as is).
+
+    Raises:
+        perfsim.PerfsimError: unknown name (the message lists the algorithms and presets).
+    """
+    if isinstance(algorithm, Algorithm) or str(algorithm).lower() in algos.REGISTRY:
+        return algos.resolve(algorithm)
+    preset = resolve_implementation(str(algorithm))
+    if preset is None:
+        raise PerfsimError(f"unknown algorithm {algorithm!r}; known: "
+                           f"{', '.join(algos.names())}; implementations: "
+                           f"{', '.join(implementations())}")
+    return preset

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from perfsim.algorithms import Algorithm, Dims, resolve
+from perfsim.algorithms import Algorithm, Dims
 from perfsim.algorithms.base import kernels_for, memory_for
 from perfsim.errors import PerfsimError
 from perfsim.gpu import GPUSpec, load_gpu
+from perfsim.implementations import resolve
 from perfsim.kernel import UNITS
 from perfsim.mathops import maximum
 from perfsim.power import call_clock

@@ -30,6 +30,7 @@ from perfsim.algorithms.base import collect_infeasible
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec, load_gpu
 from perfsim.gpu import gpus as catalog
+from perfsim.implementations import resolve
 from perfsim.kernel import UNITS
 from perfsim.overrides import expand_overrides, what_if
 from perfsim.predict import BOUNDS, evaluate
@@ -100,7 +101,7 @@ def as_swept(algorithm: str | algos.Algorithm) -> algos.Algorithm:
     sweep never does)."""
     from perfsim.implementations import Implementation
 
-    algo = algos.resolve(algorithm)
+    algo = resolve(algorithm)
     if isinstance(algo, Implementation):
         if algo.preset in UNSPLIT_PRESETS:
             return algo
@@ -176,7 +177,7 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
     scalars = _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p, window,
                              kv_dtype, page_size, softcap)
     specs = [load_gpu(g) for g in _listify(catalog() if gpus is None else gpus)]
-    configs = [algos.resolve(a) for a in _listify(algos.names() if algorithms is None
+    configs = [resolve(a) for a in _listify(algos.names() if algorithms is None
                                                   else algorithms)]
     variants = expand_overrides(overrides or {})
     groups = len(specs) * len(variants) * len(configs) * len(scalars)

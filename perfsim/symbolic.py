@@ -40,6 +40,7 @@ import sympy
 from perfsim import algorithms as algos
 from perfsim.errors import PerfsimError
 from perfsim.gpu import load_gpu
+from perfsim.implementations import resolve
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.predict import predict
 from perfsim.prediction import Counts
@@ -133,7 +134,7 @@ def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, 
     if unknown:
         raise PerfsimError(f"unknown size(s) {', '.join(unknown)}; sizes: {', '.join(SIZES)}")
     spec = load_gpu(gpu)
-    algo = algos.resolve(algorithm)
+    algo = resolve(algorithm)
     dims = algos.Dims(*(sympy.sympify(sizes.get(n, s)) for n, s in SIZES.items()),
                       causal, dtype, phase, dropout_p, window=window)
     tries = [options] if options is not None else _default_options(algo, dims.e)
@@ -231,7 +232,7 @@ def compute_bound_seqlen(algorithm, gpu, *, batch: int, heads: int, head_dim: in
     spec = load_gpu(gpu)
     if io_model:
         spec = spec.replace(l2_bytes=1)
-    algo, params = algos.resolve(algorithm), TimingParams.for_gpu(spec)
+    algo, params = resolve(algorithm), TimingParams.for_gpu(spec)
 
     def compute_bound(n: int) -> bool:
         dims = algos.Dims(batch, heads, heads, n, n, head_dim, head_dim, causal, dtype, phase)
@@ -251,7 +252,7 @@ def sram_crossover(gpu, *, batch: int, heads: int, seqlen: int, head_dim: int,
     Raises:
         perfsim.PerfsimError: ``algorithm`` has no SRAM option (``sram_bytes``).
     """
-    if "sram_bytes" not in type(algos.resolve(algorithm)).model_fields:
+    if "sram_bytes" not in type(resolve(algorithm)).model_fields:
         raise PerfsimError(f"{algorithm} has no sram_bytes option to vary")
     sizes = {"B": batch, "H": heads, "H_kv": heads, "N_q": seqlen, "N_k": seqlen,
              "d": head_dim, "d_v": head_dim}

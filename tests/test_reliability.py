@@ -152,7 +152,7 @@ def test_explain_works_whenever_predict_does():
 def test_predict_plot_path_checked_before_computing(plot, needle, tmp_path, capsys,
                                                     monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("perfsim.cli.predict", _must_not_run)
+    monkeypatch.setattr("perfsim.cli.predict_cmd.predict", _must_not_run)
     _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", "--plot", plot], capsys, needle)
 
 
@@ -349,7 +349,7 @@ def test_unwritable_output_folder_is_refused_before_computing(argv, tmp_path, ca
 
     cfg = tmp_path / "s.toml"
     cfg.write_text("[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
-    monkeypatch.setattr("perfsim.cli.predict", _must_not_run)
+    monkeypatch.setattr("perfsim.cli.predict_cmd.predict", _must_not_run)
     import perfsim.sweep  # noqa: F401 - the module whose sweep must not run
 
     monkeypatch.setattr(sys.modules["perfsim.sweep"], "sweep", _must_not_run)

@@ -106,14 +106,14 @@ def test_sweep_out_parquet_and_csv_hold_the_same_rows(tmp_path):
 
 
 def test_sweep_write_rows_chunks_report_progress(tmp_path, monkeypatch):
-    from perfsim import cli_extra
+    from perfsim.cli import sweep as cli_sweep
     from perfsim.sweep import sweep
 
-    monkeypatch.setattr(cli_extra, "WRITE_CHUNK_ROWS", 7)
+    monkeypatch.setattr(cli_sweep, "WRITE_CHUNK_ROWS", 7)
     df = sweep(batch=[1, 2, 3], heads=1, seqlen_q=[64, 128, 256, 512, 1024], head_dim=64,
                gpus="h100-sxm5", algorithms="fa2")
     seen = []
-    path = cli_extra.write_rows(df, tmp_path / "r.csv", seen.append)
+    path = cli_sweep.write_rows(df, tmp_path / "r.csv", seen.append)
     assert seen == [7, 14, 15]
     lines = path.read_text().splitlines()
     assert len(lines) == 16 and lines[0].startswith("batch,")

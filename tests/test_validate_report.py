@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from perfsim.validate import analysis, cli, report
+from perfsim import cli
+from perfsim.validate import analysis, report
 from perfsim.validate.runner import RESULTS_FILE, ResultStore
 from perfsim.validate.shapes import Shape
 

@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from perfsim.validate import cli
+from perfsim import cli
 from perfsim.validate.runner import (
     RESULTS_FILE,
     ResultStore,
@@ -242,13 +242,14 @@ def test_bad_input_is_one_line_exit_2(argv, message, capsys):
 
 def test_register_functions_add_subcommands():
     from perfsim.cli import _Parser
+    from perfsim.validate import cli as vcli
 
     parser = _Parser(prog="perfsim")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    for register in cli.COMMANDS:
+    for register in vcli.COMMANDS:
         register(sub)
     args = parser.parse_args(["validate", "--no-external", "--limit-seconds", "420"])
-    assert args.func is cli.cmd_validate and args.external is False
+    assert args.func is vcli.cmd_validate and args.external is False
     assert args.limit_seconds == 420 and args.phase == "fwd"
     args = parser.parse_args(["calibrate", "--out", "p.toml"])
-    assert args.func is cli.cmd_calibrate and args.base == "h200-sxm"
+    assert args.func is vcli.cmd_calibrate and args.base == "h200-sxm"

@@ -1,7 +1,8 @@
 """``perfsim validate`` and ``perfsim calibrate``: :data:`COMMANDS` holds their ``register``
-functions (``perfsim/cli_extra.py`` adds them to the ``perfsim`` parser).
+functions (``perfsim.cli`` adds them to the ``perfsim`` parser).
 
-Also runnable on its own: ``python -m perfsim.validate.cli validate ...``.
+Run through the ``perfsim`` command line (``perfsim validate ...`` or ``python -m perfsim.cli
+validate ...``).
 
 Exit codes: 0 done (also a clean stop at ``--limit-seconds``: re-run to resume); 1 no CUDA GPU,
 or the run stopped on an error that makes the CUDA context unusable (re-run to resume);
@@ -40,7 +41,7 @@ def _no_gpu(command: str) -> int | None:
 # ------------------------------------------------------------------ validate
 def register_validate(subparsers) -> None:
     """Add ``validate`` to an argparse subparsers object."""
-    from perfsim.cli import int_arg
+    from perfsim.cli.common import int_arg
     from perfsim.validate.models import EXTERNAL_MODELS, OWN_ALGORITHMS
     from perfsim.validate.shapes import GRIDS
 
@@ -90,7 +91,7 @@ def register_validate(subparsers) -> None:
 
 def _positive_seconds(text: str) -> float:
     """``--limit-seconds``: a decimal number of seconds > 0."""
-    from perfsim.cli import float_arg
+    from perfsim.cli.common import float_arg
 
     seconds = float_arg(text)
     if not 0 < seconds < float("inf"):
@@ -390,15 +391,3 @@ def cmd_calibrate(args) -> int:
 
 
 COMMANDS = [register_validate, register_calibrate]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point for ``python -m perfsim.validate.cli``: the ``perfsim`` command line (which
-    registers these commands)."""
-    from perfsim.cli import main as perfsim_main
-
-    return perfsim_main(argv)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

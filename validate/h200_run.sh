@@ -58,7 +58,7 @@ if [ -f "$PROFILE" ] && [ -z "${RECALIBRATE:-}" ]; then
     cp "$PROFILE" "$OUT/h200-calibrated.toml"
 else
     step "calibrate"
-    python3 -m perfsim.validate.cli calibrate --out "$OUT/h200-calibrated.toml" \
+    python3 -m perfsim.cli calibrate --out "$OUT/h200-calibrated.toml" \
         --base h200-sxm 2>&1 | tee -a "$LOG" | cut -c1-160
     [ -f "$OUT/h200-calibrated.toml" ] || { echo "calibrate failed"; exit 1; }
 fi
@@ -66,12 +66,12 @@ fi
 step "validate (limit ${LIMIT} s, grid $GRID, phase $PHASE)"
 [ -f "$RESULTS/results.jsonl" ] && cp "$RESULTS/results.jsonl" "$OUT/h200/results.jsonl"
 # shellcheck disable=SC2086
-python3 -m perfsim.validate.cli validate --out "$OUT/h200" --gpu "$OUT/h200-calibrated.toml" \
+python3 -m perfsim.cli validate --out "$OUT/h200" --gpu "$OUT/h200-calibrated.toml" \
     --grid "$GRID" --phase "$PHASE" --limit-seconds "$LIMIT" ${VALIDATE_ARGS:-} >>"$LOG" 2>&1
 RC=$?
 grep -E "rows measured now|stopped|error:" "$LOG" | tail -3
 
 step "report"
-python3 -m perfsim.validate.cli validate --report-only "$OUT/h200" 2>&1 | tee -a "$LOG" \
+python3 -m perfsim.cli validate --report-only "$OUT/h200" 2>&1 | tee -a "$LOG" \
     | grep -v "^wrote"
 exit $RC

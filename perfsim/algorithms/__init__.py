@@ -24,7 +24,9 @@ def names() -> list[str]:
 
 
 def resolve(algorithm: str | Algorithm) -> Algorithm:
-    """An algorithm config from a name (defaults) or a config (returned as is).
+    """An algorithm config from a name (defaults) or a config (returned as is). Names of
+    implementation presets (``"sdpa-flash"``) are resolved one level up, by
+    :func:`perfsim.implementations.resolve`, which also takes these.
 
     Raises:
         perfsim.PerfsimError: unknown name (the message lists the known ones).
@@ -33,13 +35,8 @@ def resolve(algorithm: str | Algorithm) -> Algorithm:
         return algorithm
     key = str(algorithm).lower()
     if key not in REGISTRY:
-        from perfsim.implementations import implementations, resolve_implementation
-
-        preset = resolve_implementation(key)
-        if preset is not None:
-            return preset
-        raise PerfsimError(f"unknown algorithm {algorithm!r}; known: {', '.join(REGISTRY)}; "
-                           f"implementations: {', '.join(implementations())}")
+        raise PerfsimError(f"unknown algorithm {algorithm!r}; known: {', '.join(REGISTRY)} "
+                           "(implementation presets: perfsim.implementations)")
     return REGISTRY[key]()
 
 

@@ -1,6 +1,4 @@
-"""Subcommands that live beside their features: ``sweep`` (perfsim.sweep), ``validate`` and
-``calibrate`` (perfsim.validate). :data:`COMMANDS` holds one ``register(subparsers)`` callable
-per command; other modules append theirs.
+"""``perfsim sweep``: a design-space sweep from a TOML file (:mod:`perfsim.sweep`).
 
 ``perfsim sweep CONFIG.toml --out results.csv [--plot FILE] [--json]`` reads a TOML file::
 
@@ -28,6 +26,7 @@ import tomllib
 from pathlib import Path
 
 from perfsim import algorithms
+from perfsim.cli.common import print_table
 from perfsim.errors import PerfsimError
 from perfsim.files import (
     FIGURE_EXTENSIONS,
@@ -36,6 +35,7 @@ from perfsim.files import (
     read_text,
     save_figure,
 )
+from perfsim.implementations import resolve
 
 CONFIG_KEYS = ("gpus", "algorithms", "workload", "overrides")
 PLOTS = ("tflops", "bottleneck")
@@ -86,12 +86,12 @@ def load_sweep_config(path: str | Path) -> dict:
 def _algorithm(entry, path: Path) -> algorithms.Algorithm:
     """A name, or a table ``{name = "fa2", block_m = 64}`` of options."""
     if isinstance(entry, str):
-        return algorithms.resolve(entry)
+        return resolve(entry)
     if not isinstance(entry, dict) or "name" not in entry:
         raise PerfsimError(f"{path}: an algorithms entry must be a name or a table with a "
                            f"name, got {entry!r}")
     options = dict(entry)
-    cls = type(algorithms.resolve(options.pop("name")))
+    cls = type(resolve(options.pop("name")))
     try:
         return cls(**options)
     except PerfsimError as exc:  # Algorithm.__init__: one line naming the option
@@ -226,7 +226,6 @@ def _plot(df, path: str, kind: str) -> None:
 
 
 def _summary(df, seconds: float) -> None:
-    from perfsim.cli import _print_table
 
     ok = df[df.infeasible == ""]
     rows = []
@@ -237,16 +236,10 @@ def _summary(df, seconds: float) -> None:
                      f"{good.tflops.median():.1f}" if len(good) else "-",
                      f"{good.tflops.max():.1f}" if len(good) else "-",
                      ", ".join(f"{b} {n}" for b, n in bound.items() if n) or "-"])
-    _print_table(f"{len(df)} predictions ({len(df) - len(ok)} infeasible) in {seconds:.2f} s",
+    print_table(f"{len(df)} predictions ({len(df) - len(ok)} infeasible) in {seconds:.2f} s",
                  ["gpu", "algorithm", "rows", "infeasible", "median TFLOP/s", "max TFLOP/s",
                   "bound (rows)"], rows)
 
 
-def _validate_commands() -> list:
-    from perfsim.validate.cli import COMMANDS as VALIDATE_COMMANDS  # no torch at import
-
-    return list(VALIDATE_COMMANDS)
-
-
-#: ``register(subparsers)`` callables, one per subcommand.
-COMMANDS: list = [register_sweep, *_validate_commands()]
+#: ``register(subparsers)`` for the command line (:mod:`perfsim.cli`).
+register = register_sweep

@@ -1,0 +1,85 @@
+"""The ``perfsim`` command line: ``gpus``, ``gpu show``, ``predict``, ``sweep``, ``validate``,
+``calibrate`` — one module per command (:data:`COMMAND_MODULES`), each with a
+``register(subparsers)`` function, imported when the parser is built: a module's imports (pandas
+for ``sweep``, the validation harness for ``validate``) load only with the command line, and
+no command module imports this one.
+
+Bad input prints one line on stderr and exits with code 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from perfsim.cli.common import (  # noqa: F401 - the public helpers, re-exported
+    EXIT_BAD_INPUT,
+    _Parser,
+    add_workload_arguments,
+    float_arg,
+    int_arg,
+    print_table,
+    workload_from_args,
+)
+from perfsim.errors import PerfsimError
+
+#: The modules that define subcommands, in the order ``--help`` lists them.
+COMMAND_MODULES = ("perfsim.cli.gpus", "perfsim.cli.predict_cmd", "perfsim.cli.sweep",
+                   "perfsim.validate.cli")
+
+
+def build_parser():
+    """The ``perfsim`` parser with every command of :data:`COMMAND_MODULES` registered."""
+    parser = _Parser(prog="perfsim", description="Analytical performance simulator for "
+                     "attention kernels (standard, FlashAttention 1-4) on GPUs.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(name)
+        for register in getattr(module, "COMMANDS", None) or [module.register]:
+            register(sub)
+    return parser
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised so that ``finally`` blocks run (temporary output files are removed)."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated
+
+
+def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:        # SIGTERM unwinds like Ctrl-C; SIGKILL cannot be caught (files.atomic_write)
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        installed = True
+    except ValueError:      # not the main thread
+        installed = False
+    try:
+        return int(args.func(args) or 0)
+    except PerfsimError as exc:
+        sys.stderr.write(f"perfsim: error: {exc}\n")
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        sys.stderr.write("perfsim: interrupted\n")
+        return 130
+    except _Terminated:
+        sys.stderr.write("perfsim: terminated\n")
+        return 143
+    except BrokenPipeError:     # output piped into a reader that stopped (| head): quietly
+        try:
+            sys.stdout = open(os.devnull, "w")   # no second error when Python flushes stdout
+        except OSError:
+            pass
+        return 141
+    finally:
+        if installed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""What every ``perfsim`` subcommand shares: the one-line-error parser, tables, number and
+workload arguments.
+
+Bad input prints one line on stderr and exits with code 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+
+from perfsim import algorithms
+from perfsim.errors import PerfsimError
+from perfsim.gpu import DTYPES
+from perfsim.workload import PHASES, AttentionWorkload
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line (exit 2)."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    Console(width=200).print(table)
+
+
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def int_arg(text: str) -> int:
+    """An integer written with ASCII digits only (no ``1_000``, no ``1e3``, no ``١٢``)."""
+    if not _INT.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"invalid int value {text!r} (ASCII digits 0-9 only)")
+    return int(text)
+
+
+def float_arg(text: str) -> float:
+    """A decimal number written with ASCII characters (no ``1_0``, ``nan`` or ``inf``)."""
+    if not _FLOAT.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"invalid float value {text!r} (a decimal number)")
+    return float(text)
+
+
+def add_workload_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``AttentionWorkload`` fields as options (shared by predict and validate)."""
+    g = p.add_argument_group("workload")
+    g.add_argument("--batch", "-b", type=int_arg,
+                   help="batch size B (required unless --seqlens-q/-k give the sequences)")
+    g.add_argument("--heads", type=int_arg, required=True, help="query heads H")
+    g.add_argument("--kv-heads", type=int_arg,
+                   help="key/value heads H_kv (GQA/MQA; default H)")
+    g.add_argument("--seqlen", "--seqlen-q", dest="seqlen_q", type=int_arg,
+                   help="query sequence length N_q (required unless --seqlens-q is given)")
+    g.add_argument("--seqlen-k", type=int_arg,
+                   help="key/value sequence length N_k (default N_q)")
+    g.add_argument("--head-dim", type=int_arg, required=True, help="head dimension d")
+    g.add_argument("--head-dim-v", type=int_arg, help="value head dimension (default d)")
+    g.add_argument("--causal", action="store_true", help="bottom-right aligned causal mask")
+    g.add_argument("--dtype", default="bf16", help=f"one of {', '.join(DTYPES)}")
+    g.add_argument("--phase", default="fwd", help=f"one of {', '.join(PHASES)}")
+    g.add_argument("--dropout", type=float_arg, default=0.0, dest="dropout_p",
+                   help="attention dropout probability, in [0, 1)")
+    g.add_argument("--window", type=window_arg, default=(None, None), metavar="LEFT,RIGHT",
+                   help="sliding window: query i sees keys [i+off-LEFT, i+off+RIGHT] "
+                   "(off = N_k - N_q); 'none' for an unbounded side, e.g. 1023,0")
+    g.add_argument("--seqlens-q", type=lengths_arg, metavar="N,N,...",
+                   help="variable-length batch: one query length per sequence")
+    g.add_argument("--seqlens-k", type=lengths_arg, metavar="N,N,...",
+                   help="variable-length batch: one key length per sequence")
+    g.add_argument("--kv-dtype", help="K/V element type (default --dtype), e.g. fp8_e4m3")
+    g.add_argument("--page-size", type=int_arg,
+                   help="paged KV cache: tokens per page (default: contiguous K/V)")
+    g.add_argument("--softcap", type=float_arg, default=0.0,
+                   help="tanh score capping value (0 = none)")
+
+
+def window_arg(text: str) -> tuple:
+    """``LEFT,RIGHT``: each an ASCII integer or ``none``."""
+    parts = text.split(",")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"invalid window {text!r} (LEFT,RIGHT, e.g. 1023,0 "
+                                         "or none,0)")
+    out = []
+    for part in parts:
+        part = part.strip().lower()
+        if part in ("none", "-", ""):
+            out.append(None)
+            continue
+        if not _INT.fullmatch(part):
+            raise argparse.ArgumentTypeError(f"invalid window bound {part!r} (an integer >= 0 "
+                                             "or none)")
+        out.append(int(part))
+    return tuple(out)
+
+
+def lengths_arg(text: str) -> tuple:
+    """``N,N,...``: ASCII integers, one per sequence."""
+    parts = [p.strip() for p in text.split(",")]
+    if not parts or not all(_INT.fullmatch(p) for p in parts):
+        raise argparse.ArgumentTypeError(f"invalid lengths {text!r} (comma-separated "
+                                         "integers, one per sequence)")
+    return tuple(int(p) for p in parts)
+
+
+#: workload field -> the command-line flag that sets it (for error messages)
+FLAGS = {"batch": "--batch", "heads": "--heads", "kv_heads": "--kv-heads",
+         "seqlen_q": "--seqlen", "seqlen_k": "--seqlen-k", "head_dim": "--head-dim",
+         "head_dim_v": "--head-dim-v", "dtype": "--dtype", "phase": "--phase",
+         "dropout_p": "--dropout", "window": "--window", "seqlens_q": "--seqlens-q",
+         "seqlens_k": "--seqlens-k", "kv_dtype": "--kv-dtype", "page_size": "--page-size",
+         "softcap": "--softcap"}
+
+
+def workload_from_args(args) -> AttentionWorkload:
+    """The workload the flags describe. Raises PerfsimError naming the flag at fault."""
+    try:
+        return _workload(args)
+    except PerfsimError as exc:
+        text = str(exc)
+        for field, flag in FLAGS.items():
+            text = text.replace(f"AttentionWorkload.{field}:", f"{flag}:")
+        if text.startswith("--dropout:"):       # say what is allowed, whatever was wrong
+            text += "; allowed: a probability in [0, 1)"
+        raise PerfsimError(text.replace("AttentionWorkload: ", "")) from None
+
+
+def _workload(args) -> AttentionWorkload:
+    extra = {k: getattr(args, k) for k in ("window", "seqlens_q", "seqlens_k", "kv_dtype",
+                                           "page_size", "softcap") if hasattr(args, k)}
+    return AttentionWorkload(
+        batch=args.batch, heads=args.heads, kv_heads=args.kv_heads, seqlen_q=args.seqlen_q,
+        seqlen_k=args.seqlen_k, head_dim=args.head_dim, head_dim_v=args.head_dim_v,
+        causal=args.causal, dtype=args.dtype, phase=args.phase, dropout_p=args.dropout_p,
+        **extra)
+
+
+def _algorithm_from_args(name: str, options: list[str]):
+    cls = algorithms.REGISTRY.get(name.lower())
+    if cls is None:
+        from perfsim.implementations import implementations, resolve_implementation
+
+        preset = resolve_implementation(name)
+        if preset is not None:
+            if options:        # options of the configuration the preset runs
+                return preset.model_copy(update={"options": _options(options)})
+            return preset
+        raise PerfsimError(f"unknown algorithm {name!r}; known: {', '.join(algorithms.names())}"
+                           f", all; implementations: {', '.join(implementations())}, presets")
+    return cls(**_options(options))  # Algorithm.__init__ raises one PerfsimError line
+
+
+def _options(options: list[str]) -> dict:
+    """``--set KEY=VALUE`` items as a dict (JSON values, else strings)."""
+    values = {}
+    for item in options:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise PerfsimError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            values[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[key] = raw
+    return values
+
+
+def _clock_arg(text: str):
+    """``--clock``: sustained, boost, datasheet, or a lock in MHz."""
+    if text in ("sustained", "boost", "datasheet"):
+        return text
+    if not text.isascii() or not text.replace(".", "", 1).isdigit():
+        raise PerfsimError(f"--clock must be sustained, boost, datasheet or a clock lock in MHz "
+                           f"(e.g. 1830), got {text!r}")
+    mhz = float(text)
+    if not 100 <= mhz <= 5000:
+        raise PerfsimError(f"--clock {text}: a clock lock must be 100 to 5000 MHz")
+    return mhz * 1e6

@@ -1,0 +1,55 @@
+"""``perfsim gpus`` and ``perfsim gpu show``: the catalog and one GPU with its sources."""
+
+from __future__ import annotations
+
+import json
+
+from perfsim.cli.common import _Parser, print_table
+from perfsim.gpu import gpus, load_gpu
+
+
+def _cmd_gpus(args) -> int:
+    specs = [load_gpu(g) for g in gpus()]
+    if args.json:
+        print(json.dumps([{"id": s.id, "name": s.name, "arch": s.arch} for s in specs]))
+        return 0
+    rows = [[s.id, s.name, s.arch, str(s.sm_count), f"{s.clock_hz / 1e6:.0f}",
+             f"{s.peak_tensor_flops_per_s('bf16') / 1e12:.0f}" if "bf16" in
+             s.tensor_flops_per_clk_per_sm else "-",
+             f"{s.hbm_bandwidth_bytes_per_s / 1e12:.2f}", f"{s.hbm_bytes / 1e9:.0f}"]
+            for s in specs]
+    print_table("GPU catalog", ["id", "name", "arch", "SMs", "MHz", "BF16 TFLOP/s",
+                                 "DRAM TB/s", "DRAM GB"], rows)
+    return 0
+
+
+def _cmd_gpu_show(args) -> int:
+    spec = load_gpu(args.id)
+    data = spec.model_dump()
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    sources = data.pop("sources")
+    rows = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            for sub, v in (value or {}).items():
+                rows.append([f"{key}.{sub}", str(v),
+                             sources.get(f"{key}.{sub}", sources.get(key, ""))])
+        else:
+            rows.append([key, str(value), sources.get(key, "")])
+    print_table(f"{spec.name} ({spec.id})", ["field", "value", "source"], rows)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("gpus", help="list the GPU catalog")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_gpus)
+
+    p = sub.add_parser("gpu", help="inspect one GPU")
+    gsub = p.add_subparsers(dest="gpu_command", required=True, parser_class=_Parser)
+    show = gsub.add_parser("show", help="every field of a GPU with its source")
+    show.add_argument("id", help="catalog id or .toml profile path")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=_cmd_gpu_show)

@@ -1,0 +1,143 @@
+"""``perfsim predict``: time, binding unit, clock and counts of one workload, for one
+algorithm, an implementation preset, ``all`` algorithms or every ``presets``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from perfsim import algorithms
+from perfsim.cli.common import (
+    _algorithm_from_args,
+    _clock_arg,
+    add_workload_arguments,
+    print_table,
+    workload_from_args,
+)
+from perfsim.errors import InfeasibleError, PerfsimError
+from perfsim.files import FIGURE_EXTENSIONS, check_output, save_figure
+from perfsim.gpu import load_gpu
+from perfsim.predict import predict
+from perfsim.software import DEFAULT_SOFTWARE
+from perfsim.timing import TimingParams
+
+
+def _prediction_record(p) -> dict:
+    c = p.counts
+    return {
+        "workload": p.workload.model_dump(mode="json"),
+        "algorithm": p.algorithm.label(), "gpu": p.gpu.id, "seconds": p.seconds,
+        "tflops": p.tflops, "bound": p.bound, "model_flops": p.model_flops,
+        "clock_hz": p.clock_hz, "power_w": p.power_w,
+        "executed_flops": p.executed_flops, "peak_tflops": p.peak_flops_per_s / 1e12,
+        "unit_seconds": p.unit_seconds,
+        "counts": {k: float(getattr(c, k)) for k in c.__dataclass_fields__},
+        "memory_bytes": p.memory_bytes, "fits_memory": p.fits_memory,
+        "kernels": [{"name": k.cost.name, "seconds": float(k.seconds), "bound": str(k.bound),
+                     "grid": int(k.cost.grid), "waves": int(k.waves),
+                     "unit_seconds": {u: float(t) for u, t in k.unit_seconds.items()},
+                     "terms": {name: float(v) for name, v in k.cost.terms.items()}}
+                    for k in p.kernels],
+        "term_seconds": p.term_seconds(),
+    }
+
+
+def _cmd_predict(args) -> int:
+    w = workload_from_args(args)
+    if args.plot:       # before the work: a bad path must not cost the computation
+        check_output(args.plot, FIGURE_EXTENSIONS, "--plot")
+    gpu = load_gpu(args.gpu)
+    from perfsim.implementations import implementations
+
+    names = {"all": algorithms.names(), "presets": implementations()}.get(
+        args.algorithm, [args.algorithm])
+    if len(names) > 1 and args.set:
+        raise PerfsimError(f"--set applies to one algorithm, not to --algorithm {args.algorithm}")
+    results = []
+    for name in names:
+        try:
+            algo = _algorithm_from_args(name, args.set)
+            timing = None
+            if args.clock != "sustained" or args.kernel_only:
+                floors = {"host_floor_fwd_s": 0.0, "host_floor_bwd_s": 0.0} \
+                    if args.kernel_only else {}
+                timing = TimingParams.for_gpu(gpu, getattr(algo, "software", DEFAULT_SOFTWARE),
+                                              clock=_clock_arg(args.clock), **floors)
+            results.append(predict(w, gpu=gpu, algorithm=algo, timing=timing))
+        except InfeasibleError as exc:
+            if len(names) == 1:
+                raise
+            results.append((name, str(exc)))
+    if args.json:
+        out = [_prediction_record(r) if not isinstance(r, tuple)
+               else {"algorithm": r[0], "infeasible": r[1]} for r in results]
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
+    else:
+        _print_predictions(w, gpu, results)
+        if args.explain:
+            for r in results:
+                if not isinstance(r, tuple):
+                    print()
+                    print(r.explain())
+    if args.plot:
+        from perfsim import plots
+
+        ok = [r for r in results if not isinstance(r, tuple)]
+        if not ok:
+            raise PerfsimError("--plot: no feasible prediction to plot")
+        fig, _ = plots.time_by_unit(ok)
+        save_figure(fig, args.plot, dpi=120, bbox_inches="tight")
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _print_predictions(w, gpu, results) -> None:
+    cols = ["algorithm", "time ms", "TFLOP/s", "bound", "clock MHz", "FLOPs G", "tensor G",
+            "HBM GB", "exp G", "smem GB", "memory GiB", "kernels"]
+    rows, notes = [], []
+    for r in results:
+        if isinstance(r, tuple):
+            rows.append([r[0]] + ["-"] * (len(cols) - 1))
+            notes.append(f"{r[0]}: infeasible: {r[1]}")
+            continue
+        c = r.counts
+        rows.append([r.algorithm.label(), f"{r.seconds * 1e3:.3f}", f"{r.tflops:.1f}", r.bound,
+                     f"{(r.clock_hz or gpu.clock_hz) / 1e6:.0f}", f"{c.flops / 1e9:.1f}",
+                     f"{c.tensor_flops / 1e9:.1f}",
+                     f"{c.hbm_bytes / 1e9:.3f}", f"{c.exp_ops / 1e9:.3f}",
+                     f"{c.smem_bytes / 1e9:.2f}", f"{r.memory_bytes / 2**30:.3f}",
+                     str(len(r.kernels))])
+    for r in results:
+        if not isinstance(r, tuple) and not r.fits_memory:
+            notes.append(f"{r.algorithm.label()}: does not fit: needs "
+                         f"{r.memory_bytes / 2**30:.1f} GiB, {gpu.id} has "
+                         f"{gpu.hbm_bytes / 2**30:.1f} GiB")
+    print_table(f"{gpu.name}: {w.describe()}", cols, rows)
+    print("time per call; TFLOP/s by the FlashAttention convention (4·B·H·N²·d forward, half "
+          "when causal); clock: the SM clock the call runs at (--clock; by default where the "
+          "power model puts it); FLOPs and exp ops in 10^9 as executed; bytes in 10^9 (GB), "
+          "memory in GiB (peak footprint)")
+    for note in notes:
+        print(note)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("predict", help="predict time, binding unit and counts",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_workload_arguments(p)
+    p.add_argument("--gpu", default="h100-sxm5", help="catalog id or .toml profile path")
+    p.add_argument("--algorithm", "-a", default="fa2",
+                   help=f"an algorithm ({', '.join(algorithms.names())}), an implementation "
+                   "preset (sdpa-flash, sdpa-cudnn, flex, flash-attn-cute, ...), all (every "
+                   "algorithm side by side) or presets (every implementation)")
+    p.add_argument("--kernel-only", action="store_true",
+                   help="GPU time of the kernels alone: no host floor per call")
+    p.add_argument("--clock", default="sustained",
+                   help="SM clock: sustained (the power model), boost, datasheet, or a clock "
+                   "lock in MHz (the power limit can still hold it lower)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="algorithm option, e.g. --set block_m=64 (repeatable)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--explain", action="store_true", help="say in words what binds and why")
+    p.add_argument("--plot", metavar="FILE", help="write a time-by-unit bar chart (PNG/SVG)")
+    p.set_defaults(func=_cmd_predict)
