@@ -50,7 +50,7 @@ from perfsim.algorithms.base import (
     rows_read,
     with_whole_tiles,
 )
-from perfsim.algorithms.fa2 import SERIAL_COMPUTE, fused_memory_bytes, gqa_reduce_kernel
+from perfsim.algorithms.common import SERIAL_COMPUTE, fused_memory_bytes, gqa_reduce_kernel
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost

@@ -40,6 +40,14 @@ from perfsim.algorithms.base import (
     warp_cycle,
     with_whole_tiles,
 )
+from perfsim.algorithms.common import (
+    SERIAL_COMPUTE,
+    backward_softmax_terms,
+    check_fused_inputs,
+    fused_memory_bytes,
+    gqa_reduce_kernel,
+    mask_extras,
+)
 from perfsim.algorithms.fa2_launch import BwdLaunch, bwd_launch, fwd_launch
 from perfsim.algorithms.splits import (
     check_num_splits,
@@ -53,46 +61,12 @@ from perfsim.algorithms.splits import (
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, maximum, where
-
-#: Overlap rule of FA2-style kernels that do not issue mma.sync (Triton's WGMMA on Hopper):
-#: MMA, softmax FP32 work and exps run one after the other inside a warp; shared memory and
-#: HBM overlap with them. mma.sync kernels use the warp cycle (``base.warp_cycle``).
-SERIAL_COMPUTE = (("tensor", "fp32", "mufu"), ("smem",), ("hbm",))
+from perfsim.mathops import cdiv, maximum
 
 #: Tiles for closed forms (symbolic dims): the A100/H100 head-dim-128 configuration.
 SYMBOLIC_FWD_TILE, SYMBOLIC_BWD_TILE = (128, 64, 4), BwdLaunch(64, 128, 8, (2, 4, 2))
 #: Registers per thread of the reference kernels (they are compiled to the 255 cap).
 REGISTERS_PER_THREAD = 255
-
-
-#: Head dims the FlashAttention kernels take: multiples of 8 up to 256 (flash-attn's
-#: ``head_size % 8 == 0`` and ``head_size <= 256`` checks).
-HEAD_DIM_MULTIPLE, MAX_HEAD_DIM = 8, 256
-
-
-def _pick(table: dict, d, algorithm: str = "fa2"):
-    for hdim in sorted(table):
-        if d <= hdim:
-            return table[hdim]
-    raise InfeasibleError(f"head_dim {d} > {MAX_HEAD_DIM} is not supported by {algorithm} "
-                          f"(the reference kernels take head dims up to {MAX_HEAD_DIM})")
-
-
-def check_fused_inputs(dims: Dims, algorithm: str, dtypes=("fp16", "bf16")) -> None:
-    """The input dtypes and head dims a fused FlashAttention kernel takes.
-
-    Raises:
-        InfeasibleError: another dtype, or a head dim that is not a multiple of 8 / over 256.
-    """
-    if dims.dtype not in dtypes:
-        raise InfeasibleError(f"{algorithm} runs {', '.join(dtypes)} inputs, not {dims.dtype}")
-    if dims.symbolic:
-        return
-    for name, d in (("head_dim", dims.d), ("head_dim_v", dims.d_v)):
-        if d % HEAD_DIM_MULTIPLE or d > MAX_HEAD_DIM:
-            raise InfeasibleError(f"{algorithm} needs {name} a multiple of "
-                                  f"{HEAD_DIM_MULTIPLE} up to {MAX_HEAD_DIM}, got {d}")
 
 
 class FA2(Algorithm):
@@ -491,34 +465,6 @@ def bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms):
             + gemm_operand_reads(b_c, d, b_r, n_dkv, max(warps // n_dkv, 1)))
 
 
-def gqa_reduce_kernel(dims: Dims) -> KernelCost:
-    """Sum the per-query-head dK, dV into the key/value heads (GQA/MQA backward).
-
-    Launched only when ``H_kv < H``: its grid (and so its counts and launch) is 0 otherwise.
-    """
-    grouped = where(dims.H > dims.H_kv, 1, 0)
-    kv_grad = dims.e * dims.B * dims.N_k * (dims.d + dims.d_v)
-    return KernelCost(
-        name="gqa_reduce_dkdv", grid=grouped * cdiv(dims.B * dims.H_kv * dims.N_k, 128),
-        fp32_flops=grouped * kv_grad / dims.e * (dims.H - dims.H_kv),
-        hbm_read_bytes=grouped * kv_grad * dims.H,
-        hbm_write_bytes=grouped * kv_grad * dims.H_kv)
-
-
-def fused_memory_bytes(dims: Dims):
-    """Peak footprint of a fused (FlashAttention-style) kernel: Q, K, V, O and the logsumexp;
-    in backward also dO, dQ, dK, dV, D and the fp32 dQ accumulator. Nothing N x N."""
-    e, B = dims.e, dims.B
-    q_o = B * dims.H * dims.N_q * (dims.d + dims.d_v)
-    k_v = B * dims.H_kv * dims.N_k * (dims.d + dims.d_v)
-    stats = B * dims.H * dims.N_q * STAT_BYTES
-    total = e * q_o + dims.e_kv * k_v + stats
-    if dims.bwd:
-        total = total + e * (2 * q_o + k_v) + stats \
-            + FP32_BYTES * B * dims.H * dims.N_q * dims.d
-    return total
-
-
 #: flash-attn 2's split-KV kernel (``run_mha_fwd_splitkv_dispatch``): 64 query rows, a key
 #: tile of 256 / 128 / 64 for head dims ≤ 64 / ≤ 128 / larger, 4 warps; it also runs every
 #: paged-KV call.
@@ -526,44 +472,3 @@ def splitkv_tile(d) -> tuple[int, int, int]:
     return 64, (256 if d <= 64 else 128 if d <= 128 else 64), 4
 
 
-#: Softcap per score element (``s ← c·tanh(s/c)``): one MUFU ``tanh`` and two FP32 multiplies
-#: forward; the backward recomputes ``tanh`` and multiplies ``dS`` by ``1 − tanh²`` (3 ops);
-#: in FMA-pipe FLOP slots (2 per instruction).
-SOFTCAP_FWD_FP32, SOFTCAP_BWD_FP32 = 2 * sc.FMA_SLOTS, 5 * sc.FMA_SLOTS
-#: int32 page-table entry.
-PAGE_TABLE_ENTRY_BYTES = 4
-
-
-def backward_softmax_terms(dims: Dims, v, masked_elements) -> dict:
-    """The backward's per-score work as named terms (FA2 Algorithm 2): ``P`` recomputed and
-    ``dS`` formed on the FMA pipes, ``P`` and ``dS`` converted and the mask on the ALU, one
-    exp each, plus dropout and :func:`mask_extras`; ``masked_elements`` scores get the mask."""
-    bh = dims.B * dims.H
-    elems = bh * v.elements
-    terms = {"fp32/P = exp(S − LSE), dS = P∘(dP − D)": elems * sc.BWD_FLOPS_PER_SCORE,
-             "alu/P, dS to 16 bits": elems * sc.BWD_ALU_OPS_PER_SCORE,
-             "alu/mask": masked_elements * sc.MASK_ALU_OPS_PER_SCORE,
-             "mufu/exp(S − LSE)": elems}
-    if dims.dropout_p:
-        terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
-    terms.update(mask_extras(dims, v, bh, dims.d + dims.d_v, backward=True))
-    return terms
-
-
-def mask_extras(dims: Dims, v, bh, dkv, backward: bool = False) -> dict:
-    """Work a plain kernel does not do: softcap (``SOFTCAP_*``: FP32 ops and a MUFU tanh per
-    score), converting a narrower K/V cache to the matmul dtype (one FP32-pipe op per K/V
-    element loaded, ``dims.kv_dtype``), and page-table reads (one entry per page a query
-    tile's key range touches, ``dims.page_size``). Returns named terms (none for a plain
-    kernel)."""
-    elems = bh * v.elements
-    terms = {}
-    if dims.softcap:
-        terms["fp32/softcap"] = elems * (SOFTCAP_BWD_FP32 if backward else SOFTCAP_FWD_FP32)
-        terms["mufu/softcap tanh"] = elems
-    if dims.kv_dtype and dims.kv_dtype != dims.dtype:
-        terms["fp32/K,V to the matmul dtype"] = sc.FMA_SLOTS * bh * v.q_outer_cols * dkv
-    if dims.page_size and not backward:
-        terms["hbm_read/page table"] = (PAGE_TABLE_ENTRY_BYTES * bh
-                                        * cdiv(v.q_outer_cols, dims.page_size))
-    return terms

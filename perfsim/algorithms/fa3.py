@@ -33,10 +33,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from perfsim.algorithms.base import FP32_BYTES, Dims
-from perfsim.algorithms.fa2 import FA2, _pick, check_fused_inputs
+from perfsim.algorithms.common import check_fused_inputs, pick_tile
+from perfsim.algorithms.fa2 import FA2, REGISTERS_PER_THREAD
 from perfsim.algorithms.fa2_launch import BwdLaunch
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
 from perfsim.errors import InfeasibleError
@@ -121,16 +122,27 @@ class FA3(FA2):
     tensor_family: str = "wgmma"
     dtypes: ClassVar[tuple[str, ...]] = ("fp16", "bf16", "fp8_e4m3")
 
+    @model_validator(mode="after")
+    def _own_launch(self):
+        """FA2's ``warps`` and ``registers_per_thread`` do not apply: the forward launches one
+        producer and one warpgroup per 64 query rows, and registers follow ``setmaxnreg``."""
+        if self.warps is not None or self.registers_per_thread != REGISTERS_PER_THREAD:
+            raise ValueError("warps and registers_per_thread are not FA3 options: its forward "
+                             "launches a producer warpgroup plus one per 64 query rows "
+                             "(block_m), and setmaxnreg sets the registers")
+        return self
+
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
         table = (FWD_TILES_FP8 if dims.dtype == "fp8_e4m3" else
                  FWD_TILES_CAUSAL if dims.masked else FWD_TILES)
-        b_r, b_c = (128, 128) if dims.symbolic else _pick(table, max(dims.d, dims.d_v), self.name)
+        b_r, b_c = (128, 128) if dims.symbolic else pick_tile(table, max(dims.d, dims.d_v),
+                                                              self.name)
         b_r, b_c = self.block_m or b_r, self.block_n or b_c
         consumers = cdiv(b_r, WGMMA_ROWS)
         return b_r, b_c, WARPS_PER_WARPGROUP * (consumers + 1)
 
     def bwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
-        b_r, b_c = (64, 128) if dims.symbolic else _pick(BWD_TILES, max(dims.d, dims.d_v),
+        b_r, b_c = (64, 128) if dims.symbolic else pick_tile(BWD_TILES, max(dims.d, dims.d_v),
                                                           self.name)
         return (self.bwd_block_m or b_r, self.bwd_block_n or b_c,
                 self.bwd_warps or 3 * WARPS_PER_WARPGROUP)

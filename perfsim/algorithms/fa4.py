@@ -45,7 +45,7 @@ from perfsim.algorithms.base import (
     rows_read,
     with_whole_tiles,
 )
-from perfsim.algorithms.fa2 import (
+from perfsim.algorithms.common import (
     backward_softmax_terms,
     check_fused_inputs,
     fused_memory_bytes,

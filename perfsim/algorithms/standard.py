@@ -31,7 +31,7 @@ from perfsim.algorithms.base import (
     Dims,
     padding,
 )
-from perfsim.algorithms.fa2 import gqa_reduce_kernel
+from perfsim.algorithms.common import gqa_reduce_kernel
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
