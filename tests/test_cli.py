@@ -53,3 +53,12 @@ def test_gpus_and_gpu_show(capsys):
     assert "h200-sxm" in capsys.readouterr().out
     assert main(["gpu", "show", "b200", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sm_count"] == 148
+
+
+def test_version(capsys):
+    import perfsim
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"perfsim {perfsim.__version__}"

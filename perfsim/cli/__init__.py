@@ -33,6 +33,9 @@ def build_parser():
     """The ``perfsim`` parser with every command of :data:`COMMAND_MODULES` registered."""
     parser = _Parser(prog="perfsim", description="Analytical performance simulator for "
                      "attention kernels (standard, FlashAttention 1-4) on GPUs.")
+    from perfsim import __version__
+
+    parser.add_argument("--version", action="version", version=f"perfsim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMAND_MODULES:
         module = importlib.import_module(name)
