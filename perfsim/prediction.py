@@ -35,14 +35,22 @@ def model_flops(w: AttentionWorkload):
     benchmarks do for local attention), a variable-length batch sums its sequences. Works on
     ints and numpy arrays (sweeps).
     """
-    window = tuple(getattr(w, "window", (None, None)))
-    if getattr(w, "seqlens_q", None) is not None:       # variable-length: Σ per sequence
-        pairs = sum(_pairs(q, k, w.causal, window) for q, k in zip(w.seqlens_q, w.seqlens_k))
-        fwd = 2 * w.heads * pairs * (w.head_dim + w.head_dim_v)
+    seqlens = None if w.seqlens_q is None else tuple(zip(w.seqlens_q, w.seqlens_k))
+    return convention_flops(w.batch, w.heads, w.seqlen_q, w.seqlen_k, w.head_dim,
+                            w.head_dim_v, w.causal, tuple(w.window), w.phase, seqlens)
+
+
+def convention_flops(batch, heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal: bool,
+                     window: tuple, phase: str, seqlens=None):
+    """:func:`model_flops` from the workload's fields (numpy arrays allowed for the sizes:
+    the sweeps' columns); ``seqlens``: ``((N_q, N_k), ...)`` of a variable-length batch."""
+    if seqlens is not None:       # variable-length: Σ per sequence
+        pairs = sum(_pairs(q, k, causal, window) for q, k in seqlens)
+        fwd = 2 * heads * pairs * (head_dim + head_dim_v)
     else:
-        fwd = 2 * w.batch * w.heads * _pairs(w.seqlen_q, w.seqlen_k, w.causal, window) * (
-            w.head_dim + w.head_dim_v)
-    return {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[w.phase] * fwd
+        fwd = 2 * batch * heads * _pairs(seqlen_q, seqlen_k, causal, window) * (
+            head_dim + head_dim_v)
+    return {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[phase] * fwd
 
 
 def _pairs(n_q, n_k, causal: bool, window):
@@ -96,7 +104,13 @@ class Counts:
 
     @classmethod
     def total(cls, kernels: list[KernelTiming]) -> Counts:
-        sums = {name: sum(k.cost.__getattribute__(name) for k in kernels) for name in ADDITIVE}
+        """The counts of timed kernels, summed."""
+        return cls.of_costs([k.cost for k in kernels])
+
+    @classmethod
+    def of_costs(cls, costs: list) -> Counts:
+        """The counts of ``KernelCost`` s, summed (numbers, arrays or sympy expressions)."""
+        sums = {name: sum(getattr(c, name) for c in costs) for name in ADDITIVE}
         return cls(
             flops=sums["tensor_flops"] + sums["fp32_flops"],
             tensor_flops=sums["tensor_flops"], fp32_flops=sums["fp32_flops"],

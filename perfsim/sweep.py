@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterable
-from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,7 +33,7 @@ from perfsim.implementations import resolve
 from perfsim.kernel import UNITS
 from perfsim.overrides import expand_overrides, what_if
 from perfsim.predict import BOUNDS, evaluate
-from perfsim.prediction import Counts, credited_flops, model_flops
+from perfsim.prediction import Counts, convention_flops, credited_flops
 from perfsim.software import DEFAULT_SOFTWARE
 from perfsim.timing import TimingParams
 from perfsim.workload import MAX_SIZE, MAX_TENSOR_BYTES, AttentionWorkload
@@ -298,8 +297,9 @@ def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> di
     kernels, seconds, unit_seconds, _, bound, clock_hz, power_w = evaluate(algo, dims, gpu,
                                                                            params)
     counts = Counts.total(kernels)
-    flops = model_flops(SimpleNamespace(**{**block, "batch": block["batch"].astype(float)},
-                                        **{**scalar, "window": scalar["_window"]}))
+    flops = convention_flops(block["batch"].astype(float), block["heads"], block["seqlen_q"],
+                             block["seqlen_k"], scalar["head_dim"], scalar["head_dim_v"],
+                             scalar["causal"], tuple(scalar["_window"]), scalar["phase"])
     memory = algo.memory_bytes(dims, gpu)
     credited = credited_flops(flops, counts.tensor_flops, counts.flops)
     return {"seconds": seconds, "tflops": credited / seconds / 1e12, "bound": bound,

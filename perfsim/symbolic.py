@@ -33,7 +33,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
-from types import SimpleNamespace
 
 import sympy
 
@@ -91,7 +90,7 @@ def counts(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16", phas
     kernels, memory = _kernels(algorithm, gpu, causal, dtype, phase, dropout_p,
                                "none" if io_model else "symbol" if keep_l2 else "gpu",
                                options, sizes, tuple(window))
-    totals = Counts.total([SimpleNamespace(cost=k) for k in kernels])
+    totals = Counts.of_costs(kernels)
     out = {name: sympy.sympify(getattr(totals, name)) for name in COUNTS[:-1]}
     return {**out, "memory_bytes": memory}
 

@@ -43,6 +43,7 @@ from perfsim.errors import PerfsimError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import UNITS, KernelCost
 from perfsim.mathops import cdiv, maximum, minimum, where
+from perfsim.queueing import closed_cycle, unpipelined_time  # noqa: F401 - re-exported
 from perfsim.software import DEFAULT_SOFTWARE, SoftwareProfile, load_software
 
 
@@ -178,7 +179,9 @@ class KernelTiming:
 def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams, clock_hz=None) -> dict:
     """Per-GPU rate of each unit for this kernel (per second, whole GPU) at SM clock
     ``clock_hz`` (default ``gpu.clock_hz``; a numpy array in sweeps)."""
-    per_sm = gpu.sm_count * (gpu.clock_hz if clock_hz is None else clock_hz)
+    # SM-clocks per second over the whole GPU: a per-SM-per-clock rate times this is the
+    # GPU's rate (GPUSpec.peak_* give the same at clock_hz)
+    sm_clocks = gpu.sm_count * (gpu.clock_hz if clock_hz is None else clock_hz)
     # the measured GEMM efficiency scales the native family's (datasheet) tensor rates; a
     # non-native family's table (mma.sync on Hopper) is its own measured rate, and a dtype
     # without a tensor path runs on the FP32 pipes
@@ -186,13 +189,13 @@ def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams, clock_hz=None) -
                  if cost.tensor_family in (None, gpu.native_tensor_family)
                  and cost.tensor_dtype in gpu.tensor_flops_per_clk_per_sm else 1.0)
     return {
-        "tensor": gpu.tensor_flops_per_clk(cost.tensor_dtype, cost.tensor_family) * per_sm
+        "tensor": gpu.tensor_flops_per_clk(cost.tensor_dtype, cost.tensor_family) * sm_clocks
         * params.tensor_efficiency * sustained,
-        "fp32": gpu.fp32_flops_per_clk_per_sm * per_sm,
-        "alu": gpu.alu_ops_per_clk_per_sm * per_sm,
-        "issue": gpu.warp_schedulers_per_sm * WARP_SIZE * per_sm,
-        "mufu": gpu.mufu_ops_per_clk_per_sm * per_sm,
-        "smem": gpu.smem_bandwidth_bytes_per_clk_per_sm * per_sm,
+        "fp32": gpu.fp32_flops_per_clk_per_sm * sm_clocks,
+        "alu": gpu.alu_ops_per_clk_per_sm * sm_clocks,
+        "issue": gpu.warp_schedulers_per_sm * WARP_SIZE * sm_clocks,
+        "mufu": gpu.mufu_ops_per_clk_per_sm * sm_clocks,
+        "smem": gpu.smem_bandwidth_bytes_per_clk_per_sm * sm_clocks,
         "hbm": gpu.hbm_bandwidth_bytes_per_s * params.hbm_efficiency,
     }
 
@@ -300,37 +303,6 @@ def _load_chain_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, busiest):
     return parts, (bound if bound.ndim else str(bound)), [t, unit_seconds["hbm"]]
 
 
-def unpipelined_time(latency, load, compute, k):
-    """Exact mean-value analysis of a closed network: ``k`` customers (resident CTAs) cycle
-    through a delay station (total ``latency``: waits overlap across customers) and two
-    single-server stations (total ``load`` and ``compute``: one customer at a time), the
-    totals being those of the whole run on one SM. Product-form (exponential service)
-    assumption, as :func:`closed_cycle`. ``k = 1`` gives ``latency + load + compute``; many
-    customers give ``max(load, compute)``.
-
-    Returns:
-        ``(seconds, (latency, load residence, compute residence))`` — the residences per
-        cycle scaled to the run, for naming the binding station. Works on numpy arrays.
-    """
-    k = np.asarray(k)
-    q_load = q_comp = 0.0
-    x = r_load = r_comp = None
-    for n in range(1, max(int(np.max(k)), 1) + 1):
-        rl, rc = load * (1 + q_load), compute * (1 + q_comp)
-        cycle = np.asarray(latency + rl + rc, dtype=float)
-        xn = n / np.where(cycle > 0, cycle, 1.0)
-        q_load, q_comp = xn * rl, xn * rc
-        first = x is None
-        x = xn if first else np.where(k == n, xn, x)
-        r_load = rl if first else np.where(k == n, rl, r_load)
-        r_comp = rc if first else np.where(k == n, rc, r_comp)
-    total = np.asarray(latency + load + compute, dtype=float)
-    seconds = np.where(total > 0, 1 / np.where(x > 0, x, 1.0), 0.0)
-    if seconds.ndim == 0:
-        return float(seconds), (float(latency), float(r_load), float(r_comp))
-    return seconds, (latency, r_load, r_comp)
-
-
 def cycle_time(unit_seconds: dict, stations, tiles_in_flight, serial=None):
     """Time of a closed two-station cycle with ``K`` tiles (or warps) in flight.
 
@@ -360,24 +332,6 @@ def cycle_time(unit_seconds: dict, stations, tiles_in_flight, serial=None):
             t = t + unit_seconds[u] if adds else maximum(t, unit_seconds[u])
         times.append(t)
     return closed_cycle(times[0], times[1], k)
-
-
-def closed_cycle(a, b, k):
-    """Seconds of a closed cycle of two stations with total service times ``a`` and ``b`` and
-    ``k`` customers (tiles, CTAs) in flight: ``max(a, b) / U`` with
-    ``U = (1 − ρ^k) / (1 − ρ^(k+1))``, ``ρ = min / max`` (see :func:`cycle_time`); ``k = 1``
-    gives ``a + b``. Works on numpy arrays, ``k`` included."""
-    slow = maximum(a, b)
-    fast = a + b - slow
-    rho = fast / where(slow > 0, slow, 1) if isinstance(slow, np.ndarray) else (
-        fast / slow if slow else 0.0)
-    near_one = abs(1 - rho) < 1e-9
-    safe = where(near_one, 0.5, rho) if isinstance(rho, np.ndarray) else (
-        0.5 if near_one else rho)
-    busy = (1 - safe**k) / (1 - safe ** (k + 1))
-    busy = where(near_one, k / (k + 1), busy) if isinstance(rho, np.ndarray) else (
-        k / (k + 1) if near_one else busy)
-    return slow / busy
 
 
 def _entries(group):
