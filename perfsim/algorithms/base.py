@@ -453,11 +453,19 @@ def with_whole_tiles(build, dims: Dims, block_r, block_c) -> KernelCost:
     """``build(dims)`` with, as executed SM-side work, ``build`` evaluated on the sequence
     lengths rounded up to whole ``B_r x B_c`` tiles (``KernelCost.executed``)."""
     cost = build(dims)
+    whole = whole_tile_dims(dims, block_r, block_c)
+    return cost if whole is None else cost.with_executed(build(whole))
+
+
+def whole_tile_dims(dims: Dims, block_r, block_c) -> Dims | None:
+    """``dims`` with the sequence lengths rounded up to whole ``B_r x B_c`` tiles, or
+    ``None`` when they already are whole (or symbolic): nothing is padded then."""
     if dims.symbolic:
-        return cost
-    whole = replace(dims, N_q=cdiv(dims.N_q, block_r) * block_r,
-                    N_k=cdiv(dims.N_k, block_c) * block_c)
-    return cost.with_executed(build(whole))
+        return None
+    n_q, n_k = cdiv(dims.N_q, block_r) * block_r, cdiv(dims.N_k, block_c) * block_c
+    if np.all(n_q == dims.N_q) and np.all(n_k == dims.N_k):
+        return None
+    return replace(dims, N_q=n_q, N_k=n_k)
 
 
 def varlen_groups(dims: Dims) -> list[Dims]:

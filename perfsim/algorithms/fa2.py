@@ -38,6 +38,7 @@ from perfsim.algorithms.base import (
     resident_ctas,
     rows_read,
     warp_cycle,
+    whole_tile_dims,
     with_whole_tiles,
 )
 from perfsim.algorithms.common import (
@@ -246,9 +247,13 @@ class FA2(Algorithm):
                 out.append(combine_kernel(fdims, fdims.splits, f"{self.name}_fwd_combine"))
         if dims.bwd:
             b_r, b_c, _ = self.bwd_tiles(dims, gpu)
-            main = with_whole_tiles(lambda x: self._backward(x, gpu)[1], dims, b_r, b_c)
-            pre, _, *rest = self._backward(dims, gpu)
-            out.extend([pre, main, *rest])
+            ks = self._backward(dims, gpu)         # built once; once more on whole tiles
+            whole = whole_tile_dims(dims, b_r, b_c)
+            if whole is not None:
+                main = f"{self.name}_bwd"
+                padded = {k.name: k for k in self._backward(whole, gpu)}
+                ks = [k.with_executed(padded[k.name]) if k.name == main else k for k in ks]
+            out.extend(ks)
         return out
 
     def mma_dtype(self, dims: Dims) -> str:
