@@ -247,6 +247,45 @@ def _check_ranges(spec) -> None:
                          f"({spec.clock_hz:g} Hz)")
 
 
+class CalibratedTiming(BaseModel):
+    """The timing facts a calibrated profile's ``[calibration]`` block carries, typed (the
+    block itself stays a string table of provenance: device, driver, date, methods).
+
+    Attributes:
+        launch_overhead_s: measured GPU-side gap per launch (s).
+        cta_overhead_s: fitted per-CTA prologue/epilogue time of tiled kernels (s).
+        eager_softmax: ``((row_length, B/s), ...)``: ``torch.softmax``'s measured
+            throughput by row length (``eager_softmax_<L>`` keys), sorted.
+        eager_broadcast_fill: ``masked_fill_`` with a broadcast mask (B/s), or ``None``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    launch_overhead_s: float | None = Field(default=None, ge=0, le=1e-3)
+    cta_overhead_s: float = Field(default=0.0, ge=0, le=1e-3)
+    eager_softmax: tuple[tuple[int, float], ...] = ()
+    eager_broadcast_fill: float | None = Field(default=None, gt=0)
+
+    @classmethod
+    def of(cls, block: dict[str, str]) -> CalibratedTiming:
+        """Parse a ``[calibration]`` block.
+
+        Raises:
+            perfsim.PerfsimError: a timing key whose value is not a number in range."""
+        softmax = []
+        fields = {}
+        try:
+            for key, value in block.items():
+                if key.startswith("eager_softmax_") and key.rsplit("_", 1)[1].isdigit():
+                    softmax.append((int(key.rsplit("_", 1)[1]), float(value)))
+                elif key in ("launch_overhead_s", "cta_overhead_s", "eager_broadcast_fill"):
+                    fields[key] = float(value)
+            return cls(eager_softmax=tuple(sorted(softmax)), **fields)
+        except (ValueError, ValidationError) as exc:
+            msg = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            raise PerfsimError(f"[calibration]: {msg}") from None
+
+
 class GPUSpec(BaseModel):
     """One GPU. Frozen; use :meth:`replace` for a what-if variant (validated again).
 

@@ -40,7 +40,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from perfsim.errors import PerfsimError
-from perfsim.gpu import GPUSpec
+from perfsim.gpu import CalibratedTiming, GPUSpec
 from perfsim.kernel import UNITS, KernelCost
 from perfsim.mathops import cdiv, maximum, minimum, where
 from perfsim.queueing import closed_cycle, unpipelined_time  # noqa: F401 - re-exported
@@ -136,18 +136,16 @@ class TimingParams(BaseModel):
                 "eager_broadcast_fill": sw.eager_broadcast_fill,
                 "eager_strided_copy": sw.strided_copy}
         if gpu.calibration:
-            cal = gpu.calibration
+            cal = CalibratedTiming.of(gpu.calibration)
             bw = gpu.hbm_bandwidth_bytes_per_s
-            softmax = tuple(sorted((float(k.rsplit("_", 1)[1]), float(v) / bw)
-                                   for k, v in cal.items()
-                                   if k.startswith("eager_softmax_") and k[-1].isdigit()))
-            fill = float(cal["eager_broadcast_fill"]) / bw if "eager_broadcast_fill" in cal \
-                else 1.0
             base.update(hbm_efficiency=1.0, tensor_efficiency=1.0, clock="datasheet",
-                        launch_overhead_s=float(cal.get("launch_overhead_s",
-                                                        sw.launch_overhead_s)),
-                        cta_overhead_s=float(cal.get("cta_overhead_s", 0.0)),
-                        eager_softmax=softmax, eager_broadcast_fill=fill)
+                        launch_overhead_s=(sw.launch_overhead_s if cal.launch_overhead_s is None
+                                           else cal.launch_overhead_s),
+                        cta_overhead_s=cal.cta_overhead_s,
+                        eager_softmax=tuple((float(n), rate / bw)
+                                            for n, rate in cal.eager_softmax),
+                        eager_broadcast_fill=(1.0 if cal.eager_broadcast_fill is None
+                                              else cal.eager_broadcast_fill / bw))
         base.update(overrides)
         return cls(**base)
 

@@ -87,3 +87,24 @@ def test_gpuspec_rejects_bad_dtype_key():
     data["tensor_flops_per_clk_per_sm"]["fp4"] = 1.0
     with pytest.raises(ValueError, match="unknown dtype"):
         GPUSpec.model_validate(data)
+
+
+def test_calibration_block_is_typed():
+    """The timing keys of a calibrated profile are parsed into CalibratedTiming (numbers in
+    range), the rest stays provenance text; a bad value is one clear error."""
+    from perfsim.errors import PerfsimError
+    from perfsim.gpu import CalibratedTiming
+
+    cal = CalibratedTiming.of({"launch_overhead_s": "4.1e-06", "eager_softmax_4096": "1.2e12",
+                               "eager_softmax_128": "2.3e12", "device": "NVIDIA H200"})
+    assert cal.launch_overhead_s == pytest.approx(4.1e-6)
+    assert cal.eager_softmax == ((128, 2.3e12), (4096, 1.2e12))
+    with pytest.raises(PerfsimError, match=r"\[calibration\]"):
+        CalibratedTiming.of({"cta_overhead_s": "fast"})
+    with pytest.raises(PerfsimError, match=r"\[calibration\]"):
+        CalibratedTiming.of({"cta_overhead_s": "-1"})
+    from pathlib import Path
+
+    spec = perfsim.load_gpu(Path(__file__).resolve().parent.parent
+                            / "validate/profiles/h200-sxm-calibrated.toml")
+    assert CalibratedTiming.of(spec.calibration).cta_overhead_s > 0
