@@ -210,6 +210,7 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "l2_bytes": (1, 2**40, "bytes (1 B: a what-if without L2)"),
     "hbm_bytes": (2**20, 2**50, "bytes (1 MiB to 1 PiB)"),
     "hbm_bandwidth_bytes_per_s": (1e9, 1e14, "bytes/s (1 GB/s to 100 TB/s)"),
+    "hbm_efficiency": (0.01, 1, "(a share of hbm_bandwidth_bytes_per_s)"),
     "tmem_bytes_per_sm": (0, 2**30, "bytes"),
     "load_latency_s": (1e-9, 1e-3, "s (1 ns to 1 ms)"),
     "cta_load_bandwidth_bytes_per_s": (1e6, 1e14, "bytes/s (1 MB/s to 100 TB/s)"),
@@ -345,6 +346,9 @@ class GPUSpec(BaseModel):
         "data read by every SM may sit in both; 0.5 for those, 1 for a unified L2")
     hbm_bytes: int = Field(gt=0, description="device memory capacity")
     hbm_bandwidth_bytes_per_s: float = Field(gt=0, description="device memory bandwidth")
+    hbm_efficiency: float = Field(
+        gt=0, le=1, description="share of hbm_bandwidth_bytes_per_s a streaming kernel reaches "
+        "(a device-to-device copy, bytes read + written, over the datasheet rate)")
     tmem_bytes_per_sm: int = Field(ge=0, description="Blackwell tensor memory per SM (0: none)")
     load_latency_s: float = Field(
         gt=0, description="an unpipelined CTA's global-load step (4 warps load a tile, wait, "

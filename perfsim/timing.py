@@ -51,7 +51,8 @@ class TimingParams(BaseModel):
     """Efficiency factors and overheads of the timing model (all named, all with defaults).
 
     Args:
-        hbm_efficiency: fraction of the datasheet HBM bandwidth a streaming kernel reaches.
+        hbm_efficiency: fraction of the datasheet HBM bandwidth a streaming kernel reaches;
+            ``None`` (default): the GPU's own (``GPUSpec.hbm_efficiency``, a measured copy).
             Default 0.9: a device-to-device copy moved 4.3 TB/s on an H200 rated 4.8 TB/s
             (a device-to-device copy on the project's H200: validate/reports/h200/probes/
             power-microbench.json, hbm_copy: 4.17 TB/s).
@@ -86,7 +87,7 @@ class TimingParams(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    hbm_efficiency: float = Field(default=0.9, gt=0, le=1)
+    hbm_efficiency: float | None = Field(default=None, gt=0, le=1)
     tensor_efficiency: float = Field(default=1.0, gt=0, le=1)
     launch_overhead_s: float = Field(default=4e-6, ge=0)
     cta_overhead_s: float = Field(default=0.0, ge=0)
@@ -194,7 +195,8 @@ def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams, clock_hz=None) -
         "issue": gpu.warp_schedulers_per_sm * WARP_SIZE * sm_clocks,
         "mufu": gpu.mufu_ops_per_clk_per_sm * sm_clocks,
         "smem": gpu.smem_bandwidth_bytes_per_clk_per_sm * sm_clocks,
-        "hbm": gpu.hbm_bandwidth_bytes_per_s * params.hbm_efficiency,
+        "hbm": gpu.hbm_bandwidth_bytes_per_s * (gpu.hbm_efficiency if params.hbm_efficiency
+                                                 is None else params.hbm_efficiency),
     }
 
 

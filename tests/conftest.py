@@ -24,6 +24,7 @@ def unit_gpu(**overrides) -> GPUSpec:
         smem_bytes_per_block=2**30, registers_per_sm=2**30, max_registers_per_thread=255,
         max_warps_per_sm=64, max_ctas_per_sm=1, max_threads_per_sm=2048, l2_bytes=2**50,
         l2_usable_fraction=1.0, hbm_bytes=2**50, hbm_bandwidth_bytes_per_s=1.0,
+        hbm_efficiency=1.0,
         tmem_bytes_per_sm=2**20, load_latency_s=1.0, cta_load_bandwidth_bytes_per_s=1.0,
         features={"tma": True, "wgmma": False, "tcgen05": False, "two_cta": False},
         sources={"all": "test fixture: every rate 1"},
