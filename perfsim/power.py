@@ -203,7 +203,7 @@ def call_clock(gpu: GPUSpec, costs: list[KernelCost], params, seconds_at):
     ``"boost"`` is the call's ceiling (``max_clock_hz``, or ``clock_hz`` for tensor-core
     work) and
     ``"datasheet"`` ``clock_hz``, both regardless of power. Without a power table the
-    sustained clock is ``clock_hz`` and a lock is taken as held. ``seconds_at(f)``: the
+    sustained clock is ``clock_hz`` and a lock is held up to the ceiling. ``seconds_at(f)``: the
     call's seconds at SM clock ``f``. ``power_w`` is ``None`` without a power table."""
     choice = params.clock
     if gpu.power is not None and (choice == "sustained" or not isinstance(choice, str)):
@@ -211,8 +211,8 @@ def call_clock(gpu: GPUSpec, costs: list[KernelCost], params, seconds_at):
         return sustained_clock(gpu, costs, seconds_at, max_clock_hz=lock)
     if isinstance(choice, str):
         clock = clock_ceiling(gpu, costs, seconds_at) if choice == "boost" else gpu.clock_hz
-    else:
-        clock = float(choice)
+    else:     # a lock without a power table: held up to the call's ceiling
+        clock = min(float(choice), clock_ceiling(gpu, costs, seconds_at))
     if gpu.power is None:
         return clock, None
     return _out(clock, power_w(gpu, call_energy_j(gpu, costs), seconds_at(clock), clock))

@@ -203,28 +203,40 @@ class Prediction:
         g, choice = self.gpu, getattr(self.timing, "clock", "datasheet")
         clock = self.clock_hz or g.clock_hz
         text = f"Times are at an SM clock of {clock / 1e6:.0f} MHz"
+        tdp = g.power.tdp_w if g.power is not None else None
+        capped = self.power_w is not None and self.power_w >= tdp * 0.998
+        if not isinstance(choice, str):
+            held = ("held there" if clock >= choice * (1 - 1e-9) else
+                    "the power limit holds it lower" if capped else
+                    f"above the {g.max_clock_hz / 1e6:.0f} MHz maximum boost clock, so held "
+                    "there" if clock >= g.max_clock_hz * (1 - 1e-9) else
+                    "the tensor-core clock ceiling holds it lower (perfsim.power)")
+            power = ("" if self.power_w is None else f"; modelled board power "
+                     f"{self.power_w:.0f} W of the {tdp:.0f} W limit")
+            return text + f" (clock locked at {choice / 1e6:.0f} MHz, {held}){power}."
         if self.power_w is None:
             return text + (f" (clock_hz; {g.id} has no power table, so the clock under load "
                            "is not modelled)." if choice == "sustained" else
                            f" (timing clock = {choice!r}).")
-        tdp = g.power.tdp_w
         if isinstance(choice, str) and choice != "sustained":
-            return text + (f" (timing clock = {choice!r}); modelled board power "
+            why = ("; boost stops at the tensor-core clock ceiling for a call that keeps the "
+                   "tensor pipes busy (perfsim.power)" if choice == "boost"
+                   and clock < g.max_clock_hz * (1 - 1e-9) else "")
+            return text + (f" (timing clock = {choice!r}{why}); modelled board power "
                            f"{self.power_w:.0f} W of the {tdp:.0f} W limit.")
-        if not isinstance(choice, str):
-            held = ("held there" if clock >= min(choice, g.max_clock_hz) * (1 - 1e-9) else
-                    "the power limit holds it lower" if self.power_w >= tdp * 0.998 else
-                    "the tensor-core clock ceiling holds it lower (perfsim.power)")
-            return text + (f" (clock locked at {choice / 1e6:.0f} MHz, {held}); modelled "
-                           f"board power {self.power_w:.0f} W of the {tdp:.0f} W limit.")
         if self.power_w < tdp * 0.998:
             if clock >= g.max_clock_hz * (1 - 1e-9):
                 where = "the maximum boost clock"
             else:
-                where = (f"the tensor-core clock ceiling for this call (between clock_hz "
-                         f"{g.clock_hz / 1e6:.0f} MHz for calls that keep the tensor pipes "
-                         f"busy and the {g.max_clock_hz / 1e6:.0f} MHz maximum boost clock for "
-                         "calls without tensor work; perfsim.power)")
+                from perfsim.power import tensor_busy_fraction
+
+                busy = tensor_busy_fraction(g, [k.cost for k in self.kernels],
+                                            self.seconds * clock / g.clock_hz)
+                where = (f"the tensor-core clock ceiling for this call, whose kernels keep "
+                         f"the whole GPU's tensor pipes busy {100 * busy:.0f} % of the time "
+                         f"(clock_hz {g.clock_hz / 1e6:.0f} MHz from 41 % up, the "
+                         f"{g.max_clock_hz / 1e6:.0f} MHz maximum boost clock at 0 %; "
+                         "perfsim.power)")
             return text + (f", {where}: modelled board power "
                            f"{self.power_w:.0f} W stays under the {tdp:.0f} W limit.")
         if self.power_w > tdp * 1.002:
@@ -309,7 +321,7 @@ class Prediction:
         from perfsim.algorithms.base import Dims
 
         inner = getattr(self.algorithm, "config", None)      # an implementation preset
-        rule = type(inner(Dims.of(w), g) if inner else self.algorithm).overlap_rule
+        rule = (inner(Dims.of(w), g) if inner else self.algorithm).overlap_text()
         if heavy.load_chain is not None:
             parts = heavy.load_chain
             in_flight = parts["in_flight"]

@@ -168,7 +168,8 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
         have NaN results).
 
     Raises:
-        perfsim.PerfsimError: a bad value (the message names the field), an unknown GPU,
+        perfsim.PerfsimError: a bad value (the message names the field), an empty ``gpus``
+            or ``algorithms`` list, an unknown GPU,
             algorithm or override field; sizes whose largest combination would exceed
             :data:`perfsim.workload.MAX_TENSOR_BYTES` per tensor; a sweep too large for the
             memory (checked before any work: the message gives rows and bytes).
@@ -178,6 +179,10 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
     specs = [load_gpu(g) for g in _listify(catalog() if gpus is None else gpus)]
     configs = [resolve(a) for a in _listify(algos.names() if algorithms is None
                                                   else algorithms)]
+    for name, chosen in (("gpus", specs), ("algorithms", configs)):
+        if not chosen:
+            raise PerfsimError(f"{name}: an empty list; give at least one, or leave it out "
+                               f"for all")
     variants = expand_overrides(overrides or {})
     groups = len(specs) * len(variants) * len(configs) * len(scalars)
     grid_rows = (len(_listify(batch)) * len(_listify(heads)) * len(_listify(seqlen_q))

@@ -62,3 +62,44 @@ def test_version(capsys):
         main(["--version"])
     assert exc.value.code == 0
     assert capsys.readouterr().out.strip() == f"perfsim {perfsim.__version__}"
+
+
+# ---------------------------------------------------------------- a new user's findings
+SMALL = ["--batch", "1", "--heads", "4", "--seqlen", "128", "--head-dim", "64"]
+
+
+def test_json_with_plot_and_explain_stays_one_document(tmp_path, capsys):
+    assert main(["predict", *SMALL, "--gpu", "h200-sxm", "--json", "--explain",
+                 "--plot", str(tmp_path / "p.svg")]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["explanation"].startswith("fa2 on") and "wrote" in captured.err
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["predict", *SMALL, "-a", "fa1", "--set", "warps=3"], "power of two"),
+    (["predict", *SMALL, "--set", "=1"], "non-empty KEY"),
+    (["predict", "--heads", "8", "--head-dim", "64", "--seqlens-q", "100,200", "-a", "fa4",
+      "--gpu", "h200-sxm"], "needs tcgen05"),
+    (["predict", *SMALL, "-a", "fa3", "--gpu", "h200-sxm", "--set", "warps=4"],
+     "not FA3 options"),
+])
+def test_more_bad_input_is_one_line(capsys, argv, needle):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
+
+
+def test_an_empty_gpu_or_algorithm_list_is_refused(tmp_path, capsys):
+    cfg = tmp_path / "e.toml"
+    cfg.write_text("gpus = []\n[workload]\nbatch = 1\nheads = 4\nseqlen_q = 128\n"
+                   "head_dim = 64\n")
+    assert main(["sweep", str(cfg), "--out", str(tmp_path / "e.csv")]) == 2
+    assert "gpus: an empty list" in capsys.readouterr().err
+
+
+def test_a_lock_above_the_maximum_clock_says_so(capsys):
+    assert main(["predict", *SMALL, "--gpu", "a100-sxm4-80gb", "-a", "standard",
+                 "--clock", "3000", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "clock of 1410 MHz (clock locked at 3000 MHz, above the 1410 MHz maximum" in out

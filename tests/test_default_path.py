@@ -324,3 +324,11 @@ def test_tensor_clock_ceiling_matches_the_ncu_cycle_counters():
         assert 0.9 * h200.clock_hz <= k["effective_clock_hz"] <= h200.clock_hz, k["kernel"]
     for k in idle:
         assert k["effective_clock_hz"] == pytest.approx(h200.max_clock_hz, rel=0.02), k["kernel"]
+
+
+def test_a_lock_without_a_power_table_is_held_to_the_ceiling():
+    """No power table: a lock above the ceiling (here the tensor-core one) runs at it."""
+    h200 = perfsim.load_gpu("h200-sxm").replace(power=None)
+    p = perfsim.predict(big(), h200, "fa3", timing=TimingParams.for_gpu(h200, clock=5e9))
+    assert p.clock_hz == h200.clock_hz
+    assert "clock locked at 5000 MHz" in p.explain()

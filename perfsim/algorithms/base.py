@@ -319,8 +319,10 @@ def resident_ctas(gpu: GPUSpec, smem_bytes: int, warps: int, registers_per_threa
 def option_error(cls, exc: ValidationError) -> str:
     """One line for the first error of an algorithm's options (``Algorithm.__init__``)."""
     err = exc.errors()[0]
-    loc = ".".join(map(str, err["loc"])) or "options"
+    loc = ".".join(map(str, err["loc"]))
     msg = err["msg"].removeprefix("Value error, ")
+    if not loc:             # a rule across options (a model validator): its message says it
+        return f"{cls.name} options: {msg}"
     value = err.get("input")
     got = "" if isinstance(value, dict) or "got" in msg else f" (got {repr(value)[:60]})"
     return (f"{cls.name} option {loc}: {msg}{got}; options: "
@@ -370,6 +372,10 @@ class Algorithm(BaseModel):
         makes once per launch (split-KV, GQA packing) taken on the batch (its sequence count
         and longest lengths), not per sequence. Default: this configuration."""
         return self
+
+    def overlap_text(self) -> str:
+        """How this configuration's units overlap, in words (``explain()``)."""
+        return self.overlap_rule
 
     def label(self) -> str:
         """Name plus the options that differ from the defaults, e.g. ``fa2(block_m=64)``."""

@@ -120,3 +120,13 @@ def mask_extras(dims: Dims, v, bh, dkv, backward: bool = False) -> dict:
         terms["hbm_read/page table"] = (PAGE_TABLE_ENTRY_BYTES * bh
                                         * cdiv(v.q_outer_cols, dims.page_size))
     return terms
+
+
+def power_of_two_warps(v):
+    """A warps-per-CTA option: ``None`` (the reference's) or a power of two up to 32.
+
+    Raises:
+        ValueError: anything else (pydantic reports it as the option's error)."""
+    if v is not None and v & (v - 1):
+        raise ValueError(f"warps per CTA must be a power of two (1, 2, 4, 8, 16, 32), got {v}")
+    return v

@@ -35,7 +35,7 @@ from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
@@ -50,7 +50,12 @@ from perfsim.algorithms.base import (
     rows_read,
     with_whole_tiles,
 )
-from perfsim.algorithms.common import SERIAL_COMPUTE, fused_memory_bytes, gqa_reduce_kernel
+from perfsim.algorithms.common import (
+    SERIAL_COMPUTE,
+    fused_memory_bytes,
+    gqa_reduce_kernel,
+    power_of_two_warps,
+)
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
@@ -89,6 +94,7 @@ class FA1(Algorithm):
     block_r: int | None = Field(default=None, ge=1)
     block_c: int | None = Field(default=None, ge=1)
     warps: int = Field(default=4, ge=1, le=32)
+    _power_of_two = field_validator("warps")(classmethod(lambda cls, v: power_of_two_warps(v)))
     skip_masked_tiles: bool = False
     q_splits: int | None = Field(default=None, ge=1)
     o_workspace_bytes: int | None = Field(default=None, ge=1, le=8)

@@ -48,6 +48,7 @@ from perfsim.algorithms.common import (
     fused_memory_bytes,
     gqa_reduce_kernel,
     mask_extras,
+    power_of_two_warps,
 )
 from perfsim.algorithms.fa2_launch import BwdLaunch, bwd_launch, fwd_launch
 from perfsim.algorithms.splits import (
@@ -117,13 +118,8 @@ class FA2(Algorithm):
     bwd_block_n: int | None = Field(default=None, ge=16, multiple_of=16)
     bwd_warps: int | None = Field(default=None, ge=1, le=32)
 
-    @field_validator("warps", "bwd_warps")
-    @classmethod
-    def _power_of_two(cls, v):
-        if v is not None and v & (v - 1):
-            raise ValueError(f"warps per CTA must be a power of two (1, 2, 4, 8, 16, 32), "
-                             f"got {v}")
-        return v
+    _power_of_two = field_validator("warps", "bwd_warps")(
+        classmethod(lambda cls, v: power_of_two_warps(v)))
     tensor_family: str = "mma_sync"
     registers_per_thread: int = Field(default=REGISTERS_PER_THREAD, ge=16, le=255)
     lpt_scheduling: bool = False
@@ -255,6 +251,14 @@ class FA2(Algorithm):
                 ks = [k.with_executed(padded[k.name]) if k.name == main else k for k in ks]
             out.extend(ks)
         return out
+
+    def overlap_text(self) -> str:
+        """The mma.sync warp cycle, or, for kernels that issue WGMMA/tcgen05 (Triton on
+        Hopper and Blackwell), ``SERIAL_COMPUTE`` in words."""
+        if self.tensor_family == "mma_sync":
+            return self.overlap_rule
+        return (f"{self.tensor_family}: inside a warp the MMAs, softmax FP32 work and exps run "
+                "one after the other; shared memory and HBM overlap with them")
 
     def mma_dtype(self, dims: Dims) -> str:
         """The dtype the matmuls run in: Q's, or K/V's where that is wider (a narrower K/V

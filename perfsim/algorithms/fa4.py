@@ -233,6 +233,7 @@ class FA4(Algorithm):
         """Split-KV and packing decided once for the whole variable-length batch."""
         if self.num_splits != "auto" and self.pack_gqa != "auto":
             return self
+        self.check(varlen_batch_dims(dims), gpu)      # what the GPU lacks, before the tiles
         q_tiles, b_c = self.tmem_tiles(dims, gpu)
         return frozen_choice(self, decide(varlen_batch_dims(dims), gpu, self.num_splits,
                                           self.pack_gqa, "cute", MMA_ROWS * q_tiles, b_c))

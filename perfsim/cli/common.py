@@ -170,8 +170,8 @@ def _options(options: list[str]) -> dict:
     values = {}
     for item in options:
         key, sep, raw = item.partition("=")
-        if not sep:
-            raise PerfsimError(f"--set expects KEY=VALUE, got {item!r}")
+        if not sep or not key.strip():
+            raise PerfsimError(f"--set expects KEY=VALUE with a non-empty KEY, got {item!r}")
         try:
             values[key] = json.loads(raw)
         except json.JSONDecodeError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from perfsim import algorithms
 from perfsim.cli.common import (
@@ -71,6 +72,10 @@ def _cmd_predict(args) -> int:
     if args.json:
         out = [_prediction_record(r) if not isinstance(r, tuple)
                else {"algorithm": r[0], "infeasible": r[1]} for r in results]
+        if args.explain:
+            for rec, r in zip(out, results):
+                if not isinstance(r, tuple):
+                    rec["explanation"] = r.explain()
         print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
     else:
         _print_predictions(w, gpu, results)
@@ -87,7 +92,8 @@ def _cmd_predict(args) -> int:
             raise PerfsimError("--plot: no feasible prediction to plot")
         fig, _ = plots.time_by_unit(ok)
         save_figure(fig, args.plot, dpi=120, bbox_inches="tight")
-        print(f"wrote {args.plot}")
+        # beside --json the note goes to stderr, so stdout stays one JSON document
+        print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
