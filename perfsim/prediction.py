@@ -86,8 +86,10 @@ class Counts:
     """Totals over all kernels.
 
     ``flops`` = ``tensor_flops + fp32_flops`` (executed; masked elements of visited tiles and
-    recomputation included — not the benchmark convention used for ``tflops``); bytes are
-    HBM traffic after the L2 reuse rule; ``smem_bytes`` reads + writes.
+    recomputation included — not the benchmark convention used for ``tflops``);
+    ``fp32_flops`` counts FMA-pipe FLOP slots (2 per lane instruction) and ``alu_ops`` the
+    ALU pipe's lane instructions (``perfsim.algorithms.softmax_costs``); bytes are HBM
+    traffic after the L2 reuse rule; ``smem_bytes`` reads + writes.
     """
 
     flops: float
@@ -101,6 +103,7 @@ class Counts:
     l2_hit_bytes: float
     smem_bytes: float
     atomics: float
+    alu_ops: float = 0.0
 
     @classmethod
     def total(cls, kernels: list[KernelTiming]) -> Counts:
@@ -119,7 +122,7 @@ class Counts:
             hbm_bytes=sums["hbm_read_bytes"] + sums["hbm_write_bytes"],
             l2_hit_bytes=sums["l2_hit_bytes"],
             smem_bytes=sums["smem_read_bytes"] + sums["smem_write_bytes"],
-            atomics=sums["atomics"],
+            atomics=sums["atomics"], alu_ops=sums["alu_ops"],
         )
 
 
