@@ -33,8 +33,10 @@ does not show this: it read 1.85-1.98 GHz during the same SDPA flash kernels. Ev
 kernel with its tensor pipes busy 41 % of the time or more ticked at or under ``clock_hz``;
 kernels with no tensor-core work (elementwise, softmax, FP32 matmuls) at ``max_clock_hz``.
 Between the two the ceiling is interpolated in the tensor-busy share
-(``TENSOR_BUSY_FULL_CEILING``; ASSUMED, no kernel in between was measured), so a decode call
-that barely uses its tensor cores keeps nearly the full boost clock. On GPUs whose
+(``TENSOR_BUSY_FULL_CEILING``; ASSUMED), so a decode call that barely uses its tensor cores
+keeps nearly the full boost clock. One measured kernel contradicts it: cuDNN's decode kernel
+(tensor pipes 12 % busy) ticked at 1.75 GHz, not the 1.94 GHz the interpolation gives
+(validate/README.md, "The Nsight Compute profile"). On GPUs whose
 tensor peak is quoted at the maximum clock (A100, RTX 3090/4090) the ceiling changes nothing;
 elsewhere it is ASSUMED to act as measured on the H200.
 """

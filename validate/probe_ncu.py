@@ -12,7 +12,8 @@ Cases are ``IMPL-PHASE-dD`` with IMPL in {flash, cudnn, math, efficient} (SDPA b
 torch only) or
 {cute, tutorial, flex} (built by ``perfsim.validate.external.build``, so perfsim must be
 importable: ``probe_ncu.sh`` links it as ``validate/external_h200.sh`` does), PHASE in
-{fwd, bwd}, D in {64, 128, 256}; the shape is B = 1, H·d = 4096, N = 4096, non-causal, bf16
+{fwd, bwd, dec}, D in {64, 128, 256}; the shape is B = 1, H·d = 4096, N = 4096, non-causal, bf16
+(``dec``: a decode step, :data:`DECODE`)
 (``python3 validate/probe_ncu.py --list`` prints the default set). torch is imported inside
 ``main``.
 """
@@ -26,6 +27,8 @@ PHASES = ("fwd", "bwd")
 HEAD_DIMS = (64, 128, 256)
 SEQLEN = 4096
 HEADS_TOTAL = 64
+#: Decode cases (``PHASE = dec``): B, H, H_kv, N_k — one query token.
+DECODE = (8, 32, 8, 32768)
 
 
 #: Case prefix -> ``perfsim.validate.external`` implementation name.
@@ -51,8 +54,12 @@ def _external(impl: str, phase: str, d: int, case: str) -> int:
     from perfsim.validate import external
     from perfsim.validate.shapes import Shape
 
-    shape = Shape(batch=1, heads=HEADS_TOTAL * 64 // d, seqlen_q=SEQLEN, head_dim=d,
-                  causal=False, phase=phase)
+    if phase == "dec":      # a decode step: few CTAs, tensor pipes mostly idle
+        shape = Shape(batch=DECODE[0], heads=DECODE[1], kv_heads=DECODE[2], seqlen_q=1,
+                      seqlen_k=DECODE[3], head_dim=d, causal=False, phase="fwd")
+    else:
+        shape = Shape(batch=1, heads=HEADS_TOTAL * 64 // d, seqlen_q=SEQLEN, head_dim=d,
+                      causal=False, phase=phase)
     q, k, v, do = external.make_inputs(shape, case)
     built = external.build(shape, impl, q, k, v)
     with built.context():
@@ -85,9 +92,16 @@ def main(argv=None) -> int:
     batch = 1
     q, k, v = (torch.randn(batch, heads, SEQLEN, d, device="cuda", dtype=torch.bfloat16,
                            requires_grad=(phase == "bwd")) for _ in range(3))
+    gqa = False
+    if phase == "dec":
+        batch, heads, kv_heads, n_k = DECODE
+        q = torch.randn(batch, heads, 1, d, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(batch, kv_heads, n_k, d, device="cuda", dtype=torch.bfloat16)
+                for _ in range(2))
+        gqa = True
     with sdpa_kernel(backend):
         def call():
-            out = F.scaled_dot_product_attention(q, k, v)
+            out = F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
             if phase == "bwd":
                 out.backward(torch.ones_like(out))
         _profile_once(call)
