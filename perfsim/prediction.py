@@ -128,6 +128,9 @@ class Counts:
 
 #: How many named terms ``explain()`` lists.
 TOP_TERMS = 5
+#: Version of the ``Prediction.to_dict()`` / ``--json`` layout; raised when a key changes
+#: meaning or goes away (new keys do not raise it).
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -263,6 +266,42 @@ class Prediction:
                 f"this call is the GPU waiting for the host. Kernels alone: "
                 f"{(self.seconds - host) * 1e6:.1f} us (TimingParams host floors 0, or "
                 "--kernel-only).")
+
+    def to_dict(self) -> dict:
+        """The prediction as plain JSON-ready data (what ``perfsim predict --json`` prints):
+        workload, algorithm label, GPU id, time (s), TFLOP/s, binding unit, clock (Hz) and
+        power (W), counts, memory, and per kernel its times, grid, waves and named terms.
+        ``SCHEMA_VERSION`` names the layout."""
+        c = self.counts
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "workload": self.workload.model_dump(mode="json"),
+            "algorithm": self.algorithm.label(), "gpu": self.gpu.id, "seconds": self.seconds,
+            "tflops": self.tflops, "bound": self.bound, "model_flops": self.model_flops,
+            "clock_hz": self.clock_hz, "power_w": self.power_w,
+            "executed_flops": self.executed_flops,
+            "peak_tflops": self.peak_flops_per_s / 1e12,
+            "unit_seconds": self.unit_seconds,
+            "counts": {k: float(getattr(c, k)) for k in c.__dataclass_fields__},
+            "memory_bytes": self.memory_bytes, "fits_memory": self.fits_memory,
+            "kernels": [{"name": k.cost.name, "seconds": float(k.seconds),
+                         "bound": str(k.bound), "grid": int(k.cost.grid), "waves": int(k.waves),
+                         "unit_seconds": {u: float(t) for u, t in k.unit_seconds.items()},
+                         "terms": {name: float(v) for name, v in k.cost.terms.items()}}
+                        for k in self.kernels],
+            "term_seconds": self.term_seconds(),
+        }
+
+    def to_frame(self):
+        """One row per kernel as a pandas DataFrame: name, seconds, bound, grid, waves and
+        each unit's seconds alone (pandas is imported here, not with perfsim)."""
+        import pandas as pd
+
+        return pd.DataFrame([{"kernel": k.cost.name, "seconds": float(k.seconds),
+                              "bound": str(k.bound), "grid": int(k.cost.grid),
+                              "waves": int(k.waves),
+                              **{f"{u}_seconds": float(t) for u, t in k.unit_seconds.items()}}
+                             for k in self.kernels])
 
     def term_seconds(self) -> dict:
         """Each named count term (``KernelCost.terms``) as seconds on its unit alone, at the

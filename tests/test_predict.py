@@ -104,3 +104,18 @@ def test_measured_gemm_efficiency_scales_only_the_native_family():
     assert wgmma["tensor"] == pytest.approx(4096 * 0.826 * per_sm)
     assert mma["tensor"] == pytest.approx(2730 * per_sm)
     assert fp32["tensor"] == pytest.approx(256 * per_sm)
+
+
+def test_to_dict_and_to_frame():
+    """The --json record from the API, and a kernel table for notebooks."""
+    import json
+
+    from perfsim.prediction import SCHEMA_VERSION
+
+    p = perfsim.predict(W1, gpu="h100-sxm5", algorithm="fa2")
+    data = json.loads(json.dumps(p.to_dict()))
+    assert data["schema_version"] == SCHEMA_VERSION and data["gpu"] == "h100-sxm5"
+    assert data["seconds"] == pytest.approx(p.seconds) and data["counts"]["alu_ops"] > 0
+    frame = p.to_frame()
+    assert list(frame["kernel"]) == [k.cost.name for k in p.kernels]
+    assert frame["seconds"].sum() == pytest.approx(sum(k.seconds for k in p.kernels))

@@ -17,6 +17,8 @@ from perfsim.gpu import DTYPES
 from perfsim.workload import PHASES, AttentionWorkload
 
 EXIT_BAD_INPUT = 2
+#: Table width when stdout is not a terminal.
+PIPED_WIDTH = 200
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,7 +38,9 @@ def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
         table.add_column(col, justify="left" if i == 0 else "right")
     for row in rows:
         table.add_row(*row)
-    Console(width=200).print(table)
+    # the terminal's width on a terminal; a wide, stable layout when piped or redirected
+    # (logs, files, the README's example output)
+    Console(width=None if sys.stdout.isatty() else PIPED_WIDTH).print(table)
 
 
 _INT = re.compile(r"[+-]?[0-9]+")

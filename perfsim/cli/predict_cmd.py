@@ -23,26 +23,6 @@ from perfsim.software import DEFAULT_SOFTWARE
 from perfsim.timing import TimingParams
 
 
-def _prediction_record(p) -> dict:
-    c = p.counts
-    return {
-        "workload": p.workload.model_dump(mode="json"),
-        "algorithm": p.algorithm.label(), "gpu": p.gpu.id, "seconds": p.seconds,
-        "tflops": p.tflops, "bound": p.bound, "model_flops": p.model_flops,
-        "clock_hz": p.clock_hz, "power_w": p.power_w,
-        "executed_flops": p.executed_flops, "peak_tflops": p.peak_flops_per_s / 1e12,
-        "unit_seconds": p.unit_seconds,
-        "counts": {k: float(getattr(c, k)) for k in c.__dataclass_fields__},
-        "memory_bytes": p.memory_bytes, "fits_memory": p.fits_memory,
-        "kernels": [{"name": k.cost.name, "seconds": float(k.seconds), "bound": str(k.bound),
-                     "grid": int(k.cost.grid), "waves": int(k.waves),
-                     "unit_seconds": {u: float(t) for u, t in k.unit_seconds.items()},
-                     "terms": {name: float(v) for name, v in k.cost.terms.items()}}
-                    for k in p.kernels],
-        "term_seconds": p.term_seconds(),
-    }
-
-
 def _cmd_predict(args) -> int:
     w = workload_from_args(args)
     if args.plot:       # before the work: a bad path must not cost the computation
@@ -70,7 +50,7 @@ def _cmd_predict(args) -> int:
                 raise
             results.append((name, str(exc)))
     if args.json:
-        out = [_prediction_record(r) if not isinstance(r, tuple)
+        out = [r.to_dict() if not isinstance(r, tuple)
                else {"algorithm": r[0], "infeasible": r[1]} for r in results]
         if args.explain:
             for rec, r in zip(out, results):
