@@ -14,7 +14,7 @@ DATASHEET_BF16_TFLOPS = {
     "l40s": 362.05,               # NVIDIA L40S datasheet: 362.05 dense / 733 with sparsity
     "a10g": 70,                   # A10G FP16 tensor, FSDL cloud-GPU table citing the A10G datasheet
     "rtx-4090": 165.2,            # NVIDIA Ada whitepaper, RTX 4090: FP16/BF16 with FP32 accumulate
-    "rtx-3090": 71,               # NVIDIA GA102 whitepaper App. A, RTX 3090: BF16 with FP32 accumulate
+    "rtx-3090": 71,               # NVIDIA GA102 whitepaper App. A, RTX 3090: BF16, FP32 accum.
     "a100-pcie-40gb": 312,        # NVIDIA A100 datasheet (PCIe = SXM4 peaks); P2 §3.1
     "gh200": 989,                 # GH200's Hopper GPU = H100 SXM5 compute (P3 §3.1: 989 TFLOPS)
     "b300": 2250,                 # HGX B300, dense BF16 (Glenn Lockwood's B300 notes, GK-B300)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 import perfsim
-from perfsim.timing import closed_cycle
-from perfsim.workload import AttentionWorkload
 from perfsim.algorithms import FA1, FA2, Standard
 from perfsim.tiles import visits
+from perfsim.timing import closed_cycle
+from perfsim.workload import AttentionWorkload
 from tests.conftest import unit_gpu
 
 W = perfsim.AttentionWorkload

@@ -2,7 +2,8 @@
 
 Each function returns a :class:`Measurement`: a rate in SI units plus the method in words. All
 use fresh random data (never zeros: a bf16 matmul ran 13 % faster on zeros on an H200,
-validate/reports/h200/probes/power-microbench.json shows why: zeros draw half the power) and ``triton.testing.do_bench`` medians; each takes well under 5 s on an H200.
+validate/reports/h200/probes/power-microbench.json shows why: zeros draw half the power) and
+``triton.testing.do_bench`` medians; each takes well under 5 s on an H200.
 
 * :func:`hbm_copy` — device-to-device copies over several rotated buffers, bytes read + written.
 * :func:`matmul` — dense 8192³ products per dtype through torch (cuBLAS; WGMMA on Hopper).

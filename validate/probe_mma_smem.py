@@ -136,7 +136,7 @@ def _chain_kernel():
     import triton.language as tl
 
     @triton.jit
-    def gemm_chain(Q, K, V, O, steps, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr):
+    def gemm_chain(Q, K, V, Out, steps, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr):
         pid = tl.program_id(0).to(tl.int64)
         rm, rn, rd = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, D)
         q = tl.load(Q + pid * BM * D + rm[:, None] * D + rd[None, :])
@@ -147,7 +147,7 @@ def _chain_kernel():
             v = tl.load(V + base + j * BN * D + rn[:, None] * D + rd[None, :])
             s = tl.dot(q, tl.trans(k))
             acc = tl.dot(s.to(tl.bfloat16), v, acc)
-        tl.store(O + pid * BM * D + rm[:, None] * D + rd[None, :], acc.to(tl.bfloat16))
+        tl.store(Out + pid * BM * D + rm[:, None] * D + rd[None, :], acc.to(tl.bfloat16))
 
     return gemm_chain
 

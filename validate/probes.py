@@ -91,8 +91,8 @@ def clocks(outdir):
     bm = torch.randn(g, g, device="cuda", dtype=torch.bfloat16)
     z = torch.zeros_like(a)
     q, k, v = _attn_inputs()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     def sdpa(backend):
         def f():
