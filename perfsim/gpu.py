@@ -519,7 +519,8 @@ def _load_path(path: str, mtime_ns: int) -> GPUSpec:
 
 
 def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
-    """Load a GPU by catalog id (``perfsim.gpus()``) or from a TOML file path.
+    """Load a GPU by catalog id (``perfsim.gpus()``), from a TOML file path, or ``"auto"``:
+    the catalog entry of the GPU this machine has (:func:`detect_gpu`).
 
     A calibrated profile written by ``perfsim calibrate`` is such a file.
 
@@ -529,6 +530,8 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
     """
     if isinstance(gpu, GPUSpec):
         return gpu
+    if type(gpu) is str and gpu.lower() == "auto":
+        return load_gpu(detect_gpu())
     if type(gpu) is str:        # a catalog id seen before: no resource lookup, no stat
         spec = _BY_ID.get(gpu)
         if spec is not None:
@@ -559,3 +562,64 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
 #: catalog ships with the package and does not change while a process runs; profiles given
 #: by path are still re-read when their modification time changes (``_load_path``).
 _BY_ID: dict[str, GPUSpec] = {}
+
+
+#: Device names (as NVML and ``torch.cuda.get_device_name`` report them, e.g. "NVIDIA H200")
+#: to catalog ids, first match wins. "NVIDIA H200" was read on the project's H200; the other
+#: patterns follow NVIDIA's naming of those boards (ASSUMED, not read on each board).
+DEVICE_NAMES: tuple[tuple[str, str], ...] = (
+    (r"\bGB200\b", "gb200"), (r"\bGH200\b", "gh200"), (r"\bB300\b", "b300"),
+    (r"\bB200\b", "b200"), (r"\bH200\b", "h200-sxm"), (r"\bH100\b.*\bPCIe\b", "h100-pcie"),
+    (r"\bH100\b", "h100-sxm5"), (r"\bH20\b", "h20"),
+    (r"\bA100\b.*\bPCIE\b.*40", "a100-pcie-40gb"), (r"\bA100\b.*40\s*GB", "a100-sxm4-40gb"),
+    (r"\bA100\b", "a100-sxm4-80gb"), (r"\bL40S\b", "l40s"), (r"\bA10G\b", "a10g"),
+    (r"RTX 5090", "rtx-5090"), (r"RTX 4090", "rtx-4090"), (r"RTX 3090", "rtx-3090"))
+
+
+def catalog_id_for(device_name: str) -> str:
+    """The catalog id for a device name (:data:`DEVICE_NAMES`).
+
+    Raises:
+        perfsim.PerfsimError: a GPU the catalog has no entry for (the message lists them)."""
+    import re
+
+    for pattern, gid in DEVICE_NAMES:
+        if re.search(pattern, device_name, re.IGNORECASE):
+            return gid
+    raise PerfsimError(f"the GPU here ({device_name!r}) has no catalog entry; give --gpu one "
+                       f"of {', '.join(gpus())} or a .toml profile")
+
+
+def detect_gpu() -> str:
+    """The catalog id of this machine's first GPU, by NVML (nvidia-ml-py) or else torch; it
+    says which it found on stderr.
+
+    Raises:
+        perfsim.PerfsimError: no NVIDIA GPU found, or one the catalog lacks."""
+    import sys
+
+    name = None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            raw = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+            name = raw.decode() if isinstance(raw, bytes) else str(raw)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML, no driver, no GPU: try torch
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                name = torch.cuda.get_device_name(0)
+        except Exception:  # noqa: BLE001 - no torch or no CUDA
+            name = None
+    if not name:
+        raise PerfsimError("gpu 'auto': no NVIDIA GPU found (NVML, torch); give a catalog id "
+                           f"({', '.join(gpus())}) or a .toml profile")
+    gid = catalog_id_for(name)
+    sys.stderr.write(f"perfsim: gpu auto: {name} -> {gid}\n")
+    return gid
+

@@ -108,3 +108,25 @@ def test_calibration_block_is_typed():
     spec = perfsim.load_gpu(Path(__file__).resolve().parent.parent
                             / "validate/profiles/h200-sxm-calibrated.toml")
     assert CalibratedTiming.of(spec.calibration).cta_overhead_s > 0
+
+
+@pytest.mark.parametrize("name, gid", [
+    ("NVIDIA H200", "h200-sxm"), ("NVIDIA H100 80GB HBM3", "h100-sxm5"),
+    ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA A100-SXM4-40GB", "a100-sxm4-40gb"),
+    ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"), ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"),
+    ("NVIDIA GeForce RTX 4090", "rtx-4090"), ("NVIDIA GH200 480GB", "gh200"),
+    ("NVIDIA B200", "b200"), ("NVIDIA GB200", "gb200")])
+def test_device_names_map_to_catalog_entries(name, gid):
+    from perfsim.gpu import catalog_id_for
+
+    assert catalog_id_for(name) == gid
+
+
+def test_gpu_auto_uses_the_detected_gpu_and_refuses_an_unknown_one(monkeypatch):
+    from perfsim import gpu as gpu_module
+    from perfsim.errors import PerfsimError
+
+    monkeypatch.setattr(gpu_module, "detect_gpu", lambda: "h200-sxm")
+    assert perfsim.load_gpu("auto").id == "h200-sxm"
+    with pytest.raises(PerfsimError, match="no catalog entry"):
+        gpu_module.catalog_id_for("NVIDIA Tesla K80")

@@ -111,7 +111,8 @@ def register(sub) -> None:
     p = sub.add_parser("predict", help="predict time, binding unit and counts",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_workload_arguments(p)
-    p.add_argument("--gpu", default="h100-sxm5", help="catalog id or .toml profile path")
+    p.add_argument("--gpu", default="h100-sxm5", help="catalog id, .toml profile path, or "
+                   "auto (the GPU this machine has)")
     p.add_argument("--algorithm", "-a", default="fa2",
                    help=f"an algorithm ({', '.join(algorithms.names())}), an implementation "
                    "preset (sdpa-flash, sdpa-cudnn, flex, flash-attn-cute, ...), all (every "
