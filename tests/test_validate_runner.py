@@ -252,4 +252,4 @@ def test_register_functions_add_subcommands():
     assert args.func is vcli.cmd_validate and args.external is False
     assert args.limit_seconds == 420 and args.phase == "fwd"
     args = parser.parse_args(["calibrate", "--out", "p.toml"])
-    assert args.func is vcli.cmd_calibrate and args.base == "h200-sxm"
+    assert args.func is vcli.cmd_calibrate and args.base == "auto"

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from perfsim.errors import PerfsimError
-from perfsim.gpu import load_gpu
+from perfsim.gpu import detect_gpu, load_gpu
 
 EXIT_NO_GPU = 1
 #: Profile for measuring runs and --dry-run when --gpu is not given.
@@ -55,7 +55,8 @@ def register_validate(subparsers) -> None:
                    help="results folder (default: %(default)s)")
     p.add_argument("--gpu", default=None, metavar="FILE_OR_ID",
                    help=f"GPU profile for the predictions: catalog id or calibrated .toml "
-                   f"(default: {DEFAULT_GPU}; use the profile `perfsim calibrate` wrote; with "
+                   f"(default: the GPU present, by NVML or torch; {DEFAULT_GPU} for --dry-run "
+                   "and without a GPU; use the profile `perfsim calibrate` wrote; with "
                    "--report-only --repredict: the profile recorded in the rows)")
     p.add_argument("--algorithms", nargs="+", default=list(OWN_ALGORITHMS), metavar="NAME",
                    help=f"own kernels (comma or space separated; 'none' for none): "
@@ -99,6 +100,16 @@ def _positive_seconds(text: str) -> float:
     return seconds
 
 
+def _no_gpu_quiet() -> bool:
+    """Whether torch sees no CUDA GPU (the run will stop with _no_gpu's message)."""
+    try:
+        import torch
+
+        return not torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - no torch: the run stops anyway
+        return True
+
+
 def cmd_validate(args) -> int:
     from perfsim.validate import report
     from perfsim.validate.runner import RESULTS_FILE, ResultStore, plan
@@ -111,7 +122,9 @@ def cmd_validate(args) -> int:
                            "(regenerating the report of an earlier run)")
     if args.report_only:
         return _report_only(Path(args.report_only), args.repredict, args.gpu, args.force)
-    gpu = load_gpu(args.gpu or DEFAULT_GPU)
+    # a measuring run predicts for the GPU it measures: the one present unless told; a dry
+    # run (no GPU needed) plans for DEFAULT_GPU
+    gpu = load_gpu(args.gpu or (DEFAULT_GPU if args.dry_run or _no_gpu_quiet() else "auto"))
     try:
         rows = plan(grid(args.grid, args.phase), _names(args.algorithms),
                     _names(args.backends) if args.external else [])
@@ -352,8 +365,9 @@ def register_calibrate(subparsers) -> None:
         description="Run microbenchmarks (HBM copy, matmul per dtype, exp2, FMA, launch "
         "overhead) and write a GPU profile TOML that `perfsim predict --gpu FILE` accepts.")
     p.add_argument("--out", required=True, metavar="FILE", help="profile to write (.toml)")
-    p.add_argument("--base", default="h200-sxm", metavar="ID_OR_FILE",
-                   help="catalog spec to start from (default: %(default)s)")
+    p.add_argument("--base", default="auto", metavar="ID_OR_FILE",
+                   help="catalog spec to start from (default: auto, the catalog entry of the "
+                   "GPU present)")
     p.add_argument("--json", action="store_true", help="print the measurements as JSON")
     p.set_defaults(func=cmd_calibrate)
 
@@ -361,10 +375,14 @@ def register_calibrate(subparsers) -> None:
 def cmd_calibrate(args) -> int:
     from perfsim.validate.calibrate import FIELDS, calibrate
 
-    base = load_gpu(args.base)
+    if args.base != "auto":
+        base = load_gpu(args.base)          # a bad id is a bad-input error, GPU or not
     no_gpu = _no_gpu("calibrate")
     if no_gpu is not None:
         return no_gpu
+    if args.base == "auto":
+        args.base = detect_gpu()
+        base = load_gpu(args.base)
 
     def show(m):
         if not args.json:
