@@ -15,7 +15,7 @@ PREDICT = ["predict", "--gpu", "a100-sxm4-80gb", "--batch", "64", "--heads", "16
 def test_predict_all_prints_side_by_side(capsys):
     assert main([*PREDICT, "--algorithm", "all"]) == 0
     out = capsys.readouterr().out
-    for name in ("standard", "fa1", "fa2", "TFLOP/s", "HBM GB", "memory GiB"):
+    for name in ("standard", "fa1", "fa2", "TFLOP/s", "HBM", "memory", " ms ", " GB "):
         assert name in out
 
 

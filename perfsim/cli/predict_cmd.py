@@ -13,6 +13,7 @@ from perfsim.cli.common import (
     _clock_arg,
     add_workload_arguments,
     print_table,
+    si,
     workload_from_args,
 )
 from perfsim.errors import InfeasibleError, PerfsimError
@@ -78,8 +79,8 @@ def _cmd_predict(args) -> int:
 
 
 def _print_predictions(w, gpu, results) -> None:
-    cols = ["algorithm", "time ms", "TFLOP/s", "bound", "clock MHz", "FLOPs G", "tensor G",
-            "HBM GB", "exp G", "smem GB", "memory GiB", "kernels"]
+    cols = ["algorithm", "time", "TFLOP/s", "bound", "clock", "FLOPs", "tensor", "HBM",
+            "exps", "smem", "memory", "kernels"]
     rows, notes = [], []
     for r in results:
         if isinstance(r, tuple):
@@ -87,11 +88,11 @@ def _print_predictions(w, gpu, results) -> None:
             notes.append(f"{r[0]}: infeasible: {r[1]}")
             continue
         c = r.counts
-        rows.append([r.algorithm.label(), f"{r.seconds * 1e3:.3f}", f"{r.tflops:.1f}", r.bound,
-                     f"{(r.clock_hz or gpu.clock_hz) / 1e6:.0f}", f"{c.flops / 1e9:.1f}",
-                     f"{c.tensor_flops / 1e9:.1f}",
-                     f"{c.hbm_bytes / 1e9:.3f}", f"{c.exp_ops / 1e9:.3f}",
-                     f"{c.smem_bytes / 1e9:.2f}", f"{r.memory_bytes / 2**30:.3f}",
+        tflops = f"{r.tflops:.1f}" if r.tflops >= 0.1 else f"{r.tflops:.3g}"
+        rows.append([r.algorithm.label(), si(r.seconds, "s"), tflops, r.bound,
+                     f"{(r.clock_hz or gpu.clock_hz) / 1e6:.0f} MHz", si(c.flops, "FLOP"),
+                     si(c.tensor_flops, "FLOP"), si(c.hbm_bytes, "B"), si(c.exp_ops, ""),
+                     si(c.smem_bytes, "B"), si(r.memory_bytes, "B", binary=True),
                      str(len(r.kernels))])
     for r in results:
         if not isinstance(r, tuple) and not r.fits_memory:
@@ -101,8 +102,8 @@ def _print_predictions(w, gpu, results) -> None:
     print_table(f"{gpu.name}: {w.describe()}", cols, rows)
     print("time per call; TFLOP/s by the FlashAttention convention (4·B·H·N²·d forward, half "
           "when causal); clock: the SM clock the call runs at (--clock; by default where the "
-          "power model puts it); FLOPs and exp ops in 10^9 as executed; bytes in 10^9 (GB), "
-          "memory in GiB (peak footprint)")
+          "power model puts it); FLOPs (matmul and FP32 slots) and exps as executed; HBM and "
+          "shared-memory bytes moved; memory: peak footprint")
     for note in notes:
         print(note)
 
