@@ -119,3 +119,15 @@ def test_to_dict_and_to_frame():
     frame = p.to_frame()
     assert list(frame["kernel"]) == [k.cost.name for k in p.kernels]
     assert frame["seconds"].sum() == pytest.approx(sum(k.seconds for k in p.kernels))
+
+
+def test_json_records_follow_the_committed_schema():
+    """to_dict() validates against the pydantic layout, and docs/prediction.schema.json is
+    that layout's current schema (regenerate: python -m perfsim.schema)."""
+    import json
+
+    from perfsim.schema import SCHEMA_FILE, PredictionRecord, schema
+
+    p = perfsim.predict(W1, gpu="h100-sxm5", algorithm="fa2")
+    PredictionRecord.model_validate(p.to_dict())
+    assert json.loads(SCHEMA_FILE.read_text()) == json.loads(json.dumps(schema()))
