@@ -443,14 +443,17 @@ class GPUSpec(BaseModel):
 
     @property
     def fp32_flops_per_s(self) -> float:
+        """FP32 FLOP/s at ``clock_hz`` (FMA = 2)."""
         return self.fp32_flops_per_clk_per_sm * self.sm_count * self.clock_hz
 
     @property
     def mufu_ops_per_s(self) -> float:
+        """MUFU results/s at ``clock_hz``."""
         return self.mufu_ops_per_clk_per_sm * self.sm_count * self.clock_hz
 
     @property
     def smem_bandwidth_bytes_per_s(self) -> float:
+        """Shared-memory bytes/s over all SMs at ``clock_hz``."""
         return self.smem_bandwidth_bytes_per_clk_per_sm * self.sm_count * self.clock_hz
 
     def ridge_point(self, dtype: str) -> float:

@@ -122,6 +122,7 @@ class Implementation(Algorithm):
     batch_config: Algorithm | None = None
 
     def label(self) -> str:
+        """The preset's name, with the options set on it (``sdpa-flash(block_m=64)``)."""
         if not self.options:
             return self.preset
         return f"{self.preset}(" + ", ".join(f"{k}={v}" for k, v in self.options.items()) + ")"
@@ -159,6 +160,7 @@ class Implementation(Algorithm):
         return self.model_copy(update={"batch_config": inner.varlen_config(dims, gpu)})
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        """The kernels of the configuration this preset runs for ``dims`` on ``gpu``."""
         try:
             return self._kernels(dims, gpu)
         except InfeasibleError as exc:
@@ -178,6 +180,7 @@ class Implementation(Algorithm):
         return out
 
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
+        """Peak footprint (bytes) of the configuration this preset runs."""
         if self.upcast_16bit and dims.dtype in UPCAST_DTYPES:
             # the float32 computation's footprint, plus the 16-bit Q, K, V it was cast from
             inputs = dims.e * dims.B * (dims.H * dims.N_q * dims.d
@@ -187,6 +190,7 @@ class Implementation(Algorithm):
         return self.config(dims, gpu).memory_bytes(dims, gpu)
 
     def explain_lines(self, prediction) -> list[str]:
+        """Which configuration and software profile the preset ran, in words."""
         dims = Dims.of(prediction.workload)
         inner = self.config(dims, prediction.gpu)
         return [f"{self.preset} runs {inner.label()} on {prediction.gpu.id} "

@@ -161,10 +161,12 @@ class KernelCost:
 
     @property
     def hbm_bytes(self):
+        """HBM bytes read and written."""
         return self.hbm_read_bytes + self.hbm_write_bytes
 
     @property
     def smem_bytes(self):
+        """Shared-memory bytes read and written."""
         return self.smem_read_bytes + self.smem_write_bytes
 
     def sm_demand(self) -> dict:

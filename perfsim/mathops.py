@@ -17,6 +17,7 @@ _PLAIN = frozenset((int, float, bool))
 
 
 def is_symbolic(*values) -> bool:
+    """Whether any argument is a sympy expression."""
     # sympy is imported lazily (``import perfsim`` does not need it): while it is not
     # imported, no value can be a sympy expression.
     sympy = sys.modules.get("sympy")
@@ -52,6 +53,7 @@ def fdiv(a, b):
 
 
 def minimum(a, b):
+    """``min`` for numbers, numpy arrays (elementwise) and sympy expressions."""
     if type(a) in _PLAIN and type(b) in _PLAIN:
         return min(a, b)
     if is_symbolic(a, b):
@@ -63,6 +65,7 @@ def minimum(a, b):
 
 
 def maximum(a, b):
+    """``max`` for numbers, numpy arrays (elementwise) and sympy expressions."""
     if type(a) in _PLAIN and type(b) in _PLAIN:
         return max(a, b)
     if is_symbolic(a, b):
@@ -84,6 +87,7 @@ def where(cond, a, b):
 
 
 def log2(x):
+    """``log2`` for numbers, numpy arrays and sympy expressions."""
     if is_symbolic(x):
         import sympy
         return sympy.log(x, 2)

@@ -34,9 +34,12 @@ class Override:
 
     @property
     def top(self) -> str:
+        """The GPUSpec field the override changes (``tensor_flops_per_clk_per_sm`` for a
+        dotted key)."""
         return self.field.split(".", 1)[0]
 
     def label(self) -> str:
+        """Column label of the override in sweep results."""
         return f"{self.field}×{self.value:g}" if self.scale else f"{self.field}={self.value}"
 
     def column(self) -> str:
@@ -44,6 +47,7 @@ class Override:
         return f"{self.field}_scale" if self.scale else self.field
 
     def column_value(self):
+        """The override's value for one sweep row, as the results column holds it."""
         return self.value if isinstance(self.value, (int, float, bool, str)) else str(self.value)
 
     def apply(self, data: dict) -> None:

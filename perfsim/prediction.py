@@ -172,6 +172,7 @@ class Prediction:
 
     @property
     def model_flops(self) -> float:
+        """FLOPs by the FlashAttention benchmark convention (:func:`model_flops`)."""
         return model_flops(self.workload)
 
     @property

@@ -260,6 +260,7 @@ class AttentionWorkload(BaseModel):
     # convenient paper notation -------------------------------------------------------
     @property
     def bytes_per_element(self) -> int:
+        """Bytes per element of ``dtype``."""
         return BYTES_PER_ELEMENT[self.dtype]
 
     @property
@@ -291,6 +292,7 @@ class AttentionWorkload(BaseModel):
         return AttentionWorkload(**data)
 
     def describe(self) -> str:
+        """A one-line description, e.g. ``B=4, H=16, N=4096, d=128, bf16, causal, fwd``."""
         gqa = f", H_kv={self.kv_heads}" if self.kv_heads != self.heads else ""
         nk = f", N_k={self.seqlen_k}" if self.seqlen_k != self.seqlen_q else ""
         dv = f", d_v={self.head_dim_v}" if self.head_dim_v != self.head_dim else ""

@@ -108,6 +108,7 @@ class Dims:
 
     @classmethod
     def of(cls, w: AttentionWorkload) -> Dims:
+        """The dims of a workload (its effective mask, packing and splits not yet applied)."""
         seqlens = tuple(zip(w.seqlens_q, w.seqlens_k)) if w.varlen else None
         causal, window = effective_mask(w.causal, tuple(w.window), w.seqlen_q, w.seqlen_k)
         return cls(w.batch, w.heads, w.kv_heads, w.seqlen_q, w.seqlen_k, w.head_dim,
@@ -150,14 +151,17 @@ class Dims:
 
     @property
     def symbolic(self) -> bool:
+        """Whether any size is a sympy symbol (closed forms)."""
         return is_symbolic(self.B, self.H, self.H_kv, self.N_q, self.N_k, self.d, self.d_v)
 
     @property
     def fwd(self) -> bool:
+        """Whether the phase includes the forward."""
         return self.phase in ("fwd", "fwd_bwd")
 
     @property
     def bwd(self) -> bool:
+        """Whether the phase includes the backward."""
         return self.phase in ("bwd", "fwd_bwd")
 
 

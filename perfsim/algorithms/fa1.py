@@ -115,6 +115,7 @@ class FA1(Algorithm):
         return b_r, b_c, m
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        """FA1's kernels for ``dims`` on ``gpu`` (Algorithm 1 forward, Algorithm 4 backward)."""
         if dims.dtype not in ("fp16", "bf16"):
             raise InfeasibleError(f"fa1 runs fp16/bf16 inputs, not {dims.dtype}")
         lacks = [what for what, has in (("no sliding windows", dims.window != (None, None)),

@@ -230,6 +230,10 @@ class FA2(Algorithm):
 
     # ------------------------------------------------------------------ kernels
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        """The forward (split-KV and combine when chosen) and the backward kernels.
+
+        Raises:
+            InfeasibleError: a dtype, head dim, mask or tensor family the GPU cannot run."""
         check_fused_inputs(dims, self.name, self.dtypes)
         gpu.tensor_flops_per_clk(self.mma_dtype(dims), self.tensor_family)  # raises if unsupported
         self.check_masks(dims)
@@ -442,6 +446,7 @@ class FA2(Algorithm):
         return bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms)
 
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
+        """Peak footprint (bytes): ``common.fused_memory_bytes``."""
         return fused_memory_bytes(dims)
 
 
@@ -478,6 +483,7 @@ def bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms):
 #: tile of 256 / 128 / 64 for head dims ≤ 64 / ≤ 128 / larger, 4 warps; it also runs every
 #: paged-KV call.
 def splitkv_tile(d) -> tuple[int, int, int]:
+    """``(B_r, B_c, warps)`` of flash-attn 2's split-KV kernel for head dim ``d``."""
     return 64, (256 if d <= 64 else 128 if d <= 128 else 64), 4
 
 

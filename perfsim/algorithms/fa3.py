@@ -133,6 +133,8 @@ class FA3(FA2):
         return self
 
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
+        """``(B_r, B_c, warps)``: flash-attn 3's forward tile for the head dim and mask (a
+        producer warpgroup plus one consumer warpgroup per 64 query rows)."""
         table = (FWD_TILES_FP8 if dims.dtype == "fp8_e4m3" else
                  FWD_TILES_CAUSAL if dims.masked else FWD_TILES)
         b_r, b_c = (128, 128) if dims.symbolic else pick_tile(table, max(dims.d, dims.d_v),
@@ -142,6 +144,7 @@ class FA3(FA2):
         return b_r, b_c, WARPS_PER_WARPGROUP * (consumers + 1)
 
     def bwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
+        """``(B_r, B_c, warps)``: flash-attn 3's backward tile (three warpgroups)."""
         b_r, b_c = (64, 128) if dims.symbolic else pick_tile(BWD_TILES, max(dims.d, dims.d_v),
                                                           self.name)
         return (self.bwd_block_m or b_r, self.bwd_block_n or b_c,
@@ -159,6 +162,7 @@ class FA3(FA2):
                     + 2 * launch.block_m * launch.block_n)
 
     def persistent_grid(self) -> bool:
+        """FA3 launches one CTA per SM that loops over tiles."""
         return self.persistent
 
     def check_masks(self, dims: Dims) -> None:
@@ -236,6 +240,10 @@ class FA3(FA2):
                 (False, not self.warp_specialized))
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        """FA3's kernels (FP8 inputs add the quantisation pass).
+
+        Raises:
+            InfeasibleError: a GPU without TMA and WGMMA, or an input FA3 does not take."""
         missing = [f for f in ("tma", "wgmma") if not getattr(gpu.features, f)]
         if missing:
             raise InfeasibleError(f"fa3 needs {' and '.join(m.upper() for m in missing)} "

@@ -140,6 +140,7 @@ class FA4(Algorithm):
 
     # ---------------------------------------------------------------- configuration
     def family(self) -> str:
+        """The tensor-core instruction family: ``tcgen05`` (sm100) or ``wgmma`` (sm90)."""
         return "tcgen05" if self.variant == "sm100" else "wgmma"
 
     def check(self, dims: Dims, gpu: GPUSpec) -> None:
@@ -174,6 +175,8 @@ class FA4(Algorithm):
                               f"({columns} columns) for an O tile and a 64-column S tile")
 
     def emulation(self, dims: Dims, gpu: GPUSpec) -> float:
+        """Share of the exps computed by polynomial on the FMA pipes (option, else the
+        reference's tuning table)."""
         if self.emulate_fraction is not None:
             return self.emulate_fraction
         return shipped_emulation_fraction(dims.d, dims.causal, dims.dtype,
@@ -207,6 +210,10 @@ class FA4(Algorithm):
 
     # ---------------------------------------------------------------- kernels
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        """FA4's forward and backward kernels.
+
+        Raises:
+            InfeasibleError: a GPU without the variant's features or tensor memory."""
         self.check(dims, gpu)
         q_tiles, b_c = self.tmem_tiles(dims, gpu)
         b_r = MMA_ROWS * q_tiles
@@ -330,6 +337,7 @@ class FA4(Algorithm):
         return cost.padded(self._imbalance(dims, gpu, v, grid))
 
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
+        """Peak footprint (bytes): ``common.fused_memory_bytes``."""
         return fused_memory_bytes(dims)
 
     def explain_lines(self, prediction) -> list[str]:

@@ -82,6 +82,7 @@ class Standard(Algorithm):
     weights_cast_bytes: int = Field(default=0, ge=0, le=4)
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
+        """The eager kernels: QKᵀ, scale, mask, softmax, dropout, PV (and their backward)."""
         if dims.kv_dtype and dims.kv_dtype != dims.dtype:
             raise InfeasibleError(f"standard attention multiplies tensors of one dtype; a "
                                   f"{dims.kv_dtype} K/V under {dims.dtype} queries must be "

@@ -53,6 +53,7 @@ def _on_sigterm(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``perfsim`` command line; returns the exit code (2 for bad input)."""
     import signal
 
     parser = build_parser()

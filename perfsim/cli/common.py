@@ -30,6 +30,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    """Print a rich table: the terminal's width on a terminal, 200 columns when piped."""
     from rich.console import Console
     from rich.table import Table
 

@@ -43,6 +43,7 @@ def _cmd_gpu_show(args) -> int:
 
 
 def register(sub) -> None:
+    """Add ``perfsim gpus`` and ``perfsim gpu show`` to the ``perfsim`` parser."""
     p = sub.add_parser("gpus", help="list the GPU catalog")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_gpus)

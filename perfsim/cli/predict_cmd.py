@@ -109,6 +109,7 @@ def _print_predictions(w, gpu, results) -> None:
 
 
 def register(sub) -> None:
+    """Add ``perfsim predict`` to the ``perfsim`` parser."""
     p = sub.add_parser("predict", help="predict time, binding unit and counts",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_workload_arguments(p)

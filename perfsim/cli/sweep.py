@@ -99,6 +99,7 @@ def _algorithm(entry, path: Path) -> algorithms.Algorithm:
 
 
 def register_sweep(subparsers) -> None:
+    """Add ``perfsim sweep`` to the ``perfsim`` parser."""
     p = subparsers.add_parser(
         "sweep", help="predict a grid of workloads x GPUs x algorithms x GPU what-ifs",
         description="Predict every combination in a TOML config (see docs/sweeps.md); one "
