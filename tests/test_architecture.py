@@ -89,3 +89,18 @@ def test_import_perfsim_stays_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == ""
+
+
+def test_every_public_function_has_a_docstring():
+    missing = []
+    for name, path in _modules().items():
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            scopes = [(node, "")]
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                scopes += [(sub, f"{node.name}.") for sub in node.body]
+            for item, prefix in scopes:
+                if isinstance(item, (ast.FunctionDef, ast.ClassDef)) and \
+                        not item.name.startswith("_") and not ast.get_docstring(item):
+                    missing.append(f"{name}: {prefix}{item.name}")
+    assert missing == []
