@@ -316,6 +316,10 @@ class GPUSpec(BaseModel):
                             "otherwise, so changing it is no clock what-if: use "
                             "TimingParams(clock=...) or max_clock_hz)")
     max_clock_hz: float = Field(gt=0, description="maximum (boost) SM clock")
+    device_name_pattern: str | None = Field(
+        default=None, description="regular expression (case-insensitive) matching the device "
+        "name NVML and torch report for this GPU, for --gpu auto; exactly one catalog entry "
+        "may match a name")
     native_tensor_family: TensorFamily = Field(
         description="instruction family that reaches tensor_flops_per_clk_per_sm")
     tensor_flops_per_clk_per_sm: dict[str, float] = Field(
@@ -567,28 +571,21 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
 _BY_ID: dict[str, GPUSpec] = {}
 
 
-#: Device names (as NVML and ``torch.cuda.get_device_name`` report them, e.g. "NVIDIA H200")
-#: to catalog ids, first match wins. "NVIDIA H200" was read on the project's H200; the other
-#: patterns follow NVIDIA's naming of those boards (ASSUMED, not read on each board).
-DEVICE_NAMES: tuple[tuple[str, str], ...] = (
-    (r"\bGB200\b", "gb200"), (r"\bGH200\b", "gh200"), (r"\bB300\b", "b300"),
-    (r"\bB200\b", "b200"), (r"\bH200\b", "h200-sxm"), (r"\bH100\b.*\bPCIe\b", "h100-pcie"),
-    (r"\bH100\b", "h100-sxm5"), (r"\bH20\b", "h20"),
-    (r"\bA100\b.*\bPCIE\b.*40", "a100-pcie-40gb"), (r"\bA100\b.*40\s*GB", "a100-sxm4-40gb"),
-    (r"\bA100\b", "a100-sxm4-80gb"), (r"\bL40S\b", "l40s"), (r"\bA10G\b", "a10g"),
-    (r"RTX 5090", "rtx-5090"), (r"RTX 4090", "rtx-4090"), (r"RTX 3090", "rtx-3090"))
-
-
 def catalog_id_for(device_name: str) -> str:
-    """The catalog id for a device name (:data:`DEVICE_NAMES`).
+    """The catalog id whose ``device_name_pattern`` matches a device name as NVML or torch
+    report it (e.g. "NVIDIA H200"): exactly one entry must match.
 
     Raises:
-        perfsim.PerfsimError: a GPU the catalog has no entry for (the message lists them)."""
+        perfsim.PerfsimError: no entry matches (a GPU the catalog lacks), or several do."""
     import re
 
-    for pattern, gid in DEVICE_NAMES:
-        if re.search(pattern, device_name, re.IGNORECASE):
-            return gid
+    found = [gid for gid in gpus() if (pat := load_gpu(gid).device_name_pattern)
+             and re.search(pat, device_name, re.IGNORECASE)]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise PerfsimError(f"the GPU here ({device_name!r}) matches several catalog entries "
+                           f"({', '.join(found)}); give --gpu one of them")
     raise PerfsimError(f"the GPU here ({device_name!r}) has no catalog entry; give --gpu one "
                        f"of {', '.join(gpus())} or a .toml profile")
 

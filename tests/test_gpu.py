@@ -122,6 +122,20 @@ def test_device_names_map_to_catalog_entries(name, gid):
     assert catalog_id_for(name) == gid
 
 
+@pytest.mark.parametrize("name", ["NVIDIA H100 NVL", "NVIDIA A100 80GB PCIe",
+                                  "NVIDIA GeForce RTX 4090 D", "NVIDIA Tesla K80"])
+def test_boards_the_catalog_lacks_are_refused_not_mapped_to_a_neighbour(name):
+    from perfsim.errors import PerfsimError
+    from perfsim.gpu import catalog_id_for
+
+    with pytest.raises(PerfsimError, match="no catalog entry"):
+        catalog_id_for(name)
+
+
+def test_every_catalog_entry_names_its_device():
+    assert all(perfsim.load_gpu(g).device_name_pattern for g in perfsim.gpus())
+
+
 def test_gpu_auto_uses_the_detected_gpu_and_refuses_an_unknown_one(monkeypatch):
     from perfsim import gpu as gpu_module
     from perfsim.errors import PerfsimError
