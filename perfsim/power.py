@@ -30,15 +30,13 @@ forward 1.67 GHz, while PyTorch's elementwise kernels in the same runs ticked at
 1.95-1.97 GHz. The register-only ``mma.sync`` loop of ``hardware/probes`` (no attention)
 implies 1.79 GHz from its ``clock64()`` cycles and CUDA-event time. NVML's reported SM clock
 does not show this: it read 1.85-1.98 GHz during the same SDPA flash kernels. Every measured
-kernel with its tensor pipes busy 41 % of the time or more ticked at or under ``clock_hz``;
-kernels with no tensor-core work (elementwise, softmax, FP32 matmuls) at ``max_clock_hz``.
-Between the two the ceiling is interpolated in the tensor-busy share
-(``TENSOR_BUSY_FULL_CEILING``; ASSUMED), so a decode call that barely uses its tensor cores
-keeps nearly the full boost clock. One measured kernel contradicts it: cuDNN's decode kernel
-(tensor pipes 12 % busy) ticked at 1.75 GHz, not the 1.94 GHz the interpolation gives
-(validate/README.md, "The Nsight Compute profile"). On GPUs whose
-tensor peak is quoted at the maximum clock (A100, RTX 3090/4090) the ceiling changes nothing;
-elsewhere it is ASSUMED to act as measured on the H200.
+kernel that runs MMAs ticked at or under ``clock_hz`` however busy its tensor pipes were —
+cuDNN's decode kernel, 12 % busy, at 1.75 GHz — and kernels without them (elementwise, copies,
+split-KV combines) at ``max_clock_hz``. So the ceiling is a property of what a call runs: any
+tensor-core work (:func:`clock_ceiling`). Kernels with no tensor-core work (FP32 matmuls,
+elementwise, softmax) keep ``max_clock_hz``. On GPUs whose tensor peak is quoted at the
+maximum clock (A100, RTX 3090/4090) the ceiling changes nothing; elsewhere it is ASSUMED to
+act as measured on the H200.
 """
 
 from __future__ import annotations
@@ -128,7 +126,7 @@ def sustained_clock(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock
     """
     power = gpu.power
     energy = call_energy_j(gpu, costs)
-    hi = clock_ceiling(gpu, costs, seconds_at, max_clock_hz)
+    hi = clock_ceiling(gpu, costs, max_clock_hz)
     lo = np.minimum(power.min_clock_hz, hi)
     p_hi = power_w(gpu, energy, seconds_at(hi), hi)
     capped = p_hi > power.tdp_w
@@ -146,48 +144,30 @@ def sustained_clock(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock
     return _out(clock, power_w(gpu, energy, seconds_at(clock), clock))
 
 
-#: Tensor-pipe busy fraction from which the full tensor-core clock ceiling applies: the least
-#: busy tensor kernel measured (SDPA flash backward, d=256: 41 % by ``ncu``) already ticked
-#: at 1.79 GHz. Below it the ceiling is interpolated linearly down to ``max_clock_hz`` at 0 %
-#: (ASSUMED: no kernel between 0 % and 41 % was measured).
-TENSOR_BUSY_FULL_CEILING = 0.41
-
-
-def tensor_busy_fraction(gpu: GPUSpec, costs: list[KernelCost], seconds):
-    """Share of a call's ``seconds`` (at SM clock ``gpu.clock_hz``) its tensor-core work
-    would keep the tensor pipes busy (0-1; an array in sweeps): executed tensor FLOPs at the
-    family's per-clock rate, FP32 matmuls excluded."""
-    busy = 0.0
-    per_sm = gpu.sm_count * gpu.clock_hz
+def uses_tensor_cores(costs: list[KernelCost]):
+    """Whether a call executes tensor-core matmuls (FP32 matmuls on the FMA pipes excluded):
+    a bool, or a boolean array when the counts are arrays (sweeps)."""
+    total = 0.0
     for c in costs:
-        if c.tensor_dtype == "fp32":
-            continue
-        flops = (c.executed or {}).get("tensor", c.tensor_flops)
-        rate = gpu.tensor_flops_per_clk(c.tensor_dtype, c.tensor_family) * per_sm
-        busy = busy + np.asarray(flops, dtype=float) / rate
-    frac = np.clip(np.asarray(busy) / np.maximum(np.asarray(seconds, dtype=float), 1e-30),
-                   0.0, 1.0)
-    return float(frac) if frac.ndim == 0 else frac
+        if c.tensor_dtype != "fp32":
+            total = total + np.asarray((c.executed or {}).get("tensor", c.tensor_flops),
+                                       dtype=float)
+    used = np.asarray(total) > 0
+    return bool(used) if used.ndim == 0 else used
 
 
-def ceiling_at(gpu: GPUSpec, busy, max_clock_hz=None):
-    """The clock ceiling (Hz) of a call whose tensor pipes are busy ``busy`` of its time:
-    ``max_clock_hz`` (or a lower lock) without tensor work, ``clock_hz`` from
-    ``TENSOR_BUSY_FULL_CEILING`` up, linear between."""
-    top = gpu.max_clock_hz if max_clock_hz is None else min(max_clock_hz, gpu.max_clock_hz)
-    low = min(top, gpu.clock_hz)
-    share = np.minimum(1.0, np.asarray(busy, dtype=float) / TENSOR_BUSY_FULL_CEILING)
-    out = top - (top - low) * share
-    return float(out) if np.ndim(out) == 0 else out
-
-
-def clock_ceiling(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock_hz=None):
+def clock_ceiling(gpu: GPUSpec, costs: list[KernelCost], max_clock_hz=None):
     """The highest SM clock a call can tick at (Hz; an array in sweeps): ``max_clock_hz`` (or
-    a lower lock), lowered towards ``gpu.clock_hz`` — the clock of the vendor's tensor peak —
-    as the call keeps the tensor pipes busy (module docstring: measured on the H200, ASSUMED
-    elsewhere). ``seconds_at(f)``: the call's seconds at SM clock ``f``."""
-    busy = tensor_busy_fraction(gpu, costs, seconds_at(gpu.clock_hz))
-    return ceiling_at(gpu, busy, max_clock_hz)
+    a lower lock), and at most ``gpu.clock_hz`` — the clock of the vendor's tensor peak — when
+    the call runs tensor-core work (module docstring: measured on the H200, ASSUMED
+    elsewhere). A property of what the call runs, not of how long it takes, so more
+    bandwidth, more SMs or a shorter host floor never lower it."""
+    top = gpu.max_clock_hz if max_clock_hz is None else min(max_clock_hz, gpu.max_clock_hz)
+    tensor = uses_tensor_cores(costs)
+    low = min(top, gpu.clock_hz)
+    if isinstance(tensor, bool):
+        return low if tensor else top
+    return np.where(tensor, low, top)
 
 
 def _out(clock, watts):
@@ -212,9 +192,9 @@ def call_clock(gpu: GPUSpec, costs: list[KernelCost], params, seconds_at):
         lock = None if isinstance(choice, str) else float(choice)
         return sustained_clock(gpu, costs, seconds_at, max_clock_hz=lock)
     if isinstance(choice, str):
-        clock = clock_ceiling(gpu, costs, seconds_at) if choice == "boost" else gpu.clock_hz
+        clock = clock_ceiling(gpu, costs) if choice == "boost" else gpu.clock_hz
     else:     # a lock without a power table: held up to the call's ceiling
-        clock = min(float(choice), clock_ceiling(gpu, costs, seconds_at))
+        clock = min(float(choice), clock_ceiling(gpu, costs))
     if gpu.power is None:
         return clock, None
     return _out(clock, power_w(gpu, call_energy_j(gpu, costs), seconds_at(clock), clock))

@@ -235,15 +235,9 @@ class Prediction:
             if clock >= g.max_clock_hz * (1 - 1e-9):
                 where = "the maximum boost clock"
             else:
-                from perfsim.power import tensor_busy_fraction
-
-                busy = tensor_busy_fraction(g, [k.cost for k in self.kernels],
-                                            self.seconds * clock / g.clock_hz)
-                where = (f"the tensor-core clock ceiling for this call, whose kernels keep "
-                         f"the whole GPU's tensor pipes busy {100 * busy:.0f} % of the time "
-                         f"(clock_hz {g.clock_hz / 1e6:.0f} MHz from 41 % up, the "
-                         f"{g.max_clock_hz / 1e6:.0f} MHz maximum boost clock at 0 %; "
-                         "perfsim.power)")
+                where = (f"the tensor-core clock ceiling (clock_hz; the "
+                         f"{g.max_clock_hz / 1e6:.0f} MHz maximum boost clock is for calls "
+                         "without tensor-core work, perfsim.power)")
             return text + (f", {where}: modelled board power "
                            f"{self.power_w:.0f} W stays under the {tdp:.0f} W limit.")
         if self.power_w > tdp * 1.002:

@@ -28,22 +28,18 @@ def test_light_call_runs_at_its_ceiling_heavy_call_is_power_capped():
     (clock_hz, 1830 MHz on the H200: Nsight Compute cycle counters,
     validate/reports/h200/probes/ncu); a call without tensor-core work (float32 standard
     attention) reaches the maximum boost clock."""
-    from perfsim.power import TENSOR_BUSY_FULL_CEILING, tensor_busy_fraction
-
     h200 = perfsim.load_gpu("h200-sxm")
     busy = perfsim.predict(W(batch=1, heads=32, seqlen_q=4096, head_dim=128, dtype="bf16"),
                            gpu=h200, algorithm="sdpa-flash")
     assert busy.power_w < h200.power.tdp_w                       # not power-held ...
     assert busy.clock_hz == h200.clock_hz < h200.max_clock_hz    # ... but at the ceiling
-    assert tensor_busy_fraction(h200, [k.cost for k in busy.kernels],
-                                busy.seconds) >= TENSOR_BUSY_FULL_CEILING
     assert "tensor-core clock ceiling" in busy.explain()
     fp32 = perfsim.predict(W(batch=1, heads=1, seqlen_q=128, head_dim=64, dtype="fp32"),
                            gpu=h200, algorithm="standard")
     assert fp32.clock_hz == h200.max_clock_hz                    # no tensor work
     tiny = perfsim.predict(W(batch=1, heads=1, seqlen_q=128, head_dim=64, dtype="bf16"),
                            gpu=h200, algorithm="fa2")             # host-bound: pipes idle
-    assert h200.clock_hz < tiny.clock_hz <= h200.max_clock_hz
+    assert tiny.clock_hz == h200.clock_hz        # tensor-core work, however little
     assert tiny.power_w < h200.power.tdp_w
     heavy = perfsim.predict(big(), gpu=h200, algorithm="fa3")
     assert heavy.clock_hz < h200.max_clock_hz
@@ -305,21 +301,21 @@ def test_cli_takes_presets_a_clock_and_reports_them(capsys):
 
 def test_tensor_clock_ceiling_matches_the_ncu_cycle_counters():
     """The committed Nsight Compute counters (validate/reports/h200/probes/ncu/summary.json):
-    every kernel whose tensor pipes were busy >= TENSOR_BUSY_FULL_CEILING ticked within 10 %
-    under the H200's clock_hz and never above it; kernels without tensor work (10 us or
-    longer) within 2 % of max_clock_hz."""
+    every kernel that runs MMAs (tensor pipe busy 10 % or more; elementwise conversions show a
+    few % on that counter without any MMA) ticked within 10 % under the H200's clock_hz and
+    never above it, at 12 % busy as at 81 %; kernels without tensor work (10 us or longer)
+    within 2 % of max_clock_hz."""
     import json
     from pathlib import Path
-
-    from perfsim.power import TENSOR_BUSY_FULL_CEILING
 
     h200 = perfsim.load_gpu("h200-sxm")
     path = Path(__file__).resolve().parent.parent / "validate/reports/h200/probes/ncu/summary.json"
     kernels = [k for ks in json.loads(path.read_text())["cases"].values() for k in ks]
-    busy = [k for k in kernels if (k["tensor_pipe_pct"] or 0) >= 100 * TENSOR_BUSY_FULL_CEILING]
+    busy = [k for k in kernels if (k["tensor_pipe_pct"] or 0) >= 10]
     # kernels of at least 10 us: a 2 us fill reads its clock from a few thousand cycles
     idle = [k for k in kernels if (k["tensor_pipe_pct"] or 0) < 1 and k["duration_s"] > 1e-5]
     assert len(busy) >= 8 and len(idle) >= 8
+    assert min(k["tensor_pipe_pct"] for k in busy) < 20       # a lightly busy MMA kernel too
     for k in busy:
         assert 0.9 * h200.clock_hz <= k["effective_clock_hz"] <= h200.clock_hz, k["kernel"]
     for k in idle:
