@@ -66,6 +66,8 @@ def triton_tensor_family(gpu: GPUSpec, block_m: int, num_warps: int) -> str:
 
 #: cuDNN's sm90 backward tile (query rows, key rows), read from its kernel name in a profile.
 CUDNN_SM90_BWD_TILE = (64, 64)
+#: Head dims above which cuDNN's sm90 backward issues S and dP in both consumer warpgroups.
+CUDNN_SDP_TWICE_ABOVE = 128
 #: FlexAttention's forward tiles on sm_90, 16-bit inputs, by head dim: (BLOCK_M, BLOCK_N,
 #: warps), torch/_inductor/kernel/flex_attention.py ``_h100_default_config`` (torch 2.5-2.7;
 #: newer releases choose through template heuristics that may differ).
@@ -85,9 +87,12 @@ EFFICIENT_TILE = (64, 64, 4)
 CUTE_SM90_FWD_TILES = {64: (192, 128), 96: (192, 144), 128: (128, 128), 192: (128, 128),
                        256: (128, 80)}
 #: flash_attn.cute sm90 backward tiles (``_tile_size_bwd_sm90``: head dim 128 takes 64 query
-#: rows when causal, 80 otherwise).
+#: rows when causal, 80 otherwise; head dim 256 takes 64 x 48, because its 64 KB shared-memory
+#: dQ staging buffer leaves no room for FA3's C++ 64 x 80 tile — the source's own comment,
+#: flash-attn-4 4.0.0b36; an Nsight Compute profile on the H200 shows the 86 key blocks of
+#: N = 4096 / 48 in its grid, validate/reports/h200/probes/ncu/summary.json ``cute-bwd-d256``).
 CUTE_SM90_BWD_TILES = {64: (128, 128), 96: (64, 128), 128: (80, 128), 192: (64, 96),
-                       256: (64, 64)}
+                       256: (64, 48)}
 
 
 def _tile(table: dict, d):
@@ -267,9 +272,16 @@ def _sdpa_cudnn(dims, gpu):
         # more query tokens: the sm90 WGMMA kernel, one CTA per (batch, head, query tile) up
         # to one per SM, no split-KV and no GQA packing (the profiled grids: 32 CTAs for
         # B = 1, H = 32 at N_q = 4 and 16; 132 for large grids)
+        # At head dim 256 both consumer warpgroups issue the whole S and dP GEMMs of a tile:
+        # Nsight Compute on the H200 counts 88 warpgroup WGMMAs per 64 x 64 tile against 28 at
+        # d = 128 (the five GEMMs with S and dP twice and the three d-wide ones split in
+        # n128 halves), with the tensor pipe busy 1.45x the useful FLOPs' share (1.04x at
+        # d = 64 and 128) and the same MUFU and FFMA counts as at d = 128 (the softmax is not
+        # repeated) (validate/reports/h200/probes/ncu/summary.json, cudnn-bwd-d*). Head dims
+        # between 128 and 256 were not profiled: ASSUMED to take the d = 256 kernel's scheme.
         return algos.FA3(bwd_block_m=CUDNN_SM90_BWD_TILE[0], bwd_block_n=CUDNN_SM90_BWD_TILE[1],
                          num_splits=1, pack_gqa=False, dropout_supported=True,
-                         fused_scale=False)
+                         fused_scale=False, bwd_sdp_twice_above=CUDNN_SDP_TWICE_ABOVE)
     return algos.FA2(tensor_family=gpu.native_tensor_family
                      if gpu.native_tensor_family != "tcgen05" else "mma_sync")
 

@@ -54,6 +54,7 @@ SAMPLE_PERIOD_S = 0.005
 GRID_DIR = Path(__file__).parent / "grids"
 HOLDOUT_FILE = GRID_DIR / "external_holdout.json"
 HOLDOUT2_FILE = GRID_DIR / "external_holdout2.json"
+HOLDOUT3_FILE = GRID_DIR / "external_holdout3.json"
 EXT_DIR = Path(__file__).resolve().parent.parent / ".ext"
 TUTORIAL_FILE = "triton_tutorial_attention.py"
 
@@ -97,8 +98,15 @@ def holdout2_grid() -> list[Shape]:
     return [Shape(**item) for item in json.loads(HOLDOUT2_FILE.read_text())]
 
 
+def holdout3_grid() -> list[Shape]:
+    """The third hold-out grid (``grids/external_holdout3.json``): new shapes, most at head
+    dim 192-256, measured after the model was frozen for the flash_attn.cute head-dim-256
+    backward tile and cuDNN's head-dim-256 backward S/dP issue."""
+    return [Shape(**item) for item in json.loads(HOLDOUT3_FILE.read_text())]
+
+
 GRIDS = {"external": external_grid, "external-holdout": holdout_grid,
-         "external-holdout2": holdout2_grid}
+         "external-holdout2": holdout2_grid, "external-holdout3": holdout3_grid}
 
 
 def grid(name: str) -> list[Shape]:

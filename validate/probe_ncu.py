@@ -12,7 +12,8 @@ Cases are ``IMPL-PHASE-dD`` with IMPL in {flash, cudnn, math, efficient} (SDPA b
 torch only) or
 {cute, tutorial, flex} (built by ``perfsim.validate.external.build``, so perfsim must be
 importable: ``probe_ncu.sh`` links it as ``validate/external_h200.sh`` does), PHASE in
-{fwd, bwd, dec}, D in {64, 128, 256}; the shape is B = 1, H·d = 4096, N = 4096, non-causal, bf16
+{fwd, bwd, dec}, D in {64, 128, 256}; the shape is B = 1, H·d = 4096, N = 4096, non-causal
+(causal for the tutorial's backward, which has no other mode), bf16
 (``dec``: a decode step, :data:`DECODE`)
 (``python3 validate/probe_ncu.py --list`` prints the default set). torch is imported inside
 ``main``.
@@ -58,8 +59,9 @@ def _external(impl: str, phase: str, d: int, case: str) -> int:
         shape = Shape(batch=DECODE[0], heads=DECODE[1], kv_heads=DECODE[2], seqlen_q=1,
                       seqlen_k=DECODE[3], head_dim=d, causal=False, phase="fwd")
     else:
+        # the tutorial's backward computes causal attention only
         shape = Shape(batch=1, heads=HEADS_TOTAL * 64 // d, seqlen_q=SEQLEN, head_dim=d,
-                      causal=False, phase=phase)
+                      causal=(impl == "triton_tutorial" and phase == "bwd"), phase=phase)
     q, k, v, do = external.make_inputs(shape, case)
     built = external.build(shape, impl, q, k, v)
     with built.context():

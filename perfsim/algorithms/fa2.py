@@ -395,6 +395,7 @@ class FA2(Algorithm):
         per_pass.update(self.exp_fixup(sum(t for key, t in per_pass.items()
                                            if key.startswith("mufu/"))))
         again = 1 if self.dq_recompute else 0
+        twice = self.sdp_issued_twice(dims)
         operand_reads = e * bh * v.tiles * self.bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms)
         staging = self.dq_staging(dims, v, b_r)
         terms = {
@@ -406,11 +407,14 @@ class FA2(Algorithm):
             "hbm_write/dK,dV": kv_read, "hbm_write/dQ accumulator": dq_hbm / 2,
             "l2_hit/Q,dO,LSE,D re-read": q_hits, "l2_hit/dQ atomics": dq_hits,
             # operands of the five MMAs read from shared memory; Q/dO tiles, P and dS written
-            "smem_read/MMA operands": operand_reads * (5 + 2 * again) / 5,
+            "smem_read/MMA operands": operand_reads * (5 + 2 * (again + twice)) / 5,
             "smem_write/Q,dO": e * q_side * (d + d_v), "smem_write/P,dS": e * 2 * elems}
         if again:
             terms["tensor/S=QKᵀ again (dQ pass)"] = 2 * elems * d
             terms["tensor/dP=dO·Vᵀ again (dQ pass)"] = 2 * elems * d_v
+        if twice:
+            terms["tensor/S=QKᵀ (second consumer warpgroup)"] = 2 * elems * d
+            terms["tensor/dP=dO·Vᵀ (second consumer warpgroup)"] = 2 * elems * d_v
         if not isinstance(staging, (int, float)) or staging:
             terms["smem_read/dQ partial (TMA reduce)"] = staging
             terms["smem_write/dQ partial (TMA reduce)"] = staging
@@ -430,6 +434,12 @@ class FA2(Algorithm):
             grid=cdiv(rows, 128), warps_per_cta=4)]
         out.append(gqa_reduce_kernel(dims))
         return out
+
+    def sdp_issued_twice(self, dims: Dims) -> int:
+        """1 when each of two consumer warpgroups issues the whole S and dP GEMMs of a
+        backward tile (their softmax work is not repeated), else 0: never for mma.sync
+        kernels (FA3 sets it per head dim)."""
+        return 0
 
     def dq_staging(self, dims: Dims, v, b_r):
         """Shared-memory bytes (each way) of staging dQ partials: none for flash-attn 2,

@@ -120,6 +120,10 @@ class FA3(FA2):
     incoherent_processing: bool = True
     persistent: bool = True
     tensor_family: str = "wgmma"
+    #: head dims above which each of the two backward consumer warpgroups issues the whole
+    #: S = QKᵀ and dP = dO·Vᵀ GEMMs of a tile (``None``: never, the reference). cuDNN's sm90
+    #: backward does at head dim 256 (``sdpa-cudnn`` preset).
+    bwd_sdp_twice_above: int | None = Field(default=None, ge=1)
     dtypes: ClassVar[tuple[str, ...]] = ("fp16", "bf16", "fp8_e4m3")
 
     @model_validator(mode="after")
@@ -305,6 +309,11 @@ class FA3(FA2):
                 + wgmma_operand_reads(b_r, d, b_c, consumers)      # dQ = dS K
                 + wgmma_operand_reads(b_c, d_v, b_r, consumers)    # dV = Pᵀ dO
                 + wgmma_operand_reads(b_c, d, b_r, consumers))     # dK = dSᵀ Q
+
+    def sdp_issued_twice(self, dims: Dims) -> int:
+        """See ``FA2.sdp_issued_twice``: from ``bwd_sdp_twice_above``."""
+        limit = self.bwd_sdp_twice_above
+        return int(limit is not None and max(dims.d, dims.d_v) > limit)
 
     def dq_staging(self, dims: Dims, v, b_r):
         """FA3 (and FA4) write each tile's fp32 dQ partial to shared memory and a TMA bulk
