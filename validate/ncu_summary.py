@@ -34,6 +34,12 @@ METRICS = {
     "dram_bytes": ("dram__bytes.sum", 1.0),
     "registers_per_thread": ("launch__registers_per_thread", 1.0),
     "instructions": ("sm__inst_executed.sum", 1.0),
+    # register spills and L2 traffic (profiles from 2026-12-01 on; None in older ones)
+    "local_load_bytes": ("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", 1.0),
+    "local_store_bytes": ("l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum", 1.0),
+    "l2_bytes": ("lts__t_bytes.sum", 1.0),
+    "l2_throughput_pct": ("lts__throughput.avg.pct_of_peak_sustained_elapsed", 1.0),
+    "shared_bytes_per_cta": ("launch__shared_mem_per_block", 1.0),
 }
 
 
@@ -94,8 +100,9 @@ def main(argv=None) -> int:
     with tarfile.open(argv[0]) as tar:
         files = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()
                  if m.isfile()}
-    summary = {"source": "validate/probe_ncu.sh on the project's H200, 2026-12-01 (ncu "
-                         "2025.3.1, --clock-control none; shapes in validate/probe_ncu.py)",
+    summary = {"source": "validate/probe_ncu.sh on the project's H200, 2026-11-30 and "
+                         "2026-12-01 (ncu 2025.3.1, --clock-control none; shapes in "
+                         "validate/probe_ncu.py)",
                "cases": summarise(files)}
     with open(argv[1], "w") as f:
         json.dump(summary, f, indent=1)
