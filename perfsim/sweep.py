@@ -134,9 +134,11 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
     reference's per-shape choice (decode shapes). ``pack_gqa=True`` is refused unless every
     row has ``heads == kv_heads`` (where it changes nothing). Implementation presets run
     their prefill configuration: ``sdpa-cudnn``'s one-query-token decode kernel (chosen per
-    shape by ``predict`` on Hopper) is never used in a sweep. Windows, paged or narrower K/V
-    caches and softcap sweep like any field; only variable-length batches
-    (``seqlens_q``/``seqlens_k``) are ``predict``-only.
+    shape by ``predict`` on Hopper) is never used in a sweep, and ``FA4`` keeps
+    ``q_tiles_per_cta`` Q tiles per CTA where ``predict`` launches one for query rows that fit
+    a 128-row tile (the reference's ``q_stage`` rule, ``FA4.forward_q_tiles``). Windows,
+    paged or narrower K/V caches and softcap sweep like any field; only variable-length
+    batches (``seqlens_q``/``seqlens_k``) are ``predict``-only.
 
     Args:
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,

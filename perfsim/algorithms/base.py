@@ -134,8 +134,11 @@ class Dims:
     def tile_visits(self, block_r, block_c):
         """:class:`perfsim.tiles.TileVisits` of this mask in ``B_r x B_c`` tiles (the one
         tile-range rule, ``perfsim.tiles.mask_visits``); with packed heads the mask applies
-        to positions ``row // group`` of ``⌈N_q / group⌉``."""
-        if self.group == 1:
+        to positions ``row // group`` of ``⌈N_q / group⌉``. Without a mask the rows are all
+        that counts: ``N_q`` of them, also when whole-tile padding has made ``N_q`` more than
+        the packed heads' rows (``whole_tile_dims``; ``⌈N_q / group⌉ · group`` would overshoot
+        the padded tile)."""
+        if self.group == 1 or not self.masked:
             return mask_visits(self.N_q, self.N_k, block_r, block_c, self.causal, self.window)
         return mask_visits(cdiv(self.N_q, self.group), self.N_k, block_r, block_c,
                            self.causal, self.window, self.group)

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar, Literal
 
+import numpy as np
 from pydantic import Field, field_validator
 
 from perfsim.algorithms import softmax_costs as sc
@@ -68,7 +69,7 @@ from perfsim.algorithms.splits import (
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv
+from perfsim.mathops import cdiv, is_symbolic
 
 #: MMA tile rows on Blackwell (tcgen05: 128 x N; P4 §2.2).
 MMA_ROWS = 128
@@ -174,6 +175,28 @@ class FA4(Algorithm):
         raise InfeasibleError(f"d_v = {dims.d_v} leaves no room in {gpu.id}'s tensor memory "
                               f"({columns} columns) for an O tile and a 64-column S tile")
 
+    def fwd_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int]:
+        """``(Q tiles per CTA, block_n)`` of the forward: :meth:`tmem_tiles`, with one Q tile
+        when the query rows of a (batch, K/V head) after the packing choice fit in one
+        (:meth:`forward_q_tiles`; packing does not depend on the tile)."""
+        q_tiles, b_c = self.tmem_tiles(dims, gpu)
+        rows = decide(replace(dims, phase="fwd"), gpu, 1, self.pack_gqa, "cute",
+                      MMA_ROWS * q_tiles, b_c).N_q
+        return min(q_tiles, self.forward_q_tiles(rows)), b_c
+
+    def forward_q_tiles(self, rows) -> int:
+        """128-row Q tiles per forward CTA for ``rows`` query rows per (batch, K/V head) after
+        GQA packing: the reference launches its second Q tile (``q_stage = 2``) only when the
+        rows exceed one tile, and never on sm90 (flash-attn-4 4.0.0b36 ``interface.py``:
+        ``q_stage = 2 if seqlen_q_packgqa > tile_m and head_dim_v != 256 else 1`` for
+        sm100/sm110, else 1; the head-dim-256 case is :meth:`tmem_tiles`'). Arrays of rows
+        (sweeps) and symbols keep ``q_tiles_per_cta``."""
+        if self.variant == "sm90":
+            return 1
+        if is_symbolic(rows) or np.ndim(rows) > 0:
+            return self.q_tiles_per_cta
+        return self.q_tiles_per_cta if int(rows) > MMA_ROWS else 1
+
     def emulation(self, dims: Dims, gpu: GPUSpec) -> float:
         """Share of the exps computed by polynomial on the FMA pipes (option, else the
         reference's tuning table)."""
@@ -187,13 +210,14 @@ class FA4(Algorithm):
                     two_cta: bool | None = None) -> dict:
         """Cycles per SM for one tile (P4 Tables 1 and 3): ``{"mma", "smem", "exp"}``.
 
-        Forward tile: ``(128 · q_tiles) x block_n``; backward tile: 128 x 128 per CTA.
+        Forward tile: ``(128 · q_tiles) x block_n`` (:meth:`fwd_tiles`); backward tile:
+        128 x 128 per CTA.
         """
         d, d_v, e = dims.d, dims.d_v, dims.e
         rate = gpu.tensor_flops_per_clk(dims.dtype, self.family())
         smem_rate = gpu.smem_bandwidth_bytes_per_clk_per_sm
         if phase == "fwd":
-            q_tiles, n = self.tmem_tiles(dims, gpu)
+            q_tiles, n = self.fwd_tiles(dims, gpu)
             m = MMA_ROWS * q_tiles
             blocks_m = cdiv(m, MMA_ROWS)
             smem = (blocks_m * cdiv(n, MMA_ROWS) * 2 * MMA_ROWS * d
@@ -215,7 +239,7 @@ class FA4(Algorithm):
         Raises:
             InfeasibleError: a GPU without the variant's features or tensor memory."""
         self.check(dims, gpu)
-        q_tiles, b_c = self.tmem_tiles(dims, gpu)
+        q_tiles, b_c = self.fwd_tiles(dims, gpu) if dims.fwd else self.tmem_tiles(dims, gpu)
         b_r = MMA_ROWS * q_tiles
         smem = dims.e * (b_r * dims.d + KV_STAGES * b_c * (dims.d + dims.d_v))
         if not dims.symbolic and smem > gpu.smem_bytes_per_block:
@@ -241,7 +265,7 @@ class FA4(Algorithm):
         if self.num_splits != "auto" and self.pack_gqa != "auto":
             return self
         self.check(varlen_batch_dims(dims), gpu)      # what the GPU lacks, before the tiles
-        q_tiles, b_c = self.tmem_tiles(dims, gpu)
+        q_tiles, b_c = self.fwd_tiles(varlen_batch_dims(dims), gpu)
         return frozen_choice(self, decide(varlen_batch_dims(dims), gpu, self.num_splits,
                                           self.pack_gqa, "cute", MMA_ROWS * q_tiles, b_c))
 
