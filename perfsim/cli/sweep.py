@@ -115,6 +115,15 @@ def register_sweep(subparsers) -> None:
                    help="tflops: TFLOP/s vs seqlen_q per algorithm; bottleneck: the unit that "
                    "binds on seqlen_q x head_dim")
     p.add_argument("--json", action="store_true", help="print the rows as JSON records")
+    p.add_argument("--dask", metavar="SCHEDULER", help="run the sweep in partitions on Dask: "
+                   "'local' (a LocalCluster on this machine) or a scheduler address "
+                   "(tcp://host:8786); --out is then a directory that receives a partitioned "
+                   "Parquet dataset, resumed when run again (perfsim.distributed; needs "
+                   "perfsim[dask])")
+    p.add_argument("--workers", type=int, metavar="N", help="with --dask local: worker "
+                   "processes (default: the cores of this machine)")
+    p.add_argument("--rows-per-partition", type=int, metavar="N",
+                   help="with --dask: rows per partition (default 50,000)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary")
     p.set_defaults(func=_cmd_sweep)
 
@@ -126,6 +135,11 @@ def _cmd_sweep(args) -> int:
     from perfsim.sweep import sweep
 
     kwargs = load_sweep_config(args.config)
+    if args.dask:
+        return _cmd_dask_sweep(args, kwargs)
+    for flag in ("workers", "rows_per_partition"):
+        if getattr(args, flag) is not None:
+            raise PerfsimError(f"--{flag.replace('_', '-')} goes with --dask")
     if args.out:        # before the work: a bad path must not cost the computation
         check_output(args.out, OUT_EXTENSIONS, "--out")
         if args.out.lower().endswith(".parquet"):
@@ -153,6 +167,39 @@ def _cmd_sweep(args) -> int:
         for name, what in ((args.out, "rows"), (args.plot, "figure")):
             if name:
                 print(f"wrote {what} to {name}")
+    return 0
+
+
+def _cmd_dask_sweep(args, kwargs) -> int:
+    """``perfsim sweep CONFIG --dask SCHEDULER --out DIR``: a partitioned Parquet dataset."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from perfsim.distributed import ROWS_PER_PARTITION, dask_sweep, partitions
+
+    if not args.out:
+        raise PerfsimError("--dask needs --out DIR: the folder that receives the Parquet "
+                           "partitions")
+    if args.plot or args.json:
+        raise PerfsimError("--dask writes a dataset only: read it with "
+                           "perfsim.distributed.read_dataset(DIR) to plot or print it")
+    if args.workers is not None and (args.workers < 1 or args.dask != "local"):
+        raise PerfsimError("--workers must be at least 1 and goes with --dask local")
+    size = args.rows_per_partition or ROWS_PER_PARTITION
+    if size < 1:
+        raise PerfsimError(f"--rows-per-partition must be at least 1, got {size}")
+    console = Console(stderr=True)
+    start = time.perf_counter()
+    with Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=console, transient=True,
+                  disable=args.quiet or not console.is_terminal) as bar:
+        task = bar.add_task("partitions", total=len(partitions(kwargs, size)))
+        out = dask_sweep(kwargs, args.out, args.dask, args.workers, size,
+                         lambda done, total: bar.update(task, completed=done, total=total))
+    if not args.quiet:
+        manifest = json.loads((out / "manifest.json").read_text())
+        print(f"wrote {manifest['rows']} rows in {len(manifest['partitions'])} Parquet "
+              f"partitions to {out} in {time.perf_counter() - start:.1f} s")
     return 0
 
 

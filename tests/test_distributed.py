@@ -1,0 +1,93 @@
+"""perfsim.distributed: the Dask sweep gives the rows of the single-machine sweep, resumes
+after an interruption and refuses to mix configs (issue 13, "Past one machine")."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from perfsim.cli import main
+from perfsim.distributed import count_rows, dask_sweep, partitions, read_dataset
+from perfsim.errors import PerfsimError
+from perfsim.sweep import sweep
+
+pytest.importorskip("distributed")
+
+# 2 GPUs x 2 algorithms x 10 x 5 x 63 x 2 x 2 x 2 = 100 800 rows
+BIG = {"gpus": ["h100-sxm5", "rtx-5090"], "algorithms": ["fa2", "fa3"],
+       "batch": list(range(1, 11)), "heads": [4, 8, 16, 32, 40],
+       "seqlen_q": [64 * i for i in range(1, 64)], "head_dim": [64, 128],
+       "causal": [False, True], "dtype": ["bf16", "fp16"]}
+KEYS = ["gpu", "algorithm", "batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim",
+        "head_dim_v", "causal", "dtype", "phase"]
+
+
+def _canonical(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    for column in df.columns:
+        if str(df[column].dtype) == "category":
+            df[column] = df[column].astype(str)
+    return df.sort_values(KEYS, kind="stable").reset_index(drop=True)
+
+
+def test_dask_rows_equal_the_local_sweep_on_1e5_rows(tmp_path):
+    """A LocalCluster of 2 workers, at least 8 partitions: every value equal to the local
+    run's."""
+    assert count_rows(BIG) == 100_800
+    out = dask_sweep(BIG, tmp_path / "ds", "local", workers=2, rows_per_partition=10_000)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["rows"] == 100_800 and len(manifest["partitions"]) >= 8
+    pd.testing.assert_frame_equal(_canonical(read_dataset(out)), _canonical(sweep(**BIG)),
+                                  check_exact=True)
+
+
+def test_partitions_cover_the_grid_once():
+    """Pairs that follow their partner (kv_heads, seqlen_k left out), a list of windows and
+    several scalar lists: the partitions' row counts add up to the sweep's."""
+    kwargs = {"gpus": ["h200-sxm"], "algorithms": ["fa2", "standard"], "batch": [1, 3],
+              "heads": [8, 12], "seqlen_q": [100, 200, 300], "head_dim": [64, 128],
+              "window": [(None, None), (31, 0)], "phase": ["fwd", "bwd"]}
+    rows = len(sweep(**kwargs))
+    assert count_rows(kwargs) == rows
+    parts = partitions(kwargs, rows_per_partition=7)
+    assert sum(len(sweep(**p)) for p in parts) == rows
+    assert all(count_rows(p) <= 7 or count_rows(p) == 2 for p in parts)
+
+
+def test_an_interrupted_run_resumes_and_other_configs_are_refused(tmp_path):
+    small = {**BIG, "batch": [1, 2], "seqlen_q": [256, 512, 1024]}
+    out = dask_sweep(small, tmp_path / "ds", "local", workers=1, rows_per_partition=20)
+    first = read_dataset(out)
+    lost = out / "part-00003.parquet"
+    lost.unlink()
+    (out / "manifest.json").unlink()
+    with pytest.raises(PerfsimError, match="has not finished"):
+        read_dataset(out)
+    kept = {p.name: p.stat().st_mtime_ns for p in out.glob("part-*.parquet")}
+    dask_sweep(small, out, "local", workers=1, rows_per_partition=20)
+    assert lost.exists()
+    assert all(p.stat().st_mtime_ns == kept[p.name] for p in out.glob("part-*.parquet")
+               if p.name in kept)                       # not recomputed
+    pd.testing.assert_frame_equal(read_dataset(out), first, check_exact=True)
+    with pytest.raises(PerfsimError, match="another sweep config"):
+        dask_sweep({**small, "batch": [4]}, out, "local", workers=1, rows_per_partition=20)
+
+
+def test_cli_dask_flags(tmp_path, capsys):
+    config = tmp_path / "s.toml"
+    config.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2"]\n[workload]\nbatch = 2\n'
+                      'heads = 16\nseqlen_q = [512, 1024]\nhead_dim = 128\n')
+    out = tmp_path / "rows"
+    assert main(["sweep", str(config), "--dask", "local", "--workers", "1", "--out", str(out),
+                 "--rows-per-partition", "1"]) == 0
+    assert "wrote 2 rows in 2 Parquet partitions" in capsys.readouterr().out
+    assert len(read_dataset(out)) == 2
+    for argv, message in ((["--dask", "local"], "--dask needs --out"),
+                          (["--workers", "2"], "--workers goes with --dask"),
+                          (["--dask", "local", "--out", str(out), "--json"], "dataset only"),
+                          (["--dask", "tcp://x:1", "--workers", "2", "--out", str(out)],
+                           "--workers must be at least 1 and goes with --dask local")):
+        assert main(["sweep", str(config), *argv]) == 2
+        assert message in capsys.readouterr().err
