@@ -84,7 +84,8 @@ def roofline(predictions, dtype: str | None = None):
 
 
 def time_by_unit(predictions, by: str = "kernel"):
-    """Stacked horizontal bars of time, one bar per prediction (FA1 paper, Fig. 1 right).
+    """Stacked horizontal bars of time, one bar per prediction (FA1 paper, Fig. 1 right); the
+    legend, outside the axes, lists only the units that bind some segment.
 
     Args:
         predictions: a ``Prediction`` or a list of them.
@@ -96,6 +97,10 @@ def time_by_unit(predictions, by: str = "kernel"):
         raise PerfsimError(f"time_by_unit: by must be 'kernel' or 'unit', got {by!r}")
     fig, ax = figure(width=8, height=1.2 + 0.7 * len(preds))
     total = max((p.seconds for p in preds), default=1.0) * 1e3
+    # a 7-point label takes about 1/110 of the 8-inch axis per character: a segment shows its
+    # name only where the name fits inside it, so labels never overlap
+    per_char = total * 1.2 / 110
+    shown: set[str] = set()
     for row, p in enumerate(preds):
         if by == "kernel":
             parts = [(k.cost.name, float(k.seconds), str(k.bound)) for k in p.kernels]
@@ -105,14 +110,18 @@ def time_by_unit(predictions, by: str = "kernel"):
         for name, seconds, unit in parts:
             ms = seconds * 1e3
             ax.barh(row, ms, left=left, color=UNIT_COLORS[unit], edgecolor="white")
-            if ms > 0.06 * total:
+            shown.add(unit)
+            if ms > (len(name) + 2) * per_char:
                 ax.text(left + ms / 2, row, name, ha="center", va="center", fontsize=7)
             left += ms
         ax.text(left, row, f" {left:.3g} ms", va="center", fontsize=8)
     ax.set_yticks(range(len(preds)), _labels(preds))
     ax.invert_yaxis()
     ax.set(xlabel="time (ms)", xlim=(0, total * 1.2), title=preds[0].workload.describe())
-    color_legend(ax, UNIT_COLORS, BOUNDS, loc="lower right", fontsize=7, ncols=3)
+    # outside the axes (right), only the units that bind some segment
+    color_legend(ax, UNIT_COLORS, [u for u in BOUNDS if u in shown], loc="upper left",
+                 bbox_to_anchor=(1.01, 1), fontsize=7,
+                 title="bound by" if by == "kernel" else "unit", title_fontsize=7)
     return fig, ax
 
 

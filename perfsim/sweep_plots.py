@@ -101,11 +101,12 @@ def _k(n: int) -> str:
 
 
 def bottleneck_map(df: pd.DataFrame, x: str = "seqlen_q", y: str = "head_dim"):
-    """Which unit binds, on an ``x`` × ``y`` grid: a panel per GPU (row) and algorithm
-    (column); each cell coloured by its binding unit and labelled with its TFLOP/s.
+    """Which unit binds, on an ``x`` × ``y`` grid: a panel per GPU, override and every other
+    workload field that varies (row, e.g. ``causal``) and per algorithm (column); each cell
+    coloured by its binding unit and labelled with its TFLOP/s.
 
     Raises:
-        perfsim.PerfsimError: another field varies inside a panel (filter the frame first).
+        perfsim.PerfsimError: ``x`` or ``y`` is not a column of the frame.
     """
     return _category_map(df, "bound", UNIT_COLORS, ["algorithm"], x, y)
 
@@ -115,10 +116,10 @@ def winner_map(df: pd.DataFrame, x: str = "seqlen_q", y: str = "head_dim"):
     per GPU; each cell labelled with the winner's TFLOP/s.
 
     Raises:
-        perfsim.PerfsimError: another field varies inside a panel (filter the frame first).
+        perfsim.PerfsimError: ``x`` or ``y`` is not a column of the frame.
     """
     ok = df[(df.infeasible == "") & df.fits_memory]
-    keys = [k for k in ("gpu", "overrides", x, y) if k in ok]
+    keys = [k for k in ("gpu", "overrides", *_others(df, x, y), x, y) if k in ok]
     best = ok.loc[ok.groupby(keys, observed=True).seconds.idxmin()]
     best = best.assign(winner=best.algorithm.astype(str))
     names = [str(a) for a in df.algorithm.unique()]
@@ -126,8 +127,21 @@ def winner_map(df: pd.DataFrame, x: str = "seqlen_q", y: str = "head_dim"):
     return _category_map(best, "winner", colors, [], x, y)
 
 
+def _others(df: pd.DataFrame, x: str, y: str) -> list[str]:
+    """Workload fields besides ``x`` and ``y`` that vary in ``df`` (paired fields that follow
+    ``x`` or ``y``, such as ``seqlen_k`` equal to ``seqlen_q``, left out)."""
+    for axis in (x, y):
+        if axis not in df:
+            raise PerfsimError(f"no column {axis!r} to draw along; columns: "
+                               f"{', '.join(df.columns)}")
+    fields = [f for f in _WORKLOAD if f in df and f not in (x, y) and df[f].nunique() > 1]
+    return _varying(df, [x, y], fields) if fields else []
+
+
 def _category_map(df, column: str, colors: dict, col_fields: list, x: str, y: str):
-    rows, cols = _facets(df, ["gpu", "overrides"]), _facets(df, col_fields)
+    # every other varying field gets its own row of panels, so each cell holds one row
+    rows = _facets(df, ["gpu", "overrides", *_others(df, x, y)])
+    cols = _facets(df, col_fields)
     fig, axes = figure(len(rows), len(cols), width=4.5, height=3.4)
     grid = np.asarray(axes, dtype=object).reshape(len(rows), len(cols))
     xs, ys = sorted(df[x].unique()), sorted(df[y].unique())
@@ -152,8 +166,11 @@ def _category_map(df, column: str, colors: dict, col_fields: list, x: str, y: st
             ax.set_yticks(range(len(ys)), ys, fontsize=7)
             ax.set(xlabel=x, ylabel=y, title=_title(row_facet + col_facet) or column)
     shown = [n for n in colors if n and (df[column].astype(str) == n).any()]
+    if "infeasible" in df and (df["infeasible"].astype(str) != "").any():
+        shown.append("")                               # the grey cells: "infeasible"
     color_legend(grid[0, -1], colors, shown, loc="upper left", bbox_to_anchor=(1.02, 1),
-                 fontsize=7)
+                 fontsize=7, title=f"{'bound by' if column == 'bound' else column}\n"
+                 "(numbers: TFLOP/s)", title_fontsize=7)
     return fig, axes
 
 

@@ -44,6 +44,18 @@ def test_time_by_unit_stacks_every_kernel(tmp_path):
     assert len(ax.patches) == sum(len(p.kernels) for p in preds)
     widths = [b.get_width() for b in ax.patches]
     assert sum(widths) == pytest.approx(sum(p.seconds for p in preds) * 1e3)
+    # the legend (outside the axes) names only the units that bind a segment, and kernel
+    # names are written only inside segments wide enough for them
+    legend = ax.get_legend()
+    assert {t.get_text() for t in legend.get_texts()} == {str(k.bound) for p in preds
+                                                          for k in p.kernels}
+    assert legend.get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1
+    names = [t for t in ax.texts if not t.get_text().endswith("ms")]
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in names]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     fig, ax = plots.time_by_unit(preds, by="unit")
     _png(fig, tmp_path / "time_units.png")
     with pytest.raises(perfsim.PerfsimError):
@@ -75,8 +87,22 @@ def test_bottleneck_map(tmp_path, frame):
     fig, axes = plots.bottleneck_map(frame[~frame.causal])
     _png(fig, tmp_path / "map.png")
     assert axes.shape == (2, 3)
-    with pytest.raises(perfsim.PerfsimError, match="causal"):
-        plots.bottleneck_map(frame)
+    # causal varies too: a row of panels per (GPU, causal) instead of a refusal; every cell
+    # one row, labelled with its TFLOP/s, and the legend says what the numbers are
+    fig, axes = plots.bottleneck_map(frame)
+    _png(fig, tmp_path / "map_causal.png")
+    assert axes.shape == (4, 3)
+    assert {ax.get_title() for ax in axes[:, 0]} == {
+        f"{g}, causal={c}, standard" for g in ("a100-sxm4-80gb", "h200-sxm")
+        for c in (False, True)}
+    labels = sorted(float(t.get_text()) for ax in axes.ravel() for t in ax.texts)
+    ok = frame[frame.infeasible == ""]
+    assert labels == sorted(float(f"{v:.0f}") for v in ok.tflops)
+    legend = axes[0, -1].get_legend()
+    assert "TFLOP/s" in legend.get_title().get_text()
+    assert "infeasible" in {t.get_text() for t in legend.get_texts()}   # fa3 on the A100
+    with pytest.raises(perfsim.PerfsimError, match="no column 'seqlen'"):
+        plots.bottleneck_map(frame, x="seqlen")
 
 
 def test_predicted_vs_measured(tmp_path, frame):

@@ -128,5 +128,6 @@ def register(sub) -> None:
                    help="algorithm option, e.g. --set block_m=64 (repeatable)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--explain", action="store_true", help="say in words what binds and why")
-    p.add_argument("--plot", metavar="FILE", help="write a time-by-unit bar chart (PNG/SVG)")
+    p.add_argument("--plot", metavar="FILE", help="write a bar chart of the time per kernel, "
+                   "each kernel coloured by the unit that binds it (PNG/SVG)")
     p.set_defaults(func=_cmd_predict)
