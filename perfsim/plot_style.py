@@ -11,7 +11,7 @@ UNIT_COLORS = {"tensor": "#4C72B0", "fp32": "#DD8452", "mufu": "#C44E52", "smem"
                "hbm": "#55A868", "latency": "#64B5CD", "launch": "#937860",
                "host": "#B0B0B0",
                "": "#DDDDDD"}
-MARKERS = "osD^vP*X"
+MARKERS = "osD^vP*Xph<>8"
 
 
 def figure(nrows: int = 1, ncols: int = 1, width: float = 6.4, height: float = 4.2):

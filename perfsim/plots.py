@@ -29,13 +29,25 @@ __all__ = ["UNIT_COLORS", "bottleneck_map", "cycle_chart", "predicted_vs_measure
            "tflops_vs_seqlen", "time_by_unit", "unit_times", "winner_map"]
 
 
-def roofline(predictions, dtype: str | None = None):
-    """Every kernel of each prediction placed by arithmetic intensity on the GPU's roofline
-    (Williams et al. 2009; the RTX 5090 post, Fig. 3-5).
+#: Memory levels of the hierarchical roofline (as Nsight Compute draws it): name, colour,
+#: marker fill. Each kernel is placed once per level at FLOPs per byte moved at that level.
+LEVELS = (("HBM", "black", "full"), ("L2", "tab:orange", "left"),
+          ("shared memory", "tab:purple", "none"))
 
-    x: executed FLOPs (tensor + FP32, an exp counted as one FLOP, as profilers count it) per
-    HBM byte; y: achieved FLOP/s (those FLOPs / kernel time).
-    Roofs: datasheet HBM bandwidth, the ``dtype`` tensor-core peak and the FP32-pipe peak.
+
+def roofline(predictions, dtype: str | None = None):
+    """Every kernel of each prediction placed by arithmetic intensity on the GPU's
+    hierarchical roofline (Williams et al. 2009; Nsight Compute's hierarchical roofline; the
+    RTX 5090 post, Fig. 3-5).
+
+    y: achieved FLOP/s (executed tensor + FP32 FLOPs, an exp counted as one FLOP, as
+    profilers count it, over the kernel's time). x: those FLOPs per byte moved at each memory
+    level — HBM (filled markers, coloured by the unit that binds the kernel), L2 (HBM traffic
+    plus L2 hits; only where the GPU's ``l2_bandwidth_bytes_per_s`` is known) and shared
+    memory (open markers). Ceilings: each level's bandwidth (HBM at its datasheet rate, L2 as
+    measured, shared memory at ``smem_bandwidth_bytes_per_clk_per_sm`` × SMs × ``clock_hz``),
+    the ``dtype`` tensor-core peak and the FP32-pipe peak. A kernel sits under a level's
+    ceiling at that level's x; the ceiling it touches is the one that binds.
 
     Args:
         predictions: a ``Prediction`` or a list of them on the same GPU.
@@ -44,42 +56,80 @@ def roofline(predictions, dtype: str | None = None):
     preds = predictions if isinstance(predictions, (list, tuple)) else [predictions]
     gpu, dtype = preds[0].gpu, dtype or preds[0].workload.dtype
     fig, ax = figure(width=7.5, height=5)
+    bandwidth = {"HBM": gpu.hbm_bandwidth_bytes_per_s, "L2": gpu.l2_bandwidth_bytes_per_s,
+                 "shared memory": gpu.smem_bandwidth_bytes_per_s}
     labels: dict[tuple, list[str]] = {}   # kernels at the same spot share one label
     bounds: set[str] = set()
+    levels_shown: set[str] = set()
+    xs = []
     for i, p in enumerate(preds):
         for k in p.kernels:
             c = k.cost   # operations: matmul FLOPs, FMA-pipe slots, ALU instructions, exps
             flops = float(c.tensor_flops + c.fp32_flops + c.alu_ops + c.exp_ops)
-            nbytes = float(k.cost.hbm_bytes)
-            if flops > 0 and nbytes > 0:
-                x, y = flops / nbytes, flops / float(k.seconds) / 1e12
-                ax.scatter(x, y, marker=MARKERS[i % len(MARKERS)], s=45, zorder=3,
-                           color=UNIT_COLORS[str(k.bound)])
-                bounds.add(str(k.bound))
-                labels.setdefault((round(np.log10(x), 1), round(np.log10(y), 1), x, y), []
-                                  ).append(k.cost.name)
+            moved = {"HBM": float(c.hbm_bytes), "L2": float(c.hbm_bytes + c.l2_hit_bytes),
+                     "shared memory": float(c.smem_bytes)}
+            if flops <= 0 or float(k.seconds) <= 0:
+                continue
+            y = flops / float(k.seconds) / 1e12
+            for level, color, _ in LEVELS:
+                if moved[level] <= 0 or bandwidth[level] is None:
+                    continue
+                if level == "L2" and moved["L2"] == moved["HBM"]:
+                    continue                       # no L2 hits: the HBM point says it
+                x = flops / moved[level]
+                xs.append(x)
+                levels_shown.add(level)
+                face = UNIT_COLORS[str(k.bound)] if level == "HBM" else "white"
+                ax.scatter(x, y, marker=MARKERS[i % len(MARKERS)], s=45,
+                           zorder=4 if level == "HBM" else 3,
+                           facecolors=face, edgecolors=UNIT_COLORS[str(k.bound)]
+                           if level == "HBM" else color, linewidths=1.2)
+                if level == "HBM":
+                    bounds.add(str(k.bound))
+                    labels.setdefault((round(np.log10(x), 1), round(np.log10(y), 1), x, y),
+                                      []).append(k.cost.name)
     for (_, _, x, y), names in _merge(labels).items():
-        ax.annotate(", ".join(dict.fromkeys(names)), (x, y), fontsize=7, xytext=(5, -3),
-                    textcoords="offset points")
-    bw = gpu.hbm_bandwidth_bytes_per_s
+        names = list(dict.fromkeys(names))
+        text = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
+        ax.annotate(text, (x, y), fontsize=7, xytext=(5, -3), textcoords="offset points")
     roofs: dict[float, list[str]] = {}
     for name, peak in ((f"{dtype} tensor cores", gpu.peak_tensor_flops_per_s(dtype)),
                        ("FP32 pipes", gpu.fp32_flops_per_s)):
         roofs.setdefault(peak, []).append(name)
-    xs = [key[2] for key in labels] or [1.0]
     top = max(roofs)
-    grid = np.logspace(np.log10(min(min(xs), 1) / 4), np.log10(max(max(xs), top / bw) * 4), 200)
+    hbm = bandwidth["HBM"]
+    xs = xs or [1.0]
+    grid = np.logspace(np.log10(min(min(xs), 1) / 4),
+                       np.log10(max(max(xs), top / hbm) * 4), 200)
     for peak, names in roofs.items():
-        ax.plot(grid, np.minimum(grid * bw, peak) / 1e12, color="black" if peak == top
+        ax.plot(grid, np.full_like(grid, peak / 1e12), color="black" if peak == top
                 else "gray", lw=1.5 if peak == top else 1, ls="-" if peak == top else "--")
-        ax.annotate(f"{' = '.join(names)}: {peak / 1e12:.0f} TFLOP/s, ridge {peak / bw:.0f} "
-                    "FLOP/B", (grid[-1], peak / 1e12), ha="right", va="bottom", fontsize=8)
-    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP / HBM byte)",
-           ylabel="achieved TFLOP/s", title=f"{gpu.name}: HBM {bw / 1e12:.2f} TB/s")
+        ax.annotate(f"{' = '.join(names)}: {peak / 1e12:.0f} TFLOP/s, ridge {peak / hbm:.0f} "
+                    "FLOP/B at HBM", (grid[-1], peak / 1e12), ha="right", va="bottom",
+                    fontsize=8)
+    ceilings = []
+    for level, color, _ in LEVELS:
+        bw = bandwidth[level]
+        if bw is None or level not in levels_shown:
+            continue
+        ceiling = grid * bw
+        keep = ceiling <= top
+        ceilings += ax.plot(grid[keep], ceiling[keep] / 1e12, color=color,
+                            lw=1.5 if level == "HBM" else 1,
+                            label=f"{level} ceiling {bw / 1e12:.3g} TB/s (ridge "
+                            f"{top / bw:.0f} FLOP/B)")
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP per byte moved at "
+           "each memory level)", ylabel="achieved TFLOP/s",
+           title=f"{gpu.name}: HBM {hbm / 1e12:.2f} TB/s")
     handles = [Line2D([], [], marker=MARKERS[i % len(MARKERS)], color="gray", ls="",
                       label=p.algorithm.label()) for i, p in enumerate(preds)]
+    handles += [Line2D([], [], marker="o", ls="", markerfacecolor="gray" if fill == "full"
+                       else "white", markeredgecolor=color if level != "HBM" else "gray",
+                       label=f"at {level}") for level, color, fill in LEVELS
+                if level in levels_shown]
     handles += [Patch(color=UNIT_COLORS[u], label=f"bound: {u}") for u in BOUNDS if u in bounds]
-    ax.legend(handles=handles, loc="lower right", fontsize=8)
+    ax.legend(handles=handles + ceilings, loc="upper left", bbox_to_anchor=(1.01, 1),
+              fontsize=8)
     return fig, ax
 
 

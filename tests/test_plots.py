@@ -30,10 +30,31 @@ def test_roofline_places_each_kernel(tmp_path):
     p = perfsim.predict(W, "rtx-5090", Standard(softmax="5kernel"))
     fig, ax = plots.roofline(p)
     _png(fig, tmp_path / "roofline.png")
-    points = np.concatenate([c.get_offsets() for c in ax.collections])
+    hbm = [c for c in ax.collections if c.get_zorder() == 4]      # filled: at HBM
+    points = np.concatenate([c.get_offsets() for c in hbm])
     assert len(points) == len(p.kernels) == 9   # QK^T, scale, mask, 5 softmax kernels, PV
     assert points[:, 0].min() < 1 and points[:, 0].max() > 10   # elementwise ops ... GEMMs
     assert any("ridge 58 FLOP/B" in t.get_text() for t in ax.texts)  # 5090 post, fp32
+    legend = {t.get_text() for t in ax.get_legend().get_texts()}
+    assert not any(t.startswith("L2 ceiling") for t in legend)   # no L2 bandwidth known
+
+
+def test_roofline_has_l2_and_shared_memory_ceilings(tmp_path):
+    """On the H200 (L2 bandwidth measured) FA2's forward sits at HBM, L2 and shared memory;
+    under the shared-memory ceiling at its shared-memory intensity."""
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+    p = perfsim.predict(w, "h200-sxm", "fa2")
+    fig, ax = plots.roofline(p)
+    _png(fig, tmp_path / "roofline_h200.png")
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    for level, bw in (("HBM", "4.8"), ("L2", "8.5"), ("shared memory", "30.9")):
+        assert any(t.startswith(f"{level} ceiling {bw} TB/s") for t in legend), legend
+    assert len(ax.collections) == 3          # one point per level (one kernel)
+    k = p.kernels[0]
+    flops = float(k.cost.tensor_flops + k.cost.fp32_flops + k.cost.alu_ops + k.cost.exp_ops)
+    achieved = flops / float(k.seconds)
+    x_smem = flops / float(k.cost.smem_bytes)
+    assert achieved <= x_smem * p.gpu.smem_bandwidth_bytes_per_s * (1 + 1e-9)
 
 
 def test_time_by_unit_stacks_every_kernel(tmp_path):

@@ -28,6 +28,8 @@ def _cmd_predict(args) -> int:
     w = workload_from_args(args)
     if args.plot:       # before the work: a bad path must not cost the computation
         check_output(args.plot, FIGURE_EXTENSIONS, "--plot")
+    elif args.plot_kind != "time":
+        raise PerfsimError("--plot-kind goes with --plot FILE")
     gpu = load_gpu(args.gpu)
     from perfsim.implementations import implementations
 
@@ -71,7 +73,10 @@ def _cmd_predict(args) -> int:
         ok = [r for r in results if not isinstance(r, tuple)]
         if not ok:
             raise PerfsimError("--plot: no feasible prediction to plot")
-        fig, _ = plots.time_by_unit(ok)
+        if args.plot_kind == "roofline":
+            fig, _ = plots.roofline(ok)
+        else:
+            fig, _ = plots.time_by_unit(ok)
         save_figure(fig, args.plot, dpi=120, bbox_inches="tight")
         # beside --json the note goes to stderr, so stdout stays one JSON document
         print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
@@ -128,6 +133,11 @@ def register(sub) -> None:
                    help="algorithm option, e.g. --set block_m=64 (repeatable)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--explain", action="store_true", help="say in words what binds and why")
-    p.add_argument("--plot", metavar="FILE", help="write a bar chart of the time per kernel, "
-                   "each kernel coloured by the unit that binds it (PNG/SVG)")
+    p.add_argument("--plot", metavar="FILE", help="write a figure (PNG/SVG/PDF): see "
+                   "--plot-kind")
+    p.add_argument("--plot-kind", choices=("time", "roofline"), default="time",
+                   help="time: a bar of the time per kernel, each kernel coloured by the unit "
+                   "that binds it; roofline: each kernel on the hierarchical roofline, placed "
+                   "by FLOPs per byte at HBM, L2 (where the GPU's L2 bandwidth is known) and "
+                   "shared memory, under those ceilings and the compute peaks")
     p.set_defaults(func=_cmd_predict)
