@@ -12,8 +12,9 @@ import sys
 import numpy as np
 
 #: Types that are never symbolic and take the plain-Python branch of every helper (a fast
-#: path for ``predict``: no sympy check, no numpy dispatch; same results as before).
-_PLAIN = frozenset((int, float, bool))
+#: path for ``predict``: no sympy check, no numpy dispatch; same results as before: numpy
+#: scalars took the final ``min``/``max``/``//`` branch already).
+_PLAIN = frozenset((int, float, bool, np.float64, np.int64))
 
 
 def is_symbolic(*values) -> bool:

@@ -17,7 +17,7 @@ from perfsim.mathops import maximum
 from perfsim.power import call_clock
 from perfsim.prediction import Counts, Prediction, credited_flops, model_flops
 from perfsim.software import DEFAULT_SOFTWARE
-from perfsim.timing import KernelTiming, TimingParams, time_kernel
+from perfsim.timing import KernelTiming, TimingParams, kernel_seconds, time_kernel
 from perfsim.workload import AttentionWorkload
 
 
@@ -93,7 +93,7 @@ def evaluate(algo: Algorithm, dims: Dims, spec: GPUSpec, params: TimingParams):
     def seconds_at(clock):
         total = 0.0
         for phase, costs in parts:
-            gpu_s = sum(time_kernel(k, spec, params, clock).seconds for k in costs)
+            gpu_s = sum(kernel_seconds(k, spec, params, clock) for k in costs)
             total = total + maximum(gpu_s, floors[phase])
         return total
 

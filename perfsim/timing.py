@@ -226,6 +226,25 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams,
                 clock_hz=None) -> KernelTiming:
     """Time one kernel at SM clock ``clock_hz`` (default ``gpu.clock_hz``; works on numpy
     arrays of counts and clocks for sweeps)."""
+    unit_seconds, seconds, chain, chain_bound, busiest, wave_factor = _timed(
+        cost, gpu, params, clock_hz)
+    if chain is not None:
+        bound = chain_bound
+    else:
+        bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline)
+    return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
+                        wave_factor=wave_factor, load_chain=chain)
+
+
+def kernel_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz=None):
+    """``time_kernel(...).seconds`` without naming the binding unit (the power model's clock
+    search times every kernel at a dozen clocks and needs only the seconds)."""
+    return _timed(cost, gpu, params, clock_hz)[1]
+
+
+def _timed(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz):
+    """``(unit_seconds, seconds, load_chain parts, load_chain bound, busiest, wave_factor)``
+    of :func:`time_kernel`."""
     grid = cost.grid
     safe_grid = maximum(grid, 1)
     busiest = cdiv(safe_grid, gpu.sm_count)
@@ -264,12 +283,7 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams,
         waves = 1 if cost.persistent else cdiv(safe_grid, gpu.sm_count * cost.ctas_per_sm)
         body = body + waves * params.cta_overhead_s
     seconds = body + launched * params.launch_overhead_s
-    if chain is not None:
-        bound = chain_bound
-    else:
-        bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline)
-    return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
-                        wave_factor=wave_factor, load_chain=chain)
+    return unit_seconds, seconds, chain, chain_bound, busiest, wave_factor
 
 
 #: The SM-side units, in the order one instruction stream issues them.
