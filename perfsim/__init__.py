@@ -9,7 +9,8 @@
 
 from perfsim import algorithms
 from perfsim.errors import InfeasibleError, PerfsimError
-from perfsim.gpu import GPUSpec, gpus, load_gpu
+from perfsim.gpu import GPUSpec
+from perfsim.gpu_catalog import gpus, load_gpu
 from perfsim.predict import predict
 from perfsim.prediction import Counts, Prediction
 from perfsim.sweep import sweep

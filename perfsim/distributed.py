@@ -69,7 +69,7 @@ def count_rows(kwargs: dict) -> int:
     """Rows a :func:`perfsim.sweep.sweep` call with ``kwargs`` returns (the Cartesian product
     of the list-valued fields; ``kv_heads``, ``seqlen_k`` and ``head_dim_v`` left at
     ``None`` follow their partners, and a ``window`` pair is one value)."""
-    from perfsim.gpu import gpus as catalog
+    from perfsim.gpu_catalog import gpus as catalog
     from perfsim.overrides import expand_overrides
 
     rows = 1
@@ -98,7 +98,7 @@ def partitions(kwargs: dict, rows_per_partition: int = ROWS_PER_PARTITION) -> li
     chunks until it holds at most ``rows_per_partition`` rows (a partition may hold more
     when no list is left to cut)."""
     from perfsim import algorithms as algos
-    from perfsim.gpu import gpus as catalog
+    from perfsim.gpu_catalog import gpus as catalog
 
     if rows_per_partition < 1:
         raise PerfsimError(f"rows_per_partition must be at least 1, got {rows_per_partition}")

@@ -33,6 +33,10 @@ name                    what runs (and the perfsim configuration)
                         sm_100
 ``triton-tutorial``     Triton's fused-attention tutorial kernel → ``FA2`` on Triton's MMA choice
 ======================  ======================================================================
+
+Length: a table of ten presets, each with the facts it rests on (tiles, split and packing
+rules, kernel names from profiles) cited in place; the facts are the bulk and belong beside the
+preset that uses them.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ import numpy as np
 from perfsim.algorithms import Algorithm, Dims
 from perfsim.algorithms.base import kernels_for, memory_for
 from perfsim.errors import PerfsimError
-from perfsim.gpu import GPUSpec, load_gpu
+from perfsim.gpu import GPUSpec
+from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import resolve
 from perfsim.kernel import UNITS
 from perfsim.mathops import maximum

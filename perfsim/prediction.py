@@ -1,4 +1,8 @@
-"""``Prediction``: the answer to one ``perfsim.predict`` call, and ``explain()``."""
+"""``Prediction``: the answer to one ``perfsim.predict`` call, and ``explain()``.
+
+Length: the ``Prediction`` model with its counts, JSON/DataFrame forms and ``explain()``, whose
+sentences need the model's every field; the text generation is most of it.
+"""
 
 from __future__ import annotations
 

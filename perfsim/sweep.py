@@ -10,6 +10,10 @@ Vectorised: rows are grouped by the fields an algorithm may branch on (algorithm
 arrays (blocks of about :data:`CHUNK_ROWS` rows, small enough to stay in cache) that go through
 the very code :func:`perfsim.predict` runs — ``Algorithm.kernels(Dims(...), gpu)``,
 :func:`perfsim.timing.time_kernel`, :func:`perfsim.predict.aggregate`. No per-row Python loop.
+
+Length: one public function and its vectorised machinery (grid, blocks, group evaluation, the
+preallocated result table, size checks); the parts only make sense together and none is used
+elsewhere.
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ if TYPE_CHECKING:   # pandas: imported when a sweep builds its frame, not by `im
 from perfsim import algorithms as algos
 from perfsim.algorithms.base import collect_infeasible
 from perfsim.errors import InfeasibleError, PerfsimError
-from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec, load_gpu
-from perfsim.gpu import gpus as catalog
+from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
+from perfsim.gpu_catalog import gpus as catalog
+from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import resolve
 from perfsim.kernel import UNITS
 from perfsim.overrides import expand_overrides, what_if

@@ -26,6 +26,10 @@ The crossovers compare unit times: an unpipelined kernel's load waits
 Closed forms take one split-KV part and no GQA packing (``num_splits="auto"`` and
 ``pack_gqa="auto"`` resolve per shape, which a symbol cannot do): they equal
 ``perfsim.predict`` with ``num_splits=1, pack_gqa=False`` (``perfsim.sweep.as_swept``).
+
+Length: one module for the closed forms because every helper here (symbols, substitution,
+crossover solving, the rendered table) works on the same sympy expressions of
+``Algorithm.kernels``; split by role it would pass them around half-built.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import sympy
 
 from perfsim import algorithms as algos
 from perfsim.errors import PerfsimError
-from perfsim.gpu import load_gpu
+from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import resolve
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.predict import predict

@@ -29,6 +29,10 @@ Stated simplifications: per-CTA work is taken as uniform for the tail effect (ca
 ordered longest-first by the reference kernels, which keeps the busiest SM close to the
 average); HBM bandwidth is reachable by any grid; occupancy limits feasibility and the number
 of waves reported, not the rates.
+
+Length: the one place counts become seconds — unit rates, the wave factor, overlap groups, the
+closed two-station cycle and the unpipelined load chain, and the binding unit — one rule per
+function; the queueing solvers themselves live in ``perfsim.queueing``.
 """
 
 from __future__ import annotations

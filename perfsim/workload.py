@@ -15,6 +15,10 @@ Notation (used throughout perfsim; FA1 paper §2–3, FA2 §3):
 Causal masking with ``N_q != N_k`` is aligned to the bottom-right corner, as flash-attn
 ≥ 2.1 and PyTorch SDPA's ``causal_lower_right``: query ``i`` sees key ``j`` iff
 ``j <= i + (N_k - N_q)``.
+
+Length: one pydantic model whose every field (decode, windows, varlen, paged and quantised
+caches, softcap, dropout) carries its validation and a one-line error naming what is allowed;
+the notation table above serves the whole package.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def test_calibration_block_is_typed():
     ("NVIDIA GeForce RTX 4090", "rtx-4090"), ("NVIDIA GH200 480GB", "gh200"),
     ("NVIDIA B200", "b200"), ("NVIDIA GB200", "gb200")])
 def test_device_names_map_to_catalog_entries(name, gid):
-    from perfsim.gpu import catalog_id_for
+    from perfsim.gpu_catalog import catalog_id_for
 
     assert catalog_id_for(name) == gid
 
@@ -126,7 +126,7 @@ def test_device_names_map_to_catalog_entries(name, gid):
                                   "NVIDIA GeForce RTX 4090 D", "NVIDIA Tesla K80"])
 def test_boards_the_catalog_lacks_are_refused_not_mapped_to_a_neighbour(name):
     from perfsim.errors import PerfsimError
-    from perfsim.gpu import catalog_id_for
+    from perfsim.gpu_catalog import catalog_id_for
 
     with pytest.raises(PerfsimError, match="no catalog entry"):
         catalog_id_for(name)
@@ -137,7 +137,7 @@ def test_every_catalog_entry_names_its_device():
 
 
 def test_gpu_auto_uses_the_detected_gpu_and_refuses_an_unknown_one(monkeypatch):
-    from perfsim import gpu as gpu_module
+    from perfsim import gpu_catalog as gpu_module
     from perfsim.errors import PerfsimError
 
     monkeypatch.setattr(gpu_module, "detect_gpu", lambda: "h200-sxm")

@@ -240,7 +240,7 @@ def test_absurd_gpu_values_are_refused_with_the_unit(fields, needle):
 
 
 def test_clock_in_mhz_in_a_toml_file_is_refused(tmp_path, capsys):
-    text = (perfsim.gpu._catalog_dir() / "h100-sxm5.toml").read_text()
+    text = (perfsim.gpu_catalog._catalog_dir() / "h100-sxm5.toml").read_text()
     import re
 
     bad = re.sub(r"(?m)^clock_hz\s*=.*$", "clock_hz = 1830", text, count=1)
@@ -397,7 +397,7 @@ def test_gpu_numbers_accept_numpy_and_integral_floats():
 def test_gpu_profile_toml_refuses_non_numbers(value, needle, tmp_path, capsys):
     import re
 
-    text = (perfsim.gpu._catalog_dir() / "h100-sxm5.toml").read_text()
+    text = (perfsim.gpu_catalog._catalog_dir() / "h100-sxm5.toml").read_text()
     bad = re.sub(r"(?m)^sm_count\s*=.*$", f"sm_count = {value}", text, count=1)
     assert bad != text
     path = tmp_path / "p.toml"

@@ -33,7 +33,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from perfsim.errors import PerfsimError
-from perfsim.gpu import GPUSpec, load_gpu
+from perfsim.gpu import GPUSpec
+from perfsim.gpu_catalog import load_gpu
 from perfsim.validate.microbench import Measurement
 from perfsim.validate.tomlwrite import dumps, write_atomic
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from perfsim.errors import PerfsimError
-from perfsim.gpu import detect_gpu, load_gpu
+from perfsim.gpu_catalog import detect_gpu, load_gpu
 
 EXIT_NO_GPU = 1
 #: Profile for measuring runs and --dry-run when --gpu is not given.
@@ -268,7 +268,7 @@ def _lines(out: Path) -> dict[str, int]:
 def _recorded_profile(records: list[dict], out: Path) -> str:
     """The GPU profile the rows were predicted with (their ``gpu_profile``), as a catalog id
     or a .toml path: the catalog, then ``validate/profiles/``, then the run folder."""
-    from perfsim.gpu import gpus
+    from perfsim.gpu_catalog import gpus
 
     ids = sorted({r["gpu_profile"] for r in records if isinstance(r.get("gpu_profile"), str)})
     if len(ids) != 1:

@@ -21,7 +21,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from perfsim.gpu import load_gpu
+from perfsim.gpu_catalog import load_gpu
 from perfsim.validate import report
 from perfsim.validate.repredict import repredict
 from perfsim.validate.tomlwrite import dumps, write_atomic

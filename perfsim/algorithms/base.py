@@ -4,6 +4,10 @@ An algorithm is a frozen pydantic config (its options, with the reference implem
 defaults) whose :meth:`Algorithm.kernels` turns a workload into the list of launched kernels
 with their counts. Count code is written once over :class:`Dims`, whose numeric fields may be
 Python ints, numpy arrays (``perfsim.sweep``) or sympy symbols (``perfsim.symbolic``).
+
+Length: the algorithm interface plus the helpers every algorithm's count code shares (dims, L2
+reuse, whole-tile padding, varlen grouping, occupancy): one module so each algorithm imports
+one place and no algorithm imports another.
 """
 
 from __future__ import annotations

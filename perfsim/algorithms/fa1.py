@@ -26,6 +26,10 @@ waits for each step's loads (``Q_i, O_i, ℓ_i, m_i``; ``K_j, V_j`` per outer st
 computes, with nothing prefetched — perfsim's Triton FA1 kernel on an H200, where Triton's
 ``num_stages`` 2 and 3 leave the nested inner loop unpipelined (``validate/probes.py``): then
 only the other CTAs on an SM hide a CTA's load waits (``KernelCost.load_chain``).
+
+Length: one algorithm — Algorithm 1's forward and the backward of App. B, each line of the
+paper's pseudo-code a named term — kept together so a reader checks it against the paper in one
+place.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ the per-query-head ``dK, dV`` into the key/value heads).
 Every warp runs its MMAs and its softmax one after the other (``mma.sync`` is synchronous), so
 the tensor, FP32 and MUFU times of a CTA add; shared-memory and HBM traffic overlap with them
 (cp.async double-buffering and other resident CTAs).
+
+Length: one algorithm — FA2's options, forward, backward (five GEMMs, dQ accumulation,
+preprocessing and conversion kernels), split-KV decode and the mma.sync shared-memory traffic —
+each term named and cited.
 """
 
 from __future__ import annotations

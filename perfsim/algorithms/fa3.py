@@ -27,6 +27,10 @@ block-quantises Q, K, V.
 Backward (§3.1, App. B): the FA2 algorithm on WGMMA with a producer warpgroup: units overlap.
 
 Needs TMA and WGMMA (sm_90a): elsewhere ``InfeasibleError`` names the missing feature.
+
+Length: one algorithm — FA3's options, tiles by head dim, the producer/consumer pipeline, WGMMA
+operand traffic and the fp8 preparation kernel — each part citing the paper or the reference
+source beside it.
 """
 
 from __future__ import annotations

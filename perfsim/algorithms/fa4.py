@@ -22,6 +22,10 @@ cycle_time``); HBM traffic overlaps it.
 
 ``variant="sm100"`` needs tcgen05 (and 2-CTA MMA for the 2-CTA backward); ``variant="sm90"``
 is the Hopper path the reference also ships (WGMMA + TMA).
+
+Length: one algorithm — the paper's per-tile cycle tables, TMEM tile fitting, the reference's
+launch rules and the forward/backward kernels — kept in one module so the tables and the
+kernels that use them are read side by side.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from perfsim.cli.common import _Parser, print_table
-from perfsim.gpu import gpus, load_gpu
+from perfsim.gpu_catalog import gpus, load_gpu
 
 
 def _cmd_gpus(args) -> int:

@@ -18,7 +18,7 @@ from perfsim.cli.common import (
 )
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.files import FIGURE_EXTENSIONS, check_output, save_figure
-from perfsim.gpu import load_gpu
+from perfsim.gpu_catalog import load_gpu
 from perfsim.predict import predict
 from perfsim.software import DEFAULT_SOFTWARE
 from perfsim.timing import TimingParams

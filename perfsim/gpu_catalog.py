@@ -1,0 +1,137 @@
+"""The GPU catalog (``hardware/*.toml``, installed as ``perfsim.catalog``): listing it, loading
+a spec by id or from a TOML file (cached), and finding the entry of the GPU this machine has.
+The model of a spec is :class:`perfsim.gpu.GPUSpec`.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from perfsim.errors import PerfsimError
+from perfsim.gpu import GPUSpec, _validate_spec
+
+
+def _catalog_dir() -> Path:
+    return Path(str(resources.files("perfsim.catalog")))
+
+
+def gpus() -> list[str]:
+    """Catalog ids, sorted (one per ``hardware/*.toml``)."""
+    return sorted(p.stem for p in _catalog_dir().glob("*.toml"))
+
+
+@lru_cache(maxsize=64)
+def _load_path(path: str, mtime_ns: int) -> GPUSpec:
+    """Parse and validate one profile (cached per path and modification time)."""
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise PerfsimError(f"{path}: not valid TOML (UTF-8): {exc}") from None
+    except OSError as exc:
+        raise PerfsimError(f"GPU profile {path!r} cannot be read: "
+                           f"{exc.strerror or type(exc).__name__}") from None
+    return _validate_spec(data, where=path)
+
+
+def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
+    """Load a GPU by catalog id (``perfsim.gpus()``), from a TOML file path, or ``"auto"``:
+    the catalog entry of the GPU this machine has (:func:`detect_gpu`).
+
+    A calibrated profile written by ``perfsim calibrate`` is such a file.
+
+    Raises:
+        perfsim.PerfsimError: unknown id (the message lists the valid ids), unreadable file,
+            or a file that fails validation.
+    """
+    if isinstance(gpu, GPUSpec):
+        return gpu
+    if type(gpu) is str and gpu.lower() == "auto":
+        return load_gpu(detect_gpu())
+    if type(gpu) is str:        # a catalog id seen before: no resource lookup, no stat
+        spec = _BY_ID.get(gpu)
+        if spec is not None:
+            return spec
+    text = str(gpu)
+    if text.endswith(".toml") or "/" in text:
+        path = Path(text)
+        if path.is_dir():
+            raise PerfsimError(f"GPU profile {text!r} is a folder, not a .toml file")
+        if not path.is_file():
+            raise PerfsimError(f"GPU profile file {text!r} does not exist")
+        return _load_path(str(path.resolve()), path.stat().st_mtime_ns)
+    text = text.lower()                 # catalog ids are lower case
+    path = _catalog_dir() / f"{text}.toml"
+    if not path.is_file() and Path(str(gpu)).is_dir():
+        raise PerfsimError(f"GPU profile {str(gpu)!r} is a folder, not a catalog id or a "
+                           f".toml file; valid ids: {', '.join(gpus())}")
+    if not path.is_file():
+        raise PerfsimError(f"unknown GPU {text!r}; valid ids: {', '.join(gpus())} "
+                           "(or a path to a .toml profile)")
+    spec = _load_path(str(path), path.stat().st_mtime_ns)
+    if type(gpu) is str:
+        _BY_ID[gpu] = spec
+    return spec
+
+
+#: Catalog specs by the id string they were asked for (``load_gpu``'s fast path). The
+#: catalog ships with the package and does not change while a process runs; profiles given
+#: by path are still re-read when their modification time changes (``_load_path``).
+_BY_ID: dict[str, GPUSpec] = {}
+
+
+def catalog_id_for(device_name: str) -> str:
+    """The catalog id whose ``device_name_pattern`` matches a device name as NVML or torch
+    report it (e.g. "NVIDIA H200"): exactly one entry must match.
+
+    Raises:
+        perfsim.PerfsimError: no entry matches (a GPU the catalog lacks), or several do."""
+    import re
+
+    found = [gid for gid in gpus() if (pat := load_gpu(gid).device_name_pattern)
+             and re.search(pat, device_name, re.IGNORECASE)]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise PerfsimError(f"the GPU here ({device_name!r}) matches several catalog entries "
+                           f"({', '.join(found)}); give --gpu one of them")
+    raise PerfsimError(f"the GPU here ({device_name!r}) has no catalog entry; give --gpu one "
+                       f"of {', '.join(gpus())} or a .toml profile")
+
+
+def detect_gpu() -> str:
+    """The catalog id of this machine's first GPU, by NVML (nvidia-ml-py) or else torch; it
+    says which it found on stderr.
+
+    Raises:
+        perfsim.PerfsimError: no NVIDIA GPU found, or one the catalog lacks."""
+    import sys
+
+    name = None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            raw = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+            name = raw.decode() if isinstance(raw, bytes) else str(raw)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML, no driver, no GPU: try torch
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                name = torch.cuda.get_device_name(0)
+        except Exception:  # noqa: BLE001 - no torch or no CUDA
+            name = None
+    if not name:
+        raise PerfsimError("gpu 'auto': no NVIDIA GPU found (NVML, torch); give a catalog id "
+                           f"({', '.join(gpus())}) or a .toml profile")
+    gid = catalog_id_for(name)
+    sys.stderr.write(f"perfsim: gpu auto: {name} -> {gid}\n")
+    return gid
+
