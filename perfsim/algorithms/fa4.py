@@ -83,6 +83,9 @@ TMEM_LANES = 128
 FWD_WARPS = 16
 #: Shared-memory K/V stages of the forward pipeline.
 KV_STAGES = 2
+#: Shared memory the sm100 forward sizes its K/V ring against (``flash_fwd_sm100.py``:
+#: ``224 * 1024`` less Q and O).
+FWD_SMEM_BUDGET = 224 * 1024
 #: The asynchronous cycle (``KernelCost.pipeline``): the MMA station (tensor cores reading
 #: operands from shared memory) and the softmax station (MUFU and the FMA pipes, which FA4
 #: balances with its emulated exps).
@@ -245,16 +248,18 @@ class FA4(Algorithm):
         self.check(dims, gpu)
         q_tiles, b_c = self.fwd_tiles(dims, gpu) if dims.fwd else self.tmem_tiles(dims, gpu)
         b_r = MMA_ROWS * q_tiles
-        smem = dims.e * (b_r * dims.d + KV_STAGES * b_c * (dims.d + dims.d_v))
-        if not dims.symbolic and smem > gpu.smem_bytes_per_block:
-            raise InfeasibleError(f"fa4 tiles need {smem} B of shared memory; {gpu.id} allows "
+        smem, stages, stage_bytes = self.fwd_smem(dims, q_tiles, b_c)
+        if not dims.symbolic and (smem > gpu.smem_bytes_per_block or stages < KV_STAGES):
+            raise InfeasibleError(f"fa4 tiles need {max(smem, 0)} B of shared memory with "
+                                  f"{KV_STAGES} K/V stages; {gpu.id} allows "
                                   f"{gpu.smem_bytes_per_block} B per CTA")
         out = []
         if dims.fwd:
             fdims = decide(replace(dims, phase="fwd"), gpu, self.num_splits, self.pack_gqa,
                            "cute", b_r, b_c)
-            main = with_whole_tiles(lambda x: self._forward(x, gpu, b_r, b_c, smem),
-                                    fdims, b_r, b_c)
+            main = with_whole_tiles(
+                lambda x: self._forward(x, gpu, b_r, b_c, smem, stages * stage_bytes),
+                fdims, b_r, b_c)
             out.append(split_forward(main, fdims, fdims.splits))
             if fdims.splits > 1:
                 out.append(combine_kernel(fdims, fdims.splits, "fa4_fwd_combine"))
@@ -278,7 +283,28 @@ class FA4(Algorithm):
         one resident CTA per SM."""
         return in_order_tail(v, grid, gpu.sm_count, 1, dims.masked, self.lpt_scheduling)
 
-    def _forward(self, dims: Dims, gpu: GPUSpec, b_r, b_c, smem) -> KernelCost:
+    def fwd_smem(self, dims: Dims, q_tiles, b_c):
+        """``(shared-memory bytes, K/V stages, bytes per stage)`` of the forward CTA.
+
+        sm100 (flash-attn-4 4.0.0b36 ``flash_fwd_sm100.py``, ``_setup_attributes``): K and V
+        tiles take turns in one ring whose stage holds the larger of a K and a V tile;
+        ``stages = min((224 KiB − Q − O) // stage, 32)``, with O sharing Q's buffer at head
+        dim 192 and 256 (``overlap_sO_sQ``); O is 16-bit (bf16 for fp8 inputs). sm90:
+        ``KV_STAGES`` stages of a K and a V tile beside Q, as FA3.
+        """
+        if self.variant == "sm90" or dims.symbolic:
+            stage = dims.e_kv * b_c * (dims.d + dims.d_v)
+            return dims.e * MMA_ROWS * q_tiles * dims.d + KV_STAGES * stage, KV_STAGES, stage
+        rows = MMA_ROWS * q_tiles
+        q = rows * dims.d * dims.e
+        o = rows * dims.d_v * max(dims.e, 2)
+        overlap = (dims.d > 128 and dims.d <= 192 and dims.d_v >= 64) or dims.d > 192
+        q_o = max(q, o) if overlap else q + o
+        stage = b_c * max(dims.d, dims.d_v) * dims.e_kv
+        stages = min((FWD_SMEM_BUDGET - q_o) // stage, 32)
+        return q_o + max(stages, 0) * stage, stages, stage
+
+    def _forward(self, dims: Dims, gpu: GPUSpec, b_r, b_c, smem, in_flight) -> KernelCost:
         e, ekv, bh, dkv = dims.e, dims.e_kv, dims.B * dims.H, dims.d + dims.d_v
         v = dims.tile_visits(b_r, b_c)
         v128 = dims.tile_visits(MMA_ROWS, b_c)
@@ -305,7 +331,7 @@ class FA4(Algorithm):
             terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
         terms.update(mask_extras(dims, v, bh, dkv))
         kv_total = ekv * bh * v.q_outer_cols * dkv
-        window = gpu.sm_count * KV_STAGES * ekv * b_c * dkv
+        window = gpu.sm_count * in_flight
         kv_hbm, kv_hits = l2_filtered(kv_total, ekv * dims.B * dims.H_kv * dims.N_k * dkv,
                                       window, gpu, gpu.l2_usable_fraction)
         grid = v.q_tiles * bh
@@ -325,7 +351,7 @@ class FA4(Algorithm):
             registers_per_thread=gpu.registers_per_sm // (FWD_WARPS * 32),
             tensor_dtype=dims.dtype, tensor_family=self.family(), overlap=(("hbm",),),
             pipeline=(STATIONS, q_tiles_in_flight(b_r)),
-            bytes_in_flight=KV_STAGES * ekv * b_c * dkv,
+            bytes_in_flight=in_flight,
             launch={"block_m": b_r, "block_n": b_c, "emulate_fraction": frac,
                    "packed_heads": dims.group},
         )
