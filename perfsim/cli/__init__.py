@@ -26,7 +26,7 @@ from perfsim.errors import PerfsimError
 
 #: The modules that define subcommands, in the order ``--help`` lists them.
 COMMAND_MODULES = ("perfsim.cli.gpus", "perfsim.cli.predict_cmd", "perfsim.cli.sweep",
-                   "perfsim.validate.cli")
+                   "perfsim.cli.serve_cmd", "perfsim.validate.cli")
 
 
 def build_parser():

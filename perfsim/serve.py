@@ -1,0 +1,300 @@
+"""``perfsim serve``: the what-if explorer, a local web app (Panel).
+
+Pick GPUs and an algorithm or implementation preset, edit the workload (decode and window
+fields included) and scale any of the GPU rates that decide attention time — HBM bandwidth,
+SM clock, MUFU rate, SM count, shared-memory bandwidth — and see at once: the side-by-side
+table (time, TFLOP/s, binding unit, clock, bytes), the time per kernel, the hierarchical
+roofline, TFLOP/s against sequence length and the bottleneck map over sequence length × head
+dim. The URL's query string holds the whole state (copy it to share a view); the buttons
+export the sweep behind the figures as CSV (or Parquet) and the figures as PNG or SVG.
+
+Why Panel: it serves a Python object's parameters as widgets with no JavaScript to write,
+renders the matplotlib figures perfsim already draws, syncs parameters with the URL
+(``pn.state.location.sync``) and runs from ``pip install perfsim`` with one command. It is
+imported only here, so ``import perfsim`` stays light.
+
+    perfsim serve [--port 5006] [--address 127.0.0.1] [--show]
+"""
+
+from __future__ import annotations
+
+import io
+
+import param
+
+from perfsim import algorithms as algos
+from perfsim.errors import PerfsimError
+from perfsim.gpu import DTYPES
+from perfsim.gpu_catalog import gpus as catalog
+from perfsim.gpu_catalog import load_gpu
+from perfsim.implementations import implementations
+
+#: GPU fields the explorer scales, with the slider's label.
+SCALED = {"hbm_bandwidth_bytes_per_s": "HBM bandwidth ×", "clock_hz": "SM clock ×",
+          "mufu_ops_per_clk_per_sm": "MUFU rate ×", "sm_count": "SM count ×",
+          "smem_bandwidth_bytes_per_clk_per_sm": "shared-memory bandwidth ×"}
+#: Labels of the integer fields (entered as numbers).
+LABELS = {"batch": "batch B", "heads": "query heads H", "kv_heads": "K/V heads (0: = H)",
+          "seqlen_q": "query length N_q", "seqlen_k": "key length N_k (0: = N_q)",
+          "head_dim": "head dim d", "window_left": "sliding window left (-1: none)"}
+#: Sequence lengths of the TFLOP/s curve and the bottleneck map; head dims of the map.
+CURVE_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
+MAP_HEAD_DIMS = (64, 128, 256)
+
+
+def result_id(gpu: str) -> str:
+    """The HTML id of the predicted time of catalog GPU ``gpu`` in the table (the browser
+    test reads it)."""
+    return "result-" + "".join(c if c.isalnum() else "-" for c in gpu)
+
+
+def format_seconds(seconds: float) -> str:
+    """Seconds as the table prints them: µs below 1 ms, else ms, 4 significant digits."""
+    return f"{seconds * 1e6:.4g} µs" if seconds < 1e-3 else f"{seconds * 1e3:.4g} ms"
+
+
+class Explorer(param.Parameterized):
+    """The explorer's state: every widget is one of these parameters, and every view a
+    function of them (usable without a browser: set the parameters, call the views)."""
+
+    gpus = param.ListSelector(default=["h100-sxm5", "h200-sxm"], objects=catalog(),
+                              doc="catalog GPUs side by side")
+    algorithm = param.Selector(default="fa2", objects=[*algos.names(), *implementations()])
+    batch = param.Integer(default=4, bounds=(1, 65536))
+    heads = param.Integer(default=16, bounds=(1, 4096))
+    kv_heads = param.Integer(default=0, bounds=(0, 4096), doc="0: same as heads")
+    seqlen_q = param.Integer(default=4096, bounds=(1, 1 << 22))
+    seqlen_k = param.Integer(default=0, bounds=(0, 1 << 22), doc="0: same as seqlen_q")
+    head_dim = param.Integer(default=128, bounds=(1, 512))
+    causal = param.Boolean(default=False)
+    dtype = param.Selector(default="bf16", objects=list(DTYPES))
+    phase = param.Selector(default="fwd", objects=["fwd", "bwd", "fwd_bwd"])
+    window_left = param.Integer(default=-1, bounds=(-1, 1 << 22),
+                                doc="sliding window: keys [i - left, i]; -1: none")
+    hbm_bandwidth_bytes_per_s = param.Number(default=1.0, bounds=(0.1, 10), step=0.05)
+    clock_hz = param.Number(default=1.0, bounds=(0.1, 3), step=0.05)
+    mufu_ops_per_clk_per_sm = param.Number(default=1.0, bounds=(0.1, 10), step=0.05)
+    sm_count = param.Number(default=1.0, bounds=(0.1, 4), step=0.05)
+    smem_bandwidth_bytes_per_clk_per_sm = param.Number(default=1.0, bounds=(0.1, 10),
+                                                       step=0.05)
+
+    # ------------------------------------------------------------------ the model
+    def workload(self, **changes):
+        """The ``AttentionWorkload`` of the current state (``changes`` override fields).
+
+        Raises:
+            perfsim.PerfsimError: an invalid combination (the message says which field)."""
+        from perfsim.workload import AttentionWorkload
+
+        fields = {"batch": self.batch, "heads": self.heads,
+                  "kv_heads": self.kv_heads or self.heads, "seqlen_q": self.seqlen_q,
+                  "seqlen_k": self.seqlen_k or self.seqlen_q, "head_dim": self.head_dim,
+                  "causal": self.causal, "dtype": self.dtype, "phase": self.phase}
+        if self.window_left >= 0:
+            fields["window"] = (self.window_left, 0)
+            fields["causal"] = False
+        fields.update(changes)
+        return AttentionWorkload(**fields)
+
+    def overrides(self) -> dict:
+        """``{field: scale}`` of the GPU fields scaled away from 1."""
+        return {f: getattr(self, f) for f in SCALED if abs(getattr(self, f) - 1) > 1e-12}
+
+    def specs(self) -> list:
+        """The chosen GPUs with the scales applied (a what-if spec where any scale is not
+        1; integer fields rounded, at least 1)."""
+        out = []
+        for gid in self.gpus or []:
+            spec = load_gpu(gid)
+            changes = {}
+            for field, scale in self.overrides().items():
+                value = getattr(spec, field) * scale
+                changes[field] = max(1, round(value)) if field == "sm_count" else value
+                if field == "clock_hz":
+                    changes["max_clock_hz"] = max(spec.max_clock_hz * scale, value)
+            out.append(spec.replace(**changes) if changes else spec)
+        return out
+
+    def predictions(self) -> list[tuple[str, object]]:
+        """``(GPU id, Prediction or the reason it cannot run)`` per chosen GPU."""
+        from perfsim.predict import predict
+
+        w = self.workload()
+        out = []
+        for gid, spec in zip(self.gpus or [], self.specs()):
+            try:
+                out.append((gid, predict(w, spec, self.algorithm)))
+            except PerfsimError as exc:
+                out.append((gid, str(exc)))
+        return out
+
+    def sweep_frame(self):
+        """The sweep behind the curve and the map: the chosen GPUs (scaled) and algorithm,
+        sequence lengths :data:`CURVE_SEQLENS` × head dims :data:`MAP_HEAD_DIMS` (plus the
+        current one), the other fields as set."""
+        from perfsim.sweep import sweep
+
+        w = self.workload()
+        dims = sorted({*MAP_HEAD_DIMS, w.head_dim})
+        kwargs = {"batch": w.batch, "heads": w.heads, "kv_heads": w.kv_heads,
+                  "seqlen_q": list(CURVE_SEQLENS), "head_dim": dims, "causal": w.causal,
+                  "dtype": w.dtype, "phase": w.phase, "gpus": self.specs(),
+                  "algorithms": [self.algorithm]}
+        if w.window != (None, None):
+            kwargs["window"] = w.window
+        return sweep(**kwargs)
+
+    # ------------------------------------------------------------------ the views
+    def table_html(self) -> str:
+        """The side-by-side table as HTML; each predicted time in an element with id
+        :func:`result_id`."""
+        head = ("<tr><th>GPU</th><th>time</th><th>TFLOP/s</th><th>bound</th><th>clock</th>"
+                "<th>HBM bytes</th><th>memory</th></tr>")
+        rows = []
+        for gid, p in self.predictions():
+            if isinstance(p, str):
+                rows.append(f"<tr><td>{gid}</td><td id='{result_id(gid)}' colspan='6'>"
+                            f"cannot run: {p}</td></tr>")
+                continue
+            rows.append(
+                f"<tr><td>{gid}</td><td id='{result_id(gid)}'>{format_seconds(p.seconds)}"
+                f"</td><td>{p.tflops:.1f}</td><td>{p.bound}</td>"
+                f"<td>{p.clock_hz / 1e6:.0f} MHz</td><td>{p.counts.hbm_bytes / 1e9:.3g} GB</td>"
+                f"<td>{p.memory_bytes / 2**30:.3g} GiB</td></tr>")
+        title = self.workload().describe()
+        what = (f"; what-if: {', '.join(f'{SCALED[f]}{v:g}' for f, v in self.overrides().items())}"
+                if self.overrides() else "")
+        return (f"<p><b>{self.algorithm}</b> — {title}{what}</p><table class='perfsim'>"
+                f"{head}{''.join(rows)}</table>")
+
+    def feasible(self) -> list:
+        """The predictions of the GPUs that can run the workload."""
+        return [p for _, p in self.predictions() if not isinstance(p, str)]
+
+    def time_figure(self):
+        """``plots.time_by_unit`` of the feasible predictions (a note where none is)."""
+        from perfsim import plots
+
+        preds = self.feasible()
+        return plots.time_by_unit(preds)[0] if preds else _note("no GPU can run this")
+
+    def roofline_figure(self):
+        """``plots.roofline`` of the first feasible prediction."""
+        from perfsim import plots
+
+        preds = self.feasible()
+        return plots.roofline(preds[0])[0] if preds else _note("no GPU can run this")
+
+    def curve_figure(self, frame=None):
+        """``plots.tflops_vs_seqlen`` of :meth:`sweep_frame` at the current head dim."""
+        from perfsim import plots
+
+        frame = self.sweep_frame() if frame is None else frame
+        part = frame[frame.head_dim == self.head_dim]
+        if (part.infeasible == "").sum() == 0:
+            return _note("no feasible row")
+        return plots.tflops_vs_seqlen(part)[0]
+
+    def map_figure(self, frame=None):
+        """``plots.bottleneck_map`` of :meth:`sweep_frame` (sequence length × head dim)."""
+        from perfsim import plots
+
+        frame = self.sweep_frame() if frame is None else frame
+        return plots.bottleneck_map(frame)[0]
+
+
+def _note(text: str):
+    from perfsim.plot_style import figure
+
+    fig, ax = figure(width=5, height=1.5)
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center")
+    return fig
+
+
+def _figure_bytes(fig, fmt: str) -> io.BytesIO:
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=120, bbox_inches="tight")
+    buf.seek(0)
+    return buf
+
+
+def create_app(explorer: Explorer | None = None):
+    """The explorer as a Panel layout (one per browser session); the URL's query string is
+    kept in sync with the parameters when served."""
+    import panel as pn
+
+    pn.extension(sizing_mode="stretch_width")
+    ex = explorer or Explorer()
+    ints = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim", "window_left")
+    widgets = pn.Param(
+        ex, parameters=[p for p in ex.param if p != "name"],
+        widgets={"gpus": {"type": pn.widgets.MultiChoice, "css_classes": ["w-gpus"]},
+                 **{f: {"type": pn.widgets.IntInput, "name": LABELS[f],
+                        "css_classes": [f"w-{f}"]} for f in ints},
+                 **{f: {"name": label, "css_classes": [f"w-{f}"]}
+                    for f, label in SCALED.items()}},
+        show_name=False, width=300, sizing_mode="fixed")
+
+    def guarded(view):
+        def run(*_):
+            try:
+                return view()
+            except PerfsimError as exc:
+                return pn.pane.Alert(str(exc), alert_type="danger")
+        return run
+
+    deps = [ex.param[p] for p in ex.param if p != "name"]
+    table = pn.bind(guarded(lambda: pn.pane.HTML(ex.table_html())), *deps)
+    time_fig = pn.bind(guarded(lambda: pn.pane.Matplotlib(ex.time_figure(), tight=True,
+                                                           format="svg")), *deps)
+    roof = pn.bind(guarded(lambda: pn.pane.Matplotlib(ex.roofline_figure(), tight=True,
+                                                       format="svg")), *deps)
+    curve = pn.bind(guarded(lambda: pn.pane.Matplotlib(ex.curve_figure(), tight=True,
+                                                        format="svg")), *deps)
+    bmap = pn.bind(guarded(lambda: pn.pane.Matplotlib(ex.map_figure(), tight=True,
+                                                       format="svg")), *deps)
+
+    def csv():
+        return io.BytesIO(ex.sweep_frame().to_csv(index=False).encode())
+
+    def parquet():
+        buf = io.BytesIO()
+        ex.sweep_frame().to_parquet(buf, index=False)
+        buf.seek(0)
+        return buf
+
+    exports = [pn.widgets.FileDownload(callback=csv, filename="perfsim-sweep.csv",
+                                       label="sweep as CSV")]
+    try:
+        import pyarrow  # noqa: F401
+        exports.append(pn.widgets.FileDownload(callback=parquet, filename="perfsim-sweep.parquet",
+                                               label="sweep as Parquet"))
+    except ImportError:
+        pass
+    exports += [pn.widgets.FileDownload(callback=lambda f=f: _figure_bytes(ex.time_figure(), f),
+                                        filename=f"perfsim-time.{f}",
+                                        label=f"time figure as {f.upper()}")
+                for f in ("png", "svg")]
+    main = pn.Column(
+        pn.pane.Markdown("## perfsim explorer — attention time on GPUs, and why"),
+        table, pn.Row(*exports),
+        pn.Tabs(("time per kernel", time_fig), ("roofline", roof),
+                ("TFLOP/s vs sequence length", curve), ("bottleneck map", bmap),
+                dynamic=True))
+    if pn.state.location is not None:
+        pn.state.location.sync(ex, {p: p for p in ex.param if p != "name"})
+    return pn.Row(widgets, main)
+
+
+def serve(port: int = 5006, address: str = "127.0.0.1", show: bool = False) -> None:
+    """Serve the explorer at ``http://address:port/`` until interrupted.
+
+    Raises:
+        perfsim.PerfsimError: Panel missing."""
+    try:
+        import panel as pn
+    except ImportError:
+        raise PerfsimError("perfsim serve needs panel (pip install panel)") from None
+    pn.serve({"/": create_app}, port=port, address=address, show=show, title="perfsim",
+             websocket_origin=[f"{address}:{port}", f"localhost:{port}"], threaded=False)

@@ -1,0 +1,123 @@
+"""perfsim serve: the explorer's views agree with perfsim.predict, in Python and in a real
+browser (headless Chromium driven by Playwright; issue 14)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import perfsim
+
+pytest.importorskip("panel")
+from perfsim.serve import Explorer, create_app, format_seconds, result_id  # noqa: E402
+
+CHROMIUM = os.environ.get("PERFSIM_CHROMIUM", "/usr/bin/chromium")
+
+
+def test_table_and_what_if_match_predict():
+    ex = Explorer()
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+    html = ex.table_html()
+    for gid in ex.gpus:
+        want = format_seconds(perfsim.predict(w, gid, "fa2").seconds)
+        assert f"id='{result_id(gid)}'>{want}<" in html
+    # a decode step is HBM-bound: doubling HBM bandwidth makes it faster, and the table
+    # shows the what-if GPU's prediction
+    ex.param.update(seqlen_q=1, seqlen_k=65536, kv_heads=4, algorithm="flash-attn-2")
+    before = dict((g, p.seconds) for g, p in ex.predictions())
+    ex.hbm_bandwidth_bytes_per_s = 2.0
+    after = dict((g, p.seconds) for g, p in ex.predictions())
+    assert all(after[g] < before[g] for g in ex.gpus)
+    spec = perfsim.load_gpu("h200-sxm")
+    spec = spec.replace(hbm_bandwidth_bytes_per_s=2 * spec.hbm_bandwidth_bytes_per_s)
+    assert after["h200-sxm"] == perfsim.predict(ex.workload(), spec, "flash-attn-2").seconds
+    assert "HBM bandwidth ×2" in ex.table_html()
+
+
+def test_views_render_and_bad_input_is_one_message():
+    ex = Explorer(gpus=["a100-sxm4-80gb", "h100-sxm5"], algorithm="fa3", causal=True)
+    assert "cannot run" in ex.table_html()          # no FA3 on the A100, said in its row
+    frame = ex.sweep_frame()
+    assert set(frame.gpu) == {"a100-sxm4-80gb", "h100-sxm5"}
+    for fig in (ex.time_figure(), ex.roofline_figure(), ex.curve_figure(frame),
+                ex.map_figure(frame)):
+        assert fig.axes
+    ex.kv_heads = 5                                   # does not divide 16
+    with pytest.raises(perfsim.PerfsimError, match="kv_heads"):
+        ex.workload()
+    assert create_app(ex) is not None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _browser_available() -> bool:
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        return False
+    return Path(CHROMIUM).exists()
+
+
+@pytest.mark.skipif(not _browser_available() and not os.environ.get("PERFSIM_REQUIRE_BROWSER"),
+                    reason="needs playwright and Debian's chromium (.ci/run installs both)")
+def test_explorer_in_a_real_browser(tmp_path):
+    """Serve the explorer, load it in headless Chromium, change the query length, wait for
+    the table, read the predicted time and compare it with perfsim.predict; the URL holds
+    the new state. A screenshot goes to $PERFSIM_SCREENSHOT_DIR (or the test's tmp dir)."""
+    from playwright.sync_api import sync_playwright
+
+    port = _free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    server = subprocess.Popen([sys.executable, "-m", "perfsim", "serve", "--port", str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=5)
+                break
+            except OSError:
+                if time.time() > deadline or server.poll() is not None:
+                    raise AssertionError("the explorer did not start") from None
+                time.sleep(0.5)
+        w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(url)
+            cell = page.locator(f"#{result_id('h100-sxm5')}")
+            cell.wait_for(timeout=60_000)
+            first = format_seconds(perfsim.predict(w, "h100-sxm5", "fa2").seconds)
+            assert cell.inner_text() == first
+            field = page.locator(".w-seqlen_q input")
+            field.fill("8192")
+            field.press("Enter")
+            want = format_seconds(perfsim.predict(w.replace(seqlen_q=8192), "h100-sxm5",
+                                                  "fa2").seconds)
+            deadline = time.time() + 60
+            while cell.inner_text() != want and time.time() < deadline:
+                time.sleep(0.2)
+            assert cell.inner_text() == want
+            assert "seqlen_q=8192" in page.url
+            shots = Path(os.environ.get("PERFSIM_SCREENSHOT_DIR", tmp_path))
+            shots.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shots / "explorer.png"))
+            browser.close()
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
