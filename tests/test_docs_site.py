@@ -1,0 +1,31 @@
+"""The documentation site (mkdocs.yml) builds, strict, with every notebook executed and its
+figures rendered into the page (issue 14)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mkdocs")
+pytest.importorskip("mkdocs_jupyter")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.notebooks
+def test_site_builds_with_executed_notebooks(tmp_path):
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+                           "--site-dir", str(tmp_path / "site")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    site = tmp_path / "site"
+    assert (site / "index.html").exists()
+    for book in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        page = (site / "notebooks" / book.stem / "index.html").read_text()
+        assert "data:image/png" in page, f"{book.name}: no figure in its page"
+        assert "Traceback" not in page, f"{book.name}: an error in its page"
