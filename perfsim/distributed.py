@@ -8,7 +8,7 @@ on each partition on a Dask worker, and writes each partition's rows to its own 
 of one dataset directory::
 
     OUT/part-00000.parquet ... part-NNNNN.parquet
-    OUT/manifest.json          # written last: partitions, rows per file, the config
+    OUT/manifest.json          # written last: partitions, rows per file, the config's key
 
 A partition file is written to a temporary name and renamed, and partitions whose file
 already exists are not recomputed, so an interrupted run (a lost worker, Ctrl-C) resumes
@@ -25,6 +25,10 @@ worker processes on this machine; any other string is the address of a running s
 or the Dask Kubernetes operator). The workers need perfsim installed and ``OUT`` on a
 filesystem they share with the client (or an fsspec URL they can all write: not tested here).
 Needs ``dask[distributed]`` and ``pyarrow`` (``pip install 'perfsim[dask]'``).
+
+Length: partitioning, the dataset's identity and resume rules, the cluster connection with its
+deadline and the one-line errors are one feature; each part is short, and they share the
+dataset layout above.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import os
 from pathlib import Path
 
 from perfsim.errors import PerfsimError
+from perfsim.sweep import _windows
 
 #: Rows per partition by default. Measured on the 2-core development machine
 #: (benchmarks/bench_dask.py, 10⁶ fa2 rows; docs/sweeps.md "Past one machine"): each task
@@ -65,10 +70,21 @@ def _values(value) -> list:
     return list(value) if isinstance(value, (list, tuple, range)) else [value]
 
 
+def _field_values(field: str, value) -> list:
+    """The values a config field crosses (a window as its list of pairs)."""
+    if field == "window":
+        return _windows(value)
+    return _values(value)
+
+
 def count_rows(kwargs: dict) -> int:
     """Rows a :func:`perfsim.sweep.sweep` call with ``kwargs`` returns (the Cartesian product
     of the list-valued fields; ``kv_heads``, ``seqlen_k`` and ``head_dim_v`` left at
-    ``None`` follow their partners, and a ``window`` pair is one value)."""
+    ``None`` follow their partners, and a ``window`` pair is one value).
+
+    Raises:
+        perfsim.PerfsimError: an empty list (``gpus``, ``algorithms`` or a workload field)."""
+    from perfsim import algorithms as algos
     from perfsim.gpu_catalog import gpus as catalog
     from perfsim.overrides import expand_overrides
 
@@ -77,18 +93,17 @@ def count_rows(kwargs: dict) -> int:
         value = kwargs.get(field)
         if value is None:
             continue
-        if field == "window" and isinstance(value, (list, tuple)) and value and \
-                not isinstance(value[0], (list, tuple, str)):
-            continue                                   # one (left, right) pair
-        rows *= len(_values(value))
-    gpus = kwargs.get("gpus")
-    rows *= len(_values(catalog() if gpus is None else gpus))
-    algorithms = kwargs.get("algorithms")
-    if algorithms is not None:
-        rows *= len(_values(algorithms))
-    else:
-        from perfsim import algorithms as algos
-        rows *= len(algos.names())
+        n = len(_field_values(field, value))
+        if n == 0:
+            raise PerfsimError(f"{field}: an empty list; give at least one value")
+        rows *= n
+    for name, default in (("gpus", catalog), ("algorithms", algos.names)):
+        value = kwargs.get(name)
+        n = len(_values(default() if value is None else value))
+        if n == 0:
+            raise PerfsimError(f"{name}: an empty list; give at least one, or leave it out "
+                               "for all")
+        rows *= n
     return rows * len(expand_overrides(kwargs.get("overrides") or {}))
 
 
@@ -102,6 +117,7 @@ def partitions(kwargs: dict, rows_per_partition: int = ROWS_PER_PARTITION) -> li
 
     if rows_per_partition < 1:
         raise PerfsimError(f"rows_per_partition must be at least 1, got {rows_per_partition}")
+    count_rows(kwargs)                     # an empty list is refused before any partition
     gpus = kwargs.get("gpus")
     algorithms = kwargs.get("algorithms")
     base = []
@@ -118,31 +134,32 @@ def _cut(part: dict, limit: int) -> list[dict]:
     rows = count_rows(part)
     if rows <= limit:
         return [part]
-    lists = [(len(_values(part[f])), f) for f in SPLIT_FIELDS
-             if isinstance(part.get(f), (list, tuple, range)) and len(_values(part[f])) > 1
-             and not (f == "window" and not isinstance(_values(part[f])[0], (list, tuple,
-                                                                                 str)))]
+    lists = [(len(_field_values(f, part[f])), f) for f in SPLIT_FIELDS
+             if part.get(f) is not None and len(_field_values(f, part[f])) > 1]
     if not lists:
         return [part]
     n, field = max(lists)
     # kv_heads / seqlen_k / head_dim_v left at None follow heads / seqlen_q / head_dim: they
     # still follow each chunk's values, so cutting the partner keeps the pairing
     chunks = min(n, math.ceil(rows / limit))
-    values = _values(part[field])
+    values = _field_values(field, part[field])
     size = math.ceil(n / chunks)
     out = []
     for start in range(0, n, size):
-        out.extend(_cut({**part, field: values[start:start + size]}, limit))
+        chunk = values[start:start + size]
+        if field == "window":
+            chunk = [list(w) for w in chunk]
+        out.extend(_cut({**part, field: chunk}, limit))
     return out
 
 
 def _config_key(kwargs: dict, rows_per_partition: int) -> str:
-    """A stable text of the config and partition size (the manifest's identity check)."""
+    """A stable text of the config and partition size (the dataset's identity check): GPU
+    specs and algorithms by their full content, not their labels (two what-if GPUs share a
+    label)."""
     def plain(value):
-        if hasattr(value, "label"):
-            return value.label()
-        if hasattr(value, "id"):
-            return value.id
+        if hasattr(value, "model_dump"):
+            return {"type": type(value).__name__, **plain(value.model_dump(mode="json"))}
         if isinstance(value, dict):
             return {str(k): plain(v) for k, v in sorted(value.items())}
         if isinstance(value, (list, tuple, range)):
@@ -170,6 +187,57 @@ def run_partition(part: dict, path: str) -> int:
     return len(df)
 
 
+def _readable(path: Path) -> bool:
+    """Whether a partition file is a complete Parquet file (a resumed run recomputes others)."""
+    import pyarrow.parquet as pq
+
+    try:
+        pq.read_metadata(path)
+        return True
+    except Exception:  # noqa: BLE001 - truncated, empty or foreign: recompute it
+        return False
+
+
+def _client(distributed, scheduler: str, workers: int | None):
+    """``(client, cluster or None)`` for ``scheduler`` (module docstring), or one clear error
+    within :data:`CONNECT_TIMEOUT_S` seconds."""
+    import logging
+
+    if scheduler == "local":
+        n = workers or os.cpu_count() or 1
+        cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                           dashboard_address=":0",
+                                           silence_logs=logging.CRITICAL)
+        return distributed.Client(cluster), cluster
+    if "://" not in scheduler or not scheduler.rsplit(":", 1)[-1].isdigit():
+        raise PerfsimError(f"--dask {scheduler!r}: give 'local' or a scheduler address such as "
+                           "tcp://HOST:8786")
+    # in a daemon thread with a deadline: a listener that is not a Dask scheduler accepts the
+    # connection and never answers, and the client's own timeout does not cover that
+    import threading
+
+    got: dict = {}
+
+    def connect():
+        try:
+            got["client"] = distributed.Client(scheduler, timeout=f"{CONNECT_TIMEOUT_S}s")
+        except Exception as exc:  # noqa: BLE001 - OSError, TimeoutError, comm errors
+            got["error"] = exc
+
+    thread = threading.Thread(target=connect, daemon=True)
+    thread.start()
+    thread.join(CONNECT_TIMEOUT_S + 5)
+    if "client" in got:
+        return got["client"], None
+    why = type(got["error"]).__name__ if "error" in got else "no answer"
+    raise PerfsimError(f"--dask {scheduler}: no Dask scheduler answered within "
+                       f"{CONNECT_TIMEOUT_S} s ({why})")
+
+
+#: Seconds to wait for a remote scheduler before giving up.
+CONNECT_TIMEOUT_S = 20
+
+
 def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
                workers: int | None = None, rows_per_partition: int = ROWS_PER_PARTITION,
                progress=None) -> Path:
@@ -178,9 +246,10 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
 
     Args:
         kwargs: sweep arguments; ``progress`` and ``max_memory_bytes`` are per partition.
-        out: dataset directory (created; partitions already in it are kept and skipped).
+        out: dataset directory (created; complete partitions of the same config already in
+            it are kept and skipped, damaged ones recomputed).
         scheduler: ``"local"`` (a ``LocalCluster`` of ``workers`` processes, default: the
-            cores of this machine) or a scheduler address.
+            cores of this machine) or a scheduler address (``tcp://HOST:PORT``).
         rows_per_partition: partition size (:func:`partitions`).
         progress: called as ``progress(partitions_done, partitions_total)``.
 
@@ -188,33 +257,39 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
         The dataset directory.
 
     Raises:
-        perfsim.PerfsimError: dask or pyarrow missing; ``out`` holds another config's
-            partitions; a partition failed (the message names it and its error).
+        perfsim.PerfsimError: dask or pyarrow missing; an empty list in the config;
+            ``workers`` below 1; ``out`` a file, or a folder holding another sweep's
+            partitions; no scheduler at the address; a partition failed (the first error,
+            in one line; the other partitions are cancelled).
     """
     distributed = _need_dask()
+    if workers is not None and workers < 1:
+        raise PerfsimError(f"workers must be at least 1, got {workers}")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise PerfsimError(f"{out}: exists and is not a directory (the dataset is a folder of "
                            "Parquet files)")
-    out.mkdir(parents=True, exist_ok=True)
-    parts = partitions(kwargs, rows_per_partition)
+    parts = partitions(kwargs, rows_per_partition)       # config errors before any cluster
     key = _config_key(kwargs, rows_per_partition)
     marker = out / ".config.json"
-    if marker.exists() and marker.read_text() != key:
-        raise PerfsimError(f"{out}: holds partitions of another sweep config or partition "
-                           "size; choose a new directory or delete it")
-    marker.write_text(key)
+    if out.exists():
+        recorded = {marker.read_text()} if marker.exists() else set()
+        if (out / MANIFEST).exists():
+            try:
+                recorded.add(json.loads((out / MANIFEST).read_text())["key"])
+            except (ValueError, KeyError, TypeError):
+                recorded.add("unknown")
+        stray = any(out.glob("part-*.parquet"))
+        if recorded - {key} or (stray and not recorded):
+            raise PerfsimError(f"{out}: holds partitions of another sweep config or partition "
+                               "size (or of an unknown one); choose a new directory or delete "
+                               "it")
     paths = [out / f"part-{i:05d}.parquet" for i in range(len(parts))]
-    todo = [(p, str(path)) for p, path in zip(parts, paths) if not path.exists()]
-    cluster = None
-    if scheduler == "local":
-        n = workers or os.cpu_count() or 1
-        cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                           dashboard_address=None)
-        client = distributed.Client(cluster)
-    else:
-        client = distributed.Client(scheduler)
+    client, cluster = _client(distributed, scheduler, workers)
     try:
+        out.mkdir(parents=True, exist_ok=True)
+        marker.write_text(key)
+        todo = [(p, str(path)) for p, path in zip(parts, paths) if not _readable(path)]
         futures = [client.submit(run_partition, p, path, pure=False) for p, path in todo]
         done = len(parts) - len(todo)
         if progress:
@@ -222,11 +297,11 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
         for future in distributed.as_completed(futures):
             try:
                 future.result()
-            except Exception as exc:  # noqa: BLE001 - name the partition, keep the rest
-                for f in futures:
-                    f.cancel()
+            except Exception as exc:  # noqa: BLE001 - name the error, stop the rest
+                client.cancel(futures)
+                text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 raise PerfsimError(f"a sweep partition failed: {type(exc).__name__}: "
-                                   f"{exc}".strip()) from None
+                                   f"{text}".strip()) from None
             done += 1
             if progress:
                 progress(done, len(parts))
@@ -238,7 +313,7 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
 
     manifest = {"partitions": [{"file": path.name, "rows": pq.read_metadata(path).num_rows}
                                for path in paths],
-                "rows": 0, "config": json.loads(key)}
+                "rows": 0, "key": key}
     manifest["rows"] = sum(p["rows"] for p in manifest["partitions"])
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return out
@@ -258,5 +333,13 @@ def read_dataset(out: str | Path):
         raise PerfsimError(f"{out}: no {MANIFEST}: the sweep has not finished (run it again "
                            "to resume)")
     manifest = json.loads((out / MANIFEST).read_text())
-    frames = [pq.read_table(out / p["file"]).to_pandas() for p in manifest["partitions"]]
+    frames = []
+    for p in manifest["partitions"]:
+        try:
+            frames.append(pq.read_table(out / p["file"]).to_pandas())
+        except Exception as exc:  # noqa: BLE001 - missing or damaged file: one line
+            raise PerfsimError(f"{out / p['file']}: cannot be read ({type(exc).__name__}); "
+                               "run the sweep again to recompute it") from None
+    if not frames:
+        raise PerfsimError(f"{out}: the dataset has no partitions")
     return pd.concat(frames, ignore_index=True)

@@ -31,8 +31,8 @@ __all__ = ["UNIT_COLORS", "bottleneck_map", "cycle_chart", "predicted_vs_measure
 
 #: Memory levels of the hierarchical roofline (as Nsight Compute draws it): name, colour,
 #: marker fill. Each kernel is placed once per level at FLOPs per byte moved at that level.
-LEVELS = (("HBM", "black", "full"), ("L2", "tab:orange", "left"),
-          ("shared memory", "tab:purple", "none"))
+LEVELS = (("HBM", "black", "full"), ("L2", "tab:cyan", "left"),
+          ("shared memory", "tab:olive", "none"))
 
 
 def roofline(predictions, dtype: str | None = None):
@@ -45,9 +45,12 @@ def roofline(predictions, dtype: str | None = None):
     level — HBM (filled markers, coloured by the unit that binds the kernel), L2 (HBM traffic
     plus L2 hits; only where the GPU's ``l2_bandwidth_bytes_per_s`` is known) and shared
     memory (open markers). Ceilings: each level's bandwidth (HBM at its datasheet rate, L2 as
-    measured, shared memory at ``smem_bandwidth_bytes_per_clk_per_sm`` × SMs × ``clock_hz``),
-    the ``dtype`` tensor-core peak and the FP32-pipe peak. A kernel sits under a level's
-    ceiling at that level's x; the ceiling it touches is the one that binds.
+    measured, shared memory at ``smem_bandwidth_bytes_per_clk_per_sm`` × SMs × the clock),
+    the ``dtype`` tensor-core peak (none for fp32) and the FP32-pipe peak, at the SM clock the
+    first prediction runs at (the title says which). A kernel sits under its HBM,
+    shared-memory and compute ceilings; L2 is not a timing unit of perfsim (it only draws the
+    measured ceiling), so a kernel whose modelled L2 traffic would need more than it may sit
+    above that line: a hint that L2 would bind.
 
     Args:
         predictions: a ``Prediction`` or a list of them on the same GPU.
@@ -56,8 +59,11 @@ def roofline(predictions, dtype: str | None = None):
     preds = predictions if isinstance(predictions, (list, tuple)) else [predictions]
     gpu, dtype = preds[0].gpu, dtype or preds[0].workload.dtype
     fig, ax = figure(width=7.5, height=5)
+    # compute and shared-memory ceilings at the clock the (first) prediction runs at
+    clock = float(preds[0].clock_hz)
+    at_clock = clock / gpu.clock_hz
     bandwidth = {"HBM": gpu.hbm_bandwidth_bytes_per_s, "L2": gpu.l2_bandwidth_bytes_per_s,
-                 "shared memory": gpu.smem_bandwidth_bytes_per_s}
+                 "shared memory": gpu.smem_bandwidth_bytes_per_s * at_clock}
     labels: dict[tuple, list[str]] = {}   # kernels at the same spot share one label
     bounds: set[str] = set()
     levels_shown: set[str] = set()
@@ -93,8 +99,10 @@ def roofline(predictions, dtype: str | None = None):
         text = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
         ax.annotate(text, (x, y), fontsize=7, xytext=(5, -3), textcoords="offset points")
     roofs: dict[float, list[str]] = {}
-    for name, peak in ((f"{dtype} tensor cores", gpu.peak_tensor_flops_per_s(dtype)),
-                       ("FP32 pipes", gpu.fp32_flops_per_s)):
+    peaks = [("FP32 pipes", gpu.fp32_flops_per_s * at_clock)]
+    if dtype in gpu.tensor_flops_per_clk_per_sm:            # fp32 has no tensor-core path
+        peaks.insert(0, (f"{dtype} tensor cores", gpu.peak_tensor_flops_per_s(dtype) * at_clock))
+    for name, peak in peaks:
         roofs.setdefault(peak, []).append(name)
     top = max(roofs)
     hbm = bandwidth["HBM"]
@@ -120,7 +128,7 @@ def roofline(predictions, dtype: str | None = None):
                             f"{top / bw:.0f} FLOP/B)")
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP per byte moved at "
            "each memory level)", ylabel="achieved TFLOP/s",
-           title=f"{gpu.name}: HBM {hbm / 1e12:.2f} TB/s")
+           title=f"{gpu.name} at {clock / 1e6:.0f} MHz: HBM {hbm / 1e12:.2f} TB/s")
     handles = [Line2D([], [], marker=MARKERS[i % len(MARKERS)], color="gray", ls="",
                       label=p.algorithm.label()) for i, p in enumerate(preds)]
     handles += [Line2D([], [], marker="o", ls="", markerfacecolor="gray" if fill == "full"

@@ -148,7 +148,8 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
     Args:
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
             phase, dropout_p: ``AttentionWorkload`` fields, each a value or a list of values.
-        window, kv_dtype, page_size, softcap: the same (``window`` one ``(left, right)`` pair
+        window, kv_dtype, page_size, softcap: the same (``page_size`` 0 or ``"none"``:
+            contiguous K/V, as the column writes it; ``window`` one ``(left, right)`` pair
             or a list of pairs, a pair also as the CSV column's ``"LEFT,RIGHT"`` string,
             ``"none"`` for an unbounded side; ``None`` = no window / ``kv_dtype`` = ``dtype``
             / contiguous K/V).
@@ -458,7 +459,11 @@ def _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p, window
     dims = [(d, d) for d in _listify(head_dim)] if head_dim_v is None else list(
         itertools.product(_listify(head_dim), _listify(head_dim_v)))
     kv_dtypes = [None] if kv_dtype is None else _listify(kv_dtype)
-    pages = [None] if page_size is None else _listify(page_size)
+    # 0 or "none" reads "contiguous K/V", as the page_size column writes it (so a TOML file,
+    # which has no null, can sweep contiguous against paged)
+    pages = [None] if page_size is None else [
+        None if pg == 0 or (isinstance(pg, str) and pg.strip().lower() == "none") else pg
+        for pg in _listify(page_size)]
     combos = []
     for (d, dv), c, t, p, q, win, kvt, pg, cap in itertools.product(
             dims, _listify(causal), _listify(dtype), _listify(phase), _listify(dropout_p),

@@ -13,7 +13,10 @@ from perfsim.errors import PerfsimError
 from perfsim.plot_style import MARKERS, UNIT_COLORS, color_legend, figure
 
 _WORKLOAD = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim", "head_dim_v",
-             "causal", "dtype", "phase", "dropout_p")
+             "causal", "dtype", "phase", "dropout_p", "window", "kv_dtype", "page_size",
+             "softcap")
+#: Most panels a faceted figure draws; more is refused with the fields to filter on.
+MAX_PANELS = 48
 
 
 def _facets(df: pd.DataFrame, fields: list[str], always: tuple = ()) -> list[tuple]:
@@ -41,8 +44,8 @@ def _select(df: pd.DataFrame, facet) -> pd.DataFrame:
 
 
 def _title(facet) -> str:
-    return ", ".join(f"{v}" if f in ("gpu", "algorithm", "overrides") else f"{f}={v}"
-                     for f, v in facet)
+    return ", ".join(f"{v}" if f in ("gpu", "algorithm", "overrides") else
+                     f"{f}={v if v != '' else 'none'}" for f, v in facet)
 
 
 def tflops_vs_seqlen(df: pd.DataFrame, x: str = "seqlen_q"):
@@ -81,18 +84,25 @@ def tflops_vs_seqlen(df: pd.DataFrame, x: str = "seqlen_q"):
                     ax.bar(pos, line.values, width=width * 0.95, label=label, color=f"C{i % 10}")
                     for px, v in zip(pos, line.values):
                         ax.text(px, v, f"{v:.0f}", ha="center", va="bottom", fontsize=6)
-                else:
-                    ax.plot(line.index, line.values, marker=".", label=label, color=f"C{i % 10}")
+                else:   # ten colours, then the next marker shape: every series its own
+                    ax.plot(line.index, line.values, marker=MARKERS[(i // 10) % len(MARKERS)],
+                            markersize=4, label=label, color=f"C{i % 10}")
             if bars:
                 ax.set_xticks(range(len(xs)), [_k(v) for v in xs])
             else:
                 ax.set_xscale("log", base=2)
             ax.set(xlabel=x, ylabel="TFLOP/s", title=_title(row_facet + col_facet))
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=7)
-            else:                       # every row infeasible: say so instead of a blank plot
+            if not ax.get_legend_handles_labels()[0]:   # every row infeasible: say so
                 ax.text(0.5, 0.5, "no feasible rows", ha="center", va="center",
                         transform=ax.transAxes)
+    # one legend for every panel, beside the top-right one (not over any data)
+    seen: dict = {}
+    for ax in grid.ravel():
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    if seen:
+        grid[0, -1].legend(list(seen.values()), list(seen), fontsize=7, loc="upper left",
+                           bbox_to_anchor=(1.01, 1))
     return fig, axes
 
 
@@ -140,8 +150,13 @@ def _others(df: pd.DataFrame, x: str, y: str) -> list[str]:
 
 def _category_map(df, column: str, colors: dict, col_fields: list, x: str, y: str):
     # every other varying field gets its own row of panels, so each cell holds one row
-    rows = _facets(df, ["gpu", "overrides", *_others(df, x, y)])
+    others = _others(df, x, y)
+    rows = _facets(df, ["gpu", "overrides", *others])
     cols = _facets(df, col_fields)
+    if len(rows) * len(cols) > MAX_PANELS:
+        raise PerfsimError(f"{len(rows) * len(cols)} panels (more than {MAX_PANELS}); filter "
+                           f"the frame to fewer values of: "
+                           f"{', '.join(['gpu', *col_fields, *others])}")
     fig, axes = figure(len(rows), len(cols), width=4.5, height=3.4)
     grid = np.asarray(axes, dtype=object).reshape(len(rows), len(cols))
     xs, ys = sorted(df[x].unique()), sorted(df[y].unique())

@@ -88,6 +88,79 @@ def test_cli_dask_flags(tmp_path, capsys):
                           (["--workers", "2"], "--workers goes with --dask"),
                           (["--dask", "local", "--out", str(out), "--json"], "dataset only"),
                           (["--dask", "tcp://x:1", "--workers", "2", "--out", str(out)],
-                           "--workers must be at least 1 and goes with --dask local")):
+                           "--workers must be at least 1 and goes with --dask local"),
+                          (["--dask", "local", "--out", str(out), "--rows-per-partition", "0"],
+                           "--rows-per-partition must be at least 1"),
+                          (["--dask", "local", "--out", str(tmp_path / "rows.csv")],
+                           "a folder of Parquet files")):
         assert main(["sweep", str(config), *argv]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_datasets_of_two_configs_are_never_mixed(tmp_path):
+    """A copy of a dataset (without its hidden marker) and two what-if GPUs that share a
+    label are both recognised as other configs."""
+    import shutil
+
+    import perfsim
+
+    small = {"gpus": ["h100-sxm5"], "algorithms": ["fa2"], "batch": [1, 2], "heads": 8,
+             "seqlen_q": [128, 256], "head_dim": 64}
+    first = dask_sweep(small, tmp_path / "a", "local", workers=1, rows_per_partition=2)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for f in first.glob("*"):                  # `cp a/* copy/`: the hidden marker stays behind
+        if not f.name.startswith("."):
+            shutil.copy(f, copy / f.name)
+    with pytest.raises(PerfsimError, match="another sweep config"):
+        dask_sweep({**small, "batch": [4, 8]}, copy, "local", workers=1, rows_per_partition=2)
+    b200 = perfsim.load_gpu("b200")
+    slow = {**small, "gpus": [b200.replace(mufu_ops_per_clk_per_sm=8)]}
+    fast = {**small, "gpus": [b200.replace(mufu_ops_per_clk_per_sm=64)]}
+    assert slow["gpus"][0].id == fast["gpus"][0].id               # same label, "b200*"
+    dask_sweep(slow, tmp_path / "w", "local", workers=1, rows_per_partition=2)
+    with pytest.raises(PerfsimError, match="another sweep config"):
+        dask_sweep(fast, tmp_path / "w", "local", workers=1, rows_per_partition=2)
+
+
+def test_a_bad_scheduler_is_one_error_in_bounded_time(tmp_path, monkeypatch):
+    import socket
+    import threading
+    import time
+
+    from perfsim import distributed
+
+    monkeypatch.setattr(distributed, "CONNECT_TIMEOUT_S", 2)
+    small = {"gpus": ["h100-sxm5"], "algorithms": ["fa2"], "batch": 1, "heads": 8,
+             "seqlen_q": 128, "head_dim": 64}
+    with pytest.raises(PerfsimError, match="give 'local' or a scheduler address"):
+        dask_sweep(small, tmp_path / "x", "LOCAL")
+    silent = socket.socket()                  # accepts and never answers (not a scheduler)
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(4)
+    threading.Thread(target=lambda: [silent.accept() for _ in range(4)], daemon=True).start()
+    for address in ("tcp://127.0.0.1:1", f"tcp://127.0.0.1:{silent.getsockname()[1]}"):
+        start = time.time()
+        with pytest.raises(PerfsimError, match="no Dask scheduler answered within 2 s"):
+            dask_sweep(small, tmp_path / "x", address)
+        assert time.time() - start < 15
+    assert not (tmp_path / "x").exists()          # nothing written before a cluster answered
+
+
+def test_window_pairs_empty_lists_and_damaged_partitions(tmp_path):
+    pair = {"gpus": ["h200-sxm"], "algorithms": ["fa2"], "batch": 1, "heads": 16,
+            "seqlen_q": [1024, 2048, 4096], "head_dim": 128, "causal": True,
+            "window": ["none", 0]}                          # one pair, not two windows
+    assert count_rows(pair) == len(sweep(**pair)) == 3
+    out = dask_sweep(pair, tmp_path / "p", "local", workers=1, rows_per_partition=1)
+    first = read_dataset(out)
+    assert len(first) == 3
+    (out / "part-00001.parquet").write_bytes(b"")          # a damaged partition
+    (out / "manifest.json").unlink()
+    dask_sweep(pair, out, "local", workers=1, rows_per_partition=1)
+    pd.testing.assert_frame_equal(read_dataset(out), first, check_exact=True)
+    for empty in ({**pair, "gpus": []}, {**pair, "algorithms": []}, {**pair, "seqlen_q": []}):
+        with pytest.raises(PerfsimError, match="empty list"):
+            dask_sweep(empty, tmp_path / "e", "local", workers=1)
+    with pytest.raises(PerfsimError, match="workers must be at least 1"):
+        dask_sweep(pair, tmp_path / "e", "local", workers=0)

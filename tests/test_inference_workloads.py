@@ -253,3 +253,17 @@ def test_committed_decode_scores_are_reproducible(folder, score):
         line = (f"| {t['impl']} | {t['kind']} | {t['n']} | {100 * t['median_abs']:.1f} % "
                 f"| {100 * t['max_abs']:.1f} % | {100 * t['median_signed']:+.1f} % |")
         assert line in committed, line
+
+
+def test_fa3_class_backwards_refuse_fp8_and_sweeps_take_page_size_zero():
+    """flash-attn 3's mha_bwd takes fp16/bf16 only; a TOML sweep writes contiguous K/V as
+    page_size 0 (the column's own value) and "none"."""
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128,
+                                  dtype="fp8_e4m3", phase="bwd")
+    for algo in ("fa3", "flash-attn-3", "sdpa-cudnn"):
+        with pytest.raises(perfsim.InfeasibleError, match="fp16 and bf16"):
+            perfsim.predict(w, "h200-sxm", algo)
+    assert perfsim.predict(w.replace(phase="fwd"), "h200-sxm", "fa3").seconds > 0
+    df = perfsim.sweep(batch=8, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=4096, head_dim=128,
+                       page_size=[0, 256, "none"], gpus=["h100-sxm5"], algorithms=["fa3"])
+    assert list(df.page_size) == [0, 256, 0] and (df.infeasible == "").all()

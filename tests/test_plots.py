@@ -34,7 +34,14 @@ def test_roofline_places_each_kernel(tmp_path):
     points = np.concatenate([c.get_offsets() for c in hbm])
     assert len(points) == len(p.kernels) == 9   # QK^T, scale, mask, 5 softmax kernels, PV
     assert points[:, 0].min() < 1 and points[:, 0].max() > 10   # elementwise ops ... GEMMs
-    assert any("ridge 58 FLOP/B" in t.get_text() for t in ax.texts)  # 5090 post, fp32
+    # the roofs are drawn at the clock the call runs at (the title says which); at the
+    # datasheet clock the FP32 ridge is the 5090 post's 58 FLOP/B
+    gpu = p.gpu
+    assert gpu.fp32_flops_per_s / gpu.hbm_bandwidth_bytes_per_s == pytest.approx(58, abs=0.6)
+    ridge = gpu.fp32_flops_per_s * p.clock_hz / gpu.clock_hz / gpu.hbm_bandwidth_bytes_per_s
+    assert any(f"ridge {ridge:.0f} FLOP/B" in t.get_text() for t in ax.texts)
+    assert f"{p.clock_hz / 1e6:.0f} MHz" in ax.get_title()
+    assert not any("tensor cores" in t.get_text() for t in ax.texts)    # fp32: none
     legend = {t.get_text() for t in ax.get_legend().get_texts()}
     assert not any(t.startswith("L2 ceiling") for t in legend)   # no L2 bandwidth known
 
@@ -95,8 +102,10 @@ def test_tflops_vs_seqlen_panels_and_series(tmp_path, frame):
     fig, axes = plots.tflops_vs_seqlen(frame)
     _png(fig, tmp_path / "tflops.png")
     assert axes.shape == (2, 4)   # GPUs x (causal, head_dim)
-    labels = {t.get_text() for t in axes[1, 0].get_legend().get_texts()}
-    assert labels == {"standard", "fa2", "fa3"}
+    # one legend, beside the top-right panel, naming every series of every panel
+    legends = [ax.get_legend() for ax in axes.ravel() if ax.get_legend()]
+    assert len(legends) == 1 and axes[0, -1].get_legend() is legends[0]
+    assert {t.get_text() for t in legends[0].get_texts()} == {"standard", "fa2", "fa3"}
     many = perfsim.sweep(batch=1, heads=8, seqlen_q=[2**i for i in range(7, 17)],
                          head_dim=128, gpus="h200-sxm", algorithms=["fa2", "fa3"])
     fig, ax = plots.tflops_vs_seqlen(many)   # more than 8 lengths: one line per algorithm
@@ -153,3 +162,23 @@ def test_cycle_chart_of_tile_cycles(tmp_path):
     fig, ax = plots.cycle_chart(rows, title="one 128 x 128 tile, d = 128")
     _png(fig, tmp_path / "cycles.png")
     assert [b.get_width() for b in ax.patches] == [2048, 1024, 1024, 1024, 768]
+
+
+def test_maps_and_curves_facet_inference_fields_and_cap_panels(tmp_path):
+    """window (and kv_dtype, page_size, softcap) vary like any workload field: a row of panels
+    each in the maps, a series each in the curve (never averaged); too many panels are
+    refused with the fields to filter on."""
+    df = perfsim.sweep(batch=1, heads=16, seqlen_q=[1024, 2048, 4096], head_dim=[64, 128],
+                       window=[(255, 0), ("none", "none")], gpus=["h200-sxm"],
+                       algorithms=["fa2"])
+    fig, axes = plots.bottleneck_map(df)
+    assert axes.shape == (2,)
+    assert {ax.get_title() for ax in axes} == {"window=255,0", "window=none"}
+    fig, axes = plots.tflops_vs_seqlen(df)
+    labels = {t.get_text() for ax in np.ravel(axes) if ax.get_legend()
+              for t in ax.get_legend().get_texts()}
+    assert labels == {"fa2, window=255,0", "fa2, window=none"}
+    many = perfsim.sweep(batch=list(range(1, 51)), heads=8, seqlen_q=[512, 1024],
+                         head_dim=64, gpus=["h100-sxm5"], algorithms=["fa2"])
+    with pytest.raises(perfsim.PerfsimError, match="panels .*batch"):
+        plots.bottleneck_map(many)

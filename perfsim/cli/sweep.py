@@ -112,8 +112,9 @@ def register_sweep(subparsers) -> None:
                    "beside it: delete it)")
     p.add_argument("--plot", metavar="FILE", help="write a figure (PNG/SVG/PDF)")
     p.add_argument("--plot-kind", choices=PLOTS, default="tflops",
-                   help="tflops: TFLOP/s vs seqlen_q per algorithm; bottleneck: the unit that "
-                   "binds on seqlen_q x head_dim")
+                   help="tflops: TFLOP/s vs sequence length per algorithm; bottleneck: the "
+                   "unit that binds on sequence length x head_dim (seqlen_k where only it "
+                   "varies, as in decode sweeps; else seqlen_q)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON records")
     p.add_argument("--dask", metavar="SCHEDULER", help="run the sweep in partitions on Dask: "
                    "'local' (a LocalCluster on this machine) or a scheduler address "
@@ -185,9 +186,12 @@ def _cmd_dask_sweep(args, kwargs) -> int:
                            "perfsim.distributed.read_dataset(DIR) to plot or print it")
     if args.workers is not None and (args.workers < 1 or args.dask != "local"):
         raise PerfsimError("--workers must be at least 1 and goes with --dask local")
-    size = args.rows_per_partition or ROWS_PER_PARTITION
+    size = ROWS_PER_PARTITION if args.rows_per_partition is None else args.rows_per_partition
     if size < 1:
         raise PerfsimError(f"--rows-per-partition must be at least 1, got {size}")
+    if args.out.lower().endswith(".csv"):
+        raise PerfsimError(f"--out {args.out}: with --dask the rows go to a folder of Parquet "
+                           "files; give a folder name (e.g. rows/ or rows.parquet)")
     console = Console(stderr=True)
     start = time.perf_counter()
     with Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -266,10 +270,12 @@ def write_rows(df, path: str | Path, progress=None) -> Path:
 def _plot(df, path: str, kind: str) -> None:
     from perfsim import plots
 
+    # along the query length, or the key length where only that varies (decode sweeps)
+    x = "seqlen_k" if df.seqlen_q.nunique() == 1 and df.seqlen_k.nunique() > 1 else "seqlen_q"
     if kind == "tflops":
-        fig, _ = plots.tflops_vs_seqlen(df)
+        fig, _ = plots.tflops_vs_seqlen(df, x=x)
     else:
-        fig, _ = plots.bottleneck_map(df)
+        fig, _ = plots.bottleneck_map(df, x=x)
     save_figure(fig, path, dpi=120)
 
 
