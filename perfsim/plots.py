@@ -94,10 +94,12 @@ def roofline(predictions, dtype: str | None = None):
                     bounds.add(str(k.bound))
                     labels.setdefault((round(np.log10(x), 1), round(np.log10(y), 1), x, y),
                                       []).append(k.cost.name)
+    notes = []
     for (_, _, x, y), names in _merge(labels).items():
         names = list(dict.fromkeys(names))
         text = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
-        ax.annotate(text, (x, y), fontsize=7, xytext=(5, -3), textcoords="offset points")
+        notes.append(ax.annotate(text, (x, y), fontsize=7, xytext=(5, -3),
+                                 textcoords="offset points"))
     roofs: dict[float, list[str]] = {}
     peaks = [("FP32 pipes", gpu.fp32_flops_per_s * at_clock)]
     if dtype in gpu.tensor_flops_per_clk_per_sm:            # fp32 has no tensor-core path
@@ -133,12 +135,40 @@ def roofline(predictions, dtype: str | None = None):
                       label=p.algorithm.label()) for i, p in enumerate(preds)]
     handles += [Line2D([], [], marker="o", ls="", markerfacecolor="gray" if fill == "full"
                        else "white", markeredgecolor=color if level != "HBM" else "gray",
-                       label=f"at {level}") for level, color, fill in LEVELS
+                       label=f"at {level}: " + ("filled" if fill == "full" else
+                                                 f"open, {color.removeprefix('tab:')}"))
+                for level, color, fill in LEVELS
                 if level in levels_shown]
     handles += [Patch(color=UNIT_COLORS[u], label=f"bound: {u}") for u in BOUNDS if u in bounds]
     ax.legend(handles=handles + ceilings, loc="upper left", bbox_to_anchor=(1.01, 1),
               fontsize=8)
+    _spread(fig, ax.texts + notes, notes)
     return fig, ax
+
+
+def _spread(fig, fixed, movable, step: float = 9.0, tries: int = 12) -> None:
+    """Move each of ``movable`` (annotations in offset points) down, then up, in ``step``-point
+    steps until its box overlaps no earlier label of ``fixed`` (at most ``tries`` steps each
+    way; a label that finds no free place stays where it was)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()                    # run the layout engine first: it moves the axes
+    renderer = canvas.get_renderer()
+    for note in movable:             # laid out as data, not as space to reserve
+        note.set_in_layout(False)
+    placed = [t.get_window_extent(renderer) for t in fixed if t not in movable]
+    for note in movable:
+        x0, y0 = note.xyann
+        for k in [0] + [sign * i for i in range(1, tries + 1) for sign in (-1, 1)]:
+            note.xyann = (x0, y0 + k * step)
+            box = note.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed):
+                break
+        else:
+            note.xyann = (x0, y0)
+            box = note.get_window_extent(renderer)
+        placed.append(box)
 
 
 def time_by_unit(predictions, by: str = "kernel"):

@@ -182,3 +182,25 @@ def test_maps_and_curves_facet_inference_fields_and_cap_panels(tmp_path):
                          head_dim=64, gpus=["h100-sxm5"], algorithms=["fa2"])
     with pytest.raises(perfsim.PerfsimError, match="panels .*batch"):
         plots.bottleneck_map(many)
+
+
+def test_roofline_labels_do_not_overlap(tmp_path):
+    """Ten presets on one roofline: the kernel labels are moved apart until no two boxes
+    overlap (or left where no free place was found within twelve steps: none here)."""
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+    from perfsim.implementations import implementations
+
+    preds = []
+    for name in implementations():
+        try:
+            preds.append(perfsim.predict(w, "h200-sxm", name))
+        except perfsim.InfeasibleError:
+            pass
+    fig, ax = plots.roofline(preds)
+    _png(fig, tmp_path / "roofline_presets.png")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    assert len(boxes) > 8
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
