@@ -40,6 +40,7 @@ from pathlib import Path
 
 from perfsim.errors import PerfsimError
 from perfsim.sweep import _windows
+from perfsim.sweep import count_rows as sweep_rows
 
 #: Rows per partition by default. Measured on the 2-core development machine
 #: (benchmarks/bench_dask.py, 10⁶ fa2 rows; docs/sweeps.md "Past one machine"): each task
@@ -78,33 +79,12 @@ def _field_values(field: str, value) -> list:
 
 
 def count_rows(kwargs: dict) -> int:
-    """Rows a :func:`perfsim.sweep.sweep` call with ``kwargs`` returns (the Cartesian product
-    of the list-valued fields; ``kv_heads``, ``seqlen_k`` and ``head_dim_v`` left at
-    ``None`` follow their partners, and a ``window`` pair is one value).
+    """Rows :func:`perfsim.sweep.sweep` returns for ``kwargs`` (``perfsim.sweep.count_rows``:
+    the same validation, no prediction).
 
     Raises:
-        perfsim.PerfsimError: an empty list (``gpus``, ``algorithms`` or a workload field)."""
-    from perfsim import algorithms as algos
-    from perfsim.gpu_catalog import gpus as catalog
-    from perfsim.overrides import expand_overrides
-
-    rows = 1
-    for field in SPLIT_FIELDS:
-        value = kwargs.get(field)
-        if value is None:
-            continue
-        n = len(_field_values(field, value))
-        if n == 0:
-            raise PerfsimError(f"{field}: an empty list; give at least one value")
-        rows *= n
-    for name, default in (("gpus", catalog), ("algorithms", algos.names)):
-        value = kwargs.get(name)
-        n = len(_values(default() if value is None else value))
-        if n == 0:
-            raise PerfsimError(f"{name}: an empty list; give at least one, or leave it out "
-                               "for all")
-        rows *= n
-    return rows * len(expand_overrides(kwargs.get("overrides") or {}))
+        perfsim.PerfsimError: a bad or empty value, as the sweep says it."""
+    return sweep_rows(**kwargs)
 
 
 def partitions(kwargs: dict, rows_per_partition: int = ROWS_PER_PARTITION) -> list[dict]:

@@ -14,6 +14,10 @@ renders the matplotlib figures perfsim already draws, syncs parameters with the 
 imported only here, so ``import perfsim`` stays light.
 
     perfsim serve [--port 5006] [--address 127.0.0.1] [--show]
+
+Length: the explorer's state (:class:`Explorer`, usable without a browser) and its Panel
+layout (:func:`create_app`) are one feature: each view is a method of the state, and the
+layout only binds them to widgets.
 """
 
 from __future__ import annotations
@@ -78,6 +82,20 @@ class Explorer(param.Parameterized):
     smem_bandwidth_bytes_per_clk_per_sm = param.Number(default=1.0, bounds=(0.1, 10),
                                                        step=0.05)
 
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._memo: dict = {}      # view name -> (state, result): one computation per state
+
+    def _once(self, name: str, compute):
+        """``compute()`` once per state of the parameters (the table and the figures of one
+        update share the predictions and the sweep)."""
+        state = tuple((p, tuple(v) if isinstance(v, list) else v)
+                      for p, v in self.param.values().items() if p != "name")
+        hit = self._memo.get(name)
+        if hit is None or hit[0] != state:
+            hit = self._memo[name] = (state, compute())
+        return hit[1]
+
     # ------------------------------------------------------------------ the model
     def workload(self, **changes):
         """The ``AttentionWorkload`` of the current state (``changes`` override fields).
@@ -116,7 +134,11 @@ class Explorer(param.Parameterized):
         return out
 
     def predictions(self) -> list[tuple[str, object]]:
-        """``(GPU id, Prediction or the reason it cannot run)`` per chosen GPU."""
+        """``(GPU id, Prediction or the reason it cannot run)`` per chosen GPU (computed once
+        per state)."""
+        return self._once("predictions", self._predictions)
+
+    def _predictions(self) -> list[tuple[str, object]]:
         from perfsim.predict import predict
 
         w = self.workload()
@@ -131,7 +153,10 @@ class Explorer(param.Parameterized):
     def sweep_frame(self):
         """The sweep behind the curve and the map: the chosen GPUs (scaled) and algorithm,
         sequence lengths :data:`CURVE_SEQLENS` × head dims :data:`MAP_HEAD_DIMS` (plus the
-        current one), the other fields as set."""
+        current one), the other fields as set (computed once per state)."""
+        return self._once("sweep", self._sweep_frame)
+
+    def _sweep_frame(self):
         from perfsim.sweep import sweep
 
         w = self.workload()

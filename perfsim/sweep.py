@@ -182,20 +182,10 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
             :data:`perfsim.workload.MAX_TENSOR_BYTES` per tensor; a sweep too large for the
             memory (checked before any work: the message gives rows and bytes).
     """
-    scalars = _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p, window,
-                             kv_dtype, page_size, softcap)
-    specs = [load_gpu(g) for g in _listify(catalog() if gpus is None else gpus)]
-    configs = [resolve(a) for a in _listify(algos.names() if algorithms is None
-                                                  else algorithms)]
-    for name, chosen in (("gpus", specs), ("algorithms", configs)):
-        if not chosen:
-            raise PerfsimError(f"{name}: an empty list; give at least one, or leave it out "
-                               f"for all")
-    variants = expand_overrides(overrides or {})
+    scalars, specs, configs, variants, grid_rows = _plan(
+        batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
+        phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides)
     groups = len(specs) * len(variants) * len(configs) * len(scalars)
-    grid_rows = (len(_listify(batch)) * len(_listify(heads)) * len(_listify(seqlen_q))
-                 * (1 if kv_heads is None else len(_listify(kv_heads)))
-                 * (1 if seqlen_k is None else len(_listify(seqlen_k))))
     check_size(grid_rows * groups, max_memory_bytes)       # before any array is built
     grid = _Grid(batch, heads, kv_heads, seqlen_q, seqlen_k)
     _check_tensor_sizes(grid, scalars)
@@ -219,6 +209,46 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
                 if progress:
                     progress(out.rows, len(out))
     return out.frame()
+
+
+def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
+          phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms,
+          overrides):
+    """``(scalar combos, GPU specs, algorithm configs, override variants, grid rows)`` of a
+    sweep, every value validated (one clear error for a bad or empty one)."""
+    scalars = _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p, window,
+                             kv_dtype, page_size, softcap)
+    specs = [load_gpu(g) for g in _listify(catalog() if gpus is None else gpus)]
+    configs = [resolve(a) for a in _listify(algos.names() if algorithms is None
+                                                  else algorithms)]
+    for name, chosen in (("gpus", specs), ("algorithms", configs)):
+        if not chosen:
+            raise PerfsimError(f"{name}: an empty list; give at least one, or leave it out "
+                               f"for all")
+    for name, value in (("batch", batch), ("heads", heads), ("seqlen_q", seqlen_q),
+                        ("kv_heads", kv_heads), ("seqlen_k", seqlen_k)):
+        if value is not None:
+            _ints(name, value)
+    grid_rows = (len(_listify(batch)) * len(_listify(heads)) * len(_listify(seqlen_q))
+                 * (1 if kv_heads is None else len(_listify(kv_heads)))
+                 * (1 if seqlen_k is None else len(_listify(seqlen_k))))
+    return scalars, specs, configs, expand_overrides(overrides or {}), grid_rows
+
+
+def count_rows(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
+               head_dim_v=None, causal=False, dtype="bf16", phase="fwd", dropout_p=0.0,
+               window=None, kv_dtype=None, page_size=None, softcap=0.0, gpus=None,
+               algorithms=None, overrides=None, **_) -> int:
+    """Rows :func:`sweep` returns for these arguments, with every value validated as
+    ``sweep`` validates it and no prediction made (other keyword arguments are ignored).
+
+    Raises:
+        perfsim.PerfsimError: as :func:`sweep` for a bad or empty value.
+    """
+    scalars, specs, configs, variants, grid_rows = _plan(
+        batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
+        phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides)
+    return grid_rows * len(specs) * len(variants) * len(configs) * len(scalars)
 
 
 def _unpacked(algo: algos.Algorithm) -> algos.Algorithm | None:

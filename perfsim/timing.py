@@ -47,7 +47,7 @@ from perfsim.errors import PerfsimError
 from perfsim.gpu import CalibratedTiming, GPUSpec
 from perfsim.kernel import UNITS, KernelCost
 from perfsim.mathops import cdiv, maximum, minimum, where
-from perfsim.queueing import closed_cycle, unpipelined_time  # noqa: F401 - re-exported
+from perfsim.queueing import closed_cycle, unpipelined_time
 from perfsim.software import DEFAULT_SOFTWARE, SoftwareProfile, load_software
 
 
@@ -56,10 +56,9 @@ class TimingParams(BaseModel):
 
     Args:
         hbm_efficiency: fraction of the datasheet HBM bandwidth a streaming kernel reaches;
-            ``None`` (default): the GPU's own (``GPUSpec.hbm_efficiency``, a measured copy).
-            Default 0.9: a device-to-device copy moved 4.3 TB/s on an H200 rated 4.8 TB/s
-            (a device-to-device copy on the project's H200: validate/reports/h200/probes/
-            power-microbench.json, hbm_copy: 4.17 TB/s).
+            ``None`` (default): the GPU's own ``GPUSpec.hbm_efficiency`` (on the H200 a
+            measured device-to-device copy, 4.17 TB/s of the 4.8 TB/s datasheet rate;
+            validate/reports/h200/probes/power-microbench.json, hbm_copy).
         tensor_efficiency: a further factor on every tensor-core rate (default 1.0; the GPU's
             own measured ``tensor_sustained_fraction`` is applied by :func:`rates` to its
             native instruction family, and the per-algorithm pipeline losses are modelled by

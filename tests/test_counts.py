@@ -6,8 +6,8 @@ import pytest
 
 import perfsim
 from perfsim.algorithms import FA1, FA2, Standard
+from perfsim.queueing import closed_cycle
 from perfsim.tiles import visits
-from perfsim.timing import closed_cycle
 from perfsim.workload import AttentionWorkload
 from tests.conftest import unit_gpu
 

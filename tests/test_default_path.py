@@ -12,7 +12,8 @@ from perfsim.algorithms.fa2 import bwd_operand_reads
 from perfsim.algorithms.fa2_launch import bwd_launch, fwd_launch, is_sm8x
 from perfsim.algorithms.fa3 import wgmma_operand_reads
 from perfsim.implementations import implementations
-from perfsim.timing import TimingParams, closed_cycle
+from perfsim.queueing import closed_cycle
+from perfsim.timing import TimingParams
 
 W = perfsim.AttentionWorkload
 

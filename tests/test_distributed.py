@@ -21,7 +21,7 @@ BIG = {"gpus": ["h100-sxm5", "rtx-5090"], "algorithms": ["fa2", "fa3"],
        "seqlen_q": [64 * i for i in range(1, 64)], "head_dim": [64, 128],
        "causal": [False, True], "dtype": ["bf16", "fp16"]}
 KEYS = ["gpu", "algorithm", "batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim",
-        "head_dim_v", "causal", "dtype", "phase"]
+        "head_dim_v", "causal", "dtype", "phase", "window"]
 
 
 def _canonical(df: pd.DataFrame) -> pd.DataFrame:
@@ -52,8 +52,10 @@ def test_partitions_cover_the_grid_once():
     rows = len(sweep(**kwargs))
     assert count_rows(kwargs) == rows
     parts = partitions(kwargs, rows_per_partition=7)
-    assert sum(len(sweep(**p)) for p in parts) == rows
-    assert all(count_rows(p) <= 7 or count_rows(p) == 2 for p in parts)
+    assert all(1 <= count_rows(p) <= 7 for p in parts)
+    together = pd.concat([sweep(**p) for p in parts], ignore_index=True)
+    pd.testing.assert_frame_equal(_canonical(together), _canonical(sweep(**kwargs)),
+                                  check_exact=True)
 
 
 def test_an_interrupted_run_resumes_and_other_configs_are_refused(tmp_path):
@@ -160,7 +162,11 @@ def test_window_pairs_empty_lists_and_damaged_partitions(tmp_path):
     dask_sweep(pair, out, "local", workers=1, rows_per_partition=1)
     pd.testing.assert_frame_equal(read_dataset(out), first, check_exact=True)
     for empty in ({**pair, "gpus": []}, {**pair, "algorithms": []}, {**pair, "seqlen_q": []}):
-        with pytest.raises(PerfsimError, match="empty list"):
+        with pytest.raises(PerfsimError) as local:       # the sweep's own message, no cluster
+            sweep(**empty)
+        with pytest.raises(PerfsimError) as partitioned:
             dask_sweep(empty, tmp_path / "e", "local", workers=1)
+        assert str(partitioned.value) == str(local.value)
+        assert not (tmp_path / "e").exists()
     with pytest.raises(PerfsimError, match="workers must be at least 1"):
         dask_sweep(pair, tmp_path / "e", "local", workers=0)

@@ -13,7 +13,8 @@ import pytest
 
 import perfsim
 from perfsim.algorithms import FA1
-from perfsim.timing import TimingParams, closed_cycle, time_kernel
+from perfsim.queueing import closed_cycle
+from perfsim.timing import TimingParams, time_kernel
 from tests.conftest import unit_gpu
 
 W = perfsim.AttentionWorkload

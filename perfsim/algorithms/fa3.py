@@ -178,7 +178,7 @@ class FA3(FA2):
         dropout.
 
         Raises:
-            InfeasibleError: ``dropout_p > 0``; a paged cache or fp8 in the backward.
+            InfeasibleError: ``dropout_p > 0``; a paged cache in the backward.
         """
         if dims.dropout_p and not self.dropout_supported:
             raise InfeasibleError(f"{self.name} has no dropout (FlashAttention-3's hopper/ "
@@ -186,9 +186,6 @@ class FA3(FA2):
         if dims.page_size and dims.bwd:
             raise InfeasibleError(f"{self.name}: a paged K/V cache is an inference path "
                                   "(no backward)")
-        if dims.bwd and dims.dtype == "fp8_e4m3":
-            raise InfeasibleError(f"{self.name}: FA3-class backward kernels take fp16 and bf16 "
-                                  "only (flash-attn 3's mha_bwd, hopper/flash_api.cpp)")
 
     def kv_in_flight(self, dims: Dims, b_c):
         """TMA keeps ``stages`` K/V tiles in flight (the producer warpgroup's ring)."""
@@ -260,6 +257,9 @@ class FA3(FA2):
             raise InfeasibleError(f"fa3 needs {' and '.join(m.upper() for m in missing)} "
                                   f"(Hopper sm_90a); {gpu.id} has none")
         check_fused_inputs(dims, self.name, self.dtypes)
+        if dims.bwd and dims.dtype == "fp8_e4m3":
+            raise InfeasibleError(f"{self.name}: FA3-class backward kernels take fp16 and bf16 "
+                                  "only (flash-attn 3's mha_bwd, hopper/flash_api.cpp)")
         self._check_smem(dims, gpu)
         out = super().kernels(dims, gpu)
         if dims.dtype == "fp8_e4m3" and self.quantize_inputs and dims.fwd:

@@ -289,8 +289,10 @@ class FA4(Algorithm):
         sm100 (flash-attn-4 4.0.0b36 ``flash_fwd_sm100.py``, ``_setup_attributes``): K and V
         tiles take turns in one ring whose stage holds the larger of a K and a V tile;
         ``stages = min((224 KiB − Q − O) // stage, 32)``, with O sharing Q's buffer at head
-        dim 192 and 256 (``overlap_sO_sQ``); O is 16-bit (bf16 for fp8 inputs). sm90:
-        ``KV_STAGES`` stages of a K and a V tile beside Q, as FA3.
+        dim 192 and 256 (``overlap_sO_sQ``); O is 16-bit (bf16 for fp8 inputs). The
+        reference also shares the buffer for split-KV at d_v ≥ 128; the tile is sized here
+        before the split choice, so split-KV calls are counted without it (fewer stages: a
+        conservative bound). sm90: ``KV_STAGES`` stages of a K and a V tile beside Q, as FA3.
         """
         if self.variant == "sm90" or dims.symbolic:
             stage = dims.e_kv * b_c * (dims.d + dims.d_v)

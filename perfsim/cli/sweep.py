@@ -176,7 +176,7 @@ def _cmd_dask_sweep(args, kwargs) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    from perfsim.distributed import ROWS_PER_PARTITION, dask_sweep, partitions
+    from perfsim.distributed import ROWS_PER_PARTITION, dask_sweep
 
     if not args.out:
         raise PerfsimError("--dask needs --out DIR: the folder that receives the Parquet "
@@ -197,7 +197,7 @@ def _cmd_dask_sweep(args, kwargs) -> int:
     with Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=console, transient=True,
                   disable=args.quiet or not console.is_terminal) as bar:
-        task = bar.add_task("partitions", total=len(partitions(kwargs, size)))
+        task = bar.add_task("partitions", total=None)
         out = dask_sweep(kwargs, args.out, args.dask, args.workers, size,
                          lambda done, total: bar.update(task, completed=done, total=total))
     if not args.quiet:
