@@ -216,6 +216,7 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "tmem_bytes_per_sm": (0, 2**30, "bytes"),
     "load_latency_s": (1e-9, 1e-3, "s (1 ns to 1 ms)"),
     "cta_load_bandwidth_bytes_per_s": (1e6, 1e14, "bytes/s (1 MB/s to 100 TB/s)"),
+    "spill_reload_bandwidth_bytes_per_s": (1e6, 1e14, "bytes/s (1 MB/s to 100 TB/s)"),
     "tensor_sustained_fraction": (0.01, 1, "(a share of the per-clock tensor rate)"),
     "l2_usable_fraction": (0.001, 1, "(a share of l2_bytes)"),
 }
@@ -366,6 +367,11 @@ class GPUSpec(BaseModel):
         "(KernelCost.load_chain; validate/microbench.py load_chain)")
     cta_load_bandwidth_bytes_per_s: float = Field(
         gt=0, description="bytes per second of that step's loads, one CTA per SM")
+    spill_reload_bandwidth_bytes_per_s: float | None = Field(
+        default=None, gt=0, description="bytes per second one SM reloads of registers a "
+        "kernel spilled to local memory, with one 4-warp CTA resident that stores them back "
+        "each step (KernelCost.spill_bytes_per_cta; validate/probe_spill_cost.py); None: "
+        "spills are not timed")
     power_capped_clock_hz: float | None = Field(
         default=None, gt=0, description="SM clock (Hz) measured under sustained dense "
         "tensor-core work at the board power limit; None where not measured. A record, not an "

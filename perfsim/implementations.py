@@ -76,6 +76,39 @@ CUDNN_SDP_TWICE_ABOVE = 128
 #: warps), torch/_inductor/kernel/flex_attention.py ``_h100_default_config`` (torch 2.5-2.7;
 #: newer releases choose through template heuristics that may differ).
 FLEX_TILES = {64: (128, 128, 4), 128: (128, 64, 8), 256: (64, 32, 4)}
+#: FlexAttention's backward on sm_90, 16-bit inputs, by head dim: (BLOCK_M1, BLOCK_N1, warps) of
+#: its dK/dV programs (query rows per step, key rows per program), read from the kernels
+#: inductor generated on the project's H200 (torch 2.11; validate/reports/h200/probes/
+#: flex_bwd_configs.json: d 64 -> 64 x 128 with 8 warps, d 192 and 256 -> 64 x 64 with 4
+#: warps; d 128 -> 8 warps and 128 keys from its profiled grid and block, 64 query rows
+#: ASSUMED as at d 64). Its dQ programs (BLOCK_M2 x BLOCK_N2) are separate CTAs of the same
+#: grid; perfsim charges their work to the dK/dV CTAs (``dq_recompute``).
+FLEX_BWD_TILES = {64: (64, 128, 8), 128: (64, 128, 8), 256: (64, 64, 4)}
+#: Local-memory bytes a thread reloads per dK/dV step when the compiled backward spills (the
+#: dK and dV accumulators alone need 2 · B_c · d / threads registers: 256 for the tutorial at
+#: d 128, 192 and 256 for FlexAttention at d 192 and 256, against 255), from Nsight Compute
+#: on the H200 divided by the profiled call's dK/dV steps and threads
+#: (``python -m perfsim.validate.spill_facts``; ``reports/h200/probes/ncu/summary*.json``).
+#: Keyed by the largest head dim each figure covers: ASSUMED the same at the head dims in
+#: between and on every GPU (each caps a thread at 255 registers; the compiled code differs
+#: on other architectures and was not profiled).
+TRITON_TUTORIAL_BWD_SPILL_BYTES = {64: 0.0, 128: 751.7}
+FLEX_BWD_SPILL_BYTES = {128: 0.0, 192: 1113.1, 256: 1233.1}
+#: (The tutorial's head-dim-64 backward moves 0.015 GB through local memory in the profiled
+#: call, 0.8 B per thread and step: spills outside the loop, taken as none.)
+#: Shared memory per backward CTA as compiled for sm_90 (Nsight Compute
+#: ``shared_bytes_per_cta``, same summaries), by head dim: it sets the CTAs per SM (one for
+#: the tutorial at d 128 and FlexAttention above d 64). Used on GPUs whose per-block limit
+#: holds it; elsewhere Triton compiles other stages (not profiled): flash-attn 2's traits.
+TRITON_TUTORIAL_BWD_SMEM = {64: 75776, 128: 149504}
+FLEX_BWD_SMEM = {64: 83968, 128: 165888, 192: 198144, 256: 198144}
+
+
+def _compiled_smem(table: dict, d, gpu: GPUSpec) -> int | None:
+    """The compiled shared memory per CTA for head dim ``d`` (``table``), or ``None`` where it
+    exceeds ``gpu``'s per-block limit or the head dim is above the table's."""
+    smem = next((table[h] for h in sorted(table) if d <= h), None)
+    return smem if smem is not None and smem <= gpu.smem_bytes_per_block else None
 #: The tutorial kernel's autotuned forward configs (python/tutorials/06-fused-attention.py):
 #: BLOCK_M 64/128, BLOCK_N 32/64/128, 4 or 8 warps; perfsim takes 128 x 64 with 4 warps
 #: (a configuration its autotuner commonly picks on Hopper; the tuner may choose another).
@@ -292,11 +325,19 @@ def _sdpa_cudnn(dims, gpu):
 
 
 def _flex(dims, gpu):
-    block_m, block_n, warps = _tile(FLEX_TILES, max(dims.d, dims.d_v))
-    # the backward template computes dQ in programs of their own that recompute S and dP
-    # (torch/_inductor/kernel/flex_attention.py: bwd_dq_block_mn beside bwd_dkdv_block_mn);
-    # its tiles are taken as flash-attn 2's backward ones (an approximation: the template's
-    # own backward configs were not read)
+    hdim = max(dims.d, dims.d_v)
+    if dims.phase == "bwd":
+        # the backward template computes dQ in programs of their own that recompute S and
+        # dP (bwd_dq beside bwd_dkdv in the generated kernel): FLEX_BWD_TILES, and the
+        # register spills of its dK/dV programs above head dim 128 (FLEX_BWD_SPILL_BYTES)
+        block_m, block_n, warps = _tile(FLEX_BWD_TILES, hdim)
+        return algos.FA2(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
+                         dq_recompute=True,
+                         bwd_spill_bytes=_tile(FLEX_BWD_SPILL_BYTES, hdim),
+                         bwd_smem_per_cta=_compiled_smem(FLEX_BWD_SMEM, hdim, gpu),
+                         tensor_family=triton_tensor_family(gpu, block_n, warps),
+                         num_splits=1, pack_gqa=False)
+    block_m, block_n, warps = _tile(FLEX_TILES, hdim)
     # the main template has no split-KV and no GQA packing (flex's short-query decoding
     # template is not modelled)
     return algos.FA2(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
@@ -311,10 +352,20 @@ def _triton_tutorial(dims, gpu):
         # the dK/dV loop, BLOCK_M2 = 128 in the dQ loop), so Triton emits WGMMA on sm_90: the
         # compiled kernel's PTX has 82-146 wgmma.mma_async and no mma.sync
         # (validate/reports/h200/probes/probe_tutorial_registers.json). It also spills at head
-        # dim 128 (255 registers, n_spills 224 against 16 at head dim 64): not modelled.
+        # dim 128 (255 registers, n_spills 224 against 16 at head dim 64): the reloads are
+        # TRITON_TUTORIAL_BWD_SPILL_BYTES.
         block_m, block_n, warps = TRITON_TUTORIAL_BWD_TILE
+        if max(dims.d, dims.d_v) > max(TRITON_TUTORIAL_BWD_SPILL_BYTES):
+            raise InfeasibleError(
+                "the tutorial's backward runs head dims up to 128 here: its fixed launch needs "
+                "295,936 B of shared memory per CTA at head dim 256 (Triton's out-of-resources "
+                "error on the H200, 232,448 B allowed)")
         return algos.FA2(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
                          dq_recompute=True,
+                         bwd_spill_bytes=_tile(TRITON_TUTORIAL_BWD_SPILL_BYTES,
+                                               max(dims.d, dims.d_v)),
+                         bwd_smem_per_cta=_compiled_smem(TRITON_TUTORIAL_BWD_SMEM,
+                                                         max(dims.d, dims.d_v), gpu),
                          tensor_family=triton_tensor_family(gpu, block_n, warps),
                          num_splits=1, pack_gqa=False)
     block_m, block_n, warps = TRITON_TUTORIAL_TILE

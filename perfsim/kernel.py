@@ -81,6 +81,14 @@ class KernelCost:
             instruction stream per CTA). The timing model then charges a load latency per
             wait and a per-CTA load rate (``TimingParams``), and overlaps a CTA's waits only
             with the compute of the other CTAs resident on its SM (``ctas_per_sm``).
+        local_load_bytes: register-spill reloads from local memory (bytes, the whole grid):
+            what the compiler stored there because the kernel's live values exceed the
+            registers a thread can address, read back where it needs them again.
+        spill_bytes_per_cta: ``None``, or the bytes of spilled registers one CTA reloads from
+            local memory over its main loop (each reload stored back after use). The timing
+            model adds them at the SM's measured spill-reload rate
+            (``GPUSpec.spill_reload_bandwidth_bytes_per_s``), hidden only by the work of the
+            other CTAs resident on the SM (``perfsim.timing``).
         bytes_in_flight: bytes of global loads one CTA keeps in flight while it computes
             (its prefetched K/V tiles), or ``None``. With it the timing model bounds the
             loads by what the resident CTAs can pull: each at most
@@ -113,6 +121,7 @@ class KernelCost:
     smem_read_bytes: object = 0
     smem_write_bytes: object = 0
     atomics: object = 0
+    local_load_bytes: object = 0
     executed: dict | None = None
     overlap: tuple[tuple[str, ...], ...] = ROOFLINE
     pipeline: tuple | None = None
@@ -122,6 +131,7 @@ class KernelCost:
     tiled: bool = False
     persistent: bool = False
     load_chain: tuple | None = None
+    spill_bytes_per_cta: object = None
     bytes_in_flight: object = None
     terms: dict = field(default_factory=dict)
     launch: dict = field(default_factory=dict)
@@ -202,10 +212,11 @@ TERM_FIELDS: dict[str, str] = {
     "tensor": "tensor_flops", "fp32": "fp32_flops", "alu": "alu_ops", "mufu": "exp_ops",
     "emulated_exp": "emulated_exp_ops", "hbm_read": "hbm_read_bytes",
     "hbm_write": "hbm_write_bytes", "l2_hit": "l2_hit_bytes", "smem_read": "smem_read_bytes",
-    "smem_write": "smem_write_bytes", "atomics": "atomics"}
+    "smem_write": "smem_write_bytes", "atomics": "atomics", "local_load": "local_load_bytes"}
 
 
 ADDITIVE: tuple[str, ...] = (
     "tensor_flops", "fp32_flops", "alu_ops", "exp_ops", "emulated_exp_ops", "hbm_read_bytes",
     "hbm_write_bytes", "l2_hit_bytes", "smem_read_bytes", "smem_write_bytes", "atomics",
+    "local_load_bytes",
 )

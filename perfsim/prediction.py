@@ -24,7 +24,8 @@ UNIT_WORDS = {
     "mufu": "the exp unit (MUFU)",
     "smem": "shared-memory bandwidth",
     "hbm": "HBM bandwidth",
-    "latency": "memory latency (an unpipelined kernel waiting for its own loads)",
+    "latency": "memory latency (a kernel waiting for its own loads: an unpipelined load "
+               "chain, or reloads of spilled registers)",
 }
 
 
@@ -93,7 +94,8 @@ class Counts:
     recomputation included — not the benchmark convention used for ``tflops``);
     ``fp32_flops`` counts FMA-pipe FLOP slots (2 per lane instruction) and ``alu_ops`` the
     ALU pipe's lane instructions (``perfsim.algorithms.softmax_costs``); bytes are HBM
-    traffic after the L2 reuse rule; ``smem_bytes`` reads + writes.
+    traffic after the L2 reuse rule; ``smem_bytes`` reads + writes; ``local_load_bytes`` the
+    register-spill reloads from local memory (``KernelCost.spill_bytes_per_cta``).
     """
 
     flops: float
@@ -108,6 +110,7 @@ class Counts:
     smem_bytes: float
     atomics: float
     alu_ops: float = 0.0
+    local_load_bytes: float = 0.0
 
     @classmethod
     def total(cls, kernels: list[KernelTiming]) -> Counts:
@@ -127,6 +130,7 @@ class Counts:
             l2_hit_bytes=sums["l2_hit_bytes"],
             smem_bytes=sums["smem_read_bytes"] + sums["smem_write_bytes"],
             atomics=sums["atomics"], alu_ops=sums["alu_ops"],
+            local_load_bytes=sums["local_load_bytes"],
         )
 
 
@@ -146,7 +150,8 @@ class Prediction:
         seconds: predicted wall time of all kernels (s).
         tflops: achieved TFLOP/s by the FlashAttention convention (``model_flops / seconds``).
         bound: what binds most of the time (``tensor``, ``fp32``, ``mufu``, ``smem``,
-            ``hbm``, ``latency`` (an unpipelined kernel's load waits) or ``launch``).
+            ``hbm``, ``latency`` (an unpipelined kernel's load waits, or register-spill
+            reloads) or ``launch``).
         unit_seconds: per unit, its time summed over kernels (s), had it run alone.
         bound_seconds: per unit, the kernel time during which it was the binding unit (s).
         counts: :class:`Counts` totals.
@@ -363,7 +368,18 @@ class Prediction:
 
         inner = getattr(self.algorithm, "config", None)      # an implementation preset
         rule = (inner(Dims.of(w), g) if inner else self.algorithm).overlap_text()
-        if heavy.load_chain is not None:
+        if heavy.load_chain is not None and heavy.load_chain.get("spills"):
+            parts = heavy.load_chain
+            lines.append(
+                f"{heavy.cost.name} spills registers: its CTAs reload "
+                f"{float(heavy.cost.local_load_bytes) / 1e9:.2f} GB of spilled values from local "
+                "memory in all, at the SM's measured spill-reload rate. On the busiest SM: "
+                f"reloads {parts['load'] * 1e3:.3f} ms, the rest of the kernel "
+                f"{parts['compute'] * 1e3:.3f} ms; "
+                + ("one CTA per SM, so the two add." if parts["in_flight"] == 1 else
+                   f"{parts['in_flight']} CTAs per SM hide one's reloads behind the others' "
+                   "work."))
+        elif heavy.load_chain is not None:
             parts = heavy.load_chain
             in_flight = parts["in_flight"]
             lines.append(

@@ -55,6 +55,7 @@ GRID_DIR = Path(__file__).parent / "grids"
 HOLDOUT_FILE = GRID_DIR / "external_holdout.json"
 HOLDOUT2_FILE = GRID_DIR / "external_holdout2.json"
 HOLDOUT3_FILE = GRID_DIR / "external_holdout3.json"
+HOLDOUT4_FILE = GRID_DIR / "external_holdout4.json"
 EXT_DIR = Path(__file__).resolve().parent.parent / ".ext"
 TUTORIAL_FILE = "triton_tutorial_attention.py"
 
@@ -105,8 +106,16 @@ def holdout3_grid() -> list[Shape]:
     return [Shape(**item) for item in json.loads(HOLDOUT3_FILE.read_text())]
 
 
+def holdout4_grid() -> list[Shape]:
+    """The fourth hold-out grid (``grids/external_holdout4.json``): new shapes where the
+    Triton backwards spill registers (tutorial at head dim 128, FlexAttention at 192-256) and
+    a few others, measured after the model was frozen for the spill mechanism."""
+    return [Shape(**item) for item in json.loads(HOLDOUT4_FILE.read_text())]
+
+
 GRIDS = {"external": external_grid, "external-holdout": holdout_grid,
-         "external-holdout2": holdout2_grid, "external-holdout3": holdout3_grid}
+         "external-holdout2": holdout2_grid, "external-holdout3": holdout3_grid,
+         "external-holdout4": holdout4_grid}
 
 
 def grid(name: str) -> list[Shape]:

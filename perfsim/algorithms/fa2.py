@@ -104,6 +104,14 @@ class FA2(Algorithm):
         fused_scale: the forward scales the scores and subtracts the row max in one FFMA per
             score (flash_attn.cute, Triton); ``False`` where the compiled kernel keeps an FMUL
             and an FADD (PyTorch's flash-attn 2 and cuDNN, by their instruction census).
+        bwd_smem_per_cta: shared memory per backward CTA as compiled (bytes; a compiled-kernel
+            fact for Triton kernels, whose pipelining stages decide it); ``None``: flash-attn
+            2's kernel traits.
+        bwd_spill_bytes: local-memory bytes each thread of the backward kernel reloads per
+            step of its dK/dV loop because the compiler spilled registers (a compiled-kernel
+            fact read from a profile: ``perfsim.validate.spill_facts``); 0 (flash-attn 2's
+            kernels, compiled within 255 registers) for none. Timed at the SM's measured
+            spill-reload rate (``KernelCost.spill_bytes_per_cta``).
     """
 
     name: ClassVar[str] = "fa2"
@@ -132,6 +140,8 @@ class FA2(Algorithm):
     pack_gqa: Literal["auto"] | bool = "auto"
     fast_math: bool = True
     fused_scale: bool = True
+    bwd_spill_bytes: float = Field(default=0.0, ge=0)
+    bwd_smem_per_cta: int | None = Field(default=None, ge=0)
 
     _splits = field_validator("num_splits", mode="before")(
         classmethod(lambda cls, v: check_num_splits(v)))
@@ -422,8 +432,15 @@ class FA2(Algorithm):
         if not isinstance(staging, (int, float)) or staging:
             terms["smem_read/dQ partial (TMA reduce)"] = staging
             terms["smem_write/dQ partial (TMA reduce)"] = staging
+        spill = None
+        if self.bwd_spill_bytes:
+            # each key-tile CTA reloads its spilled dK/dV accumulators once per query tile it
+            # visits (the dQ pass holds one accumulator and is taken not to spill)
+            spill = v.tiles / maximum(v.kv_tiles, 1) * warps * 32 * self.bwd_spill_bytes
+            terms["local_load/dK,dV accumulators (register spills)"] = bh * v.kv_tiles * spill
         main = KernelCost.of(
             f"{self.name}_bwd", terms, grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
+            spill_bytes_per_cta=spill,
             persistent=self.persistent_grid(),
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
@@ -451,7 +468,10 @@ class FA2(Algorithm):
         return 0
 
     def bwd_smem_bytes(self, launch, dims: Dims):
-        """Shared memory per backward CTA (flash-attn 2's kernel traits)."""
+        """Shared memory per backward CTA: ``bwd_smem_per_cta``, else flash-attn 2's kernel
+        traits."""
+        if self.bwd_smem_per_cta is not None:
+            return self.bwd_smem_per_cta
         return launch.smem_bytes(dims.d, dims.d_v, dims.e)
 
     def bwd_operand_reads(self, b_r, b_c, d, d_v, warps, atoms):

@@ -1,0 +1,96 @@
+"""Register spills in the Triton backwards (issue 9): the presets' figures are the profiles'
+numbers, and the timing rule adds reloads at the measured rate, hidden only by other CTAs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import perfsim
+from perfsim import implementations as impls
+from perfsim.gpu_catalog import load_gpu
+from perfsim.kernel import KernelCost
+from perfsim.timing import TimingParams, time_kernel
+from perfsim.validate import spill_facts
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBES = ROOT / "validate/reports/h200/probes"
+
+
+def test_preset_spill_figures_are_the_profiles_numbers():
+    """Each preset figure is the Nsight Compute reload bytes per thread and dK/dV step, as
+    ``perfsim.validate.spill_facts`` derives it (rounded to 0.1 B); the tutorial's
+    head-dim-64 figure, under 1 B, is taken as no per-step reload."""
+    got = {r["case"]: r["reload_bytes_per_thread_step"] for r in spill_facts.facts()}
+    assert impls.TRITON_TUTORIAL_BWD_SPILL_BYTES[128] == pytest.approx(
+        got["tutorial-bwd-d128"], abs=0.05)
+    assert got["tutorial-bwd-d64"] < 1 and impls.TRITON_TUTORIAL_BWD_SPILL_BYTES[64] == 0
+    for d in (192, 256):
+        assert impls.FLEX_BWD_SPILL_BYTES[d] == pytest.approx(got[f"flex-bwd-d{d}"], abs=0.05)
+    assert got["flex-bwd-d64"] == got["flex-bwd-d128"] == 0 == impls.FLEX_BWD_SPILL_BYTES[128]
+    # the spilling kernels are exactly those whose dK/dV accumulators reach the register cap
+    for r in spill_facts.facts():
+        assert (r["reload_bytes_per_thread_step"] > 1) == (r["registers_per_thread"] == 255
+                                                           and r["accumulator_registers"] >= 192)
+
+
+def test_flex_backward_tiles_are_the_generated_kernels():
+    configs = json.loads((PROBES / "flex_bwd_configs.json").read_text())["kernels"]
+    for d, cfg in configs.items():
+        tile = impls._tile(impls.FLEX_BWD_TILES, int(d[1:]))
+        assert tile == (cfg["BLOCK_M1"], cfg["BLOCK_N1"], cfg["num_warps"]), d
+
+
+def test_spill_rate_is_the_microbenchmark_mean():
+    rows = json.loads((PROBES / "probe_spill_cost.json").read_text())["rows"]
+    rates = [r["reload_bandwidth_per_sm_bytes_per_s"] for r in rows
+             if "reload_bandwidth_per_sm_bytes_per_s" in r]
+    assert len(rates) == 2
+    gpu = load_gpu("h200-sxm")
+    assert gpu.spill_reload_bandwidth_bytes_per_s == pytest.approx(sum(rates) / 2, rel=0.01)
+
+
+def _kernel(ctas_per_sm, spill):
+    return KernelCost(name="k", grid=132 * 4, warps_per_cta=4, tensor_flops=4e12,
+                      tensor_family="wgmma", overlap=(("tensor",), ("hbm",)),
+                      ctas_per_sm=ctas_per_sm, spill_bytes_per_cta=spill)
+
+
+def test_spill_reloads_add_with_one_cta_per_sm_and_hide_behind_others():
+    gpu, params = load_gpu("h200-sxm"), TimingParams()
+    base = time_kernel(_kernel(1, None), gpu, params).seconds
+    spill = 50e6
+    reload = 4 * spill / gpu.spill_reload_bandwidth_bytes_per_s      # 4 CTAs per SM in all
+    one = time_kernel(_kernel(1, spill), gpu, params)
+    assert one.seconds == pytest.approx(base + reload, rel=1e-9)
+    assert one.bound == "latency" if reload > base else one.bound == "tensor"
+    two = time_kernel(_kernel(2, spill), gpu, params).seconds
+    assert max(base, reload) < two < base + reload
+    # no rate (a GPU file without the field): the reloads are not timed
+    assert time_kernel(_kernel(1, spill), replace_gpu(gpu), params).seconds == pytest.approx(base)
+
+
+def replace_gpu(gpu):
+    return gpu.model_copy(update={"spill_reload_bandwidth_bytes_per_s": None})
+
+
+def test_spilling_presets_explain_and_count_the_reloads():
+    w = perfsim.AttentionWorkload(batch=1, heads=16, seqlen_q=4096, head_dim=256, phase="bwd")
+    p = perfsim.predict(w, gpu="h200-sxm", algorithm="flex")
+    assert p.counts.local_load_bytes == pytest.approx(
+        16 * 64 * 64 * 128 * impls.FLEX_BWD_SPILL_BYTES[256])      # heads x steps x threads
+    assert "spills registers" in p.explain()
+    w128 = perfsim.AttentionWorkload(batch=1, heads=32, seqlen_q=4096, head_dim=128,
+                                     phase="bwd")
+    assert perfsim.predict(w128, gpu="h200-sxm", algorithm="flex").counts.local_load_bytes == 0
+    # flash-attn 2's own kernels do not spill
+    assert perfsim.predict(w128, gpu="h200-sxm", algorithm="fa2").counts.local_load_bytes == 0
+
+
+def test_tutorial_backward_above_head_dim_128_is_refused_with_the_reason():
+    w = perfsim.AttentionWorkload(batch=1, heads=8, seqlen_q=4096, head_dim=256, causal=True,
+                                  phase="bwd")
+    with pytest.raises(perfsim.InfeasibleError, match="shared memory"):
+        perfsim.predict(w, gpu="h200-sxm", algorithm="triton-tutorial")
