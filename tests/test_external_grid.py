@@ -57,3 +57,18 @@ def test_benchmark_flops_convention():
     fwd = external.benchmark_flops(s)
     assert fwd == 4 * s.batch * s.heads * s.seqlen_q**2 * s.head_dim
     assert external.benchmark_flops(s.with_phase("bwd")) == 2.5 * fwd
+
+
+def test_every_holdout_is_new():
+    """Each hold-out grid (measured after a freeze) shares no shape with the main grid or an
+    earlier hold-out, and validates."""
+    seen = {_base(s).key for s in external.grid("external")}
+    for name in ("external-holdout", "external-holdout2", "external-holdout3",
+                 "external-holdout4"):
+        shapes = external.grid(name)
+        keys = {_base(s).key for s in shapes}
+        assert len(keys) == len(shapes), name
+        assert not keys & seen, name
+        for s in shapes:
+            s.workload()
+        seen |= keys

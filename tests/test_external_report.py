@@ -39,10 +39,11 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
     assert (tmp_path / "out" / "scatter.png").stat().st_size > 10_000
 
 
-def test_committed_default_path_scores_are_reproducible():
+@pytest.mark.parametrize("grid", ["h200-external", "h200-external-holdout4"])
+def test_committed_default_path_scores_are_reproducible(grid):
     """The committed score of the external H200 rows is what the current model gives."""
-    committed = (ROOT / "validate/reports/h200-external/score-h200-sxm/report.md").read_text()
-    rows = er.load_rows(ROOT / "validate/reports/h200-external/results.jsonl")
+    committed = (ROOT / f"validate/reports/{grid}/score-h200-sxm/report.md").read_text()
+    rows = er.load_rows(ROOT / f"validate/reports/{grid}/results.jsonl")
     table = er.group_table(er.score(rows, "h200-sxm"))
     for t in table:
         assert f"| {t['impl']}" in committed
