@@ -4,9 +4,13 @@
 #define MMA(INSTR) asm volatile(INSTR " {%0,%1,%2,%3},{%4,%5,%6,%7},{%8,%9},{%0,%1,%2,%3};" \
   : "+f"(d[c][0]), "+f"(d[c][1]), "+f"(d[c][2]), "+f"(d[c][3]) \
   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+#define MMA8(INSTR) asm volatile(INSTR " {%0,%1,%2,%3},{%4,%5},{%6},{%0,%1,%2,%3};" \
+  : "+f"(d[c][0]), "+f"(d[c][1]), "+f"(d[c][2]), "+f"(d[c][3]) \
+  : "r"(a[0]), "r"(a[1]), "r"(b[0]))
 template <int T> __global__ void __launch_bounds__(1024, 1) k(float* o, long long* cy, int it) {
   unsigned x = threadIdx.x * 2654435761u, a[4], b[2];
-  const unsigned one = T == 3 ? 0x3f800000u : T == 2 ? 0x38383838u : T == 0 ? 0x3f803f80u : 0x3c003c00u;
+  const unsigned one = T == 3 ? 0x3f800000u : T == 2 ? 0x38383838u
+                       : (T == 0 || T == 4) ? 0x3f803f80u : 0x3c003c00u;
   for (int i = 0; i < 4; i++) a[i] = one ^ ((x >> (i + 3)) & 0x00070007u);
   for (int i = 0; i < 2; i++) b[i] = one ^ ((x >> (i + 9)) & 0x00030003u);
   float d[8][4] = {};
@@ -19,6 +23,8 @@ template <int T> __global__ void __launch_bounds__(1024, 1) k(float* o, long lon
       if (T == 1) MMA("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32");
       if (T == 2) MMA("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32");
       if (T == 3) MMA("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32");
+      if (T == 4) MMA8("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32");
+      if (T == 5) MMA8("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32");
     }
   }
   __syncthreads();
@@ -52,4 +58,6 @@ int main() {
   run<1>("fp16", 16 * 8 * 16 * 2, p.multiProcessorCount);
   run<2>("fp8e4m3", 16 * 8 * 32 * 2, p.multiProcessorCount);
   run<3>("tf32", 16 * 8 * 8 * 2, p.multiProcessorCount);
+  run<4>("bf16k8", 16 * 8 * 8 * 2, p.multiProcessorCount);
+  run<5>("fp16k8", 16 * 8 * 8 * 2, p.multiProcessorCount);
 }
