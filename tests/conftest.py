@@ -1,6 +1,10 @@
-"""Shared fixtures: a 'unit' GPU on which every rate is 1, so times equal counts."""
+"""Shared fixtures: a 'unit' GPU on which every rate is 1, so times equal counts. And the
+notebooks: where nbmake is installed (the dev extra), ``python -m pytest`` executes every
+notebook in notebooks/ as a test item of its own (marked ``notebooks``)."""
 
 from __future__ import annotations
+
+import importlib.util
 
 import pytest
 
@@ -37,3 +41,16 @@ def unit_gpu(**overrides) -> GPUSpec:
 @pytest.fixture
 def unit() -> GPUSpec:
     return unit_gpu()
+
+
+def pytest_configure(config):
+    # nbmake collects notebooks/*.ipynb (a testpath) when its option is on; turned on here so
+    # the one README command runs them, and left off where nbmake is not installed
+    if importlib.util.find_spec("nbmake") is not None and hasattr(config.option, "nbmake"):
+        config.option.nbmake = True
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if str(item.path).endswith(".ipynb"):
+            item.add_marker(pytest.mark.notebooks)

@@ -4,6 +4,7 @@ and the float64 reference masks (causal bottom-right, sliding window, varlen) on
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -217,7 +218,8 @@ def test_holdout_budget_estimate():
 def test_cli_plan_holdout(capsys):
     assert ed.main(["--plan", "--grid", "holdout", "--kinds", "paged"]) == 0
     out = capsys.readouterr().out
-    assert "b32_h32_hkv4_q1_k48_" in out and "total     12 rows" in out
+    assert "b32_h32_hkv4_q1_k48_" in out
+    assert re.search(r"total\s*│\s*12\s*│", out), out[-600:]     # the plan table's last row
 
 
 def test_visible_count_and_flops():

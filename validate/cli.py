@@ -144,7 +144,7 @@ def cmd_validate(args) -> int:
               "`perfsim calibrate` writes one")
     summary = _run(rows, gpu, store, args)
     paths = report.write_report(out)
-    print("\n".join(report.summary_lines(report.load(out))))
+    report.print_summary(report.load(out))
     print(f"{len(summary.measured)} rows measured now, {summary.skipped} already done, "
           f"{summary.remaining} left; report: {paths['md']}")
     if summary.stopped_for_time:
@@ -246,7 +246,7 @@ def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = 
                      f"{float(gpu.calibration['cta_overhead_s']) * 1e6:.2f} µs, was {method}; "
                      "none of the rows here was used in that fit.")
     paths = report.write_report(out, records, note, dest=dest, problems=problems)
-    print("\n".join(report.summary_lines(records)))
+    report.print_summary(records)
     if problems:
         print(f"{len(problems)} line(s) of {RESULTS_FILE} skipped or replaced (listed in "
               f"{paths['md']}):")
@@ -346,10 +346,13 @@ def _dry_run(rows, gpu, done: dict, as_json: bool) -> int:
     if as_json:
         print(json.dumps(listing, indent=1))
         return 0
-    for r in listing:
-        pred = _ms(r["predicted_s"]) if r["predicted_s"] else f"- ({r['prediction_error']})"
-        print(f"{r['index']:4} {r['shape']:36} {r['algorithm']:15} {r['state']:9} "
-              f"{str(r['model'])[:46]:46} {pred[:60]}")
+    from perfsim.cli.common import print_table
+
+    print_table(f"validation plan ({gpu.id})",
+                ["#", "shape", "algorithm", "state", "model", "predicted"],
+                [[str(r["index"]), r["shape"], r["algorithm"], r["state"], str(r["model"]),
+                  _ms(r["predicted_s"]) if r["predicted_s"] else f"- ({r['prediction_error']})"]
+                 for r in listing])
     planned = sum(r["state"] == "planned" for r in listing)
     total = sum(r["predicted_s"] or 0 for r in listing if r["state"] == "planned")
     print(f"{len(listing)} rows: {planned} planned, {len(listing) - planned} already in the "
@@ -385,24 +388,26 @@ def cmd_calibrate(args) -> int:
         base = load_gpu(args.base)
 
     def show(m):
-        if not args.json:
+        if not args.json:      # progress, one line per microbenchmark as it finishes
             value = "not measured" if m.value is None else f"{m.value:.4g} {m.unit}"
-            print(f"{m.name:18} {value:24} {m.method[:150]}")
+            print(f"{m.name}: {value} ({m.method[:150]})", flush=True)
 
     path, measurements, data = calibrate(args.out, args.base, on_result=show)
     if args.json:
         print(json.dumps([m.__dict__ for m in measurements], indent=1, default=str))
         return 0
-    print(f"{'field':44} {'base':>12} {'calibrated':>12} {'ratio':>7}")
+    rows = []
     for m in measurements:
         if m.value is None or m.name not in FIELDS:
             continue
         fld, key, _ = FIELDS[m.name]
         old = getattr(base, fld) if key is None else getattr(base, fld).get(key)
         new = data[fld] if key is None else data[fld][key]
-        name = fld + (f".{key}" if key else "")
-        print(f"{name:44} {old or 0:>12.4g} {new:>12.4g} "
-              f"{(new / old if old else float('nan')):>7.3f}")
+        rows.append([fld + (f".{key}" if key else ""), f"{old or 0:.4g}", f"{new:.4g}",
+                     f"{new / old:.3f}" if old else "-"])
+    from perfsim.cli.common import print_table
+
+    print_table(f"{base.id} -> calibrated", ["field", "base", "calibrated", "ratio"], rows)
     print(f"launch_overhead_s = {data['calibration'].get('launch_overhead_s', 'not measured')}")
     print(f"wrote {path}")
     return 0

@@ -1004,8 +1004,12 @@ def measure_row(case: Case, sampler, versions: dict) -> dict:
 # driver
 
 
-def summary_lines(records) -> list[str]:
-    """Counts by kind x algorithm x status, median of the ok rows' mean SM clock and power."""
+SUMMARY_COLUMNS = ["kind", "algorithm", "statuses", "SM MHz", "W"]
+
+
+def summary_rows(records) -> list[list[str]]:
+    """Counts by kind x algorithm x status, mean of the ok rows' mean SM clock and power
+    (:data:`SUMMARY_COLUMNS`)."""
     counts = defaultdict(lambda: defaultdict(int))
     clocks, powers = defaultdict(list), defaultdict(list)
     for r in records:
@@ -1016,24 +1020,32 @@ def summary_lines(records) -> list[str]:
                 clocks[k].append(r["sm_clock_mean_hz"])
             if r.get("power_mean_w"):
                 powers[k].append(r["power_mean_w"])
-    lines = [f"{'kind':7s} {'algorithm':40s} {'statuses':34s} {'SM MHz':>7s} {'W':>5s}"]
+    rows = []
     for k in sorted(counts):
         st = ", ".join(f"{s} {n}" for s, n in sorted(counts[k].items(), key=str))
-        c = sum(clocks[k]) / len(clocks[k]) / 1e6 if clocks[k] else float("nan")
-        p = sum(powers[k]) / len(powers[k]) if powers[k] else float("nan")
-        lines.append(f"{k[0]:7s} {k[1]:40s} {st:34s} {c:7.0f} {p:5.0f}")
-    return lines
+        c = f"{sum(clocks[k]) / len(clocks[k]) / 1e6:.0f}" if clocks[k] else "-"
+        p = f"{sum(powers[k]) / len(powers[k]):.0f}" if powers[k] else "-"
+        rows.append([k[0], k[1], st, c, p])
+    return rows
 
 
-def plan_lines(cases) -> list[str]:
+def print_summary(records, title: str = "rows by kind and algorithm") -> None:
+    """Print :func:`summary_rows` as a rich table."""
+    from perfsim.cli.common import print_table
+
+    print_table(title, SUMMARY_COLUMNS, summary_rows(records))
+
+
+def print_plan(cases) -> None:
+    """Rows and estimated device seconds per kind, as a rich table."""
+    from perfsim.cli.common import print_table
+
     by = defaultdict(list)
     for c in cases:
         by[c.kind].append(c)
-    lines = []
-    for kind, cs in by.items():
-        lines.append(f"{kind:7s} {len(cs):4d} rows, estimate {estimate_plan_s(cs):6.0f} s")
-    lines.append(f"total   {len(cases):4d} rows, estimate {estimate_plan_s(cases):6.0f} s")
-    return lines
+    rows = [[kind, str(len(cs)), f"{estimate_plan_s(cs):.0f}"] for kind, cs in by.items()]
+    rows.append(["total", str(len(cases)), f"{estimate_plan_s(cases):.0f}"])
+    print_table("plan", ["kind", "rows", "estimate s"], rows)
 
 
 def main(argv=None) -> int:
@@ -1050,13 +1062,13 @@ def main(argv=None) -> int:
     from perfsim.validate.runner import ResultStore
 
     if args.summary:
-        print("\n".join(summary_lines(ResultStore(args.summary).load().values())))
+        print_summary(ResultStore(args.summary).load().values())
         return 0
     rows = plan(args.kinds, args.grid)
     if args.plan:
         for c in rows:
             print(f"{estimate_row_s(c):6.2f} s  {c.key}")
-        print("\n".join(plan_lines(rows)))
+        print_plan(rows)
         return 0
     if not args.out:
         ap.error("--out is required")
@@ -1128,7 +1140,7 @@ def main(argv=None) -> int:
             return 3
     print(f"measured {measured} rows now; {len(todo) - measured} left ({skipped_time} skipped "
           f"for time); {time.monotonic() - t_start:.0f} s", flush=True)
-    print("\n".join(summary_lines(store.load().values())), flush=True)
+    print_summary(store.load().values())
     return 0
 
 

@@ -53,8 +53,12 @@ def versions() -> dict:
     return out
 
 
-def summary_lines(records) -> list[str]:
-    """Counts by impl x phase x status, and median time / mean SM clock / mean power of ok rows."""
+SUMMARY_COLUMNS = ["impl", "phase", "statuses", "mean SM MHz", "mean W"]
+
+
+def summary_rows(records) -> list[list[str]]:
+    """Counts by impl x phase x status, and the mean SM clock and power of the ok rows
+    (:data:`SUMMARY_COLUMNS`)."""
     counts = defaultdict(lambda: defaultdict(int))
     clocks, powers = defaultdict(list), defaultdict(list)
     for r in records:
@@ -65,14 +69,20 @@ def summary_lines(records) -> list[str]:
                 clocks[k].append(r["sm_clock_mean_hz"])
             if r.get("power_mean_w"):
                 powers[k].append(r["power_mean_w"])
-    lines = [f"{'impl':16s} {'phase':5s} {'statuses':40s} {'mean SM MHz':>11s} "
-             f"{'mean W':>7s}"]
+    rows = []
     for k in sorted(counts, key=lambda x: (str(x[0]), str(x[1]))):
         st = ", ".join(f"{s} {n}" for s, n in sorted(counts[k].items()))
-        c = sum(clocks[k]) / len(clocks[k]) / 1e6 if clocks[k] else float("nan")
-        p = sum(powers[k]) / len(powers[k]) if powers[k] else float("nan")
-        lines.append(f"{k[0]:16s} {k[1]:5s} {st:40s} {c:11.0f} {p:7.0f}")
-    return lines
+        c = f"{sum(clocks[k]) / len(clocks[k]) / 1e6:.0f}" if clocks[k] else "-"
+        p = f"{sum(powers[k]) / len(powers[k]):.0f}" if powers[k] else "-"
+        rows.append([str(k[0]), str(k[1]), st, c, p])
+    return rows
+
+
+def print_summary(records, title: str = "rows by implementation and phase") -> None:
+    """Print :func:`summary_rows` as a rich table."""
+    from perfsim.cli.common import print_table
+
+    print_table(title, SUMMARY_COLUMNS, summary_rows(records))
 
 
 def main(argv=None) -> int:
@@ -85,7 +95,7 @@ def main(argv=None) -> int:
     ap.add_argument("--summary", help="print the summary of a results.jsonl and exit")
     args = ap.parse_args(argv)
     if args.summary:
-        print("\n".join(summary_lines(ResultStore(args.summary).load().values())))
+        print_summary(ResultStore(args.summary).load().values())
         return 0
     if not args.out:
         ap.error("--out is required")
@@ -148,7 +158,7 @@ def main(argv=None) -> int:
     left_rows = len(todo) - measured
     print(f"measured {measured} rows now; {left_rows} left ({skipped_time} skipped for time); "
           f"{time.monotonic() - t_start:.0f} s", flush=True)
-    print("\n".join(summary_lines(store.load().values())), flush=True)
+    print_summary(store.load().values())
     return 0
 
 

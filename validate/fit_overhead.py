@@ -84,10 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     gpu = load_gpu(str(profile))
     c, stats = fit(report.load(results_dir), gpu)
     print(f"cta_overhead_s = {c * 1e6:.3f} us (fit on {FIT_KERNEL}, even shapes)")
-    print(f"{'kernel':<16}{'fit med|err|':>14}{'hold-out med|err|':>20}")
-    for name, halves in sorted(stats.items()):
-        print(f"{name:<16}{halves.get('fit', float('nan')):>14.1%}"
-              f"{halves.get('hold-out', float('nan')):>20.1%}")
+    from perfsim.cli.common import print_table
+
+    def pct(x):
+        return "-" if x is None else f"{x:.1%}"
+    print_table("median |error| by half", ["kernel", "fit", "hold-out"],
+                [[name, pct(h.get("fit")), pct(h.get("hold-out"))]
+                 for name, h in sorted(stats.items())])
     cal = dict(gpu.calibration or {})
     cal["cta_overhead_s"] = repr(c)
     cal["cta_overhead_method"] = (

@@ -106,12 +106,13 @@ def main(argv=None) -> int:
                "cases": summarise(files)}
     with open(argv[1], "w") as f:
         json.dump(summary, f, indent=1)
-    for case, kernels in summary["cases"].items():
-        for k in kernels:
-            clk = k.get("effective_clock_hz")
-            print(f"{case:16s} {k['kernel'][:60]:60s} {(k['duration_s'] or 0) * 1e6:8.1f} us "
-                  f"{(clk or 0) / 1e9:.3f} GHz tensor {k['tensor_pipe_pct'] or 0:5.1f} % "
-                  f"wgmma {k['wgmma_pipe_pct'] or 0:5.1f} %")
+    from perfsim.cli.common import print_table
+
+    print_table("kernels profiled", ["case", "kernel", "µs", "GHz", "tensor %", "wgmma %"],
+                [[case, k["kernel"][:60], f"{(k['duration_s'] or 0) * 1e6:.1f}",
+                  f"{(k.get('effective_clock_hz') or 0) / 1e9:.3f}",
+                  f"{k['tensor_pipe_pct'] or 0:.1f}", f"{k['wgmma_pipe_pct'] or 0:.1f}"]
+                 for case, kernels in summary["cases"].items() for k in kernels])
     return 0
 
 

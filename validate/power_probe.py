@@ -246,8 +246,7 @@ def main(argv=None) -> int:
            "method": __doc__.strip().split("\n\n")[1], "started_at":
            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "benchmarks": []}
     print(json.dumps(doc["limits"]), flush=True)
-    print(f"{'bench':22s} {'steady MHz':>10s} {'steady W':>8s} {'steady ops/s':>13s} "
-          f"{'burst MHz':>9s} {'burst W':>8s} {'burst ops/s':>12s} reasons", flush=True)
+    table = []
     for name in names:
         try:
             rec = run_one(name, benches.get(name), sampler, args.duration)
@@ -265,12 +264,19 @@ def main(argv=None) -> int:
         def f(x, scale=1.0, fmt="{:.0f}"):
             return fmt.format(x / scale) if isinstance(x, (int, float)) else "-"
 
-        print(f"{name:22s} {f(st.get('sm_mhz_mean')):>10s} "
-              f"{f(st.get('power_inst_w_mean') or st.get('power_avg_w_mean')):>8s} "
-              f"{f(st.get('ops_per_s'), 1, '{:.3e}'):>13s} {f(bu.get('sm_mhz_mean')):>9s} "
-              f"{f(bu.get('power_inst_w_mean') or bu.get('power_avg_w_mean')):>8s} "
-              f"{f(bu.get('ops_per_s'), 1, '{:.3e}'):>12s} "
-              f"{','.join(st.get('reasons_seen', [])) or rec.get('error', '')}", flush=True)
+        row = [name, f(st.get("sm_mhz_mean")),
+               f(st.get("power_inst_w_mean") or st.get("power_avg_w_mean")),
+               f(st.get("ops_per_s"), 1, "{:.3e}"), f(bu.get("sm_mhz_mean")),
+               f(bu.get("power_inst_w_mean") or bu.get("power_avg_w_mean")),
+               f(bu.get("ops_per_s"), 1, "{:.3e}"),
+               ",".join(st.get("reasons_seen", [])) or rec.get("error", "")]
+        table.append(row)
+        print(f"{name}: " + " ".join(row[1:]), flush=True)     # progress as each one ends
+    from perfsim.cli.common import print_table
+
+    print_table("power microbenchmarks", ["bench", "steady MHz", "steady W", "steady ops/s",
+                                          "burst MHz", "burst W", "burst ops/s", "reasons"],
+                table)
     return 0
 
 

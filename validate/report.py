@@ -309,13 +309,25 @@ def write_report(out_dir: str | Path, records: list[dict] | None = None,
     return paths
 
 
-def summary_lines(records) -> list[str]:
-    """A short plain-text table (per kernel and phase: n, median and max |error|)."""
-    lines = [f"{'kernel':34} {'phase':5} {'n':>4} {'med|err|':>9} {'max|err|':>9} {'bias':>8}"]
+SUMMARY_COLUMNS = ["kernel", "phase", "n", "med |err|", "max |err|", "bias", "statuses"]
+
+
+def summary_rows(records) -> list[list[str]]:
+    """Rows of the short summary table (:data:`SUMMARY_COLUMNS`; per kernel and phase: rows
+    compared, median and max |error|, median signed error, and the statuses of rows without
+    a comparison)."""
+    rows = []
     for s in analysis.error_stats(records):
         if not s["compared"]:
-            lines.append(f"{s['group'][:34]:34} {s['phase']:5} {0:>4}   statuses {s['statuses']}")
+            rows.append([s["group"], s["phase"], "0", "", "", "", str(s["statuses"])])
             continue
-        lines.append(f"{s['group'][:34]:34} {s['phase']:5} {s['compared']:>4} "
-                     f"{s['median_abs']:>9.1%} {s['max_abs']:>9.1%} {s['median_signed']:>+8.1%}")
-    return lines
+        rows.append([s["group"], s["phase"], str(s["compared"]), f"{s['median_abs']:.1%}",
+                     f"{s['max_abs']:.1%}", f"{s['median_signed']:+.1%}", ""])
+    return rows
+
+
+def print_summary(records, title: str = "perfsim vs measured") -> None:
+    """Print the summary table with rich (``perfsim.cli.common.print_table``)."""
+    from perfsim.cli.common import print_table
+
+    print_table(title, SUMMARY_COLUMNS, summary_rows(records))

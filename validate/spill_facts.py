@@ -67,12 +67,15 @@ def facts() -> list[dict]:
 
 
 def main() -> int:
-    print(f"{'case':<20} {'regs':>5} {'acc regs':>8} {'local ld GB':>11} {'local st GB':>11} "
-          f"{'steps':>8} {'B/thread/step':>13}")
-    for r in facts():
-        print(f"{r['case']:<20} {r['registers_per_thread']:>5.0f} {r['accumulator_registers']:>8} "
-              f"{r['local_load_bytes'] / 1e9:>11.3f} {r['local_store_bytes'] / 1e9:>11.3f} "
-              f"{r['dkdv_steps']:>8} {r['reload_bytes_per_thread_step']:>13.1f}")
+    from perfsim.cli.common import print_table
+
+    print_table("register spills of the Triton backwards (Nsight Compute, H200)",
+                ["case", "registers", "accumulator registers", "local loads GB",
+                 "local stores GB", "dK/dV steps", "reloaded B / thread / step"],
+                [[r["case"], f"{r['registers_per_thread']:.0f}", str(r["accumulator_registers"]),
+                  f"{r['local_load_bytes'] / 1e9:.3f}", f"{r['local_store_bytes'] / 1e9:.3f}",
+                  str(r["dkdv_steps"]), f"{r['reload_bytes_per_thread_step']:.1f}"]
+                 for r in facts()])
     return 0
 
 
