@@ -16,6 +16,7 @@ from perfsim.algorithms.fa4_softmax import (
     estimate_rescales,
     shipped_emulation_fraction,
 )
+from perfsim.errors import PerfsimError
 from perfsim.timing import TimingParams
 
 W = perfsim.AttentionWorkload
@@ -240,3 +241,18 @@ def test_fa2_is_slower_than_fa3_on_hopper():
     fa2 = perfsim.predict(w, gpu=h100, algorithm=FA2(), timing=lock).tflops
     fa3 = perfsim.predict(w, gpu=h100, algorithm="fa3", timing=lock).tflops
     assert 1.5 * fa2 < fa3 < 2.0 * fa2
+
+
+def test_fa3_composes_the_fused_kernels_instead_of_inheriting_fa2s_options():
+    """FA2 and FA3 share ``FusedAttention`` (issue 12): FA3 has none of FA2's launch options,
+    and an FA2 option given to FA3 is one clear error naming what it takes."""
+    from perfsim.algorithms.fa2 import FusedAttention
+
+    assert issubclass(FA3, FusedAttention) and not issubclass(FA3, FA2)
+    fa2_only = set(FA2.model_fields) - set(FusedAttention.model_fields)
+    assert fa2_only == {"warps", "registers_per_thread", "dq_recompute", "bwd_spill_bytes",
+                        "bwd_smem_per_cta"}
+    assert not fa2_only & set(FA3.model_fields)
+    for option in sorted(fa2_only):
+        with pytest.raises(PerfsimError, match=f"fa3 option {option}"):
+            FA3(**{option: FA2.model_fields[option].default or 1})

@@ -75,78 +75,70 @@ SYMBOLIC_FWD_TILE, SYMBOLIC_BWD_TILE = (128, 64, 4), BwdLaunch(64, 128, 8, (2, 4
 REGISTERS_PER_THREAD = 255
 
 
-class FA2(Algorithm):
-    """FlashAttention-2 options (defaults: the flash-attn 2 reference launch configuration).
+class FusedAttention(Algorithm):
+    """What FlashAttention-2 and -3 share — one fused kernel per phase that keeps a query or
+    key tile on chip and streams the other side (FA2 Algorithms 1 and 2) — with the options
+    both have. Not used alone: :class:`FA2` adds the ``mma.sync`` launch options (warps,
+    registers, Triton's dQ pass and compiled facts), ``perfsim.algorithms.fa3.FA3`` the
+    Hopper pipeline's. Each subclass declares its own options only (composition through
+    these hooks, not inherited options it would ignore): :meth:`fwd_warps_option`,
+    :meth:`recomputes_dq`, :meth:`spill_reload_bytes`, :meth:`registers`,
+    :meth:`bwd_smem_bytes`.
 
     Args:
         block_m: query tile rows ``B_r`` (forward); ``None`` = reference default per head dim.
         block_n: key tile rows ``B_c`` (forward).
-        warps: warps per CTA (forward).
-        bwd_block_m, bwd_block_n, bwd_warps: the same for the backward kernel.
-        tensor_family: tensor-core instructions issued; flash-attn 2 uses ``mma_sync`` on
-            every GPU (FA3 paper §1: ~35 % of H100 peak). Triton picks ``wgmma`` on Hopper.
-        registers_per_thread: for occupancy.
+        bwd_block_m, bwd_block_n, bwd_warps: the backward kernel's tile and warps.
+        tensor_family: tensor-core instructions issued (``mma_sync``, ``wgmma``, ...).
         lpt_scheduling: causal query tiles launched longest first; flash-attn 2 and Triton
             launch them in index order (short to long), the default.
-        dq_recompute: the backward computes dQ in a second pass over the tiles that
-            recomputes ``S = Q Kᵀ``, ``P`` and ``dP = dO Vᵀ`` (Triton's fused-attention
-            tutorial: a dK/dV loop, then a dQ loop), instead of accumulating dQ alongside dK
-            and dV: two more GEMMs and the exps again per tile; the operand reads grow in the
-            same proportion (7/5, an approximation).
         num_splits: split-KV parts of the forward (``perfsim.algorithms.splits``): an
             integer ≥ 1, or ``"auto"`` for the reference's heuristic.
         pack_gqa: pack the query heads of one K/V head into the rows of a tile: ``True``,
             ``False`` or ``"auto"`` (the reference's rule).
-        fast_math: the kernels were built with ``--use_fast_math`` (flash-attn's own
-            ``setup.py``), so an exp is one MUFU.EX2; ``False`` for PyTorch's copy of flash-attn
-            2, whose SASS guards each exp with an FSETP and two FMULs
-            (``perfsim.algorithms.softmax_costs``, measured with Nsight Compute).
+        fast_math: the kernels were built with ``--use_fast_math``, so an exp is one
+            MUFU.EX2 (``perfsim.algorithms.softmax_costs``).
         fused_scale: the forward scales the scores and subtracts the row max in one FFMA per
-            score (flash_attn.cute, Triton); ``False`` where the compiled kernel keeps an FMUL
-            and an FADD (PyTorch's flash-attn 2 and cuDNN, by their instruction census).
-        bwd_smem_per_cta: shared memory per backward CTA as compiled (bytes; a compiled-kernel
-            fact for Triton kernels, whose pipelining stages decide it); ``None``: flash-attn
-            2's kernel traits.
-        bwd_spill_bytes: local-memory bytes each thread of the backward kernel reloads per
-            step of its dK/dV loop because the compiler spilled registers (a compiled-kernel
-            fact read from a profile: ``perfsim.validate.spill_facts``); 0 (flash-attn 2's
-            kernels, compiled within 255 registers) for none. Timed at the SM's measured
-            spill-reload rate (``KernelCost.spill_bytes_per_cta``).
+            score (``False`` where the compiled kernel keeps an FMUL and an FADD).
     """
 
-    name: ClassVar[str] = "fa2"
+    name: ClassVar[str] = "fused"
     #: which reference's split/packing rules ``"auto"`` follows (perfsim.algorithms.splits)
     split_rule: ClassVar[str] = "fa2"
-    overlap_rule: ClassVar[str] = ("mma.sync: warps load MMA operands from shared memory, "
-                                   "then issue MMAs, softmax FP32 work and exps in program "
-                                   "order; the resident CTAs (each with a prefetched operand "
-                                   "slice) overlap one's loads with another's compute, a "
-                                   "closed cycle; HBM overlaps")
+    #: input dtypes the reference kernels take
+    dtypes: ClassVar[tuple[str, ...]] = ("fp16", "bf16")
 
     block_m: int | None = Field(default=None, ge=16, multiple_of=16)
     block_n: int | None = Field(default=None, ge=16, multiple_of=16)
-    warps: int | None = Field(default=None, ge=1, le=32)
     bwd_block_m: int | None = Field(default=None, ge=16, multiple_of=16)
     bwd_block_n: int | None = Field(default=None, ge=16, multiple_of=16)
     bwd_warps: int | None = Field(default=None, ge=1, le=32)
 
-    _power_of_two = field_validator("warps", "bwd_warps")(
+    _bwd_power_of_two = field_validator("bwd_warps")(
         classmethod(lambda cls, v: power_of_two_warps(v)))
     tensor_family: str = "mma_sync"
-    registers_per_thread: int = Field(default=REGISTERS_PER_THREAD, ge=16, le=255)
     lpt_scheduling: bool = False
-    dq_recompute: bool = False
     num_splits: Literal["auto"] | int = Field(default="auto")
     pack_gqa: Literal["auto"] | bool = "auto"
     fast_math: bool = True
     fused_scale: bool = True
-    bwd_spill_bytes: float = Field(default=0.0, ge=0)
-    bwd_smem_per_cta: int | None = Field(default=None, ge=0)
 
     _splits = field_validator("num_splits", mode="before")(
         classmethod(lambda cls, v: check_num_splits(v)))
     _pack = field_validator("pack_gqa", mode="before")(
         classmethod(lambda cls, v: check_pack_gqa(v)))
+
+    def fwd_warps_option(self) -> int | None:
+        """Warps per forward CTA set by an option (``None``: the reference's choice)."""
+        return None
+
+    def recomputes_dq(self) -> bool:
+        """Whether the backward computes dQ in a second pass that recomputes S and dP."""
+        return False
+
+    def spill_reload_bytes(self) -> float:
+        """Local-memory bytes a backward thread reloads per dK/dV step (register spills)."""
+        return 0.0
 
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)`` of the forward kernel: the options, else what flash-attn 2
@@ -156,7 +148,7 @@ class FA2(Algorithm):
         else:
             b_r, b_c, warps = SYMBOLIC_FWD_TILE if dims.symbolic else fwd_launch(
                 max(dims.d, dims.d_v), dims.causal, bool(dims.dropout_p), gpu)
-        return self.block_m or b_r, self.block_n or b_c, self.warps or warps
+        return self.block_m or b_r, self.block_n or b_c, self.fwd_warps_option() or warps
 
     def bwd_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)`` of the backward kernel (``B_r`` query rows, ``B_c`` key
@@ -181,12 +173,10 @@ class FA2(Algorithm):
         """flash-attn 2 launches one CTA per tile (not persistent)."""
         return False
 
-    #: input dtypes the reference kernels take (flash-attn 2: fp16 and bf16).
-    dtypes: ClassVar[tuple[str, ...]] = ("fp16", "bf16")
-
     def registers(self, gpu: GPUSpec, warps: int) -> int:
-        """32-bit registers per thread (for occupancy)."""
-        return self.registers_per_thread
+        """32-bit registers per thread (for occupancy): the reference kernels are compiled to
+        the 255-register cap."""
+        return REGISTERS_PER_THREAD
 
     def overlap_groups(self, phase: str, dims: Dims):
         """Overlap rule of the main kernels (see ``perfsim.kernel``): HBM overlaps the warp
@@ -408,7 +398,7 @@ class FA2(Algorithm):
         per_pass = backward_softmax_terms(dims, v, bh * v.masked_tiles * b_r * b_c)
         per_pass.update(self.exp_fixup(sum(t for key, t in per_pass.items()
                                            if key.startswith("mufu/"))))
-        again = 1 if self.dq_recompute else 0
+        again = 1 if self.recomputes_dq() else 0
         twice = self.sdp_issued_twice(dims)
         operand_reads = e * bh * v.tiles * self.bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms)
         staging = self.dq_staging(dims, v, b_r)
@@ -433,10 +423,10 @@ class FA2(Algorithm):
             terms["smem_read/dQ partial (TMA reduce)"] = staging
             terms["smem_write/dQ partial (TMA reduce)"] = staging
         spill = None
-        if self.bwd_spill_bytes:
+        if self.spill_reload_bytes():
             # each key-tile CTA reloads its spilled dK/dV accumulators once per query tile it
             # visits (the dQ pass holds one accumulator and is taken not to spill)
-            spill = v.tiles / maximum(v.kv_tiles, 1) * warps * 32 * self.bwd_spill_bytes
+            spill = v.tiles / maximum(v.kv_tiles, 1) * warps * 32 * self.spill_reload_bytes()
             terms["local_load/dK,dV accumulators (register spills)"] = bh * v.kv_tiles * spill
         main = KernelCost.of(
             f"{self.name}_bwd", terms, grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
@@ -468,10 +458,7 @@ class FA2(Algorithm):
         return 0
 
     def bwd_smem_bytes(self, launch, dims: Dims):
-        """Shared memory per backward CTA: ``bwd_smem_per_cta``, else flash-attn 2's kernel
-        traits."""
-        if self.bwd_smem_per_cta is not None:
-            return self.bwd_smem_per_cta
+        """Shared memory per backward CTA (flash-attn 2's kernel traits)."""
         return launch.smem_bytes(dims.d, dims.d_v, dims.e)
 
     def bwd_operand_reads(self, b_r, b_c, d, d_v, warps, atoms):
@@ -482,6 +469,84 @@ class FA2(Algorithm):
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
         """Peak footprint (bytes): ``common.fused_memory_bytes``."""
         return fused_memory_bytes(dims)
+
+
+class FA2(FusedAttention):
+    """FlashAttention-2 options (defaults: the flash-attn 2 reference launch configuration).
+
+    Args:
+        block_m: query tile rows ``B_r`` (forward); ``None`` = reference default per head dim.
+        block_n: key tile rows ``B_c`` (forward).
+        warps: warps per CTA (forward).
+        bwd_block_m, bwd_block_n, bwd_warps: the same for the backward kernel.
+        tensor_family: tensor-core instructions issued; flash-attn 2 uses ``mma_sync`` on
+            every GPU (FA3 paper §1: ~35 % of H100 peak). Triton picks ``wgmma`` on Hopper.
+        registers_per_thread: for occupancy.
+        lpt_scheduling: causal query tiles launched longest first; flash-attn 2 and Triton
+            launch them in index order (short to long), the default.
+        dq_recompute: the backward computes dQ in a second pass over the tiles that
+            recomputes ``S = Q Kᵀ``, ``P`` and ``dP = dO Vᵀ`` (Triton's fused-attention
+            tutorial: a dK/dV loop, then a dQ loop), instead of accumulating dQ alongside dK
+            and dV: two more GEMMs and the exps again per tile; the operand reads grow in the
+            same proportion (7/5, an approximation).
+        num_splits: split-KV parts of the forward (``perfsim.algorithms.splits``): an
+            integer ≥ 1, or ``"auto"`` for the reference's heuristic.
+        pack_gqa: pack the query heads of one K/V head into the rows of a tile: ``True``,
+            ``False`` or ``"auto"`` (the reference's rule).
+        fast_math: the kernels were built with ``--use_fast_math`` (flash-attn's own
+            ``setup.py``), so an exp is one MUFU.EX2; ``False`` for PyTorch's copy of flash-attn
+            2, whose SASS guards each exp with an FSETP and two FMULs
+            (``perfsim.algorithms.softmax_costs``, measured with Nsight Compute).
+        fused_scale: the forward scales the scores and subtracts the row max in one FFMA per
+            score (flash_attn.cute, Triton); ``False`` where the compiled kernel keeps an FMUL
+            and an FADD (PyTorch's flash-attn 2 and cuDNN, by their instruction census).
+        bwd_smem_per_cta: shared memory per backward CTA as compiled (bytes; a compiled-kernel
+            fact for Triton kernels, whose pipelining stages decide it); ``None``: flash-attn
+            2's kernel traits.
+        bwd_spill_bytes: local-memory bytes each thread of the backward kernel reloads per
+            step of its dK/dV loop because the compiler spilled registers (a compiled-kernel
+            fact read from a profile: ``perfsim.validate.spill_facts``); 0 (flash-attn 2's
+            kernels, compiled within 255 registers) for none. Timed at the SM's measured
+            spill-reload rate (``KernelCost.spill_bytes_per_cta``).
+    """
+
+    name: ClassVar[str] = "fa2"
+    overlap_rule: ClassVar[str] = ("mma.sync: warps load MMA operands from shared memory, "
+                                   "then issue MMAs, softmax FP32 work and exps in program "
+                                   "order; the resident CTAs (each with a prefetched operand "
+                                   "slice) overlap one's loads with another's compute, a "
+                                   "closed cycle; HBM overlaps")
+
+    warps: int | None = Field(default=None, ge=1, le=32)
+    _power_of_two = field_validator("warps")(
+        classmethod(lambda cls, v: power_of_two_warps(v)))
+    registers_per_thread: int = Field(default=REGISTERS_PER_THREAD, ge=16, le=255)
+    dq_recompute: bool = False
+    bwd_spill_bytes: float = Field(default=0.0, ge=0)
+    bwd_smem_per_cta: int | None = Field(default=None, ge=0)
+
+    def fwd_warps_option(self) -> int | None:
+        """The ``warps`` option."""
+        return self.warps
+
+    def recomputes_dq(self) -> bool:
+        """The ``dq_recompute`` option."""
+        return self.dq_recompute
+
+    def spill_reload_bytes(self) -> float:
+        """The ``bwd_spill_bytes`` option."""
+        return self.bwd_spill_bytes
+
+    def registers(self, gpu: GPUSpec, warps: int) -> int:
+        """32-bit registers per thread (for occupancy): the ``registers_per_thread`` option."""
+        return self.registers_per_thread
+
+    def bwd_smem_bytes(self, launch, dims: Dims):
+        """Shared memory per backward CTA: ``bwd_smem_per_cta``, else flash-attn 2's kernel
+        traits."""
+        if self.bwd_smem_per_cta is not None:
+            return self.bwd_smem_per_cta
+        return super().bwd_smem_bytes(launch, dims)
 
 
 def gemm_operand_reads(m, n, k, warps_m, warps_n):

@@ -37,11 +37,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from perfsim.algorithms.base import FP32_BYTES, Dims
 from perfsim.algorithms.common import check_fused_inputs, pick_tile
-from perfsim.algorithms.fa2 import FA2, REGISTERS_PER_THREAD
+from perfsim.algorithms.fa2 import FusedAttention
 from perfsim.algorithms.fa2_launch import BwdLaunch
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
 from perfsim.errors import InfeasibleError
@@ -84,7 +84,7 @@ def wgmma_operand_reads(m, n, k, warpgroups):
     return k * (m * warpgroups + n)
 
 
-class FA3(FA2):
+class FA3(FusedAttention):
     """FlashAttention-3 options (defaults: the reference Hopper kernels).
 
     Args:
@@ -99,7 +99,7 @@ class FA3(FA2):
         persistent: CTAs stay resident and loop over tiles (the reference's tile scheduler,
             hopper/tile_scheduler.hpp); ``False`` for one CTA per tile (Triton).
         tensor_family: ``wgmma``.
-        num_splits, pack_gqa: as ``FA2``, with flash-attn 3's rules for ``"auto"``
+        num_splits, pack_gqa: as ``FusedAttention``, with flash-attn 3's rules for ``"auto"``
             (``hopper/heuristics.h``, ``perfsim.algorithms.splits``).
 
     No dropout: the reference has none (flash-attn issue #1251), so a workload with
@@ -129,16 +129,6 @@ class FA3(FA2):
     #: backward does at head dim 256 (``sdpa-cudnn`` preset).
     bwd_sdp_twice_above: int | None = Field(default=None, ge=1)
     dtypes: ClassVar[tuple[str, ...]] = ("fp16", "bf16", "fp8_e4m3")
-
-    @model_validator(mode="after")
-    def _own_launch(self):
-        """FA2's ``warps`` and ``registers_per_thread`` do not apply: the forward launches one
-        producer and one warpgroup per 64 query rows, and registers follow ``setmaxnreg``."""
-        if self.warps is not None or self.registers_per_thread != REGISTERS_PER_THREAD:
-            raise ValueError("warps and registers_per_thread are not FA3 options: its forward "
-                             "launches a producer warpgroup plus one per 64 query rows "
-                             "(block_m), and setmaxnreg sets the registers")
-        return self
 
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)``: flash-attn 3's forward tile for the head dim and mask (a
@@ -276,7 +266,7 @@ class FA3(FA2):
 
     def _fwd_row_work(self, dims: Dims) -> dict:
         """Per-row work not scaled by the tail: Q in, O out through shared memory, O
-        normalised (see ``FA2._fwd_row_work``)."""
+        normalised (see ``FusedAttention._fwd_row_work``)."""
         e, bh = dims.e, dims.B * dims.H
         return {"fp32": bh * dims.N_q * dims.d_v,
                 "smem": e * bh * dims.N_q * (2 * dims.d + 2 * dims.d_v)}
@@ -318,7 +308,7 @@ class FA3(FA2):
                 + wgmma_operand_reads(b_c, d, b_r, consumers))     # dK = dSᵀ Q
 
     def sdp_issued_twice(self, dims: Dims) -> int:
-        """See ``FA2.sdp_issued_twice``: from ``bwd_sdp_twice_above``."""
+        """See ``FusedAttention.sdp_issued_twice``: from ``bwd_sdp_twice_above``."""
         limit = self.bwd_sdp_twice_above
         return int(limit is not None and max(dims.d, dims.d_v) > limit)
 
