@@ -229,7 +229,7 @@ class Explorer(param.Parameterized):
 
 
 def _note(text: str):
-    from perfsim.plot_style import figure
+    from perfsim.plots.style import figure
 
     fig, ax = figure(width=5, height=1.5)
     ax.axis("off")

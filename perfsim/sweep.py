@@ -36,11 +36,11 @@ from perfsim.gpu_catalog import gpus as catalog
 from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import resolve
 from perfsim.kernel import UNITS
-from perfsim.overrides import expand_overrides, what_if
 from perfsim.predict import BOUNDS, evaluate
 from perfsim.prediction import Counts, convention_flops, credited_flops
 from perfsim.software import DEFAULT_SOFTWARE
 from perfsim.timing import TimingParams
+from perfsim.whatif import expand_overrides, what_if
 from perfsim.workload import MAX_SIZE, MAX_TENSOR_BYTES, AttentionWorkload
 
 #: Workload columns, in ``AttentionWorkload`` order.

@@ -50,6 +50,7 @@ def pytest_configure(config):
         config.option.nbmake = True
 
 
+@pytest.hookimpl(tryfirst=True)      # before -m deselects by marker
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if str(item.path).endswith(".ipynb"):

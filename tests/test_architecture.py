@@ -119,3 +119,26 @@ def test_long_modules_say_why_they_are_long():
             continue
         doc = ast.get_docstring(ast.parse(text)) or ""
         assert "\nLength: " in "\n" + doc, f"{path.relative_to(root)}: no 'Length:' reason"
+
+
+def layers(graph: dict[str, set[str]]) -> list[str]:
+    """``layer N: a, b, ...`` lines: a module's layer is the longest import chain below it."""
+    memo: dict[str, int] = {}
+
+    def layer(m: str) -> int:
+        if m not in memo:
+            deps = [d for d in graph.get(m, ()) if d in graph and d != m]
+            memo[m] = 1 + max(map(layer, deps)) if deps else 0
+        return memo[m]
+
+    by: dict[int, list[str]] = {}
+    for m in graph:
+        by.setdefault(layer(m), []).append(m.removeprefix("perfsim."))
+    return [f"layer {k}: {', '.join(sorted(by[k]))}" for k in sorted(by)]
+
+
+def test_the_documented_module_graph_is_current():
+    """docs/architecture.md lists the layers this graph has (regenerate with ``layers``)."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    listed = [line for line in doc.splitlines() if line.startswith("layer ")]
+    assert listed == layers(_graph(_modules()))

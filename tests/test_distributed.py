@@ -14,6 +14,7 @@ from perfsim.errors import PerfsimError
 from perfsim.sweep import sweep
 
 pytest.importorskip("distributed")
+pytestmark = pytest.mark.slow      # local Dask clusters: ~25 s (run with -m slow; CI runs them)
 
 # 2 GPUs x 2 algorithms x 10 x 5 x 63 x 2 x 2 x 2 = 100 800 rows
 BIG = {"gpus": ["h100-sxm5", "rtx-5090"], "algorithms": ["fa2", "fa3"],

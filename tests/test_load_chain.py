@@ -174,7 +174,7 @@ def test_waiting_longer_than_computing_is_latency_bound():
 
 
 def test_every_bound_has_a_colour():
-    from perfsim.plot_style import UNIT_COLORS
+    from perfsim.plots.style import UNIT_COLORS
     from perfsim.predict import BOUNDS
 
     assert set(BOUNDS) <= set(UNIT_COLORS)

@@ -12,6 +12,8 @@ from perfsim import algorithms, symbolic
 from perfsim.sweep import as_swept
 from perfsim.symbolic import L_2, B_c, B_r, H, M, N_q, d
 
+pytestmark = pytest.mark.slow      # sympy closed forms: ~40 s (run with -m slow; CI runs them)
+
 REL = 1e-9
 #: Explicit tiles, so that the numeric path (which picks tiles from d) and the symbolic path
 #: (which cannot) run the same configuration. Algorithms not listed run their defaults.

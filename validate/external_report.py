@@ -211,7 +211,7 @@ def _csv(path: Path, scored: list[dict]) -> None:
 
 
 def _scatter(path: Path, scored: list[dict], gpu: str) -> None:
-    from perfsim.plot_style import MARKERS, figure
+    from perfsim.plots.style import MARKERS, figure
 
     fig, axes = figure(1, 2, width=5.2, height=4.6)
     impls = sorted({s["impl"] for s in scored})

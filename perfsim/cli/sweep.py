@@ -12,7 +12,7 @@
     head_dim = [64, 128]
     causal = [false, true]
 
-    [overrides]                                 # GPU what-ifs (optional; see perfsim.overrides)
+    [overrides]                                 # GPU what-ifs (optional; see perfsim.whatif)
     hbm_bandwidth_bytes_per_s = {scale = [0.5, 1, 2]}
     sm_count = [100, 132]
 """

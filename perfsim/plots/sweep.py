@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.colors import ListedColormap, to_rgba
 
 from perfsim.errors import PerfsimError
-from perfsim.plot_style import MARKERS, UNIT_COLORS, color_legend, figure
+from perfsim.plots.style import MARKERS, UNIT_COLORS, color_legend, figure
 
 _WORKLOAD = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim", "head_dim_v",
              "causal", "dtype", "phase", "dropout_p", "window", "kv_dtype", "page_size",

@@ -1,6 +1,6 @@
 """Figures: roofline, time by unit and cycle charts of predictions; TFLOP/s vs sequence
 length, bottleneck and winner maps, predicted vs measured from sweep frames
-(``perfsim.sweep_plots``, re-exported here).
+(``perfsim.plots.sweep``, re-exported here).
 
 Each function returns ``(fig, ax)`` (``ax``: an array of axes for faceted plots, squeezed as
 ``plt.subplots`` does) and never shows anything; ``fig.savefig(path)`` writes it. Figures are
@@ -16,14 +16,14 @@ from matplotlib.patches import Patch
 
 from perfsim.errors import PerfsimError
 from perfsim.kernel import UNITS
-from perfsim.plot_style import MARKERS, UNIT_COLORS, color_legend, figure
-from perfsim.predict import BOUNDS
-from perfsim.sweep_plots import (
+from perfsim.plots.style import MARKERS, UNIT_COLORS, color_legend, figure
+from perfsim.plots.sweep import (
     bottleneck_map,
     predicted_vs_measured,
     tflops_vs_seqlen,
     winner_map,
 )
+from perfsim.predict import BOUNDS
 
 __all__ = ["UNIT_COLORS", "bottleneck_map", "cycle_chart", "predicted_vs_measured", "roofline",
            "tflops_vs_seqlen", "time_by_unit", "unit_times", "winner_map"]
