@@ -89,9 +89,10 @@ FLEX_BWD_TILES = {64: (64, 128, 8), 128: (64, 128, 8), 256: (64, 64, 4)}
 #: d 128, 192 and 256 for FlexAttention at d 192 and 256, against 255), from Nsight Compute
 #: on the H200 divided by the profiled call's dK/dV steps and threads
 #: (``python -m perfsim.validate.spill_facts``; ``reports/h200/probes/ncu/summary*.json``).
-#: Keyed by the largest head dim each figure covers: ASSUMED the same at the head dims in
-#: between and on every GPU (each caps a thread at 255 registers; the compiled code differs
-#: on other architectures and was not profiled).
+#: Keyed by the largest head dim each figure covers: only 64, 128, 192 and 256 were profiled,
+#: so head dims 129-192 take the d = 192 figure and 193-256 the d = 256 one (ASSUMED: a step,
+#: not a measured curve), on every GPU (each caps a thread at 255 registers; the compiled code
+#: differs on other architectures and was not profiled).
 TRITON_TUTORIAL_BWD_SPILL_BYTES = {64: 0.0, 128: 751.7}
 FLEX_BWD_SPILL_BYTES = {128: 0.0, 192: 1113.1, 256: 1233.1}
 #: (The tutorial's head-dim-64 backward moves 0.015 GB through local memory in the profiled
@@ -357,9 +358,9 @@ def _triton_tutorial(dims, gpu):
         block_m, block_n, warps = TRITON_TUTORIAL_BWD_TILE
         if max(dims.d, dims.d_v) > max(TRITON_TUTORIAL_BWD_SPILL_BYTES):
             raise InfeasibleError(
-                "the tutorial's backward runs head dims up to 128 here: its fixed launch needs "
-                "295,936 B of shared memory per CTA at head dim 256 (Triton's out-of-resources "
-                "error on the H200, 232,448 B allowed)")
+                "the tutorial's backward runs head dims up to 128 here: it takes powers of two "
+                "up to 256, and at 256 its fixed launch needs 295,936 B of shared memory per "
+                "CTA (Triton's out-of-resources error on the H200, 232,448 B allowed)")
         return algos.FA2(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
                          dq_recompute=True,
                          bwd_spill_bytes=_tile(TRITON_TUTORIAL_BWD_SPILL_BYTES,
@@ -456,10 +457,13 @@ def _tutorial_limits(dims) -> None:
     128-row block (its ``attention.backward`` asserts); it has no GQA, window, softcap,
     paged cache, mixed dtype or dropout."""
     _lacks(dims, "the tutorial kernel", "gqa", "window", "softcap", "paged", "kv_dtype")
-    if dims.bwd and not dims.symbolic and (not dims.causal or dims.N_q % 128
-                                           or dims.N_k % 128):
-        raise InfeasibleError("the tutorial's backward runs causal attention with N_q and "
-                              "N_k multiples of 128 only")
+    if dims.bwd and not dims.symbolic:
+        # element-wise for sweeps (N_q, N_k and causal may be arrays)
+        bad = (np.logical_not(dims.causal) | (np.asarray(dims.N_q) % 128 != 0)
+               | (np.asarray(dims.N_k) % 128 != 0))
+        infeasible_where(bad if np.ndim(bad) else bool(bad),
+                         "the tutorial's backward runs causal attention with N_q and N_k "
+                         "multiples of 128 only")
     if dims.dropout_p:
         raise InfeasibleError("the tutorial kernel has no dropout")
 

@@ -346,6 +346,10 @@ class Prediction:
         ranked = sorted(UNITS, key=lambda u: -self.unit_seconds[u])
         parts = ", ".join(f"{u} {self.unit_seconds[u] * 1e3:.3f} ms" for u in ranked
                           if self.unit_seconds[u] > 0)
+        reloads = sum(float(k.load_chain["load"]) for k in self.kernels
+                      if k.load_chain is not None and k.load_chain.get("spills"))
+        if reloads:
+            parts += f"; register-spill reloads {reloads * 1e3:.3f} ms (busiest SM)"
         lines.append(f"Each unit alone: {parts}.")
         top = list(self.term_seconds().items())[:TOP_TERMS]
         if top:
@@ -370,11 +374,17 @@ class Prediction:
         rule = (inner(Dims.of(w), g) if inner else self.algorithm).overlap_text()
         if heavy.load_chain is not None and heavy.load_chain.get("spills"):
             parts = heavy.load_chain
+            share = parts["load"] / heavy.seconds if heavy.seconds else 0.0
+            rate = g.spill_reload_bandwidth_bytes_per_s
             lines.append(
                 f"{heavy.cost.name} spills registers: its CTAs reload "
                 f"{float(heavy.cost.local_load_bytes) / 1e9:.2f} GB of spilled values from local "
-                "memory in all, at the SM's measured spill-reload rate. On the busiest SM: "
-                f"reloads {parts['load'] * 1e3:.3f} ms, the rest of the kernel "
+                f"memory in all (the bytes per thread and step are a compiled-kernel figure "
+                f"from an H200 profile, perfsim.validate.spill_facts), at {rate / 1e9:.1f} GB/s "
+                f"per SM ({g.id}'s spill-reload rate, "
+                f"{_source_kind(g, 'spill_reload_bandwidth_bytes_per_s')}). "
+                f"On the busiest SM the reloads take {parts['load'] * 1e3:.3f} ms "
+                f"({100 * float(share):.0f} % of the kernel), the rest of the kernel "
                 f"{parts['compute'] * 1e3:.3f} ms; "
                 + ("one CTA per SM, so the two add." if parts["in_flight"] == 1 else
                    f"{parts['in_flight']} CTAs per SM hide one's reloads behind the others' "
@@ -422,3 +432,10 @@ class Prediction:
                          f"({heavy.seconds * 1e3:.3f} ms, bound by {heavy.bound}).")
         lines.extend(getattr(self.algorithm, "explain_lines", lambda p: [])(self))
         return "\n".join(lines)
+
+
+def _source_kind(gpu, field: str) -> str:
+    """``measured`` or ``assumed`` (as the catalog source of ``field`` says), else ``given``."""
+    text = str((gpu.sources or {}).get(field, ""))
+    return ("assumed" if text.startswith("ASSUMED") else
+            "measured" if text.startswith(("M:", "M ")) else "given")

@@ -61,10 +61,17 @@ class InfeasibleRecord(BaseModel):
 
 
 def schema() -> dict:
-    """JSON Schema of one ``--json`` record (a list of them for ``all`` / ``presets``)."""
+    """JSON Schema of one ``--json`` record (a list of them for ``all`` / ``presets``): one of
+    the two record layouts, their shared definitions under the root's ``$defs`` (so standard
+    validators resolve every ``$ref``)."""
+    from pydantic.json_schema import models_json_schema
+
+    refs, top = models_json_schema([(PredictionRecord, "validation"),
+                                    (InfeasibleRecord, "validation")])
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
-            "title": "perfsim prediction",
-            "oneOf": [PredictionRecord.model_json_schema(), InfeasibleRecord.model_json_schema()]}
+            "title": "perfsim prediction", "$defs": top["$defs"],
+            "oneOf": [refs[(PredictionRecord, "validation")],
+                      refs[(InfeasibleRecord, "validation")]]}
 
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "docs" / "prediction.schema.json"

@@ -131,3 +131,26 @@ def test_json_records_follow_the_committed_schema():
     p = perfsim.predict(W1, gpu="h100-sxm5", algorithm="fa2")
     PredictionRecord.model_validate(p.to_dict())
     assert json.loads(SCHEMA_FILE.read_text()) == json.loads(json.dumps(schema()))
+
+
+@pytest.mark.parametrize("extra", [["-a", "fa2"], ["-a", "all"], ["-a", "presets"],
+                                   ["-a", "flex", "--phase", "bwd", "--explain"],
+                                   ["-a", "fa3"]])
+def test_cli_json_output_validates_against_the_committed_schema_file(extra, capsys):
+    """Every ``--json`` record the CLI prints (one, or a list for ``all`` / ``presets``, with
+    infeasible entries) validates against docs/prediction.schema.json with a standard JSON
+    Schema validator."""
+    import json
+
+    jsonschema = pytest.importorskip("jsonschema")
+    from perfsim.cli import main
+    from perfsim.schema import SCHEMA_FILE
+
+    committed = json.loads(SCHEMA_FILE.read_text())
+    assert main(["predict", "--gpu", "h100-sxm5", "--batch", "2", "--heads", "8",
+                 "--seqlen", "1024", "--head-dim", "128", "--json", *extra]) == 0
+    out = json.loads(capsys.readouterr().out)
+    records = out if isinstance(out, list) else [out]
+    assert records
+    for record in records:
+        jsonschema.validate(record, committed)

@@ -94,3 +94,19 @@ def test_tutorial_backward_above_head_dim_128_is_refused_with_the_reason():
                                   phase="bwd")
     with pytest.raises(perfsim.InfeasibleError, match="shared memory"):
         perfsim.predict(w, gpu="h200-sxm", algorithm="triton-tutorial")
+
+
+def test_a_tutorial_backward_sweep_marks_its_limits_row_by_row():
+    """A sweep over sequence lengths and masks gives the predicted time where the tutorial's
+    backward runs and an infeasible reason where it does not (not one error for the block)."""
+    df = perfsim.sweep(batch=[1], heads=[16], seqlen_q=[1000, 1024, 4096], head_dim=[64, 128],
+                       causal=[True, False], phase="bwd", gpus=["h200-sxm"],
+                       algorithms=["triton-tutorial"])
+    ok = df[df["infeasible"] == ""]
+    assert len(ok) == 4 and set(ok["seqlen_q"]) == {1024, 4096} and ok["causal"].all()
+    for row in ok.itertuples():
+        w = perfsim.AttentionWorkload(batch=1, heads=16, seqlen_q=row.seqlen_q,
+                                      head_dim=row.head_dim, causal=True, phase="bwd")
+        assert row.seconds == pytest.approx(
+            perfsim.predict(w, gpu="h200-sxm", algorithm="triton-tutorial").seconds, rel=1e-9)
+    assert df[df["infeasible"] != ""]["seconds"].isna().all()

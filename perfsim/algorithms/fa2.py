@@ -522,7 +522,8 @@ class FA2(FusedAttention):
         classmethod(lambda cls, v: power_of_two_warps(v)))
     registers_per_thread: int = Field(default=REGISTERS_PER_THREAD, ge=16, le=255)
     dq_recompute: bool = False
-    bwd_spill_bytes: float = Field(default=0.0, ge=0)
+    #: at most CUDA's 512 KiB of local memory per thread
+    bwd_spill_bytes: float = Field(default=0.0, ge=0, le=512 * 1024)
     bwd_smem_per_cta: int | None = Field(default=None, ge=0)
 
     def fwd_warps_option(self) -> int | None:
