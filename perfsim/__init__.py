@@ -5,19 +5,56 @@
                                   causal=True, dtype="bf16", phase="fwd")
     p = perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2")
     print(p.seconds, p.tflops, p.bound); print(p.explain())
+
+The public names load on first use (PEP 562 ``__getattr__``), so ``import perfsim`` and a
+command such as ``perfsim gpus`` do not pay for the algorithms they do not touch.
 """
 
-from perfsim import algorithms
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
 from perfsim.errors import InfeasibleError, PerfsimError
-from perfsim.gpu import GPUSpec
-from perfsim.gpu_catalog import gpus, load_gpu
-from perfsim.predict import predict
-from perfsim.prediction import Counts, Prediction
-from perfsim.sweep import sweep
-from perfsim.timing import TimingParams
-from perfsim.workload import AttentionWorkload
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it
+_LAZY = {
+    "AttentionWorkload": "perfsim.workload", "Counts": "perfsim.prediction",
+    "GPUSpec": "perfsim.gpu", "Prediction": "perfsim.prediction",
+    "TimingParams": "perfsim.timing", "gpus": "perfsim.gpu_catalog",
+    "load_gpu": "perfsim.gpu_catalog", "predict": "perfsim.predict", "sweep": "perfsim.sweep",
+}
+
+
+def __getattr__(name: str):
+    if name == "algorithms":
+        return importlib.import_module("perfsim.algorithms")
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value          # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'perfsim' has no attribute {name!r}")
+
+
+class _Package(types.ModuleType):
+    """The package module: importing the submodules ``perfsim.predict`` and ``perfsim.sweep``
+    makes the import system bind them to the package attributes of the same name, where the
+    public names are the functions; those two keep the functions (as the eager imports did)."""
+
+    def __setattr__(self, name, value):
+        if name in ("predict", "sweep") and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY, "algorithms"])
 
 
 __all__ = [

@@ -45,7 +45,7 @@ TensorFamily = Literal["mma_sync", "wgmma", "tcgen05"]
 class GPUFeatures(BaseModel):
     """Hardware features an algorithm may need (CUDA Programming Guide; FA3/FA4 papers)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     tma: bool = Field(description="Tensor Memory Accelerator (bulk async tensor copies), sm_90+")
     wgmma: bool = Field(description="warpgroup MMA (Hopper sm_90a)")
@@ -75,7 +75,7 @@ class PowerSpec(BaseModel):
     the operand width (``tensor_energy_scale``, an assumption stated there).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     tdp_w: float = Field(gt=0, le=5000, description="board power limit (W)")
     static_w: float = Field(ge=0, le=5000, description="board power with the SM clock at "
@@ -263,7 +263,7 @@ class CalibratedTiming(BaseModel):
         eager_broadcast_fill: ``masked_fill_`` with a broadcast mask (B/s), or ``None``.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     launch_overhead_s: float | None = Field(default=None, ge=0, le=1e-3)
     cta_overhead_s: float = Field(default=0.0, ge=0, le=1e-3)
@@ -306,7 +306,7 @@ class GPUSpec(BaseModel):
             ``native_tensor_family`` that the feature flags do not provide.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str = Field(description="catalog id, e.g. 'h100-sxm5'")
     name: str = Field(description="marketing name")

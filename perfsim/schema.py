@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class KernelRecord(BaseModel):
     """One launched kernel."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str
     seconds: float = Field(description="kernel time (s)")
@@ -28,7 +28,7 @@ class KernelRecord(BaseModel):
 class PredictionRecord(BaseModel):
     """One prediction (``Prediction.to_dict()``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     schema_version: int
     workload: dict = Field(description="AttentionWorkload fields")
@@ -54,7 +54,7 @@ class PredictionRecord(BaseModel):
 class InfeasibleRecord(BaseModel):
     """A configuration that cannot run (``--algorithm all`` / ``presets``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     algorithm: str
     infeasible: str

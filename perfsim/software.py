@@ -35,7 +35,7 @@ class SoftwareProfile(BaseModel):
         perfsim.PerfsimError: from :func:`load_software` on a missing or invalid profile.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     name: str

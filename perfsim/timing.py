@@ -92,7 +92,7 @@ class TimingParams(BaseModel):
             unless the power limit holds it lower (a lock does not lift the power limit).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     hbm_efficiency: float | None = Field(default=None, gt=0, le=1)
     tensor_efficiency: float = Field(default=1.0, gt=0, le=1)

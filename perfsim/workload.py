@@ -158,7 +158,7 @@ class AttentionWorkload(BaseModel):
         perfsim.PerfsimError: one message naming the field and what is allowed.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     batch: Size | None = None
     heads: Size

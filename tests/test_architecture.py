@@ -91,6 +91,18 @@ def test_import_perfsim_stays_light():
     assert out == ""
 
 
+def test_perfsim_gpus_loads_neither_numpy_nor_the_algorithms():
+    """``perfsim gpus`` builds only its own command (issue 14's start-up): the package's names
+    load on first use, and the CLI imports one command module."""
+    code = ("import sys, io, contextlib\nfrom perfsim.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()): main(['gpus'])\n"
+            "print(','.join(m for m in ('numpy', 'perfsim.algorithms', 'perfsim.predict', "
+            "'pandas', 'sympy', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == ""
+
+
 def test_every_public_function_has_a_docstring():
     missing = []
     for name, path in _modules().items():

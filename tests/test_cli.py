@@ -103,3 +103,21 @@ def test_a_lock_above_the_maximum_clock_says_so(capsys):
                  "--clock", "3000", "--explain"]) == 0
     out = capsys.readouterr().out
     assert "clock of 1410 MHz (clock locked at 3000 MHz, above the 1410 MHz maximum" in out
+
+
+def test_each_command_names_the_module_that_registers_it():
+    """``perfsim.cli.COMMAND_OF`` (one command loads one module) matches what the modules
+    register, and covers every command."""
+    import argparse
+    import importlib
+
+    from perfsim.cli import COMMAND_MODULES, COMMAND_OF
+
+    found = {}
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(name)
+        sub = argparse.ArgumentParser().add_subparsers()
+        for register in getattr(module, "COMMANDS", None) or [module.register]:
+            register(sub)
+        found.update({command: name for command in sub.choices})
+    assert found == COMMAND_OF

@@ -347,7 +347,7 @@ class Algorithm(BaseModel):
     Options are strict: ``64`` is an integer option, ``"64"``, ``64.0`` and ``True`` are not.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
 
     name: ClassVar[str] = "algorithm"
     #: one line on how units overlap inside this algorithm's kernels (for explain()).

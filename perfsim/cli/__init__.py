@@ -27,17 +27,24 @@ from perfsim.errors import PerfsimError
 #: The modules that define subcommands, in the order ``--help`` lists them.
 COMMAND_MODULES = ("perfsim.cli.gpus", "perfsim.cli.predict_cmd", "perfsim.cli.sweep",
                    "perfsim.cli.serve_cmd", "perfsim.validate.cli")
+#: command -> the module that registers it, so one command loads only its own module
+#: (tests/test_cli.py checks this against what the modules register)
+COMMAND_OF = {"gpus": "perfsim.cli.gpus", "gpu": "perfsim.cli.gpus",
+              "predict": "perfsim.cli.predict_cmd", "sweep": "perfsim.cli.sweep",
+              "serve": "perfsim.cli.serve_cmd", "validate": "perfsim.validate.cli",
+              "calibrate": "perfsim.validate.cli"}
 
 
-def build_parser():
-    """The ``perfsim`` parser with every command of :data:`COMMAND_MODULES` registered."""
+def build_parser(modules=COMMAND_MODULES):
+    """The ``perfsim`` parser with every command of ``modules`` (default: all of
+    :data:`COMMAND_MODULES`) registered."""
     parser = _Parser(prog="perfsim", description="Analytical performance simulator for "
                      "attention kernels (standard, FlashAttention 1-4) on GPUs.")
     from perfsim import __version__
 
     parser.add_argument("--version", action="version", version=f"perfsim {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in COMMAND_MODULES:
+    for name in modules:
         module = importlib.import_module(name)
         for register in getattr(module, "COMMANDS", None) or [module.register]:
             register(sub)
@@ -56,7 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     """The ``perfsim`` command line; returns the exit code (2 for bad input)."""
     import signal
 
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    # a known command builds only its own module's parser (its imports alone); anything else
+    # (--help, --version, a typo) builds them all, so help and errors list every command
+    own = COMMAND_OF.get(argv[0]) if argv else None
+    parser = build_parser((own,) if own else COMMAND_MODULES)
     args = parser.parse_args(argv)
     try:        # SIGTERM unwinds like Ctrl-C; SIGKILL cannot be caught (files.atomic_write)
         previous = signal.signal(signal.SIGTERM, _on_sigterm)

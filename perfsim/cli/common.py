@@ -10,11 +10,15 @@ import argparse
 import json
 import re
 import sys
+from typing import TYPE_CHECKING
 
-from perfsim import algorithms
 from perfsim.errors import PerfsimError
 from perfsim.gpu import DTYPES
-from perfsim.workload import PHASES, AttentionWorkload
+
+if TYPE_CHECKING:
+    from perfsim.workload import AttentionWorkload
+# perfsim.workload (and numpy with it) loads inside the functions that use it, so commands
+# without a workload (``perfsim gpus``) start without them
 
 EXIT_BAD_INPUT = 2
 #: Table width when stdout is not a terminal.
@@ -64,6 +68,8 @@ def float_arg(text: str) -> float:
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     """The ``AttentionWorkload`` fields as options (shared by predict and validate)."""
+    from perfsim.workload import PHASES
+
     g = p.add_argument_group("workload")
     g.add_argument("--batch", "-b", type=int_arg,
                    help="batch size B (required unless --seqlens-q/-k give the sequences)")
@@ -146,6 +152,8 @@ def workload_from_args(args) -> AttentionWorkload:
 
 
 def _workload(args) -> AttentionWorkload:
+    from perfsim.workload import AttentionWorkload
+
     extra = {k: getattr(args, k) for k in ("window", "seqlens_q", "seqlens_k", "kv_dtype",
                                            "page_size", "softcap") if hasattr(args, k)}
     return AttentionWorkload(
@@ -156,6 +164,8 @@ def _workload(args) -> AttentionWorkload:
 
 
 def _algorithm_from_args(name: str, options: list[str]):
+    from perfsim import algorithms
+
     cls = algorithms.REGISTRY.get(name.lower())
     if cls is None:
         from perfsim.implementations import implementations, resolve_implementation
