@@ -19,6 +19,7 @@ from perfsim.cli.common import (
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.files import FIGURE_EXTENSIONS, check_output, save_figure
 from perfsim.gpu_catalog import load_gpu
+from perfsim.implementations import implementations
 from perfsim.predict import predict
 from perfsim.software import DEFAULT_SOFTWARE
 from perfsim.timing import TimingParams
@@ -122,8 +123,8 @@ def register(sub) -> None:
                    "auto (the GPU this machine has)")
     p.add_argument("--algorithm", "-a", default="fa2",
                    help=f"an algorithm ({', '.join(algorithms.names())}), an implementation "
-                   "preset (sdpa-flash, sdpa-cudnn, flex, flash-attn-cute, ...), all (every "
-                   "algorithm side by side) or presets (every implementation)")
+                   f"preset ({', '.join(implementations())}), all (every algorithm side by "
+                   "side) or presets (every implementation)")
     p.add_argument("--kernel-only", action="store_true",
                    help="GPU time of the kernels alone: no host floor per call")
     p.add_argument("--clock", default="sustained",
