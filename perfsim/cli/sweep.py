@@ -23,6 +23,7 @@ import json
 import math
 import time
 import tomllib
+from contextlib import contextmanager
 from pathlib import Path
 
 from perfsim import algorithms
@@ -36,6 +37,27 @@ from perfsim.files import (
     save_figure,
 )
 from perfsim.implementations import resolve
+
+
+@contextmanager
+def _progress_bars(args):
+    """Rich progress bars on stderr, hidden with ``--quiet`` or off a terminal. Yields
+    ``track(label, total=None)``, which adds a bar and returns its ``(done, total=None)``
+    callback (the one ``sweep``, ``dask_sweep`` and ``write_rows`` call)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    console = Console(stderr=True)
+    with Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=console, transient=True,
+                  disable=args.quiet or not console.is_terminal) as bar:
+        def track(label: str, total=None):
+            task = bar.add_task(label, total=total)
+
+            def update(done, total=None):
+                bar.update(task, completed=done, **({} if total is None else {"total": total}))
+            return update
+        yield track
 
 CONFIG_KEYS = ("gpus", "algorithms", "workload", "overrides")
 PLOTS = ("tflops", "bottleneck")
@@ -130,8 +152,6 @@ def register_sweep(subparsers) -> None:
 
 
 def _cmd_sweep(args) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     from perfsim.sweep import sweep
 
@@ -147,18 +167,12 @@ def _cmd_sweep(args) -> int:
             _pyarrow()
     if args.plot:
         check_output(args.plot, FIGURE_EXTENSIONS, "--plot")
-    console = Console(stderr=True)
     start = time.perf_counter()
-    with Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=console, transient=True,
-                  disable=args.quiet or not console.is_terminal) as bar:
-        task = bar.add_task("sweep", total=None)
-        df = sweep(**kwargs, progress=lambda done, total: bar.update(task, completed=done,
-                                                                       total=total))
+    with _progress_bars(args) as track:
+        df = sweep(**kwargs, progress=track("sweep"))
         seconds = time.perf_counter() - start
         if args.out:
-            task = bar.add_task("write", total=len(df))
-            write_rows(df, args.out, lambda done: bar.update(task, completed=done))
+            write_rows(df, args.out, track("write", len(df)))
     if args.plot:
         _plot(df, args.plot, args.plot_kind)
     if args.json:
@@ -173,8 +187,6 @@ def _cmd_sweep(args) -> int:
 
 def _cmd_dask_sweep(args, kwargs) -> int:
     """``perfsim sweep CONFIG --dask SCHEDULER --out DIR``: a partitioned Parquet dataset."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     from perfsim.distributed import ROWS_PER_PARTITION, dask_sweep
 
@@ -192,14 +204,9 @@ def _cmd_dask_sweep(args, kwargs) -> int:
     if args.out.lower().endswith(".csv"):
         raise PerfsimError(f"--out {args.out}: with --dask the rows go to a folder of Parquet "
                            "files; give a folder name (e.g. rows/ or rows.parquet)")
-    console = Console(stderr=True)
     start = time.perf_counter()
-    with Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=console, transient=True,
-                  disable=args.quiet or not console.is_terminal) as bar:
-        task = bar.add_task("partitions", total=None)
-        out = dask_sweep(kwargs, args.out, args.dask, args.workers, size,
-                         lambda done, total: bar.update(task, completed=done, total=total))
+    with _progress_bars(args) as track:
+        out = dask_sweep(kwargs, args.out, args.dask, args.workers, size, track("partitions"))
     if not args.quiet:
         manifest = json.loads((out / "manifest.json").read_text())
         print(f"wrote {manifest['rows']} rows in {len(manifest['partitions'])} Parquet "
