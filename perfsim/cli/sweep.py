@@ -15,6 +15,10 @@
     [overrides]                                 # GPU what-ifs (optional; see perfsim.whatif)
     hbm_bandwidth_bytes_per_s = {scale = [0.5, 1, 2]}
     sm_count = [100, 132]
+
+Length: one command with its two paths (the local sweep and Dask partitions), which share the
+TOML file's checks, the output checks made before any work, the progress bars and the
+summary; split apart, each path would repeat them.
 """
 
 from __future__ import annotations
