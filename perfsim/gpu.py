@@ -454,25 +454,32 @@ class GPUSpec(BaseModel):
         raise InfeasibleError(f"{self.id} has no {family} tensor-core path for {dtype} "
                               f"(has: {', '.join(table)})")
 
+    def sm_clocks_per_s(self, clock_hz=None):
+        """SM-clocks per second over the whole GPU at ``clock_hz`` (default ``clock_hz``; a
+        numpy array in sweeps): a per-SM, per-clock rate times this is the GPU's rate. The one
+        place per-GPU rates are derived (``perfsim.timing.rates``, the ``peak_*`` figures,
+        ``Prediction.peak_flops_per_s``)."""
+        return self.sm_count * (self.clock_hz if clock_hz is None else clock_hz)
+
     def peak_tensor_flops_per_s(self, dtype: str) -> float:
         """Datasheet dense tensor peak (FLOP/s) for ``dtype`` through the native family."""
         return (self.tensor_flops_per_clk(dtype, self.native_tensor_family)
-                * self.sm_count * self.clock_hz)
+                * self.sm_clocks_per_s())
 
     @property
     def fp32_flops_per_s(self) -> float:
         """FP32 FLOP/s at ``clock_hz`` (FMA = 2)."""
-        return self.fp32_flops_per_clk_per_sm * self.sm_count * self.clock_hz
+        return self.fp32_flops_per_clk_per_sm * self.sm_clocks_per_s()
 
     @property
     def mufu_ops_per_s(self) -> float:
         """MUFU results/s at ``clock_hz``."""
-        return self.mufu_ops_per_clk_per_sm * self.sm_count * self.clock_hz
+        return self.mufu_ops_per_clk_per_sm * self.sm_clocks_per_s()
 
     @property
     def smem_bandwidth_bytes_per_s(self) -> float:
         """Shared-memory bytes/s over all SMs at ``clock_hz``."""
-        return self.smem_bandwidth_bytes_per_clk_per_sm * self.sm_count * self.clock_hz
+        return self.smem_bandwidth_bytes_per_clk_per_sm * self.sm_clocks_per_s()
 
     def ridge_point(self, dtype: str) -> float:
         """Roofline ridge point (FLOP/byte) = peak compute / HBM bandwidth for ``dtype``."""

@@ -202,7 +202,7 @@ class Prediction:
             except PerfsimError:
                 continue
         best = best or g.fp32_flops_per_clk_per_sm
-        return best * g.sm_count * (self.clock_hz or g.clock_hz)
+        return best * g.sm_clocks_per_s(self.clock_hz or None)
 
     @property
     def fits_memory(self) -> bool:

@@ -185,9 +185,7 @@ class KernelTiming:
 def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams, clock_hz=None) -> dict:
     """Per-GPU rate of each unit for this kernel (per second, whole GPU) at SM clock
     ``clock_hz`` (default ``gpu.clock_hz``; a numpy array in sweeps)."""
-    # SM-clocks per second over the whole GPU: a per-SM-per-clock rate times this is the
-    # GPU's rate (GPUSpec.peak_* give the same at clock_hz)
-    sm_clocks = gpu.sm_count * (gpu.clock_hz if clock_hz is None else clock_hz)
+    sm_clocks = gpu.sm_clocks_per_s(clock_hz)
     # the measured GEMM efficiency scales the native family's (datasheet) tensor rates; a
     # non-native family's table (mma.sync on Hopper) is its own measured rate, and a dtype
     # without a tensor path runs on the FP32 pipes
