@@ -370,7 +370,7 @@ class GPUSpec(BaseModel):
     spill_reload_bandwidth_bytes_per_s: float | None = Field(
         default=None, gt=0, description="bytes per second one SM reloads of registers a "
         "kernel spilled to local memory, with one 4-warp CTA resident that stores them back "
-        "each step (KernelCost.spill_bytes_per_cta; validate/probe_spill_cost.py). Bytes per "
+        "each step (KernelCost.local_load_bytes; validate/probe_spill_cost.py). Bytes per "
         "second, not per SM clock: the path runs through L1 and L2 and its latency, so it is "
         "not scaled with the SM clock (measured at an NVML clock of 1980 MHz); None: spills "
         "are not timed")

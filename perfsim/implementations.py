@@ -108,7 +108,7 @@ FLEX_BWD_SMEM = {64: 83968, 128: 165888, 192: 198144, 256: 198144}
 def _compiled_smem(table: dict, d, gpu: GPUSpec) -> int | None:
     """The compiled shared memory per CTA for head dim ``d`` (``table``), or ``None`` where it
     exceeds ``gpu``'s per-block limit or the head dim is above the table's."""
-    smem = next((table[h] for h in sorted(table) if d <= h), None)
+    smem = _lookup(table, d)
     return smem if smem is not None and smem <= gpu.smem_bytes_per_block else None
 #: The tutorial kernel's autotuned forward configs (python/tutorials/06-fused-attention.py):
 #: BLOCK_M 64/128, BLOCK_N 32/64/128, 4 or 8 warps; perfsim takes 128 x 64 with 4 warps
@@ -117,6 +117,10 @@ TRITON_TUTORIAL_TILE = (128, 64, 4)
 #: Its backward (``_attn_bwd``): BLOCK_M1 = 32, BLOCK_N1 = 128, 4 warps (the tutorial's fixed
 #: backward launch; the dQ loop uses the transposed 128 x 32 blocks).
 TRITON_TUTORIAL_BWD_TILE = (32, 128, 4)
+#: Largest head dim its backward runs: it takes powers of two up to 256 (``attention.forward``
+#: asserts), and at 256 its fixed launch needs 295,936 B of shared memory per CTA, above the
+#: H200's 232,448 (Triton's out-of-resources error, validate/reports/h200-external/README.md).
+TRITON_TUTORIAL_BWD_MAX_HEAD_DIM = 128
 #: xFormers' memory-efficient forward kernel tile (kQueriesPerBlock x kKeysPerBlock) for
 #: 16-bit inputs on sm_80+ (xformers ``kernel_forward.h``, ``AttentionKernel``), 4 warps.
 EFFICIENT_TILE = (64, 64, 4)
@@ -134,12 +138,18 @@ CUTE_SM90_BWD_TILES = {64: (128, 128), 96: (64, 128), 128: (80, 128), 192: (64, 
                        256: (64, 48)}
 
 
+def _lookup(table: dict, d):
+    """The entry of a table keyed by head dim for ``d``: the smallest key ≥ ``d``, or
+    ``None`` above the largest."""
+    return next((table[hdim] for hdim in sorted(table) if d <= hdim), None)
+
+
 def _tile(table: dict, d):
-    for hdim in sorted(table):
-        if d <= hdim:
-            return table[hdim]
-    raise InfeasibleError(f"head_dim {d} is above the largest ({max(table)}) this "
-                          "implementation supports")
+    entry = _lookup(table, d)
+    if entry is None:
+        raise InfeasibleError(f"head_dim {d} is above the largest ({max(table)}) this "
+                              "implementation supports")
+    return entry
 
 
 class Implementation(Algorithm):
@@ -356,11 +366,6 @@ def _triton_tutorial(dims, gpu):
         # dim 128 (255 registers, n_spills 224 against 16 at head dim 64): the reloads are
         # TRITON_TUTORIAL_BWD_SPILL_BYTES.
         block_m, block_n, warps = TRITON_TUTORIAL_BWD_TILE
-        if max(dims.d, dims.d_v) > max(TRITON_TUTORIAL_BWD_SPILL_BYTES):
-            raise InfeasibleError(
-                "the tutorial's backward runs head dims up to 128 here: it takes powers of two "
-                "up to 256, and at 256 its fixed launch needs 295,936 B of shared memory per "
-                "CTA (Triton's out-of-resources error on the H200, 232,448 B allowed)")
         return algos.FA2(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
                          dq_recompute=True,
                          bwd_spill_bytes=_tile(TRITON_TUTORIAL_BWD_SPILL_BYTES,
@@ -464,6 +469,11 @@ def _tutorial_limits(dims) -> None:
         infeasible_where(bad if np.ndim(bad) else bool(bad),
                          "the tutorial's backward runs causal attention with N_q and N_k "
                          "multiples of 128 only")
+    if dims.bwd and max(dims.d, dims.d_v) > TRITON_TUTORIAL_BWD_MAX_HEAD_DIM:
+        raise InfeasibleError(
+            f"the tutorial's backward runs head dims up to {TRITON_TUTORIAL_BWD_MAX_HEAD_DIM}: "
+            "it takes powers of two up to 256, and at 256 its fixed launch needs 295,936 B of "
+            "shared memory per CTA (Triton's out-of-resources error on the H200)")
     if dims.dropout_p:
         raise InfeasibleError("the tutorial kernel has no dropout")
 

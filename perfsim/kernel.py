@@ -83,10 +83,9 @@ class KernelCost:
             with the compute of the other CTAs resident on its SM (``ctas_per_sm``).
         local_load_bytes: register-spill reloads from local memory (bytes, the whole grid):
             what the compiler stored there because the kernel's live values exceed the
-            registers a thread can address, read back where it needs them again.
-        spill_bytes_per_cta: ``None``, or the bytes of spilled registers one CTA reloads from
-            local memory over its main loop (each reload stored back after use). The timing
-            model adds them at the SM's measured spill-reload rate
+            registers a thread can address, read back in the main loop (each reload stored
+            back after use). The timing model spreads them evenly over the CTAs and adds
+            them at the SM's measured spill-reload rate
             (``GPUSpec.spill_reload_bandwidth_bytes_per_s``), hidden only by the work of the
             other CTAs resident on the SM (``perfsim.timing``).
         bytes_in_flight: bytes of global loads one CTA keeps in flight while it computes
@@ -131,7 +130,6 @@ class KernelCost:
     tiled: bool = False
     persistent: bool = False
     load_chain: tuple | None = None
-    spill_bytes_per_cta: object = None
     bytes_in_flight: object = None
     terms: dict = field(default_factory=dict)
     launch: dict = field(default_factory=dict)

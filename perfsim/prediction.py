@@ -95,7 +95,7 @@ class Counts:
     ``fp32_flops`` counts FMA-pipe FLOP slots (2 per lane instruction) and ``alu_ops`` the
     ALU pipe's lane instructions (``perfsim.algorithms.softmax_costs``); bytes are HBM
     traffic after the L2 reuse rule; ``smem_bytes`` reads + writes; ``local_load_bytes`` the
-    register-spill reloads from local memory (``KernelCost.spill_bytes_per_cta``).
+    register-spill reloads from local memory (``KernelCost.local_load_bytes``).
     """
 
     flops: float

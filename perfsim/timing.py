@@ -22,7 +22,7 @@ For one kernel on one GPU:
   compute (its units one after another, as one instruction stream issues them): a closed
   queueing network solved exactly by mean-value analysis (``unpipelined_time``); HBM bandwidth
   caps it.
-* Register spills (``KernelCost.spill_bytes_per_cta``): the kernel's time computed as above
+* Register spills (``KernelCost.local_load_bytes``): the kernel's time computed as above
   is the compute station of the same closed network, and its spill reloads, at the SM's
   measured reload rate, the load station: one CTA per SM adds them; more resident CTAs hide
   one's reloads behind the others' work.
@@ -283,8 +283,9 @@ def _timed(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz):
     body = group_seconds[0]
     for g in group_seconds[1:]:
         body = maximum(body, g)
-    if cost.spill_bytes_per_cta is not None and gpu.spill_reload_bandwidth_bytes_per_s:
-        chain, chain_bound, body = _spill_time(cost, gpu, unit_seconds, body, busiest)
+    if not _no_spills(cost) and gpu.spill_reload_bandwidth_bytes_per_s:
+        chain, chain_bound, body = _spill_time(cost, gpu, unit_seconds, body, busiest,
+                                               safe_grid)
     launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
     if cost.tiled and params.cta_overhead_s:
         waves = 1 if cost.persistent else cdiv(safe_grid, gpu.sm_count * cost.ctas_per_sm)
@@ -324,9 +325,14 @@ def _load_chain_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, busiest):
     return parts, (bound if bound.ndim else str(bound)), [t, unit_seconds["hbm"]]
 
 
-def _spill_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, body, busiest):
+def _no_spills(cost: KernelCost) -> bool:
+    """A kernel whose counts hold no register-spill reloads (a plain zero, not an array)."""
+    return isinstance(cost.local_load_bytes, (int, float)) and not cost.local_load_bytes
+
+
+def _spill_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, body, busiest, grid):
     """``(parts, bound, seconds)`` of a kernel that reloads spilled registers in its main loop
-    (``KernelCost.spill_bytes_per_cta``).
+    (``KernelCost.local_load_bytes``, taken as spread evenly over its ``grid`` CTAs).
 
     The busiest SM reloads ``busiest`` CTAs' spill bytes at
     ``GPUSpec.spill_reload_bandwidth_bytes_per_s`` — measured with one 4-warp CTA per SM
@@ -335,13 +341,12 @@ def _spill_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, body, busiest):
     cannot hide. The kernel's time without spills (``body``, the busiest SM's) is the compute
     station; :func:`unpipelined_time` with the resident CTAs in flight joins the two (one
     CTA per SM: they add). Bound ``latency`` when the reloads take longer than the rest."""
-    load = busiest * cost.spill_bytes_per_cta / gpu.spill_reload_bandwidth_bytes_per_s
+    load = busiest * (cost.local_load_bytes / grid) / gpu.spill_reload_bandwidth_bytes_per_s
     in_flight = minimum(cost.ctas_per_sm, busiest)
     t, residence = unpipelined_time(0.0, load, body, in_flight)
     bound = np.where(residence[1] > residence[2], "latency",
                      binding_unit(unit_seconds, cost.overlap, cost.pipeline))
-    parts = {"latency": 0.0, "load": load, "compute": body, "in_flight": in_flight,
-             "spills": True}
+    parts = {"load": load, "compute": body, "in_flight": in_flight, "spills": True}
     return parts, (bound if bound.ndim else str(bound)), t
 
 

@@ -53,9 +53,11 @@ def test_spill_rate_is_the_microbenchmark_mean():
 
 
 def _kernel(ctas_per_sm, spill):
-    return KernelCost(name="k", grid=132 * 4, warps_per_cta=4, tensor_flops=4e12,
+    """132 × 4 CTAs, each reloading ``spill`` bytes (``local_load_bytes`` is the grid's)."""
+    grid = 132 * 4
+    return KernelCost(name="k", grid=grid, warps_per_cta=4, tensor_flops=4e12,
                       tensor_family="wgmma", overlap=(("tensor",), ("hbm",)),
-                      ctas_per_sm=ctas_per_sm, spill_bytes_per_cta=spill)
+                      ctas_per_sm=ctas_per_sm, local_load_bytes=(spill or 0) * grid)
 
 
 def test_spill_reloads_add_with_one_cta_per_sm_and_hide_behind_others():
@@ -65,7 +67,7 @@ def test_spill_reloads_add_with_one_cta_per_sm_and_hide_behind_others():
     reload = 4 * spill / gpu.spill_reload_bandwidth_bytes_per_s      # 4 CTAs per SM in all
     one = time_kernel(_kernel(1, spill), gpu, params)
     assert one.seconds == pytest.approx(base + reload, rel=1e-9)
-    assert one.bound == "latency" if reload > base else one.bound == "tensor"
+    assert reload > base and one.bound == "latency"          # the reloads take longer here
     two = time_kernel(_kernel(2, spill), gpu, params).seconds
     assert max(base, reload) < two < base + reload
     # no rate (a GPU file without the field): the reloads are not timed

@@ -422,15 +422,13 @@ class FusedAttention(Algorithm):
         if not isinstance(staging, (int, float)) or staging:
             terms["smem_read/dQ partial (TMA reduce)"] = staging
             terms["smem_write/dQ partial (TMA reduce)"] = staging
-        spill = None
         if self.spill_reload_bytes():
-            # each key-tile CTA reloads its spilled dK/dV accumulators once per query tile it
-            # visits (the dQ pass holds one accumulator and is taken not to spill)
-            spill = v.tiles / maximum(v.kv_tiles, 1) * warps * 32 * self.spill_reload_bytes()
-            terms["local_load/dK,dV accumulators (register spills)"] = bh * v.kv_tiles * spill
+            # every thread reloads its spilled dK/dV accumulators once per (query tile, key
+            # tile) its CTA visits (the dQ pass holds one accumulator and is taken not to spill)
+            terms["local_load/dK,dV accumulators (register spills)"] = (
+                bh * v.tiles * warps * 32 * self.spill_reload_bytes())
         main = KernelCost.of(
             f"{self.name}_bwd", terms, grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
-            spill_bytes_per_cta=spill,
             persistent=self.persistent_grid(),
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
@@ -507,7 +505,7 @@ class FA2(FusedAttention):
             step of its dK/dV loop because the compiler spilled registers (a compiled-kernel
             fact read from a profile: ``perfsim.validate.spill_facts``); 0 (flash-attn 2's
             kernels, compiled within 255 registers) for none. Timed at the SM's measured
-            spill-reload rate (``KernelCost.spill_bytes_per_cta``).
+            spill-reload rate (``KernelCost.local_load_bytes``).
     """
 
     name: ClassVar[str] = "fa2"
