@@ -280,7 +280,7 @@ class CalibratedTiming(BaseModel):
         fields = {}
         try:
             for key, value in block.items():
-                if key.startswith("eager_softmax_") and key.rsplit("_", 1)[1].isdigit():
+                if key.startswith("eager_softmax_") and key[len("eager_softmax_"):].isdigit():
                     softmax.append((int(key.rsplit("_", 1)[1]), float(value)))
                 elif key in ("launch_overhead_s", "cta_overhead_s", "eager_broadcast_fill"):
                     fields[key] = float(value)

@@ -66,9 +66,12 @@ class KernelCost:
             model adds ``TimingParams.cta_overhead_s`` per wave of resident CTAs (once, for a
             ``persistent`` kernel, whose CTAs loop over tiles and overlap one tile's
             epilogue with the next one's prologue).
-        eager_op: ``None``, ``"softmax"`` or ``"broadcast_fill"``: an eager PyTorch kernel
-            whose reachable bandwidth a calibrated profile measured (``TimingParams``).
-        row_length: for ``eager_op="softmax"``, the softmax row length (keys).
+        eager_op: ``None``, ``"softmax"``, ``"broadcast_fill"`` or ``"strided_copy"``: an
+            eager PyTorch kernel whose reachable bandwidth was measured (``TimingParams``);
+            ``"sgemm"``: a cuBLAS SIMT SGEMM (fp32 matmul on the FP32 pipes), timed with the
+            K law of ``TimingParams.sgemm_efficiency``.
+        row_length: for ``eager_op="softmax"``, the softmax row length (keys); for
+            ``"sgemm"``, the reduction length K.
         pipeline: ``None``, or ``(stations, tiles_in_flight)`` for an asynchronous
             producer/consumer cycle (FA3, FA4): each station is a tuple of units that work
             concurrently (the station takes its slowest); tiles cycle through the stations

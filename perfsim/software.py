@@ -54,6 +54,13 @@ class SoftwareProfile(BaseModel):
     strided_copy: float = Field(default=1.0, gt=0, le=1, description="fraction of the HBM "
                                 "copy bandwidth PyTorch's strided (non-vectorised) elementwise "
                                 "copy reaches")
+    sgemm_peak_fraction: float = Field(
+        default=1.0, gt=0, le=1, description="share of the FP32 pipes' peak cuBLAS's SIMT "
+        "SGEMM main loop sustains (its FFMA share of issue slots): e_inf of the K law "
+        "e(K) = e_inf · K / (K + k0) (validate/probe_sgemm.py)")
+    sgemm_tile_overhead_k: float = Field(
+        default=0.0, ge=0, le=4096, description="k0 of the same law: each output tile's "
+        "prologue and epilogue cost as many K-steps of its main loop")
     bwd_layout_copies: int = Field(default=0, ge=0, le=8, description="tensors of "
                                    "B x H x N_q x d_v elements the backward copies into "
                                    "another layout (strided copies)")

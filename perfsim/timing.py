@@ -78,6 +78,10 @@ class TimingParams(BaseModel):
             profile's ``eager_softmax_<L>``.
         eager_broadcast_fill: the same for ``masked_fill_`` with a broadcast mask.
         eager_strided_copy: the same for PyTorch's strided elementwise copy.
+        sgemm_peak_fraction, sgemm_tile_overhead_k: the K law of cuBLAS's SIMT SGEMM (fp32
+            matmuls with TF32 off, ``KernelCost.eager_op="sgemm"``): it sustains
+            ``e_inf · K / (K + k0)`` of the FP32 pipes' peak for reduction length ``K``
+            (software profile; 1 and 0 = the peak).
         host_floor_fwd_s, host_floor_bwd_s: host time per forward / backward call; a call's
             phase takes at least this long (software profile).
         clock: the SM clock the call runs at. ``"sustained"`` (default): where the GPU's
@@ -101,6 +105,8 @@ class TimingParams(BaseModel):
     eager_softmax: tuple[tuple[float, float], ...] = ()
     eager_broadcast_fill: float = Field(default=1.0, gt=0)
     eager_strided_copy: float = Field(default=1.0, gt=0, le=1)
+    sgemm_peak_fraction: float = Field(default=1.0, gt=0, le=1)
+    sgemm_tile_overhead_k: float = Field(default=0.0, ge=0)
     host_floor_fwd_s: float = Field(default=0.0, ge=0)
     host_floor_bwd_s: float = Field(default=0.0, ge=0)
     clock: Literal["sustained", "boost", "datasheet"] | float = "sustained"
@@ -142,7 +148,9 @@ class TimingParams(BaseModel):
                 "host_floor_bwd_s": sw.host_floor_bwd_s,
                 "eager_softmax": sw.eager_softmax_table(),
                 "eager_broadcast_fill": sw.eager_broadcast_fill,
-                "eager_strided_copy": sw.strided_copy}
+                "eager_strided_copy": sw.strided_copy,
+                "sgemm_peak_fraction": sw.sgemm_peak_fraction,
+                "sgemm_tile_overhead_k": sw.sgemm_tile_overhead_k}
         if gpu.calibration:
             cal = CalibratedTiming.of(gpu.calibration)
             bw = gpu.hbm_bandwidth_bytes_per_s
@@ -167,6 +175,11 @@ class TimingParams(BaseModel):
         if cost.eager_op == "strided_copy":
             return self.eager_strided_copy
         return 1.0
+
+    def sgemm_efficiency(self, k):
+        """Share of the FP32 pipes' peak an SGEMM of reduction length ``k`` sustains (the K
+        law above; an array in sweeps)."""
+        return self.sgemm_peak_fraction * k / (k + self.sgemm_tile_overhead_k)
 
 
 @dataclass(frozen=True)
@@ -271,7 +284,10 @@ def _timed(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz):
                                                            demand.get("alu", 0), unit_rate)
     if load_path is not None:
         unit_seconds["hbm"] = maximum(unit_seconds["hbm"], load_path)
-    if cost.eager_op:
+    if cost.eager_op == "sgemm":
+        unit_seconds["fp32"] = unit_seconds["fp32"] / params.sgemm_efficiency(
+            cost.row_length)
+    elif cost.eager_op:
         unit_seconds["hbm"] = unit_seconds["hbm"] / params.eager_efficiency(cost)
     chain = chain_bound = None
     if cost.load_chain is not None:

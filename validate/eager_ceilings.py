@@ -1,7 +1,8 @@
 """Ceilings of the eager PyTorch ops that standard attention is made of (for ``calibrate``).
 
 Measured on standalone tensors, not inside attention: the bandwidth ``torch.softmax`` reaches
-along rows of several lengths (PyTorch picks a different kernel by row length) and the
+along rows of several lengths (PyTorch picks a different kernel by row length), the same for
+softmax's backward (``torch._softmax_backward_data``), and the
 bandwidth of an in-place ``masked_fill_`` with a broadcast ``[N, N]`` bool mask (a
 non-vectorised elementwise kernel). ``TimingParams.for_gpu`` turns them into efficiencies
 relative to the profile's HBM copy bandwidth for the standard model's softmax and mask kernels.
@@ -30,6 +31,21 @@ def softmax(row_length: int) -> Measurement:
                        "random normal; (read + write bytes) / do_bench median")
 
 
+def softmax_backward(row_length: int) -> Measurement:
+    """Bytes read + written per second by softmax's backward (``torch._softmax_backward_data``,
+    what autograd runs for ``torch.softmax``) on bf16 rows: reads dP and P, writes dS."""
+    import torch
+
+    rows = ELEMENTS // row_length
+    p = torch.softmax(torch.randn(rows, row_length, device="cuda", dtype=torch.bfloat16), -1)
+    dp = torch.randn_like(p)
+    t = _median_s(lambda: torch._softmax_backward_data(dp, p, -1, torch.bfloat16))
+    return Measurement(f"eager_softmax_bwd_{row_length}", 3 * p.numel() * p.element_size() / t,
+                       "B/s", f"torch._softmax_backward_data over {rows} bf16 rows of "
+                       f"{row_length}, random normal grads; (2 reads + 1 write bytes) / "
+                       "do_bench median")
+
+
 def broadcast_fill() -> Measurement:
     """Bytes per second of ``S.masked_fill_(mask, -inf)`` with a broadcast [N, N] mask."""
     import torch
@@ -48,3 +64,11 @@ def jobs() -> list[tuple]:
     """``(name, callable)`` pairs for ``microbench.run_all``."""
     out = [(f"eager_softmax_{n}", lambda n=n: softmax(n)) for n in SOFTMAX_ROW_LENGTHS]
     return out + [("eager_broadcast_fill", broadcast_fill)]
+
+
+def backward_jobs() -> list[tuple]:
+    """Softmax's backward by row length (``probe_eager_bwd.sh``; not a calibration key: the
+    H200 run showed two kernels at about the copy bandwidth at every row length, so the model
+    needs no ceiling table for them — validate/README.md, "Eager backward")."""
+    return [(f"eager_softmax_bwd_{n}", lambda n=n: softmax_backward(n))
+            for n in SOFTMAX_ROW_LENGTHS]

@@ -42,7 +42,12 @@ from perfsim.validate.shapes import TOKENS_PER_CALL, Shape
 #: Implementation names in per-shape measuring order (the late ones after all others).
 MAIN_IMPLS = ("cute", "sdpa_cudnn", "sdpa_flash", "triton_tutorial", "sdpa_efficient")
 LATE_IMPLS = ("sdpa_math", "flex")
-IMPLS = MAIN_IMPLS + LATE_IMPLS
+#: Eager PyTorch attention (matmul, scale, masked_fill, softmax, matmul: the ``standard``
+#: kernel of validate/kernels, what the ``eager`` preset models); measured only when asked
+#: for (``--impls eager``), after the rest.
+EXTRA_IMPLS = ("eager",)
+DEFAULT_IMPLS = MAIN_IMPLS + LATE_IMPLS
+IMPLS = DEFAULT_IMPLS + EXTRA_IMPLS
 PHASES = ("fwd", "bwd")
 TOLERANCE = {"bf16": 2e-2, "fp16": 1e-2}
 #: Timing: warm-up seconds, min warm-up calls for calls over 20 ms, timed calls and seconds,
@@ -56,6 +61,7 @@ HOLDOUT_FILE = GRID_DIR / "external_holdout.json"
 HOLDOUT2_FILE = GRID_DIR / "external_holdout2.json"
 HOLDOUT3_FILE = GRID_DIR / "external_holdout3.json"
 HOLDOUT4_FILE = GRID_DIR / "external_holdout4.json"
+HOLDOUT5_FILE = GRID_DIR / "external_holdout5.json"
 EXT_DIR = Path(__file__).resolve().parent.parent / ".ext"
 TUTORIAL_FILE = "triton_tutorial_attention.py"
 
@@ -113,9 +119,16 @@ def holdout4_grid() -> list[Shape]:
     return [Shape(**item) for item in json.loads(HOLDOUT4_FILE.read_text())]
 
 
+def holdout5_grid() -> list[Shape]:
+    """The fifth hold-out grid (``grids/external_holdout5.json``): new shapes for eager
+    PyTorch and SDPA math (plus the fused kernels, for the ranking), measured after the model
+    was frozen for eager softmax's two-kernel backward and cuBLAS SGEMM's K law."""
+    return [Shape(**item) for item in json.loads(HOLDOUT5_FILE.read_text())]
+
+
 GRIDS = {"external": external_grid, "external-holdout": holdout_grid,
          "external-holdout2": holdout2_grid, "external-holdout3": holdout3_grid,
-         "external-holdout4": holdout4_grid}
+         "external-holdout4": holdout4_grid, "external-holdout5": holdout5_grid}
 
 
 def grid(name: str) -> list[Shape]:
@@ -130,7 +143,7 @@ def row_key(shape: Shape, impl: str) -> str:
     return f"{shape.key}|{impl}"
 
 
-def plan(grid_name: str, impls=IMPLS) -> list[tuple[Shape, str]]:
+def plan(grid_name: str, impls=DEFAULT_IMPLS) -> list[tuple[Shape, str]]:
     """(shape with phase, impl) in measuring order: the main implementations shape by shape
     (fwd then bwd; the d = 128 shapes come first in the grid), then ``sdpa_math`` on every
     shape, then ``flex`` (on :data:`FLEX_SUBSET` for the main grid, every shape otherwise)."""
@@ -146,6 +159,8 @@ def plan(grid_name: str, impls=IMPLS) -> list[tuple[Shape, str]]:
     if "flex" in impls:
         flex_shapes = FLEX_SUBSET if grid_name == "external" else shapes
         rows += [(s.with_phase(p), "flex") for s in flex_shapes for p in PHASES]
+    if "eager" in impls:
+        rows += [(s.with_phase(p), "eager") for s in shapes for p in PHASES]
     return rows
 
 
@@ -201,6 +216,22 @@ def _external_backend(shape: Shape, impl: str, q, k, v) -> Built:
             raise Unsupported(str(exc)) from None
 
     return Built(got.forward, got.backward_fn, dict(got.launch_config), context=context)
+
+
+def _eager(shape: Shape, q, k, v) -> Built:
+    """Eager PyTorch attention: validate/kernels/standard.py (``repeat_interleave`` for GQA,
+    ``torch.matmul``, ``* scale``, ``masked_fill``, ``torch.softmax``, ``torch.matmul``)."""
+    from perfsim.validate.kernels import load
+    from perfsim.validate.measure import autograd_backward
+
+    std = load("standard")
+
+    def f(a, b, c):
+        return std.forward(a, b, c, causal=shape.causal)[0]
+
+    cfg = {"backend": "eager torch ops (validate/kernels/standard.py)", "softmax": "fused",
+           "mask": "masked_fill"}
+    return Built(lambda: f(q, k, v), autograd_backward(f, q, k, v), cfg)
 
 
 def _contextmanager(fn):
@@ -361,6 +392,8 @@ def build(shape: Shape, impl: str, q, k, v) -> Built:
         return _cute(shape, q, k, v)
     if impl == "triton_tutorial":
         return _tutorial(shape, q, k, v)
+    if impl == "eager":
+        return _eager(shape, q, k, v)
     raise Unsupported(f"unknown implementation {impl!r}")
 
 

@@ -90,7 +90,9 @@ def main(argv=None) -> int:
     ap.add_argument("--grid", default="external")
     ap.add_argument("--out")
     ap.add_argument("--limit-seconds", type=float, default=540.0)
-    ap.add_argument("--impls", nargs="+", default=list(external.IMPLS))
+    ap.add_argument("--impls", nargs="+", default=list(external.DEFAULT_IMPLS),
+                    help=f"implementations (default {' '.join(external.DEFAULT_IMPLS)}; "
+                    f"also: {' '.join(external.EXTRA_IMPLS)})")
     ap.add_argument("--retry-errors", action="store_true")
     ap.add_argument("--summary", help="print the summary of a results.jsonl and exit")
     args = ap.parse_args(argv)

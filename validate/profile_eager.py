@@ -14,8 +14,10 @@ import sys
 SHAPES = ((4, 16, 2048, 128), (4, 16, 8192, 128), (1, 16, 16384, 128))
 
 
-def profile(batch, heads, seqlen, head_dim, causal, reps=5):
-    """``[(cuda kernel name, mean µs)]`` for one standard forward call."""
+def profile(batch, heads, seqlen, head_dim, causal, reps=5, phase="fwd"):
+    """``[(cuda kernel name, mean µs, launches per call)]`` for one standard forward call, or
+    (``phase="bwd"``) for the backward of one saved forward (``torch.autograd.grad`` of O
+    with a random dO, the graph kept between repetitions)."""
     import torch
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
@@ -23,25 +25,35 @@ def profile(batch, heads, seqlen, head_dim, causal, reps=5):
     from perfsim.validate.kernels import load
 
     std = load("standard")
-    q, k, v = (torch.randn(batch, heads, seqlen, head_dim, device="cuda", dtype=torch.bfloat16)
-               for _ in range(3))
+    q, k, v = (torch.randn(batch, heads, seqlen, head_dim, device="cuda", dtype=torch.bfloat16,
+                           requires_grad=phase == "bwd") for _ in range(3))
+    if phase == "bwd":
+        out = std.forward(q, k, v, causal=causal)[0]
+        grad = torch.randn_like(out)
+
+        def call():
+            torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+    else:
+        def call():
+            std.forward(q, k, v, causal=causal)
     for _ in range(2):
-        std.forward(q, k, v, causal=causal)
+        call()
     torch.cuda.synchronize()
     with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
-            std.forward(q, k, v, causal=causal)
+            call()
         torch.cuda.synchronize()
     rows = []
     for evt in prof.key_averages():
         if evt.device_type.name == "CUDA" and evt.device_time_total > 0:
-            rows.append((evt.key[:70], evt.device_time_total / reps))
+            rows.append((evt.key[:90], evt.device_time_total / reps, evt.count / reps))
     return sorted(rows, key=lambda r: -r[1])
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m perfsim.validate.profile_eager")
     parser.add_argument("--gpu", default="h200-sxm")
+    parser.add_argument("--phase", choices=("fwd", "bwd"), default="fwd")
     args = parser.parse_args(argv)
     import perfsim
     from perfsim.algorithms import Standard
@@ -50,16 +62,17 @@ def main(argv=None) -> int:
     for batch, heads, seqlen, head_dim in SHAPES:
         for causal in (False, True):
             w = perfsim.AttentionWorkload(batch=batch, heads=heads, seqlen_q=seqlen,
-                                          head_dim=head_dim, causal=causal, dtype="bf16")
-            pred = perfsim.predict(w, gpu=gpu, algorithm=Standard())
-            print(f"== {w.describe()}: predicted {pred.seconds * 1e6:.0f} us")
+                                          head_dim=head_dim, causal=causal, dtype="bf16",
+                                          phase=args.phase)
+            pred = perfsim.predict(w, gpu=gpu, algorithm=Standard(mask_op="masked_fill"))
+            print(f"== {w.describe()} {args.phase}: predicted {pred.seconds * 1e6:.0f} us")
             for k in pred.kernels:
                 print(f"   model {k.cost.name:<12} {float(k.seconds) * 1e6:9.1f} us "
                       f"{float(k.cost.hbm_bytes) / 1e9:7.3f} GB")
-            measured = profile(batch, heads, seqlen, head_dim, causal)
-            print(f"   measured total {sum(t for _, t in measured):.0f} us")
-            for name, t in measured:
-                print(f"   gpu   {t:9.1f} us  {name}")
+            measured = profile(batch, heads, seqlen, head_dim, causal, phase=args.phase)
+            print(f"   measured total {sum(t for _, t, _ in measured):.0f} us")
+            for name, t, count in measured:
+                print(f"   gpu   {t:9.1f} us  x{count:g}  {name}")
     return 0
 
 

@@ -44,6 +44,20 @@ ELEMENTWISE_ELEMENTS_PER_CTA = 512
 GEMM_TILE = 128
 #: Bytes of the per-row argmax index autograd keeps for ``max`` (torch.int64).
 INDEX_BYTES = 8
+#: What autograd runs for softmax's backward (torch 2.11, CUDA), from torch.profiler on the H200
+#: with the launching aten op of each kernel (validate/reports/h200/probes/eager_bwd/
+#: eager_ops.txt, ``validate/probe_eager_ops.py``): ``aten::_softmax_backward_data`` launches
+#: an elementwise ``aten::mul`` (``BinaryFunctor<MulFunctor>``: dP ∘ P, two N x N reads, one
+#: write) and then ``cunn_SoftMaxBackwardSmem`` (the row sums and P ∘ (dP − sum): two reads, one
+#: write) — the same pair in bf16 and in SDPA math's fp32, on a standalone tensor too. Each ran
+#: at about the HBM copy bandwidth at every row length from 128 to 16384 (the pair moved
+#: 2.0-2.2e12 B/s of its three nominal passes against a 4.15e12 B/s copy, eager_ceilings.json
+#: there), so neither takes a ceiling. Masks: SDPA math's in-place float-mask add has no
+#: backward kernel and ``_safe_softmax``'s ``where`` none either (the same profile, both
+#: masks); eager ``masked_fill``'s backward is a copy plus the same broadcast-mask
+#: ``masked_fill_`` kernel as the forward (733 µs against the forward's 715 µs at
+#: B=4, H=16, N=2048), so it takes the forward's broadcast-fill ceiling.
+SOFTMAX_BWD_KERNELS = ("softmax_bwd_mul", "softmax_bwd")
 
 
 class Standard(Algorithm):
@@ -58,12 +72,15 @@ class Standard(Algorithm):
             mask and writes S (``torch.where``, as HuggingFace GPT-2 does); ``"masked_fill"`` —
             PyTorch's out-of-place ``masked_fill``, which is a copy of S followed by an
             in-place fill (two kernels; seen in the H200 profile,
-            validate/reports/h200/profile_eager.txt); its backward is the same pair;
+            validate/reports/h200/profile_eager.txt); its backward is the same pair
+            (validate/reports/h200/probes/eager_bwd/eager_ops.txt);
             ``"add_float"`` — an in-place add of an N_q x N_k float mask of the workload's
-            dtype (SDPA math turns the causal mask into one, ``convert_boolean_attn_mask``).
+            dtype (SDPA math turns the causal mask into one, ``convert_boolean_attn_mask``);
+            its backward is the identity (no kernel).
         softmax ``"safe"``: ``at::_safe_softmax`` (SDPA math, torch >= 2.5): the softmax,
             then ``eq(-inf)`` (a bool N x N), ``all`` over each row and a ``where`` that zeroes
-            fully masked rows — three more full passes; its backward adds the ``where``'s.
+            fully masked rows — three more full passes; its backward launches no ``where``
+            kernel (:data:`SOFTMAX_BWD_KERNELS`).
         weights_cast_bytes: SDPA math returns the attention weights cast to the input dtype
             (``attn.to(origin_dtype)``) beside the output, an extra N x N pass writing that
             many bytes per element (0: none).
@@ -113,6 +130,9 @@ class Standard(Algorithm):
                           fp32_flops=flops if on_fp32_pipes else 0,
                           hbm_read_bytes=dims.e * read_elems,
                           hbm_write_bytes=dims.e * write_elems,
+                          # cuBLAS's SIMT SGEMM: its K law (TimingParams.sgemm_efficiency)
+                          eager_op="sgemm" if on_fp32_pipes else None,
+                          row_length=k if on_fp32_pipes else None,
                           ).padded(padding(m, GEMM_TILE) * padding(n, GEMM_TILE))
 
     def _pointwise(self, name, dims: Dims, reads, writes, fma_ops=0, exps=0, extra_read=0,
@@ -200,11 +220,11 @@ class Standard(Algorithm):
         if dims.dropout_p:
             ks.append(self._pointwise("dropout_bwd", dims, 1, 1, fma_ops=2,
                                       extra_read=DROPOUT_MASK_BYTES * nn))
-        if self.softmax == "safe":           # the where's backward: zero masked rows' grads
-            ks.append(self._pointwise("safe_softmax_where_bwd", dims, 1, 1,
-                                      extra_read=dims.B * dims.H * dims.N_q))
         if self.softmax in ("fused", "safe"):
-            ks.append(self._pointwise("softmax_bwd", dims, 2, 1, fma_ops=sc.SOFTMAX_BWD_FMA_OPS))
+            # torch._softmax_backward_data launches two kernels (SOFTMAX_BWD_KERNELS)
+            ks += [self._pointwise("softmax_bwd_mul", dims, 2, 1, fma_ops=1),
+                   self._pointwise("softmax_bwd", dims, 2, 1,
+                                   fma_ops=sc.SOFTMAX_BWD_FMA_OPS - 1)]
         elif self.softmax == "5kernel":
             row = dims.e * rows
             ks += [self._pointwise("div_bwd_num", dims, 1, 1, fma_ops=1, extra_read=row),
@@ -215,11 +235,13 @@ class Standard(Algorithm):
                                    extra_read=INDEX_BYTES * rows)]
         if dims.softcap:     # dS · (1 − tanh²): tanh saved, one fused elementwise pass
             ks.append(self._pointwise("softcap_bwd", dims, 2, 1, fma_ops=3))
-        if dims.masked:
+        if dims.masked and self.mask_op != "add_float":   # an add's gradient is the identity
             if self.mask_op == "masked_fill":
                 ks.append(self._pointwise("mask_bwd_copy", dims, 1, 1))
-            ks.append(self._pointwise("mask_bwd", dims, 1, 1, fma_ops=1,
-                                      extra_read=dims.N_q * dims.N_k))
+            ks.append(self._pointwise("mask_bwd", dims, 1, 1, alu=sc.MASK_ALU_OPS_PER_SCORE,
+                                      extra_read=dims.N_q * dims.N_k,
+                                      eager_op="broadcast_fill"
+                                      if self.mask_op == "masked_fill" else None))
         if not self.scale_in_matmul:
             ks.append(self._pointwise("scale_bwd", dims, 1, 1, fma_ops=1))
         ks += [self._gemm("qk_bwd_dQ", dims, gpu, dims.N_q, dims.d, dims.N_k,

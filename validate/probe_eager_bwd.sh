@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Eager attention's backward on the lent H200 (issue 9, item 7): which kernels autograd runs
+# (torch.profiler, profile_eager.py --phase bwd, beside the model's kernels) and the ceilings
+# of softmax's backward by row length on standalone tensors (eager_ceilings.py), with the HBM
+# copy bandwidth of the same run:
+#   run(command="bash validate/probe_eager_bwd.sh", carry=[".whl"])
+# OPS_ONLY=1 runs only probe_eager_ops.py (which aten op launches each kernel).
+# Writes $OUT/eager_ops.txt, $OUT/profile_eager_bwd.txt, $OUT/profile_eager_fwd.txt and $OUT/eager_ceilings.json.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/perfsim-eager}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl > "$OUT/pip.log" 2>&1 || { tail -5 "$OUT/pip.log"; exit 1; }
+rm -rf /tmp/shim && mkdir -p /tmp/shim && cp -r perfsim /tmp/shim/perfsim   # as probe_ncu.sh
+ln -s "$PWD/validate" /tmp/shim/perfsim/validate
+ln -s "$PWD/hardware" /tmp/shim/perfsim/catalog
+export PYTHONPATH=/tmp/shim:/tmp/site PYTHONUNBUFFERED=1
+cd /tmp      # python -m and stdin scripts put the working directory first on sys.path
+python3 -m perfsim.validate.probe_eager_ops > "$OUT/eager_ops.txt" 2>&1
+[ -n "${OPS_ONLY:-}" ] && { cat "$OUT/eager_ops.txt"; exit 0; }
+[ -n "${SGEMM_ONLY:-}" ] && { python3 -m perfsim.validate.probe_sgemm "$OUT/sgemm.json"; exit $?; }
+python3 -m perfsim.validate.profile_eager --phase bwd > "$OUT/profile_eager_bwd.txt" 2>&1
+python3 -m perfsim.validate.profile_eager --phase fwd > "$OUT/profile_eager_fwd.txt" 2>&1
+python3 - "$OUT/eager_ceilings.json" <<'PY'
+import json, sys
+import torch
+from perfsim.validate import eager_ceilings, microbench
+rows = []
+jobs = [("hbm_copy", microbench.hbm_copy)] + eager_ceilings.jobs()
+for name, job in jobs + eager_ceilings.backward_jobs():
+    m = job()
+    rows.append({"name": m.name, "value": m.value, "unit": m.unit, "method": m.method})
+    print(m.name, f"{m.value:.4g}", m.unit, flush=True)
+json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+           "rows": rows}, open(sys.argv[1], "w"), indent=1)
+PY
+tail -3 "$OUT/profile_eager_bwd.txt"
+# SGEMM efficiency by K (SDPA math's fp32 matmuls): SGEMM=1 adds it
+if [ -n "${SGEMM:-}" ]; then python3 -m perfsim.validate.probe_sgemm "$OUT/sgemm.json"; fi
