@@ -125,6 +125,55 @@ def test_eager_ceilings_apply_to_catalog_gpus():
         assert soft.seconds > 2 * soft0.seconds            # 8192-long rows: 0.26 of copy
 
 
+def test_eager_backward_kernels_follow_the_profile():
+    """validate/reports/h200/probes/eager_bwd/eager_ops.txt: softmax's backward is an aten::mul
+    pass and the reduction kernel (six N x N passes); masked_fill's backward is a copy and the
+    broadcast-mask fill; SDPA math's float-mask add and _safe_softmax launch none."""
+    from perfsim.algorithms import Standard
+
+    w = big("bwd", causal=True)
+    names = {m: [k.cost.name for k in perfsim.predict(w, "h200-sxm", Standard(mask_op=m)).kernels]
+             for m in ("masked_fill", "add_float")}
+    assert names["masked_fill"].count("softmax_bwd_mul") == 1
+    assert {"mask_bwd_copy", "mask_bwd"} <= set(names["masked_fill"])
+    assert not {"mask_bwd_copy", "mask_bwd"} & set(names["add_float"])
+    math_names = [k.cost.name for k in perfsim.predict(w, "h200-sxm", "sdpa-math").kernels]
+    assert "softmax_bwd_mul" in math_names and not any("where" in n for n in math_names)
+    p = perfsim.predict(w, "h200-sxm", Standard(mask_op="masked_fill"))
+    nn = w.batch * w.heads * w.seqlen_q * w.seqlen_k * 2
+    mul, red = (next(k for k in p.kernels if k.cost.name == n)
+                for n in ("softmax_bwd_mul", "softmax_bwd"))
+    assert mul.cost.hbm_bytes == red.cost.hbm_bytes == 3 * nn
+    fill = next(k for k in p.kernels if k.cost.name == "mask_bwd")
+    assert fill.cost.eager_op == "broadcast_fill"
+
+
+def test_sgemm_k_law_slows_fp32_matmuls_by_their_reduction_length():
+    """cuBLAS SIMT SGEMM sustains 0.8016 · K / (K + 33.7) of the FP32 peak
+    (validate/probe_sgemm.py on the H200): Q·Kᵀ (K = d = 64) runs at 0.52 of the peak, P·V
+    (K = N = 8192) at 0.80; 16-bit matmuls on the tensor cores are untouched."""
+    gpu = perfsim.load_gpu("h200-sxm")
+    params = TimingParams.for_gpu(gpu, "sdpa-math")
+    assert params.sgemm_efficiency(64) == pytest.approx(0.8016 * 64 / 97.7)
+    w = big(d=64)
+    law = perfsim.predict(w, gpu, "sdpa-math")
+    peak = perfsim.predict(w, gpu, "sdpa-math", timing=TimingParams.for_gpu(
+        gpu, "sdpa-math", sgemm_peak_fraction=1.0, sgemm_tile_overhead_k=0.0))
+    for name, k in (("qk_matmul", 64), ("pv_matmul", w.seqlen_k)):
+        a, b = (next(x for x in p.kernels if x.cost.name == name) for p in (law, peak))
+        assert a.unit_seconds["fp32"] == pytest.approx(
+            b.unit_seconds["fp32"] / params.sgemm_efficiency(k))
+    bf16 = perfsim.predict(w, gpu, "standard")
+    assert all(k.cost.eager_op != "sgemm" for k in bf16.kernels)
+
+
+def test_softmax_backward_keys_stay_out_of_the_forward_ceiling_table():
+    from perfsim.gpu import CalibratedTiming
+
+    cal = CalibratedTiming.of({"eager_softmax_128": "2e12", "eager_softmax_bwd_128": "1e12"})
+    assert cal.eager_softmax == ((128, 2e12),)
+
+
 # ------------------------------------------------------------------ presets
 @pytest.mark.parametrize("name", implementations())
 def test_every_preset_predicts_on_the_h200(name):

@@ -39,7 +39,8 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
     assert (tmp_path / "out" / "scatter.png").stat().st_size > 10_000
 
 
-@pytest.mark.parametrize("grid", ["h200-external", "h200-external-holdout4"])
+@pytest.mark.parametrize("grid", ["h200-external", "h200-external-holdout4",
+                                  "h200-external-holdout5"])
 def test_committed_default_path_scores_are_reproducible(grid):
     """The committed score of the external H200 rows is what the current model gives."""
     committed = (ROOT / f"validate/reports/{grid}/score-h200-sxm/report.md").read_text()
