@@ -72,6 +72,8 @@ class KernelCost:
             K law of ``TimingParams.sgemm_efficiency``.
         row_length: for ``eager_op="softmax"``, the softmax row length (keys); for
             ``"sgemm"``, the reduction length K.
+        gemm_n: for ``eager_op="sgemm"``, the output width N (columns of C), which sets the
+            tile cuBLAS launches (``TimingParams.sgemm_width``).
         pipeline: ``None``, or ``(stations, tiles_in_flight)`` for an asynchronous
             producer/consumer cycle (FA3, FA4): each station is a tuple of units that work
             concurrently (the station takes its slowest); tiles cycle through the stations
@@ -130,6 +132,7 @@ class KernelCost:
     ctas_per_sm: object = 1
     eager_op: str | None = None
     row_length: object = None
+    gemm_n: object = None
     tiled: bool = False
     persistent: bool = False
     load_chain: tuple | None = None

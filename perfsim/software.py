@@ -61,6 +61,10 @@ class SoftwareProfile(BaseModel):
     sgemm_tile_overhead_k: float = Field(
         default=0.0, ge=0, le=4096, description="k0 of the same law: each output tile's "
         "prologue and epilogue cost as many K-steps of its main loop")
+    sgemm_width: dict[int, float] = Field(
+        default_factory=dict, description="output width N -> share of the wide-output SGEMM "
+        "rate cuBLAS's SIMT SGEMM sustains (it launches narrower tiles for narrow outputs; "
+        "interpolated linearly, 1 past the table)")
     bwd_layout_copies: int = Field(default=0, ge=0, le=8, description="tensors of "
                                    "B x H x N_q x d_v elements the backward copies into "
                                    "another layout (strided copies)")
@@ -68,14 +72,18 @@ class SoftwareProfile(BaseModel):
                              "starts from")
     sources: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("eager_softmax")
+    @field_validator("eager_softmax", "sgemm_width")
     @classmethod
-    def _fractions(cls, table):
+    def _fractions(cls, table, info):
         for length, fraction in table.items():
             if length < 1 or not 0 < fraction <= 1:
-                raise ValueError(f"eager_softmax[{length}] = {fraction}: row lengths must be "
+                raise ValueError(f"{info.field_name}[{length}] = {fraction}: keys must be "
                                  "positive and fractions in (0, 1]")
         return table
+
+    def sgemm_width_table(self) -> tuple[tuple[float, float], ...]:
+        """``((N, fraction), ...)`` sorted by output width (``TimingParams``)."""
+        return tuple(sorted((float(k), float(v)) for k, v in self.sgemm_width.items()))
 
     def eager_softmax_table(self) -> tuple[tuple[float, float], ...]:
         """``((row_length, fraction), ...)`` sorted by row length (``TimingParams``)."""
@@ -108,7 +116,8 @@ def load_software(profile: str = DEFAULT_SOFTWARE) -> SoftwareProfile:
             base = load_software(data["base"]).model_dump()
             sources = {**base["sources"], **data.get("sources", {})}
             data = {**base, **data, "sources": sources}
-        data["eager_softmax"] = {int(k): v for k, v in data.get("eager_softmax", {}).items()}
+        for table in ("eager_softmax", "sgemm_width"):
+            data[table] = {int(k): v for k, v in data.get(table, {}).items()}
         return SoftwareProfile.model_validate(data)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as exc:
         first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)

@@ -82,6 +82,10 @@ class TimingParams(BaseModel):
             matmuls with TF32 off, ``KernelCost.eager_op="sgemm"``): it sustains
             ``e_inf · K / (K + k0)`` of the FP32 pipes' peak for reduction length ``K``
             (software profile; 1 and 0 = the peak).
+        sgemm_width: ``((N, fraction), ...)``: the share of that rate an SGEMM with an output
+            N columns wide sustains (cuBLAS launches narrower, less efficient tiles for narrow
+            outputs instead of padding them); linear between entries, 1 past the last; empty
+            = 1.
         host_floor_fwd_s, host_floor_bwd_s: host time per forward / backward call; a call's
             phase takes at least this long (software profile).
         clock: the SM clock the call runs at. ``"sustained"`` (default): where the GPU's
@@ -107,6 +111,7 @@ class TimingParams(BaseModel):
     eager_strided_copy: float = Field(default=1.0, gt=0, le=1)
     sgemm_peak_fraction: float = Field(default=1.0, gt=0, le=1)
     sgemm_tile_overhead_k: float = Field(default=0.0, ge=0)
+    sgemm_width: tuple[tuple[float, float], ...] = ()
     host_floor_fwd_s: float = Field(default=0.0, ge=0)
     host_floor_bwd_s: float = Field(default=0.0, ge=0)
     clock: Literal["sustained", "boost", "datasheet"] | float = "sustained"
@@ -150,7 +155,8 @@ class TimingParams(BaseModel):
                 "eager_broadcast_fill": sw.eager_broadcast_fill,
                 "eager_strided_copy": sw.strided_copy,
                 "sgemm_peak_fraction": sw.sgemm_peak_fraction,
-                "sgemm_tile_overhead_k": sw.sgemm_tile_overhead_k}
+                "sgemm_tile_overhead_k": sw.sgemm_tile_overhead_k,
+                "sgemm_width": sw.sgemm_width_table()}
         if gpu.calibration:
             cal = CalibratedTiming.of(gpu.calibration)
             bw = gpu.hbm_bandwidth_bytes_per_s
@@ -176,10 +182,14 @@ class TimingParams(BaseModel):
             return self.eager_strided_copy
         return 1.0
 
-    def sgemm_efficiency(self, k):
-        """Share of the FP32 pipes' peak an SGEMM of reduction length ``k`` sustains (the K
-        law above; an array in sweeps)."""
-        return self.sgemm_peak_fraction * k / (k + self.sgemm_tile_overhead_k)
+    def sgemm_efficiency(self, k, n=None):
+        """Share of the FP32 pipes' peak an SGEMM of reduction length ``k`` (and output width
+        ``n``, if given) sustains: the K law times the width table (arrays in sweeps)."""
+        law = self.sgemm_peak_fraction * k / (k + self.sgemm_tile_overhead_k)
+        if n is None or not self.sgemm_width:
+            return law
+        widths, fractions = zip(*self.sgemm_width)
+        return law * np.interp(n, widths, fractions, right=1.0)
 
 
 @dataclass(frozen=True)
@@ -286,7 +296,7 @@ def _timed(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz):
         unit_seconds["hbm"] = maximum(unit_seconds["hbm"], load_path)
     if cost.eager_op == "sgemm":
         unit_seconds["fp32"] = unit_seconds["fp32"] / params.sgemm_efficiency(
-            cost.row_length)
+            cost.row_length, cost.gemm_n)
     elif cost.eager_op:
         unit_seconds["hbm"] = unit_seconds["hbm"] / params.eager_efficiency(cost)
     chain = chain_bound = None

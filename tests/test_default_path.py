@@ -149,20 +149,25 @@ def test_eager_backward_kernels_follow_the_profile():
 
 
 def test_sgemm_k_law_slows_fp32_matmuls_by_their_reduction_length():
-    """cuBLAS SIMT SGEMM sustains 0.8016 · K / (K + 33.7) of the FP32 peak
-    (validate/probe_sgemm.py on the H200): Q·Kᵀ (K = d = 64) runs at 0.52 of the peak, P·V
-    (K = N = 8192) at 0.80; 16-bit matmuls on the tensor cores are untouched."""
+    """cuBLAS SIMT SGEMM sustains 0.8016 · K / (K + 33.7) of the FP32 peak times a share by
+    output width (validate/probe_sgemm.py on the H200): Q·Kᵀ (K = d = 64) runs at 0.52 of
+    the peak, P·V (K = N = 8192, 64 wide) at 0.80 · 0.81; 16-bit matmuls on the tensor cores
+    are untouched."""
     gpu = perfsim.load_gpu("h200-sxm")
     params = TimingParams.for_gpu(gpu, "sdpa-math")
     assert params.sgemm_efficiency(64) == pytest.approx(0.8016 * 64 / 97.7)
     w = big(d=64)
     law = perfsim.predict(w, gpu, "sdpa-math")
     peak = perfsim.predict(w, gpu, "sdpa-math", timing=TimingParams.for_gpu(
-        gpu, "sdpa-math", sgemm_peak_fraction=1.0, sgemm_tile_overhead_k=0.0))
-    for name, k in (("qk_matmul", 64), ("pv_matmul", w.seqlen_k)):
+        gpu, "sdpa-math", sgemm_peak_fraction=1.0, sgemm_tile_overhead_k=0.0, sgemm_width=()))
+    # Q·Kᵀ: K = d = 64, output N wide; P·V: K = N, output d = 64 wide (a 64 x 64 tile, 0.81
+    # of the wide rate, validate/reports/h200/probes/sgemm/sgemm-widths.json; not padded)
+    assert params.sgemm_efficiency(8192, 64) == pytest.approx(
+        params.sgemm_efficiency(8192) * 0.8061)
+    for name, k, n in (("qk_matmul", 64, w.seqlen_k), ("pv_matmul", w.seqlen_k, 64)):
         a, b = (next(x for x in p.kernels if x.cost.name == name) for p in (law, peak))
         assert a.unit_seconds["fp32"] == pytest.approx(
-            b.unit_seconds["fp32"] / params.sgemm_efficiency(k))
+            b.unit_seconds["fp32"] / params.sgemm_efficiency(k, n))
     bf16 = perfsim.predict(w, gpu, "standard")
     assert all(k.cost.eager_op != "sgemm" for k in bf16.kernels)
 

@@ -62,6 +62,7 @@ HOLDOUT2_FILE = GRID_DIR / "external_holdout2.json"
 HOLDOUT3_FILE = GRID_DIR / "external_holdout3.json"
 HOLDOUT4_FILE = GRID_DIR / "external_holdout4.json"
 HOLDOUT5_FILE = GRID_DIR / "external_holdout5.json"
+HOLDOUT6_FILE = GRID_DIR / "external_holdout6.json"
 EXT_DIR = Path(__file__).resolve().parent.parent / ".ext"
 TUTORIAL_FILE = "triton_tutorial_attention.py"
 
@@ -126,9 +127,17 @@ def holdout5_grid() -> list[Shape]:
     return [Shape(**item) for item in json.loads(HOLDOUT5_FILE.read_text())]
 
 
+def holdout6_grid() -> list[Shape]:
+    """The sixth hold-out grid (``grids/external_holdout6.json``): new shapes, most with
+    sequence lengths between powers of two and head dims 64-192, measured after the model was
+    frozen for torch.softmax's ceilings at those lengths and cuBLAS SGEMM's width table."""
+    return [Shape(**item) for item in json.loads(HOLDOUT6_FILE.read_text())]
+
+
 GRIDS = {"external": external_grid, "external-holdout": holdout_grid,
          "external-holdout2": holdout2_grid, "external-holdout3": holdout3_grid,
-         "external-holdout4": holdout4_grid, "external-holdout5": holdout5_grid}
+         "external-holdout4": holdout4_grid, "external-holdout5": holdout5_grid,
+         "external-holdout6": holdout6_grid}
 
 
 def grid(name: str) -> list[Shape]:

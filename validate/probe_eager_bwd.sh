@@ -4,7 +4,8 @@
 # of softmax's backward by row length on standalone tensors (eager_ceilings.py), with the HBM
 # copy bandwidth of the same run:
 #   run(command="bash validate/probe_eager_bwd.sh", carry=[".whl"])
-# OPS_ONLY=1 runs only probe_eager_ops.py (which aten op launches each kernel).
+# OPS_ONLY=1 runs only probe_eager_ops.py (which aten op launches each kernel); SGEMM_ONLY=1
+# only probe_sgemm.py; SOFTMAX_LENGTHS_ONLY=1 torch.softmax at row lengths between powers of 2.
 # Writes $OUT/eager_ops.txt, $OUT/profile_eager_bwd.txt, $OUT/profile_eager_fwd.txt and $OUT/eager_ceilings.json.
 set -u
 cd "$(dirname "$0")/.."
@@ -17,9 +18,24 @@ ln -s "$PWD/validate" /tmp/shim/perfsim/validate
 ln -s "$PWD/hardware" /tmp/shim/perfsim/catalog
 export PYTHONPATH=/tmp/shim:/tmp/site PYTHONUNBUFFERED=1
 cd /tmp      # python -m and stdin scripts put the working directory first on sys.path
+if [ -n "${SOFTMAX_LENGTHS_ONLY:-}" ]; then
+    python3 - "$OUT/softmax_lengths.json" <<'PY'
+import json, sys
+import torch
+from perfsim.validate import eager_ceilings, microbench
+rows = []
+for name, job in [("hbm_copy", microbench.hbm_copy)] + eager_ceilings.other_length_jobs():
+    m = job()
+    rows.append({"name": m.name, "value": m.value, "unit": m.unit, "method": m.method})
+    print(m.name, f"{m.value:.4g}", m.unit, flush=True)
+json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+           "rows": rows}, open(sys.argv[1], "w"), indent=1)
+PY
+    exit $?
+fi
+[ -n "${SGEMM_ONLY:-}" ] && { python3 -m perfsim.validate.probe_sgemm "$OUT/sgemm.json"; exit $?; }
 python3 -m perfsim.validate.probe_eager_ops > "$OUT/eager_ops.txt" 2>&1
 [ -n "${OPS_ONLY:-}" ] && { cat "$OUT/eager_ops.txt"; exit 0; }
-[ -n "${SGEMM_ONLY:-}" ] && { python3 -m perfsim.validate.probe_sgemm "$OUT/sgemm.json"; exit $?; }
 python3 -m perfsim.validate.profile_eager --phase bwd > "$OUT/profile_eager_bwd.txt" 2>&1
 python3 -m perfsim.validate.profile_eager --phase fwd > "$OUT/profile_eager_fwd.txt" 2>&1
 python3 - "$OUT/eager_ceilings.json" <<'PY'

@@ -27,12 +27,27 @@ import sys
 
 BATCH = 64
 SQUARE_K = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+#: Output widths N of the ``pv_n`` rows (P·V and the backward's dQ/dK at head dim N): whether
+#: cuBLAS pads a narrow output to a 128-wide tile, read from the kernel it launches.
+NARROW = (32, 64, 96, 128, 192, 256)
 
 
 def _time(fn):
     from triton.testing import do_bench
 
     return do_bench(fn, warmup=25, rep=200, return_mode="median") * 1e-3
+
+
+def _kernel_name(fn) -> str:
+    """Name of the (longest) CUDA kernel ``fn`` launches, from torch.profiler."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    evts = [e for e in prof.key_averages() if e.device_time_total > 0]
+    return max(evts, key=lambda e: e.device_time_total).key[:160] if evts else ""
 
 
 def fit(path: str, fp32_flops_per_clk_per_sm: float = 256.0) -> dict:
@@ -43,6 +58,7 @@ def fit(path: str, fp32_flops_per_clk_per_sm: float = 256.0) -> dict:
 
     rows = json.load(open(path))["rows"]
     sq = [r for r in rows if r["kind"] == "square"]
+    rows = [r for r in rows if r["kind"] != "pv_n"]
     k = np.array([r["k"] for r in sq], dtype=float)
     e = np.array([r["flop_per_clk_per_sm"] for r in sq]) / fp32_flops_per_clk_per_sm
     slope, intercept = np.polyfit(1 / k, 1 / e, 1)
@@ -82,16 +98,20 @@ def main(argv=None) -> int:
     cases += [("pv", n, 128, n,                  # O = P V: K = N, d = 128
                (lambda n=n: (randn(BATCH, n, n), randn(BATCH, n, 128))), torch.bmm)
               for n in (1024, 2048, 4096)]
+    cases += [("pv_n", 2048, n, 2048,             # O = P V at other head dims (output width)
+               (lambda n=n: (randn(BATCH, 2048, 2048), randn(BATCH, 2048, n))), torch.bmm)
+              for n in NARROW]
     rows = []
     for kind, m, n, k, make, call in cases:
         a, b = make()
         sampler = NvmlSampler().start()
         t = _time(lambda a=a, b=b, call=call: call(a, b))
         clock = summarize(sampler.stop())
+        kernel = _kernel_name(lambda a=a, b=b, call=call: call(a, b))
         flops = 2 * BATCH * m * n * k
         hz = clock.get("sm_clock_mean_hz")
         rows.append({"kind": kind, "batch": BATCH, "m": m, "n": n, "k": k, "seconds": t,
-                     "flop_per_s": flops / t, "nvml_sm_hz": hz,
+                     "flop_per_s": flops / t, "nvml_sm_hz": hz, "kernel": kernel,
                      "flop_per_clk_per_sm": flops / t / hz / sms if hz else None})
         print(json.dumps(rows[-1]), flush=True)
     json.dump({"device": torch.cuda.get_device_name(0), "sms": sms, "torch": torch.__version__,

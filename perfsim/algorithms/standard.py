@@ -130,10 +130,14 @@ class Standard(Algorithm):
                           fp32_flops=flops if on_fp32_pipes else 0,
                           hbm_read_bytes=dims.e * read_elems,
                           hbm_write_bytes=dims.e * write_elems,
-                          # cuBLAS's SIMT SGEMM: its K law (TimingParams.sgemm_efficiency)
+                          # cuBLAS's SIMT SGEMM: its K law and width table
+                          # (TimingParams.sgemm_efficiency) instead of padding a narrow
+                          # output to a 128-wide tile: it launches narrower tiles there
                           eager_op="sgemm" if on_fp32_pipes else None,
                           row_length=k if on_fp32_pipes else None,
-                          ).padded(padding(m, GEMM_TILE) * padding(n, GEMM_TILE))
+                          gemm_n=n if on_fp32_pipes else None,
+                          ).padded(padding(m, GEMM_TILE)
+                                   * (1 if on_fp32_pipes else padding(n, GEMM_TILE)))
 
     def _pointwise(self, name, dims: Dims, reads, writes, fma_ops=0, exps=0, extra_read=0,
                    extra_write=0, active=1, eager_op=None, alu=0):
