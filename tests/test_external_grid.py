@@ -64,7 +64,8 @@ def test_every_holdout_is_new():
     earlier hold-out, and validates."""
     seen = {_base(s).key for s in external.grid("external")}
     for name in ("external-holdout", "external-holdout2", "external-holdout3",
-                 "external-holdout4", "external-holdout5", "external-holdout6"):
+                 "external-holdout4", "external-holdout5", "external-holdout6",
+                 "external-holdout7"):
         shapes = external.grid(name)
         keys = {_base(s).key for s in shapes}
         assert len(keys) == len(shapes), name

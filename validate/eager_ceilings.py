@@ -67,14 +67,27 @@ def broadcast_fill() -> Measurement:
 
 def jobs() -> list[tuple]:
     """``(name, callable)`` pairs for ``microbench.run_all``."""
-    out = [(f"eager_softmax_{n}", lambda n=n: softmax(n))
-           for n in sorted(SOFTMAX_ROW_LENGTHS + SOFTMAX_OTHER_LENGTHS)]
+    lengths = sorted(set(SOFTMAX_ROW_LENGTHS + SOFTMAX_OTHER_LENGTHS + SOFTMAX_SCAN_LENGTHS))
+    out = [(f"eager_softmax_{n}", lambda n=n: softmax(n)) for n in lengths]
     return out + [("eager_broadcast_fill", broadcast_fill)]
 
 
 def other_length_jobs() -> list[tuple]:
     """``torch.softmax`` at :data:`SOFTMAX_OTHER_LENGTHS`."""
     return [(f"eager_softmax_{n}", lambda n=n: softmax(n)) for n in SOFTMAX_OTHER_LENGTHS]
+
+
+#: A dense scan of row lengths (every 128 up to 4096, every 512 up to 16384): PyTorch picks
+#: the softmax kernel and its block size from the row length, so the ceiling moves in steps
+#: that 19 sampled lengths miss (hold-out 6: 1152 and 2304 fell between them).
+SOFTMAX_SCAN_LENGTHS = tuple(range(128, 4097, 128)) + tuple(range(4608, 16385, 512))
+
+
+def scan_jobs() -> list[tuple]:
+    """``torch.softmax`` at :data:`SOFTMAX_SCAN_LENGTHS` not already in the other lists."""
+    done = set(SOFTMAX_ROW_LENGTHS) | set(SOFTMAX_OTHER_LENGTHS)
+    return [(f"eager_softmax_{n}", lambda n=n: softmax(n))
+            for n in SOFTMAX_SCAN_LENGTHS if n not in done]
 
 
 def backward_jobs() -> list[tuple]:

@@ -63,6 +63,7 @@ HOLDOUT3_FILE = GRID_DIR / "external_holdout3.json"
 HOLDOUT4_FILE = GRID_DIR / "external_holdout4.json"
 HOLDOUT5_FILE = GRID_DIR / "external_holdout5.json"
 HOLDOUT6_FILE = GRID_DIR / "external_holdout6.json"
+HOLDOUT7_FILE = GRID_DIR / "external_holdout7.json"
 EXT_DIR = Path(__file__).resolve().parent.parent / ".ext"
 TUTORIAL_FILE = "triton_tutorial_attention.py"
 
@@ -134,10 +135,18 @@ def holdout6_grid() -> list[Shape]:
     return [Shape(**item) for item in json.loads(HOLDOUT6_FILE.read_text())]
 
 
+def holdout7_grid() -> list[Shape]:
+    """The seventh hold-out grid (``grids/external_holdout7.json``): new shapes, half at
+    sequence lengths the softmax scan measured and half between them, for eager PyTorch and
+    SDPA math (with SDPA flash and cuDNN), measured after the model was frozen for the dense
+    softmax-ceiling scan."""
+    return [Shape(**item) for item in json.loads(HOLDOUT7_FILE.read_text())]
+
+
 GRIDS = {"external": external_grid, "external-holdout": holdout_grid,
          "external-holdout2": holdout2_grid, "external-holdout3": holdout3_grid,
          "external-holdout4": holdout4_grid, "external-holdout5": holdout5_grid,
-         "external-holdout6": holdout6_grid}
+         "external-holdout6": holdout6_grid, "external-holdout7": holdout7_grid}
 
 
 def grid(name: str) -> list[Shape]:

@@ -5,7 +5,8 @@
 # copy bandwidth of the same run:
 #   run(command="bash validate/probe_eager_bwd.sh", carry=[".whl"])
 # OPS_ONLY=1 runs only probe_eager_ops.py (which aten op launches each kernel); SGEMM_ONLY=1
-# only probe_sgemm.py; SOFTMAX_LENGTHS_ONLY=1 torch.softmax at row lengths between powers of 2.
+# only probe_sgemm.py; SOFTMAX_LENGTHS_ONLY=1 torch.softmax at row lengths between powers of 2
+# (with SCAN=1: every 128 up to 4096 and every 512 up to 16384).
 # Writes $OUT/eager_ops.txt, $OUT/profile_eager_bwd.txt, $OUT/profile_eager_fwd.txt and $OUT/eager_ceilings.json.
 set -u
 cd "$(dirname "$0")/.."
@@ -19,12 +20,14 @@ ln -s "$PWD/hardware" /tmp/shim/perfsim/catalog
 export PYTHONPATH=/tmp/shim:/tmp/site PYTHONUNBUFFERED=1
 cd /tmp      # python -m and stdin scripts put the working directory first on sys.path
 if [ -n "${SOFTMAX_LENGTHS_ONLY:-}" ]; then
-    python3 - "$OUT/softmax_lengths.json" <<'PY'
-import json, sys
+    python3 - "$OUT/softmax_lengths${SCAN:+-scan}.json" <<'PY'
+import json, os, sys
 import torch
 from perfsim.validate import eager_ceilings, microbench
 rows = []
-for name, job in [("hbm_copy", microbench.hbm_copy)] + eager_ceilings.other_length_jobs():
+extra = (eager_ceilings.scan_jobs() if os.environ.get("SCAN")
+         else eager_ceilings.other_length_jobs())
+for name, job in [("hbm_copy", microbench.hbm_copy)] + extra:
     m = job()
     rows.append({"name": m.name, "value": m.value, "unit": m.unit, "method": m.method})
     print(m.name, f"{m.value:.4g}", m.unit, flush=True)
