@@ -26,6 +26,7 @@ _LAZY = {
     "GPUSpec": "perfsim.gpu", "Prediction": "perfsim.prediction",
     "TimingParams": "perfsim.timing", "gpus": "perfsim.gpu_catalog",
     "load_gpu": "perfsim.gpu_catalog", "predict": "perfsim.predict", "sweep": "perfsim.sweep",
+    "timing_for": "perfsim.predict",
 }
 
 
@@ -59,5 +60,5 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AttentionWorkload", "Counts", "GPUSpec", "InfeasibleError", "PerfsimError", "Prediction",
-    "TimingParams", "algorithms", "gpus", "load_gpu", "predict", "sweep",
+    "TimingParams", "algorithms", "gpus", "load_gpu", "predict", "sweep", "timing_for",
 ]

@@ -35,7 +35,11 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
             ``perfsim.algorithms.FA2(block_m=64)``, or an implementation preset
             (``sdpa-flash``, ``sdpa-cudnn``, ``flex``, ``flash-attn-cute``, ...:
             ``perfsim.implementations``).
-        timing: efficiency factors and overheads; default ``TimingParams.for_gpu(gpu)``.
+        timing: efficiency factors and overheads; default
+            :func:`timing_for` ``(gpu, algorithm)`` (the GPU under the algorithm's software
+            profile). To change one field keep the rest with
+            ``perfsim.timing_for(gpu, algorithm, clock=1.5e9)``: a ``TimingParams`` given
+            here replaces all of them.
 
     Returns:
         A :class:`perfsim.prediction.Prediction` (seconds, TFLOP/s, binding unit, counts,
@@ -51,7 +55,7 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
                            "perfsim.AttentionWorkload(batch=..., heads=..., ...))")
     spec = load_gpu(gpu)
     algo = resolve(algorithm)
-    params = timing or TimingParams.for_gpu(spec, getattr(algo, "software", DEFAULT_SOFTWARE))
+    params = timing or timing_for(spec, algo)
     dims = Dims.of(workload)
     kernels, seconds, unit_seconds, bound_seconds, bound, clock_hz, power_w = evaluate(
         algo, dims, spec, params)
@@ -63,6 +67,22 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
         bound_seconds={u: float(t) for u, t in bound_seconds.items()},
         counts=Counts.total(kernels), memory_bytes=float(memory_for(algo, dims, spec)),
         kernels=kernels, timing=params, clock_hz=clock_hz, power_w=power_w)
+
+
+def timing_for(gpu: str | Path | GPUSpec, algorithm: str | Algorithm = "fa2",
+               **overrides) -> TimingParams:
+    """The ``TimingParams`` :func:`predict` uses by default for ``algorithm`` on ``gpu`` —
+    the GPU's rates under the algorithm's own software profile (``sdpa-math`` for
+    ``standard``, ``eager`` and ``sdpa-math``; the preset's for an implementation preset;
+    ``pytorch`` otherwise) — with ``overrides`` replaced (e.g. ``clock=1.5e9``).
+    ``TimingParams.for_gpu(gpu, clock=...)`` instead would also switch to the ``pytorch``
+    profile's host floors and ceilings.
+
+    Raises:
+        perfsim.PerfsimError: unknown GPU or algorithm name, or an invalid override."""
+    algo = resolve(algorithm)
+    return TimingParams.for_gpu(load_gpu(gpu), getattr(algo, "software", DEFAULT_SOFTWARE),
+                                **overrides)
 
 
 #: What a prediction can be bound by: a unit, the load latency of an unpipelined kernel

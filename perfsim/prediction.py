@@ -28,6 +28,17 @@ UNIT_WORDS = {
                "chain, or reloads of spilled registers)",
 }
 
+#: ``fp32`` when the matmuls themselves run on the FP32 pipes (cuBLAS SIMT SGEMMs).
+SGEMM_WORDS = "FP32/FMA pipes (the matmuls, run as SIMT SGEMMs, and the non-matmul math)"
+
+
+def _positive(value) -> bool:
+    """Whether a count (number or array) is positive anywhere."""
+    try:
+        return bool(np.any(np.asarray(value, dtype=float) > 0))
+    except (TypeError, ValueError):      # a sympy expression: symbolic counts are not zero
+        return True
+
 
 def model_flops(w: AttentionWorkload):
     """FLOPs by the FlashAttention benchmark convention (FA2 §4.1, FA3 §4.1, flash-attn
@@ -190,15 +201,23 @@ class Prediction:
         visited tiles and recomputation included); ``model_flops`` is the convention."""
         return self.counts.flops
 
+    def matmul_dtype(self) -> str:
+        """The dtype the call's matmuls execute in: the workload's, or ``fp32`` when every
+        matmul runs on float32 copies (SDPA's math backend on 16-bit inputs)."""
+        used = {k.cost.tensor_dtype for k in self.kernels
+                if k.cost.eager_op == "sgemm" or _positive(k.cost.tensor_flops)}
+        return used.pop() if len(used) == 1 else self.workload.dtype
+
     @property
     def peak_flops_per_s(self) -> float:
-        """The GPU's dense matmul peak for the workload's dtype at the clock of this
-        prediction (FLOP/s): the fastest instruction family it has for the dtype (the FP32
-        pipes where there is no tensor path). ``tflops`` never exceeds it."""
-        g, best = self.gpu, 0.0
+        """The GPU's dense matmul peak for the dtype the matmuls execute in
+        (:meth:`matmul_dtype`) at the clock of this prediction (FLOP/s): the fastest
+        instruction family it has for the dtype (the FP32 pipes where there is no tensor
+        path). ``tflops`` never exceeds it."""
+        g, best, dtype = self.gpu, 0.0, self.matmul_dtype()
         for family in (g.native_tensor_family, "mma_sync"):
             try:
-                best = max(best, g.tensor_flops_per_clk(self.workload.dtype, family))
+                best = max(best, g.tensor_flops_per_clk(dtype, family))
             except PerfsimError:
                 continue
         best = best or g.fp32_flops_per_clk_per_sm
@@ -313,20 +332,29 @@ class Prediction:
         FMA-pipe, ALU, MUFU, shared-memory and HBM terms; L2 hits, atomics and emulated exps
         take no time of their own here (the last are counted in FMA-pipe terms). The counts
         as counted, without whole-tile padding or tail effects, so the terms of one unit add
-        up to at most that unit's time."""
+        up to at most that unit's time; an eager kernel's HBM terms at its measured ceiling
+        and an SGEMM's FMA-pipe terms at its K law, as the timing takes them."""
+        from perfsim.software import DEFAULT_SOFTWARE
         from perfsim.timing import TimingParams, rates
 
         params = self.timing if isinstance(self.timing, TimingParams) else \
-            TimingParams.for_gpu(self.gpu)
+            TimingParams.for_gpu(self.gpu, getattr(self.algorithm, "software",
+                                                   DEFAULT_SOFTWARE))
         unit_of = {"tensor": "tensor", "fp32": "fp32", "alu": "alu", "mufu": "mufu",
                    "smem_read": "smem", "smem_write": "smem", "hbm_read": "hbm",
                    "hbm_write": "hbm"}
         out = {}
         for k in self.kernels:
-            rate = rates(self.gpu, k.cost, params, self.clock_hz or self.gpu.clock_hz)
+            rate = dict(rates(self.gpu, k.cost, params, self.clock_hz or self.gpu.clock_hz))
+            # the measured ceilings of eager kernels and the SGEMM law, as the timing applies
+            if k.cost.eager_op == "sgemm":
+                rate["fp32"] = rate["fp32"] * params.sgemm_efficiency(k.cost.row_length,
+                                                                      k.cost.gemm_n)
+            elif k.cost.eager_op:
+                rate["hbm"] = rate["hbm"] * params.eager_efficiency(k.cost)
             for key, value in k.cost.terms.items():
                 unit = unit_of.get(key.split("/", 1)[0])
-                seconds = float(value) / rate[unit] if unit else 0.0
+                seconds = float(value) / float(rate[unit]) if unit else 0.0
                 if seconds > 0:
                     out[f"{k.cost.name}: {key}"] = out.get(f"{k.cost.name}: {key}", 0) + seconds
         return dict(sorted(out.items(), key=lambda item: -item[1]))
@@ -337,12 +365,14 @@ class Prediction:
         lines = [f"{self.algorithm.label()} on {g.name}: {w.describe()}",
                  f"predicted {self.seconds * 1e3:.3f} ms, {self.tflops:.1f} TFLOP/s "
                  f"({100 * self.tflops * 1e12 / self.peak_flops_per_s:.0f} % "
-                 f"of the {w.dtype} matmul peak at this clock), "
+                 f"of the {self.matmul_dtype()} matmul peak at this clock), "
                  f"{self.counts.hbm_bytes / 1e9:.2f} GB "
                  f"over HBM, peak memory {self.memory_bytes / 2**30:.2f} GiB."]
         share = 100 * self.bound_seconds.get(self.bound, 0) / self.seconds
-        lines.append(f"Bound by {UNIT_WORDS.get(self.bound, self.bound)} for {share:.0f} % "
-                     "of the time.")
+        words = UNIT_WORDS.get(self.bound, self.bound)
+        if self.bound == "fp32" and any(k.cost.eager_op == "sgemm" for k in self.kernels):
+            words = SGEMM_WORDS
+        lines.append(f"Bound by {words} for {share:.0f} % of the time.")
         ranked = sorted(UNITS, key=lambda u: -self.unit_seconds[u])
         parts = ", ".join(f"{u} {self.unit_seconds[u] * 1e3:.3f} ms" for u in ranked
                           if self.unit_seconds[u] > 0)

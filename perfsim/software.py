@@ -48,14 +48,14 @@ class SoftwareProfile(BaseModel):
     eager_softmax: dict[int, float] = Field(
         default_factory=dict, description="row length -> fraction of the HBM copy bandwidth "
         "torch.softmax reaches (interpolated in log2 of the row length)")
-    eager_broadcast_fill: float = Field(default=1.0, gt=0, le=1, description="fraction of "
+    eager_broadcast_fill: float = Field(default=1.0, ge=0.01, le=1, description="fraction of "
                                         "the HBM copy bandwidth masked_fill_ with a "
                                         "broadcast mask reaches")
-    strided_copy: float = Field(default=1.0, gt=0, le=1, description="fraction of the HBM "
+    strided_copy: float = Field(default=1.0, ge=0.01, le=1, description="fraction of the HBM "
                                 "copy bandwidth PyTorch's strided (non-vectorised) elementwise "
                                 "copy reaches")
     sgemm_peak_fraction: float = Field(
-        default=1.0, gt=0, le=1, description="share of the FP32 pipes' peak cuBLAS's SIMT "
+        default=1.0, ge=0.01, le=1, description="share of the FP32 pipes' peak cuBLAS's SIMT "
         "SGEMM main loop sustains (its FFMA share of issue slots): e_inf of the K law "
         "e(K) = e_inf · K / (K + k0) (validate/probe_sgemm.py)")
     sgemm_tile_overhead_k: float = Field(
@@ -76,9 +76,9 @@ class SoftwareProfile(BaseModel):
     @classmethod
     def _fractions(cls, table, info):
         for length, fraction in table.items():
-            if length < 1 or not 0 < fraction <= 1:
+            if length < 1 or not 0.01 <= fraction <= 1:
                 raise ValueError(f"{info.field_name}[{length}] = {fraction}: keys must be "
-                                 "positive and fractions in (0, 1]")
+                                 "positive and fractions in [0.01, 1]")
         return table
 
     def sgemm_width_table(self) -> tuple[tuple[float, float], ...]:

@@ -41,6 +41,7 @@ function; the queueing solvers themselves live in ``perfsim.queueing``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -53,6 +54,14 @@ from perfsim.kernel import UNITS, KernelCost
 from perfsim.mathops import cdiv, maximum, minimum, where
 from perfsim.queueing import closed_cycle, unpipelined_time
 from perfsim.software import DEFAULT_SOFTWARE, SoftwareProfile, load_software
+
+#: Largest reachable fraction of the HBM copy bandwidth an eager kernel may be given: a kernel
+#: that only reads can beat a device-to-device copy (softmax's backward pair ran at 1.05x of
+#: it on the H200, validate/reports/h200/probes/eager_bwd/), 1.5x is no longer a measurement.
+MAX_EAGER_FRACTION = 1.5
+#: Smallest fraction of a peak a measured table may hold: below 1 % it is not a measurement of
+#: a working kernel but a typo (and would turn a microsecond into seconds).
+MIN_FRACTION = 0.01
 
 
 class TimingParams(BaseModel):
@@ -84,8 +93,8 @@ class TimingParams(BaseModel):
             (software profile; 1 and 0 = the peak).
         sgemm_width: ``((N, fraction), ...)``: the share of that rate an SGEMM with an output
             N columns wide sustains (cuBLAS launches narrower, less efficient tiles for narrow
-            outputs instead of padding them); linear between entries, 1 past the last; empty
-            = 1.
+            outputs instead of padding them); linear between entries, the first entry's
+            fraction below it, 1 past the last; empty = 1.
         host_floor_fwd_s, host_floor_bwd_s: host time per forward / backward call; a call's
             phase takes at least this long (software profile).
         clock: the SM clock the call runs at. ``"sustained"`` (default): where the GPU's
@@ -107,10 +116,10 @@ class TimingParams(BaseModel):
     launch_overhead_s: float = Field(default=4e-6, ge=0)
     cta_overhead_s: float = Field(default=0.0, ge=0)
     eager_softmax: tuple[tuple[float, float], ...] = ()
-    eager_broadcast_fill: float = Field(default=1.0, gt=0)
-    eager_strided_copy: float = Field(default=1.0, gt=0, le=1)
-    sgemm_peak_fraction: float = Field(default=1.0, gt=0, le=1)
-    sgemm_tile_overhead_k: float = Field(default=0.0, ge=0)
+    eager_broadcast_fill: float = Field(default=1.0, ge=MIN_FRACTION, le=MAX_EAGER_FRACTION)
+    eager_strided_copy: float = Field(default=1.0, ge=MIN_FRACTION, le=1)
+    sgemm_peak_fraction: float = Field(default=1.0, ge=MIN_FRACTION, le=1)
+    sgemm_tile_overhead_k: float = Field(default=0.0, ge=0, le=4096)
     sgemm_width: tuple[tuple[float, float], ...] = ()
     host_floor_fwd_s: float = Field(default=0.0, ge=0)
     host_floor_bwd_s: float = Field(default=0.0, ge=0)
@@ -131,6 +140,32 @@ class TimingParams(BaseModel):
             raise PerfsimError(f"TimingParams.{where}: {msg} (fields: "
                                f"{', '.join(type(self).model_fields)})") from None
 
+    @field_validator("eager_softmax", "sgemm_width")
+    @classmethod
+    def _table(cls, table, info):
+        """A lookup table: keys (row lengths, output widths) >= 1 and distinct, fractions in
+        [MIN_FRACTION, MAX_EAGER_FRACTION] (``sgemm_width``: up to 1), both finite; returned
+        sorted by key (the interpolation needs increasing keys)."""
+        top = 1.0 if info.field_name == "sgemm_width" else MAX_EAGER_FRACTION
+        keys = set()
+        for key, fraction in table:
+            if not (math.isfinite(key) and key >= 1) or key in keys:
+                raise ValueError(f"keys must be distinct numbers >= 1, got {key!r}")
+            if not (math.isfinite(fraction) and MIN_FRACTION <= fraction <= top):
+                raise ValueError(f"fractions must be in [{MIN_FRACTION:g}, {top:g}], got "
+                                 f"{fraction!r} at {key:g}")
+            keys.add(key)
+        return tuple(sorted(table))
+
+    @field_validator("hbm_efficiency", "tensor_efficiency", "eager_broadcast_fill",
+                     "eager_strided_copy", "sgemm_peak_fraction", "sgemm_tile_overhead_k",
+                     mode="before")
+    @classmethod
+    def _number(cls, value, info):
+        if isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value)):
+            raise ValueError(f"must be a finite number, got {value!r}")
+        return value
+
     @field_validator("clock")
     @classmethod
     def _clock_range(cls, v):
@@ -146,7 +181,9 @@ class TimingParams(BaseModel):
         PyTorch): its launch gap, host floors and eager-kernel ceilings. A calibrated profile
         already holds measured (reachable) rates, so its efficiencies are 1, it runs at its
         reference clock, and its own measured launch overhead and eager ceilings are used.
-        ``overrides`` replace any field (e.g. ``clock="boost"``)."""
+        ``overrides`` replace any field (e.g. ``clock="boost"``). ``perfsim.timing_for(gpu,
+        algorithm, ...)`` picks the software profile ``perfsim.predict`` would for an
+        algorithm."""
         sw = software if isinstance(software, SoftwareProfile) else load_software(software)
         base = {"launch_overhead_s": sw.launch_overhead_s,
                 "host_floor_fwd_s": sw.host_floor_fwd_s,

@@ -172,6 +172,56 @@ def test_sgemm_k_law_slows_fp32_matmuls_by_their_reduction_length():
     assert all(k.cost.eager_op != "sgemm" for k in bf16.kernels)
 
 
+def test_decode_gemms_use_narrow_tiles_not_128_rows():
+    """One query row: cuBLAS runs 8-row tensor-core tiles and fp32 GEMVs
+    (validate/reports/h200/probes/sgemm/small_gemm.json), so P·V over a long cache is
+    bandwidth-bound, not 128 padded rows on B·H CTAs (it was predicted 14-90x slow)."""
+    from perfsim.algorithms.standard import gemm_rows_tile
+
+    assert (gemm_rows_tile(1, False), gemm_rows_tile(16, False), gemm_rows_tile(17, False)) \
+        == (8, 16, 128)
+    assert (gemm_rows_tile(1, True), gemm_rows_tile(16, True), gemm_rows_tile(33, True)) \
+        == (1, 32, 128)
+    for dtype, measured_us in (("bf16", 129.8), ("fp32", 119.6)):   # B=1, H=8, N_k=100000
+        w = W(batch=1, heads=8, seqlen_q=1, seqlen_k=100_000, head_dim=64, dtype=dtype)
+        pv = next(k for k in perfsim.predict(w, "h200-sxm", "standard").kernels
+                  if k.cost.name == "pv_matmul")
+        assert pv.seconds * 1e6 < measured_us        # still fast: 8 CTAs' bandwidth unmodelled
+
+
+def test_timing_for_keeps_the_algorithms_software_profile():
+    """A clock override through perfsim.timing_for keeps SDPA math's host floors; a
+    TimingParams.for_gpu without the profile would silently take pytorch's."""
+    w = W(batch=1, heads=8, seqlen_q=128, head_dim=64, dtype="bf16", phase="fwd_bwd")
+    default = perfsim.predict(w, "h200-sxm", "sdpa-math")
+    same = perfsim.predict(w, "h200-sxm", "sdpa-math",
+                           timing=perfsim.timing_for("h200-sxm", "sdpa-math"))
+    assert same.seconds == default.seconds
+    locked = perfsim.timing_for("h200-sxm", "sdpa-math", clock=1.5e9)
+    assert locked.host_floor_fwd_s == default.timing.host_floor_fwd_s and locked.clock == 1.5e9
+
+
+@pytest.mark.parametrize("field, value", [
+    ("sgemm_width", ((64, 0.0),)), ("sgemm_width", ((64, 2.0),)),
+    ("sgemm_width", ((64, float("nan")),)), ("sgemm_width", ((0, 0.5),)),
+    ("sgemm_width", ((64, 0.5), (64, 0.6))), ("eager_softmax", ((128, 5.0),)),
+    ("eager_broadcast_fill", 5.0), ("sgemm_tile_overhead_k", float("inf")),
+    ("sgemm_tile_overhead_k", 1e9), ("sgemm_peak_fraction", True),
+    ("sgemm_peak_fraction", 1e-300)])
+def test_timing_tables_and_fractions_are_checked(field, value):
+    gpu = perfsim.load_gpu("h200-sxm")
+    with pytest.raises(perfsim.PerfsimError, match=f"TimingParams.{field}"):
+        TimingParams.for_gpu(gpu, "sdpa-math", **{field: value})
+
+
+def test_timing_tables_are_sorted_on_input():
+    gpu = perfsim.load_gpu("h200-sxm")
+    params = TimingParams.for_gpu(gpu, "sdpa-math", sgemm_width=((256, 1.0), (32, 0.5)))
+    assert params.sgemm_width == ((32, 0.5), (256, 1.0))
+    assert params.sgemm_efficiency(2048, 64) == pytest.approx(
+        params.sgemm_efficiency(2048) * (0.5 + 0.5 * 32 / 224))
+
+
 def test_softmax_backward_keys_stay_out_of_the_forward_ceiling_table():
     from perfsim.gpu import CalibratedTiming
 

@@ -6,8 +6,14 @@
 #   run(command="bash validate/probe_eager_bwd.sh", carry=[".whl"])
 # OPS_ONLY=1 runs only probe_eager_ops.py (which aten op launches each kernel); SGEMM_ONLY=1
 # only probe_sgemm.py; SOFTMAX_LENGTHS_ONLY=1 torch.softmax at row lengths between powers of 2
-# (with SCAN=1: every 128 up to 4096 and every 512 up to 16384).
-# Writes $OUT/eager_ops.txt, $OUT/profile_eager_bwd.txt, $OUT/profile_eager_fwd.txt and $OUT/eager_ceilings.json.
+# (with SCAN=1: every 128 up to 4096 and every 512 up to 16384); SMALL_GEMM_ONLY=1 cuBLAS bmm
+# with 1 or 16 output rows (eager decode's GEMMs, probe_small_gemm.py).
+# Writes $OUT/eager_ops.txt, $OUT/profile_eager_bwd.txt, $OUT/profile_eager_fwd.txt and
+# $OUT/eager_ceilings.json; with SGEMM_ONLY=1 $OUT/sgemm.json (committed twice:
+# reports/h200/probes/sgemm/sgemm.json is the first run, sgemm-widths.json the second, which
+# added the width rows and the kernel names); with SOFTMAX_LENGTHS_ONLY=1
+# $OUT/softmax_lengths[-scan].json; with SMALL_GEMM_ONLY=1 $OUT/small_gemm.json. The "model"
+# lines of profile_eager_bwd.txt are the model before the two-kernel softmax backward.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/perfsim-eager}
@@ -36,6 +42,7 @@ json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
 PY
     exit $?
 fi
+[ -n "${SMALL_GEMM_ONLY:-}" ] && { python3 -m perfsim.validate.probe_small_gemm "$OUT/small_gemm.json"; exit $?; }
 [ -n "${SGEMM_ONLY:-}" ] && { python3 -m perfsim.validate.probe_sgemm "$OUT/sgemm.json"; exit $?; }
 python3 -m perfsim.validate.probe_eager_ops > "$OUT/eager_ops.txt" 2>&1
 [ -n "${OPS_ONLY:-}" ] && { cat "$OUT/eager_ops.txt"; exit 0; }

@@ -10,7 +10,7 @@ clock with NVML during each. Output: JSON rows with FLOP/s, the mean NVML SM clo
 per clock per SM.
 
     python -m perfsim.validate.probe_sgemm OUT.json       # measure (on the GPU)
-    python -m perfsim.validate.probe_sgemm --fit OUT.json # the two constants of the K law
+    python -m perfsim.validate.probe_sgemm --fit OUT.json # the K law's constants, the widths
 
 The K law (:func:`fit`): a CTA's output tile costs ``K + k0`` steps of ``K`` useful ones (``k0``
 for the prologue that fills the pipeline and the epilogue that writes the tile), and the
@@ -69,20 +69,44 @@ def fit(path: str, fp32_flops_per_clk_per_sm: float = 256.0) -> dict:
     return {"e_inf": e_inf, "k0": k0, "rows": out}
 
 
+def widths(path: str) -> list[tuple[int, float, str]]:
+    """``(N, rate over the N = 128 rate capped at 1, kernel)`` of a file's ``pv_n`` rows: the
+    software profile's ``sgemm_width`` table."""
+    rows = [r for r in json.load(open(path))["rows"] if r["kind"] == "pv_n"]
+    ref = next((r["flop_per_clk_per_sm"] for r in rows if r["n"] == 128), None)
+    return [(r["n"], min(1.0, r["flop_per_clk_per_sm"] / ref), r.get("kernel", ""))
+            for r in rows] if ref else []
+
+
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "--fit":
-        got = fit(argv[1])
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m perfsim.validate.probe_sgemm",
+                                 description="measure (on a GPU) or --fit a measurement file")
+    ap.add_argument("path", help="output JSON (measure) or measurement file (--fit)")
+    ap.add_argument("--fit", action="store_true",
+                    help="print the K law's two constants and the width table of PATH")
+    args = ap.parse_args(argv)
+    if args.fit:
+        try:
+            got = fit(args.path)
+            table = widths(args.path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"probe_sgemm: {args.path} is not a probe_sgemm measurement file "
+                  f"({type(exc).__name__}: {exc})", file=sys.stderr)
+            return 2
         print(f"e_inf = {got['e_inf']:.4f}, k0 = {got['k0']:.1f} K-steps")
         for r in got["rows"]:
             print(f"{r['kind']:<7} M={r['m']:<5} N={r['n']:<5} K={r['k']:<5} measured "
                   f"{r['measured']:.3f}  law {r['law']:.3f}  ({r['law'] / r['measured'] - 1:+.1%})")
+        for n, fraction, kernel in table:
+            print(f"width N={n:<4} {fraction:.4f} of the N = 128 rate  {kernel[:70]}")
         return 0
     import torch
 
     from perfsim.validate.nvml_sampler import NvmlSampler, summarize
 
-    out = argv[0]
+    out = args.path
     torch.backends.cuda.matmul.allow_tf32 = False
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     def randn(*shape):

@@ -15,6 +15,10 @@ and the kernels autograd runs backward. GQA/MQA: K and V are expanded to ``H`` h
 
 Each kernel is a roofline (its units overlap); GEMMs move each operand once (cuBLAS tiles
 reuse operands through L2); elementwise kernels read and write whole tensors.
+
+Length: one algorithm — the forward's and autograd's kernels for three softmax forms, three
+mask operations, softcap and dropout, the GEMMs' tile rules (cuBLAS's narrow tiles and SIMT
+SGEMMs), and the memory footprint; the profile facts each rule rests on are cited beside it.
 """
 
 from __future__ import annotations
@@ -42,6 +46,24 @@ from perfsim.mathops import cdiv, where
 ELEMENTWISE_ELEMENTS_PER_CTA = 512
 #: Output tile of a cuBLAS GEMM CTA (for the grid size only).
 GEMM_TILE = 128
+#: Rows of the output tile cuBLAS launches for a GEMM with few output rows (decode: one query
+#: row per batch and head), from the kernels' names on the H200 (``probe_small_gemm.py``,
+#: validate/reports/h200/probes/sgemm/small_gemm.json): 16-bit GEMMs with 1 and 16 rows run
+#: ``nvjet_…_256x8``/``64x8`` and ``…x16`` tiles (8 and 16 rows); fp32 ones with 1 row a GEMV
+#: (``gemvx``, ``gemv2T``: no padding), with 16 rows ``tilesize32x32``/``32x64`` tiles. Larger
+#: outputs keep the 128-row tile. ASSUMED the same on other GPUs (the same library).
+NARROW_ROW_TILES = {"16-bit": (8, 16), "fp32": (1, 32)}
+
+
+def gemm_rows_tile(m, fp32: bool):
+    """Rows of the output tile for an ``m``-row GEMM (:data:`NARROW_ROW_TILES`; an array or
+    a sympy expression where ``m`` is one)."""
+    small, medium = NARROW_ROW_TILES["fp32" if fp32 else "16-bit"]
+    if fp32:
+        return where(m <= 1, small, where(m <= medium, medium, GEMM_TILE))
+    return where(m <= small, small, where(m <= medium, medium, GEMM_TILE))
+
+
 #: Bytes of the per-row argmax index autograd keeps for ``max`` (torch.int64).
 INDEX_BYTES = 8
 #: What autograd runs for softmax's backward (torch 2.11, CUDA), from torch.profiler on the H200
@@ -51,11 +73,11 @@ INDEX_BYTES = 8
 #: write) and then ``cunn_SoftMaxBackwardSmem`` (the row sums and P ∘ (dP − sum): two reads, one
 #: write) — the same pair in bf16 and in SDPA math's fp32, on a standalone tensor too. Each ran
 #: at about the HBM copy bandwidth at every row length from 128 to 16384 (the pair moved
-#: 2.0-2.2e12 B/s of its three nominal passes against a 4.15e12 B/s copy, eager_ceilings.json
+#: 1.8-2.2e12 B/s of its three nominal passes against a 4.15e12 B/s copy, eager_ceilings.json
 #: there), so neither takes a ceiling. Masks: SDPA math's in-place float-mask add has no
 #: backward kernel and ``_safe_softmax``'s ``where`` none either (the same profile, both
 #: masks); eager ``masked_fill``'s backward is a copy plus the same broadcast-mask
-#: ``masked_fill_`` kernel as the forward (733 µs against the forward's 715 µs at
+#: ``masked_fill_`` kernel as the forward (733.5 against 733.2 µs in the same run, at
 #: B=4, H=16, N=2048), so it takes the forward's broadcast-fill ceiling.
 SOFTMAX_BWD_KERNELS = ("softmax_bwd_mul", "softmax_bwd")
 
@@ -107,6 +129,10 @@ class Standard(Algorithm):
         if dims.page_size:
             raise InfeasibleError("standard attention multiplies contiguous K/V; a paged cache "
                                   "must be gathered first (count that copy separately)")
+        if str(dims.dtype).startswith("fp8"):
+            raise InfeasibleError(f"eager PyTorch has no {dims.dtype} matmul: torch.matmul and "
+                                  "torch.bmm take no float8 inputs (float8 GEMMs go through "
+                                  "torch._scaled_mm, 2-D only); use fp16/bf16 (or fp32)")
         out = []
         if dims.fwd:
             out += self._forward(dims, gpu)
@@ -123,7 +149,8 @@ class Standard(Algorithm):
         flops = 2 * dims.B * dims.H * m * n * k
         tensor = gpu.native_tensor_family
         on_fp32_pipes = dims.dtype == "fp32"
-        grid = dims.B * dims.H * cdiv(m, GEMM_TILE) * cdiv(n, GEMM_TILE)
+        tile_m = gemm_rows_tile(m, on_fp32_pipes)
+        grid = dims.B * dims.H * cdiv(m, tile_m) * cdiv(n, GEMM_TILE)
         return KernelCost(name=name, grid=grid, warps_per_cta=8, tensor_dtype=dims.dtype,
                           tensor_family=tensor,
                           tensor_flops=0 if on_fp32_pipes else flops,
@@ -136,7 +163,7 @@ class Standard(Algorithm):
                           eager_op="sgemm" if on_fp32_pipes else None,
                           row_length=k if on_fp32_pipes else None,
                           gemm_n=n if on_fp32_pipes else None,
-                          ).padded(padding(m, GEMM_TILE)
+                          ).padded(padding(m, tile_m)
                                    * (1 if on_fp32_pipes else padding(n, GEMM_TILE)))
 
     def _pointwise(self, name, dims: Dims, reads, writes, fma_ops=0, exps=0, extra_read=0,

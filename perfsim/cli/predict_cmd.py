@@ -20,9 +20,7 @@ from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.files import FIGURE_EXTENSIONS, check_output, save_figure
 from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import implementations
-from perfsim.predict import predict
-from perfsim.software import DEFAULT_SOFTWARE
-from perfsim.timing import TimingParams
+from perfsim.predict import predict, timing_for
 
 
 def _cmd_predict(args) -> int:
@@ -46,8 +44,7 @@ def _cmd_predict(args) -> int:
             if args.clock != "sustained" or args.kernel_only:
                 floors = {"host_floor_fwd_s": 0.0, "host_floor_bwd_s": 0.0} \
                     if args.kernel_only else {}
-                timing = TimingParams.for_gpu(gpu, getattr(algo, "software", DEFAULT_SOFTWARE),
-                                              clock=_clock_arg(args.clock), **floors)
+                timing = timing_for(gpu, algo, clock=_clock_arg(args.clock), **floors)
             results.append(predict(w, gpu=gpu, algorithm=algo, timing=timing))
         except InfeasibleError as exc:
             if len(names) == 1:
