@@ -55,6 +55,11 @@ from perfsim.mathops import cdiv, maximum, minimum, where
 from perfsim.queueing import closed_cycle, unpipelined_time
 from perfsim.software import DEFAULT_SOFTWARE, SoftwareProfile, load_software
 
+#: ``TimingParams.for_gpu`` defaults by (spec, software profile): ``{(id, name): (spec,
+#: params)}``, cleared when it reaches :data:`DEFAULTS_CACHE_SIZE` entries.
+_DEFAULTS: dict = {}
+DEFAULTS_CACHE_SIZE = 64
+
 #: Largest reachable fraction of the HBM copy bandwidth an eager kernel may be given: a kernel
 #: that only reads can beat a device-to-device copy (softmax's backward pair ran at 1.05x of
 #: it on the H200, validate/reports/h200/probes/eager_bwd/), 1.5x is no longer a measurement.
@@ -184,6 +189,22 @@ class TimingParams(BaseModel):
         ``overrides`` replace any field (e.g. ``clock="boost"``). ``perfsim.timing_for(gpu,
         algorithm, ...)`` picks the software profile ``perfsim.predict`` would for an
         algorithm."""
+        if overrides or not isinstance(software, str):
+            return cls._for_gpu(gpu, software, **overrides)
+        # the defaults of one (frozen) spec under one profile never change: built once (the
+        # key holds the spec itself, so an id is never reused while its entry lives)
+        key = (id(gpu), software)
+        hit = _DEFAULTS.get(key)
+        if hit is None or hit[0] is not gpu:
+            if len(_DEFAULTS) >= DEFAULTS_CACHE_SIZE:
+                _DEFAULTS.clear()
+            hit = _DEFAULTS[key] = (gpu, cls._for_gpu(gpu, software))
+        return hit[1]
+
+    @classmethod
+    def _for_gpu(cls, gpu: GPUSpec, software: str | SoftwareProfile = DEFAULT_SOFTWARE,
+                 **overrides) -> TimingParams:
+        """:meth:`for_gpu` without the cache."""
         sw = software if isinstance(software, SoftwareProfile) else load_software(software)
         base = {"launch_overhead_s": sw.launch_overhead_s,
                 "host_floor_fwd_s": sw.host_floor_fwd_s,
