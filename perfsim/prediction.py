@@ -26,6 +26,8 @@ UNIT_WORDS = {
     "hbm": "HBM bandwidth",
     "latency": "memory latency (a kernel waiting for its own loads: an unpipelined load "
                "chain, or reloads of spilled registers)",
+    "launch": "kernel launches (the GPU-side gap each launch adds)",
+    "host": "the host (the per-call time of the software stack, longer than the GPU work)",
 }
 
 #: ``fp32`` when the matmuls themselves run on the FP32 pipes (cuBLAS SIMT SGEMMs).

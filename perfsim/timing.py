@@ -55,6 +55,33 @@ from perfsim.mathops import cdiv, maximum, minimum, where
 from perfsim.queueing import closed_cycle, unpipelined_time
 from perfsim.software import DEFAULT_SOFTWARE, SoftwareProfile, load_software
 
+
+def _finite(value):
+    """``value`` if it is a finite real number (not a bool, numpy bool or string)."""
+    if isinstance(value, (bool, np.bool_, str, bytes)) or not isinstance(value, (int, float,
+                                                                                   np.number)):
+        raise ValueError(f"must be a finite number, got {value!r}")
+    if not math.isfinite(float(value)):
+        raise ValueError(f"must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _measured_share(key: str, rate: float, bandwidth: float) -> float:
+    """A calibrated profile's measured eager-kernel rate (B/s) as a share of the spec's HBM
+    bandwidth: at most 1 (a what-if that lowers the bandwidth also caps the kernel; a kernel
+    cannot stream faster than the memory), and at least ``MIN_FRACTION``, below which the
+    number is not a measurement.
+
+    Raises:
+        perfsim.PerfsimError: the share is below ``MIN_FRACTION`` (names the key)."""
+    share = rate / bandwidth
+    if not share >= MIN_FRACTION:
+        raise PerfsimError(f"[calibration] {key} = {rate:g} B/s is {share:.3g} of the HBM "
+                           f"bandwidth ({bandwidth:g} B/s); below {MIN_FRACTION:g} it is not "
+                           "a measurement (the calibrated profile's block holds B/s)")
+    return min(share, 1.0)
+
+
 #: ``TimingParams.for_gpu`` defaults by (spec, software profile): ``{(id, name): (spec,
 #: params)}``, cleared when it reaches :data:`DEFAULTS_CACHE_SIZE` entries.
 _DEFAULTS: dict = {}
@@ -145,7 +172,7 @@ class TimingParams(BaseModel):
             raise PerfsimError(f"TimingParams.{where}: {msg} (fields: "
                                f"{', '.join(type(self).model_fields)})") from None
 
-    @field_validator("eager_softmax", "sgemm_width")
+    @field_validator("eager_softmax", "sgemm_width", mode="before")
     @classmethod
     def _table(cls, table, info):
         """A lookup table: keys (row lengths, output widths) >= 1 and distinct, fractions in
@@ -153,23 +180,30 @@ class TimingParams(BaseModel):
         sorted by key (the interpolation needs increasing keys)."""
         top = 1.0 if info.field_name == "sgemm_width" else MAX_EAGER_FRACTION
         keys = set()
-        for key, fraction in table:
+        if isinstance(table, (str, bytes, dict)) or not hasattr(table, "__iter__"):
+            raise ValueError(f"must be a sequence of (key, fraction) pairs, got {table!r}")
+        table = [tuple(entry) if hasattr(entry, "__iter__") else entry for entry in table]
+        for entry in table:
+            if not isinstance(entry, tuple) or len(entry) != 2:
+                raise ValueError(f"entries must be (key, fraction) pairs, got {entry!r}")
+            key, fraction = (_finite(x) for x in entry)
             if not (math.isfinite(key) and key >= 1) or key in keys:
                 raise ValueError(f"keys must be distinct numbers >= 1, got {key!r}")
             if not (math.isfinite(fraction) and MIN_FRACTION <= fraction <= top):
                 raise ValueError(f"fractions must be in [{MIN_FRACTION:g}, {top:g}], got "
                                  f"{fraction!r} at {key:g}")
             keys.add(key)
-        return tuple(sorted(table))
+        return tuple(sorted((float(k), float(f)) for k, f in table))
 
-    @field_validator("hbm_efficiency", "tensor_efficiency", "eager_broadcast_fill",
-                     "eager_strided_copy", "sgemm_peak_fraction", "sgemm_tile_overhead_k",
-                     mode="before")
+    @field_validator("hbm_efficiency", "tensor_efficiency", "launch_overhead_s",
+                     "cta_overhead_s", "eager_broadcast_fill", "eager_strided_copy",
+                     "sgemm_peak_fraction", "sgemm_tile_overhead_k", "host_floor_fwd_s",
+                     "host_floor_bwd_s", mode="before")
     @classmethod
     def _number(cls, value, info):
-        if isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value)):
-            raise ValueError(f"must be a finite number, got {value!r}")
-        return value
+        if value is None and info.field_name == "hbm_efficiency":
+            return value
+        return _finite(value)
 
     @field_validator("clock")
     @classmethod
@@ -189,6 +223,10 @@ class TimingParams(BaseModel):
         ``overrides`` replace any field (e.g. ``clock="boost"``). ``perfsim.timing_for(gpu,
         algorithm, ...)`` picks the software profile ``perfsim.predict`` would for an
         algorithm."""
+        if not isinstance(gpu, GPUSpec):
+            raise PerfsimError(f"TimingParams.for_gpu needs a GPUSpec (perfsim.load_gpu(...)), "
+                               f"got {type(gpu).__name__}; perfsim.timing_for(gpu_id, "
+                               "algorithm) takes an id or path")
         if overrides or not isinstance(software, str):
             return cls._for_gpu(gpu, software, **overrides)
         # the defaults of one (frozen) spec under one profile never change: built once (the
@@ -222,10 +260,13 @@ class TimingParams(BaseModel):
                         launch_overhead_s=(sw.launch_overhead_s if cal.launch_overhead_s is None
                                            else cal.launch_overhead_s),
                         cta_overhead_s=cal.cta_overhead_s,
-                        eager_softmax=tuple((float(n), rate / bw)
+                        eager_softmax=tuple((float(n), _measured_share(f"eager_softmax_{n}",
+                                                                       rate, bw))
                                             for n, rate in cal.eager_softmax),
                         eager_broadcast_fill=(1.0 if cal.eager_broadcast_fill is None
-                                              else cal.eager_broadcast_fill / bw))
+                                              else _measured_share("eager_broadcast_fill",
+                                                                   cal.eager_broadcast_fill,
+                                                                   bw)))
         base.update(overrides)
         return cls(**base)
 

@@ -178,10 +178,15 @@ def test_decode_gemms_use_narrow_tiles_not_128_rows():
     bandwidth-bound, not 128 padded rows on B·H CTAs (it was predicted 14-90x slow)."""
     from perfsim.algorithms.standard import gemm_rows_tile
 
-    assert (gemm_rows_tile(1, False), gemm_rows_tile(16, False), gemm_rows_tile(17, False)) \
-        == (8, 16, 128)
-    assert (gemm_rows_tile(1, True), gemm_rows_tile(16, True), gemm_rows_tile(33, True)) \
-        == (1, 32, 128)
+    assert [gemm_rows_tile(m, False) for m in (1, 8, 9, 16, 17, 33, 64, 65)] \
+        == [8, 8, 16, 16, 32, 64, 64, 128]
+    assert [gemm_rows_tile(m, True) for m in (1, 2, 32, 33, 64, 65)] == [1, 32, 32, 64, 64, 128]
+    # one more query row costs at most the next tile's padding (2x), never the 4x of a jump
+    # from a 32-row to a 128-row tile
+    times = [perfsim.predict(W(batch=1, heads=32, seqlen_q=q, seqlen_k=32768, head_dim=128,
+                               dtype="fp32"), "h200-sxm", "eager").seconds
+             for q in (31, 32, 33, 64, 65)]
+    assert all(b / a < 2 for a, b in zip(times, times[1:]))
     for dtype, measured_us in (("bf16", 129.8), ("fp32", 119.6)):   # B=1, H=8, N_k=100000
         w = W(batch=1, heads=8, seqlen_q=1, seqlen_k=100_000, head_dim=64, dtype=dtype)
         pv = next(k for k in perfsim.predict(w, "h200-sxm", "standard").kernels
@@ -207,11 +212,31 @@ def test_timing_for_keeps_the_algorithms_software_profile():
     ("sgemm_width", ((64, 0.5), (64, 0.6))), ("eager_softmax", ((128, 5.0),)),
     ("eager_broadcast_fill", 5.0), ("sgemm_tile_overhead_k", float("inf")),
     ("sgemm_tile_overhead_k", 1e9), ("sgemm_peak_fraction", True),
-    ("sgemm_peak_fraction", 1e-300)])
+    ("sgemm_peak_fraction", 1e-300), ("host_floor_fwd_s", float("inf")),
+    ("launch_overhead_s", True), ("launch_overhead_s", "1e-6"),
+    ("eager_softmax", ((True, 0.5),)), ("sgemm_width", ((32, True),)),
+    ("sgemm_width", ((1, 2, 3),))])
 def test_timing_tables_and_fractions_are_checked(field, value):
     gpu = perfsim.load_gpu("h200-sxm")
     with pytest.raises(perfsim.PerfsimError, match=f"TimingParams.{field}"):
         TimingParams.for_gpu(gpu, "sdpa-math", **{field: value})
+
+
+def test_calibrated_what_if_with_less_bandwidth_still_predicts():
+    """The calibrated profile's eager rates are B/s: a what-if with 40 % of the bandwidth
+    caps them at the new bandwidth instead of failing the table check (found by review)."""
+    cal = perfsim.load_gpu("validate/profiles/h200-sxm-calibrated.toml")
+    low = cal.replace(hbm_bandwidth_bytes_per_s=0.4 * cal.hbm_bandwidth_bytes_per_s)
+    w = big(d=128)
+    assert perfsim.predict(w, low, "eager").seconds > perfsim.predict(w, cal, "eager").seconds
+    assert max(f for _, f in perfsim.timing_for(low, "eager").eager_softmax) == 1.0
+
+
+def test_a_calibrated_rate_that_is_no_measurement_names_its_key():
+    cal = perfsim.load_gpu("validate/profiles/h200-sxm-calibrated.toml")
+    bad = cal.replace(calibration={**cal.calibration, "eager_softmax_128": "1e9"})
+    with pytest.raises(perfsim.PerfsimError, match=r"\[calibration\] eager_softmax_128"):
+        perfsim.predict(big(), bad, "fa2")
 
 
 def test_timing_tables_are_sorted_on_input():

@@ -60,7 +60,10 @@ def fit(path: str, fp32_flops_per_clk_per_sm: float = 256.0) -> dict:
     sq = [r for r in rows if r["kind"] == "square"]
     rows = [r for r in rows if r["kind"] != "pv_n"]
     k = np.array([r["k"] for r in sq], dtype=float)
-    e = np.array([r["flop_per_clk_per_sm"] for r in sq]) / fp32_flops_per_clk_per_sm
+    e = np.array([r["flop_per_clk_per_sm"] for r in sq], dtype=float) / fp32_flops_per_clk_per_sm
+    if len(set(k)) < 3 or not np.all(np.isfinite(e) & (e > 0)):
+        raise ValueError("the law needs positive rates at three or more K values "
+                         f"(square rows: {len(sq)})")
     slope, intercept = np.polyfit(1 / k, 1 / e, 1)
     e_inf, k0 = 1 / intercept, slope / intercept
     out = [{"kind": r["kind"], "k": r["k"], "m": r["m"], "n": r["n"],

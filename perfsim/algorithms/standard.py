@@ -50,18 +50,23 @@ GEMM_TILE = 128
 #: row per batch and head), from the kernels' names on the H200 (``probe_small_gemm.py``,
 #: validate/reports/h200/probes/sgemm/small_gemm.json): 16-bit GEMMs with 1 and 16 rows run
 #: ``nvjet_…_256x8``/``64x8`` and ``…x16`` tiles (8 and 16 rows); fp32 ones with 1 row a GEMV
-#: (``gemvx``, ``gemv2T``: no padding), with 16 rows ``tilesize32x32``/``32x64`` tiles. Larger
-#: outputs keep the 128-row tile. ASSUMED the same on other GPUs (the same library).
-NARROW_ROW_TILES = {"16-bit": (8, 16), "fp32": (1, 32)}
+#: (``gemvx``, ``gemv2T``: no padding), with 16 rows ``tilesize32x32``/``32x64`` tiles (and at
+#: B·H = 8 a ``gemmSN_NN`` kernel). Between the measured sizes the rows pad to the next power of
+#: two, 32 and 64 — ASSUMED (cuBLAS's families have 32- and 64-row tiles, e.g. the
+#: ``tilesize64x256`` SGEMM of sgemm-widths.json; these sizes were not timed) — so one more row
+#: never costs a jump to a 128-row tile. Larger outputs keep the 128-row tile. ASSUMED the same
+#: on other GPUs (the same library).
+NARROW_ROW_TILES = {"16-bit": (8, 16, 32, 64), "fp32": (1, 32, 64)}
 
 
 def gemm_rows_tile(m, fp32: bool):
     """Rows of the output tile for an ``m``-row GEMM (:data:`NARROW_ROW_TILES`; an array or
-    a sympy expression where ``m`` is one)."""
-    small, medium = NARROW_ROW_TILES["fp32" if fp32 else "16-bit"]
-    if fp32:
-        return where(m <= 1, small, where(m <= medium, medium, GEMM_TILE))
-    return where(m <= small, small, where(m <= medium, medium, GEMM_TILE))
+    a sympy expression where ``m`` is one): the smallest listed tile that holds ``m`` rows,
+    else :data:`GEMM_TILE`."""
+    tile = GEMM_TILE
+    for rows in reversed(NARROW_ROW_TILES["fp32" if fp32 else "16-bit"]):
+        tile = where(m <= rows, rows, tile)
+    return tile
 
 
 #: Bytes of the per-row argmax index autograd keeps for ``max`` (torch.int64).

@@ -178,8 +178,8 @@ def time_by_unit(predictions, by: str = "kernel"):
     Args:
         predictions: a ``Prediction`` or a list of them.
         by: ``"kernel"`` — one segment per kernel in launch order, coloured by the unit that
-            binds it, then the rest of the call (launch gaps, or the host floor where the host
-            binds); ``"unit"`` — one segment per binding unit (``Prediction.bound_seconds``).
+            binds it, then the rest of the call (the host's per-call floor, where it binds);
+            ``"unit"`` — one segment per binding unit (``Prediction.bound_seconds``).
     """
     preds = predictions if isinstance(predictions, (list, tuple)) else [predictions]
     if by not in ("kernel", "unit"):
@@ -193,11 +193,11 @@ def time_by_unit(predictions, by: str = "kernel"):
     for row, p in enumerate(preds):
         if by == "kernel":
             parts = [(k.cost.name, float(k.seconds), str(k.bound)) for k in p.kernels]
-            # the rest of the call: launch gaps, or the host's per-call floor when it binds
+            # the rest of the call is the host's per-call floor (each kernel's time already
+            # holds its launch gap)
             rest = p.seconds - sum(s for _, s, _ in parts)
             if rest > 1e-3 * p.seconds:
-                unit = "host" if p.bound == "host" else "launch"
-                parts.append(("host floor" if unit == "host" else "launches", rest, unit))
+                parts.append(("host floor", rest, "host"))
         else:
             parts = [(b, s, b) for b, s in p.bound_seconds.items() if s > 0]
         left = 0.0
