@@ -26,7 +26,7 @@ ROOFLINE: tuple[tuple[str, ...], ...] = tuple((u,) for u in UNITS)
 
 @dataclass(frozen=True)
 class KernelCost:
-    """One kernel launch.
+    r"""One kernel launch.
 
     Attributes:
         name: short label, e.g. ``"fa2_fwd"`` or ``"softmax"``.
@@ -66,11 +66,12 @@ class KernelCost:
             model adds ``TimingParams.cta_overhead_s`` per wave of resident CTAs (once, for a
             ``persistent`` kernel, whose CTAs loop over tiles and overlap one tile's
             epilogue with the next one's prologue).
-        eager_op: ``None``, ``"softmax"``, ``"broadcast_fill"`` or ``"strided_copy"``: an
+        eager_op: ``None``, ``"softmax"``, ``"softmax_masked"`` (on masked scores),
+            ``"broadcast_fill"`` or ``"strided_copy"``: an
             eager PyTorch kernel whose reachable bandwidth was measured (``TimingParams``);
             ``"sgemm"``: a cuBLAS SIMT SGEMM (fp32 matmul on the FP32 pipes), timed with the
             K law of ``TimingParams.sgemm_efficiency``.
-        row_length: for ``eager_op="softmax"``, the softmax row length (keys); for
+        row_length: for the softmax ``eager_op``\ s, the softmax row length (keys); for
             ``"sgemm"``, the reduction length K.
         gemm_n: for ``eager_op="sgemm"``, the output width N (columns of C), which sets the
             tile cuBLAS launches (``TimingParams.sgemm_width``).

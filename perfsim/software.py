@@ -48,6 +48,10 @@ class SoftwareProfile(BaseModel):
     eager_softmax: dict[int, float] = Field(
         default_factory=dict, description="row length -> fraction of the HBM copy bandwidth "
         "torch.softmax reaches (interpolated in log2 of the row length)")
+    eager_softmax_masked: dict[int, float] = Field(
+        default_factory=dict, description="row length -> torch.softmax's rate on causally "
+        "masked scores (the upper triangle -inf) over its rate on unmasked ones (interpolated "
+        "in log2 of the row length; empty = 1)")
     eager_broadcast_fill: float = Field(default=1.0, ge=0.01, le=1, description="fraction of "
                                         "the HBM copy bandwidth masked_fill_ with a "
                                         "broadcast mask reaches")
@@ -72,7 +76,7 @@ class SoftwareProfile(BaseModel):
                              "starts from")
     sources: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("eager_softmax", "sgemm_width")
+    @field_validator("eager_softmax", "eager_softmax_masked", "sgemm_width")
     @classmethod
     def _fractions(cls, table, info):
         for length, fraction in table.items():
@@ -80,6 +84,10 @@ class SoftwareProfile(BaseModel):
                 raise ValueError(f"{info.field_name}[{length}] = {fraction}: keys must be "
                                  "positive and fractions in [0.01, 1]")
         return table
+
+    def table(self, name: str) -> tuple[tuple[float, float], ...]:
+        """``((key, fraction), ...)`` of the table field ``name``, sorted by key."""
+        return tuple(sorted((float(k), float(v)) for k, v in getattr(self, name).items()))
 
     def sgemm_width_table(self) -> tuple[tuple[float, float], ...]:
         """``((N, fraction), ...)`` sorted by output width (``TimingParams``)."""
@@ -116,7 +124,7 @@ def load_software(profile: str = DEFAULT_SOFTWARE) -> SoftwareProfile:
             base = load_software(data["base"]).model_dump()
             sources = {**base["sources"], **data.get("sources", {})}
             data = {**base, **data, "sources": sources}
-        for table in ("eager_softmax", "sgemm_width"):
+        for table in ("eager_softmax", "eager_softmax_masked", "sgemm_width"):
             data[table] = {int(k): v for k, v in data.get(table, {}).items()}
         return SoftwareProfile.model_validate(data)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as exc:

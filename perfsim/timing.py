@@ -117,6 +117,9 @@ class TimingParams(BaseModel):
             bandwidth ``torch.softmax`` reaches at each row length (interpolated in log2 of
             the length); empty = 1. From the software profile (catalog GPUs) or a calibrated
             profile's ``eager_softmax_<L>``.
+        eager_softmax_masked: ``((row_length, ratio), ...)``: ``torch.softmax``'s rate on
+            causally masked scores over its rate on unmasked ones (``KernelCost.eager_op=
+            "softmax_masked"``); empty = 1.
         eager_broadcast_fill: the same for ``masked_fill_`` with a broadcast mask.
         eager_strided_copy: the same for PyTorch's strided elementwise copy.
         sgemm_peak_fraction, sgemm_tile_overhead_k: the K law of cuBLAS's SIMT SGEMM (fp32
@@ -148,6 +151,7 @@ class TimingParams(BaseModel):
     launch_overhead_s: float = Field(default=4e-6, ge=0)
     cta_overhead_s: float = Field(default=0.0, ge=0)
     eager_softmax: tuple[tuple[float, float], ...] = ()
+    eager_softmax_masked: tuple[tuple[float, float], ...] = ()
     eager_broadcast_fill: float = Field(default=1.0, ge=MIN_FRACTION, le=MAX_EAGER_FRACTION)
     eager_strided_copy: float = Field(default=1.0, ge=MIN_FRACTION, le=1)
     sgemm_peak_fraction: float = Field(default=1.0, ge=MIN_FRACTION, le=1)
@@ -172,13 +176,13 @@ class TimingParams(BaseModel):
             raise PerfsimError(f"TimingParams.{where}: {msg} (fields: "
                                f"{', '.join(type(self).model_fields)})") from None
 
-    @field_validator("eager_softmax", "sgemm_width", mode="before")
+    @field_validator("eager_softmax", "eager_softmax_masked", "sgemm_width", mode="before")
     @classmethod
     def _table(cls, table, info):
         """A lookup table: keys (row lengths, output widths) >= 1 and distinct, fractions in
         [MIN_FRACTION, MAX_EAGER_FRACTION] (``sgemm_width``: up to 1), both finite; returned
         sorted by key (the interpolation needs increasing keys)."""
-        top = 1.0 if info.field_name == "sgemm_width" else MAX_EAGER_FRACTION
+        top = MAX_EAGER_FRACTION if info.field_name == "eager_softmax" else 1.0
         keys = set()
         if isinstance(table, (str, bytes, dict)) or not hasattr(table, "__iter__"):
             raise ValueError(f"must be a sequence of (key, fraction) pairs, got {table!r}")
@@ -248,6 +252,7 @@ class TimingParams(BaseModel):
                 "host_floor_fwd_s": sw.host_floor_fwd_s,
                 "host_floor_bwd_s": sw.host_floor_bwd_s,
                 "eager_softmax": sw.eager_softmax_table(),
+                "eager_softmax_masked": sw.table("eager_softmax_masked"),
                 "eager_broadcast_fill": sw.eager_broadcast_fill,
                 "eager_strided_copy": sw.strided_copy,
                 "sgemm_peak_fraction": sw.sgemm_peak_fraction,
@@ -272,9 +277,15 @@ class TimingParams(BaseModel):
 
     def eager_efficiency(self, cost: KernelCost):
         """Reachable fraction of HBM bandwidth for an eager kernel (1 when not measured)."""
-        if cost.eager_op == "softmax" and self.eager_softmax:
-            lengths, effs = zip(*self.eager_softmax)
-            return np.interp(np.log2(cost.row_length), np.log2(lengths), effs)
+        if cost.eager_op in ("softmax", "softmax_masked"):
+            share = 1.0
+            if self.eager_softmax:
+                lengths, effs = zip(*self.eager_softmax)
+                share = np.interp(np.log2(cost.row_length), np.log2(lengths), effs)
+            if cost.eager_op == "softmax_masked" and self.eager_softmax_masked:
+                lengths, ratios = zip(*self.eager_softmax_masked)
+                share = share * np.interp(np.log2(cost.row_length), np.log2(lengths), ratios)
+            return share
         if cost.eager_op == "broadcast_fill":
             return self.eager_broadcast_fill
         if cost.eager_op == "strided_copy":

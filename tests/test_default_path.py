@@ -148,6 +148,20 @@ def test_eager_backward_kernels_follow_the_profile():
     assert fill.cost.eager_op == "broadcast_fill"
 
 
+def test_masked_softmax_runs_at_its_measured_share():
+    """torch.softmax on causally masked scores runs at 0.71-0.86 of its unmasked rate
+    (validate/reports/h200/probes/eager_bwd/softmax_lengths-causal.json): the causal eager
+    softmax takes that much longer than the non-causal one of the same shape."""
+    gpu = perfsim.load_gpu("h200-sxm")
+    params = TimingParams.for_gpu(gpu, "sdpa-math")
+    ratio = dict(params.eager_softmax_masked)[8192.0]
+    soft = {c: next(k for k in perfsim.predict(big(causal=c), gpu, "eager").kernels
+                    if k.cost.name == "softmax") for c in (False, True)}
+    assert soft[True].cost.eager_op == "softmax_masked"
+    assert soft[True].unit_seconds["hbm"] == pytest.approx(
+        soft[False].unit_seconds["hbm"] / ratio)
+
+
 def test_sgemm_k_law_slows_fp32_matmuls_by_their_reduction_length():
     """cuBLAS SIMT SGEMM sustains 0.8016 · K / (K + 33.7) of the FP32 peak times a share by
     output width (validate/probe_sgemm.py on the H200): Q·Kᵀ (K = d = 64) runs at 0.52 of

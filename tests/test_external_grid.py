@@ -65,7 +65,7 @@ def test_every_holdout_is_new():
     seen = {_base(s).key for s in external.grid("external")}
     for name in ("external-holdout", "external-holdout2", "external-holdout3",
                  "external-holdout4", "external-holdout5", "external-holdout6",
-                 "external-holdout7"):
+                 "external-holdout7", "external-holdout8"):
         shapes = external.grid(name)
         keys = {_base(s).key for s in shapes}
         assert len(keys) == len(shapes), name

@@ -36,6 +36,33 @@ def softmax(row_length: int) -> Measurement:
                        "random normal; (read + write bytes) / do_bench median")
 
 
+def softmax_causal(row_length: int) -> Measurement:
+    """Bytes read + written per second by ``torch.softmax(x, -1)`` on bf16 scores under a
+    causal mask: ``[heads, N, N]`` with the strict upper triangle ``-inf`` (what eager causal
+    attention feeds it after ``masked_fill``), N = ``row_length``."""
+    import torch
+
+    heads = max(1, ELEMENTS // row_length**2)
+    x = torch.randn(heads, row_length, row_length, device="cuda", dtype=torch.bfloat16)
+    x.masked_fill_(torch.ones(row_length, row_length, device="cuda", dtype=torch.bool)
+                   .triu(1), float("-inf"))
+    t = _median_s(lambda: torch.softmax(x, dim=-1))
+    return Measurement(f"eager_softmax_causal_{row_length}",
+                       2 * x.numel() * x.element_size() / t, "B/s",
+                       f"torch.softmax over [{heads}, {row_length}, {row_length}] bf16, random "
+                       "normal with the strict upper triangle -inf; (read + write bytes) / "
+                       "do_bench median")
+
+
+def causal_jobs() -> list[tuple]:
+    """``torch.softmax`` on causally masked scores at the power-of-two row lengths and a few
+    between them, each beside the unmasked rate in the same run (``probe_eager_bwd.sh``)."""
+    lengths = sorted(set(SOFTMAX_ROW_LENGTHS + (768, 1536, 2560, 3072, 6144, 10240)))
+    return [job for n in lengths for job in (
+        (f"eager_softmax_causal_{n}", lambda n=n: softmax_causal(n)),
+        (f"eager_softmax_{n}", lambda n=n: softmax(n)))]       # unmasked, same run
+
+
 def softmax_backward(row_length: int) -> Measurement:
     """Bytes read + written per second by softmax's backward (``torch._softmax_backward_data``,
     what autograd runs for ``torch.softmax``) on bf16 rows: reads dP and P, writes dS."""

@@ -64,6 +64,7 @@ HOLDOUT4_FILE = GRID_DIR / "external_holdout4.json"
 HOLDOUT5_FILE = GRID_DIR / "external_holdout5.json"
 HOLDOUT6_FILE = GRID_DIR / "external_holdout6.json"
 HOLDOUT7_FILE = GRID_DIR / "external_holdout7.json"
+HOLDOUT8_FILE = GRID_DIR / "external_holdout8.json"
 EXT_DIR = Path(__file__).resolve().parent.parent / ".ext"
 TUTORIAL_FILE = "triton_tutorial_attention.py"
 
@@ -143,10 +144,18 @@ def holdout7_grid() -> list[Shape]:
     return [Shape(**item) for item in json.loads(HOLDOUT7_FILE.read_text())]
 
 
+def holdout8_grid() -> list[Shape]:
+    """The eighth hold-out grid (``grids/external_holdout8.json``): new shapes, seven causal,
+    for eager PyTorch and SDPA math, measured after the model was frozen for the softmax's
+    measured rate on masked scores."""
+    return [Shape(**item) for item in json.loads(HOLDOUT8_FILE.read_text())]
+
+
 GRIDS = {"external": external_grid, "external-holdout": holdout_grid,
          "external-holdout2": holdout2_grid, "external-holdout3": holdout3_grid,
          "external-holdout4": holdout4_grid, "external-holdout5": holdout5_grid,
-         "external-holdout6": holdout6_grid, "external-holdout7": holdout7_grid}
+         "external-holdout6": holdout6_grid, "external-holdout7": holdout7_grid,
+         "external-holdout8": holdout8_grid}
 
 
 def grid(name: str) -> list[Shape]:

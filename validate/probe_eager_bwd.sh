@@ -6,7 +6,8 @@
 #   run(command="bash validate/probe_eager_bwd.sh", carry=[".whl"])
 # OPS_ONLY=1 runs only probe_eager_ops.py (which aten op launches each kernel); SGEMM_ONLY=1
 # only probe_sgemm.py; SOFTMAX_LENGTHS_ONLY=1 torch.softmax at row lengths between powers of 2
-# (with SCAN=1: every 128 up to 4096 and every 512 up to 16384); SMALL_GEMM_ONLY=1 cuBLAS bmm
+# (with SCAN=1: every 128 up to 4096 and every 512 up to 16384; with CAUSAL=1 on causally
+# masked scores); SMALL_GEMM_ONLY=1 cuBLAS bmm
 # with 1 or 16 output rows (eager decode's GEMMs, probe_small_gemm.py).
 # Writes $OUT/eager_ops.txt, $OUT/profile_eager_bwd.txt, $OUT/profile_eager_fwd.txt and
 # $OUT/eager_ceilings.json; with SGEMM_ONLY=1 $OUT/sgemm.json (committed twice:
@@ -26,12 +27,13 @@ ln -s "$PWD/hardware" /tmp/shim/perfsim/catalog
 export PYTHONPATH=/tmp/shim:/tmp/site PYTHONUNBUFFERED=1
 cd /tmp      # python -m and stdin scripts put the working directory first on sys.path
 if [ -n "${SOFTMAX_LENGTHS_ONLY:-}" ]; then
-    python3 - "$OUT/softmax_lengths${SCAN:+-scan}.json" <<'PY'
+    python3 - "$OUT/softmax_lengths${SCAN:+-scan}${CAUSAL:+-causal}.json" <<'PY'
 import json, os, sys
 import torch
 from perfsim.validate import eager_ceilings, microbench
 rows = []
 extra = (eager_ceilings.scan_jobs() if os.environ.get("SCAN")
+         else eager_ceilings.causal_jobs() if os.environ.get("CAUSAL")
          else eager_ceilings.other_length_jobs())
 for name, job in [("hbm_copy", microbench.hbm_copy)] + extra:
     m = job()
