@@ -89,13 +89,7 @@ class SoftwareProfile(BaseModel):
         """``((key, fraction), ...)`` of the table field ``name``, sorted by key."""
         return tuple(sorted((float(k), float(v)) for k, v in getattr(self, name).items()))
 
-    def sgemm_width_table(self) -> tuple[tuple[float, float], ...]:
-        """``((N, fraction), ...)`` sorted by output width (``TimingParams``)."""
-        return tuple(sorted((float(k), float(v)) for k, v in self.sgemm_width.items()))
 
-    def eager_softmax_table(self) -> tuple[tuple[float, float], ...]:
-        """``((row_length, fraction), ...)`` sorted by row length (``TimingParams``)."""
-        return tuple(sorted((float(k), float(v)) for k, v in self.eager_softmax.items()))
 
 
 def _software_dir():

@@ -191,9 +191,9 @@ class TimingParams(BaseModel):
             if not isinstance(entry, tuple) or len(entry) != 2:
                 raise ValueError(f"entries must be (key, fraction) pairs, got {entry!r}")
             key, fraction = (_finite(x) for x in entry)
-            if not (math.isfinite(key) and key >= 1) or key in keys:
+            if key < 1 or key in keys:
                 raise ValueError(f"keys must be distinct numbers >= 1, got {key!r}")
-            if not (math.isfinite(fraction) and MIN_FRACTION <= fraction <= top):
+            if not MIN_FRACTION <= fraction <= top:
                 raise ValueError(f"fractions must be in [{MIN_FRACTION:g}, {top:g}], got "
                                  f"{fraction!r} at {key:g}")
             keys.add(key)
@@ -251,13 +251,13 @@ class TimingParams(BaseModel):
         base = {"launch_overhead_s": sw.launch_overhead_s,
                 "host_floor_fwd_s": sw.host_floor_fwd_s,
                 "host_floor_bwd_s": sw.host_floor_bwd_s,
-                "eager_softmax": sw.eager_softmax_table(),
+                "eager_softmax": sw.table("eager_softmax"),
                 "eager_softmax_masked": sw.table("eager_softmax_masked"),
                 "eager_broadcast_fill": sw.eager_broadcast_fill,
                 "eager_strided_copy": sw.strided_copy,
                 "sgemm_peak_fraction": sw.sgemm_peak_fraction,
                 "sgemm_tile_overhead_k": sw.sgemm_tile_overhead_k,
-                "sgemm_width": sw.sgemm_width_table()}
+                "sgemm_width": sw.table("sgemm_width")}
         if gpu.calibration:
             cal = CalibratedTiming.of(gpu.calibration)
             bw = gpu.hbm_bandwidth_bytes_per_s
