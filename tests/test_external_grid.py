@@ -63,9 +63,9 @@ def test_every_holdout_is_new():
     """Each hold-out grid (measured after a freeze) shares no shape with the main grid or an
     earlier hold-out, and validates."""
     seen = {_base(s).key for s in external.grid("external")}
-    for name in ("external-holdout", "external-holdout2", "external-holdout3",
-                 "external-holdout4", "external-holdout5", "external-holdout6",
-                 "external-holdout7", "external-holdout8"):
+    assert list(external.HOLDOUTS) == ["external-holdout"] + [
+        f"external-holdout{i}" for i in range(2, len(external.HOLDOUTS) + 1)]
+    for name in external.HOLDOUTS:
         shapes = external.grid(name)
         keys = {_base(s).key for s in shapes}
         assert len(keys) == len(shapes), name

@@ -57,14 +57,6 @@ MIN_CALLS, MIN_TIMED_S = 25, 0.25
 MAX_WARM_S, MAX_TIMED_S, MIN_CALLS_SLOW, MAX_CALLS = 1.2, 1.2, 5, 20000
 SAMPLE_PERIOD_S = 0.005
 GRID_DIR = Path(__file__).parent / "grids"
-HOLDOUT_FILE = GRID_DIR / "external_holdout.json"
-HOLDOUT2_FILE = GRID_DIR / "external_holdout2.json"
-HOLDOUT3_FILE = GRID_DIR / "external_holdout3.json"
-HOLDOUT4_FILE = GRID_DIR / "external_holdout4.json"
-HOLDOUT5_FILE = GRID_DIR / "external_holdout5.json"
-HOLDOUT6_FILE = GRID_DIR / "external_holdout6.json"
-HOLDOUT7_FILE = GRID_DIR / "external_holdout7.json"
-HOLDOUT8_FILE = GRID_DIR / "external_holdout8.json"
 EXT_DIR = Path(__file__).resolve().parent.parent / ".ext"
 TUTORIAL_FILE = "triton_tutorial_attention.py"
 
@@ -96,66 +88,42 @@ FLEX_SUBSET = (
 )
 
 
-def holdout_grid() -> list[Shape]:
-    """The hold-out grid (``grids/external_holdout.json``), never measured with the main one."""
-    return [Shape(**item) for item in json.loads(HOLDOUT_FILE.read_text())]
+#: Hold-out grids, each measured after the model was frozen for the mechanisms named (JSON
+#: files of Shape fields in ``grids/``; none shares a shape with the main grid or an earlier
+#: hold-out).
+HOLDOUTS = {
+    "external-holdout": "never measured with the main grid",
+    "external-holdout2": "frozen for the Nsight Compute mechanisms (tensor-core clock "
+                         "ceiling, FMA slots and ALU pipe, FA3 softmax overlap, fused dropout)",
+    "external-holdout3": "most at head dim 192-256; frozen for the flash_attn.cute "
+                         "head-dim-256 backward tile and cuDNN's head-dim-256 S/dP issue",
+    "external-holdout4": "where the Triton backwards spill registers (tutorial at head dim "
+                         "128, FlexAttention at 192-256); frozen for the spill mechanism",
+    "external-holdout5": "eager PyTorch and SDPA math (fused kernels for the ranking); frozen "
+                         "for eager softmax's two-kernel backward and cuBLAS SGEMM's K law",
+    "external-holdout6": "sequence lengths between powers of two, head dims 64-192; frozen "
+                         "for torch.softmax's ceilings there and cuBLAS SGEMM's width table",
+    "external-holdout7": "half at lengths the softmax scan measured, half between; frozen for "
+                         "the dense softmax-ceiling scan",
+    "external-holdout8": "seven causal, eager PyTorch and SDPA math; frozen for the "
+                         "softmax's measured rate on masked scores",
+    "external-holdout9": "most at head dims 224-256, where flash-attn 2's backward spills; "
+                         "frozen for its warp cycle without operand prefetch",
+}
 
 
-def holdout2_grid() -> list[Shape]:
-    """The second hold-out grid (``grids/external_holdout2.json``): new shapes measured after
-    the model was frozen for the Nsight Compute mechanisms (tensor-core clock ceiling, FMA
-    slots and ALU pipe, FA3 softmax overlap, fused dropout)."""
-    return [Shape(**item) for item in json.loads(HOLDOUT2_FILE.read_text())]
+def holdout_file(name: str) -> Path:
+    """The JSON file of hold-out grid ``name`` (a key of :data:`HOLDOUTS`)."""
+    return GRID_DIR / (name.replace("external-", "external_") + ".json")
 
 
-def holdout3_grid() -> list[Shape]:
-    """The third hold-out grid (``grids/external_holdout3.json``): new shapes, most at head
-    dim 192-256, measured after the model was frozen for the flash_attn.cute head-dim-256
-    backward tile and cuDNN's head-dim-256 backward S/dP issue."""
-    return [Shape(**item) for item in json.loads(HOLDOUT3_FILE.read_text())]
+def holdout(name: str) -> list[Shape]:
+    """The shapes of hold-out grid ``name`` (:data:`HOLDOUTS`)."""
+    return [Shape(**item) for item in json.loads(holdout_file(name).read_text())]
 
 
-def holdout4_grid() -> list[Shape]:
-    """The fourth hold-out grid (``grids/external_holdout4.json``): new shapes where the
-    Triton backwards spill registers (tutorial at head dim 128, FlexAttention at 192-256) and
-    a few others, measured after the model was frozen for the spill mechanism."""
-    return [Shape(**item) for item in json.loads(HOLDOUT4_FILE.read_text())]
-
-
-def holdout5_grid() -> list[Shape]:
-    """The fifth hold-out grid (``grids/external_holdout5.json``): new shapes for eager
-    PyTorch and SDPA math (plus the fused kernels, for the ranking), measured after the model
-    was frozen for eager softmax's two-kernel backward and cuBLAS SGEMM's K law."""
-    return [Shape(**item) for item in json.loads(HOLDOUT5_FILE.read_text())]
-
-
-def holdout6_grid() -> list[Shape]:
-    """The sixth hold-out grid (``grids/external_holdout6.json``): new shapes, most with
-    sequence lengths between powers of two and head dims 64-192, measured after the model was
-    frozen for torch.softmax's ceilings at those lengths and cuBLAS SGEMM's width table."""
-    return [Shape(**item) for item in json.loads(HOLDOUT6_FILE.read_text())]
-
-
-def holdout7_grid() -> list[Shape]:
-    """The seventh hold-out grid (``grids/external_holdout7.json``): new shapes, half at
-    sequence lengths the softmax scan measured and half between them, for eager PyTorch and
-    SDPA math (with SDPA flash and cuDNN), measured after the model was frozen for the dense
-    softmax-ceiling scan."""
-    return [Shape(**item) for item in json.loads(HOLDOUT7_FILE.read_text())]
-
-
-def holdout8_grid() -> list[Shape]:
-    """The eighth hold-out grid (``grids/external_holdout8.json``): new shapes, seven causal,
-    for eager PyTorch and SDPA math, measured after the model was frozen for the softmax's
-    measured rate on masked scores."""
-    return [Shape(**item) for item in json.loads(HOLDOUT8_FILE.read_text())]
-
-
-GRIDS = {"external": external_grid, "external-holdout": holdout_grid,
-         "external-holdout2": holdout2_grid, "external-holdout3": holdout3_grid,
-         "external-holdout4": holdout4_grid, "external-holdout5": holdout5_grid,
-         "external-holdout6": holdout6_grid, "external-holdout7": holdout7_grid,
-         "external-holdout8": holdout8_grid}
+GRIDS = {"external": external_grid,
+         **{name: (lambda name=name: holdout(name)) for name in HOLDOUTS}}
 
 
 def grid(name: str) -> list[Shape]:

@@ -1,4 +1,4 @@
-"""Register-spill reloads per thread and dK/dV step of the Triton backward kernels, from the
+"""Register-spill reloads per thread and dK/dV step of the backward kernels, from the
 Nsight Compute profiles (issue 9; no attention timing is used).
 
     python -m perfsim.validate.spill_facts            # prints the table the presets cite
@@ -37,9 +37,13 @@ CASES = (
     ("flex-bwd-d128", "ncu/summary.json", (1, 32, 4096, 128, False), (64, 128, 8)),
     ("flex-bwd-d192", "ncu/summary-spills.json", (1, 21, 4096, 192, False), (64, 64, 4)),
     ("flex-bwd-d256", "ncu/summary-spills.json", (1, 16, 4096, 256, False), (64, 64, 4)),
+    # PyTorch's copy of flash-attn 2 (SDPA flash), Flash_bwd_kernel_traits on sm_90
+    ("flash-bwd-d64", "ncu/summary.json", (1, 64, 4096, 64, False), (128, 128, 8)),
+    ("flash-bwd-d128", "ncu/summary.json", (1, 32, 4096, 128, False), (64, 128, 8)),
+    ("flash-bwd-d256", "ncu/summary.json", (1, 16, 4096, 256, False), (64, 64, 8)),
 )
 #: the backward's main kernel in each profile
-MAIN = ("_attn_bwd", "flex_attention_backward_1")
+MAIN = ("_attn_bwd", "flex_attention_backward_1", "flash_bwd_dq_dk_dv_loop")
 
 
 def facts() -> list[dict]:
@@ -51,25 +55,27 @@ def facts() -> list[dict]:
     rows = []
     for case, path, (b, h, n, d, causal), (b_r, b_c, warps) in CASES:
         kernels = json.loads((PROBES / path).read_text())["cases"][case]
-        main = next(k for k in kernels if k["kernel"] in MAIN or MAIN[1] in k["kernel"])
+        main = next(k for k in kernels if k["kernel"] in MAIN
+                    or any(name in k["kernel"] for name in MAIN[1:]))
         dims = Dims.of(AttentionWorkload(batch=b, heads=h, seqlen_q=n, head_dim=d,
                                          causal=causal, phase="bwd"))
         steps = b * h * dims.tile_visits(b_r, b_c).tiles
         threads = warps * 32
         rows.append({
             "case": case, "registers_per_thread": main["registers_per_thread"],
-            "local_load_bytes": main["local_load_bytes"],
-            "local_store_bytes": main["local_store_bytes"],
+            # Nsight Compute leaves the local-memory counters empty where there was none
+            "local_load_bytes": main["local_load_bytes"] or 0.0,
+            "local_store_bytes": main["local_store_bytes"] or 0.0,
             "dkdv_steps": int(steps), "threads": threads,
             "accumulator_registers": 2 * b_c * d // threads,
-            "reload_bytes_per_thread_step": main["local_load_bytes"] / (steps * threads)})
+            "reload_bytes_per_thread_step": (main["local_load_bytes"] or 0.0) / (steps * threads)})
     return rows
 
 
 def main() -> int:
     from perfsim.cli.common import print_table
 
-    print_table("register spills of the Triton backwards (Nsight Compute, H200)",
+    print_table("register spills of the backwards (Nsight Compute, H200)",
                 ["case", "registers", "accumulator registers", "local loads GB",
                  "local stores GB", "dK/dV steps", "reloaded B / thread / step"],
                 [[r["case"], f"{r['registers_per_thread']:.0f}", str(r["accumulator_registers"]),

@@ -31,6 +31,7 @@ from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
     FP32_BYTES,
     FUSED_DROPOUT_OPS_PER_ELEMENT,
+    OPERAND_PREFETCH_DEPTH,
     STAT_BYTES,
     Algorithm,
     Dims,
@@ -73,6 +74,15 @@ from perfsim.mathops import cdiv, maximum
 SYMBOLIC_FWD_TILE, SYMBOLIC_BWD_TILE = (128, 64, 4), BwdLaunch(64, 128, 8, (2, 4, 2))
 #: Registers per thread of the reference kernels (they are compiled to the 255 cap).
 REGISTERS_PER_THREAD = 255
+#: Local-memory bytes a thread of flash-attn 2's backward reloads per dK/dV step because the
+#: compiled kernel spills, keyed by the largest head dim each figure covers. Nsight Compute
+#: on the H200 (PyTorch's copy of flash-attn 2, sm_90; ``python -m
+#: perfsim.validate.spill_facts``, ``reports/h200/probes/ncu/summary.json``): at head dim 256
+#: the 64 x 64, 8-warp kernel moves 0.069 GB through local memory in a call of 65 536 dK/dV
+#: steps (4.1 B per thread and step); at head dims 64 and 128 none. Head dim 192 was not
+#: profiled and is taken not to spill (ASSUMED); the figure is used on every GPU (the same
+#: accumulators against the same 255-register cap; other architectures' code not profiled).
+REFERENCE_BWD_SPILL_BYTES = {192: 0.0, 256: 4.1}
 
 
 class FusedAttention(Algorithm):
@@ -136,7 +146,7 @@ class FusedAttention(Algorithm):
         """Whether the backward computes dQ in a second pass that recomputes S and dP."""
         return False
 
-    def spill_reload_bytes(self) -> float:
+    def spill_reload_bytes(self, dims: Dims) -> float:
         """Local-memory bytes a backward thread reloads per dK/dV step (register spills)."""
         return 0.0
 
@@ -184,12 +194,14 @@ class FusedAttention(Algorithm):
         ``SERIAL_COMPUTE``."""
         return (("hbm",),) if self.tensor_family == "mma_sync" else SERIAL_COMPUTE
 
-    def pipeline(self, phase: str, gpu: GPUSpec, ctas_per_sm, warps):
+    def pipeline(self, phase: str, gpu: GPUSpec, ctas_per_sm, warps,
+                 prefetch: int = OPERAND_PREFETCH_DEPTH):
         """``KernelCost.pipeline`` of the main kernels: the ``mma.sync`` warp cycle
-        (``perfsim.algorithms.base.warp_cycle``), none for other families."""
+        (``perfsim.algorithms.base.warp_cycle``) with ``prefetch`` operand slices loaded
+        ahead, none for other families."""
         if self.tensor_family != "mma_sync":
             return None
-        return warp_cycle(gpu, ctas_per_sm, warps)
+        return warp_cycle(gpu, ctas_per_sm, warps, prefetch)
 
     def check_masks(self, dims: Dims) -> None:
         """What the reference takes beyond plain attention (flash-attn 2: windows, softcap
@@ -422,11 +434,12 @@ class FusedAttention(Algorithm):
         if not isinstance(staging, (int, float)) or staging:
             terms["smem_read/dQ partial (TMA reduce)"] = staging
             terms["smem_write/dQ partial (TMA reduce)"] = staging
-        if self.spill_reload_bytes():
+        spill = self.spill_reload_bytes(dims)
+        if spill:
             # every thread reloads its spilled dK/dV accumulators once per (query tile, key
             # tile) its CTA visits (the dQ pass holds one accumulator and is taken not to spill)
             terms["local_load/dK,dV accumulators (register spills)"] = (
-                bh * v.tiles * warps * 32 * self.spill_reload_bytes())
+                bh * v.tiles * warps * 32 * spill)
         main = KernelCost.of(
             f"{self.name}_bwd", terms, grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
             persistent=self.persistent_grid(),
@@ -434,7 +447,10 @@ class FusedAttention(Algorithm):
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
             overlap=self.overlap_groups("bwd", dims),
-            pipeline=self.pipeline("bwd", gpu, ctas, warps),
+            # A kernel that spills has no registers left for the next operand slice: its
+            # warps wait for each ldmatrix (base.warp_cycle, NO_PREFETCH_WHEN_SPILLING).
+            pipeline=self.pipeline("bwd", gpu, ctas, warps,
+                                   prefetch=0 if spill else OPERAND_PREFETCH_DEPTH),
             launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas},
         )
         out = [pre, main, KernelCost.of(
@@ -503,9 +519,12 @@ class FA2(FusedAttention):
             2's kernel traits.
         bwd_spill_bytes: local-memory bytes each thread of the backward kernel reloads per
             step of its dK/dV loop because the compiler spilled registers (a compiled-kernel
-            fact read from a profile: ``perfsim.validate.spill_facts``); 0 (flash-attn 2's
-            kernels, compiled within 255 registers) for none. Timed at the SM's measured
-            spill-reload rate (``KernelCost.local_load_bytes``).
+            fact read from a profile: ``perfsim.validate.spill_facts``); ``None`` (default):
+            flash-attn 2's own figure by head dim (:data:`REFERENCE_BWD_SPILL_BYTES`: 4.1 B
+            above head dim 192, else none); 0 for none. Timed at the SM's measured
+            spill-reload rate (``KernelCost.local_load_bytes``); a spilling backward also
+            runs its warp cycle without the operand prefetch
+            (``perfsim.algorithms.base.NO_PREFETCH_WHEN_SPILLING``).
     """
 
     name: ClassVar[str] = "fa2"
@@ -521,7 +540,7 @@ class FA2(FusedAttention):
     registers_per_thread: int = Field(default=REGISTERS_PER_THREAD, ge=16, le=255)
     dq_recompute: bool = False
     #: at most CUDA's 512 KiB of local memory per thread
-    bwd_spill_bytes: float = Field(default=0.0, ge=0, le=512 * 1024)
+    bwd_spill_bytes: float | None = Field(default=None, ge=0, le=512 * 1024)
     bwd_smem_per_cta: int | None = Field(default=None, ge=0)
 
     def fwd_warps_option(self) -> int | None:
@@ -532,9 +551,16 @@ class FA2(FusedAttention):
         """The ``dq_recompute`` option."""
         return self.dq_recompute
 
-    def spill_reload_bytes(self) -> float:
-        """The ``bwd_spill_bytes`` option."""
-        return self.bwd_spill_bytes
+    def spill_reload_bytes(self, dims: Dims) -> float:
+        """The ``bwd_spill_bytes`` option, else the reference's compiled figure for the head
+        dim (:data:`REFERENCE_BWD_SPILL_BYTES`; none above its largest key)."""
+        if self.bwd_spill_bytes is not None:
+            return self.bwd_spill_bytes
+        if dims.symbolic:
+            return 0.0
+        d = max(dims.d, dims.d_v)
+        return next((b for top, b in sorted(REFERENCE_BWD_SPILL_BYTES.items()) if d <= top),
+                    0.0)
 
     def registers(self, gpu: GPUSpec, warps: int) -> int:
         """32-bit registers per thread (for occupancy): the ``registers_per_thread`` option."""

@@ -212,10 +212,13 @@ class FA3(FusedAttention):
         specialisation the consumers wait for their own loads inside the MMA station."""
         return (("hbm",),) if self.warp_specialized or phase == "bwd" else ()
 
-    def pipeline(self, phase: str, gpu: GPUSpec = None, ctas_per_sm=1, warps=None):
+    def pipeline(self, phase: str, gpu: GPUSpec = None, ctas_per_sm=1, warps=None,
+                 prefetch=None):
         """Stations MMA (tensor cores fed from shared memory) and softmax (MUFU and FMA
         pipes); tiles in flight: one, plus one for ping-pong (the second consumer warpgroup)
         and one for intra-warpgroup pipelining (the next ``Q Kᵀ`` during this softmax).
+        ``prefetch`` (the ``mma.sync`` operand slices held in registers) does not apply:
+        WGMMA reads its operands from shared memory through descriptors.
 
         Forward, warp-specialised: the softmax station's MUFU, FMA and ALU pipes overlap
         (its time is the slowest of them): the two consumer warpgroups' exps and FP32 work
