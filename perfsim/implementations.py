@@ -13,7 +13,9 @@ name                    what runs (and the perfsim configuration)
 ``sdpa-flash``          ``F.scaled_dot_product_attention`` with ``SDPBackend.FLASH_ATTENTION``:
                         flash-attn 2's CUDA kernels (``mma.sync`` on every GPU), built by
                         PyTorch without fast math → ``FA2(fast_math=False,
-                        fused_scale=False)`` (its instruction census, softmax_costs)
+                        fused_scale=False, compiled_head_dims="pytorch")`` (its
+                        instruction census, softmax_costs; its copy also compiles head
+                        dim 224)
 ``sdpa-cudnn``          ``SDPBackend.CUDNN_ATTENTION``: cuDNN's fused flash attention; on Hopper
                         a warp-specialised WGMMA kernel (FA3-class) → ``FA3()`` with the
                         backward tile its kernel name shows; elsewhere the FA2 algorithm on
@@ -307,12 +309,19 @@ CUDNN_DECODE_TILE, CUDNN_DECODE_REGISTERS = (16, 128, 4), 183
 CUDNN_DECODE_CTAS, CUDNN_DECODE_MAX_SPLITS = 256, 64
 
 
+def _fa2_like(**options):
+    """The FA2 model for a kernel that is not flash-attn 2's code (cuDNN off Hopper and in
+    decode, xFormers', Triton's): its compiled head dims were not read from its source, so
+    every head dim runs as itself (``compiled_head_dims="exact"``, ASSUMED)."""
+    return algos.FA2(compiled_head_dims="exact", **options)
+
+
 def _sdpa_cudnn(dims, gpu):
     if gpu.features.wgmma and gpu.features.tma and _one_query_token(dims):
         block_m, block_n, warps = CUDNN_DECODE_TILE
         splits = min(CUDNN_DECODE_MAX_SPLITS, max(1, CUDNN_DECODE_CTAS // (dims.B * dims.H_kv)),
                      cdiv(dims.N_k, block_n))
-        return algos.FA2(block_m=block_m, block_n=block_n, warps=warps, num_splits=splits,
+        return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, num_splits=splits,
                          pack_gqa=True, registers_per_thread=CUDNN_DECODE_REGISTERS)
     if gpu.features.wgmma and gpu.features.tma:
         # backward tile 64 x 64 (query rows x key rows): the kernel torch.profiler shows on
@@ -331,7 +340,7 @@ def _sdpa_cudnn(dims, gpu):
         return algos.FA3(bwd_block_m=CUDNN_SM90_BWD_TILE[0], bwd_block_n=CUDNN_SM90_BWD_TILE[1],
                          num_splits=1, pack_gqa=False, dropout_supported=True,
                          fused_scale=False, bwd_sdp_twice_above=CUDNN_SDP_TWICE_ABOVE)
-    return algos.FA2(tensor_family=gpu.native_tensor_family
+    return _fa2_like(tensor_family=gpu.native_tensor_family
                      if gpu.native_tensor_family != "tcgen05" else "mma_sync")
 
 
@@ -342,7 +351,7 @@ def _flex(dims, gpu):
         # dP (bwd_dq beside bwd_dkdv in the generated kernel): FLEX_BWD_TILES, and the
         # register spills of its dK/dV programs above head dim 128 (FLEX_BWD_SPILL_BYTES)
         block_m, block_n, warps = _tile(FLEX_BWD_TILES, hdim)
-        return algos.FA2(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
+        return _fa2_like(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
                          dq_recompute=True,
                          bwd_spill_bytes=_tile(FLEX_BWD_SPILL_BYTES, hdim),
                          bwd_smem_per_cta=_compiled_smem(FLEX_BWD_SMEM, hdim, gpu),
@@ -351,7 +360,7 @@ def _flex(dims, gpu):
     block_m, block_n, warps = _tile(FLEX_TILES, hdim)
     # the main template has no split-KV and no GQA packing (flex's short-query decoding
     # template is not modelled)
-    return algos.FA2(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
+    return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
                      tensor_family=triton_tensor_family(gpu, block_m, warps),
                      num_splits=1, pack_gqa=False)
 
@@ -366,7 +375,7 @@ def _triton_tutorial(dims, gpu):
         # dim 128 (255 registers, n_spills 224 against 16 at head dim 64): the reloads are
         # TRITON_TUTORIAL_BWD_SPILL_BYTES.
         block_m, block_n, warps = TRITON_TUTORIAL_BWD_TILE
-        return algos.FA2(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
+        return _fa2_like(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
                          dq_recompute=True,
                          bwd_spill_bytes=_tile(TRITON_TUTORIAL_BWD_SPILL_BYTES,
                                                max(dims.d, dims.d_v)),
@@ -376,7 +385,7 @@ def _triton_tutorial(dims, gpu):
                          num_splits=1, pack_gqa=False)
     block_m, block_n, warps = TRITON_TUTORIAL_TILE
     # one CTA per (batch, head, query tile): no split-KV, no packing
-    return algos.FA2(block_m=block_m, block_n=block_n, warps=warps,
+    return _fa2_like(block_m=block_m, block_n=block_n, warps=warps,
                      tensor_family=triton_tensor_family(gpu, block_m, warps),
                      num_splits=1, pack_gqa=False)
 
@@ -391,7 +400,7 @@ def _efficient(dims, gpu):
     block_m, block_n, warps = EFFICIENT_TILE
     # one CTA per (batch, head, query tile): no split-KV, no GQA packing (profiled grid
     # [1, 32, 1] for B = 1, H = 32, one query token)
-    return algos.FA2(block_m=block_m, block_n=block_n, warps=warps,
+    return _fa2_like(block_m=block_m, block_n=block_n, warps=warps,
                      bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
                      num_splits=1, pack_gqa=False)
 
@@ -509,7 +518,8 @@ def _cute(dims, gpu):
 #: name -> (f(dims, gpu) -> algorithm config, what it is, extra Implementation fields[,
 #: f(dims) raising InfeasibleError where the real kernel cannot run])
 IMPLEMENTATIONS: dict[str, tuple] = {
-    "sdpa-flash": (lambda dims, gpu: algos.FA2(fast_math=False, fused_scale=False),
+    "sdpa-flash": (lambda dims, gpu: algos.FA2(fast_math=False, fused_scale=False,
+                                               compiled_head_dims="pytorch"),
                    "torch SDPA, SDPBackend.FLASH_ATTENTION (flash-attn 2 CUDA kernels)",
                    {"software": "sdpa-flash"}, _sdpa_limits),
     "sdpa-cudnn": (_sdpa_cudnn, "torch SDPA, SDPBackend.CUDNN_ATTENTION",

@@ -109,6 +109,9 @@ HOLDOUTS = {
                          "softmax's measured rate on masked scores",
     "external-holdout9": "most at head dims 224-256, where flash-attn 2's backward spills; "
                          "frozen for its warp cycle without operand prefetch",
+    "external-holdout10": "head dims between flash-attn 2's compiled ones (80-240); frozen "
+                          "for its kernels running at the compiled head dim, head dim 160's "
+                          "and PyTorch's 224 launch tables",
 }
 
 

@@ -475,23 +475,27 @@ def padding(n, block):
     return cdiv(n, block) * block / n
 
 
-def with_whole_tiles(build, dims: Dims, block_r, block_c) -> KernelCost:
+def with_whole_tiles(build, dims: Dims, block_r, block_c, head_dims=None) -> KernelCost:
     """``build(dims)`` with, as executed SM-side work, ``build`` evaluated on the sequence
-    lengths rounded up to whole ``B_r x B_c`` tiles (``KernelCost.executed``)."""
+    lengths rounded up to whole ``B_r x B_c`` tiles and the head dims of the compiled kernel
+    (``head_dims = (d, d_v)``; ``KernelCost.executed``)."""
     cost = build(dims)
-    whole = whole_tile_dims(dims, block_r, block_c)
+    whole = whole_tile_dims(dims, block_r, block_c, head_dims)
     return cost if whole is None else cost.with_executed(build(whole))
 
 
-def whole_tile_dims(dims: Dims, block_r, block_c) -> Dims | None:
-    """``dims`` with the sequence lengths rounded up to whole ``B_r x B_c`` tiles, or
-    ``None`` when they already are whole (or symbolic): nothing is padded then."""
+def whole_tile_dims(dims: Dims, block_r, block_c, head_dims=None) -> Dims | None:
+    """``dims`` with the sequence lengths rounded up to whole ``B_r x B_c`` tiles and, with
+    ``head_dims = (d, d_v)``, the head dims the compiled kernel runs at; ``None`` when
+    nothing is padded (or the dims are symbolic)."""
     if dims.symbolic:
         return None
     n_q, n_k = cdiv(dims.N_q, block_r) * block_r, cdiv(dims.N_k, block_c) * block_c
-    if np.all(n_q == dims.N_q) and np.all(n_k == dims.N_k):
+    d, d_v = head_dims or (dims.d, dims.d_v)
+    if (np.all(n_q == dims.N_q) and np.all(n_k == dims.N_k) and d == dims.d
+            and d_v == dims.d_v):
         return None
-    return replace(dims, N_q=n_q, N_k=n_k)
+    return replace(dims, N_q=n_q, N_k=n_k, d=d, d_v=d_v)
 
 
 def varlen_groups(dims: Dims) -> list[Dims]:

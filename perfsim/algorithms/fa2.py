@@ -55,7 +55,14 @@ from perfsim.algorithms.common import (
     mask_extras,
     power_of_two_warps,
 )
-from perfsim.algorithms.fa2_launch import BwdLaunch, bwd_launch, fwd_launch
+from perfsim.algorithms.fa2_launch import (
+    HEAD_DIM_TEMPLATES,
+    PYTORCH_HEAD_DIM_TEMPLATES,
+    BwdLaunch,
+    bwd_launch,
+    fwd_launch,
+    kernel_head_dim,
+)
 from perfsim.algorithms.splits import (
     check_num_splits,
     check_pack_gqa,
@@ -80,7 +87,8 @@ REGISTERS_PER_THREAD = 255
 #: perfsim.validate.spill_facts``, ``reports/h200/probes/ncu/summary.json``): at head dim 256
 #: the 64 x 64, 8-warp kernel moves 0.069 GB through local memory in a call of 65 536 dK/dV
 #: steps (4.1 B per thread and step); at head dims 64 and 128 none. Head dim 192 was not
-#: profiled and is taken not to spill (ASSUMED); the figure is used on every GPU (the same
+#: profiled and is taken not to spill, PyTorch's head-dim-224 kernel to spill as the 256 one
+#: (both ASSUMED); keyed by the compiled kernel's head dim and used on every GPU (the same
 #: accumulators against the same 255-register cap; other architectures' code not profiled).
 REFERENCE_BWD_SPILL_BYTES = {192: 0.0, 256: 4.1}
 
@@ -150,14 +158,29 @@ class FusedAttention(Algorithm):
         """Local-memory bytes a backward thread reloads per dK/dV step (register spills)."""
         return 0.0
 
+    def head_dim_templates(self) -> tuple[int, ...] | None:
+        """The head dims the implementation compiles kernels for (a call runs the smallest
+        one at least its own), or ``None``: any head dim runs as itself."""
+        return None
+
+    def kernel_head_dims(self, dims: Dims) -> tuple:
+        """``(d, d_v)`` the compiled kernel runs at (:meth:`head_dim_templates`): flash-attn
+        2 picks one kernel by ``max(d, d_v)`` (``HEADDIM_SWITCH``)."""
+        templates = self.head_dim_templates()
+        if templates is None or dims.symbolic:
+            return dims.d, dims.d_v
+        k = kernel_head_dim(max(dims.d, dims.d_v), templates)
+        return k, k
+
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)`` of the forward kernel: the options, else what flash-attn 2
         launches on ``gpu`` (:func:`perfsim.algorithms.fa2_launch.fwd_launch`)."""
+        d = max(self.kernel_head_dims(dims))
         if dims.splits > 1 or (dims.page_size and not dims.symbolic):
-            b_r, b_c, warps = splitkv_tile(max(dims.d, dims.d_v))
+            b_r, b_c, warps = splitkv_tile(d)
         else:
             b_r, b_c, warps = SYMBOLIC_FWD_TILE if dims.symbolic else fwd_launch(
-                max(dims.d, dims.d_v), dims.causal, bool(dims.dropout_p), gpu)
+                d, dims.causal, bool(dims.dropout_p), gpu)
         return self.block_m or b_r, self.block_n or b_c, self.fwd_warps_option() or warps
 
     def bwd_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int, int]:
@@ -171,7 +194,7 @@ class FusedAttention(Algorithm):
         options, the warp layouts follow :func:`default_atom_layouts` and Q is
         double-buffered, K and V in shared memory."""
         launch = SYMBOLIC_BWD_TILE if dims.symbolic else bwd_launch(
-            max(dims.d, dims.d_v), bool(dims.dropout_p), gpu)
+            max(self.kernel_head_dims(dims)), bool(dims.dropout_p), gpu)
         if self.bwd_block_m or self.bwd_block_n or self.bwd_warps:
             warps = self.bwd_warps or launch.warps
             launch = BwdLaunch(self.bwd_block_m or launch.block_m,
@@ -257,14 +280,15 @@ class FusedAttention(Algorithm):
         if dims.fwd:
             fdims = self.forward_dims(replace(dims, phase="fwd"), gpu)
             b_r, b_c, _ = self.fwd_tiles(fdims, gpu)
-            main = with_whole_tiles(lambda x: self._forward(x, gpu), fdims, b_r, b_c)
+            main = with_whole_tiles(lambda x: self._forward(x, gpu), fdims, b_r, b_c,
+                                    self.kernel_head_dims(fdims))
             out.append(split_forward(main, fdims, fdims.splits))
             if fdims.splits > 1:
                 out.append(combine_kernel(fdims, fdims.splits, f"{self.name}_fwd_combine"))
         if dims.bwd:
             b_r, b_c, _ = self.bwd_tiles(dims, gpu)
             ks = self._backward(dims, gpu)         # built once; once more on whole tiles
-            whole = whole_tile_dims(dims, b_r, b_c)
+            whole = whole_tile_dims(dims, b_r, b_c, self.kernel_head_dims(dims))
             if whole is not None:
                 main = f"{self.name}_bwd"
                 padded = {k.name: k for k in self._backward(whole, gpu)}
@@ -292,7 +316,9 @@ class FusedAttention(Algorithm):
         b_r, b_c, warps = self.fwd_tiles(dims, gpu)
         e, ekv, bh = dims.e, dims.e_kv, dims.B * dims.H
         dkv = dims.d + dims.d_v
-        smem = e * b_r * dims.d + ekv * b_c * dkv
+        # shared-memory tiles as wide as the compiled kernel's head dims
+        kd, kd_v = self.kernel_head_dims(dims)
+        smem = e * b_r * kd + ekv * b_c * (kd + kd_v)
         ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
         v = dims.tile_visits(b_r, b_c)
         # K/V: every query tile streams the key/value tiles it visits. The query tiles of one
@@ -472,8 +498,9 @@ class FusedAttention(Algorithm):
         return 0
 
     def bwd_smem_bytes(self, launch, dims: Dims):
-        """Shared memory per backward CTA (flash-attn 2's kernel traits)."""
-        return launch.smem_bytes(dims.d, dims.d_v, dims.e)
+        """Shared memory per backward CTA (flash-attn 2's kernel traits, at the compiled
+        kernel's head dims)."""
+        return launch.smem_bytes(*self.kernel_head_dims(dims), dims.e)
 
     def bwd_operand_reads(self, b_r, b_c, d, d_v, warps, atoms):
         """Shared-memory operand reads (elements) of one backward tile's five GEMMs:
@@ -517,6 +544,12 @@ class FA2(FusedAttention):
         bwd_smem_per_cta: shared memory per backward CTA as compiled (bytes; a compiled-kernel
             fact for Triton kernels, whose pipelining stages decide it); ``None``: flash-attn
             2's kernel traits.
+        compiled_head_dims: which head dims have a compiled kernel; a call runs the smallest
+            at least ``max(d, d_v)`` — its MMAs, shared-memory tiles and launch table that
+            wide, its HBM traffic at the true head dims. ``"flash-attn"`` (default):
+            flash-attn 2's ``HEADDIM_SWITCH`` (32, 64, 96, 128, 160, 192, 256);
+            ``"pytorch"``: PyTorch's copy, which adds 224; ``"exact"``: every head dim runs
+            as itself (the Triton presets: not read from their sources, ASSUMED).
         bwd_spill_bytes: local-memory bytes each thread of the backward kernel reloads per
             step of its dK/dV loop because the compiler spilled registers (a compiled-kernel
             fact read from a profile: ``perfsim.validate.spill_facts``); ``None`` (default):
@@ -542,6 +575,7 @@ class FA2(FusedAttention):
     #: at most CUDA's 512 KiB of local memory per thread
     bwd_spill_bytes: float | None = Field(default=None, ge=0, le=512 * 1024)
     bwd_smem_per_cta: int | None = Field(default=None, ge=0)
+    compiled_head_dims: Literal["flash-attn", "pytorch", "exact"] = "flash-attn"
 
     def fwd_warps_option(self) -> int | None:
         """The ``warps`` option."""
@@ -558,13 +592,18 @@ class FA2(FusedAttention):
             return self.bwd_spill_bytes
         if dims.symbolic:
             return 0.0
-        d = max(dims.d, dims.d_v)
+        d = max(self.kernel_head_dims(dims))
         return next((b for top, b in sorted(REFERENCE_BWD_SPILL_BYTES.items()) if d <= top),
                     0.0)
 
     def registers(self, gpu: GPUSpec, warps: int) -> int:
         """32-bit registers per thread (for occupancy): the ``registers_per_thread`` option."""
         return self.registers_per_thread
+
+    def head_dim_templates(self) -> tuple[int, ...] | None:
+        """The ``compiled_head_dims`` option's table."""
+        return {"flash-attn": HEAD_DIM_TEMPLATES, "pytorch": PYTORCH_HEAD_DIM_TEMPLATES,
+                "exact": None}[self.compiled_head_dims]
 
     def bwd_smem_bytes(self, launch, dims: Dims):
         """Shared memory per backward CTA: ``bwd_smem_per_cta``, else flash-attn 2's kernel
