@@ -14,8 +14,8 @@ name                    what runs (and the perfsim configuration)
                         flash-attn 2's CUDA kernels (``mma.sync`` on every GPU), built by
                         PyTorch without fast math → ``FA2(fast_math=False,
                         fused_scale=False, compiled_head_dims="pytorch")`` (its
-                        instruction census, softmax_costs; its copy also compiles head
-                        dim 224)
+                        instruction census, softmax_costs; its copy has no head-dim-160
+                        kernel, from the kernels profiled)
 ``sdpa-cudnn``          ``SDPBackend.CUDNN_ATTENTION``: cuDNN's fused flash attention; on Hopper
                         a warp-specialised WGMMA kernel (FA3-class) → ``FA3()`` with the
                         backward tile its kernel name shows; elsewhere the FA2 algorithm on

@@ -112,6 +112,9 @@ HOLDOUTS = {
     "external-holdout10": "head dims between flash-attn 2's compiled ones (80-240); frozen "
                           "for its kernels running at the compiled head dim, head dim 160's "
                           "and PyTorch's 224 launch tables",
+    "external-holdout11": "head dims 48-248, most between compiled ones; frozen for the "
+                          "kernels PyTorch's copy runs there (profiled: no 160, no 224), "
+                          "their spills and the 256 backward's missing prefetch",
 }
 
 

@@ -12,7 +12,8 @@ Cases are ``IMPL-PHASE-dD`` with IMPL in {flash, cudnn, math, efficient} (SDPA b
 torch only) or
 {cute, tutorial, flex} (built by ``perfsim.validate.external.build``, so perfsim must be
 importable: ``probe_ncu.sh`` links it as ``validate/external_h200.sh`` does), PHASE in
-{fwd, bwd, dec}, D in {64, 128, 256}; the shape is B = 1, H·d = 4096, N = 4096, non-causal
+{fwd, bwd, dec}, D any head dim (default set 64, 128, 256); the shape is B = 1,
+H = 4096 // D, N = 4096, non-causal
 (causal for the tutorial's backward, which has no other mode), bf16
 (``dec``: a decode step, :data:`DECODE`)
 (``python3 validate/probe_ncu.py --list`` prints the default set). torch is imported inside

@@ -27,9 +27,10 @@ from pathlib import Path
 
 PROBES = Path(__file__).resolve().parent / "reports" / "h200" / "probes"
 
-#: (case, summary file, (B, H, N, d, causal), (BLOCK_M1, BLOCK_N1, warps)) — the profiled
-#: shapes of validate/probe_ncu.py (B = 1, H·d = 4096, N = 4096; the tutorial's backward is
-#: causal) and each kernel's dK/dV tile.
+#: (case, summary file, (B, H, N, d, causal), (B_r, B_c, warps)) — the profiled shapes of
+#: validate/probe_ncu.py (B = 1, H = 4096 // d, N = 4096; the tutorial's backward is causal)
+#: and each kernel's tile (the dK/dV tile of a backward; flash-attn 2's from the launched
+#: kernel's traits in the profile, at the compiled head dim its name shows).
 CASES = (
     ("tutorial-bwd-d64", "ncu/summary.json", (1, 64, 4096, 64, True), (32, 128, 4)),
     ("tutorial-bwd-d128", "ncu/summary.json", (1, 32, 4096, 128, True), (32, 128, 4)),
@@ -37,13 +38,23 @@ CASES = (
     ("flex-bwd-d128", "ncu/summary.json", (1, 32, 4096, 128, False), (64, 128, 8)),
     ("flex-bwd-d192", "ncu/summary-spills.json", (1, 21, 4096, 192, False), (64, 64, 4)),
     ("flex-bwd-d256", "ncu/summary-spills.json", (1, 16, 4096, 256, False), (64, 64, 4)),
-    # PyTorch's copy of flash-attn 2 (SDPA flash), Flash_bwd_kernel_traits on sm_90
-    ("flash-bwd-d64", "ncu/summary.json", (1, 64, 4096, 64, False), (128, 128, 8)),
-    ("flash-bwd-d128", "ncu/summary.json", (1, 32, 4096, 128, False), (64, 128, 8)),
-    ("flash-bwd-d256", "ncu/summary.json", (1, 16, 4096, 256, False), (64, 64, 8)),
+    # PyTorch's copy of flash-attn 2 (SDPA flash) on sm_90, at compiled head dims (64 ... 256)
+    # and between them (40, 80, 112, 160, 176, 200, 224: run by the next compiled kernel)
+    *((f"flash-bwd-d{d}", "ncu/summary.json" if d in (64, 128, 256) else
+       "ncu/summary-headdims.json", (1, 4096 // d, 4096, d, False), tile)
+      for d, tile in ((40, (128, 128, 8)), (64, (128, 128, 8)), (80, (64, 128, 8)),
+                      (96, (64, 128, 8)), (112, (64, 128, 8)), (128, (64, 128, 8)),
+                      (160, (64, 64, 8)), (192, (64, 64, 8)), (224, (64, 64, 8)),
+                      (256, (64, 64, 8)))),
+    *((f"flash-fwd-d{d}", "ncu/summary.json" if d in (64, 128, 256) else
+       "ncu/summary-headdims.json", (1, 4096 // d, 4096, d, False), tile)
+      for d, tile in ((40, (128, 128, 4)), (64, (128, 128, 4)), (80, (128, 64, 4)),
+                      (96, (128, 64, 4)), (112, (128, 64, 4)), (128, (128, 64, 4)),
+                      (160, (128, 64, 8)), (176, (128, 64, 8)), (192, (128, 64, 8)),
+                      (200, (64, 64, 4)), (224, (64, 64, 4)), (256, (64, 64, 4)))),
 )
-#: the backward's main kernel in each profile
-MAIN = ("_attn_bwd", "flex_attention_backward_1", "flash_bwd_dq_dk_dv_loop")
+#: the main kernel in each profile (a backward call's; a forward call's)
+MAIN = ("_attn_bwd", "flex_attention_backward_1", "flash_bwd_dq_dk_dv_loop", "flash_fwd_kernel")
 
 
 def facts() -> list[dict]:
@@ -55,8 +66,11 @@ def facts() -> list[dict]:
     rows = []
     for case, path, (b, h, n, d, causal), (b_r, b_c, warps) in CASES:
         kernels = json.loads((PROBES / path).read_text())["cases"][case]
-        main = next(k for k in kernels if k["kernel"] in MAIN
-                    or any(name in k["kernel"] for name in MAIN[1:]))
+        # the tutorial's "_attn_bwd" by its exact name (its preprocess kernel shares the
+        # prefix); the others by a part of theirs
+        names = MAIN[3:] if "-fwd-" in case else MAIN[1:3]
+        main = next(k for k in kernels if k["kernel"] == MAIN[0]
+                    or any(name in k["kernel"] for name in names))
         dims = Dims.of(AttentionWorkload(batch=b, heads=h, seqlen_q=n, head_dim=d,
                                          causal=causal, phase="bwd"))
         steps = b * h * dims.tile_visits(b_r, b_c).tiles
@@ -66,8 +80,9 @@ def facts() -> list[dict]:
             # Nsight Compute leaves the local-memory counters empty where there was none
             "local_load_bytes": main["local_load_bytes"] or 0.0,
             "local_store_bytes": main["local_store_bytes"] or 0.0,
-            "dkdv_steps": int(steps), "threads": threads,
-            "accumulator_registers": 2 * b_c * d // threads,
+            "steps": int(steps), "threads": threads,
+            # a backward's dK and dV accumulators (none in a forward)
+            "accumulator_registers": 0 if "-fwd-" in case else 2 * b_c * d // threads,
             "reload_bytes_per_thread_step": (main["local_load_bytes"] or 0.0) / (steps * threads)})
     return rows
 
@@ -75,12 +90,12 @@ def facts() -> list[dict]:
 def main() -> int:
     from perfsim.cli.common import print_table
 
-    print_table("register spills of the backwards (Nsight Compute, H200)",
-                ["case", "registers", "accumulator registers", "local loads GB",
-                 "local stores GB", "dK/dV steps", "reloaded B / thread / step"],
+    print_table("register spills (Nsight Compute, H200)",
+                ["case", "registers", "dK,dV accumulator registers", "local loads GB",
+                 "local stores GB", "tile steps", "reloaded B / thread / step"],
                 [[r["case"], f"{r['registers_per_thread']:.0f}", str(r["accumulator_registers"]),
                   f"{r['local_load_bytes'] / 1e9:.3f}", f"{r['local_store_bytes'] / 1e9:.3f}",
-                  str(r["dkdv_steps"]), f"{r['reload_bytes_per_thread_step']:.1f}"]
+                  str(r["steps"]), f"{r['reload_bytes_per_thread_step']:.1f}"]
                  for r in facts()])
     return 0
 

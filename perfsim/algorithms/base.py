@@ -409,15 +409,9 @@ MMA_SYNC_SERIAL = (False, True)
 #: copies k-slice ``i + 1`` from shared memory to registers before issuing the MMAs of slice
 #: ``i`` (flash-attn 2 ``csrc/flash_attn/src/utils.h``, ``flash::gemm``).
 OPERAND_PREFETCH_DEPTH = 1
-#: NO_PREFETCH_WHEN_SPILLING: a kernel whose compiled code spills registers to local memory
-#: has none left to hold slice ``i + 1`` while slice ``i`` is in the MMAs, so its warps wait
-#: for each ``ldmatrix``: its warp cycle runs with prefetch depth 0 (one slice in flight per
-#: CTA). Evidence, Nsight Compute on the H200 (``reports/h200/probes/ncu``; not a timing):
-#: of PyTorch's flash-attn 2 backwards (255 registers each) only the head-dim-256 kernel
-#: moves data through local memory (0.069 GB per call; none at 64 and 128), and its warps
-#: stall on short-scoreboard dependencies (waiting for shared-memory loads) 2.68 times per
-#: issued instruction against 1.95 and 1.64 at head dims 128 and 64, and on long-scoreboard
-#: ones (local and global loads) 1.48 times against 0.76 and 0.41.
+#: A kernel whose warps cannot hold the next slice takes ``prefetch = 0`` (one slice in flight
+#: per CTA): flash-attn 2's head-dim-256 backward (``fa2.REFERENCE_BWD_NO_PREFETCH``, from
+#: its Nsight Compute stall profile).
 
 
 def warp_cycle(gpu: GPUSpec, ctas_per_sm, warps_per_cta,

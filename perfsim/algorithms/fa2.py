@@ -81,16 +81,29 @@ from perfsim.mathops import cdiv, maximum
 SYMBOLIC_FWD_TILE, SYMBOLIC_BWD_TILE = (128, 64, 4), BwdLaunch(64, 128, 8, (2, 4, 2))
 #: Registers per thread of the reference kernels (they are compiled to the 255 cap).
 REGISTERS_PER_THREAD = 255
-#: Local-memory bytes a thread of flash-attn 2's backward reloads per dK/dV step because the
-#: compiled kernel spills, keyed by the largest head dim each figure covers. Nsight Compute
-#: on the H200 (PyTorch's copy of flash-attn 2, sm_90; ``python -m
-#: perfsim.validate.spill_facts``, ``reports/h200/probes/ncu/summary.json``): at head dim 256
-#: the 64 x 64, 8-warp kernel moves 0.069 GB through local memory in a call of 65 536 dK/dV
-#: steps (4.1 B per thread and step); at head dims 64 and 128 none. Head dim 192 was not
-#: profiled and is taken not to spill, PyTorch's head-dim-224 kernel to spill as the 256 one
-#: (both ASSUMED); keyed by the compiled kernel's head dim and used on every GPU (the same
-#: accumulators against the same 255-register cap; other architectures' code not profiled).
-REFERENCE_BWD_SPILL_BYTES = {192: 0.0, 256: 4.1}
+#: Local-memory bytes a thread of flash-attn 2's kernels reloads per tile step because the
+#: compiled kernel spills, by compiled head dim: ``(at that head dim, below it)`` — a call
+#: between compiled head dims runs the next kernel with predicated (uneven) head-dim loads,
+#: which spills where the even one may not. Nsight Compute on the H200 (PyTorch's copy,
+#: sm_90, 255 registers; ``python -m perfsim.validate.spill_facts``,
+#: ``reports/h200/probes/ncu/summary*.json``): each profiled call's local loads over its tile
+#: steps and threads. Backward: at 96, 20.5 B (and 53.1 at head dim 80), 4.1 at 256, 1.6 at
+#: head dim 40; none at 64, 128, 160 (the 192 kernel) and 192, and under 1 B (taken as none)
+#: at 112 and 224. Forward: none at compiled head dims; 128.2 B at head dim 40, 28.0 at 80,
+#: 118.7 at 112, 23.6 at 200 and 224, none at 160 and 176. Head dim 32 not profiled (none,
+#: ASSUMED); used for flash-attn 2 on every GPU (the same code against the same 255-register
+#: cap; other architectures' and upstream's builds not profiled, ASSUMED alike).
+REFERENCE_BWD_SPILL_BYTES = {64: (0.0, 1.6), 96: (20.5, 53.1), 128: (0.0, 0.0),
+                             192: (0.0, 0.0), 256: (4.1, 0.0)}
+REFERENCE_FWD_SPILL_BYTES = {64: (0.0, 128.2), 96: (0.0, 28.0), 128: (0.0, 118.7),
+                             192: (0.0, 0.0), 256: (0.0, 23.6)}
+#: Compiled head dims whose backward runs its warp cycle without the operand prefetch
+#: (``perfsim.algorithms.base.warp_cycle``): its warps wait for each ldmatrix. Nsight Compute
+#: on the H200 (not a timing): the 256 kernel's warps stall on short-scoreboard dependencies
+#: (shared-memory loads) 2.68-2.69 times per issued instruction in both profiled calls (head
+#: dims 224 and 256) against 1.64-2.27 for the 64-192 kernels, and on long-scoreboard ones
+#: 1.44-1.48 times against 0.41-0.92.
+REFERENCE_BWD_NO_PREFETCH = frozenset({256})
 
 
 class FusedAttention(Algorithm):
@@ -162,6 +175,14 @@ class FusedAttention(Algorithm):
         """The head dims the implementation compiles kernels for (a call runs the smallest
         one at least its own), or ``None``: any head dim runs as itself."""
         return None
+
+    def fwd_spill_bytes(self, dims: Dims) -> float:
+        """Local-memory bytes a forward thread reloads per tile step (register spills)."""
+        return 0.0
+
+    def bwd_prefetch(self, dims: Dims) -> int:
+        """Operand slices the backward's warps load ahead (``base.warp_cycle``)."""
+        return OPERAND_PREFETCH_DEPTH
 
     def kernel_head_dims(self, dims: Dims) -> tuple:
         """``(d, d_v)`` the compiled kernel runs at (:meth:`head_dim_templates`): flash-attn
@@ -356,6 +377,12 @@ class FusedAttention(Algorithm):
         terms.update(mask_extras(dims, v, bh, dkv))
         exps = sum(t for key, t in terms.items() if key.startswith("mufu/"))
         terms.update(self.exp_fixup(exps))
+        spill = self.fwd_spill_bytes(dims)
+        if spill:
+            # every thread reloads its spilled registers once per tile its CTA visits
+            # (REFERENCE_FWD_SPILL_BYTES: the kernel's predicated head-dim loads)
+            terms["local_load/register spills (head dim below the kernel's)"] = (
+                bh * v.tiles * warps * 32 * spill)
         tail = in_order_tail(v, v.q_tiles * bh, gpu.sm_count, ctas, dims.masked,
                              self.lpt_scheduling)
         return KernelCost.of(
@@ -473,10 +500,7 @@ class FusedAttention(Algorithm):
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
             overlap=self.overlap_groups("bwd", dims),
-            # A kernel that spills has no registers left for the next operand slice: its
-            # warps wait for each ldmatrix (base.warp_cycle, NO_PREFETCH_WHEN_SPILLING).
-            pipeline=self.pipeline("bwd", gpu, ctas, warps,
-                                   prefetch=0 if spill else OPERAND_PREFETCH_DEPTH),
+            pipeline=self.pipeline("bwd", gpu, ctas, warps, prefetch=self.bwd_prefetch(dims)),
             launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas},
         )
         out = [pre, main, KernelCost.of(
@@ -546,18 +570,19 @@ class FA2(FusedAttention):
             2's kernel traits.
         compiled_head_dims: which head dims have a compiled kernel; a call runs the smallest
             at least ``max(d, d_v)`` — its MMAs, shared-memory tiles and launch table that
-            wide, its HBM traffic at the true head dims. ``"flash-attn"`` (default):
-            flash-attn 2's ``HEADDIM_SWITCH`` (32, 64, 96, 128, 160, 192, 256);
-            ``"pytorch"``: PyTorch's copy, which adds 224; ``"exact"``: every head dim runs
-            as itself (the Triton presets: not read from their sources, ASSUMED).
+            wide, its HBM traffic at the true head dims, its register spills and warp cycle
+            as profiled (:data:`REFERENCE_FWD_SPILL_BYTES`, :data:`REFERENCE_BWD_SPILL_BYTES`,
+            :data:`REFERENCE_BWD_NO_PREFETCH`). ``"flash-attn"`` (default): flash-attn 2's
+            ``HEADDIM_SWITCH`` (32, 64, 96, 128, 160, 192, 256); ``"pytorch"``: the kernels
+            PyTorch's copy runs (no 160: 32, 64, 96, 128, 192, 256, from a profile);
+            ``"exact"``: every head dim runs as itself, without flash-attn 2's compiled facts
+            (kernels that are not its code; ASSUMED).
         bwd_spill_bytes: local-memory bytes each thread of the backward kernel reloads per
             step of its dK/dV loop because the compiler spilled registers (a compiled-kernel
             fact read from a profile: ``perfsim.validate.spill_facts``); ``None`` (default):
-            flash-attn 2's own figure by head dim (:data:`REFERENCE_BWD_SPILL_BYTES`: 4.1 B
-            above head dim 192, else none); 0 for none. Timed at the SM's measured
-            spill-reload rate (``KernelCost.local_load_bytes``); a spilling backward also
-            runs its warp cycle without the operand prefetch
-            (``perfsim.algorithms.base.NO_PREFETCH_WHEN_SPILLING``).
+            flash-attn 2's own figure by compiled head dim (:data:`REFERENCE_BWD_SPILL_BYTES`;
+            none with ``compiled_head_dims="exact"``); 0 for none. Timed at the SM's measured
+            spill-reload rate (``KernelCost.local_load_bytes``).
     """
 
     name: ClassVar[str] = "fa2"
@@ -586,15 +611,34 @@ class FA2(FusedAttention):
         return self.dq_recompute
 
     def spill_reload_bytes(self, dims: Dims) -> float:
-        """The ``bwd_spill_bytes`` option, else the reference's compiled figure for the head
-        dim (:data:`REFERENCE_BWD_SPILL_BYTES`; none above its largest key)."""
+        """The ``bwd_spill_bytes`` option, else the reference's compiled figure
+        (:data:`REFERENCE_BWD_SPILL_BYTES`; none with ``compiled_head_dims="exact"``)."""
         if self.bwd_spill_bytes is not None:
             return self.bwd_spill_bytes
-        if dims.symbolic:
+        return self._reference_figure(REFERENCE_BWD_SPILL_BYTES, dims)
+
+    def fwd_spill_bytes(self, dims: Dims) -> float:
+        """Local-memory bytes a forward thread reloads per tile step: the reference's
+        compiled figure (:data:`REFERENCE_FWD_SPILL_BYTES`), none with
+        ``compiled_head_dims="exact"``."""
+        return self._reference_figure(REFERENCE_FWD_SPILL_BYTES, dims)
+
+    def _reference_figure(self, table: dict, dims: Dims) -> float:
+        """``table``'s figure for the compiled kernel running ``dims`` (at its head dim, or
+        below it); 0 where the table has none or nothing is compiled per head dim."""
+        if self.head_dim_templates() is None or dims.symbolic:
             return 0.0
-        d = max(self.kernel_head_dims(dims))
-        return next((b for top, b in sorted(REFERENCE_BWD_SPILL_BYTES.items()) if d <= top),
-                    0.0)
+        kd = max(self.kernel_head_dims(dims))
+        even, uneven = table.get(kd, (0.0, 0.0))
+        return even if kd == max(dims.d, dims.d_v) else uneven
+
+    def bwd_prefetch(self, dims: Dims) -> int:
+        """Operand slices the backward's warps load ahead: none for the compiled kernels of
+        :data:`REFERENCE_BWD_NO_PREFETCH`, else ``OPERAND_PREFETCH_DEPTH``."""
+        if (self.head_dim_templates() is not None and not dims.symbolic
+                and max(self.kernel_head_dims(dims)) in REFERENCE_BWD_NO_PREFETCH):
+            return 0
+        return OPERAND_PREFETCH_DEPTH
 
     def registers(self, gpu: GPUSpec, warps: int) -> int:
         """32-bit registers per thread (for occupancy): the ``registers_per_thread`` option."""

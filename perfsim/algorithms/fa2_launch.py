@@ -34,10 +34,12 @@ def is_sm8x(gpu: GPUSpec) -> bool:
 #: ``csrc/flash_attn/src/static_switch.h``): a call runs the smallest one at least its head
 #: dim, its MMAs and shared-memory tiles that wide (the extra columns zero-filled).
 HEAD_DIM_TEMPLATES = (32, 64, 96, 128, 160, 192, 256)
-#: PyTorch's copy of flash-attn 2 (SDPA's flash backend) also compiles head dim 224
-#: (``aten/src/ATen/native/transformers/cuda/flash_attn/static_switch.h``,
-#: ``run_mha_fwd_hdim224``, ``run_mha_bwd_hdim224``).
-PYTORCH_HEAD_DIM_TEMPLATES = (32, 64, 96, 128, 160, 192, 224, 256)
+#: PyTorch's copy of flash-attn 2 (SDPA's flash backend, torch 2.11) has no head-dim-160
+#: kernel: the kernels Nsight Compute names on the H200 for calls at head dims 40, 80, 112,
+#: 160, 176, 200 and 224 are the 64, 96, 128, 192, 192, 256 and 256 ones, forward and
+#: backward (``validate/reports/h200/probes/ncu/summary-headdims.json``; 32 not profiled,
+#: ASSUMED as flash-attn 2's).
+PYTORCH_HEAD_DIM_TEMPLATES = (32, 64, 96, 128, 192, 256)
 
 
 def kernel_head_dim(d: int, templates: tuple[int, ...] = HEAD_DIM_TEMPLATES) -> int:
@@ -46,8 +48,8 @@ def kernel_head_dim(d: int, templates: tuple[int, ...] = HEAD_DIM_TEMPLATES) -> 
 
 
 def fwd_launch(d: int, causal: bool, dropout: bool, gpu: GPUSpec) -> tuple[int, int, int]:
-    """``(B_r, B_c, warps)`` of flash-attn 2's forward kernel for (compiled) head dim ``d``:
-    ``run_mha_fwd_hdim*``; head dim 224 as PyTorch's copy launches it.
+    """``(B_r, B_c, warps)`` of flash-attn 2's forward kernel for (compiled) head dim ``d``
+    (``run_mha_fwd_hdim*``).
 
     Raises:
         InfeasibleError: ``d`` above 256.
@@ -72,11 +74,6 @@ def fwd_launch(d: int, causal: bool, dropout: bool, gpu: GPUSpec) -> tuple[int, 
         return 128, 32, 4
     if d <= 192:
         return (64, 64, 4) if dropout else (128, 64, 8)
-    if d <= 224:
-        # run_mha_fwd_hdim224 (PyTorch's copy): 128 x 64 with 8 warps where a CTA may take
-        # 2 · 224 · (128 + 2 · 64) bytes (112 KB), else 64 x 64 with 4
-        return (128, 64, 8) if gpu.smem_bytes_per_block >= 2 * 224 * (128 + 2 * 64) else (
-            64, 64, 4)
     if d <= 256:
         # 128 x 64 (128 KB) where a CTA may take it and an SM cannot hold two 64 x 64 CTAs
         # (A100); else 64 x 64 with 4 warps (H100: two CTAs per SM; sm8x: all that fits).
@@ -134,15 +131,6 @@ def bwd_launch(d: int, dropout: bool, gpu: GPUSpec) -> BwdLaunch:
     if d <= 192:
         return (BwdLaunch(64, 64, 8, (4, 2, 2)) if smem >= 136 * KIB
                 else BwdLaunch(64, 64, 8, (4, 2, 2), v_in_regs=True, no_double_buffer=True))
-    if d <= 224:
-        # run_mha_bwd_hdim224 (PyTorch's copy): one configuration, 156 KB per CTA
-        launch = BwdLaunch(64, 64, 8, (4, 4, 4))
-        need = launch.smem_bytes(224, 224, 2)
-        if need > smem:
-            raise InfeasibleError(f"fa2 backward at head dim 224 (PyTorch's kernel) needs "
-                                  f"{need // KIB} KB of shared memory per CTA; {gpu.id} "
-                                  f"allows {smem // KIB} KB")
-        return launch
     if d <= 256:
         if smem >= 176 * KIB:
             return BwdLaunch(64, 64, 8, (4, 2, 2))
