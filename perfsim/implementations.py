@@ -86,6 +86,11 @@ FLEX_TILES = {64: (128, 128, 4), 128: (128, 64, 8), 256: (64, 32, 4)}
 #: ASSUMED as at d 64). Its dQ programs (BLOCK_M2 x BLOCK_N2) are separate CTAs of the same
 #: grid; perfsim charges their work to the dK/dV CTAs (``dq_recompute``).
 FLEX_BWD_TILES = {64: (64, 128, 8), 128: (64, 128, 8), 256: (64, 64, 4)}
+#: FlexAttention's templates tile Q, K and V as ``[BLOCK, QK_HEAD_DIM_ROUNDED]`` and
+#: ``[BLOCK, V_HEAD_DIM_ROUNDED]``, the head dims rounded up to a power of two
+#: (``next_power_of_two`` in ``torch/_inductor/kernel/flex/common.py``; ``tl.arange(0,
+#: QK_HEAD_DIM_ROUNDED)`` in its Jinja templates): its dots run that wide.
+FLEX_HEAD_DIMS = "power-of-two"
 #: Local-memory bytes a thread reloads per dK/dV step when the compiled backward spills (the
 #: dK and dV accumulators alone need 2 · B_c · d / threads registers: 256 for the tutorial at
 #: d 128, 192 and 256 for FlexAttention at d 192 and 256, against 255), from Nsight Compute
@@ -311,9 +316,11 @@ CUDNN_DECODE_CTAS, CUDNN_DECODE_MAX_SPLITS = 256, 64
 
 def _fa2_like(**options):
     """The FA2 model for a kernel that is not flash-attn 2's code (cuDNN off Hopper and in
-    decode, xFormers', Triton's): its compiled head dims were not read from its source, so
-    every head dim runs as itself (``compiled_head_dims="exact"``, ASSUMED)."""
-    return algos.FA2(compiled_head_dims="exact", **options)
+    decode, xFormers', Triton's): none of flash-attn 2's compiled facts; unless the options
+    say otherwise (FlexAttention), every head dim runs as itself
+    (``compiled_head_dims="exact"``, ASSUMED: not read from the kernels' sources)."""
+    options.setdefault("compiled_head_dims", "exact")
+    return algos.FA2(**options)
 
 
 def _sdpa_cudnn(dims, gpu):
@@ -352,7 +359,7 @@ def _flex(dims, gpu):
         # register spills of its dK/dV programs above head dim 128 (FLEX_BWD_SPILL_BYTES)
         block_m, block_n, warps = _tile(FLEX_BWD_TILES, hdim)
         return _fa2_like(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
-                         dq_recompute=True,
+                         dq_recompute=True, compiled_head_dims=FLEX_HEAD_DIMS,
                          bwd_spill_bytes=_tile(FLEX_BWD_SPILL_BYTES, hdim),
                          bwd_smem_per_cta=_compiled_smem(FLEX_BWD_SMEM, hdim, gpu),
                          tensor_family=triton_tensor_family(gpu, block_n, warps),
@@ -361,6 +368,7 @@ def _flex(dims, gpu):
     # the main template has no split-KV and no GQA packing (flex's short-query decoding
     # template is not modelled)
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
+                     compiled_head_dims=FLEX_HEAD_DIMS,
                      tensor_family=triton_tensor_family(gpu, block_m, warps),
                      num_splits=1, pack_gqa=False)
 

@@ -352,6 +352,18 @@ def test_fa2_runs_the_compiled_head_dim_at_or_above_the_callers():
             == perfsim.predict(w128, "h100-sxm5", FA2(compiled_head_dims="exact")).seconds)
 
 
+def test_flexattention_runs_its_dots_at_the_next_power_of_two_head_dim():
+    """FlexAttention's templates tile Q, K, V at QK/V_HEAD_DIM_ROUNDED (next power of two):
+    head dim 80 executes the tensor work of 128, reads HBM at 80, and takes none of
+    flash-attn 2's compiled facts (spills)."""
+    w = big("fwd", d=80)
+    cost = perfsim.predict(w, "h100-sxm5", "flex").kernels[0].cost
+    assert cost.sm_demand()["tensor"] == pytest.approx(cost.tensor_flops * 128 / 80, rel=0.02)
+    assert cost.local_load_bytes == 0
+    assert cost.hbm_bytes == perfsim.predict(w, "h100-sxm5", FA2(
+        compiled_head_dims="exact")).kernels[0].cost.hbm_bytes
+
+
 @pytest.mark.parametrize("gpu", ["rtx-5090", "rtx-4090", "rtx-3090", "a10g", "l40s"])
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_fa2_backward_is_feasible_on_consumer_gpus(gpu, d):

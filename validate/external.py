@@ -115,6 +115,8 @@ HOLDOUTS = {
     "external-holdout11": "head dims 48-248, most between compiled ones; frozen for the "
                           "kernels PyTorch's copy runs there (profiled: no 160, no 224), "
                           "their spills and the 256 backward's missing prefetch",
+    "external-holdout12": "head dims 56-216 between compiled ones, for FlexAttention and SDPA "
+                          "flash; frozen for FlexAttention's power-of-two head dims",
 }
 
 

@@ -104,6 +104,13 @@ REFERENCE_FWD_SPILL_BYTES = {64: (0.0, 128.2), 96: (0.0, 28.0), 128: (0.0, 118.7
 #: dims 224 and 256) against 1.64-2.27 for the 64-192 kernels, and on long-scoreboard ones
 #: 1.44-1.48 times against 0.41-0.92.
 REFERENCE_BWD_NO_PREFETCH = frozenset({256})
+#: ``compiled_head_dims`` values that mean flash-attn 2's own code (its compiled facts apply)
+FLASH_ATTN_CODE = ("flash-attn", "pytorch")
+
+
+def next_power_of_two(n) -> int:
+    """The smallest power of two ≥ ``n`` (≥ 1)."""
+    return 1 << max(int(n) - 1, 0).bit_length()
 
 
 class FusedAttention(Algorithm):
@@ -575,8 +582,9 @@ class FA2(FusedAttention):
             :data:`REFERENCE_BWD_NO_PREFETCH`). ``"flash-attn"`` (default): flash-attn 2's
             ``HEADDIM_SWITCH`` (32, 64, 96, 128, 160, 192, 256); ``"pytorch"``: the kernels
             PyTorch's copy runs (no 160: 32, 64, 96, 128, 192, 256, from a profile);
-            ``"exact"``: every head dim runs as itself, without flash-attn 2's compiled facts
-            (kernels that are not its code; ASSUMED).
+            ``"power-of-two"``: each head dim rounded up to a power of two (FlexAttention's
+            templates); ``"exact"``: every head dim runs as itself. Neither of the last two
+            takes flash-attn 2's compiled facts (kernels that are not its code).
         bwd_spill_bytes: local-memory bytes each thread of the backward kernel reloads per
             step of its dK/dV loop because the compiler spilled registers (a compiled-kernel
             fact read from a profile: ``perfsim.validate.spill_facts``); ``None`` (default):
@@ -600,7 +608,7 @@ class FA2(FusedAttention):
     #: at most CUDA's 512 KiB of local memory per thread
     bwd_spill_bytes: float | None = Field(default=None, ge=0, le=512 * 1024)
     bwd_smem_per_cta: int | None = Field(default=None, ge=0)
-    compiled_head_dims: Literal["flash-attn", "pytorch", "exact"] = "flash-attn"
+    compiled_head_dims: Literal["flash-attn", "pytorch", "power-of-two", "exact"] = "flash-attn"
 
     def fwd_warps_option(self) -> int | None:
         """The ``warps`` option."""
@@ -626,7 +634,7 @@ class FA2(FusedAttention):
     def _reference_figure(self, table: dict, dims: Dims) -> float:
         """``table``'s figure for the compiled kernel running ``dims`` (at its head dim, or
         below it); 0 where the table has none or nothing is compiled per head dim."""
-        if self.head_dim_templates() is None or dims.symbolic:
+        if self.compiled_head_dims not in FLASH_ATTN_CODE or dims.symbolic:
             return 0.0
         kd = max(self.kernel_head_dims(dims))
         even, uneven = table.get(kd, (0.0, 0.0))
@@ -635,7 +643,7 @@ class FA2(FusedAttention):
     def bwd_prefetch(self, dims: Dims) -> int:
         """Operand slices the backward's warps load ahead: none for the compiled kernels of
         :data:`REFERENCE_BWD_NO_PREFETCH`, else ``OPERAND_PREFETCH_DEPTH``."""
-        if (self.head_dim_templates() is not None and not dims.symbolic
+        if (self.compiled_head_dims in FLASH_ATTN_CODE and not dims.symbolic
                 and max(self.kernel_head_dims(dims)) in REFERENCE_BWD_NO_PREFETCH):
             return 0
         return OPERAND_PREFETCH_DEPTH
@@ -645,9 +653,17 @@ class FA2(FusedAttention):
         return self.registers_per_thread
 
     def head_dim_templates(self) -> tuple[int, ...] | None:
-        """The ``compiled_head_dims`` option's table."""
-        return {"flash-attn": HEAD_DIM_TEMPLATES, "pytorch": PYTORCH_HEAD_DIM_TEMPLATES,
-                "exact": None}[self.compiled_head_dims]
+        """The ``compiled_head_dims`` option's table (``None`` for ``"power-of-two"`` and
+        ``"exact"``)."""
+        return {"flash-attn": HEAD_DIM_TEMPLATES,
+                "pytorch": PYTORCH_HEAD_DIM_TEMPLATES}.get(self.compiled_head_dims)
+
+    def kernel_head_dims(self, dims: Dims) -> tuple:
+        """``(d, d_v)`` the kernel runs at: ``"power-of-two"`` rounds each up to a power of
+        two on its own; the others as :meth:`FusedAttention.kernel_head_dims`."""
+        if self.compiled_head_dims == "power-of-two" and not dims.symbolic:
+            return next_power_of_two(dims.d), next_power_of_two(dims.d_v)
+        return super().kernel_head_dims(dims)
 
     def bwd_smem_bytes(self, launch, dims: Dims):
         """Shared memory per backward CTA: ``bwd_smem_per_cta``, else flash-attn 2's kernel
