@@ -74,10 +74,17 @@ def triton_tensor_family(gpu: GPUSpec, block_m: int, num_warps: int) -> str:
 CUDNN_SM90_BWD_TILE = (64, 64)
 #: Head dims above which cuDNN's sm90 backward issues S and dP in both consumer warpgroups.
 CUDNN_SDP_TWICE_ABOVE = 128
-#: FlexAttention's forward tiles on sm_90, 16-bit inputs, by head dim: (BLOCK_M, BLOCK_N,
-#: warps), torch/_inductor/kernel/flex_attention.py ``_h100_default_config`` (torch 2.5-2.7;
-#: newer releases choose through template heuristics that may differ).
+#: FlexAttention's forward tiles on sm_90, 16-bit inputs: (BLOCK_M, BLOCK_N, warps) for the
+#: head dims its table lists, looked up by the exact head dim, and the default for every
+#: other head dim up to 256 (``get_flex_attn_fwd_configs`` in
+#: ``torch/_inductor/template_heuristics/triton.py``: ``h100_default_flex_config.get((dtype,
+#: head_dim), FlexConfig(64, 64, 3, 4))``; torch 2.5-2.7 had the same table in
+#: ``kernel/flex_attention.py``). Used on every GPU (the A100 and Blackwell tables are not
+#: modelled).
 FLEX_TILES = {64: (128, 128, 4), 128: (128, 64, 8), 256: (64, 32, 4)}
+FLEX_DEFAULT_TILE = (64, 64, 4)
+#: The smallest head dim ``flex_attention`` accepts (its input validation).
+FLEX_MIN_HEAD_DIM = 16
 #: FlexAttention's backward on sm_90, 16-bit inputs, by head dim: (BLOCK_M1, BLOCK_N1, warps) of
 #: its dK/dV programs (query rows per step, key rows per program), read from the kernels
 #: inductor generated on the project's H200 (torch 2.11; validate/reports/h200/probes/
@@ -364,7 +371,10 @@ def _flex(dims, gpu):
                          bwd_smem_per_cta=_compiled_smem(FLEX_BWD_SMEM, hdim, gpu),
                          tensor_family=triton_tensor_family(gpu, block_n, warps),
                          num_splits=1, pack_gqa=False)
-    block_m, block_n, warps = _tile(FLEX_TILES, hdim)
+    if hdim > max(FLEX_TILES):
+        raise InfeasibleError(f"head_dim {hdim} is above the largest ({max(FLEX_TILES)}) "
+                              "FlexAttention supports")
+    block_m, block_n, warps = FLEX_TILES.get(hdim, FLEX_DEFAULT_TILE)
     # the main template has no split-KV and no GQA packing (flex's short-query decoding
     # template is not modelled)
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
@@ -463,6 +473,22 @@ def _sdpa_limits(dims) -> None:
     _lacks(dims, "torch SDPA", "window", "softcap", "paged", "kv_dtype")
 
 
+def _same_head_dims(dims, name: str) -> None:
+    """flash-attn 2 takes one head dim for Q, K and V (``CHECK_SHAPE(v, ..., head_size_og)``
+    in its ``mha_fwd``; PyTorch's ``check_head_dim_size_flash`` asks the same of SDPA flash)."""
+    if dims.symbolic:
+        return
+    differ = np.asarray(dims.d) != np.asarray(dims.d_v)
+    infeasible_where(differ if np.ndim(differ) else bool(differ),
+                     f"{name} takes one head dim for Q, K and V (head_dim_v must equal "
+                     "head_dim)")
+
+
+def _flash_limits(dims) -> None:
+    _sdpa_limits(dims)
+    _same_head_dims(dims, "torch SDPA's flash backend")
+
+
 def _efficient_limits(dims) -> None:
     _sdpa_limits(dims)
     _no_gqa(dims)
@@ -472,6 +498,11 @@ def _flex_limits(dims) -> None:
     """FlexAttention expresses windows (block masks) and softcap (``score_mod``); it has no
     dropout, and its paged and mixed-dtype paths are not modelled."""
     _lacks(dims, "FlexAttention", "dropout", "paged", "kv_dtype")
+    if not dims.symbolic:
+        # flex_attention's input check: "embedding dimension ... must be at least 16"
+        small = np.minimum(np.asarray(dims.d), np.asarray(dims.d_v)) < FLEX_MIN_HEAD_DIM
+        infeasible_where(small if np.ndim(small) else bool(small),
+                         f"FlexAttention takes head dims of at least {FLEX_MIN_HEAD_DIM}")
 
 
 def _tutorial_limits(dims) -> None:
@@ -529,7 +560,7 @@ IMPLEMENTATIONS: dict[str, tuple] = {
     "sdpa-flash": (lambda dims, gpu: algos.FA2(fast_math=False, fused_scale=False,
                                                compiled_head_dims="pytorch"),
                    "torch SDPA, SDPBackend.FLASH_ATTENTION (flash-attn 2 CUDA kernels)",
-                   {"software": "sdpa-flash"}, _sdpa_limits),
+                   {"software": "sdpa-flash"}, _flash_limits),
     "sdpa-cudnn": (_sdpa_cudnn, "torch SDPA, SDPBackend.CUDNN_ATTENTION",
                    {"software": "sdpa-cudnn"}, _sdpa_limits),
     "sdpa-efficient": (_efficient, "torch SDPA, SDPBackend.EFFICIENT_ATTENTION "
@@ -542,7 +573,8 @@ IMPLEMENTATIONS: dict[str, tuple] = {
               "eager PyTorch: matmul, scale, masked_fill, softmax, matmul",
               {"software": "sdpa-math"}),
     "flex": (_flex, "torch.compile(flex_attention)", {}, _flex_limits),
-    "flash-attn-2": (lambda dims, gpu: algos.FA2(), "flash_attn.flash_attn_func (v2)", {}),
+    "flash-attn-2": (lambda dims, gpu: algos.FA2(), "flash_attn.flash_attn_func (v2)", {},
+                     lambda dims: _same_head_dims(dims, "flash-attn 2")),
     "flash-attn-3": (_flash_attn_3, "flash_attn_interface.flash_attn_func (v3, Hopper)", {},
                      _no_dropout),
     "flash-attn-cute": (_cute, "flash_attn.cute.flash_attn_func (flash-attn 4)",

@@ -399,6 +399,12 @@ class Prediction:
                     what.append(f"the {packed} query heads of each K/V head packed into one "
                                 "tile's rows (GQA packing: K/V read once per K/V head)")
                 lines.append(f"{k.cost.name} runs with " + " and ".join(what) + ".")
+            if "kernel_head_dims" in k.cost.launch:
+                kd, kd_v = k.cost.launch["kernel_head_dims"]
+                wide = f"{kd}" if kd == kd_v else f"{kd} / {kd_v}"
+                lines.append(f"{k.cost.name} runs the kernel compiled for head dim {wide}: "
+                             "its MMAs and shared-memory tiles that wide, HBM traffic at "
+                             f"the call's head dim {w.head_dim}.")
         heavy = max(self.kernels, key=lambda k: k.seconds)
         from perfsim.algorithms.base import Dims
 

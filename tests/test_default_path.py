@@ -364,6 +364,26 @@ def test_flexattention_runs_its_dots_at_the_next_power_of_two_head_dim():
         compiled_head_dims="exact")).kernels[0].cost.hbm_bytes
 
 
+def test_flex_and_flash_presets_take_what_their_references_take():
+    """FlexAttention's forward tile is its table's for the exact head dim, else its default
+    64 x 64 with 4 warps; it refuses head dims under 16; SDPA flash and flash-attn 2 take one
+    head dim for Q, K and V; explain() names a padded kernel's head dim."""
+    from perfsim.errors import InfeasibleError
+    from perfsim.implementations import FLEX_DEFAULT_TILE
+
+    for d, tile in ((64, (128, 128)), (72, FLEX_DEFAULT_TILE[:2]), (192, FLEX_DEFAULT_TILE[:2])):
+        launch = perfsim.predict(big("fwd", d=d), "h200-sxm", "flex").kernels[0].cost.launch
+        assert (launch["block_m"], launch["block_n"]) == tile, d
+    with pytest.raises(InfeasibleError, match="at least 16"):
+        perfsim.predict(big("fwd", d=8), "h200-sxm", "flex")
+    for name in ("sdpa-flash", "flash-attn-2"):
+        with pytest.raises(InfeasibleError, match="one head dim"):
+            perfsim.predict(W(batch=1, heads=8, seqlen_q=1024, head_dim=64, head_dim_v=128),
+                            "h100-sxm5", name)
+    text = perfsim.predict(big("fwd", d=72), "h200-sxm", "sdpa-flash").explain()
+    assert "compiled for head dim 96" in text
+
+
 @pytest.mark.parametrize("gpu", ["rtx-5090", "rtx-4090", "rtx-3090", "a10g", "l40s"])
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_fa2_backward_is_feasible_on_consumer_gpus(gpu, d):

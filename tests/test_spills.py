@@ -1,6 +1,7 @@
-"""Register spills in the backwards (issue 9): the presets' figures (Triton kernels) and
-flash-attn 2's own are the profiles' numbers; the timing rule adds reloads at the measured
-rate, hidden only by other CTAs, and a spilling mma.sync kernel prefetches no operands."""
+"""Register spills (issue 9): the presets' figures (Triton backwards) and flash-attn 2's own
+(forward and backward, by compiled head dim) are the profiles' numbers; the timing rule adds
+reloads at the measured rate, hidden only by other CTAs; flash-attn 2's head-dim-256 backward
+prefetches no operands (its stall profile, not its spills)."""
 
 from __future__ import annotations
 

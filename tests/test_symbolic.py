@@ -188,3 +188,11 @@ def test_decode_kv_bytes_is_the_floor_of_a_packed_decode():
                                              symbolic.d_v: 128})
     assert p.counts.hbm_read_bytes >= floor
     assert p.counts.hbm_read_bytes <= floor * 1.01          # + Q, a few KB
+
+
+@pytest.mark.parametrize("name", ["fa2", "sdpa-flash"])
+def test_fa2_closed_forms_keep_d_and_d_v_apart(name):
+    """Symbolic dims run as themselves (no compiled head dim): a closed form with d and d_v
+    both left free builds (it once compared them)."""
+    counts = symbolic.counts(name, "h200-sxm", phase="fwd")
+    assert {s.name for s in counts["tensor_flops"].free_symbols} >= {"d", "d_v"}

@@ -5,7 +5,7 @@
 #   cute   install flash-attn-4 from part B (.fa4/part-b carried, same warm machine), then rows
 #   rows   rows only
 # Always carried: .whl (pydantic wheels) and .ext (Triton's tutorial kernel). Knobs: LIMIT
-# (seconds for the rows, default 400), GRID (external | external-holdout[2..12]), IMPLS (default all),
+# (seconds for the rows, default 400), GRID (external | external-holdout[2..13]), IMPLS (default all),
 # POWER=0 (skip the power probe in `first`). Outputs under $OUT: run.log,
 # ext/results.jsonl, power-microbench.json (first only). Rows resume from
 # /tmp/ext-results/$GRID (a warm machine) or else from the repo copy in

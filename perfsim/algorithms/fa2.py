@@ -90,9 +90,12 @@ REGISTERS_PER_THREAD = 255
 #: steps and threads. Backward: at 96, 20.5 B (and 53.1 at head dim 80), 4.1 at 256, 1.6 at
 #: head dim 40; none at 64, 128, 160 (the 192 kernel) and 192, and under 1 B (taken as none)
 #: at 112 and 224. Forward: none at compiled head dims; 128.2 B at head dim 40, 28.0 at 80,
-#: 118.7 at 112, 23.6 at 200 and 224, none at 160 and 176. Head dim 32 not profiled (none,
-#: ASSUMED); used for flash-attn 2 on every GPU (the same code against the same 255-register
-#: cap; other architectures' and upstream's builds not profiled, ASSUMED alike).
+#: 118.7 at 112, 23.6 at 200 and 224, none at 160 and 176. Each "below" figure was profiled
+#: at one head dim and is used for the whole range below its kernel (ASSUMED), so a call just
+#: below a compiled head dim comes out slower than one at it (profiled: a head-dim-112
+#: forward took 983 µs where the same H·d at 128 took 786). Head dim 32 and flash-attn 2's
+#: own 160 kernel not profiled (none, ASSUMED); used on every GPU (the same code against the
+#: same 255-register cap; other architectures' and upstream's builds not profiled, ASSUMED).
 REFERENCE_BWD_SPILL_BYTES = {64: (0.0, 1.6), 96: (20.5, 53.1), 128: (0.0, 0.0),
                              192: (0.0, 0.0), 256: (4.1, 0.0)}
 REFERENCE_FWD_SPILL_BYTES = {64: (0.0, 128.2), 96: (0.0, 28.0), 128: (0.0, 118.7),
@@ -102,7 +105,8 @@ REFERENCE_FWD_SPILL_BYTES = {64: (0.0, 128.2), 96: (0.0, 28.0), 128: (0.0, 118.7
 #: on the H200 (not a timing): the 256 kernel's warps stall on short-scoreboard dependencies
 #: (shared-memory loads) 2.68-2.69 times per issued instruction in both profiled calls (head
 #: dims 224 and 256) against 1.64-2.27 for the 64-192 kernels, and on long-scoreboard ones
-#: 1.44-1.48 times against 0.41-0.92.
+#: 1.44-1.48 times against 0.41-0.92. Profiled on the H200 only; used on every GPU (A100's
+#: single-buffered 256 variant included: ASSUMED).
 REFERENCE_BWD_NO_PREFETCH = frozenset({256})
 #: ``compiled_head_dims`` values that mean flash-attn 2's own code (its compiled facts apply)
 FLASH_ATTN_CODE = ("flash-attn", "pytorch")
@@ -187,13 +191,22 @@ class FusedAttention(Algorithm):
         """Local-memory bytes a forward thread reloads per tile step (register spills)."""
         return 0.0
 
+    def _padded_head_dims(self, dims: Dims) -> dict:
+        """``{"kernel_head_dims": (d, d_v)}`` where the compiled kernel runs wider head dims
+        than the call's (for ``explain``), else nothing."""
+        if dims.symbolic:
+            return {}
+        kd = tuple(int(x) for x in self.kernel_head_dims(dims))
+        return {} if kd == (dims.d, dims.d_v) else {"kernel_head_dims": kd}
+
     def bwd_prefetch(self, dims: Dims) -> int:
         """Operand slices the backward's warps load ahead (``base.warp_cycle``)."""
         return OPERAND_PREFETCH_DEPTH
 
     def kernel_head_dims(self, dims: Dims) -> tuple:
-        """``(d, d_v)`` the compiled kernel runs at (:meth:`head_dim_templates`): flash-attn
-        2 picks one kernel by ``max(d, d_v)`` (``HEADDIM_SWITCH``)."""
+        """``(d, d_v)`` the compiled kernel runs at (:meth:`head_dim_templates`): one
+        kernel for ``max(d, d_v)`` (``HEADDIM_SWITCH``; flash-attn 2 itself takes d_v = d).
+        Symbolic dims run as themselves."""
         templates = self.head_dim_templates()
         if templates is None or dims.symbolic:
             return dims.d, dims.d_v
@@ -203,12 +216,12 @@ class FusedAttention(Algorithm):
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)`` of the forward kernel: the options, else what flash-attn 2
         launches on ``gpu`` (:func:`perfsim.algorithms.fa2_launch.fwd_launch`)."""
-        d = max(self.kernel_head_dims(dims))
-        if dims.splits > 1 or (dims.page_size and not dims.symbolic):
-            b_r, b_c, warps = splitkv_tile(d)
+        if dims.symbolic:
+            b_r, b_c, warps = SYMBOLIC_FWD_TILE
         else:
-            b_r, b_c, warps = SYMBOLIC_FWD_TILE if dims.symbolic else fwd_launch(
-                d, dims.causal, bool(dims.dropout_p), gpu)
+            d = max(self.kernel_head_dims(dims))
+            b_r, b_c, warps = (splitkv_tile(d) if dims.splits > 1 or dims.page_size
+                               else fwd_launch(d, dims.causal, bool(dims.dropout_p), gpu))
         return self.block_m or b_r, self.block_n or b_c, self.fwd_warps_option() or warps
 
     def bwd_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int, int]:
@@ -403,7 +416,7 @@ class FusedAttention(Algorithm):
             bytes_in_flight=self.kv_in_flight(dims, b_c),
             launch={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
                    "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail,
-                   "packed_heads": dims.group},
+                   "packed_heads": dims.group, **self._padded_head_dims(dims)},
         ).padded(tail, fixed=self._fwd_row_work(dims))
 
     def _fwd_row_work(self, dims: Dims) -> dict:
@@ -508,7 +521,8 @@ class FusedAttention(Algorithm):
             tensor_family=self.tensor_family,
             overlap=self.overlap_groups("bwd", dims),
             pipeline=self.pipeline("bwd", gpu, ctas, warps, prefetch=self.bwd_prefetch(dims)),
-            launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas},
+            launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas,
+                    **self._padded_head_dims(dims)},
         )
         out = [pre, main, KernelCost.of(
             f"{self.name}_bwd_convert_dq",
@@ -581,10 +595,13 @@ class FA2(FusedAttention):
             as profiled (:data:`REFERENCE_FWD_SPILL_BYTES`, :data:`REFERENCE_BWD_SPILL_BYTES`,
             :data:`REFERENCE_BWD_NO_PREFETCH`). ``"flash-attn"`` (default): flash-attn 2's
             ``HEADDIM_SWITCH`` (32, 64, 96, 128, 160, 192, 256); ``"pytorch"``: the kernels
-            PyTorch's copy runs (no 160: 32, 64, 96, 128, 192, 256, from a profile);
-            ``"power-of-two"``: each head dim rounded up to a power of two (FlexAttention's
-            templates); ``"exact"``: every head dim runs as itself. Neither of the last two
-            takes flash-attn 2's compiled facts (kernels that are not its code).
+            PyTorch's copy runs (torch 2.11, profiled: 32, 64, 96, 128, 192, 256 — no 160;
+            an older PyTorch source also has 160 and 224); ``"power-of-two"``: each head
+            dim rounded up to a power of two (FlexAttention's templates); ``"exact"``:
+            every head dim runs as itself. The last two take none of flash-attn 2's
+            compiled facts (spills, prefetch; kernels that are not its code) but keep its
+            launch table for the head dim's range (tiles and warps: the ASSUMED stand-in
+            where a preset gives none), so their time can step down where a range starts.
         bwd_spill_bytes: local-memory bytes each thread of the backward kernel reloads per
             step of its dK/dV loop because the compiler spilled registers (a compiled-kernel
             fact read from a profile: ``perfsim.validate.spill_facts``); ``None`` (default):
@@ -620,15 +637,17 @@ class FA2(FusedAttention):
 
     def spill_reload_bytes(self, dims: Dims) -> float:
         """The ``bwd_spill_bytes`` option, else the reference's compiled figure
-        (:data:`REFERENCE_BWD_SPILL_BYTES`; none with ``compiled_head_dims="exact"``)."""
+        (:data:`REFERENCE_BWD_SPILL_BYTES`; none unless ``compiled_head_dims`` names
+        flash-attn 2's own code)."""
         if self.bwd_spill_bytes is not None:
             return self.bwd_spill_bytes
         return self._reference_figure(REFERENCE_BWD_SPILL_BYTES, dims)
 
     def fwd_spill_bytes(self, dims: Dims) -> float:
         """Local-memory bytes a forward thread reloads per tile step: the reference's
-        compiled figure (:data:`REFERENCE_FWD_SPILL_BYTES`), none with
-        ``compiled_head_dims="exact"``."""
+        compiled figure (:data:`REFERENCE_FWD_SPILL_BYTES`; none unless
+        ``compiled_head_dims`` names flash-attn 2's own code). The split-KV (and paged)
+        kernel takes the same figure by its compiled head dim (not profiled, ASSUMED)."""
         return self._reference_figure(REFERENCE_FWD_SPILL_BYTES, dims)
 
     def _reference_figure(self, table: dict, dims: Dims) -> float:
