@@ -199,8 +199,10 @@ class Prediction:
 
     @property
     def executed_flops(self) -> float:
-        """FLOPs the kernels execute (``counts.flops``: matmul + FP32 work, masked elements of
-        visited tiles and recomputation included); ``model_flops`` is the convention."""
+        """FLOPs of the tiles the kernels visit (``counts.flops``: matmul + FP32 work, masked
+        elements of visited tiles and recomputation included; padding to whole tiles and to
+        a kernel's compiled head dim is timed (``KernelCost.executed``) but not counted here);
+        ``model_flops`` is the convention."""
         return self.counts.flops
 
     def matmul_dtype(self) -> str:

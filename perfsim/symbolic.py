@@ -18,8 +18,10 @@ every re-read goes to HBM, as in the FA1 paper's IO analysis (Theorem 2), which 
 ``keep_l2=True`` keeps the L2 size as the symbol ``L_2``.
 
 Closed forms count the tiles as visited; the numeric path also times the padding of partial
-tiles on the SM units (``perfsim.algorithms.base.with_whole_tiles``), so SM-side times agree
-at tile multiples. Counts (FLOPs, bytes, exps) agree everywhere (``tests/test_symbolic.py``).
+tiles on the SM units (``perfsim.algorithms.base.with_whole_tiles``), and flash-attn 2 and
+FlexAttention run a head dim between compiled ones at the next compiled width (closed forms
+keep d and d_v as they are), so SM-side times agree at tile multiples and compiled head dims.
+Counts (FLOPs, bytes, exps) agree everywhere (``tests/test_symbolic.py``).
 The crossovers compare unit times: an unpipelined kernel's load waits
 (``KernelCost.load_chain``, e.g. ``FA1(pipelined=False)``) are not part of them.
 
