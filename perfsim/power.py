@@ -105,6 +105,10 @@ def power_w(gpu: GPUSpec, energy, seconds, clock_hz):
     ``seconds`` at SM clock ``clock_hz``."""
     power = gpu.power
     e_sm, e_hbm = energy
+    if all(isinstance(x, float) for x in (e_sm, e_hbm, seconds, clock_hz)):
+        # one call (Python floats): the same arithmetic without numpy's per-op overhead
+        scale = (clock_hz / power.reference_clock_hz) ** power.voltage_exponent
+        return power.static_w + (e_sm * scale + e_hbm) / (seconds if seconds > 0 else 1.0)
     scale = (np.asarray(clock_hz) / power.reference_clock_hz) ** power.voltage_exponent
     busy = np.where(np.asarray(seconds) > 0, seconds, 1.0)
     return power.static_w + (e_sm * scale + e_hbm) / busy
@@ -133,6 +137,17 @@ def sustained_clock(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock
     if not np.any(capped):
         return _out(hi, p_hi)
     shape = np.broadcast_shapes(np.shape(capped), np.shape(hi))
+    if shape == ():
+        # one call: the same bisection on Python floats (the array path's per-step numpy
+        # overhead is most of a single prediction's clock search)
+        lo_s, hi_s = float(lo), float(hi)
+        for _ in range(BISECTION_STEPS):
+            mid = 0.5 * (lo_s + hi_s)
+            if power_w(gpu, energy, seconds_at(mid), mid) > power.tdp_w:
+                hi_s = mid
+            else:
+                lo_s = mid
+        return _out(lo_s, power_w(gpu, energy, seconds_at(lo_s), lo_s))
     lo_f = np.broadcast_to(np.asarray(lo, dtype=float), shape).copy()
     hi_f = np.broadcast_to(np.asarray(hi, dtype=float), shape).copy()
     for _ in range(BISECTION_STEPS):
