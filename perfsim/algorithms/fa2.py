@@ -191,6 +191,11 @@ class FusedAttention(Algorithm):
         """Local-memory bytes a forward thread reloads per tile step (register spills)."""
         return 0.0
 
+    def compiled_head_dims_are_guessed(self) -> bool:
+        """Whether the backward's shared memory is a stand-in (flash-attn 2's traits for a
+        kernel that is not its code, no compiled figure given): never for the references."""
+        return False
+
     def _padded_head_dims(self, dims: Dims) -> dict:
         """``{"kernel_head_dims": (d, d_v)}`` where the compiled kernel runs wider head dims
         than the call's (for ``explain``), else nothing."""
@@ -460,6 +465,13 @@ class FusedAttention(Algorithm):
         # Q and dO tiles, K_j/V_j resident, P and dS staged in shared memory (the
         # reference's kernel traits: BwdLaunch.smem_bytes)
         smem = self.bwd_smem_bytes(launch, dims)
+        if (self.compiled_head_dims_are_guessed() and not dims.symbolic
+                and not launch.no_double_buffer and smem > gpu.smem_bytes_per_block):
+            # a kernel that is not flash-attn 2's code, with no compiled figure for this GPU,
+            # keeps one Q/dO stage where two do not fit (as Triton's pipeliner does with fewer
+            # stages; ASSUMED)
+            launch = launch._replace(no_double_buffer=True)
+            smem = self.bwd_smem_bytes(launch, dims)
         ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
         v = dims.tile_visits(b_r, b_c)
         q_side = bh * v.kv_outer_rows          # (query row, key tile) pairs
@@ -670,6 +682,12 @@ class FA2(FusedAttention):
     def registers(self, gpu: GPUSpec, warps: int) -> int:
         """32-bit registers per thread (for occupancy): the ``registers_per_thread`` option."""
         return self.registers_per_thread
+
+    def compiled_head_dims_are_guessed(self) -> bool:
+        """True for a kernel that is not flash-attn 2's code whose backward shared memory is
+        not given (``bwd_smem_per_cta``): its stages are flash-attn 2's traits, a stand-in."""
+        return (self.compiled_head_dims not in FLASH_ATTN_CODE
+                and self.bwd_smem_per_cta is None)
 
     def head_dim_templates(self) -> tuple[int, ...] | None:
         """The ``compiled_head_dims`` option's table (``None`` for ``"power-of-two"`` and
