@@ -459,8 +459,7 @@ def _lacks(dims, name: str, *features: str) -> None:
              "dropout": "no dropout"}
     for f in features:
         if f == "gqa" and not dims.symbolic:        # per element in sweeps
-            infeasible_where(np.asarray(dims.H) != np.asarray(dims.H_kv)
-                             if np.ndim(dims.H) or np.ndim(dims.H_kv) else dims.H != dims.H_kv,
+            infeasible_where(np.asarray(dims.H) != np.asarray(dims.H_kv),
                              f"{name} has {words[f]}")
         elif used[f]:
             raise InfeasibleError(f"{name} has {words[f]}")
@@ -478,8 +477,7 @@ def _same_head_dims(dims, name: str) -> None:
     in its ``mha_fwd``; PyTorch's ``check_head_dim_size_flash`` asks the same of SDPA flash)."""
     if dims.symbolic:
         return
-    differ = np.asarray(dims.d) != np.asarray(dims.d_v)
-    infeasible_where(differ if np.ndim(differ) else bool(differ),
+    infeasible_where(np.asarray(dims.d) != np.asarray(dims.d_v),
                      f"{name} takes one head dim for Q, K and V (head_dim_v must equal "
                      "head_dim)")
 
@@ -500,8 +498,8 @@ def _flex_limits(dims) -> None:
     _lacks(dims, "FlexAttention", "dropout", "paged", "kv_dtype")
     if not dims.symbolic:
         # flex_attention's input check: "embedding dimension ... must be at least 16"
-        small = np.minimum(np.asarray(dims.d), np.asarray(dims.d_v)) < FLEX_MIN_HEAD_DIM
-        infeasible_where(small if np.ndim(small) else bool(small),
+        infeasible_where(np.minimum(np.asarray(dims.d), np.asarray(dims.d_v))
+                         < FLEX_MIN_HEAD_DIM,
                          f"FlexAttention takes head dims of at least {FLEX_MIN_HEAD_DIM}")
 
 
@@ -514,8 +512,7 @@ def _tutorial_limits(dims) -> None:
         # element-wise for sweeps (N_q, N_k and causal may be arrays)
         bad = (np.logical_not(dims.causal) | (np.asarray(dims.N_q) % 128 != 0)
                | (np.asarray(dims.N_k) % 128 != 0))
-        infeasible_where(bad if np.ndim(bad) else bool(bad),
-                         "the tutorial's backward runs causal attention with N_q and N_k "
+        infeasible_where(bad, "the tutorial's backward runs causal attention with N_q and N_k "
                          "multiples of 128 only")
     if dims.bwd and max(dims.d, dims.d_v) > TRITON_TUTORIAL_BWD_MAX_HEAD_DIM:
         raise InfeasibleError(

@@ -339,7 +339,7 @@ class Prediction:
         up to at most that unit's time; an eager kernel's HBM terms at its measured ceiling
         and an SGEMM's FMA-pipe terms at its K law, as the timing takes them."""
         from perfsim.software import DEFAULT_SOFTWARE
-        from perfsim.timing import TimingParams, rates
+        from perfsim.timing import TimingParams, eager_ceiling, rates
 
         params = self.timing if isinstance(self.timing, TimingParams) else \
             TimingParams.for_gpu(self.gpu, getattr(self.algorithm, "software",
@@ -351,11 +351,9 @@ class Prediction:
         for k in self.kernels:
             rate = dict(rates(self.gpu, k.cost, params, self.clock_hz or self.gpu.clock_hz))
             # the measured ceilings of eager kernels and the SGEMM law, as the timing applies
-            if k.cost.eager_op == "sgemm":
-                rate["fp32"] = rate["fp32"] * params.sgemm_efficiency(k.cost.row_length,
-                                                                      k.cost.gemm_n)
-            elif k.cost.eager_op:
-                rate["hbm"] = rate["hbm"] * params.eager_efficiency(k.cost)
+            ceiling = eager_ceiling(k.cost, params)
+            if ceiling is not None:
+                rate[ceiling[0]] = rate[ceiling[0]] * ceiling[1]
             for key, value in k.cost.terms.items():
                 unit = unit_of.get(key.split("/", 1)[0])
                 seconds = float(value) / float(rate[unit]) if unit else 0.0

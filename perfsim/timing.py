@@ -404,11 +404,10 @@ def _timed(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz):
                                                            demand.get("alu", 0), unit_rate)
     if load_path is not None:
         unit_seconds["hbm"] = maximum(unit_seconds["hbm"], load_path)
-    if cost.eager_op == "sgemm":
-        unit_seconds["fp32"] = unit_seconds["fp32"] / params.sgemm_efficiency(
-            cost.row_length, cost.gemm_n)
-    elif cost.eager_op:
-        unit_seconds["hbm"] = unit_seconds["hbm"] / params.eager_efficiency(cost)
+    ceiling = eager_ceiling(cost, params)
+    if ceiling is not None:
+        unit, share = ceiling
+        unit_seconds[unit] = unit_seconds[unit] / share
     chain = chain_bound = None
     if cost.load_chain is not None:
         chain, chain_bound, group_seconds = _load_chain_time(cost, gpu, unit_seconds, busiest)
@@ -428,6 +427,18 @@ def _timed(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz):
         body = body + waves * params.cta_overhead_s
     seconds = body + launched * params.launch_overhead_s
     return unit_seconds, seconds, chain, chain_bound, busiest, wave_factor
+
+
+def eager_ceiling(cost: KernelCost, params: TimingParams):
+    """``(unit, share)`` of an eager PyTorch kernel's measured ceiling — the FP32 pipes at
+    the SGEMM K law (``TimingParams.sgemm_efficiency``) or HBM at its measured fraction of
+    the copy bandwidth (``TimingParams.eager_efficiency``) — or ``None`` for other kernels.
+    The one place both the timing and ``Prediction.term_seconds`` take it from."""
+    if cost.eager_op == "sgemm":
+        return "fp32", params.sgemm_efficiency(cost.row_length, cost.gemm_n)
+    if cost.eager_op:
+        return "hbm", params.eager_efficiency(cost)
+    return None
 
 
 #: The SM-side units, in the order one instruction stream issues them.

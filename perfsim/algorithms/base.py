@@ -407,11 +407,10 @@ MMA_SYNC_SERIAL = (False, True)
 
 #: Operand slices a CTA of flash-attn 2 keeps in flight while it computes: its GEMM loop
 #: copies k-slice ``i + 1`` from shared memory to registers before issuing the MMAs of slice
-#: ``i`` (flash-attn 2 ``csrc/flash_attn/src/utils.h``, ``flash::gemm``).
+#: ``i`` (flash-attn 2 ``csrc/flash_attn/src/utils.h``, ``flash::gemm``). A kernel whose warps
+#: cannot hold the next slice runs with ``prefetch = 0`` (one slice in flight per CTA):
+#: flash-attn 2's head-dim-256 backward (``fa2.REFERENCE_BWD_NO_PREFETCH``).
 OPERAND_PREFETCH_DEPTH = 1
-#: A kernel whose warps cannot hold the next slice takes ``prefetch = 0`` (one slice in flight
-#: per CTA): flash-attn 2's head-dim-256 backward (``fa2.REFERENCE_BWD_NO_PREFETCH``, from
-#: its Nsight Compute stall profile).
 
 
 def warp_cycle(gpu: GPUSpec, ctas_per_sm, warps_per_cta,

@@ -182,16 +182,11 @@ class FusedAttention(Algorithm):
         """Local-memory bytes a backward thread reloads per dK/dV step (register spills)."""
         return 0.0
 
-    def head_dim_templates(self) -> tuple[int, ...] | None:
-        """The head dims the implementation compiles kernels for (a call runs the smallest
-        one at least its own), or ``None``: any head dim runs as itself."""
-        return None
-
     def fwd_spill_bytes(self, dims: Dims) -> float:
         """Local-memory bytes a forward thread reloads per tile step (register spills)."""
         return 0.0
 
-    def compiled_head_dims_are_guessed(self) -> bool:
+    def bwd_smem_is_stand_in(self) -> bool:
         """Whether the backward's shared memory is a stand-in (flash-attn 2's traits for a
         kernel that is not its code, no compiled figure given): never for the references."""
         return False
@@ -209,14 +204,8 @@ class FusedAttention(Algorithm):
         return OPERAND_PREFETCH_DEPTH
 
     def kernel_head_dims(self, dims: Dims) -> tuple:
-        """``(d, d_v)`` the compiled kernel runs at (:meth:`head_dim_templates`): one
-        kernel for ``max(d, d_v)`` (``HEADDIM_SWITCH``; flash-attn 2 itself takes d_v = d).
-        Symbolic dims run as themselves."""
-        templates = self.head_dim_templates()
-        if templates is None or dims.symbolic:
-            return dims.d, dims.d_v
-        k = kernel_head_dim(max(dims.d, dims.d_v), templates)
-        return k, k
+        """``(d, d_v)`` the compiled kernel runs at: the call's own (FA2 overrides it)."""
+        return dims.d, dims.d_v
 
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)`` of the forward kernel: the options, else what flash-attn 2
@@ -465,7 +454,7 @@ class FusedAttention(Algorithm):
         # Q and dO tiles, K_j/V_j resident, P and dS staged in shared memory (the
         # reference's kernel traits: BwdLaunch.smem_bytes)
         smem = self.bwd_smem_bytes(launch, dims)
-        if (self.compiled_head_dims_are_guessed() and not dims.symbolic
+        if (self.bwd_smem_is_stand_in() and not dims.symbolic
                 and not launch.no_double_buffer and smem > gpu.smem_bytes_per_block):
             # a kernel that is not flash-attn 2's code, with no compiled figure for this GPU,
             # keeps one Q/dO stage where two do not fit (as Triton's pipeliner does with fewer
@@ -618,8 +607,8 @@ class FA2(FusedAttention):
             step of its dK/dV loop because the compiler spilled registers (a compiled-kernel
             fact read from a profile: ``perfsim.validate.spill_facts``); ``None`` (default):
             flash-attn 2's own figure by compiled head dim (:data:`REFERENCE_BWD_SPILL_BYTES`;
-            none with ``compiled_head_dims="exact"``); 0 for none. Timed at the SM's measured
-            spill-reload rate (``KernelCost.local_load_bytes``).
+            none unless ``compiled_head_dims`` names its own code); 0 for none. Timed at the
+            SM's measured spill-reload rate (``KernelCost.local_load_bytes``).
     """
 
     name: ClassVar[str] = "fa2"
@@ -683,24 +672,25 @@ class FA2(FusedAttention):
         """32-bit registers per thread (for occupancy): the ``registers_per_thread`` option."""
         return self.registers_per_thread
 
-    def compiled_head_dims_are_guessed(self) -> bool:
+    def bwd_smem_is_stand_in(self) -> bool:
         """True for a kernel that is not flash-attn 2's code whose backward shared memory is
         not given (``bwd_smem_per_cta``): its stages are flash-attn 2's traits, a stand-in."""
         return (self.compiled_head_dims not in FLASH_ATTN_CODE
                 and self.bwd_smem_per_cta is None)
 
-    def head_dim_templates(self) -> tuple[int, ...] | None:
-        """The ``compiled_head_dims`` option's table (``None`` for ``"power-of-two"`` and
-        ``"exact"``)."""
-        return {"flash-attn": HEAD_DIM_TEMPLATES,
-                "pytorch": PYTORCH_HEAD_DIM_TEMPLATES}.get(self.compiled_head_dims)
-
     def kernel_head_dims(self, dims: Dims) -> tuple:
-        """``(d, d_v)`` the kernel runs at: ``"power-of-two"`` rounds each up to a power of
-        two on its own; the others as :meth:`FusedAttention.kernel_head_dims`."""
-        if self.compiled_head_dims == "power-of-two" and not dims.symbolic:
+        """``(d, d_v)`` the kernel runs at, by the ``compiled_head_dims`` option: flash-attn
+        2's (or PyTorch's) compiled kernel for ``max(d, d_v)`` (``HEADDIM_SWITCH``; the
+        references themselves take d_v = d), each rounded up to a power of two on its own,
+        or the call's own. Symbolic dims run as themselves."""
+        mode = self.compiled_head_dims
+        if dims.symbolic or mode == "exact":
+            return dims.d, dims.d_v
+        if mode == "power-of-two":
             return next_power_of_two(dims.d), next_power_of_two(dims.d_v)
-        return super().kernel_head_dims(dims)
+        templates = HEAD_DIM_TEMPLATES if mode == "flash-attn" else PYTORCH_HEAD_DIM_TEMPLATES
+        k = kernel_head_dim(max(dims.d, dims.d_v), templates)
+        return k, k
 
     def bwd_smem_bytes(self, launch, dims: Dims):
         """Shared memory per backward CTA: ``bwd_smem_per_cta``, else flash-attn 2's kernel
