@@ -216,6 +216,7 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "tmem_bytes_per_sm": (0, 2**30, "bytes"),
     "load_latency_s": (1e-9, 1e-3, "s (1 ns to 1 ms)"),
     "cta_load_bandwidth_bytes_per_s": (1e6, 1e14, "bytes/s (1 MB/s to 100 TB/s)"),
+    "cta_wave_overhead_s": (0, 1e-3, "s (0 to 1 ms)"),
     "spill_reload_bandwidth_bytes_per_s": (1e6, 1e14, "bytes/s (1 MB/s to 100 TB/s)"),
     "tensor_sustained_fraction": (0.01, 1, "(a share of the per-clock tensor rate)"),
     "l2_usable_fraction": (0.001, 1, "(a share of l2_bytes)"),
@@ -257,7 +258,8 @@ class CalibratedTiming(BaseModel):
 
     Attributes:
         launch_overhead_s: measured GPU-side gap per launch (s).
-        cta_overhead_s: fitted per-CTA prologue/epilogue time of tiled kernels (s).
+        cta_overhead_s: fitted per-wave prologue/epilogue time of tiled kernels (s), or
+            ``None``: the block has none (the timing model's own, perfsim.timing).
         eager_softmax: ``((row_length, B/s), ...)``: ``torch.softmax``'s measured
             throughput by row length (``eager_softmax_<L>`` keys), sorted.
         eager_broadcast_fill: ``masked_fill_`` with a broadcast mask (B/s), or ``None``.
@@ -266,7 +268,7 @@ class CalibratedTiming(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     launch_overhead_s: float | None = Field(default=None, ge=0, le=1e-3)
-    cta_overhead_s: float = Field(default=0.0, ge=0, le=1e-3)
+    cta_overhead_s: float | None = Field(default=None, ge=0, le=1e-3)
     eager_softmax: tuple[tuple[int, float], ...] = ()
     eager_broadcast_fill: float | None = Field(default=None, gt=0)
 
@@ -367,6 +369,11 @@ class GPUSpec(BaseModel):
         "(KernelCost.load_chain; validate/microbench.py load_chain)")
     cta_load_bandwidth_bytes_per_s: float = Field(
         gt=0, description="bytes per second of that step's loads, one CTA per SM")
+    cta_wave_overhead_s: float = Field(
+        ge=0, description="fixed time (s) a wave of a tiled kernel's CTAs spends outside its "
+        "steady-state loop beyond its first loads' latency and its edge tiles' bytes on the "
+        "per-CTA load path: CTA launch and retirement, address and barrier set-up, the first "
+        "MMA's latency (perfsim.timing.cta_edge_seconds; validate/probe_cta_fixed.py)")
     spill_reload_bandwidth_bytes_per_s: float | None = Field(
         default=None, gt=0, description="bytes per second one SM reloads of registers a "
         "kernel spilled to local memory, with one 4-warp CTA resident that stores them back "

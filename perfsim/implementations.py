@@ -83,6 +83,13 @@ CUDNN_SDP_TWICE_ABOVE = 128
 #: modelled).
 FLEX_TILES = {64: (128, 128, 4), 128: (128, 64, 8), 256: (64, 32, 4)}
 FLEX_DEFAULT_TILE = (64, 64, 4)
+#: FlexAttention's forward pipelines its K/V loads three deep (``num_stages = 3`` in every
+#: sm_90 entry of that table and in its default ``FlexConfig(64, 64, 3, 4)``). Nsight Compute
+#: on the H200 reads 115,712 / 132,096 / 230,400 / 132,096 B of shared memory per CTA at head
+#: dims 64 / 128 / 192 (the default tile at 256 wide) / 256 — Q plus three K/V tiles and a
+#: few KB of barriers — and 2 / 1 / 1 / 1 CTAs per SM (validate/reports/h200/probes/ncu/
+#: summary.json flex-fwd-d128, summary-flexfwd.json).
+FLEX_FWD_STAGES = 3
 #: The smallest head dim ``flex_attention`` accepts (its input validation).
 FLEX_MIN_HEAD_DIM = 16
 #: FlexAttention's backward on sm_90, 16-bit inputs, by head dim: (BLOCK_M1, BLOCK_N1, warps) of
@@ -378,7 +385,7 @@ def _flex(dims, gpu):
     # the main template has no split-KV and no GQA packing (flex's short-query decoding
     # template is not modelled)
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
-                     compiled_head_dims=FLEX_HEAD_DIMS,
+                     compiled_head_dims=FLEX_HEAD_DIMS, fwd_stages=FLEX_FWD_STAGES,
                      tensor_family=triton_tensor_family(gpu, block_m, warps),
                      num_splits=1, pack_gqa=False)
 

@@ -63,9 +63,23 @@ class KernelCost:
         ctas_per_sm: CTAs resident on one SM at once (occupancy), for the waves.
         tiled: a tiled attention kernel whose CTAs each pay a fixed prologue/epilogue (load Q
             and the first K/V tile, fill the pipeline, normalise and store O): the timing
-            model adds ``TimingParams.cta_overhead_s`` per wave of resident CTAs (once, for a
-            ``persistent`` kernel, whose CTAs loop over tiles and overlap one tile's
-            epilogue with the next one's prologue).
+            model adds that fixed time (``perfsim.timing.cta_edge_seconds``) per wave of
+            resident CTAs (once, for a ``persistent`` kernel, whose CTAs loop over tiles and
+            overlap one tile's epilogue with the next one's prologue).
+        edge_bytes: for a ``tiled`` kernel, the bytes one CTA moves outside its steady-state
+            loop, through its own load path: the tiles it loads before its first MMA can
+            start (Q and the first K/V tile in a forward; its K/V block and the first Q/dO
+            tiles in a backward) and the output tiles it stores after its last (O; dK and
+            dV). The load-latency waits an unpipelined kernel's ``load_chain`` already
+            counts are not repeated here: such a kernel gives its stores only.
+        gemms: for a kernel whose MMAs read their operands from shared memory through the
+            asynchronous path (WGMMA), ``((tensor term, operand bytes per FLOP), ...)``: each
+            GEMM's named ``tensor/...`` term and the shared-memory operand bytes its MMAs
+            read per FLOP (a property of the tile and of how many warpgroups issue it). The
+            timing model runs each GEMM at the slower of the tensor pipe and
+            the shared-memory port (``perfsim.timing.gemm_seconds``): a GEMM with a narrow
+            N reads more operand bytes per FLOP and can be port-bound while the kernel's
+            total shared-memory traffic is not. Empty: the tensor work at the tensor rate.
         eager_op: ``None``, ``"softmax"``, ``"softmax_masked"`` (on masked scores),
             ``"broadcast_fill"`` or ``"strided_copy"``: an
             eager PyTorch kernel whose reachable bandwidth was measured (``TimingParams``);
@@ -135,6 +149,8 @@ class KernelCost:
     row_length: object = None
     gemm_n: object = None
     tiled: bool = False
+    edge_bytes: object = 0
+    gemms: tuple = ()
     persistent: bool = False
     load_chain: tuple | None = None
     bytes_in_flight: object = None

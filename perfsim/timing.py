@@ -26,8 +26,11 @@ For one kernel on one GPU:
   is the compute station of the same closed network, and its spill reloads, at the SM's
   measured reload rate, the load station: one CTA per SM adds them; more resident CTAs hide
   one's reloads behind the others' work.
-* Launch: ``launch_overhead_s`` per launched kernel (grid > 0); tiled attention kernels add
-  ``cta_overhead_s`` per wave of resident CTAs (prologue/epilogue; 0 unless calibrated).
+* Launch: ``launch_overhead_s`` per launched kernel (grid > 0).
+* Edges: a tiled attention kernel's CTAs load their first tiles and store their outputs
+  outside the steady-state loop; each wave of resident CTAs adds that fixed time
+  (:func:`cta_edge_seconds`; once for a persistent kernel) to the SM side, while HBM streams
+  on for the others.
 
 Stated simplifications: per-CTA work is taken as uniform for the tail effect (causal grids are
 ordered longest-first by the reference kernels, which keeps the busiest SM close to the
@@ -111,8 +114,10 @@ class TimingParams(BaseModel):
         launch_overhead_s: time added per kernel launch (from the software profile,
             :mod:`perfsim.software`; ``perfsim calibrate`` measures it on the GPU at hand).
         cta_overhead_s: fixed time per wave of a tiled attention kernel's CTAs outside the
-            steady-state loop (``KernelCost.tiled``). Default 0 (not modelled) for datasheet
-            GPUs; a calibrated profile may carry a value, and says how it was obtained.
+            steady-state loop (``KernelCost.tiled``). ``None`` (default): modelled from the
+            GPU's load latency, per-CTA load rate and ``cta_wave_overhead_s`` and the kernel's
+            edge tiles (:func:`cta_edge_seconds`); a number replaces that model (a calibrated
+            profile's fitted figure, which says how it was obtained; 0 turns it off).
         eager_softmax: ``((row_length, efficiency), ...)``: the fraction of the reachable HBM
             bandwidth ``torch.softmax`` reaches at each row length (interpolated in log2 of
             the length); empty = 1. From the software profile (catalog GPUs) or a calibrated
@@ -149,7 +154,7 @@ class TimingParams(BaseModel):
     hbm_efficiency: float | None = Field(default=None, gt=0, le=1)
     tensor_efficiency: float = Field(default=1.0, gt=0, le=1)
     launch_overhead_s: float = Field(default=4e-6, ge=0)
-    cta_overhead_s: float = Field(default=0.0, ge=0)
+    cta_overhead_s: float | None = Field(default=None, ge=0)
     eager_softmax: tuple[tuple[float, float], ...] = ()
     eager_softmax_masked: tuple[tuple[float, float], ...] = ()
     eager_broadcast_fill: float = Field(default=1.0, ge=MIN_FRACTION, le=MAX_EAGER_FRACTION)
@@ -205,7 +210,7 @@ class TimingParams(BaseModel):
                      "host_floor_bwd_s", mode="before")
     @classmethod
     def _number(cls, value, info):
-        if value is None and info.field_name == "hbm_efficiency":
+        if value is None and info.field_name in ("hbm_efficiency", "cta_overhead_s"):
             return value
         return _finite(value)
 
@@ -369,7 +374,8 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams,
     if chain is not None:
         bound = chain_bound
     else:
-        bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline)
+        bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline,
+                             edge_seconds(cost, gpu, params, maximum(cost.grid, 1)))
     return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
                         wave_factor=wave_factor, load_chain=chain)
 
@@ -402,6 +408,8 @@ def _timed(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz):
                     for u in UNITS}
     unit_seconds["fp32"] = wave_factor * cuda_core_seconds(demand["fp32"],
                                                            demand.get("alu", 0), unit_rate)
+    if cost.gemms:
+        unit_seconds["tensor"] = wave_factor * gemm_seconds(cost, demand["tensor"], unit_rate)
     if load_path is not None:
         unit_seconds["hbm"] = maximum(unit_seconds["hbm"], load_path)
     ceiling = eager_ceiling(cost, params)
@@ -411,22 +419,87 @@ def _timed(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz):
     chain = chain_bound = None
     if cost.load_chain is not None:
         chain, chain_bound, group_seconds = _load_chain_time(cost, gpu, unit_seconds, busiest)
+        hbm_only = [False, True]
     else:
         group_seconds = [group_time(unit_seconds, group) for group in cost.overlap]
+        hbm_only = [[u for u, _ in _entries(group)] == ["hbm"] for group in cost.overlap]
     if cost.pipeline is not None:
         group_seconds.append(cycle_time(unit_seconds, *cost.pipeline))
+        hbm_only.append(False)
+    edges = edge_seconds(cost, gpu, params, safe_grid)
+    if edges is not None:
+        # the SMs sit in their CTAs' prologues and epilogues while HBM streams on for the
+        # CTAs that are already in their loops: the edges lengthen the SM-side groups only
+        group_seconds = [g if h else g + edges for g, h in zip(group_seconds, hbm_only)]
     body = group_seconds[0]
     for g in group_seconds[1:]:
         body = maximum(body, g)
     if not _no_spills(cost) and gpu.spill_reload_bandwidth_bytes_per_s:
         chain, chain_bound, body = _spill_time(cost, gpu, unit_seconds, body, busiest,
-                                               safe_grid)
+                                               safe_grid, edges)
     launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
-    if cost.tiled and params.cta_overhead_s:
-        waves = 1 if cost.persistent else cdiv(safe_grid, gpu.sm_count * cost.ctas_per_sm)
-        body = body + waves * params.cta_overhead_s
     seconds = body + launched * params.launch_overhead_s
     return unit_seconds, seconds, chain, chain_bound, busiest, wave_factor
+
+
+def gemm_seconds(cost: KernelCost, executed_flops, rate: dict):
+    """Seconds of a kernel's tensor work when its GEMMs read their operands from shared
+    memory through WGMMA descriptors (``KernelCost.gemms``): each GEMM runs at the slower of
+    the tensor rate and the shared-memory rate times its operand bytes per FLOP, and the
+    GEMMs of one tile follow each other. The executed work (whole tiles and the causal
+    tail, ``KernelCost.executed``) scales every GEMM's FLOPs alike.
+
+    Evidence (not attention timing): ``validate/probe_wgmma_smem.py`` on the H200
+    (``validate/reports/h200/probes/probe_wgmma_smem.json``): a WGMMA loop with both operands
+    in shared memory runs at 2400-2480 FLOP/clk/SM with N = 32 — its operands, counted once
+    per warpgroup, then arrive at 113-116 B/clk/SM, near the 128 B/clk port — and at
+    3230-3850 (tensor-bound) with N = 128 or 256, whatever K, the warps and the CTAs per SM;
+    at the tensor-core clock ceiling the model runs at (``clock_hz``, below the NVML reading
+    the probe's rates use) the port figure is within 5 % of 128 B/clk."""
+    counted = sum(cost.terms[term] for term, _ in cost.gemms)
+    scale = executed_flops / maximum(counted, 1e-30)
+    total = 0.0
+    for term, bytes_per_flop in cost.gemms:
+        total = total + cost.terms[term] * maximum(1 / rate["tensor"],
+                                                   bytes_per_flop / rate["smem"])
+    return scale * total
+
+
+def cta_edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams):
+    """Fixed time (s) one wave of a tiled kernel's CTAs spends outside its steady-state loop
+    (0 for other kernels): its first loads wait ``GPUSpec.load_latency_s``, its edge tiles
+    (``KernelCost.edge_bytes``: Q and the first K/V tile in, O out) pass its own load path at
+    ``GPUSpec.cta_load_bandwidth_bytes_per_s``, and the rest — CTA launch and retirement,
+    address and barrier set-up, the first MMA's latency — takes
+    ``GPUSpec.cta_wave_overhead_s``. An unpipelined kernel (``KernelCost.load_chain``) already
+    waits out its loads' latency there. A ``TimingParams.cta_overhead_s`` (a calibrated
+    profile's fitted figure) replaces the whole sum.
+
+    Evidence (not attention timing): ``validate/probe_cta_fixed.py`` on the H200
+    (``validate/reports/h200/probes/probe_cta_fixed*.json``) times Triton tile loops (Q tile
+    in, 1-32 K/V steps of two GEMMs from L2, O tile out) at 1-16 full waves for six tiles:
+    the time per wave at zero steps is 2.66-4.79 us, and load latency plus edge bytes at the
+    per-CTA load rate leaves 0.99-1.93 us (median 1.69: ``cta_wave_overhead_s``); the sum
+    reproduces the six measurements within 15 %."""
+    if not cost.tiled:
+        return 0.0
+    if params.cta_overhead_s is not None:
+        return params.cta_overhead_s
+    latency = 0.0 if cost.load_chain is not None else gpu.load_latency_s
+    return (latency + cost.edge_bytes / gpu.cta_load_bandwidth_bytes_per_s
+            + gpu.cta_wave_overhead_s)
+
+
+def edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams, grid):
+    """The edges of all the waves a kernel's busiest SM runs (s), or ``None`` for a kernel
+    without them: :func:`cta_edge_seconds` per wave of resident CTAs (the CTAs of a wave start
+    together and finish together, so their edges coincide), once for a ``persistent`` kernel
+    (its resident CTAs load the next tile while they finish the last)."""
+    per_wave = cta_edge_seconds(cost, gpu, params)
+    if isinstance(per_wave, float) and not per_wave:
+        return None
+    waves = 1 if cost.persistent else cdiv(grid, gpu.sm_count * maximum(cost.ctas_per_sm, 1))
+    return waves * per_wave
 
 
 def eager_ceiling(cost: KernelCost, params: TimingParams):
@@ -477,7 +550,8 @@ def _no_spills(cost: KernelCost) -> bool:
     return isinstance(cost.local_load_bytes, (int, float)) and not cost.local_load_bytes
 
 
-def _spill_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, body, busiest, grid):
+def _spill_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, body, busiest, grid,
+                edges=None):
     """``(parts, bound, seconds)`` of a kernel that reloads spilled registers in its main loop
     (``KernelCost.local_load_bytes``, taken as spread evenly over its ``grid`` CTAs).
 
@@ -492,7 +566,7 @@ def _spill_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, body, busiest, gri
     in_flight = minimum(cost.ctas_per_sm, busiest)
     t, residence = unpipelined_time(0.0, load, body, in_flight)
     bound = np.where(residence[1] > residence[2], "latency",
-                     binding_unit(unit_seconds, cost.overlap, cost.pipeline))
+                     binding_unit(unit_seconds, cost.overlap, cost.pipeline, edges))
     parts = {"load": load, "compute": body, "in_flight": in_flight, "spills": True}
     return parts, (bound if bound.ndim else str(bound)), t
 
@@ -538,10 +612,11 @@ def group_time(unit_seconds: dict, group):
     return sum(unit_seconds[u] * w for u, w in _entries(group))
 
 
-def binding_unit(unit_seconds: dict, overlap, pipeline=None) -> object:
+def binding_unit(unit_seconds: dict, overlap, pipeline=None, edges=None) -> object:
     """The unit that sets the kernel's time: the largest entry of the longest group (a
     pipeline counts as a group whose time is its cycle time and whose entries are the units
-    of its stations).
+    of its stations). ``edges``: the CTA edges (:func:`edge_seconds`) that lengthen every
+    group but an HBM-only one.
 
     For numpy inputs returns an array of unit names.
     """
@@ -549,6 +624,9 @@ def binding_unit(unit_seconds: dict, overlap, pipeline=None) -> object:
     if pipeline is not None:
         overlap = (*overlap, tuple(u for station in pipeline[0] for u in station))
         totals.append(cycle_time(unit_seconds, *pipeline))
+    if edges is not None:
+        totals = [t if [u for u, _ in _entries(g)] == ["hbm"] else t + edges
+                  for t, g in zip(totals, overlap)]
     if any(isinstance(unit_seconds[u], np.ndarray) for u in UNITS):
         shape = np.broadcast(*[np.asarray(unit_seconds[u]) for u in UNITS]).shape
         best = np.zeros(shape, dtype=np.intp)  # index into UNITS (ints: fast for sweeps)

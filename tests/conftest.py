@@ -30,6 +30,7 @@ def unit_gpu(**overrides) -> GPUSpec:
         l2_usable_fraction=1.0, hbm_bytes=2**50, hbm_bandwidth_bytes_per_s=1.0,
         hbm_efficiency=1.0,
         tmem_bytes_per_sm=2**20, load_latency_s=1.0, cta_load_bandwidth_bytes_per_s=1.0,
+        cta_wave_overhead_s=0.0,
         features={"tma": True, "wgmma": False, "tcgen05": False, "two_cta": False},
         sources={"all": "test fixture: every rate 1"},
     )

@@ -73,8 +73,10 @@ def test_fa2_overlap_rule_adds_compute_units():
     MUFU add); HBM overlaps."""
     gpu = unit_gpu(max_ctas_per_sm=1)
     w = W(batch=1, heads=1, seqlen_q=128, head_dim=16, dtype="fp16")
+    # no launch gap and no CTA edges (perfsim.timing.cta_edge_seconds): the cycle alone
     k = perfsim.predict(w, gpu=gpu, algorithm=FA2(block_m=128, block_n=128),
-                        timing=perfsim.TimingParams(launch_overhead_s=0.0)).kernels[0]
+                        timing=perfsim.TimingParams(launch_overhead_s=0.0,
+                                                    cta_overhead_s=0.0)).kernels[0]
     serial = k.unit_seconds["tensor"] + k.unit_seconds["fp32"] + k.unit_seconds["mufu"]
     _, in_flight, _ = k.cost.pipeline
     assert in_flight == 2

@@ -119,6 +119,8 @@ HOLDOUTS = {
                           "flash; frozen for FlexAttention's power-of-two head dims",
     "external-holdout13": "FlexAttention at head dims its tile table does not list (80-224); "
                           "frozen for its default forward tile there",
+    "external-holdout14": "short and long calls at head dims 64-256; frozen for the CTA edges, "
+                          "WGMMA operands per warpgroup and the Triton kernels' CTA cycle",
 }
 
 

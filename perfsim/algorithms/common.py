@@ -20,6 +20,47 @@ from perfsim.mathops import cdiv, where
 #: HBM overlap with them. mma.sync kernels use the warp cycle (``base.warp_cycle``).
 SERIAL_COMPUTE = (("tensor", "fp32", "mufu"), ("smem",), ("hbm",))
 
+#: Rows per warpgroup: a WGMMA instruction covers 64 rows (P3 §2.2).
+WGMMA_ROWS = 64
+WARPS_PER_WARPGROUP = 4
+
+
+def wgmma_operand_reads(m, n, k, warpgroups):
+    """Elements read from shared memory for one ``m x n x k`` GEMM issued as WGMMA by
+    ``warpgroups`` warpgroups. A WGMMA reads its shared-memory operands once per issuing
+    warpgroup through matrix descriptors (PTX ISA, "Asynchronous Warpgroup Level Matrix
+    Multiply-Accumulate"), not once per warp as ``mma.sync``'s ``ldmatrix`` does. The output
+    tile is split among the warpgroups along M in ``WGMMA_ROWS``-row slabs when M has enough
+    rows (then A is read once in all and B by every warpgroup), else along N (A by every
+    warpgroup, B once)."""
+    if m >= WGMMA_ROWS * warpgroups:
+        return k * (m + n * warpgroups)
+    return k * (m * warpgroups + n)
+
+
+#: The backward's five GEMMs of one ``B_r x B_c`` tile: the named tensor term each one's
+#: FLOPs are counted under (``base.backward_gemm_terms``) and its ``(m, n, k)`` in terms of
+#: ``(b_r, b_c, d, d_v)``.
+BWD_GEMMS = (("tensor/S=QKᵀ", lambda b_r, b_c, d, d_v: (b_r, b_c, d)),
+             ("tensor/dP=dO·Vᵀ", lambda b_r, b_c, d, d_v: (b_r, b_c, d_v)),
+             ("tensor/dQ+=dS·K", lambda b_r, b_c, d, d_v: (b_r, d, b_c)),
+             ("tensor/dV+=Pᵀ·dO", lambda b_r, b_c, d, d_v: (b_c, d_v, b_r)),
+             ("tensor/dK+=dSᵀ·Q", lambda b_r, b_c, d, d_v: (b_c, d, b_r)))
+
+
+def wgmma_bwd_operand_elements(b_r, b_c, d, d_v, warpgroups) -> dict:
+    """Shared-memory operand reads (elements) of each of one backward tile's five GEMMs issued
+    as WGMMA by ``warpgroups`` warpgroups (:func:`wgmma_operand_reads`), keyed by the GEMM's
+    tensor term, all five counted with both operands in shared memory (SS): a kernel that
+    keeps P or dS in registers (RS) reads less, so these are upper bounds."""
+    return {term: wgmma_operand_reads(*shape(b_r, b_c, d, d_v), warpgroups)
+            for term, shape in BWD_GEMMS}
+
+
+def wgmma_bwd_operand_reads(b_r, b_c, d, d_v, warpgroups):
+    """The five GEMMs' operand reads of :func:`wgmma_bwd_operand_elements`, summed."""
+    return sum(wgmma_bwd_operand_elements(b_r, b_c, d, d_v, warpgroups).values())
+
 #: Head dims the FlashAttention kernels take: multiples of 8 up to 256 (flash-attn's
 #: ``head_size % 8 == 0`` and ``head_size <= 256`` checks).
 HEAD_DIM_MULTIPLE, MAX_HEAD_DIM = 8, 256

@@ -237,8 +237,11 @@ class FA1(Algorithm):
             "smem_read/partial O rows (split-K warps)": 4 * self.warps * rows_steps * dims.d_v}
         if dims.dropout_p:
             terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
+        # a CTA's edges: its first K/V block and Q tile in (counted by the load chain when
+        # the steps are unpipelined); O leaves inside the loop
+        edge = 0 if not self.pipelined else e * b_c * (dims.d + dims.d_v) + e * b_r * dims.d
         return KernelCost.of(
-            "fa1_fwd", terms, grid=bh * splits, tiled=True, ctas_per_sm=ctas,
+            "fa1_fwd", terms, grid=bh * splits, tiled=True, ctas_per_sm=ctas, edge_bytes=edge,
             warps_per_cta=self.warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
@@ -307,6 +310,7 @@ class FA1(Algorithm):
             terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
         return KernelCost.of(
             "fa1_bwd", terms, grid=bh * splits, tiled=True, ctas_per_sm=ctas,
+            edge_bytes=2 * e * b_c * (d + d_v),      # its K/V block in, dK and dV out
             warps_per_cta=self.warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,

@@ -47,13 +47,16 @@ from perfsim.algorithms.base import (
     with_whole_tiles,
 )
 from perfsim.algorithms.common import (
-    SERIAL_COMPUTE,
+    BWD_GEMMS,
+    WARPS_PER_WARPGROUP,
+    WGMMA_ROWS,
     backward_softmax_terms,
     check_fused_inputs,
     fused_memory_bytes,
     gqa_reduce_kernel,
     mask_extras,
     power_of_two_warps,
+    wgmma_bwd_operand_elements,
 )
 from perfsim.algorithms.fa2_launch import (
     HEAD_DIM_TEMPLATES,
@@ -115,6 +118,22 @@ FLASH_ATTN_CODE = ("flash-attn", "pytorch")
 def next_power_of_two(n) -> int:
     """The smallest power of two ≥ ``n`` (≥ 1)."""
     return 1 << max(int(n) - 1, 0).bit_length()
+
+
+#: The two stations of a kernel in FA2's loop order that issues asynchronous MMAs (Triton's
+#: on Hopper: WGMMA; on Blackwell: tcgen05): the MMAs with the shared-memory operand reads
+#: that feed them, and the softmax's FP32 work and exps, which one CTA's instruction stream
+#: issues after its MMA's result (their times add). Customers: the CTAs resident on the SM —
+#: Triton's kernels synchronise a CTA's warps each tile (the K/V ring), so only another CTA
+#: fills the gap (as ``base.warp_cycle``). Evidence (not attention timing):
+#: ``validate/probe_wgmma_exp.py`` on the H200 (``validate/reports/h200/probes/
+#: probe_wgmma_exp.json``): a Triton loop of ``S = A B`` (WGMMA), ``exp2(S)``, ``acc += S C``
+#: on the tiles FlexAttention and the tutorial launch runs, with one CTA per SM, 4-16 %
+#: below the sum of its GEMM-only and exp-only times (the serial rule, K = 1), and with two
+#: CTAs per SM within −9 to +3 % of this closed cycle with K = 2, where adding the two
+#: would be 17-30 % too slow.
+ASYNC_MMA_STATIONS = (("tensor", "smem"), ("mufu", "fp32"))
+ASYNC_MMA_SERIAL = (False, True)
 
 
 class FusedAttention(Algorithm):
@@ -247,18 +266,19 @@ class FusedAttention(Algorithm):
         return REGISTERS_PER_THREAD
 
     def overlap_groups(self, phase: str, dims: Dims):
-        """Overlap rule of the main kernels (see ``perfsim.kernel``): HBM overlaps the warp
-        cycle of an ``mma.sync`` kernel; other families (Triton's WGMMA on Hopper) keep
-        ``SERIAL_COMPUTE``."""
-        return (("hbm",),) if self.tensor_family == "mma_sync" else SERIAL_COMPUTE
+        """Overlap rule of the main kernels (see ``perfsim.kernel``): HBM overlaps the cycle
+        of :meth:`pipeline`."""
+        return (("hbm",),)
 
     def pipeline(self, phase: str, gpu: GPUSpec, ctas_per_sm, warps,
                  prefetch: int = OPERAND_PREFETCH_DEPTH):
         """``KernelCost.pipeline`` of the main kernels: the ``mma.sync`` warp cycle
         (``perfsim.algorithms.base.warp_cycle``) with ``prefetch`` operand slices loaded
-        ahead, none for other families."""
+        ahead; for kernels that issue WGMMA or tcgen05 (Triton's on Hopper and Blackwell),
+        :data:`ASYNC_MMA_STATIONS`: the MMAs with the shared-memory reads that feed them,
+        then the softmax's FP32 work and exps in program order, one CTA per customer."""
         if self.tensor_family != "mma_sync":
-            return None
+            return (ASYNC_MMA_STATIONS, maximum(ctas_per_sm, 1), ASYNC_MMA_SERIAL)
         return warp_cycle(gpu, ctas_per_sm, warps, prefetch)
 
     def check_masks(self, dims: Dims) -> None:
@@ -333,11 +353,12 @@ class FusedAttention(Algorithm):
 
     def overlap_text(self) -> str:
         """The mma.sync warp cycle, or, for kernels that issue WGMMA/tcgen05 (Triton on
-        Hopper and Blackwell), ``SERIAL_COMPUTE`` in words."""
+        Hopper and Blackwell), :data:`ASYNC_MMA_STATIONS` in words."""
         if self.tensor_family == "mma_sync":
             return self.overlap_rule
-        return (f"{self.tensor_family}: inside a warp the MMAs, softmax FP32 work and exps run "
-                "one after the other; shared memory and HBM overlap with them")
+        return (f"{self.tensor_family}: inside a CTA the MMAs (fed from shared memory), the "
+                "softmax's FP32 work and its exps run one after the other; the CTAs resident "
+                "on an SM cycle through the two stations; HBM overlaps")
 
     def mma_dtype(self, dims: Dims) -> str:
         """The dtype the matmuls run in: Q's, or K/V's where that is wider (a narrower K/V
@@ -353,7 +374,7 @@ class FusedAttention(Algorithm):
         dkv = dims.d + dims.d_v
         # shared-memory tiles as wide as the compiled kernel's head dims
         kd, kd_v = self.kernel_head_dims(dims)
-        smem = e * b_r * kd + ekv * b_c * (kd + kd_v)
+        smem = e * b_r * kd + self.fwd_kv_stages() * ekv * b_c * (kd + kd_v)
         ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
         v = dims.tile_visits(b_r, b_c)
         # K/V: every query tile streams the key/value tiles it visits. The query tiles of one
@@ -399,9 +420,12 @@ class FusedAttention(Algorithm):
                 bh * v.tiles * warps * 32 * spill)
         tail = in_order_tail(v, v.q_tiles * bh, gpu.sm_count, ctas, dims.masked,
                              self.lpt_scheduling)
+        # a CTA's edges: its Q tile and first K/V tile in, its O tile out
+        edge = e * b_r * (dims.d + dims.d_v) + ekv * b_c * dkv
         return KernelCost.of(
             f"{self.name}_fwd", terms, grid=v.q_tiles * bh, tiled=True, ctas_per_sm=ctas,
-            persistent=self.persistent_grid(),
+            edge_bytes=edge, persistent=self.persistent_grid(),
+            gemms=self.fwd_gemms(dims, b_r, b_c, warps),
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=self.mma_dtype(dims),
             tensor_family=self.tensor_family,
@@ -432,12 +456,59 @@ class FusedAttention(Algorithm):
     def _fwd_smem(self, dims: Dims, v, b_r, warps) -> dict:
         """Forward shared-memory traffic as named terms: Q once into shared memory; each K/V
         tile written once (cp.async) and read by every warp (split-Q: each warp needs all of
-        K_j, V_j)."""
+        K_j, V_j). A kernel that issues WGMMA (Triton on Hopper) reads its shared-memory
+        operands once per warpgroup (:func:`~perfsim.algorithms.common.wgmma_operand_reads`):
+        each warpgroup's K and V tiles, and Q with every tile (``Q Kᵀ`` with both operands
+        in shared memory; ``P V`` takes P from registers)."""
         e, bh, dkv = dims.e, dims.B * dims.H, dims.d + dims.d_v
         kv = dims.e_kv * bh * v.q_outer_cols * dkv
-        return {"smem_write/Q": e * bh * dims.N_q * dims.d, "smem_write/K,V": kv,
-                "smem_read/Q": e * bh * dims.N_q * dims.d,
-                "smem_read/K,V (every warp)": warps * kv}
+        terms = {"smem_write/Q": e * bh * dims.N_q * dims.d, "smem_write/K,V": kv}
+        if self.tensor_family == "mma_sync":
+            terms.update({"smem_read/Q": e * bh * dims.N_q * dims.d,
+                          "smem_read/K,V (every warp)": warps * kv})
+        else:
+            q, k, v_ = self._fwd_operand_bytes(dims, v, b_r, warps)
+            terms.update({"smem_read/Q (per tile, SS)": q,
+                          "smem_read/K,V (every warpgroup)": k + v_})
+        return terms
+
+    def _fwd_operand_bytes(self, dims: Dims, v, b_r, warps) -> tuple:
+        """Shared-memory operand bytes of the forward's WGMMAs: ``(Q, K, V)`` — Q's tile rows
+        with every tile (``Q Kᵀ`` reads both operands from shared memory), each K and V tile
+        once per issuing warpgroup (``P V`` takes P from registers)."""
+        groups = self.fwd_operand_groups(warps, b_r)
+        cols = dims.e_kv * dims.B * dims.H * v.q_outer_cols * groups
+        return dims.e * dims.B * dims.H * v.tiles * b_r * dims.d, cols * dims.d, cols * dims.d_v
+
+    def fwd_kv_stages(self) -> int:
+        """K/V tiles the forward's shared memory holds at once, for its occupancy: one K and
+        one V buffer (flash-attn 2's ``Kernel_traits::kSmemSize``)."""
+        return 1
+
+    def fwd_gemms(self, dims: Dims, b_r, b_c, warps) -> tuple:
+        """``KernelCost.gemms`` of the forward: each GEMM's tensor term and the shared-memory
+        operand bytes its WGMMAs read per FLOP, from the tile (Q's ``B_r`` rows with every
+        tile and each K tile once per issuing warpgroup for ``Q Kᵀ``; each V tile once per
+        warpgroup for ``P V``, P from registers); none for ``mma.sync``, whose ``ldmatrix``
+        reads the warp cycle times."""
+        if self.tensor_family == "mma_sync":
+            return ()
+        groups = self.fwd_operand_groups(warps, b_r)
+        return (("tensor/S=QKᵀ", (dims.e * b_r + dims.e_kv * groups * b_c) / (2 * b_r * b_c)),
+                ("tensor/O+=PV", dims.e_kv * groups / (2 * b_r)))
+
+    def fwd_operand_groups(self, warps, rows):
+        """Warpgroups that issue the forward's WGMMAs on ``rows`` query rows: all the CTA's
+        warps in groups of four (Triton's kernels have no producer warpgroup), at most one
+        per ``WGMMA_ROWS`` rows; one for tcgen05 (a single thread issues the CTA's MMA)."""
+        if self.tensor_family == "tcgen05":
+            return 1
+        return max(min(warps // WARPS_PER_WARPGROUP, cdiv(rows, WGMMA_ROWS)), 1)
+
+    def bwd_operand_groups(self, warps, b_r, b_c):
+        """Warpgroups that issue the backward's WGMMAs (as :meth:`fwd_operand_groups`, on the
+        larger tile side)."""
+        return self.fwd_operand_groups(warps, max(b_r, b_c))
 
     def _backward(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         launch = self.bwd_launch(dims, gpu)
@@ -499,12 +570,15 @@ class FusedAttention(Algorithm):
             # operands of the five MMAs read from shared memory; Q/dO tiles, P and dS written
             "smem_read/MMA operands": operand_reads * (5 + 2 * (again + twice)) / 5,
             "smem_write/Q,dO": e * q_side * (d + d_v), "smem_write/P,dS": e * 2 * elems}
+        extra = []
         if again:
-            terms["tensor/S=QKᵀ again (dQ pass)"] = 2 * elems * d
-            terms["tensor/dP=dO·Vᵀ again (dQ pass)"] = 2 * elems * d_v
+            extra.append(("tensor/S=QKᵀ again (dQ pass)", "tensor/dP=dO·Vᵀ again (dQ pass)"))
         if twice:
-            terms["tensor/S=QKᵀ (second consumer warpgroup)"] = 2 * elems * d
-            terms["tensor/dP=dO·Vᵀ (second consumer warpgroup)"] = 2 * elems * d_v
+            extra.append(("tensor/S=QKᵀ (second consumer warpgroup)",
+                          "tensor/dP=dO·Vᵀ (second consumer warpgroup)"))
+        for s_term, dp_term in extra:
+            terms[s_term] = 2 * elems * d
+            terms[dp_term] = 2 * elems * d_v
         if not isinstance(staging, (int, float)) or staging:
             terms["smem_read/dQ partial (TMA reduce)"] = staging
             terms["smem_write/dQ partial (TMA reduce)"] = staging
@@ -514,9 +588,12 @@ class FusedAttention(Algorithm):
             # tile) its CTA visits (the dQ pass holds one accumulator and is taken not to spill)
             terms["local_load/dK,dV accumulators (register spills)"] = (
                 bh * v.tiles * warps * 32 * spill)
+        # a CTA's edges: its K/V block and first Q, dO, LSE and D tiles in, dK and dV out
+        edge = 2 * e * b_c * (d + d_v) + b_r * (e * (d + d_v) + 2 * STAT_BYTES)
         main = KernelCost.of(
             f"{self.name}_bwd", terms, grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
-            persistent=self.persistent_grid(),
+            edge_bytes=edge, persistent=self.persistent_grid(),
+            gemms=self.bwd_gemms(dims, b_r, b_c, warps, tuple(extra)),
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
@@ -548,10 +625,33 @@ class FusedAttention(Algorithm):
         kernel's head dims)."""
         return launch.smem_bytes(*self.kernel_head_dims(dims), dims.e)
 
-    def bwd_operand_reads(self, b_r, b_c, d, d_v, warps, atoms):
+    def bwd_operand_reads(self, b_r, b_c, d, d_v, warps, atoms=None):
         """Shared-memory operand reads (elements) of one backward tile's five GEMMs:
-        ``mma.sync`` warps each load their own operands (:func:`bwd_operand_reads`)."""
-        return bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms)
+        ``mma.sync`` warps each load their own operands (:func:`bwd_operand_reads`); a kernel
+        that issues WGMMA reads them once per issuing warpgroup
+        (:func:`~perfsim.algorithms.common.wgmma_bwd_operand_elements`, with
+        :meth:`bwd_operand_groups`)."""
+        if self.tensor_family == "mma_sync":
+            return bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms)
+        return sum(wgmma_bwd_operand_elements(
+            b_r, b_c, d, d_v, self.bwd_operand_groups(warps, b_r, b_c)).values())
+
+    def bwd_gemms(self, dims: Dims, b_r, b_c, warps, extra: tuple) -> tuple:
+        """``KernelCost.gemms`` of the backward: the five GEMMs' tensor terms and the
+        shared-memory operand bytes their WGMMAs read per FLOP, from the tile, and the S and
+        dP GEMMs again under each term pair of ``extra`` (the dQ pass's recomputation, a
+        second warpgroup's copy); none for ``mma.sync``."""
+        if self.tensor_family == "mma_sync":
+            return ()
+        d, d_v = dims.d, dims.d_v
+        elements = wgmma_bwd_operand_elements(b_r, b_c, d, d_v,
+                                              self.bwd_operand_groups(warps, b_r, b_c))
+        per_flop = {term: dims.e * elements[term] / (2 * m * n * k)
+                    for term, shape in BWD_GEMMS for m, n, k in [shape(b_r, b_c, d, d_v)]}
+        out = list(per_flop.items())
+        for s_term, dp_term in extra:
+            out += [(s_term, per_flop["tensor/S=QKᵀ"]), (dp_term, per_flop["tensor/dP=dO·Vᵀ"])]
+        return tuple(out)
 
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
         """Peak footprint (bytes): ``common.fused_memory_bytes``."""
@@ -587,6 +687,9 @@ class FA2(FusedAttention):
         fused_scale: the forward scales the scores and subtracts the row max in one FFMA per
             score (flash_attn.cute, Triton); ``False`` where the compiled kernel keeps an FMUL
             and an FADD (PyTorch's flash-attn 2 and cuDNN, by their instruction census).
+        fwd_stages: K/V tiles the forward keeps in shared memory at once (its load ring):
+            1 for flash-attn 2 (one K and one V buffer, ``Kernel_traits::kSmemSize``);
+            Triton's kernels take their ``num_stages``. Sets the CTAs an SM holds.
         bwd_smem_per_cta: shared memory per backward CTA as compiled (bytes; a compiled-kernel
             fact for Triton kernels, whose pipelining stages decide it); ``None``: flash-attn
             2's kernel traits.
@@ -626,7 +729,12 @@ class FA2(FusedAttention):
     #: at most CUDA's 512 KiB of local memory per thread
     bwd_spill_bytes: float | None = Field(default=None, ge=0, le=512 * 1024)
     bwd_smem_per_cta: int | None = Field(default=None, ge=0)
+    fwd_stages: int = Field(default=1, ge=1, le=8)
     compiled_head_dims: Literal["flash-attn", "pytorch", "power-of-two", "exact"] = "flash-attn"
+
+    def fwd_kv_stages(self) -> int:
+        """``fwd_stages``: 1 for flash-attn 2, Triton's ``num_stages`` for its kernels."""
+        return self.fwd_stages
 
     def fwd_warps_option(self) -> int | None:
         """The ``warps`` option."""

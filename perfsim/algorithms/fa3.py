@@ -40,7 +40,13 @@ from typing import ClassVar
 from pydantic import Field
 
 from perfsim.algorithms.base import FP32_BYTES, Dims
-from perfsim.algorithms.common import check_fused_inputs, pick_tile
+from perfsim.algorithms.common import (
+    WARPS_PER_WARPGROUP,
+    WGMMA_ROWS,
+    check_fused_inputs,
+    pick_tile,
+    wgmma_operand_reads,  # noqa: F401 (re-exported: the WGMMA operand rule's old home)
+)
 from perfsim.algorithms.fa2 import FusedAttention
 from perfsim.algorithms.fa2_launch import BwdLaunch
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
@@ -61,9 +67,6 @@ FWD_TILES_FP8 = {64: (192, 160), 96: (192, 128), 128: (128, 224), 192: (128, 160
                  256: (128, 128)}
 #: Backward tiles (query rows, key rows), after hopper/tile_size.h ``tile_size_bwd_sm90``.
 BWD_TILES = {64: (128, 128), 96: (64, 128), 128: (64, 128), 192: (64, 96), 256: (64, 64)}
-#: Rows per consumer warpgroup: a WGMMA instruction covers 64 rows (P3 §2.2).
-WGMMA_ROWS = 64
-WARPS_PER_WARPGROUP = 4
 #: Fewest 32-bit registers per thread the reference gives a consumer (MMA) warpgroup and the
 #: producer warpgroup through ``setmaxnreg`` (flash-attn 3, hopper/flash_fwd_kernel_sm90.h and
 #: flash_bwd_kernel_sm90.h: ``MmaRegisterRequirement = NumMmaWarpGroups == 2 ? 240 : 160``,
@@ -72,16 +75,6 @@ WARPS_PER_WARPGROUP = 4
 #: O accumulator and the S tile of a 64-row WGMMA slice; no CTA runs.
 FA3_MIN_CONSUMER_REGISTERS = 160
 FA3_MIN_PRODUCER_REGISTERS = 24
-
-
-def wgmma_operand_reads(m, n, k, warpgroups):
-    """Elements read from shared memory for one ``m x n x k`` GEMM issued as WGMMA by
-    ``warpgroups`` consumer warpgroups. The output tile is split among them along M in
-    ``WGMMA_ROWS``-row slabs when M has enough rows (then A is read once in all and B by every
-    warpgroup), else along N (A by every warpgroup, B once)."""
-    if m >= WGMMA_ROWS * warpgroups:
-        return k * (m + n * warpgroups)
-    return k * (m * warpgroups + n)
 
 
 class FA3(FusedAttention):
@@ -292,23 +285,18 @@ class FA3(FusedAttention):
             terms["smem_read/V transposed (fp8)"] = e * bh * v.q_outer_cols * dims.d_v
         return terms
 
-    def bwd_operand_reads(self, b_r, b_c, d, d_v, warps, atoms=None):
-        """Shared-memory operand reads (elements) of one backward tile's five GEMMs on WGMMA.
+    def fwd_operand_groups(self, warps, rows):
+        """Consumer warpgroups of the forward: one per ``WGMMA_ROWS`` query rows (the
+        producer warpgroup issues TMA, no MMAs)."""
+        return cdiv(rows, WGMMA_ROWS)
 
-        A WGMMA reads its shared-memory operands once per issuing warpgroup through matrix
-        descriptors (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"), not
-        once per warp as ``mma.sync``'s ``ldmatrix`` does, and only the consumer warpgroups
-        issue MMAs (the producer warpgroup issues TMA). With ``warps / 4 − 1`` consumers each
-        GEMM is split among them (:func:`wgmma_operand_reads`). All five GEMMs are counted
+    def bwd_operand_groups(self, warps, b_r, b_c):
+        """Consumer warpgroups of the backward: ``warps / 4 − 1`` (the producer warpgroup
+        issues TMA, no MMAs); each GEMM is split among them
+        (:func:`~perfsim.algorithms.common.wgmma_operand_reads`). All five GEMMs are counted
         with both operands in shared memory (SS); the reference may keep P or dS in registers
-        for some head dims (RS), which would read less: an upper bound.
-        """
-        consumers = max(warps // WARPS_PER_WARPGROUP - 1, 1)
-        return (wgmma_operand_reads(b_r, b_c, d, consumers)        # S = Q Kᵀ
-                + wgmma_operand_reads(b_r, b_c, d_v, consumers)    # dP = dO Vᵀ
-                + wgmma_operand_reads(b_r, d, b_c, consumers)      # dQ = dS K
-                + wgmma_operand_reads(b_c, d_v, b_r, consumers)    # dV = Pᵀ dO
-                + wgmma_operand_reads(b_c, d, b_r, consumers))     # dK = dSᵀ Q
+        for some head dims (RS), which would read less: an upper bound."""
+        return max(warps // WARPS_PER_WARPGROUP - 1, 1)
 
     def sdp_issued_twice(self, dims: Dims) -> int:
         """See ``FusedAttention.sdp_issued_twice``: from ``bwd_sdp_twice_above``."""

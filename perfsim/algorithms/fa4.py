@@ -349,6 +349,7 @@ class FA4(Algorithm):
             "smem_write/K,V (TMA)": ekv * bh * v.q_outer_cols * dkv})
         cost = KernelCost.of(
             "fa4_fwd", terms, grid=grid, tiled=True, persistent=self.persistent,
+            edge_bytes=e * b_r * (dims.d + dims.d_v) + ekv * b_c * dkv,
             warps_per_cta=FWD_WARPS, smem_bytes_per_cta=smem,
             registers_per_thread=gpu.registers_per_sm // (FWD_WARPS * 32),
             tensor_dtype=dims.dtype, tensor_family=self.family(), overlap=(("hbm",),),
@@ -384,6 +385,8 @@ class FA4(Algorithm):
                 tiles * per_tile["smem"] * gpu.smem_bandwidth_bytes_per_clk_per_sm})
         cost = KernelCost.of(
             "fa4_bwd", terms, grid=grid, tiled=True, persistent=self.persistent,
+            edge_bytes=(2 * e * MMA_ROWS * (d + d_v)
+                        + MMA_ROWS * (e * (d + d_v) + 2 * STAT_BYTES)),
             warps_per_cta=FWD_WARPS,
             registers_per_thread=gpu.registers_per_sm // (FWD_WARPS * 32),
             tensor_dtype=dims.dtype, tensor_family=self.family(),

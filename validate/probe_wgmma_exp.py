@@ -1,0 +1,129 @@
+"""Microbenchmark: do a Triton kernel's WGMMAs and its exponentials overlap (not attention)?
+
+perfsim times the FA2-order Triton kernels on Hopper (FlexAttention, the tutorial kernel)
+with the MMAs, the FP32 work and the exps of one CTA one after the other
+(``perfsim.algorithms.common.SERIAL_COMPUTE``). This probe measures that composition alone:
+every CTA holds an A (BM x D), a B (D x BN) and a C (BN x D) bf16 tile and runs, ``iters``
+times, ``s = A @ B`` (WGMMA, both operands in shared memory), ``p = exp2(s · 2^-10)`` (one
+MUFU.EX2 per element, mode ``full``) or ``p = s`` (mode ``gemm``), then ``acc += p @ C``
+(WGMMA, ``p`` from registers); mode ``exp`` keeps only the exponentials (a chain of
+``exp2`` over a BM x BN register tile, the same count per iteration). No max, no sums, no
+rescale: the two GEMMs and the exps of an attention tile, nothing else. Grids of 1 and 2 CTAs
+per SM, 4 and 8 warps. Reports per configuration: NVML SM clock, cycles per iteration per
+SM, and the PTX's wgmma and ex2 counts.
+
+Run on a CUDA GPU: ``python -m perfsim.validate.probe_wgmma_exp OUT.json`` (or the file
+directly); torch, triton and pynvml are imported inside functions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+
+#: (BM, BN, D, num_warps): FlexAttention's sm_90 forward tiles (d 64: 128 x 128, 4 warps;
+#: d 128: 128 x 64, 8 warps; d 256: 64 x 32, 4 warps), the tutorial's 128 x 64 with 4 warps
+#: at d 64 and 128, and FlexAttention's default 64 x 64 at d 256.
+CONFIGS = ((128, 128, 64, 4), (128, 64, 64, 4), (128, 64, 128, 4), (128, 64, 128, 8),
+           (64, 32, 256, 4), (64, 64, 256, 4))
+MODES = ("full", "gemm", "exp")
+CTAS_PER_SM = (1, 2)
+ITERS = 1024
+
+
+def _kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def loop(A, B, C, Y, iters, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
+             MODE: tl.constexpr):
+        pid = tl.program_id(0).to(tl.int64)
+        rm, rn, rd = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, D)
+        a = tl.load(A + rm[:, None] * D + rd[None, :])
+        b = tl.load(B + rd[:, None] * BN + rn[None, :])
+        c = tl.load(C + rn[:, None] * D + rd[None, :])
+        acc = tl.zeros((BM, D), dtype=tl.float32)
+        x = tl.zeros((BM, BN), dtype=tl.float32) + (pid % 7).to(tl.float32) * 0.01
+        for _ in range(iters):
+            if MODE == 0:                                    # full: GEMM, exp, GEMM
+                s = tl.dot(a, b)
+                p = tl.exp2(s * 0.0009765625)
+                acc = tl.dot(p.to(tl.bfloat16), c, acc)
+            elif MODE == 1:                                  # gemm: the two GEMMs
+                s = tl.dot(a, b)
+                acc = tl.dot(s.to(tl.bfloat16), c, acc)
+            else:                                            # exp: the exps alone
+                x = tl.exp2(x * 0.5 - 0.25)
+        if MODE == 2:
+            acc += tl.sum(x, axis=1)[:, None]
+        tl.store(Y + pid * BM * D + rm[:, None] * D + rd[None, :], acc)
+
+    return loop
+
+
+def _ptx(compiled) -> dict:
+    ptx = compiled.asm.get("ptx", "")
+    return {"wgmma": len(re.findall(r"wgmma\.mma_async", ptx)),
+            "mma_sync": len(re.findall(r"\bmma\.sync\.", ptx)),
+            "ex2": len(re.findall(r"\bex2\.approx", ptx))}
+
+
+def run(out_path: str) -> list[dict]:
+    import pynvml
+    import torch
+
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    kernel = _kernel()
+    rows = []
+    for bm, bn, d, warps in CONFIGS:
+        a = torch.randn(bm, d, device="cuda", dtype=torch.bfloat16) / 8
+        b = torch.randn(d, bn, device="cuda", dtype=torch.bfloat16) / 8
+        c = torch.randn(bn, d, device="cuda", dtype=torch.bfloat16) / 8
+        for mode_index, mode in enumerate(MODES):
+            for ctas in CTAS_PER_SM:
+                grid = ctas * sms
+                y = torch.empty(grid * bm * d, device="cuda", dtype=torch.float32)
+                launch = {"BM": bm, "BN": bn, "D": d, "MODE": mode_index, "num_warps": warps}
+                try:
+                    compiled = kernel[(grid,)](a, b, c, y, 4, **launch)
+                    torch.cuda.synchronize()
+                except Exception as exc:           # out of shared memory or registers
+                    rows.append({"bm": bm, "bn": bn, "d": d, "warps": warps, "mode": mode,
+                                 "ctas_per_sm": ctas, "error": str(exc)[:200]})
+                    continue
+                kernel[(grid,)](a, b, c, y, ITERS, **launch)
+                torch.cuda.synchronize()
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                clocks, reps = [], 0
+                start.record()
+                t0 = time.time()
+                while time.time() - t0 < 0.2:
+                    kernel[(grid,)](a, b, c, y, ITERS, **launch)
+                    reps += 1
+                    clocks.append(pynvml.nvmlDeviceGetClockInfo(handle,
+                                                                pynvml.NVML_CLOCK_SM))
+                end.record()
+                torch.cuda.synchronize()
+                seconds = start.elapsed_time(end) / 1e3 / reps
+                mhz = sum(clocks) / len(clocks)
+                rows.append({"bm": bm, "bn": bn, "d": d, "warps": warps, "mode": mode,
+                             "ctas_per_sm": ctas, "grid": grid, "iters": ITERS,
+                             "seconds": seconds, "sm_clock_mhz_mean": mhz,
+                             "regs": getattr(compiled, "n_regs", None),
+                             "shared": compiled.metadata.shared, "ptx": _ptx(compiled),
+                             "cycles_per_iter_per_sm": seconds * mhz * 1e6 / ITERS})
+                print(json.dumps(rows[-1]), flush=True)
+    with open(out_path, "w") as fh:
+        json.dump({"device": torch.cuda.get_device_name(0), "sm_count": sms,
+                   "torch": torch.__version__, "rows": rows}, fh, indent=1)
+    return rows
+
+
+if __name__ == "__main__":
+    run(sys.argv[1] if len(sys.argv) > 1 else "probe_wgmma_exp.json")
