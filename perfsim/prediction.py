@@ -281,6 +281,10 @@ class Prediction:
                        f"limit, so the power model (perfsim.power) settles it where board power "
                        f"meets the limit.")
 
+    def _edges_line(self, heavy) -> str | None:
+        """The longest kernel's CTA edges, if it is a tiled attention kernel."""
+        return _edges_sentence(heavy.cost, self.gpu, self.timing, self.clock_hz)
+
     def _host_line(self) -> str | None:
         """What the host floor adds, when it does."""
         host = self.bound_seconds.get("host", 0.0)
@@ -458,6 +462,9 @@ class Prediction:
                          f"{' and '.join(parts)}, with {float(tiles):g} in flight (tiles, or "
                          "CTAs times operand slices for mma.sync kernels): both stations set "
                          "its pace, the slower one most.")
+        edges_line = self._edges_line(heavy)
+        if edges_line:
+            lines.append(edges_line)
         lines.append(self._clock_line())
         host_line = self._host_line()
         if host_line:
@@ -470,6 +477,25 @@ class Prediction:
                          f"({heavy.seconds * 1e3:.3f} ms, bound by {heavy.bound}).")
         lines.extend(getattr(self.algorithm, "explain_lines", lambda p: [])(self))
         return "\n".join(lines)
+
+
+def _edges_sentence(cost, gpu, params, clock_hz) -> str | None:
+    """What a tiled kernel's CTA edges add (``perfsim.timing.cta_edge_seconds``), in words."""
+    from perfsim.mathops import cdiv
+    from perfsim.timing import cta_edge_seconds
+
+    per_wave = float(cta_edge_seconds(cost, gpu, params)) if params is not None else 0.0
+    if not per_wave:
+        return None
+    grid = max(int(cost.grid), 1)
+    waves = 1 if cost.persistent else int(cdiv(grid, gpu.sm_count * max(int(cost.ctas_per_sm), 1)))
+    how = ("a calibrated per-wave figure" if params.cta_overhead_s is not None else
+           "first loads through the load latency and the CTA's own load path, output tiles, "
+           "set-up")
+    return (f"{cost.name}'s CTAs spend {per_wave * 1e6:.2f} µs per wave outside their loop "
+            f"({how}), {waves} wave{'s' if waves != 1 else ''}"
+            + (" (persistent: once)" if cost.persistent else "")
+            + f": {waves * per_wave * 1e3:.3f} ms on the SM side, while HBM streams on.")
 
 
 def _source_kind(gpu, field: str) -> str:

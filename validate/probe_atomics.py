@@ -46,6 +46,8 @@ def run(out_path: str) -> list[dict]:
     import torch
     import triton
 
+    from perfsim.validate.probe_util import write_rows
+
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     kernel = _kernels()
     rows = []
@@ -70,9 +72,7 @@ def run(out_path: str) -> list[dict]:
                          "ptx_red": sorted(set(re.findall(r"\b(red\.[\w.]+|atom\.[\w.]+)",
                                                           ptx)))[:6]})
             print(json.dumps(rows[-1]), flush=True)
-    with open(out_path, "w") as fh:
-        json.dump({"device": torch.cuda.get_device_name(0), "sm_count": sms,
-                   "torch": torch.__version__, "rows": rows}, fh, indent=1)
+    write_rows(out_path, rows)
     return rows
 
 

@@ -12,8 +12,9 @@ through the load latency and the SM's load path), the pipeline fill and the epil
 that the CTAs resident beside it did not hide. Two Q-tile widths (D = 64 and 128) test how it
 grows with the bytes a CTA must load before its first MMA.
 
-Run on a CUDA GPU: ``python -m perfsim.validate.probe_cta_fixed OUT.json`` (torch, triton and
-pynvml are imported inside functions). NVML's SM clock is sampled around each timing.
+Run on a CUDA GPU with perfsim importable (``validate/probe_run.sh`` arranges it):
+``python -m perfsim.validate.probe_cta_fixed OUT.json [TILE INDICES]`` (torch, triton
+and pynvml are imported inside functions). NVML's SM clock is sampled around each timing.
 """
 
 from __future__ import annotations
@@ -32,28 +33,6 @@ WAVES = (1, 2, 4, 8, 16)
 #: Distinct K/V sets the CTAs share (each at most 32 steps x 64 x 128 x 2 B x 2 = 1 MiB): 8 MiB
 #: in all, far inside the H200's 60 MiB L2.
 KV_SETS = 8
-
-
-def _kernel():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def shared_kv_chain(Q, K, V, Out, steps, kv_sets, BM: tl.constexpr, BN: tl.constexpr,
-                        D: tl.constexpr):
-        pid = tl.program_id(0).to(tl.int64)
-        rm, rn, rd = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, D)
-        q = tl.load(Q + pid * BM * D + rm[:, None] * D + rd[None, :])
-        acc = tl.zeros((BM, D), dtype=tl.float32)
-        base = (pid % kv_sets) * steps * BN * D
-        for j in range(steps):
-            k = tl.load(K + base + j * BN * D + rn[:, None] * D + rd[None, :])
-            v = tl.load(V + base + j * BN * D + rn[:, None] * D + rd[None, :])
-            s = tl.dot(q, tl.trans(k))
-            acc = tl.dot(s.to(tl.bfloat16), v, acc)
-        tl.store(Out + pid * BM * D + rm[:, None] * D + rd[None, :], acc.to(tl.bfloat16))
-
-    return shared_kv_chain
 
 
 def _resident(compiled, warps: int, props) -> int:
@@ -86,9 +65,12 @@ def run(out_path: str, tiles=TILES) -> dict:
     def mhz():
         return pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
 
+    from perfsim.validate.probe_mma_smem import _chain_kernel
+    from perfsim.validate.probe_util import write_rows
+
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
-    kernel = _kernel()
+    kernel = _chain_kernel()      # probe_mma_smem's tile loop, here on KV_SETS shared K/V sets
     rows, fits = [], []
     for bm, bn, d, warps, stages in tiles:
         k = torch.randn(KV_SETS * max(STEPS) * bn * d, device="cuda", dtype=torch.bfloat16) / 8
@@ -141,10 +123,7 @@ def run(out_path: str, tiles=TILES) -> dict:
                      "fixed_s_per_wave": per_wave, "intercept_at_zero_waves_s": launch,
                      "q_tile_bytes": 2 * bm * d, "kv_tile_bytes": 2 * 2 * bn * d})
         print(json.dumps(fits[-1]), flush=True)
-    with open(out_path, "w") as fh:
-        json.dump({"device": torch.cuda.get_device_name(0), "sm_count": sms,
-                   "torch": torch.__version__, "triton": triton.__version__,
-                   "kv_sets": KV_SETS, "rows": rows, "fits": fits}, fh, indent=1)
+    write_rows(out_path, rows, triton=triton.__version__, kv_sets=KV_SETS, fits=fits)
     return {"rows": rows, "fits": fits}
 
 

@@ -67,54 +67,57 @@ def _clock_mhz(handle):
     return pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
 
 
-def run(out_path: str) -> list[dict]:
-    import pynvml
+def measure_dot_loop(configs, ctas_per_sm, ptx_counts, seconds: float = 0.3,
+                     iters: int = ITERS) -> list[dict]:
+    """Time :func:`_kernel`'s ``acc += A @ B`` loop for each ``(BM, BN, BK, warps)`` of
+    ``configs`` at each of ``ctas_per_sm``: one row each with the NVML clock and power
+    (``probe_util.back_to_back``), ``ptx_counts(compiled)``, the registers, cycles per loop
+    iteration per SM and FLOP per iteration per SM (a configuration that does not compile is
+    a row with its ``error``)."""
     import torch
 
-    pynvml.nvmlInit()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    from perfsim.validate.probe_util import back_to_back, nvml_handle
+
+    handle = nvml_handle()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     kernel = _kernel()
     rows = []
-    for bm, bn, bk, warps in CONFIGS:
+    for bm, bn, bk, warps in configs:
         a = torch.randn(bm, bk, device="cuda", dtype=torch.bfloat16) / 8
         b = torch.randn(bk, bn, device="cuda", dtype=torch.bfloat16) / 8
-        for c in CTAS_PER_SM:
+        for c in ctas_per_sm:
             grid = c * sms
             y = torch.empty(grid * bm * bn, device="cuda", dtype=torch.float32)
-            compiled = kernel[(grid,)](a, b, y, 8, BM=bm, BN=bn, BK=bk, num_warps=warps)
+            launch = {"BM": bm, "BN": bn, "BK": bk, "num_warps": warps}
+            shape = {"bm": bm, "bn": bn, "bk": bk, "warps": warps, "ctas_per_sm": c}
+            try:
+                compiled = kernel[(grid,)](a, b, y, 8, **launch)
+                torch.cuda.synchronize()
+            except Exception as exc:          # out of shared memory or registers
+                rows.append({**shape, "error": str(exc)[:200]})
+                continue
+
+            def call(grid=grid, args=(a, b, y, iters), launch=launch):
+                kernel[(grid,)](*args, **launch)
+
+            call()                                                          # warm
             torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
-                enable_timing=True)
-            kernel[(grid,)](a, b, y, ITERS, BM=bm, BN=bn, BK=bk, num_warps=warps)  # warm
-            torch.cuda.synchronize()
-            clocks, watts = [], []
-            start.record()
-            t0 = time.time()
-            reps = 0
-            while time.time() - t0 < 0.3:
-                kernel[(grid,)](a, b, y, ITERS, BM=bm, BN=bn, BK=bk, num_warps=warps)
-                reps += 1
-                clocks.append(_clock_mhz(handle))
-                watts.append(pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3)
-            end.record()
-            torch.cuda.synchronize()
-            seconds = start.elapsed_time(end) / 1e3 / reps
-            mhz = sum(clocks) / len(clocks)
-            counts = _ptx_counts(compiled)
-            rows.append({"bm": bm, "bn": bn, "bk": bk, "warps": warps, "ctas_per_sm": c,
-                         "grid": grid, "iters": ITERS, "seconds": seconds,
-                         "sm_clock_mhz_mean": mhz, "n_clock_samples": len(clocks),
-                         "power_w_mean": sum(watts[len(watts) // 2:])
-                         / max(len(watts[len(watts) // 2:]), 1),
-                         "ptx": counts,
+            timed = back_to_back(call, handle, seconds)
+            rows.append({**shape, "grid": grid, "iters": iters, **timed,
+                         "ptx": ptx_counts(compiled),
                          "regs": getattr(compiled, "n_regs", None),
-                         "cycles_per_iter_per_sm": seconds * mhz * 1e6 / ITERS,
+                         "cycles_per_iter_per_sm": timed["seconds"]
+                         * timed["sm_clock_mhz_mean"] * 1e6 / iters,
                          "flop_per_iter_per_sm": 2 * bm * bn * bk * c})
             print(json.dumps(rows[-1]), flush=True)
-    with open(out_path, "w") as fh:
-        json.dump({"device": torch.cuda.get_device_name(0), "sm_count": sms,
-                   "torch": torch.__version__, "rows": rows}, fh, indent=1)
+    return rows
+
+
+def run(out_path: str) -> list[dict]:
+    from perfsim.validate.probe_util import write_rows
+
+    rows = measure_dot_loop(CONFIGS, CTAS_PER_SM, _ptx_counts)
+    write_rows(out_path, rows)
     return rows
 
 
@@ -136,12 +139,14 @@ def _chain_kernel():
     import triton.language as tl
 
     @triton.jit
-    def gemm_chain(Q, K, V, Out, steps, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr):
+    def gemm_chain(Q, K, V, Out, steps, kv_sets, BM: tl.constexpr, BN: tl.constexpr,
+                   D: tl.constexpr):
         pid = tl.program_id(0).to(tl.int64)
         rm, rn, rd = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, D)
         q = tl.load(Q + pid * BM * D + rm[:, None] * D + rd[None, :])
         acc = tl.zeros((BM, D), dtype=tl.float32)
-        base = pid * steps * BN * D
+        # CTA i walks K/V set i mod kv_sets: kv_sets = grid gives every CTA its own
+        base = (pid % kv_sets) * steps * BN * D
         for j in range(steps):
             k = tl.load(K + base + j * BN * D + rn[:, None] * D + rd[None, :])
             v = tl.load(V + base + j * BN * D + rn[:, None] * D + rd[None, :])
@@ -158,6 +163,8 @@ def run_prologue(out_path: str, ctas_per_sm_grid: int = 16) -> list[dict]:
     import torch
     import triton
 
+    from perfsim.validate.probe_util import write_rows
+
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -172,7 +179,7 @@ def run_prologue(out_path: str, ctas_per_sm_grid: int = 16) -> list[dict]:
             o = torch.empty_like(q)
 
             def call():
-                kernel[(grid,)](q, k, v, o, steps, BM=bm, BN=bn, D=d, num_warps=warps,
+                kernel[(grid,)](q, k, v, o, steps, grid, BM=bm, BN=bn, D=d, num_warps=warps,
                                 num_stages=stages)
 
             call()
@@ -186,9 +193,7 @@ def run_prologue(out_path: str, ctas_per_sm_grid: int = 16) -> list[dict]:
                          "bytes": 2 * (2 * grid * bm * d + 2 * grid * steps * bn * d),
                          "flop": 4 * grid * steps * bm * bn * d})
             print(json.dumps(rows[-1]), flush=True)
-    with open(out_path, "w") as fh:
-        json.dump({"device": torch.cuda.get_device_name(0), "sm_count": sms,
-                   "torch": torch.__version__, "rows": rows}, fh, indent=1)
+    write_rows(out_path, rows)
     return rows
 
 

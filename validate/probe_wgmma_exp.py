@@ -12,8 +12,9 @@ rescale: the two GEMMs and the exps of an attention tile, nothing else. Grids of
 per SM, 4 and 8 warps. Reports per configuration: NVML SM clock, cycles per iteration per
 SM, and the PTX's wgmma and ex2 counts.
 
-Run on a CUDA GPU: ``python -m perfsim.validate.probe_wgmma_exp OUT.json`` (or the file
-directly); torch, triton and pynvml are imported inside functions.
+Run on a CUDA GPU with perfsim importable (``validate/probe_run.sh`` arranges it):
+``python -m perfsim.validate.probe_wgmma_exp OUT.json``; torch, triton and pynvml are
+imported inside functions.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
 
 #: (BM, BN, D, num_warps): FlexAttention's sm_90 forward tiles (d 64: 128 x 128, 4 warps;
 #: d 128: 128 x 64, 8 warps; d 256: 64 x 32, 4 warps), the tutorial's 128 x 64 with 4 warps
@@ -72,11 +72,11 @@ def _ptx(compiled) -> dict:
 
 
 def run(out_path: str) -> list[dict]:
-    import pynvml
     import torch
 
-    pynvml.nvmlInit()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    from perfsim.validate.probe_util import back_to_back, nvml_handle, write_rows
+
+    handle = nvml_handle()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     kernel = _kernel()
     rows = []
@@ -96,34 +96,22 @@ def run(out_path: str) -> list[dict]:
                     rows.append({"bm": bm, "bn": bn, "d": d, "warps": warps, "mode": mode,
                                  "ctas_per_sm": ctas, "error": str(exc)[:200]})
                     continue
-                kernel[(grid,)](a, b, c, y, ITERS, **launch)
+
+                def call(grid=grid, args=(a, b, c, y, ITERS), launch=launch):
+                    kernel[(grid,)](*args, **launch)
+
+                call()                                                        # warm
                 torch.cuda.synchronize()
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                clocks, reps = [], 0
-                start.record()
-                t0 = time.time()
-                while time.time() - t0 < 0.2:
-                    kernel[(grid,)](a, b, c, y, ITERS, **launch)
-                    reps += 1
-                    clocks.append(pynvml.nvmlDeviceGetClockInfo(handle,
-                                                                pynvml.NVML_CLOCK_SM))
-                end.record()
-                torch.cuda.synchronize()
-                seconds = start.elapsed_time(end) / 1e3 / reps
-                mhz = sum(clocks) / len(clocks)
+                timed = back_to_back(call, handle, 0.2)
                 rows.append({"bm": bm, "bn": bn, "d": d, "warps": warps, "mode": mode,
-                             "ctas_per_sm": ctas, "grid": grid, "iters": ITERS,
-                             "seconds": seconds, "sm_clock_mhz_mean": mhz,
+                             "ctas_per_sm": ctas, "grid": grid, "iters": ITERS, **timed,
                              "regs": getattr(compiled, "n_regs", None),
                              "shared": compiled.metadata.shared, "ptx": _ptx(compiled),
-                             "cycles_per_iter_per_sm": seconds * mhz * 1e6 / ITERS})
+                             "cycles_per_iter_per_sm": timed["seconds"]
+                             * timed["sm_clock_mhz_mean"] * 1e6 / ITERS})
                 print(json.dumps(rows[-1]), flush=True)
-    with open(out_path, "w") as fh:
-        json.dump({"device": torch.cuda.get_device_name(0), "sm_count": sms,
-                   "torch": torch.__version__, "rows": rows}, fh, indent=1)
+    write_rows(out_path, rows)
     return rows
-
 
 if __name__ == "__main__":
     run(sys.argv[1] if len(sys.argv) > 1 else "probe_wgmma_exp.json")
