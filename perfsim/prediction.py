@@ -489,13 +489,15 @@ def _edges_sentence(cost, gpu, params, clock_hz) -> str | None:
         return None
     grid = max(int(cost.grid), 1)
     waves = 1 if cost.persistent else int(cdiv(grid, gpu.sm_count * max(int(cost.ctas_per_sm), 1)))
-    how = ("a calibrated per-wave figure" if params.cta_overhead_s is not None else
+    how = ("TimingParams.cta_overhead_s, a given per-wave figure"
+           if params.cta_overhead_s is not None else
            "first loads through the load latency and the CTA's own load path, output tiles, "
            "set-up")
     return (f"{cost.name}'s CTAs spend {per_wave * 1e6:.2f} µs per wave outside their loop "
             f"({how}), {waves} wave{'s' if waves != 1 else ''}"
             + (" (persistent: once)" if cost.persistent else "")
-            + f": {waves * per_wave * 1e3:.3f} ms on the SM side, while HBM streams on.")
+            + f": {waves * per_wave * 1e6:.1f} µs on the SM side; HBM streams on meanwhile "
+            "except in the first and last wave's edges.")
 
 
 def _source_kind(gpu, field: str) -> str:

@@ -49,7 +49,7 @@ from perfsim.implementations import resolve
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.predict import predict
 from perfsim.prediction import Counts
-from perfsim.timing import TimingParams, cuda_core_seconds, rates
+from perfsim.timing import TimingParams, cuda_core_seconds, gemm_seconds, rates
 
 _int = {"positive": True, "integer": True}
 B, H, H_kv, N_q, N_k, d, d_v = sympy.symbols("B H H_kv N_q N_k d d_v", **_int)
@@ -127,7 +127,9 @@ def _unit_totals(kernels, gpu, params) -> dict:
         demand = {**k.sm_demand(), "hbm": k.hbm_bytes}
         for u in UNITS:
             out[u] = out[u] + (cuda_core_seconds(demand["fp32"], demand.get("alu", 0), rate)
-                               if u == "fp32" else demand[u] / rate[u])
+                               if u == "fp32" else
+                               gemm_seconds(k, demand[u], rate) if u == "tensor" and k.gemms
+                               else demand[u] / rate[u])
     return out
 
 

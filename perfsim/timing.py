@@ -428,9 +428,7 @@ def _timed(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz):
         hbm_only.append(False)
     edges = edge_seconds(cost, gpu, params, safe_grid)
     if edges is not None:
-        # the SMs sit in their CTAs' prologues and epilogues while HBM streams on for the
-        # CTAs that are already in their loops: the edges lengthen the SM-side groups only
-        group_seconds = [g if h else g + edges for g, h in zip(group_seconds, hbm_only)]
+        group_seconds = [g + e for g, e in zip(group_seconds, _edge_shares(edges, hbm_only))]
     body = group_seconds[0]
     for g in group_seconds[1:]:
         body = maximum(body, g)
@@ -491,15 +489,25 @@ def cta_edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams):
 
 
 def edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams, grid):
-    """The edges of all the waves a kernel's busiest SM runs (s), or ``None`` for a kernel
-    without them: :func:`cta_edge_seconds` per wave of resident CTAs (the CTAs of a wave start
-    together and finish together, so their edges coincide), once for a ``persistent`` kernel
-    (its resident CTAs load the next tile while they finish the last)."""
+    """``(all waves, one wave)``: the edges of all the waves a kernel's busiest SM runs and of
+    one of them (s), or ``None`` for a kernel without them. :func:`cta_edge_seconds` per wave
+    of resident CTAs (the CTAs of a wave start together and finish together, so their edges
+    coincide), once for a ``persistent`` kernel (its resident CTAs load the next tile while
+    they finish the last). The SM side pays them all; HBM streams on for the CTAs already in
+    their loops while others are in their edges, except at the start of the first wave and the
+    end of the last, so an HBM-bound kernel pays one wave's edges (:func:`_edge_shares`)."""
     per_wave = cta_edge_seconds(cost, gpu, params)
     if isinstance(per_wave, float) and not per_wave:
         return None
     waves = 1 if cost.persistent else cdiv(grid, gpu.sm_count * maximum(cost.ctas_per_sm, 1))
-    return waves * per_wave
+    return waves * per_wave, per_wave
+
+
+def _edge_shares(edges, hbm_only) -> list:
+    """What each overlap group pays of ``edges`` (:func:`edge_seconds`): all the waves' edges
+    an SM-side group, one wave's an HBM-only group."""
+    every, one = edges
+    return [one if h else every for h in hbm_only]
 
 
 def eager_ceiling(cost: KernelCost, params: TimingParams):
@@ -625,8 +633,8 @@ def binding_unit(unit_seconds: dict, overlap, pipeline=None, edges=None) -> obje
         overlap = (*overlap, tuple(u for station in pipeline[0] for u in station))
         totals.append(cycle_time(unit_seconds, *pipeline))
     if edges is not None:
-        totals = [t if [u for u, _ in _entries(g)] == ["hbm"] else t + edges
-                  for t, g in zip(totals, overlap)]
+        shares = _edge_shares(edges, [[u for u, _ in _entries(g)] == ["hbm"] for g in overlap])
+        totals = [t + e for t, e in zip(totals, shares)]
     if any(isinstance(unit_seconds[u], np.ndarray) for u in UNITS):
         shape = np.broadcast(*[np.asarray(unit_seconds[u]) for u in UNITS]).shape
         best = np.zeros(shape, dtype=np.intp)  # index into UNITS (ints: fast for sweeps)

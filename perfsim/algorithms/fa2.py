@@ -78,7 +78,7 @@ from perfsim.algorithms.splits import (
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, maximum
+from perfsim.mathops import cdiv, maximum, minimum, where
 
 #: Tiles for closed forms (symbolic dims): the A100/H100 head-dim-128 configuration.
 SYMBOLIC_FWD_TILE, SYMBOLIC_BWD_TILE = (128, 64, 4), BwdLaunch(64, 128, 8, (2, 4, 2))
@@ -118,6 +118,12 @@ FLASH_ATTN_CODE = ("flash-attn", "pytorch")
 def next_power_of_two(n) -> int:
     """The smallest power of two ≥ ``n`` (≥ 1)."""
     return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def resident_per_sm(grid, ctas_per_sm, gpu: GPUSpec):
+    """CTAs resident at once on the busiest SM: its occupancy, or fewer when the grid does
+    not give every SM that many (``⌈grid / SMs⌉``) — the customers of a kernel's cycle."""
+    return minimum(ctas_per_sm, cdiv(maximum(grid, 1), gpu.sm_count))
 
 
 #: The two stations of a kernel in FA2's loop order that issues asynchronous MMAs (Triton's
@@ -374,7 +380,7 @@ class FusedAttention(Algorithm):
         dkv = dims.d + dims.d_v
         # shared-memory tiles as wide as the compiled kernel's head dims
         kd, kd_v = self.kernel_head_dims(dims)
-        smem = e * b_r * kd + self.fwd_kv_stages() * ekv * b_c * (kd + kd_v)
+        smem = self._fwd_smem_bytes(dims, gpu, b_r, b_c, kd, kd_v)
         ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
         v = dims.tile_visits(b_r, b_c)
         # K/V: every query tile streams the key/value tiles it visits. The query tiles of one
@@ -430,7 +436,8 @@ class FusedAttention(Algorithm):
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=self.mma_dtype(dims),
             tensor_family=self.tensor_family,
             overlap=self.overlap_groups("fwd", dims),
-            pipeline=self.pipeline("fwd", gpu, ctas, warps),
+            pipeline=self.pipeline("fwd", gpu, resident_per_sm(v.q_tiles * bh, ctas, gpu),
+                                   warps),
             bytes_in_flight=self.kv_in_flight(dims, b_c),
             launch={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
                    "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail,
@@ -484,6 +491,19 @@ class FusedAttention(Algorithm):
         """K/V tiles the forward's shared memory holds at once, for its occupancy: one K and
         one V buffer (flash-attn 2's ``Kernel_traits::kSmemSize``)."""
         return 1
+
+    def _fwd_smem_bytes(self, dims: Dims, gpu: GPUSpec, b_r, b_c, kd, kd_v):
+        """Shared memory per forward CTA: the Q tile and :meth:`fwd_kv_stages` K/V tiles,
+        fewer K/V stages where that many do not fit the GPU's per-block limit (as Triton's
+        pipeliner is given fewer stages on smaller GPUs; ASSUMED: the stage counts were read
+        for sm_90 only), at least one."""
+        q, kv = dims.e * b_r * kd, dims.e_kv * b_c * (kd + kd_v)
+        stages = self.fwd_kv_stages()
+        smem = q + stages * kv
+        if not dims.symbolic:
+            for fewer in range(stages - 1, 0, -1):
+                smem = where(smem > gpu.smem_bytes_per_block, q + fewer * kv, smem)
+        return smem
 
     def fwd_gemms(self, dims: Dims, b_r, b_c, warps) -> tuple:
         """``KernelCost.gemms`` of the forward: each GEMM's tensor term and the shared-memory
@@ -558,6 +578,16 @@ class FusedAttention(Algorithm):
         again = 1 if self.recomputes_dq() else 0
         twice = self.sdp_issued_twice(dims)
         operand_reads = e * bh * v.tiles * self.bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms)
+        if self.tensor_family == "mma_sync":
+            # the dQ pass's and a second warpgroup's S and dP GEMMs: the five GEMMs' mean
+            # reads per GEMM (an approximation)
+            operand_reads = operand_reads * (5 + 2 * (again + twice)) / 5
+        else:
+            # WGMMA: the S and dP GEMMs' own reads again (bwd_gemms counts the same bytes)
+            per_gemm = wgmma_bwd_operand_elements(b_r, b_c, d, d_v,
+                                                  self.bwd_operand_groups(warps, b_r, b_c))
+            operand_reads = operand_reads + e * bh * v.tiles * (again + twice) * (
+                per_gemm["tensor/S=QKᵀ"] + per_gemm["tensor/dP=dO·Vᵀ"])
         staging = self.dq_staging(dims, v, b_r)
         terms = {
             **backward_gemm_terms(elems, d, d_v),
@@ -568,7 +598,7 @@ class FusedAttention(Algorithm):
             "hbm_write/dK,dV": kv_read, "hbm_write/dQ accumulator": dq_hbm / 2,
             "l2_hit/Q,dO,LSE,D re-read": q_hits, "l2_hit/dQ atomics": dq_hits,
             # operands of the five MMAs read from shared memory; Q/dO tiles, P and dS written
-            "smem_read/MMA operands": operand_reads * (5 + 2 * (again + twice)) / 5,
+            "smem_read/MMA operands": operand_reads,
             "smem_write/Q,dO": e * q_side * (d + d_v), "smem_write/P,dS": e * 2 * elems}
         extra = []
         if again:
@@ -598,7 +628,8 @@ class FusedAttention(Algorithm):
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
             overlap=self.overlap_groups("bwd", dims),
-            pipeline=self.pipeline("bwd", gpu, ctas, warps, prefetch=self.bwd_prefetch(dims)),
+            pipeline=self.pipeline("bwd", gpu, resident_per_sm(v.kv_tiles * bh, ctas, gpu),
+                                   warps, prefetch=self.bwd_prefetch(dims)),
             launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas,
                     **self._padded_head_dims(dims)},
         )
