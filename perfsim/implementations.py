@@ -554,8 +554,14 @@ def _cute(dims, gpu):
     bwd_m, bwd_n = _tile(CUTE_SM90_BWD_TILES, d)
     if 96 < d <= 128 and dims.causal:
         bwd_m = 64
+    # one CTA per tile, not persistent: its sm90 forward builds its tile scheduler with
+    # ``is_persistent=False`` (SingleTileScheduler, or SingleTileLPTScheduler when causal) and
+    # its backward uses SingleTileScheduler / SingleTileLPTBwdScheduler (flash_fwd_sm90.py,
+    # flash_bwd_sm90.py, flash-attn-4 4.0.0b36); Nsight Compute on the H200 shows grids of
+    # one CTA per tile (32 x 32 for the 1024 tiles of B = 1, H = 32, N = 4096, d = 128,
+    # forward and backward; validate/reports/h200/probes/ncu/summary.json)
     return algos.FA3(block_m=block_m, block_n=block_n, bwd_block_m=bwd_m, bwd_block_n=bwd_n,
-                     num_splits=1, pack_gqa=pack)
+                     num_splits=1, pack_gqa=pack, persistent=False)
 
 
 #: name -> (f(dims, gpu) -> algorithm config, what it is, extra Implementation fields[,

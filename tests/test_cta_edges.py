@@ -175,3 +175,16 @@ def test_wgmma_backward_operand_term_matches_its_gemms():
                     if k.cost.gemms)
         from_gemms = sum(cost.terms[t] * per_flop for t, per_flop in cost.gemms)
         assert from_gemms == pytest.approx(cost.terms["smem_read/MMA operands"], rel=1e-9)
+
+
+def test_flash_attn_cute_on_hopper_runs_one_cta_per_tile_and_cudnn_is_persistent():
+    """flash_attn.cute's sm90 tile schedulers are built with is_persistent=False (its
+    forward) and SingleTileScheduler (its backward); cuDNN's kernels launch 132 CTAs."""
+    w = perfsim.AttentionWorkload(batch=1, heads=32, seqlen_q=4096, head_dim=128,
+                                  phase="fwd_bwd")
+    cute = [k.cost for k in perfsim.predict(w, "h200-sxm", "flash-attn-cute").kernels
+            if k.cost.tiled]
+    cudnn = [k.cost for k in perfsim.predict(w, "h200-sxm", "sdpa-cudnn").kernels
+             if k.cost.tiled]
+    assert len(cute) == 2 and not any(c.persistent for c in cute)
+    assert len(cudnn) == 2 and all(c.persistent for c in cudnn)
