@@ -29,8 +29,8 @@ For one kernel on one GPU:
 * Launch: ``launch_overhead_s`` per launched kernel (grid > 0).
 * Edges: a tiled attention kernel's CTAs load their first tiles and store their outputs
   outside the steady-state loop; each wave of resident CTAs adds that fixed time
-  (:func:`cta_edge_seconds`; once for a persistent kernel) to the SM side, while HBM streams
-  on for the others.
+  (:func:`cta_edge_seconds`; once for a persistent kernel) to the SM side; HBM streams on
+  for the others meanwhile, so the HBM side pays one wave's (:func:`edge_seconds`).
 
 Stated simplifications: per-CTA work is taken as uniform for the tail effect (causal grids are
 ordered longest-first by the reference kernels, which keeps the busiest SM close to the
