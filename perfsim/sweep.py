@@ -29,7 +29,7 @@ if TYPE_CHECKING:   # pandas: imported when a sweep builds its frame, not by `im
     import pandas as pd
 
 from perfsim import algorithms as algos
-from perfsim.algorithms.base import collect_infeasible
+from perfsim.algorithms.base import collect_infeasible, effective_mask
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.gpu_catalog import gpus as catalog
@@ -301,11 +301,63 @@ def _check_tensor_sizes(grid: _Grid, scalars: list[dict]) -> None:
 
 
 def _evaluate(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict, why: str):
-    """One block of one group: ``(results, reasons)``. ``results``: broadcastable arrays
-    (empty if the whole block is infeasible); ``reasons``: an object array broadcastable to
-    the block, "" where feasible (an invalid workload first, then the group's reason, then
-    the element's own: e.g. a tile that fits in shared memory for one sequence length and
-    not for another, :func:`perfsim.algorithms.base.collect_infeasible`)."""
+    """One block of one group: ``(results, reasons)`` (:func:`_evaluate_mask`), the sequence
+    lengths split by the mask the kernels see. A window side that hides nothing is dropped and
+    a right edge of 0 is the causal mask (``perfsim.algorithms.base.effective_mask``, as
+    ``predict`` applies it), which depends on each row's lengths: the columns of the block
+    with one effective mask are evaluated together, with that mask."""
+    masks = _effective_masks(scalar, block)
+    if len(masks) == 1:
+        (eff, _), = masks.items()
+        return _evaluate_mask(algo, gpu, params, _with_mask(scalar, eff), block, why)
+    shape = np.broadcast_shapes(*(v.shape for v in block.values()))
+    merged, reasons = {}, np.full(shape, "", dtype=object)
+    for eff, cols in masks.items():
+        sub = {k: v[..., cols] if v.shape[-1] > 1 else v for k, v in block.items()}
+        part, why_not = _evaluate_mask(algo, gpu, params, _with_mask(scalar, eff), sub, why)
+        sub_shape = np.broadcast_shapes(*(v.shape for v in sub.values()))
+        reasons[..., cols] = np.broadcast_to(why_not, sub_shape)
+        for key, value in part.items():
+            value = np.broadcast_to(np.asarray(value), sub_shape)
+            if key not in merged:
+                fill = np.nan if value.dtype.kind == "f" else ("" if value.dtype.kind in "US"
+                                                               else 0)
+                merged[key] = np.full(shape, fill, dtype=value.dtype if value.dtype.kind
+                                      not in "US" else object)
+            merged[key][..., cols] = value
+    return merged, reasons
+
+
+def _effective_masks(scalar: dict, block: dict) -> dict:
+    """``{(causal, window): column indices}``: the block's sequence-length columns grouped by
+    the mask the kernels see (one group, all columns, without a window)."""
+    causal, window = scalar["causal"], tuple(scalar["_window"])
+    n_cols = block["seqlen_q"].shape[-1]
+    if window == (None, None):
+        return {(causal, window): slice(None)}
+    groups: dict = {}
+    for i, (n_q, n_k) in enumerate(zip(block["seqlen_q"].ravel(), block["seqlen_k"].ravel())):
+        groups.setdefault(effective_mask(causal, window, int(n_q), int(n_k)), []).append(i)
+    if len(groups) == 1:
+        return {next(iter(groups)): slice(None)}
+    assert sum(len(c) for c in groups.values()) == n_cols
+    return {eff: np.array(cols) for eff, cols in groups.items()}
+
+
+def _with_mask(scalar: dict, eff: tuple) -> dict:
+    """``scalar`` with the effective ``(causal, window)`` for the kernels (the row labels keep
+    the mask the sweep was given)."""
+    causal, window = eff
+    return {**scalar, "causal": causal, "_window": window, "_given_mask": (
+        scalar.get("_given_mask") or (scalar["causal"], tuple(scalar["_window"])))}
+
+
+def _evaluate_mask(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict, why: str):
+    """One block of one group with one mask: ``(results, reasons)``. ``results``:
+    broadcastable arrays (empty if the whole block is infeasible); ``reasons``: an object
+    array broadcastable to the block, "" where feasible (an invalid workload first, then the
+    group's reason, then the element's own: e.g. a tile that fits in shared memory for one
+    sequence length and not for another, :func:`perfsim.algorithms.base.collect_infeasible`)."""
     pairs = zip(block["heads"].ravel(), block["kv_heads"].ravel())
     reasons = np.array([f"kv_heads ({k}) must divide heads ({h})" if h % k else why
                         for h, k in pairs], dtype=object)[None, :, None]
@@ -340,9 +392,11 @@ def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> di
     kernels, seconds, unit_seconds, _, bound, clock_hz, power_w = evaluate(algo, dims, gpu,
                                                                            params)
     counts = Counts.total(kernels)
+    given_causal, given_window = scalar.get("_given_mask") or (scalar["causal"],
+                                                                tuple(scalar["_window"]))
     flops = convention_flops(block["batch"].astype(float), block["heads"], block["seqlen_q"],
                              block["seqlen_k"], scalar["head_dim"], scalar["head_dim_v"],
-                             scalar["causal"], tuple(scalar["_window"]), scalar["phase"])
+                             given_causal, given_window, scalar["phase"])
     memory = algo.memory_bytes(dims, gpu)
     credited = credited_flops(flops, counts.tensor_flops, counts.flops)
     return {"seconds": seconds, "tflops": credited / seconds / 1e12, "bound": bound,

@@ -317,3 +317,20 @@ def test_cli_sweep_bad_config_is_one_line_exit_2(tmp_path, capsys, text, match):
     assert main(["sweep", str(config)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and match in err
+
+
+def test_a_window_takes_the_mask_the_kernels_see_for_each_row():
+    """A window side that hides nothing is dropped and a right edge of 0 is the causal mask
+    (``effective_mask``), per row of the sweep as in ``predict``: with N_q = 17 and
+    N_k = 64, (128, 0) is the (bottom-right) causal mask and (500, 500) no mask."""
+    rows = sweep(batch=1, heads=8, kv_heads=1, seqlen_q=17, seqlen_k=[64, 4096],
+                 head_dim=128, window=[(128, 0), (500, 500)], phase="fwd",
+                 gpus="rtx-4090", algorithms="fa2")
+    assert (rows.infeasible == "").all()
+    for r in rows.itertuples():
+        window = tuple(None if side == "none" else int(side) for side in r.window.split(","))
+        w = perfsim.AttentionWorkload(batch=1, heads=8, kv_heads=1, seqlen_q=17,
+                                      seqlen_k=r.seqlen_k, head_dim=128, window=window)
+        p = perfsim.predict(w, "rtx-4090", "fa2")
+        assert r.mufu_seconds == pytest.approx(p.unit_seconds["mufu"], rel=1e-9)
+        assert r.exp_ops == pytest.approx(p.counts.exp_ops, rel=1e-9)
