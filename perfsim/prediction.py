@@ -283,7 +283,7 @@ class Prediction:
 
     def _edges_line(self, heavy) -> str | None:
         """The longest kernel's CTA edges, if it is a tiled attention kernel."""
-        return _edges_sentence(heavy.cost, self.gpu, self.timing, self.clock_hz)
+        return _edges_sentence(heavy.cost, self.gpu, self.timing)
 
     def _host_line(self) -> str | None:
         """What the host floor adds, when it does."""
@@ -479,16 +479,15 @@ class Prediction:
         return "\n".join(lines)
 
 
-def _edges_sentence(cost, gpu, params, clock_hz) -> str | None:
-    """What a tiled kernel's CTA edges add (``perfsim.timing.cta_edge_seconds``), in words."""
-    from perfsim.mathops import cdiv
-    from perfsim.timing import cta_edge_seconds
+def _edges_sentence(cost, gpu, params) -> str | None:
+    """What a tiled kernel's CTA edges add (``perfsim.timing.edge_seconds``), in words."""
+    from perfsim.timing import edge_seconds
 
-    per_wave = float(cta_edge_seconds(cost, gpu, params)) if params is not None else 0.0
-    if not per_wave:
+    edges = edge_seconds(cost, gpu, params, max(int(cost.grid), 1)) if params else None
+    if edges is None:
         return None
-    grid = max(int(cost.grid), 1)
-    waves = 1 if cost.persistent else int(cdiv(grid, gpu.sm_count * max(int(cost.ctas_per_sm), 1)))
+    every, per_wave = float(edges[0]), float(edges[1])
+    waves = round(every / per_wave)
     how = ("TimingParams.cta_overhead_s, a given per-wave figure"
            if params.cta_overhead_s is not None else
            "first loads through the load latency and the CTA's own load path, output tiles, "
@@ -496,7 +495,7 @@ def _edges_sentence(cost, gpu, params, clock_hz) -> str | None:
     return (f"{cost.name}'s CTAs spend {per_wave * 1e6:.2f} µs per wave outside their loop "
             f"({how}), {waves} wave{'s' if waves != 1 else ''}"
             + (" (persistent: once)" if cost.persistent else "")
-            + f": {waves * per_wave * 1e6:.1f} µs on the SM side; HBM streams on meanwhile "
+            + f": {every * 1e6:.1f} µs on the SM side; HBM streams on meanwhile "
             "except in the first and last wave's edges.")
 
 

@@ -330,18 +330,27 @@ def _evaluate(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict, why:
 
 def _effective_masks(scalar: dict, block: dict) -> dict:
     """``{(causal, window): column indices}``: the block's sequence-length columns grouped by
-    the mask the kernels see (one group, all columns, without a window)."""
+    the mask the kernels see (one group, all columns, without a window). Which window sides
+    a row drops depends only on its lengths, so the rows fall into at most four groups; each
+    is named by ``effective_mask`` on one of its rows."""
     causal, window = scalar["causal"], tuple(scalar["_window"])
-    n_cols = block["seqlen_q"].shape[-1]
     if window == (None, None):
         return {(causal, window): slice(None)}
-    groups: dict = {}
-    for i, (n_q, n_k) in enumerate(zip(block["seqlen_q"].ravel(), block["seqlen_k"].ravel())):
-        groups.setdefault(effective_mask(causal, window, int(n_q), int(n_k)), []).append(i)
+    left, right = window
+    n_q, n_k = block["seqlen_q"].ravel(), block["seqlen_k"].ravel()
+    drops_left = (n_k - 1 <= left) if left is not None else np.zeros(n_q.shape, bool)
+    drops_right = ((n_q - 1 <= right) & (not causal) if right is not None
+                   else np.zeros(n_q.shape, bool))
+    kind = drops_left.astype(np.int8) * 2 + drops_right
+    groups = {}
+    for value in np.unique(kind):
+        cols = np.flatnonzero(kind == value)
+        first = cols[0]
+        key = effective_mask(causal, window, int(n_q[first]), int(n_k[first]))
+        groups[key] = np.sort(np.concatenate([groups[key], cols])) if key in groups else cols
     if len(groups) == 1:
         return {next(iter(groups)): slice(None)}
-    assert sum(len(c) for c in groups.values()) == n_cols
-    return {eff: np.array(cols) for eff, cols in groups.items()}
+    return groups
 
 
 def _with_mask(scalar: dict, eff: tuple) -> dict:

@@ -577,17 +577,27 @@ class FusedAttention(Algorithm):
                                            if key.startswith("mufu/"))))
         again = 1 if self.recomputes_dq() else 0
         twice = self.sdp_issued_twice(dims)
-        operand_reads = e * bh * v.tiles * self.bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms)
+        # the dQ pass's recomputation and a second warpgroup's copy of the S and dP GEMMs
+        extra = []
+        if again:
+            extra.append(("tensor/S=QKᵀ again (dQ pass)", "tensor/dP=dO·Vᵀ again (dQ pass)"))
+        if twice:
+            extra.append(("tensor/S=QKᵀ (second consumer warpgroup)",
+                          "tensor/dP=dO·Vᵀ (second consumer warpgroup)"))
         if self.tensor_family == "mma_sync":
-            # the dQ pass's and a second warpgroup's S and dP GEMMs: the five GEMMs' mean
-            # reads per GEMM (an approximation)
-            operand_reads = operand_reads * (5 + 2 * (again + twice)) / 5
+            # the extra S and dP GEMMs at the five GEMMs' mean reads (an approximation)
+            reads = (self.bwd_operand_reads(b_r, b_c, d, d_v, warps, atoms)
+                     * (5 + 2 * len(extra)) / 5)
+            gemms = ()
         else:
-            # WGMMA: the S and dP GEMMs' own reads again (bwd_gemms counts the same bytes)
+            # WGMMA: each GEMM's own reads, the extra S and dP GEMMs included, the same
+            # elements KernelCost.gemms times on the shared-memory port
             per_gemm = wgmma_bwd_operand_elements(b_r, b_c, d, d_v,
                                                   self.bwd_operand_groups(warps, b_r, b_c))
-            operand_reads = operand_reads + e * bh * v.tiles * (again + twice) * (
+            reads = sum(per_gemm.values()) + len(extra) * (
                 per_gemm["tensor/S=QKᵀ"] + per_gemm["tensor/dP=dO·Vᵀ"])
+            gemms = self.bwd_gemms(dims, b_r, b_c, per_gemm, extra)
+        operand_reads = e * bh * v.tiles * reads
         staging = self.dq_staging(dims, v, b_r)
         terms = {
             **backward_gemm_terms(elems, d, d_v),
@@ -600,12 +610,6 @@ class FusedAttention(Algorithm):
             # operands of the five MMAs read from shared memory; Q/dO tiles, P and dS written
             "smem_read/MMA operands": operand_reads,
             "smem_write/Q,dO": e * q_side * (d + d_v), "smem_write/P,dS": e * 2 * elems}
-        extra = []
-        if again:
-            extra.append(("tensor/S=QKᵀ again (dQ pass)", "tensor/dP=dO·Vᵀ again (dQ pass)"))
-        if twice:
-            extra.append(("tensor/S=QKᵀ (second consumer warpgroup)",
-                          "tensor/dP=dO·Vᵀ (second consumer warpgroup)"))
         for s_term, dp_term in extra:
             terms[s_term] = 2 * elems * d
             terms[dp_term] = 2 * elems * d_v
@@ -623,7 +627,7 @@ class FusedAttention(Algorithm):
         main = KernelCost.of(
             f"{self.name}_bwd", terms, grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
             edge_bytes=edge, persistent=self.persistent_grid(),
-            gemms=self.bwd_gemms(dims, b_r, b_c, warps, tuple(extra)),
+            gemms=gemms,
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
@@ -667,18 +671,15 @@ class FusedAttention(Algorithm):
         return sum(wgmma_bwd_operand_elements(
             b_r, b_c, d, d_v, self.bwd_operand_groups(warps, b_r, b_c)).values())
 
-    def bwd_gemms(self, dims: Dims, b_r, b_c, warps, extra: tuple) -> tuple:
-        """``KernelCost.gemms`` of the backward: the five GEMMs' tensor terms and the
-        shared-memory operand bytes their WGMMAs read per FLOP, from the tile, and the S and
-        dP GEMMs again under each term pair of ``extra`` (the dQ pass's recomputation, a
-        second warpgroup's copy); none for ``mma.sync``."""
-        if self.tensor_family == "mma_sync":
-            return ()
-        d, d_v = dims.d, dims.d_v
-        elements = wgmma_bwd_operand_elements(b_r, b_c, d, d_v,
-                                              self.bwd_operand_groups(warps, b_r, b_c))
+    def bwd_gemms(self, dims: Dims, b_r, b_c, elements: dict, extra) -> tuple:
+        """``KernelCost.gemms`` of a WGMMA backward: the five GEMMs' tensor terms and the
+        shared-memory operand bytes per FLOP of their ``elements`` per tile
+        (:func:`~perfsim.algorithms.common.wgmma_bwd_operand_elements`), and the S and dP
+        GEMMs again under each term pair of ``extra`` (the dQ pass's recomputation, a second
+        warpgroup's copy)."""
         per_flop = {term: dims.e * elements[term] / (2 * m * n * k)
-                    for term, shape in BWD_GEMMS for m, n, k in [shape(b_r, b_c, d, d_v)]}
+                    for term, shape in BWD_GEMMS
+                    for m, n, k in [shape(b_r, b_c, dims.d, dims.d_v)]}
         out = list(per_flop.items())
         for s_term, dp_term in extra:
             out += [(s_term, per_flop["tensor/S=QKᵀ"]), (dp_term, per_flop["tensor/dP=dO·Vᵀ"])]
