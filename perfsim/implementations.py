@@ -49,6 +49,7 @@ from typing import ClassVar
 import numpy as np
 
 from perfsim import algorithms as algos
+from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import Algorithm, Dims, infeasible_where
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.gpu import GPUSpec
@@ -83,6 +84,10 @@ CUDNN_SDP_TWICE_ABOVE = 128
 #: modelled).
 FLEX_TILES = {64: (128, 128, 4), 128: (128, 64, 8), 256: (64, 32, 4)}
 FLEX_DEFAULT_TILE = (64, 64, 4)
+#: FlexAttention's forward skips the key bound check on its inner tiles only when both
+#: sequence lengths are multiples of 128 (``IS_DIVISIBLE`` in ``torch/_inductor/kernel/flex``:
+#: ``seq_len_q % 128 == 0 and seq_len_kv % 128 == 0``).
+FLEX_DIVISIBLE_MULTIPLE = 128
 #: FlexAttention's forward pipelines its K/V loads three deep (``num_stages = 3`` in every
 #: sm_90 entry of that table and in its default ``FlexConfig(64, 64, 3, 4)``). Nsight Compute
 #: on the H200 reads 115,712 / 132,096 / 230,400 / 132,096 B of shared memory per CTA at head
@@ -384,7 +389,11 @@ def _flex(dims, gpu):
     block_m, block_n, warps = FLEX_TILES.get(hdim, FLEX_DEFAULT_TILE)
     # the main template has no split-KV and no GQA packing (flex's short-query decoding
     # template is not modelled)
+    # its scale multiplies and, when a sequence length is not a multiple of 128, the key
+    # bound check on every tile (softmax_costs.FLEX_SCALE_FMULS, BOUND_CHECK_ALU_OPS_PER_SCORE)
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
+                     scale_multiplies=sc.FLEX_SCALE_FMULS,
+                     bound_check_unless_multiple=FLEX_DIVISIBLE_MULTIPLE,
                      compiled_head_dims=FLEX_HEAD_DIMS, fwd_stages=FLEX_FWD_STAGES,
                      tensor_family=triton_tensor_family(gpu, block_m, warps),
                      num_splits=1, pack_gqa=False)

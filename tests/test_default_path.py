@@ -388,6 +388,40 @@ def test_flex_and_flash_presets_take_what_their_references_take():
     assert bwd.seconds > perfsim.predict(big("bwd", d=128), "a100-sxm4-80gb", "flex").seconds
 
 
+def test_flex_forward_scales_twice_and_checks_key_bounds_unless_lengths_divide_by_128():
+    """FlexAttention's forward multiplies the scores by SM_SCALE and then by 1/ln 2 (two FMULs
+    per score more than a fused kernel), and when N_q or N_k is not a multiple of 128 it masks
+    the keys past N_k on every tile (softmax_costs.BOUND_CHECK_ALU_OPS_PER_SCORE per score
+    element): its Nsight Compute census, not a timing."""
+    from perfsim.algorithms import softmax_costs as sc
+
+    def terms(n, algorithm="flex", batch=3):
+        w = W(batch=batch, heads=8, seqlen_q=n, head_dim=128, dtype="bf16")
+        return perfsim.predict(w, "h200-sxm", algorithm).kernels[0].cost.terms
+
+    even, uneven = terms(4096), terms(4000)
+    assert even.get("alu/key bound check, every tile", 0) == 0
+    scores = 3 * 8 * 4000 * 4000
+    assert uneven["alu/key bound check, every tile"] == pytest.approx(
+        scores * sc.BOUND_CHECK_ALU_OPS_PER_SCORE)
+    # one length that divides is not enough: both must
+    w = W(batch=3, heads=8, seqlen_q=4096, seqlen_k=4000, head_dim=128, dtype="bf16")
+    assert perfsim.predict(w, "h200-sxm", "flex").kernels[0].cost.terms[
+        "alu/key bound check, every tile"] > 0
+    fused = terms(4096, FA2(block_m=128, block_n=64, warps=8, tensor_family="wgmma",
+                            compiled_head_dims="power-of-two", fwd_stages=3))
+    key = "fp32/softmax (scale, −max, row sum)"
+    assert even[key] - fused[key] == pytest.approx(
+        3 * 8 * 4096 * 4096 * sc.FMA_SLOTS * sc.FLEX_SCALE_FMULS)
+    # the sweep takes the check per row, as predict does
+    rows = perfsim.sweep(batch=3, heads=8, seqlen_q=[4000, 4096], head_dim=128,
+                         gpus=["h200-sxm"], algorithms=["flex"])
+    for n, seconds in zip(rows["seqlen_q"], rows["seconds"]):
+        w = W(batch=3, heads=8, seqlen_q=int(n), head_dim=128, dtype="bf16")
+        assert seconds == pytest.approx(perfsim.predict(w, "h200-sxm", "flex").seconds,
+                                        rel=1e-6)
+
+
 @pytest.mark.parametrize("gpu", ["rtx-5090", "rtx-4090", "rtx-3090", "a10g", "l40s"])
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_fa2_backward_is_feasible_on_consumer_gpus(gpu, d):

@@ -121,6 +121,9 @@ HOLDOUTS = {
                           "frozen for its default forward tile there",
     "external-holdout14": "short and long calls at head dims 64-256; frozen for the CTA edges, "
                           "WGMMA operands per warpgroup and the Triton kernels' CTA cycle",
+    "external-holdout15": "sequence lengths a multiple of 128 beside ones that are not, "
+                          "head dims 64-192; frozen for FlexAttention's forward scale "
+                          "multiplies and its key bound check on every tile",
 }
 
 

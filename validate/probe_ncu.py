@@ -12,8 +12,9 @@ Cases are ``IMPL-PHASE-dD`` with IMPL in {flash, cudnn, math, efficient} (SDPA b
 torch only) or
 {cute, tutorial, flex} (built by ``perfsim.validate.external.build``, so perfsim must be
 importable: ``probe_ncu.sh`` links it as ``validate/external_h200.sh`` does), PHASE in
-{fwd, bwd, dec}, D any head dim (default set 64, 128, 256); the shape is B = 1,
-H = 4096 // D, N = 4096, non-causal
+{fwd, bwd, dec}, D any head dim (default set 64, 128, 256), and an optional ``-nN`` suffix
+for another sequence length (``flex-fwd-d96-n4000``); the shape is B = 1,
+H = 4096 // D, N = 4096 (or N), non-causal
 (causal for the tutorial's backward, which has no other mode), bf16
 (``dec``: a decode step, :data:`DECODE`)
 (``python3 validate/probe_ncu.py --list`` prints the default set). torch is imported inside
@@ -50,7 +51,7 @@ def _profile_once(fn, warmup: int = 3) -> None:
     torch.cuda.cudart().cudaProfilerStop()
 
 
-def _external(impl: str, phase: str, d: int, case: str) -> int:
+def _external(impl: str, phase: str, d: int, case: str, seqlen: int = SEQLEN) -> int:
     """One call of an implementation the external grid times, through its own builder."""
 
     from perfsim.validate import external
@@ -61,7 +62,7 @@ def _external(impl: str, phase: str, d: int, case: str) -> int:
                       seqlen_k=DECODE[3], head_dim=d, causal=False, phase="fwd")
     else:
         # the tutorial's backward computes causal attention only
-        shape = Shape(batch=1, heads=HEADS_TOTAL * 64 // d, seqlen_q=SEQLEN, head_dim=d,
+        shape = Shape(batch=1, heads=HEADS_TOTAL * 64 // d, seqlen_q=seqlen, head_dim=d,
                       causal=(impl == "triton_tutorial" and phase == "bwd"), phase=phase)
     q, k, v, do = external.make_inputs(shape, case)
     built = external.build(shape, impl, q, k, v)
@@ -81,10 +82,11 @@ def main(argv=None) -> int:
     if not argv or argv[0] == "--list":
         print("\n".join(cases()))
         return 0
-    impl, phase, dname = argv[0].split("-")
+    impl, phase, dname, *rest = argv[0].split("-")
     d = int(dname[1:])
+    seqlen = int(rest[0][1:]) if rest else SEQLEN
     if impl in EXTERNAL:
-        return _external(EXTERNAL[impl], phase, d, argv[0])
+        return _external(EXTERNAL[impl], phase, d, argv[0], seqlen)
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -93,7 +95,7 @@ def main(argv=None) -> int:
                "math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION}[impl]
     heads = HEADS_TOTAL * 64 // d
     batch = 1
-    q, k, v = (torch.randn(batch, heads, SEQLEN, d, device="cuda", dtype=torch.bfloat16,
+    q, k, v = (torch.randn(batch, heads, seqlen, d, device="cuda", dtype=torch.bfloat16,
                            requires_grad=(phase == "bwd")) for _ in range(3))
     gqa = False
     if phase == "dec":
@@ -108,7 +110,7 @@ def main(argv=None) -> int:
             if phase == "bwd":
                 out.backward(torch.ones_like(out))
         _profile_once(call)
-    print(f"{argv[0]}: B={batch} H={heads} N={SEQLEN} d={d} done")
+    print(f"{argv[0]}: B={batch} H={heads} N={seqlen} d={d} done")
     return 0
 
 

@@ -167,6 +167,14 @@ class FusedAttention(Algorithm):
             MUFU.EX2 (``perfsim.algorithms.softmax_costs``).
         fused_scale: the forward scales the scores and subtracts the row max in one FFMA per
             score (``False`` where the compiled kernel keeps an FMUL and an FADD).
+        scale_multiplies: FMULs per score element the forward spends on scaling the scores
+            apart from the exp argument; ``None`` (default): 0 with ``fused_scale``, else
+            1. FlexAttention's forward takes 2 (``qk *= SM_SCALE``, then ``*= RCP_LN2``:
+            ``perfsim.algorithms.softmax_costs.FLEX_SCALE_FMULS``).
+        bound_check_unless_multiple: every K/V tile, not only the last, masks the keys past
+            ``N_k`` (a compare and a select per score element) unless ``N_q`` and ``N_k`` are
+            both multiples of this: FlexAttention's forward, 128 (its ``IS_DIVISIBLE``);
+            ``None`` (default): never.
     """
 
     name: ClassVar[str] = "fused"
@@ -189,6 +197,8 @@ class FusedAttention(Algorithm):
     pack_gqa: Literal["auto"] | bool = "auto"
     fast_math: bool = True
     fused_scale: bool = True
+    scale_multiplies: int | None = Field(default=None, ge=0, le=4)
+    bound_check_unless_multiple: int | None = Field(default=None, ge=1)
 
     _splits = field_validator("num_splits", mode="before")(
         classmethod(lambda cls, v: check_num_splits(v)))
@@ -394,7 +404,10 @@ class FusedAttention(Algorithm):
                                       gpu.l2_usable_fraction)
         rows_steps = v.tiles * b_r  # (row, visited key tile) pairs, padded rows included
         elems = bh * v.elements
-        split = 0 if self.fused_scale else sc.FMA_SLOTS * sc.SPLIT_SCALE_FMA_OPS
+        fmuls = self.scale_multiplies
+        if fmuls is None:
+            fmuls = 0 if self.fused_scale else sc.SPLIT_SCALE_FMA_OPS
+        split = sc.FMA_SLOTS * fmuls
         terms = {
             **forward_gemm_terms(elems, dims.d, dims.d_v),
             "fp32/softmax (scale, −max, row sum)":
@@ -413,6 +426,11 @@ class FusedAttention(Algorithm):
             **self._fwd_smem(dims, v, b_r, warps),
         }
         terms["alu/mask"] = bh * v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE
+        every = self.bound_check_unless_multiple
+        if every:
+            uneven = (dims.N_q % every != 0) | (dims.N_k % every != 0)
+            terms["alu/key bound check, every tile"] = (
+                elems * sc.BOUND_CHECK_ALU_OPS_PER_SCORE * uneven)
         if dims.dropout_p:
             terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
         terms.update(mask_extras(dims, v, bh, dkv))

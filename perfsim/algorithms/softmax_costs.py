@@ -72,6 +72,23 @@ FA2_EXPS_PER_ROW_STEP = 1
 #: Causal or window mask on a diagonal tile: one compare/select per score element (ALU).
 MASK_ALU_OPS_PER_SCORE = 1
 
+#: FlexAttention's forward scales the scores twice before the exp (``PRESCALE_QK = False`` by
+#: default: ``qk *= SM_SCALE``, then ``post_mod_scores *= RCP_LN2``, two IEEE multiplies the
+#: compiler may not fold, in its template ``forward_block_mn``), where a fused kernel folds the
+#: scale into the exp argument's FFMA. Census (Nsight Compute on the H200, torch 2.11,
+#: ``validate/reports/h200/probes/ncu/summary.json`` and ``summary-flexdiv.json``, flex-fwd
+#: d 96 and 128): FMUL 4.10 per score element where the rescale of O accounts for
+#: ``d_v / B_c`` = 2, so 2 more; FMUL + FFMA + FADD 6.30 against the 4.05 the fused count
+#: gives.
+FLEX_SCALE_FMULS = 2
+#: FlexAttention's forward with ``IS_DIVISIBLE`` false (N_q or N_k not a multiple of 128:
+#: ``torch/_inductor/kernel/flex``) runs every K/V tile with ``CHECK_BLOCK_BOUNDARY``: a
+#: select of −inf for the keys past ``N_k`` on every score element (its source comments that
+#: applying it to each block was on par with the last block only). Census against the same
+#: kernel at N = 4096 (summary-flexdiv.json, flex-fwd-d128-n4000): per score element FSEL
+#: +1.04, ISETP +0.27, SEL +0.13 (ALU pipe), FFMA → FADD (no change in count): 1.44.
+BOUND_CHECK_ALU_OPS_PER_SCORE = 1.44
+
 #: Backward, per score element (FA2 Algorithm 2), FMA pipe: scale S (FMUL), subtract the
 #: logsumexp (FADD), ``dP − D`` (FADD) and ``P ∘ (…)`` (FMUL).
 BWD_FMA_OPS_PER_SCORE = 4
