@@ -382,6 +382,7 @@ def _flex(dims, gpu):
                          bwd_spill_bytes=_tile(FLEX_BWD_SPILL_BYTES, hdim),
                          bwd_smem_per_cta=_compiled_smem(FLEX_BWD_SMEM, hdim, gpu),
                          tensor_family=triton_tensor_family(gpu, block_n, warps),
+                         bound_check_unless_multiple=FLEX_DIVISIBLE_MULTIPLE,
                          num_splits=1, pack_gqa=False)
     if hdim > max(FLEX_TILES):
         raise InfeasibleError(f"head_dim {hdim} is above the largest ({max(FLEX_TILES)}) "

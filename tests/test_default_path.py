@@ -413,6 +413,14 @@ def test_flex_forward_scales_twice_and_checks_key_bounds_unless_lengths_divide_b
     key = "fp32/softmax (scale, −max, row sum)"
     assert even[key] - fused[key] == pytest.approx(
         3 * 8 * 4096 * 4096 * sc.FMA_SLOTS * sc.FLEX_SCALE_FMULS)
+    # the backward checks every tile too (its census: softmax_costs.BWD_BOUND_CHECK_*)
+    def bwd(n):
+        w = W(batch=3, heads=8, seqlen_q=n, head_dim=128, dtype="bf16", phase="bwd")
+        return perfsim.predict(w, "h200-sxm", "flex").kernels[0].cost.terms
+
+    key = "alu/key and query bound checks, every tile"
+    assert bwd(4096)[key] == 0
+    assert bwd(4000)[key] == pytest.approx(scores * sc.BWD_BOUND_CHECK_ALU_OPS_PER_SCORE)
     # the sweep takes the check per row, as predict does
     rows = perfsim.sweep(batch=3, heads=8, seqlen_q=[4000, 4096], head_dim=128,
                          gpus=["h200-sxm"], algorithms=["flex"])

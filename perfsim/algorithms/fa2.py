@@ -171,9 +171,10 @@ class FusedAttention(Algorithm):
             apart from the exp argument; ``None`` (default): 0 with ``fused_scale``, else
             1. FlexAttention's forward takes 2 (``qk *= SM_SCALE``, then ``*= RCP_LN2``:
             ``perfsim.algorithms.softmax_costs.FLEX_SCALE_FMULS``).
-        bound_check_unless_multiple: every K/V tile, not only the last, masks the keys past
-            ``N_k`` (a compare and a select per score element) unless ``N_q`` and ``N_k`` are
-            both multiples of this: FlexAttention's forward, 128 (its ``IS_DIVISIBLE``);
+        bound_check_unless_multiple: every tile, not only the last, masks the keys past
+            ``N_k`` (and in the backward the queries past ``N_q``) unless ``N_q`` and ``N_k``
+            are both multiples of this: FlexAttention, 128 (its ``IS_DIVISIBLE``;
+            ``softmax_costs.BOUND_CHECK_ALU_OPS_PER_SCORE`` and ``BWD_BOUND_CHECK_*``);
             ``None`` (default): never.
     """
 
@@ -631,6 +632,13 @@ class FusedAttention(Algorithm):
         for s_term, dp_term in extra:
             terms[s_term] = 2 * elems * d
             terms[dp_term] = 2 * elems * d_v
+        every = self.bound_check_unless_multiple
+        if every:
+            uneven = (dims.N_q % every != 0) | (dims.N_k % every != 0)
+            terms["alu/key and query bound checks, every tile"] = (
+                elems * sc.BWD_BOUND_CHECK_ALU_OPS_PER_SCORE * uneven)
+            terms["fp32/unfused scale with bound checks"] = (
+                elems * sc.FMA_SLOTS * sc.BWD_BOUND_CHECK_FMA_OPS_PER_SCORE * uneven)
         if not isinstance(staging, (int, float)) or staging:
             terms["smem_read/dQ partial (TMA reduce)"] = staging
             terms["smem_write/dQ partial (TMA reduce)"] = staging

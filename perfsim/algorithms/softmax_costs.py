@@ -88,6 +88,14 @@ FLEX_SCALE_FMULS = 2
 #: kernel at N = 4096 (summary-flexdiv.json, flex-fwd-d128-n4000): per score element FSEL
 #: +1.04, ISETP +0.27, SEL +0.13 (ALU pipe), FFMA → FADD (no change in count): 1.44.
 BOUND_CHECK_ALU_OPS_PER_SCORE = 1.44
+#: ... and its backward (both the dK/dV and the dQ programs; the source says the mask goes on
+#: the last block only, the compiled kernel checks every tile). Census against the same kernel
+#: at N = 4096 (``summary-flexbwddiv.json``, flex-bwd d 96 and 128 at N = 4000; per score
+#: element of the call, both passes): ALU pipe PRMT +2.48, SEL +2.46, FSEL +2.08, ISETP +1.07,
+#: PLOP3 −0.62 = 7.47 (7.6 at d 96); FMA pipe FMUL + FADD + FFMA 8.06 → 10.39 (the two FFMAs
+#: per score split into FMUL and FADD), +2.33 at both head dims. Cycles per score +22 %.
+BWD_BOUND_CHECK_ALU_OPS_PER_SCORE = 7.47
+BWD_BOUND_CHECK_FMA_OPS_PER_SCORE = 2.33
 
 #: Backward, per score element (FA2 Algorithm 2), FMA pipe: scale S (FMUL), subtract the
 #: logsumexp (FADD), ``dP − D`` (FADD) and ``P ∘ (…)`` (FMUL).
