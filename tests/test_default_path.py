@@ -416,7 +416,8 @@ def test_flex_forward_scales_twice_and_checks_key_bounds_unless_lengths_divide_b
     # the backward checks every tile too (its census: softmax_costs.BWD_BOUND_CHECK_*)
     def bwd(n):
         w = W(batch=3, heads=8, seqlen_q=n, head_dim=128, dtype="bf16", phase="bwd")
-        return perfsim.predict(w, "h200-sxm", "flex").kernels[0].cost.terms
+        kernels = perfsim.predict(w, "h200-sxm", "flex").kernels
+        return max(kernels, key=lambda k: k.seconds).cost.terms
 
     key = "alu/key and query bound checks, every tile"
     assert bwd(4096)[key] == 0
