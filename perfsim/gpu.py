@@ -60,14 +60,16 @@ class PowerSpec(BaseModel):
     Power at SM clock ``f`` while a kernel runs for ``T(f)`` seconds::
 
         P(f) = static_w + (Σ_SM-units n_u · e_u · (f / reference_clock_hz)^voltage_exponent
-                           + hbm_bytes · hbm_pj_per_byte) / T(f)
+                           + hbm_bytes · hbm_pj_per_byte + l2_hit_bytes · l2_pj_per_byte)
+           / T(f)
 
     ``n_u`` are the kernel's executed counts (tensor FLOPs, FP32 FLOPs, MUFU ops, shared-memory
     bytes), ``e_u`` the energy per operation at ``reference_clock_hz``. The energy of a switching
     transistor is C·V², and over the DVFS range the supply voltage rises about linearly with the
     clock, so energy per SM operation scales as ``(f/f_ref)^voltage_exponent`` (2 for V ∝ f;
-    the value is measured where a ``[sources]`` entry says so). HBM energy does not scale with
-    the SM clock. The sustained clock is where ``P(f) = tdp_w``, capped at ``max_clock_hz`` and
+    the value is measured where a ``[sources]`` entry says so). HBM and L2 energy do not scale
+    with the SM clock (L2 runs in its own clock domain: ASSUMED). The sustained clock is where
+    ``P(f) = tdp_w``, capped at ``max_clock_hz`` and
     floored at ``min_clock_hz``.
 
     Energies in picojoules (pJ, 1e-12 J); tensor energies per FLOP of 16-bit inputs, keyed by
@@ -92,10 +94,16 @@ class PowerSpec(BaseModel):
     mufu_pj_per_op: float = Field(ge=0, le=1e4, description="pJ per MUFU ex2")
     smem_pj_per_byte: float = Field(ge=0, le=1e3, description="pJ per shared-memory byte")
     hbm_pj_per_byte: float = Field(ge=0, le=1e4, description="pJ per HBM byte read or written")
+    l2_pj_per_byte: float = Field(default=0.0, ge=0, le=1e4, description="pJ per byte an SM "
+                                  "reads from L2 that L2 served (KernelCost.l2_hit_bytes; "
+                                  "HBM bytes pay hbm_pj_per_byte, their L2 pass included); 0 "
+                                  "(default, every catalog GPU) where the tensor energies were "
+                                  "measured with their GEMM's L2 traffic in them")
 
     @field_validator("tdp_w", "static_w", "reference_clock_hz", "min_clock_hz",
                      "voltage_exponent", "tensor_pj_per_flop", "fp32_pj_per_flop",
-                     "mufu_pj_per_op", "smem_pj_per_byte", "hbm_pj_per_byte", mode="before")
+                     "mufu_pj_per_op", "smem_pj_per_byte", "hbm_pj_per_byte", "l2_pj_per_byte",
+                     mode="before")
     @classmethod
     def _strict_numbers(cls, value, info: ValidationInfo):
         field = cls.model_fields[info.field_name]

@@ -13,7 +13,11 @@ Power while a call runs for ``T(f)`` seconds at SM clock ``f`` (``PowerSpec``)::
 
 ``E_SM`` is the energy of the SM-side work at the reference clock (tensor FLOPs by
 instruction family and input width, FP32 FLOPs, MUFU ops, shared-memory bytes), ``E_HBM`` of
-the HBM bytes. ``P`` grows with ``f`` (more energy per operation, less time), so the
+the HBM bytes and of the bytes L2 serves (``PowerSpec.l2_pj_per_byte``: a tile loop re-reading
+K/V from L2 pays for it). The catalog sets it to 0 and keeps tensor energies measured on GEMMs
+with their own L2 traffic in them; ``validate/fit_power.py --l2`` fits the split from the H200's
+microbenchmarks (``validate/README.md``, "Energy per byte from L2": measured, not applied).
+``P`` grows with ``f`` (more energy per operation, less time), so the
 sustained clock — where ``P(f) = tdp_w`` — is found by bisection between
 ``PowerSpec.min_clock_hz`` and the call's clock ceiling; a call that stays under the limit
 at its ceiling runs there. Works elementwise on numpy arrays (sweeps).
@@ -84,7 +88,9 @@ PADDING_ENERGY_FRACTION = 0.42
 def call_energy_j(gpu: GPUSpec, costs: list[KernelCost]):
     """``(E_SM, E_HBM)`` in joules: the SM-side energy at ``PowerSpec.reference_clock_hz``
     (executed work, whole tiles included — tensor FLOPs on zero padding at
-    :data:`PADDING_ENERGY_FRACTION` of the energy) and the HBM energy of all ``costs``."""
+    :data:`PADDING_ENERGY_FRACTION` of the energy) and the memory-side energy of all ``costs``
+    (HBM bytes, and the bytes L2 served, ``KernelCost.l2_hit_bytes``), which does not scale
+    with the SM clock."""
     power = gpu.power
     e_sm = e_hbm = 0.0
     for cost in costs:
@@ -96,7 +102,8 @@ def call_energy_j(gpu: GPUSpec, costs: list[KernelCost]):
                               * power.fp32_pj_per_flop
                               + work["mufu"] * power.mufu_pj_per_op
                               + work["smem"] * power.smem_pj_per_byte)
-        e_hbm = e_hbm + PICO * cost.hbm_bytes * power.hbm_pj_per_byte
+        e_hbm = e_hbm + PICO * (cost.hbm_bytes * power.hbm_pj_per_byte
+                                + cost.l2_hit_bytes * power.l2_pj_per_byte)
     return e_sm, e_hbm
 
 

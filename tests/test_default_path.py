@@ -88,6 +88,24 @@ def test_sustained_clock_is_where_power_meets_the_limit():
         > h200.power.tdp_w
 
 
+def test_bytes_served_by_l2_cost_energy_only_when_the_gpu_says_so():
+    """PowerSpec.l2_pj_per_byte charges KernelCost.l2_hit_bytes like HBM bytes (not scaled with
+    the SM clock); the catalog's 0 leaves every prediction as it was."""
+    from perfsim.power import call_energy_j
+
+    h200 = perfsim.load_gpu("h200-sxm")
+    costs = [k.cost for k in perfsim.predict(big(), h200, "fa3").kernels]
+    hits = sum(c.l2_hit_bytes for c in costs)
+    assert hits > 0 and h200.power.l2_pj_per_byte == 0
+    e_sm, e_mem = call_energy_j(h200, costs)
+    split = h200.replace(power=h200.power.model_copy(update={"l2_pj_per_byte": 22.85}))
+    e_sm2, e_mem2 = call_energy_j(split, costs)
+    assert e_sm2 == e_sm and e_mem2 - e_mem == pytest.approx(hits * 22.85e-12)
+    # more energy per call: a clock no higher under the same limit
+    assert perfsim.predict(big(), split, "fa3").clock_hz <= perfsim.predict(
+        big(), h200, "fa3").clock_hz
+
+
 def test_gpu_without_power_table_runs_at_clock_hz_and_says_so():
     a100 = perfsim.load_gpu("a100-sxm4-80gb").replace(power=None)
     p = perfsim.predict(big(), a100, "fa2")

@@ -1,7 +1,8 @@
 """Fit the H200's power model from the NVML microbenchmarks, and derive every catalog GPU's.
 
     python -m perfsim.validate.fit_power validate/reports/h200/probes/power-microbench.json \
-        [--mma-sync validate/reports/h200/probes/probe_mma_sync_power.json] [--write]
+        [--mma-sync validate/reports/h200/probes/probe_mma_sync_power.json] \
+        [--l2 validate/reports/h200/probes/power-l2-wgmma.json] [--write]
 
 The model (``perfsim.gpu.PowerSpec``, :mod:`perfsim.power`):
 ``P = static + Σ_u e_u · (f / f_ref)^γ · rate_u + e_hbm · bytes/s``, ``f_ref`` = the max
@@ -18,7 +19,11 @@ boost clock. Each microbenchmark runs one unit flat out, so each gives one energ
 * ``tensor_pj_per_flop.mma_sync``: the mma.sync loop of ``probe_mma_smem.run_power``
   (operands from shared memory, so its shared-memory reads are in it), if given;
 * ``smem_pj_per_byte``: 0 — no shared-memory-only microbenchmark exists in Triton; the
-  GEMM energies include their own operand reads (stated in the source).
+  GEMM energies include their own operand reads (stated in the source);
+* ``l2_pj_per_byte`` (with ``--l2``): an L2-resident read walk (``power_probe.py l2_read``),
+  less its FADDs; the WGMMA energy is then the GEMM's less its L2-served and HBM bytes per FLOP
+  (:data:`GEMM_TRAFFIC`, Nsight Compute), checked against a WGMMA loop whose operands stay in
+  shared memory (``wgmma_smem_*``).
 
 The fp16 and fp8 GEMMs are not fitted: their predicted power at their own settled clock and
 rate is printed as a check (fp8 also checks ``TENSOR_ENERGY_SCALE``).
@@ -42,6 +47,18 @@ import sys
 from pathlib import Path
 
 PICO = 1e-12
+#: Bytes per FLOP a cuBLAS bf16 GEMM moves, from Nsight Compute on the H200
+#: (``validate/probe_gemm_l2.py``; ``reports/h200/probes/ncu/ncu-gemm.tgz``): the SMs' L2
+#: traffic (``lts__t_sectors_srcunit_tex`` x 32 B) less what HBM supplied (``dram__bytes``) is
+#: the L2-served part; ``dram__bytes`` the HBM part. 4096^3 (the half-duty GEMM; cuBLAS kernel
+#: ``nvjet_sm90_tst_256x128_64x4_1x2``): 892.5 MB from L2, 175.9 MB from HBM over 137.4
+#: GFLOP; 8192^3 (the settled GEMM; ``nvjet_sm90_tst_320x128_64x3_1x2``): 6968.7 MB and
+#: 1380.3 MB over 1099.5 GFLOP.
+GEMM_TRAFFIC = {"gemm_bf16_half_duty": {"l2": (892.5 - 175.9) / 137.4e3,
+                                        "hbm": 175.9 / 137.4e3},
+                "gemm_bf16": {"l2": (6968.7 - 1380.3) / 1099.5e3, "hbm": 1380.3 / 1099.5e3}}
+#: FP32 lane instructions per byte of the L2 read walk (one FADD per fp32 element loaded).
+L2_WALK_FMA_OPS_PER_BYTE = 0.25
 HARDWARE = Path(__file__).resolve().parent.parent / "hardware"
 #: GH100-based catalog GPUs: the H200's per-operation energies apply (same SM, same process).
 GH100 = ("h100-sxm5", "h100-pcie", "gh200", "h20")
@@ -78,9 +95,11 @@ def _phase(rec: dict, which: str):
     return mhz * 1e6, watts, ops
 
 
-def fit(doc: dict, mma_sync: dict | None = None) -> dict:
+def fit(doc: dict, mma_sync: dict | None = None, l2: dict | None = None) -> dict:
     """The H200 ``[power]`` values and a source string for each (``{"values", "sources",
-    "checks"}``)."""
+    "checks"}``). ``l2``: a microbenchmark document with the ``l2_read`` walk (and the
+    ``wgmma_smem_*`` loops, reported as a check): the WGMMA energy is then the GEMM's less its
+    L2 and HBM traffic (:data:`GEMM_TRAFFIC`) and ``l2_pj_per_byte`` is fitted."""
     f_ref = doc["limits"].get("max_sm_clock_hz") or 1.98e9
     tdp = doc["limits"].get("enforced_power_limit_w") or doc["limits"].get(
         "power_limit_w") or 700.0
@@ -95,7 +114,16 @@ def fit(doc: dict, mma_sync: dict | None = None) -> dict:
                               f"{e_hbm:.2f} pJ/B (the copy kernel's own SM work included)")
     settled = _phase(_bench(doc, "gemm_bf16"), "steady")
     hot = _phase(_bench(doc, "gemm_bf16_half_duty"), "steady")
-    per_flop = [(w - static) / r for _, w, r in (hot, settled)]
+    fl, wl, rl = _phase(_bench(l2, "l2_read"), "steady") if l2 else (f_ref, static, 1.0)
+    # FMA register loop first (the walk's FADDs are subtracted at its energy)
+    f_f, w_f, r_f = _phase(_bench(doc, "fp32_fma"), "steady")
+    gamma0 = 0.673896     # the FADD correction is 1 % of the walk: any exponent near it will do
+    e_fp32 = (w_f - static) / r_f / (f_f / f_ref) ** gamma0
+    e_l2 = ((wl - static) / rl - 2 * L2_WALK_FMA_OPS_PER_BYTE * e_fp32) if l2 else 0.0
+    traffic = {name: (GEMM_TRAFFIC[name]["l2"] * e_l2 + GEMM_TRAFFIC[name]["hbm"]
+                      * e_hbm * PICO) if l2 else 0.0 for name in GEMM_TRAFFIC}
+    per_flop = [(w - static) / r - traffic[name] for name, (_, w, r) in
+                (("gemm_bf16_half_duty", hot), ("gemm_bf16", settled))]
     gamma = math.log(per_flop[1] / per_flop[0]) / math.log(settled[0] / hot[0])
     e_tensor = per_flop[0] / (hot[0] / f_ref) ** gamma / PICO
     src["voltage_exponent"] = (
@@ -104,12 +132,32 @@ def fit(doc: dict, mma_sync: dict | None = None) -> dict:
         f"8192^3 settled {settled[0] / 1e6:.0f} MHz {settled[1]:.0f} W "
         f"{settled[2] / 1e12:.0f} TFLOP/s: ln(e2/e1)/ln(f2/f1) = {gamma:.2f} (weaker than "
         "the V ~ f of a full DVFS range: over 1.5-2.0 GHz the voltage moves little)")
-    src["tensor_pj_per_flop.wgmma"] = (
-        f"M: the half-duty bf16 GEMM at {hot[0] / 1e6:.0f} MHz: ({hot[1]:.0f} W - static) / "
-        f"{hot[2] / 1e12:.0f} TFLOP/s; includes the GEMM's shared-memory operand reads and "
-        "its HBM traffic")
+    if l2:
+        src["tensor_pj_per_flop.wgmma"] = (
+            f"M: the half-duty bf16 GEMM at {hot[0] / 1e6:.0f} MHz: ({hot[1]:.0f} W - static) / "
+            f"{hot[2] / 1e12:.0f} TFLOP/s, less its L2-served bytes "
+            f"({GEMM_TRAFFIC['gemm_bf16_half_duty']['l2']:.5f} B/FLOP) at l2_pj_per_byte and "
+            f"its HBM bytes ({GEMM_TRAFFIC['gemm_bf16_half_duty']['hbm']:.5f} B/FLOP) at "
+            "hbm_pj_per_byte (Nsight Compute, validate/probe_gemm_l2.py); includes its "
+            "shared-memory operand reads")
+        src["l2_pj_per_byte"] = (
+            f"M: L2 read walk (validate/power_probe.py l2_read, 16 MiB L2-resident buffer), "
+            f"steady: ({wl:.0f} W - static) / {rl / 1e12:.2f} TB/s at {fl / 1e6:.0f} MHz, less "
+            f"its FADD per 4 B at fp32_pj_per_flop: {e_l2 / PICO:.1f} pJ/B "
+            "(validate/reports/h200/probes/power-l2-wgmma.json); not scaled with the SM clock "
+            "(ASSUMED, as HBM)")
+    else:
+        src["tensor_pj_per_flop.wgmma"] = (
+            f"M: the half-duty bf16 GEMM at {hot[0] / 1e6:.0f} MHz: ({hot[1]:.0f} W - static) / "
+            f"{hot[2] / 1e12:.0f} TFLOP/s; includes the GEMM's shared-memory operand reads and "
+            "its HBM traffic")
+        src["l2_pj_per_byte"] = (
+            "ASSUMED 0: the tensor energies are GEMM energies with their own L2 traffic in "
+            "them; the H200's split (22.85 pJ/B from an L2 read walk) is measured but not "
+            "applied (validate/README.md, Energy per byte from L2)")
     values = {"tdp_w": tdp, "static_w": static, "reference_clock_hz": f_ref,
-              "voltage_exponent": gamma, "hbm_pj_per_byte": e_hbm}
+              "voltage_exponent": gamma, "hbm_pj_per_byte": e_hbm,
+              "l2_pj_per_byte": e_l2 / PICO}
     tensor = {"wgmma": e_tensor}
     for key, bench, label in (("mufu_pj_per_op", "mufu_exp2", "MUFU ex2 register loop"),
                               ("fp32_pj_per_flop", "fp32_fma", "FP32 FMA register loop")):
@@ -143,9 +191,19 @@ def fit(doc: dict, mma_sync: dict | None = None) -> dict:
         bench = _bench(doc, name)
         if bench and _phase(bench, "steady"):
             f, w, r = _phase(bench, "steady")
-            model = (static + e_tensor * TENSOR_ENERGY_SCALE[dtype] * PICO
-                     * (f / f_ref) ** gamma * r)
+            # its traffic taken as the bf16 8192^3 GEMM's per FLOP scaled by the operand width
+            # (fp8: half; not profiled per dtype)
+            width = 0.5 if dtype == "fp8_e4m3" else 1.0
+            model = (static + (e_tensor * TENSOR_ENERGY_SCALE[dtype] * PICO
+                               * (f / f_ref) ** gamma + width * traffic["gemm_bf16"]) * r)
             checks[name] = {"measured_w": w, "model_w": model, "clock_mhz": f / 1e6}
+    for name in ("wgmma_smem_1cta", "wgmma_smem_2cta"):
+        bench = _bench(l2, name) if l2 else None
+        if bench and _phase(bench, "steady"):
+            f, w, r = _phase(bench, "steady")
+            checks[name] = {"measured_pj_per_flop_at_reference_clock":
+                            (w - static) / r / (f / f_ref) ** gamma / PICO,
+                            "fitted_wgmma_pj_per_flop": e_tensor, "clock_mhz": f / 1e6}
     return {"values": values, "sources": src, "checks": checks}
 
 
@@ -159,12 +217,17 @@ def catalog_power(gpu, h200: dict) -> tuple[dict, dict]:
     values = {"tdp_w": tdp, "static_w": round(share * tdp, 1),
               "reference_clock_hz": gpu.max_clock_hz, "min_clock_hz": min_clock,
               "voltage_exponent": hv["voltage_exponent"],
-              "hbm_pj_per_byte": hv["hbm_pj_per_byte"], "smem_pj_per_byte": 0.0}
+              "hbm_pj_per_byte": hv["hbm_pj_per_byte"], "smem_pj_per_byte": 0.0,
+              "l2_pj_per_byte": hv.get("l2_pj_per_byte", 0.0)}
     src = {"static_w": f"ASSUMED: the H200's measured static share of its limit "
                        f"({100 * share:.1f} %) times tdp_w",
            "voltage_exponent": "ASSUMED: the H200's measured value",
            "hbm_pj_per_byte": "ASSUMED: the H200's measured energy per HBM byte",
            "smem_pj_per_byte": "ASSUMED 0, as the H200 (GEMM energies include operand reads)",
+           "l2_pj_per_byte": ("ASSUMED: the H200's measured energy per byte L2 serves"
+                              if hv.get("l2_pj_per_byte") else
+                              "ASSUMED 0, as the H200 (GEMM energies include their L2 "
+                              "traffic)"),
            "reference_clock_hz": "= max_clock_hz"}
     if limit_src:
         src["tdp_w"] = limit_src
@@ -176,11 +239,18 @@ def catalog_power(gpu, h200: dict) -> tuple[dict, dict]:
         # a dense GEMM at clock_hz meets tdp_w: e_native at f_ref from that balance
         rate = (gpu.tensor_flops_per_clk("bf16", family) * gpu.tensor_sustained_fraction
                 * gpu.sm_count * gpu.clock_hz)
-        e_native = ((tdp - values["static_w"]) / rate
+        # with the H200's energies split (fit --l2), the GEMM's own L2 and HBM traffic (the
+        # H200's cuBLAS figures) at their energies; otherwise they are in the tensor energy
+        half = GEMM_TRAFFIC["gemm_bf16_half_duty"]
+        moved = ((half["l2"] * values["l2_pj_per_byte"] + half["hbm"]
+                  * values["hbm_pj_per_byte"]) * PICO if values["l2_pj_per_byte"] else 0.0)
+        e_native = (((tdp - values["static_w"]) / rate - moved)
                     / (gpu.clock_hz / gpu.max_clock_hz) ** hv["voltage_exponent"] / PICO)
         scale = e_native / hv["tensor_pj_per_flop"]["wgmma"]
+        traffic = (" (its L2 and HBM traffic as the H200's cuBLAS GEMM's)" if moved else "")
         why = (f"ASSUMED: the H200's energies x {scale:.3f}, the factor that makes a dense "
-               f"bf16 GEMM at clock_hz ({gpu.clock_hz / 1e6:.0f} MHz) draw tdp_w (the "
+               f"bf16 GEMM{traffic} at clock_hz "
+               f"({gpu.clock_hz / 1e6:.0f} MHz) draw tdp_w (the "
                "vendor's peak clock taken as sustainable; the H200 measurement shows it is "
                "optimistic there)")
     tensor = {family: hv["tensor_pj_per_flop"]["wgmma"] * scale}
@@ -212,14 +282,16 @@ def _escape(text: str) -> str:
 def rewrite(path: Path, values: dict, sources: dict) -> None:
     """Replace ``path``'s ``[power]`` tables and ``power.*`` sources (insert them if absent)."""
     text = path.read_text(encoding="utf-8")
-    text = re.sub(r"\n\[power\]\n.*?(?=\n\[(?!power))", "\n", text, flags=re.S)
+    # the old block and the blank lines before it (the new one goes in with one)
+    text = re.sub(r"\n+\[power\]\n.*?(?=\n\[(?!power))", "", text, flags=re.S)
     text = re.sub(r'\n"power\.[^"]*" = "(?:[^"\\]|\\.)*"', "", text)
     tensor = values["tensor_pj_per_flop"]
     block = ["[power]"] + [f"{k} = {_fmt(v)}" for k, v in values.items()
                            if k != "tensor_pj_per_flop"]
     block += ["", "[power.tensor_pj_per_flop]"] + [f"{k} = {_fmt(v)}" for k, v in
                                                    tensor.items()]
-    text = text.replace("\n[features]", "\n" + "\n".join(block) + "\n\n[features]", 1)
+    text = re.sub(r"\n+\[features\]", "\n\n" + "\n".join(block).replace("\\", "\\\\")
+                  + "\n\n[features]", text, count=1)
     sources = {"tensor_pj_per_flop": "energy per tensor FLOP by instruction family: see the "
                "power.tensor_pj_per_flop.<family> entries", **sources}
     lines = [f'"power.{k}" = "{_escape(v)}"' for k, v in sources.items()]
@@ -231,11 +303,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m perfsim.validate.fit_power")
     ap.add_argument("microbench", type=Path)
     ap.add_argument("--mma-sync", type=Path, default=None)
+    ap.add_argument("--l2", type=Path, default=None,
+                    help="microbenchmark document with the l2_read walk (power-l2-wgmma.json)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args(argv)
     doc = json.loads(args.microbench.read_text(encoding="utf-8"))
     mma = json.loads(args.mma_sync.read_text(encoding="utf-8")) if args.mma_sync else None
-    fitted = fit(doc, mma)
+    l2 = json.loads(args.l2.read_text(encoding="utf-8")) if args.l2 else None
+    fitted = fit(doc, mma, l2)
     h200 = fitted["values"]
     print(json.dumps(fitted, indent=1))
     if not args.write:
@@ -248,7 +323,7 @@ def main(argv=None) -> int:
                                  "clock (below every clock measured under load, 1.46 GHz)")
     order = ["tdp_w", "static_w", "reference_clock_hz", "min_clock_hz", "voltage_exponent",
              "fp32_pj_per_flop", "mufu_pj_per_op", "smem_pj_per_byte", "hbm_pj_per_byte",
-             "tensor_pj_per_flop"]
+             "l2_pj_per_byte", "tensor_pj_per_flop"]
     rewrite(HARDWARE / "h200-sxm.toml", {k: h200[k] for k in order}, fitted["sources"])
     for gid in perfsim.gpus():
         if gid == "h200-sxm":

@@ -17,7 +17,9 @@ HBM copy 512 MiB fp32 (``Tensor.copy_``, two buffer pairs rotated); cuBLAS GEMM 
 fp16 on random normal data; bf16 on zeros; fp8 e4m3 ``torch._scaled_mm``; the MUFU exp2 and
 FP32 FMA register-loop Triton kernels of ``_bench_kernels.py`` (8 CTAs x 4 warps per SM); and
 bf16 GEMM 4096^3 alternating with ``torch.cuda._sleep`` of about the same length (about half
-utilisation). torch, triton and pynvml are imported inside functions.
+utilisation); an L2-resident read walk (``probe_l2``); a WGMMA loop with both operands in shared
+memory (``probe_mma_smem``'s kernel on a 64 x 256 x 64 tile) at 1 and 2 CTAs per SM. torch,
+triton and pynvml are imported inside functions.
 """
 
 from __future__ import annotations
@@ -117,7 +119,52 @@ def _benches():
                 f"torch.mm {n}^3 bf16 random then torch.cuda._sleep({cycles} cycles); GEMM "
                 f"alone {t_gemm * 1e3:.3f} ms per call (so about half utilisation)")
 
+    def l2_read():
+        # probe_l2's read walk over a 16 MiB L2-resident buffer, 8 programs of 8 warps per SM
+        # (8.5 TB/s there): the energy of moving a byte from L2 into an SM (one FADD per 4 B
+        # rides along: the row's fp32 work, subtracted where the energy is derived)
+        from perfsim.validate.probe_l2 import BLOCK, ITERS
+        from perfsim.validate.probe_l2 import _kernels as l2_kernels
+
+        walk, _ = l2_kernels()
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        n_chunks = 16 * 2**20 // (4 * BLOCK)
+        buf = torch.zeros(n_chunks * BLOCK, device="cuda", dtype=torch.float32)
+        grid, iters = 8 * sms, 8 * ITERS
+        out = torch.empty(grid, device="cuda", dtype=torch.float32)
+
+        def step():
+            walk[(grid,)](buf, out, n_chunks, grid, iters, BLOCK=BLOCK, REDUCE=False,
+                          num_warps=8)
+        return (step, float(grid * iters * BLOCK * 4), "B (L2 -> SM)",
+                f"probe_l2 read walk, 16 MiB buffer in L2, {grid} CTAs x 8 warps, "
+                f"{iters} chunks of {BLOCK * 4} B each")
+
+    def wgmma_smem(ctas_per_sm):
+        # probe_mma_smem's loop on its WGMMA tile (64 x 256 x 64, one warpgroup): both
+        # operands stay in shared memory, no load from L2 or HBM inside the loop
+        def setup():
+            from perfsim.validate.probe_mma_smem import _kernel
+
+            kernel = _kernel()
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            bm, bn, bk, iters = 64, 256, 64, 4096
+            a = torch.randn(bm, bk, device="cuda", dtype=torch.bfloat16) / 8
+            b = torch.randn(bk, bn, device="cuda", dtype=torch.bfloat16) / 8
+            grid = ctas_per_sm * sms
+            y = torch.empty(grid * bm * bn, device="cuda", dtype=torch.float32)
+
+            def step():
+                kernel[(grid,)](a, b, y, iters, BM=bm, BN=bn, BK=bk, num_warps=4)
+            return (step, 2.0 * bm * bn * bk * iters * grid, "FLOP",
+                    f"Triton acc += A @ B (wgmma m64n256k16, operands in shared memory, random "
+                    f"normal / 8), {grid} CTAs x 4 warps, {iters} iterations")
+        return setup
+
     return {
+        "l2_read": l2_read,
+        "wgmma_smem_1cta": wgmma_smem(1),
+        "wgmma_smem_2cta": wgmma_smem(2),
         "spin_1cta": regloop("fma", iters=100000, one_cta=True),
         "hbm_copy": copy,
         "gemm_bf16": gemm(torch.bfloat16),
@@ -131,7 +178,8 @@ def _benches():
 
 
 BENCHES = ("idle", "spin_1cta", "hbm_copy", "gemm_bf16", "gemm_fp16", "gemm_bf16_zeros",
-           "gemm_fp8_e4m3", "mufu_exp2", "fp32_fma", "gemm_bf16_half_duty")
+           "gemm_fp8_e4m3", "mufu_exp2", "fp32_fma", "gemm_bf16_half_duty", "l2_read",
+           "wgmma_smem_1cta", "wgmma_smem_2cta")
 
 
 def _trace(samples, t0):

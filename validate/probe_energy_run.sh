@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Steady power of an L2 read walk and of WGMMA loops with shared-memory operands, and the L2
+# and HBM bytes per FLOP of cuBLAS GEMMs under Nsight Compute (not attention): the inputs of
+# PowerSpec.l2_pj_per_byte and of the WGMMA energy without its operand traffic.
+#   OUT=DIR bash validate/probe_energy_run.sh     (carry .whl for pydantic)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if ! PYTHONPATH=/tmp/site python3 -c "import pydantic" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
+fi
+rm -rf /tmp/shim && mkdir -p /tmp/shim && cp -r perfsim /tmp/shim/perfsim
+ln -s "$PWD/validate" /tmp/shim/perfsim/validate
+ln -s "$PWD/hardware" /tmp/shim/perfsim/catalog
+export PYTHONPATH=/tmp/shim:/tmp/site
+(cd /tmp && python3 -m perfsim.validate.power_probe --out $OUT/power-l2-wgmma.json --duration 3 --only idle,spin_1cta,l2_read,wgmma_smem_1cta,wgmma_smem_2cta,gemm_bf16_half_duty 2>&1 | tail -12)
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+for n in 4096 8192; do
+  timeout 200 $NCU --clock-control none --profile-from-start off --metrics lts__t_bytes.sum,dram__bytes.sum,gpu__time_duration.sum,sm__cycles_elapsed.avg,lts__t_sectors_srcunit_tex.sum,lts__t_bytes_srcunit_tex.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active --csv --page raw python3 validate/probe_gemm_l2.py $n > $OUT/ncu-gemm-$n.csv 2> $OUT/ncu-gemm-$n.err
+  echo "ncu $n rc=$?"
+done
