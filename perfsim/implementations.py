@@ -339,6 +339,8 @@ def _fa2_like(**options):
     say otherwise (FlexAttention), every head dim runs as itself
     (``compiled_head_dims="exact"``, ASSUMED: not read from the kernels' sources)."""
     options.setdefault("compiled_head_dims", "exact")
+    # none of flash-attn 2's per-tile bound checks (its census) unless the options say
+    options.setdefault("bound_checks", "none")
     return algos.FA2(**options)
 
 
@@ -365,7 +367,8 @@ def _sdpa_cudnn(dims, gpu):
         # between 128 and 256 were not profiled: ASSUMED to take the d = 256 kernel's scheme.
         return algos.FA3(bwd_block_m=CUDNN_SM90_BWD_TILE[0], bwd_block_n=CUDNN_SM90_BWD_TILE[1],
                          num_splits=1, pack_gqa=False, dropout_supported=True,
-                         fused_scale=False, bwd_sdp_twice_above=CUDNN_SDP_TWICE_ABOVE)
+                         fused_scale=False, bwd_sdp_twice_above=CUDNN_SDP_TWICE_ABOVE,
+                         bound_checks="cudnn")
     return _fa2_like(tensor_family=gpu.native_tensor_family
                      if gpu.native_tensor_family != "tcgen05" else "mma_sync")
 
@@ -382,6 +385,7 @@ def _flex(dims, gpu):
                          bwd_spill_bytes=_tile(FLEX_BWD_SPILL_BYTES, hdim),
                          bwd_smem_per_cta=_compiled_smem(FLEX_BWD_SMEM, hdim, gpu),
                          tensor_family=triton_tensor_family(gpu, block_n, warps),
+                         bound_checks="flex",
                          bound_check_unless_multiple=FLEX_DIVISIBLE_MULTIPLE,
                          num_splits=1, pack_gqa=False)
     if hdim > max(FLEX_TILES):
@@ -394,7 +398,7 @@ def _flex(dims, gpu):
     # bound check on every tile (softmax_costs.FLEX_SCALE_FMULS, BOUND_CHECK_ALU_OPS_PER_SCORE)
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
                      scale_multiplies=sc.FLEX_SCALE_FMULS,
-                     bound_check_unless_multiple=FLEX_DIVISIBLE_MULTIPLE,
+                     bound_checks="flex", bound_check_unless_multiple=FLEX_DIVISIBLE_MULTIPLE,
                      compiled_head_dims=FLEX_HEAD_DIMS, fwd_stages=FLEX_FWD_STAGES,
                      tensor_family=triton_tensor_family(gpu, block_m, warps),
                      num_splits=1, pack_gqa=False)

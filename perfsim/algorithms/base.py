@@ -109,6 +109,9 @@ class Dims:
     seqlens: tuple | None = None
     #: split-KV parts of the forward (``perfsim.algorithms.splits``); 1 = none.
     splits: int = 1
+    #: ``(N_q, N_k)`` before :func:`whole_tile_dims` rounded them up to whole tiles (what a
+    #: kernel's bound checks test), ``None`` when these are the call's own lengths.
+    unpadded: tuple | None = None
 
     @classmethod
     def of(cls, w: AttentionWorkload) -> Dims:
@@ -488,7 +491,8 @@ def whole_tile_dims(dims: Dims, block_r, block_c, head_dims=None) -> Dims | None
     if (np.all(n_q == dims.N_q) and np.all(n_k == dims.N_k) and d == dims.d
             and d_v == dims.d_v):
         return None
-    return replace(dims, N_q=n_q, N_k=n_k, d=d, d_v=d_v)
+    return replace(dims, N_q=n_q, N_k=n_k, d=d, d_v=d_v,
+                   unpadded=dims.unpadded or (dims.N_q, dims.N_k))
 
 
 def varlen_groups(dims: Dims) -> list[Dims]:

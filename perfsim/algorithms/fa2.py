@@ -171,11 +171,14 @@ class FusedAttention(Algorithm):
             apart from the exp argument; ``None`` (default): 0 with ``fused_scale``, else
             1. FlexAttention's forward takes 2 (``qk *= SM_SCALE``, then ``*= RCP_LN2``:
             ``perfsim.algorithms.softmax_costs.FLEX_SCALE_FMULS``).
-        bound_check_unless_multiple: every tile, not only the last, masks the keys past
-            ``N_k`` (and in the backward the queries past ``N_q``) unless ``N_q`` and ``N_k``
-            are both multiples of this: FlexAttention, 128 (its ``IS_DIVISIBLE``;
-            ``softmax_costs.BOUND_CHECK_ALU_OPS_PER_SCORE`` and ``BWD_BOUND_CHECK_*``);
-            ``None`` (default): never.
+        bound_checks: whose census of bound checks on every tile applies when a length is
+            not a multiple of the tile (``softmax_costs.BOUND_CHECKS``: ``"flash-attn"``,
+            ``"cudnn"``, ``"flex"``), or ``"none"`` (default here; ``FA2`` defaults to
+            ``"flash-attn"``, its reference).
+        bound_check_unless_multiple: the multiple both lengths must be for the checks to be
+            skipped (FlexAttention: 128, its ``IS_DIVISIBLE``); ``None`` (default): the
+            phase's own tile, ``N_q % B_r`` and ``N_k % B_c`` (flash-attn 2's
+            ``is_even_MN``).
     """
 
     name: ClassVar[str] = "fused"
@@ -199,6 +202,7 @@ class FusedAttention(Algorithm):
     fast_math: bool = True
     fused_scale: bool = True
     scale_multiplies: int | None = Field(default=None, ge=0, le=4)
+    bound_checks: Literal["none", "flash-attn", "cudnn", "flex"] = "none"
     bound_check_unless_multiple: int | None = Field(default=None, ge=1)
 
     _splits = field_validator("num_splits", mode="before")(
@@ -427,11 +431,7 @@ class FusedAttention(Algorithm):
             **self._fwd_smem(dims, v, b_r, warps),
         }
         terms["alu/mask"] = bh * v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE
-        every = self.bound_check_unless_multiple
-        if every:
-            uneven = (dims.N_q % every != 0) | (dims.N_k % every != 0)
-            terms["alu/key bound check, every tile"] = (
-                elems * sc.BOUND_CHECK_ALU_OPS_PER_SCORE * uneven)
+        terms.update(self.bound_check_terms("fwd", dims, elems, b_r, b_c))
         if dims.dropout_p:
             terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
         terms.update(mask_extras(dims, v, bh, dkv))
@@ -549,6 +549,26 @@ class FusedAttention(Algorithm):
         larger tile side)."""
         return self.fwd_operand_groups(warps, max(b_r, b_c))
 
+    def bound_check_terms(self, phase: str, dims: Dims, elems, b_r, b_c) -> dict:
+        """The bound checks every tile pays when a length is not a multiple of the tile (or of
+        ``bound_check_unless_multiple``): ``softmax_costs.BOUND_CHECKS[bound_checks][phase]``
+        ALU and FMA-pipe instructions per score element (0 where the lengths divide; works
+        on arrays). Empty for ``bound_checks="none"``."""
+        if self.bound_checks == "none" or dims.symbolic:
+            return {}
+        alu, fma = sc.BOUND_CHECKS[self.bound_checks][phase]
+        every = self.bound_check_unless_multiple
+        q_step, k_step = (every, every) if every else (b_r, b_c)
+        # the call's own lengths, also when the executed work is counted on whole tiles
+        n_q, n_k = dims.unpadded or (dims.N_q, dims.N_k)
+        uneven = (n_q % q_step != 0) | (n_k % k_step != 0)
+        out = {}
+        if alu:
+            out["alu/bound checks, every tile"] = elems * alu * uneven
+        if fma:
+            out["fp32/bound checks, every tile"] = elems * sc.FMA_SLOTS * fma * uneven
+        return out
+
     def _backward(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         launch = self.bwd_launch(dims, gpu)
         b_r, b_c, warps, atoms = launch.block_m, launch.block_n, launch.warps, launch.atoms
@@ -632,13 +652,7 @@ class FusedAttention(Algorithm):
         for s_term, dp_term in extra:
             terms[s_term] = 2 * elems * d
             terms[dp_term] = 2 * elems * d_v
-        every = self.bound_check_unless_multiple
-        if every:
-            uneven = (dims.N_q % every != 0) | (dims.N_k % every != 0)
-            terms["alu/key and query bound checks, every tile"] = (
-                elems * sc.BWD_BOUND_CHECK_ALU_OPS_PER_SCORE * uneven)
-            terms["fp32/unfused scale with bound checks"] = (
-                elems * sc.FMA_SLOTS * sc.BWD_BOUND_CHECK_FMA_OPS_PER_SCORE * uneven)
+        terms.update(self.bound_check_terms("bwd", dims, elems, b_r, b_c))
         if not isinstance(staging, (int, float)) or staging:
             terms["smem_read/dQ partial (TMA reduce)"] = staging
             terms["smem_write/dQ partial (TMA reduce)"] = staging
@@ -789,6 +803,7 @@ class FA2(FusedAttention):
     bwd_smem_per_cta: int | None = Field(default=None, ge=0)
     fwd_stages: int = Field(default=1, ge=1, le=8)
     compiled_head_dims: Literal["flash-attn", "pytorch", "power-of-two", "exact"] = "flash-attn"
+    bound_checks: Literal["none", "flash-attn", "cudnn", "flex"] = "flash-attn"
 
     def fwd_kv_stages(self) -> int:
         """``fwd_stages``: 1 for flash-attn 2, Triton's ``num_stages`` for its kernels."""

@@ -96,6 +96,28 @@ BOUND_CHECK_ALU_OPS_PER_SCORE = 1.44
 #: per score split into FMUL and FADD), +2.33 at both head dims. Cycles per score +22 %.
 BWD_BOUND_CHECK_ALU_OPS_PER_SCORE = 7.47
 BWD_BOUND_CHECK_FMA_OPS_PER_SCORE = 2.33
+#: Per-tile bound checks by the code that runs them (``FusedAttention.bound_checks``):
+#: ``{phase: (ALU-pipe, FMA-pipe lane instructions per score element)}``, each the census of a
+#: length that is not a multiple of the kernel's tile less the census at N = 4096, same
+#: kernel, same head dim, the padded tile's own work (MMAs, exps) left out (Nsight Compute on
+#: the H200, ``validate/reports/h200/probes/ncu/summary-uneven.json`` against ``summary.json``):
+#:
+#: - ``"flex"``: FlexAttention, above.
+#: - ``"flash-attn"``: flash-attn 2's kernels (PyTorch's copy, d 64, N = 4000): the forward
+#:   masks the last K/V block only (its ``n_masking_steps``), FSEL +0.04; the backward
+#:   (``Is_even_MN`` false) every tile: PLOP3 +1.58, FSEL +1.05, ISETP +0.27, IADD3 +0.16,
+#:   VIADD +0.12 (ALU, 3.18) and IMAD +0.16 (FMA pipe).
+#: - ``"cudnn"``: cuDNN's sm90 kernels (d 128, N = 4000; closed source, read from the counts
+#:   only): forward SEL +1.05, ISETP +0.53, VIADD +0.42 (2.00) and IMAD +0.11; backward ISETP
+#:   +1.11, FSEL +1.06, VIADD +0.56 (2.73) and IMAD +0.38.
+#:
+#: Each figure is one head dim's; other head dims and GPUs take it as measured (ASSUMED).
+BOUND_CHECKS = {
+    "flex": {"fwd": (BOUND_CHECK_ALU_OPS_PER_SCORE, 0.0),
+             "bwd": (BWD_BOUND_CHECK_ALU_OPS_PER_SCORE, BWD_BOUND_CHECK_FMA_OPS_PER_SCORE)},
+    "flash-attn": {"fwd": (0.0, 0.0), "bwd": (3.18, 0.16)},
+    "cudnn": {"fwd": (2.00, 0.11), "bwd": (2.73, 0.38)},
+}
 
 #: Backward, per score element (FA2 Algorithm 2), FMA pipe: scale S (FMUL), subtract the
 #: logsumexp (FADD), ``dP − D`` (FADD) and ``P ∘ (…)`` (FMUL).
