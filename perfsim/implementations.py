@@ -73,6 +73,13 @@ def triton_tensor_family(gpu: GPUSpec, block_m: int, num_warps: int) -> str:
 
 #: cuDNN's sm90 backward tile (query rows, key rows), read from its kernel name in a profile.
 CUDNN_SM90_BWD_TILE = (64, 64)
+#: The lengths cuDNN's sm90 kernels need to skip their per-tile bound checks: its kernel names
+#: give 64 x 128 forward and 64 x 64 backward tiles (``..._fprop_wgmma_f16_knob_7_64x128x128``,
+#: ``..._bprop_wgmma_f16_knob_26_64x64x128``, validate/reports/h200/probes/ncu/summary.json),
+#: so 128 for both lengths (ASSUMED for both phases: the measured uneven lengths are not
+#: multiples of 64 either; softmax_costs.BOUND_CHECKS["cudnn"]). Not the FA3 model's tile, whose
+#: 176-key forward tile at head dim 128 no power of two divides.
+CUDNN_SM90_TILE_MULTIPLE = 128
 #: Head dims above which cuDNN's sm90 backward issues S and dP in both consumer warpgroups.
 CUDNN_SDP_TWICE_ABOVE = 128
 #: FlexAttention's forward tiles on sm_90, 16-bit inputs: (BLOCK_M, BLOCK_N, warps) for the
@@ -368,7 +375,7 @@ def _sdpa_cudnn(dims, gpu):
         return algos.FA3(bwd_block_m=CUDNN_SM90_BWD_TILE[0], bwd_block_n=CUDNN_SM90_BWD_TILE[1],
                          num_splits=1, pack_gqa=False, dropout_supported=True,
                          fused_scale=False, bwd_sdp_twice_above=CUDNN_SDP_TWICE_ABOVE,
-                         bound_checks="cudnn")
+                         bound_checks="cudnn", bound_check_unless_multiple=CUDNN_SM90_TILE_MULTIPLE)
     return _fa2_like(tensor_family=gpu.native_tensor_family
                      if gpu.native_tensor_family != "tcgen05" else "mma_sync")
 
