@@ -124,6 +124,9 @@ HOLDOUTS = {
     "external-holdout15": "sequence lengths a multiple of 128 beside ones that are not, "
                           "head dims 64-192; frozen for FlexAttention's forward scale "
                           "multiplies and its key bound check on every tile",
+    "external-holdout16": "pairs of lengths, a multiple of 128 and not, head dims 64-192, "
+                          "causal, GQA, fp16; frozen for the per-tile bound checks of "
+                          "flash-attn 2's backward, cuDNN and FlexAttention's backward",
 }
 
 
