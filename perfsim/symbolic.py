@@ -21,7 +21,12 @@ Closed forms count the tiles as visited; the numeric path also times the padding
 tiles on the SM units (``perfsim.algorithms.base.with_whole_tiles``), and flash-attn 2 and
 FlexAttention run a head dim between compiled ones at the next compiled width (closed forms
 keep d and d_v as they are), so SM-side times agree at tile multiples and compiled head dims.
-Counts (FLOPs, bytes, exps) agree everywhere (``tests/test_symbolic.py``).
+Closed forms also leave out the per-tile bound checks a kernel runs when a length is not a
+multiple of its tile (``FusedAttention.bound_check_terms``: ALU and FMA-pipe instructions per
+score element), so ``alu_ops`` and ``fp32_flops`` agree where the checks do not run — lengths
+that are multiples of the tile (of 128 for FlexAttention and cuDNN), and for flash-attn 2's
+backward also a compiled head dim of at most 128 equal to the call's, no window, no varlen.
+The other counts (tensor FLOPs, bytes, exps) agree everywhere (``tests/test_symbolic.py``).
 The crossovers compare unit times: an unpipelined kernel's load waits
 (``KernelCost.load_chain``, e.g. ``FA1(pipelined=False)``) are not part of them.
 

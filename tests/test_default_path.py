@@ -88,6 +88,36 @@ def test_sustained_clock_is_where_power_meets_the_limit():
         > h200.power.tdp_w
 
 
+def test_flash_attn_backward_runs_its_checked_kernel_where_its_launcher_says():
+    """flash-attn 2's backward skips the per-tile bound checks only with lengths that fill
+    whole tiles, the compiled head dim equal to the call's and at most 128, no local window
+    and no varlen batch (flash_bwd_launch_template.h); FlexAttention's test is on the query
+    positions, packed or not."""
+    import perfsim.algorithms as algos
+
+    key = "alu/bound checks, every tile"
+
+    def checks(w, algorithm="fa2"):
+        kernels = perfsim.predict(w, "h200-sxm", algorithm).kernels
+        return sum(k.cost.terms.get(key, 0) for k in kernels)
+
+    def bwd(**kw):
+        return W(**{"batch": 2, "heads": 16, "seqlen_q": 4096, "head_dim": 64,
+                    "phase": "bwd", **kw})
+
+    assert checks(bwd()) == 0
+    for case in (bwd(seqlen_q=4000), bwd(head_dim=256), bwd(head_dim=80),
+                 bwd(window=(1024, 1024)),
+                 W(heads=16, seqlens_q=[4096, 4096], seqlens_k=[4096, 4096], head_dim=64,
+                   phase="bwd")):
+        assert checks(case) > 0, case
+    assert checks(bwd(seqlen_q=4000).model_copy(update={"phase": "fwd"})) == 0
+    w = W(batch=1, heads=32, kv_heads=4, seqlen_q=4000, seqlen_k=4096, head_dim=128)
+    flexlike = {"num_splits": 1, "bound_checks": "flex", "bound_check_unless_multiple": 128}
+    packed = checks(w, algos.FA2(pack_gqa=True, **flexlike))
+    assert packed > 0 and packed == checks(w, algos.FA2(pack_gqa=False, **flexlike))
+
+
 def test_bytes_served_by_l2_cost_energy_only_when_the_gpu_says_so():
     """PowerSpec.l2_pj_per_byte charges KernelCost.l2_hit_bytes like HBM bytes (not scaled with
     the SM clock); the catalog's 0 leaves every prediction as it was."""

@@ -114,7 +114,12 @@ def fit(doc: dict, mma_sync: dict | None = None, l2: dict | None = None) -> dict
                               f"{e_hbm:.2f} pJ/B (the copy kernel's own SM work included)")
     settled = _phase(_bench(doc, "gemm_bf16"), "steady")
     hot = _phase(_bench(doc, "gemm_bf16_half_duty"), "steady")
-    fl, wl, rl = _phase(_bench(l2, "l2_read"), "steady") if l2 else (f_ref, static, 1.0)
+    l2_run = _bench(l2, "l2_read") if l2 else None
+    if l2 and not (l2_run and _phase(l2_run, "steady")):
+        raise SystemExit("fit_power --l2: the document has no finished l2_read benchmark with a "
+                         "steady phase (run validate/probe_energy_run.sh, or power_probe.py "
+                         "--only l2_read)")
+    fl, wl, rl = _phase(l2_run, "steady") if l2 else (f_ref, static, 1.0)
     # FMA register loop first (the walk's FADDs are subtracted at its energy)
     f_f, w_f, r_f = _phase(_bench(doc, "fp32_fma"), "steady")
     gamma0 = 0.673896     # the FADD correction is 1 % of the walk: any exponent near it will do

@@ -82,9 +82,17 @@ def main(argv=None) -> int:
     if not argv or argv[0] == "--list":
         print("\n".join(cases()))
         return 0
-    impl, phase, dname, *rest = argv[0].split("-")
+    parts = argv[0].split("-")
+    if (len(parts) not in (3, 4) or not parts[2].startswith("d") or not parts[2][1:].isdigit()
+            or (len(parts) == 4 and not (parts[3].startswith("n") and parts[3][1:].isdigit()))):
+        raise SystemExit(f"case {argv[0]!r}: expected IMPL-PHASE-dD or IMPL-PHASE-dD-nN "
+                         "(e.g. flex-fwd-d96-n4000)")
+    impl, phase, dname = parts[:3]
     d = int(dname[1:])
-    seqlen = int(rest[0][1:]) if rest else SEQLEN
+    seqlen = int(parts[3][1:]) if len(parts) == 4 else SEQLEN
+    if phase == "dec" and len(parts) == 4:
+        raise SystemExit(f"case {argv[0]!r}: a decode case takes its lengths from DECODE, "
+                         "not -nN")
     if impl in EXTERNAL:
         return _external(EXTERNAL[impl], phase, d, argv[0], seqlen)
     import torch

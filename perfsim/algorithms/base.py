@@ -109,9 +109,13 @@ class Dims:
     seqlens: tuple | None = None
     #: split-KV parts of the forward (``perfsim.algorithms.splits``); 1 = none.
     splits: int = 1
-    #: ``(N_q, N_k)`` before :func:`whole_tile_dims` rounded them up to whole tiles (what a
-    #: kernel's bound checks test), ``None`` when these are the call's own lengths.
+    #: ``(N_q, N_k, d, d_v)`` before :func:`whole_tile_dims` rounded them up to whole tiles and
+    #: the compiled head dims (what a kernel's bound checks test), ``None`` when these are the
+    #: call's own.
     unpadded: tuple | None = None
+    #: one group of a variable-length batch, run by a ``cu_seqlens`` kernel
+    #: (:func:`varlen_groups`).
+    varlen: bool = False
 
     @classmethod
     def of(cls, w: AttentionWorkload) -> Dims:
@@ -492,7 +496,7 @@ def whole_tile_dims(dims: Dims, block_r, block_c, head_dims=None) -> Dims | None
             and d_v == dims.d_v):
         return None
     return replace(dims, N_q=n_q, N_k=n_k, d=d, d_v=d_v,
-                   unpadded=dims.unpadded or (dims.N_q, dims.N_k))
+                   unpadded=dims.unpadded or (dims.N_q, dims.N_k, dims.d, dims.d_v))
 
 
 def varlen_groups(dims: Dims) -> list[Dims]:
@@ -503,7 +507,8 @@ def varlen_groups(dims: Dims) -> list[Dims]:
     counts: dict = {}
     for pair in dims.seqlens:
         counts[pair] = counts.get(pair, 0) + 1
-    return [replace(dims, B=c, N_q=q, N_k=k, seqlens=None) for (q, k), c in counts.items()]
+    return [replace(dims, B=c, N_q=q, N_k=k, seqlens=None, varlen=True)
+            for (q, k), c in counts.items()]
 
 
 def merge_kernels(lists: list[list[KernelCost]]) -> list[KernelCost]:

@@ -550,23 +550,40 @@ class FusedAttention(Algorithm):
         return self.fwd_operand_groups(warps, max(b_r, b_c))
 
     def bound_check_terms(self, phase: str, dims: Dims, elems, b_r, b_c) -> dict:
-        """The bound checks every tile pays when a length is not a multiple of the tile (or of
-        ``bound_check_unless_multiple``): ``softmax_costs.BOUND_CHECKS[bound_checks][phase]``
-        ALU and FMA-pipe instructions per score element (0 where the lengths divide; works
-        on arrays). Empty for ``bound_checks="none"``."""
+        """The bound checks every tile pays in the kernel variant that checks them:
+        ``softmax_costs.BOUND_CHECKS[bound_checks][phase]`` ALU and FMA-pipe instructions per
+        score element (0 where the unchecked variant runs; works on arrays). Empty for
+        ``bound_checks="none"``.
+
+        Which variant runs: with ``bound_check_unless_multiple`` (FlexAttention's
+        ``IS_DIVISIBLE``, cuDNN), the checked one unless the call's query positions and keys
+        are multiples of it; otherwise (flash-attn 2) unless the rows and keys fill whole
+        tiles, and flash-attn 2's backward also runs it for a variable-length batch, a local
+        window, a head dim other than the compiled one, or a compiled head dim above 128
+        (``flash_bwd_launch_template.h``: its unchecked instantiation needs ``is_even_MN``,
+        ``is_even_K``, ``!Is_local`` and ``kHeadDim <= 128``)."""
         if self.bound_checks == "none" or dims.symbolic:
             return {}
         alu, fma = sc.BOUND_CHECKS[self.bound_checks][phase]
+        # the call's own lengths and head dim, also when the executed work is counted on
+        # whole tiles at the compiled head dim
+        n_q, n_k, d_call, _ = dims.unpadded or (dims.N_q, dims.N_k, dims.d, dims.d_v)
         every = self.bound_check_unless_multiple
-        q_step, k_step = (every, every) if every else (b_r, b_c)
-        # the call's own lengths, also when the executed work is counted on whole tiles
-        n_q, n_k = dims.unpadded or (dims.N_q, dims.N_k)
-        uneven = (n_q % q_step != 0) | (n_k % k_step != 0)
+        if every:
+            # the framework's test is on the sequence lengths: packed rows are positions
+            # times the query heads per K/V head
+            checked = ((n_q // max(dims.group, 1)) % every != 0) | (n_k % every != 0)
+        else:
+            checked = (n_q % b_r != 0) | (n_k % b_c != 0)
+        if self.bound_checks == "flash-attn" and phase == "bwd":
+            compiled = max(self.kernel_head_dims(dims))
+            local = any(side is not None for side in dims.window)
+            checked = checked | (dims.varlen or local or compiled > 128 or d_call != compiled)
         out = {}
         if alu:
-            out["alu/bound checks, every tile"] = elems * alu * uneven
+            out["alu/bound checks, every tile"] = elems * alu * checked
         if fma:
-            out["fp32/bound checks, every tile"] = elems * sc.FMA_SLOTS * fma * uneven
+            out["fp32/bound checks, every tile"] = elems * sc.FMA_SLOTS * fma * checked
         return out
 
     def _backward(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
