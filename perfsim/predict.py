@@ -59,13 +59,14 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
     dims = Dims.of(workload)
     kernels, seconds, unit_seconds, bound_seconds, bound, clock_hz, power_w = evaluate(
         algo, dims, spec, params)
+    counts = Counts.total(kernels)
     return Prediction(
         workload=workload, gpu=spec, algorithm=algo, seconds=seconds,
-        tflops=credited_flops(model_flops(workload), Counts.total(kernels).tensor_flops,
-                              Counts.total(kernels).flops) / seconds / 1e12, bound=str(bound),
+        tflops=credited_flops(model_flops(workload), counts.tensor_flops,
+                              counts.flops) / seconds / 1e12, bound=str(bound),
         unit_seconds={u: float(t) for u, t in unit_seconds.items()},
         bound_seconds={u: float(t) for u, t in bound_seconds.items()},
-        counts=Counts.total(kernels), memory_bytes=float(memory_for(algo, dims, spec)),
+        counts=counts, memory_bytes=float(memory_for(algo, dims, spec)),
         kernels=kernels, timing=params, clock_hz=clock_hz, power_w=power_w)
 
 
