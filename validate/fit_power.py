@@ -120,10 +120,14 @@ def fit(doc: dict, mma_sync: dict | None = None, l2: dict | None = None) -> dict
                          "steady phase (run validate/probe_energy_run.sh, or power_probe.py "
                          "--only l2_read)")
     fl, wl, rl = _phase(l2_run, "steady") if l2 else (f_ref, static, 1.0)
-    # FMA register loop first (the walk's FADDs are subtracted at its energy)
+    # the walk's FADDs (about 8 % of its energy) at the FMA register loop's energy per FLOP
+    # slot, taken at the loop's own clock: both must have run at the same clock (the boost
+    # clock, under the power limit, in the committed documents)
     f_f, w_f, r_f = _phase(_bench(doc, "fp32_fma"), "steady")
-    gamma0 = 0.673896     # the FADD correction is 1 % of the walk: any exponent near it will do
-    e_fp32 = (w_f - static) / r_f / (f_f / f_ref) ** gamma0
+    if l2 and abs(fl / f_f - 1) > 0.01:
+        raise SystemExit(f"fit_power --l2: the L2 walk ran at {fl / 1e6:.0f} MHz and the FMA "
+                         f"loop at {f_f / 1e6:.0f} MHz; the FADD correction needs one clock")
+    e_fp32 = (w_f - static) / r_f
     e_l2 = ((wl - static) / rl - 2 * L2_WALK_FMA_OPS_PER_BYTE * e_fp32) if l2 else 0.0
     traffic = {name: (GEMM_TRAFFIC[name]["l2"] * e_l2 + GEMM_TRAFFIC[name]["hbm"]
                       * e_hbm * PICO) if l2 else 0.0 for name in GEMM_TRAFFIC}
