@@ -35,6 +35,11 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
     assert flash["predicted_s"] == pytest.approx(
         perfsim.predict(w, "h200-sxm", "sdpa-flash").seconds)
     assert er.ranking(scored) == {"shapes": 1, "agree": 1, "misses": []}
+    # the clock criterion: against the clock the SMs tick at under tensor-core work
+    assert flash["measured_nvml_clock_hz"] == 1.9e9
+    assert flash["measured_clock_hz"] == pytest.approx(1.9e9 * er.TENSOR_TICK_OVER_NVML)
+    assert flash["clock_error"] == pytest.approx(
+        flash["predicted_clock_hz"] / (1.9e9 * er.TENSOR_TICK_OVER_NVML) - 1)
     assert (tmp_path / "out" / "rows.csv").is_file()
     assert (tmp_path / "out" / "scatter.png").stat().st_size > 10_000
 

@@ -127,6 +127,9 @@ HOLDOUTS = {
     "external-holdout16": "pairs of lengths, a multiple of 128 and not, head dims 64-192, "
                           "causal, GQA, fp16; frozen for the per-tile bound checks of "
                           "flash-attn 2's backward, cuDNN and FlexAttention's backward",
+    "external-holdout17": "long tensor-bound calls at head dims 64-256, causal, GQA, fp16; "
+                          "frozen for the model's clock as the one the SMs tick at (the "
+                          "WGMMA GEMM rate and the tensor energies per tick)",
 }
 
 

@@ -85,8 +85,8 @@ def _bench(doc: dict, name: str) -> dict | None:
     return None
 
 
-def _phase(rec: dict, which: str):
-    """``(clock Hz, power W, ops/s)`` of a benchmark's ``steady`` or ``burst`` phase."""
+def _nvml_phase(rec: dict, which: str):
+    """``(NVML clock Hz, power W, ops/s)`` of a benchmark's ``steady`` or ``burst`` phase."""
     st = rec.get(which) or {}
     watts = st.get("power_inst_w_mean") or st.get("power_avg_w_mean")
     mhz, ops = st.get("sm_mhz_mean"), st.get("ops_per_s")
@@ -95,12 +95,65 @@ def _phase(rec: dict, which: str):
     return mhz * 1e6, watts, ops
 
 
-def fit(doc: dict, mma_sync: dict | None = None, l2: dict | None = None) -> dict:
+#: Microbenchmarks that run tensor-core work: with ``--tick`` each needs its measured ratio of
+#: the cores' clock to NVML's (the others run at NVML's clock: measured 0.997-1.000).
+TENSOR_BENCHES = ("gemm_bf16", "gemm_fp16", "gemm_bf16_zeros", "gemm_fp8_e4m3",
+                  "gemm_bf16_half_duty", "wgmma_smem_1cta", "wgmma_smem_2cta", "mma_sync")
+
+
+def tick_ratios(docs: list[dict]) -> dict:
+    """``{benchmark: cores' clock / NVML's clock}`` from ``probe_tick_clock`` documents: each
+    ``power:NAME`` case gives NAME's; the ``gemm`` case (``torch.mm`` bf16 8192^3 on random
+    data, the workload of ``power_probe``'s ``gemm_bf16``) gives ``gemm_bf16``'s (mean over
+    the documents); the mma.sync loop of ``probe_mma_smem`` was not run beside the probe, so
+    ``mma_sync`` takes the mean of the mma.sync kernels that were (SDPA flash, flash-attn 2's
+    ``mma.sync`` code: ``sdpa_flash-*``; ASSUMED the same stretch)."""
+    found: dict = {}
+    for doc in docs:
+        for case in doc.get("cases", []):
+            ratio = case.get("tick_over_nvml")
+            if case.get("status") != "ok" or not ratio:
+                continue
+            name = case["case"]
+            key = (name.split(":", 1)[1] if name.startswith("power:") else
+                   "gemm_bf16" if name == "gemm" else
+                   "mma_sync" if name.startswith("sdpa_flash-") else None)
+            if key:
+                found.setdefault(key, []).append(ratio)
+    return {k: sum(v) / len(v) for k, v in found.items()}
+
+
+def fit(doc: dict, mma_sync: dict | None = None, l2: dict | None = None,
+        tick: dict | None = None) -> dict:
     """The H200 ``[power]`` values and a source string for each (``{"values", "sources",
     "checks"}``). ``l2``: a microbenchmark document with the ``l2_read`` walk (and the
     ``wgmma_smem_*`` loops, reported as a check): the WGMMA energy is then the GEMM's less its
-    L2 and HBM traffic (:data:`GEMM_TRAFFIC`) and ``l2_pj_per_byte`` is fitted."""
+    L2 and HBM traffic (:data:`GEMM_TRAFFIC`) and ``l2_pj_per_byte`` is fitted. ``tick``
+    (:func:`tick_ratios`): each benchmark's clock is the cores' clock, NVML's times its
+    measured ratio (tensor-core work ticks at ~0.90 of what NVML reports, everything else at
+    it; ``validate/probe_tick_clock.py``), so the energies and the exponent are per cycle the
+    cores execute — the clock perfsim's per-clock rates are measured in."""
     f_ref = doc["limits"].get("max_sm_clock_hz") or 1.98e9
+    tick = dict(tick or {})
+    if tick:
+        missing = [b for b in ("gemm_bf16", "gemm_bf16_half_duty", "mma_sync")
+                   if b not in tick and (_bench(doc, b) or (b == "mma_sync" and mma_sync))]
+        if missing:
+            raise SystemExit(f"fit_power --tick: no measured clock ratio for {missing} "
+                             "(run validate/probe_tick_run.sh with those power:NAME cases)")
+
+    def _phase(rec, which):
+        got = _nvml_phase(rec, which)
+        if got is None or not tick:
+            return got
+        if rec["name"] in TENSOR_BENCHES and rec["name"] not in tick:
+            return None         # a check without its ratio: skipped
+        ratio = tick[rec["name"]] if rec["name"] in TENSOR_BENCHES else 1.0
+        return got[0] * ratio, got[1], got[2]
+
+    clock_word = ("MHz (the cores' clock: NVML's x its measured ratio, validate/"
+                  "probe_tick_clock.py)" if tick else "MHz")
+
     tdp = doc["limits"].get("enforced_power_limit_w") or doc["limits"].get(
         "power_limit_w") or 700.0
     spin = _phase(_bench(doc, "spin_1cta"), "steady")
@@ -138,7 +191,7 @@ def fit(doc: dict, mma_sync: dict | None = None, l2: dict | None = None) -> dict
     src["voltage_exponent"] = (
         f"M: bf16 GEMM energy per FLOP at two clocks: half duty (4096^3 + sleep) "
         f"{hot[0] / 1e6:.0f} MHz {hot[1]:.0f} W {hot[2] / 1e12:.0f} TFLOP/s on average; "
-        f"8192^3 settled {settled[0] / 1e6:.0f} MHz {settled[1]:.0f} W "
+        f"8192^3 settled {settled[0] / 1e6:.0f} {clock_word} {settled[1]:.0f} W "
         f"{settled[2] / 1e12:.0f} TFLOP/s: ln(e2/e1)/ln(f2/f1) = {gamma:.2f} (weaker than "
         "the V ~ f of a full DVFS range: over 1.5-2.0 GHz the voltage moves little)")
     if l2:
@@ -157,9 +210,9 @@ def fit(doc: dict, mma_sync: dict | None = None, l2: dict | None = None) -> dict
             "(ASSUMED, as HBM)")
     else:
         src["tensor_pj_per_flop.wgmma"] = (
-            f"M: the half-duty bf16 GEMM at {hot[0] / 1e6:.0f} MHz: ({hot[1]:.0f} W - static) / "
-            f"{hot[2] / 1e12:.0f} TFLOP/s; includes the GEMM's shared-memory operand reads and "
-            "its HBM traffic")
+            f"M: the half-duty bf16 GEMM at {hot[0] / 1e6:.0f} {clock_word}: ({hot[1]:.0f} W - "
+            f"static) / {hot[2] / 1e12:.0f} TFLOP/s, scaled to {f_ref / 1e6:.0f} MHz; includes "
+            "the GEMM's shared-memory operand reads and its HBM traffic")
         src["l2_pj_per_byte"] = (
             "ASSUMED 0: the tensor energies are GEMM energies with their own L2 traffic in "
             "them; the H200's split (22.85 pJ/B from an L2 read walk) is measured but not "
@@ -176,13 +229,13 @@ def fit(doc: dict, mma_sync: dict | None = None, l2: dict | None = None) -> dict
         src[key] = (f"M: {label} (validate/_bench_kernels.py), steady: ({w:.0f} W - static) / "
                     f"{r / 1e12:.2f} T/s at {f / 1e6:.0f} MHz, scaled to {f_ref / 1e6:.0f} MHz")
     if mma_sync:
-        f, w, r = (mma_sync["sm_clock_mean_hz"], mma_sync["power_mean_w"],
-                   mma_sync["flop_per_s"])
+        f, w, r = (mma_sync["sm_clock_mean_hz"] * tick.get("mma_sync", 1.0),
+                   mma_sync["power_mean_w"], mma_sync["flop_per_s"])
         tensor["mma_sync"] = (w - static) / r / (f / f_ref) ** gamma / PICO
         src["tensor_pj_per_flop.mma_sync"] = (
             f"M: mma.sync loop fed by ldmatrix (validate/probe_mma_smem.py run_power), steady: "
-            f"({w:.0f} W - static) / {r / 1e12:.0f} TFLOP/s at {f / 1e6:.0f} MHz, scaled to "
-            f"{f_ref / 1e6:.0f} MHz; includes its shared-memory operand reads")
+            f"({w:.0f} W - static) / {r / 1e12:.0f} TFLOP/s at {f / 1e6:.0f} {clock_word}, "
+            f"scaled to {f_ref / 1e6:.0f} MHz; includes its shared-memory operand reads")
     else:
         tensor["mma_sync"] = e_tensor
         src["tensor_pj_per_flop.mma_sync"] = "ASSUMED: the WGMMA energy per FLOP (no probe)"
@@ -194,7 +247,18 @@ def fit(doc: dict, mma_sync: dict | None = None, l2: dict | None = None) -> dict
     src["tdp_w"] = f"M: NVML enforced power limit {tdp:.0f} W"
     src["reference_clock_hz"] = "M: NVML max SM clock (= max_clock_hz)"
     checks = {}
+    import perfsim
     from perfsim.gpu import TENSOR_ENERGY_SCALE
+
+    # the dense GEMM's tensor rate per clock (GPUSpec.tensor_sustained_fraction), at the
+    # clock the benchmark's clocks are in (the cores' with ``tick``)
+    h200 = perfsim.load_gpu("h200-sxm")
+    peak = h200.sm_count * h200.tensor_flops_per_clk("bf16", "wgmma")
+    for name in ("gemm_bf16", "gemm_bf16_zeros", "gemm_fp16"):
+        bench = _bench(doc, name)
+        if bench and _phase(bench, "steady"):
+            f, _, r = _phase(bench, "steady")
+            checks[f"{name}_per_clock_fraction"] = r / (peak * f)
 
     for name, dtype in (("gemm_fp16", "fp16"), ("gemm_fp8_e4m3", "fp8_e4m3")):
         bench = _bench(doc, name)
@@ -314,12 +378,18 @@ def main(argv=None) -> int:
     ap.add_argument("--mma-sync", type=Path, default=None)
     ap.add_argument("--l2", type=Path, default=None,
                     help="microbenchmark document with the l2_read walk (power-l2-wgmma.json)")
+    ap.add_argument("--tick", type=Path, nargs="+", default=None,
+                    help="probe_tick_clock documents: fit at the cores' clock, not NVML's")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args(argv)
     doc = json.loads(args.microbench.read_text(encoding="utf-8"))
     mma = json.loads(args.mma_sync.read_text(encoding="utf-8")) if args.mma_sync else None
     l2 = json.loads(args.l2.read_text(encoding="utf-8")) if args.l2 else None
-    fitted = fit(doc, mma, l2)
+    tick = (tick_ratios([json.loads(p.read_text(encoding="utf-8")) for p in args.tick])
+            if args.tick else None)
+    fitted = fit(doc, mma, l2, tick)
+    if tick:
+        fitted["tick_ratios"] = tick
     h200 = fitted["values"]
     print(json.dumps(fitted, indent=1))
     if not args.write:

@@ -1,0 +1,48 @@
+"""The H200's power table is what ``validate/fit_power.py`` fits from the committed
+microbenchmarks, at the clock the SMs tick at (``--tick``)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import perfsim
+from perfsim.validate import fit_power
+
+PROBES = Path(__file__).resolve().parent.parent / "validate/reports/h200/probes"
+
+
+def _load(name):
+    return json.loads((PROBES / name).read_text())
+
+
+def test_tick_ratios_map_the_probe_cases_to_the_benchmarks():
+    ratios = fit_power.tick_ratios([_load(f"tick/{n}") for n in
+                                    ("tick-clock-attention.json", "tick-clock-cute.json",
+                                     "tick-clock-power.json")])
+    # tensor-core work ticks ~10 % under NVML's clock, the other loops at it
+    for name in ("gemm_bf16", "gemm_bf16_half_duty", "mma_sync", "wgmma_smem_1cta"):
+        assert 0.88 < ratios[name] < 0.92, name
+    for name in ("fp32_fma", "mufu_exp2", "hbm_copy", "l2_read"):
+        assert ratios[name] > 0.995, name
+
+
+def test_committed_h200_power_table_is_the_tick_fit():
+    ratios = fit_power.tick_ratios([_load(f"tick/{n}") for n in
+                                    ("tick-clock-attention.json", "tick-clock-cute.json",
+                                     "tick-clock-power.json")])
+    fitted = fit_power.fit(_load("power-microbench.json"), _load("probe_mma_sync_power.json"),
+                           None, ratios)
+    values, power = fitted["values"], perfsim.load_gpu("h200-sxm").power
+    assert power.voltage_exponent == pytest.approx(values["voltage_exponent"], rel=1e-5)
+    for family in ("wgmma", "mma_sync"):
+        assert power.tensor_pj_per_flop[family] == pytest.approx(
+            values["tensor_pj_per_flop"][family], rel=1e-5)
+    # the GEMM's per-clock rate at that clock is the catalog's sustained fraction
+    assert fitted["checks"]["gemm_bf16_per_clock_fraction"] == pytest.approx(
+        perfsim.load_gpu("h200-sxm").tensor_sustained_fraction, abs=0.01)
+
+
+def test_a_missing_tensor_ratio_is_refused():
+    with pytest.raises(SystemExit, match="no measured clock ratio"):
+        fit_power.fit(_load("power-microbench.json"), None, None, {"fp32_fma": 1.0})

@@ -1,0 +1,233 @@
+"""The SM clock the cores actually tick at while a kernel runs under load, against the clock
+NVML reports (not an attention timing: a clock measurement).
+
+NVML's ``nvmlDeviceGetClockInfo(NVML_CLOCK_SM)`` is what the project's rows record as the
+"measured clock". Nsight Compute showed it reading above the cycle counters for kernels run one
+at a time (``perfsim.power``: tensor-core kernels ticked at 1.67-1.80 GHz while NVML read
+1.85-1.98), but Nsight Compute cannot time a kernel under sustained load, where the board power
+limit sets the clock. This probe keeps one single-warp CTA resident on one SM for the whole
+region: it reads ``%clock64`` (that SM's cycle counter) and ``%globaltimer`` (nanoseconds) every
+few microseconds into a buffer, while the workload runs back to back on another stream on the
+other SMs and NVML is sampled every 5 ms. The cycle count over the nanoseconds, per 20 ms
+window, is the tick clock; its median over the steady part of the region (after
+``SETTLE_S``) goes beside NVML's median clock and power over the same part.
+
+Workloads (``--cases``, comma separated): ``idle`` (the probe alone), ``gemm`` (``torch.mm``,
+bf16 8192^3, cuBLAS), ``power:NAME`` (a microbenchmark of ``perfsim.validate.power_probe``,
+where the power model's energies come from), and ``IMPL-PHASE`` with IMPL one of
+``perfsim.validate.external``'s (``sdpa_flash``, ``sdpa_cudnn``, ``flex``, ``cute``,
+``triton_tutorial``) and PHASE ``fwd`` or ``bwd``, at B = 2, H = 16, N = 8192, d = 128,
+bf16, non-causal (a main-grid shape).
+
+Usage (on the GPU, perfsim importable as ``external_h200.sh`` links it)::
+
+    python3 -m perfsim.validate.probe_tick_clock --out FILE.json [--cases ...] [--duration 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+#: Seconds of each region before the steady part starts (the power controller settles).
+SETTLE_S = 1.0
+#: Window over which one tick-clock figure is taken (s).
+WINDOW_S = 0.02
+#: Dependent FMAs between two samples of the probe (a few microseconds).
+SPIN = 2000
+#: Most samples the probe's buffer holds.
+MAX_SAMPLES = 1 << 20
+SHAPE = dict(batch=2, heads=16, seqlen_q=8192, head_dim=128, causal=False, dtype="bf16")
+DEFAULT_CASES = ("idle", "gemm", "sdpa_flash-fwd", "sdpa_flash-bwd", "sdpa_cudnn-fwd",
+                 "sdpa_cudnn-bwd", "flex-fwd", "triton_tutorial-fwd")
+
+
+def _kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _gtimer(dummy):
+        return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [dummy],
+                                         dtype=tl.int64, is_pure=False, pack=1)
+
+    @triton.jit
+    def _clock(dummy):
+        return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l,r", [dummy],
+                                         dtype=tl.int64, is_pure=False, pack=1)
+
+    @triton.jit
+    def tick_probe(out_ptr, max_samples, duration_ns, SPIN: tl.constexpr):
+        dummy = tl.program_id(0)
+        t0 = _gtimer(dummy)
+        t = t0
+        i = 0
+        x = dummy.to(tl.float32) + 1.0
+        while (t - t0 < duration_ns) & (i < max_samples):
+            t = _gtimer(dummy)
+            c = _clock(dummy)
+            tl.store(out_ptr + 2 * i, t)
+            tl.store(out_ptr + 2 * i + 1, c)
+            for _ in range(SPIN):
+                x = x * 0.999 + 0.001
+            i += 1
+        tl.store(out_ptr + 2 * max_samples, i.to(tl.int64))
+        tl.store(out_ptr + 2 * max_samples + 1, x.to(tl.int64))
+
+    return tick_probe
+
+
+def _workload(case: str):
+    """``(fn, context, description)``: a no-argument callable running one call of the
+    workload, and the context it runs in."""
+    from contextlib import nullcontext
+
+    import torch
+
+    if case == "idle":
+        return None, nullcontext, "nothing but the probe"
+    if case.startswith("power:"):
+        # one of perfsim.validate.power_probe's microbenchmarks (the energies' sources)
+        from perfsim.validate.power_probe import _benches
+
+        step, _, _, desc = _benches()[case.split(":", 1)[1]]()
+        return step, nullcontext, desc
+    if case == "gemm":
+        a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+        return (lambda: torch.mm(a, b)), nullcontext, "torch.mm bf16 8192^3 (cuBLAS), random data"
+    from perfsim.validate import external
+    from perfsim.validate.shapes import Shape
+
+    impl, phase = case.rsplit("-", 1)
+    shape = Shape(**SHAPE, phase=phase)
+    q, k, v, do = external.make_inputs(shape, case)
+    built = external.build(shape, impl, q, k, v)
+    with built.context():
+        fn = built.backward_fn(built.make_do(do)) if phase == "bwd" else built.forward
+    return fn, built.context, f"{impl} {phase} {SHAPE}"
+
+
+def _windows(t_ns, cycles, start_ns):
+    """Tick clocks (Hz) of consecutive ``WINDOW_S`` windows from ``start_ns`` on."""
+    out, i, n = [], 0, len(t_ns)
+    while i < n and t_ns[i] < start_ns:
+        i += 1
+    step = int(WINDOW_S * 1e9)
+    while i < n:
+        j = i
+        while j < n and t_ns[j] - t_ns[i] < step:
+            j += 1
+        if j >= n:
+            break
+        out.append((cycles[j] - cycles[i]) / ((t_ns[j] - t_ns[i]) * 1e-9))
+        i = j
+    return out
+
+
+def run_case(case: str, duration: float, sampler, probe) -> dict:
+    rec = {"case": case}
+    try:
+        fn, context, rec["workload"] = _workload(case)
+        with context():
+            return _measure(rec, fn, duration, sampler, probe)
+    except Exception as exc:  # noqa: BLE001 - one case failing must not lose the others
+        sampler.stop()
+        return {**rec, "status": "unsupported", "reason": f"{type(exc).__name__}: {exc}"[:400]}
+
+
+def _measure(rec: dict, fn, duration: float, sampler, probe) -> dict:
+    import torch
+
+    if fn is not None:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 0.3:
+            fn()
+        torch.cuda.synchronize()
+    buf = torch.zeros(2 * MAX_SAMPLES + 2, dtype=torch.int64, device="cuda")
+    probe_stream, work_stream = torch.cuda.Stream(), torch.cuda.Stream()
+    done = torch.cuda.Event()
+    sampler.start()
+    t_launch = time.perf_counter()
+    with torch.cuda.stream(probe_stream):
+        probe[(1,)](buf, MAX_SAMPLES, int(duration * 1e9), SPIN=SPIN, num_warps=1)
+        done.record(probe_stream)
+    time.sleep(0.02)        # the probe is resident before the workload fills the SMs
+    calls = 0
+    with torch.cuda.stream(work_stream):
+        while not done.query():
+            if fn is None:
+                time.sleep(0.01)
+                continue
+            for _ in range(4):
+                fn()
+            calls += 4
+            work_stream.synchronize()
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - t_launch
+    samples = sampler.stop()
+    host = buf.cpu().tolist()
+    n = host[2 * MAX_SAMPLES]
+    t_ns, cycles = host[0:2 * n:2], host[1:2 * n:2]
+    if n < 10:
+        return {**rec, "status": "failed", "reason": f"the probe took {n} samples"}
+    start = t_ns[0] + int(SETTLE_S * 1e9)
+    ticks = sorted(_windows(t_ns, cycles, start))
+    steady = [s for s in samples if s["t"] - t_launch >= SETTLE_S]
+
+    def med(key):
+        vals = [s[key] for s in steady if s.get(key) is not None]
+        return statistics.median(vals) if vals else None
+
+    def pct(vals, p):
+        return vals[min(len(vals) - 1, int(round(p * (len(vals) - 1))))] if vals else None
+
+    tick = statistics.median(ticks) if ticks else None
+    nvml = med("sm_hz")
+    rec.update({
+        "status": "ok", "probe_samples": n,
+        "probe_span_s": (t_ns[-1] - t_ns[0]) * 1e-9,
+        "sample_interval_us": (t_ns[-1] - t_ns[0]) * 1e-3 / max(n - 1, 1),
+        "tick_clock_hz": tick, "tick_clock_p10_hz": pct(ticks, 0.1),
+        "tick_clock_p90_hz": pct(ticks, 0.9), "windows": len(ticks),
+        "nvml_sm_clock_hz": nvml, "nvml_power_w": med("power_inst_w") or med("power_avg_w"),
+        "nvml_reasons": sorted({s.get("reasons") for s in steady if s.get("reasons")}),
+        "tick_over_nvml": tick / nvml if tick and nvml else None,
+        "workload_calls": calls, "wall_s": wall,
+        "ms_per_call_on_131_sms": wall / calls * 1e3 if calls else None,
+    })
+    return rec
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cases", default=",".join(DEFAULT_CASES))
+    ap.add_argument("--duration", type=float, default=4.0)
+    args = ap.parse_args(argv)
+    import torch
+
+    from perfsim.validate.nvml_sampler import NvmlSampler
+
+    sampler = NvmlSampler(period_s=0.005)
+    probe = _kernel()
+    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "method": __doc__.split("\n\n")[1].replace("\n", " "),
+           "settle_s": SETTLE_S, "window_s": WINDOW_S, "spin": SPIN, "cases": []}
+    for case in args.cases.split(","):
+        rec = run_case(case, args.duration, sampler, probe)
+        out["cases"].append(rec)
+        print(json.dumps({k: rec.get(k) for k in ("case", "status", "tick_clock_hz",
+                                                   "nvml_sm_clock_hz", "nvml_power_w",
+                                                   "tick_over_nvml", "reason")}), flush=True)
+        with open(args.out, "w") as fh:
+            json.dump(out, fh, indent=1)
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
