@@ -375,7 +375,10 @@ def _sdpa_cudnn(dims, gpu):
         return algos.FA3(bwd_block_m=CUDNN_SM90_BWD_TILE[0], bwd_block_n=CUDNN_SM90_BWD_TILE[1],
                          num_splits=1, pack_gqa=False, dropout_supported=True,
                          fused_scale=False, bwd_sdp_twice_above=CUDNN_SDP_TWICE_ABOVE,
-                         bound_checks="cudnn", bound_check_unless_multiple=CUDNN_SM90_TILE_MULTIPLE)
+                         bound_checks="cudnn", bound_check_unless_multiple=CUDNN_SM90_TILE_MULTIPLE,
+                         # closed source: the profiled kernels' names carry the call's head
+                         # dim (64, 128, 256); other head dims ASSUMED to run as themselves
+                         compiled_head_dims="exact")
     return _fa2_like(tensor_family=gpu.native_tensor_family
                      if gpu.native_tensor_family != "tcgen05" else "mma_sync")
 
@@ -581,8 +584,10 @@ def _cute(dims, gpu):
     # flash_bwd_sm90.py, flash-attn-4 4.0.0b36); Nsight Compute on the H200 shows grids of
     # one CTA per tile (32 x 32 for the 1024 tiles of B = 1, H = 32, N = 4096, d = 128,
     # forward and backward; validate/reports/h200/probes/ncu/summary.json)
+    # its head dims rounded to its tile multiples (fa3.CUTE_SM90_HEAD_DIM_MULTIPLE)
     return algos.FA3(block_m=block_m, block_n=block_n, bwd_block_m=bwd_m, bwd_block_n=bwd_n,
-                     num_splits=1, pack_gqa=pack, persistent=False)
+                     num_splits=1, pack_gqa=pack, persistent=False,
+                     compiled_head_dims="cute-sm90")
 
 
 #: name -> (f(dims, gpu) -> algorithm config, what it is, extra Implementation fields[,

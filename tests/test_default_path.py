@@ -400,6 +400,36 @@ def test_fa2_runs_the_compiled_head_dim_at_or_above_the_callers():
             == perfsim.predict(w128, "h100-sxm5", FA2(compiled_head_dims="exact")).seconds)
 
 
+def test_fa3_and_cute_run_their_compiled_head_dims():
+    """flash-attn 3 compiles 64, 96, 128, 192 (with a 192 x 128 kernel for d_v <= 128) and
+    256 (hopper/flash_api.cpp); flash_attn.cute rounds to 16 forward and, where its backward
+    swaps dK/dV onto WGMMA's M axis (head dims 129-256), to 64 backward; cuDNN's kernel is
+    taken at the call's head dim."""
+    from perfsim.algorithms import FA3
+    from perfsim.algorithms.base import Dims
+
+    fa3, cute, exact = FA3(), FA3(compiled_head_dims="cute-sm90"), FA3(compiled_head_dims="exact")
+
+    def D(d, d_v, phase):
+        return Dims.of(perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=1024, head_dim=d,
+                                                 head_dim_v=d_v, dtype="bf16", phase=phase))
+
+    assert fa3.kernel_head_dims(D(72, 72, "fwd")) == (96, 96)
+    assert fa3.kernel_head_dims(D(160, 128, "fwd")) == (192, 128)
+    assert fa3.kernel_head_dims(D(200, 200, "bwd")) == (256, 256)
+    assert cute.kernel_head_dims(D(136, 136, "fwd")) == (144, 144)
+    assert cute.kernel_head_dims(D(136, 136, "bwd")) == (192, 192)
+    assert cute.kernel_head_dims(D(120, 120, "bwd")) == (128, 128)
+    assert exact.kernel_head_dims(D(136, 136, "bwd")) == (136, 136)
+    w = big("bwd", d=136)
+    main = [k for k in perfsim.predict(w, "h200-sxm", "flash-attn-cute").kernels
+            if k.cost.name == "fa3_bwd"][0].cost
+    assert main.sm_demand()["tensor"] == pytest.approx(main.tensor_flops * 192 / 136, rel=0.02)
+    cudnn = [k for k in perfsim.predict(w, "h200-sxm", "sdpa-cudnn").kernels
+             if k.cost.name == "fa3_bwd"][0].cost
+    assert cudnn.launch.get("kernel_head_dims") is None
+
+
 def test_flexattention_runs_its_dots_at_the_next_power_of_two_head_dim():
     """FlexAttention's templates tile Q, K, V at QK/V_HEAD_DIM_ROUNDED (next power of two):
     head dim 80 executes the tensor work of 128, reads HBM at 80, and takes none of

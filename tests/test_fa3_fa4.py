@@ -240,14 +240,18 @@ def test_fa2_is_slower_than_fa3_on_hopper():
 
 def test_fa3_composes_the_fused_kernels_instead_of_inheriting_fa2s_options():
     """FA2 and FA3 share ``FusedAttention`` (issue 12): FA3 has none of FA2's launch options,
-    and an FA2 option given to FA3 is one clear error naming what it takes."""
+    and an FA2 option given to FA3 is one clear error naming what it takes. Both name their
+    compiled head dims ``compiled_head_dims``, each with its own reference's values."""
     from perfsim.algorithms.fa2 import FusedAttention
 
     assert issubclass(FA3, FusedAttention) and not issubclass(FA3, FA2)
     fa2_only = set(FA2.model_fields) - set(FusedAttention.model_fields)
     assert fa2_only == {"warps", "registers_per_thread", "dq_recompute", "bwd_spill_bytes",
                         "bwd_smem_per_cta", "compiled_head_dims", "fwd_stages"}
-    assert not fa2_only & set(FA3.model_fields)
-    for option in sorted(fa2_only):
+    assert fa2_only & set(FA3.model_fields) == {"compiled_head_dims"}
+    for option in sorted(fa2_only - {"compiled_head_dims"}):
         with pytest.raises(PerfsimError, match=f"fa3 option {option}"):
             FA3(**{option: FA2.model_fields[option].default or 1})
+    # FA2's values are not FA3's
+    with pytest.raises(PerfsimError, match="compiled_head_dims"):
+        FA3(compiled_head_dims="pytorch")

@@ -130,6 +130,9 @@ HOLDOUTS = {
     "external-holdout17": "long tensor-bound calls at head dims 64-256, causal, GQA, fp16; "
                           "frozen for the model's clock as the one the SMs tick at (the "
                           "WGMMA GEMM rate and the tensor energies per tick)",
+    "external-holdout18": "head dims between the compiled ones (88-232), most above 128; "
+                          "frozen for flash_attn.cute's and flash-attn 3's compiled head "
+                          "dims (cute's backward rounds 129-256 up to a multiple of 64)",
 }
 
 

@@ -35,7 +35,7 @@ source beside it.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -75,6 +75,17 @@ BWD_TILES = {64: (128, 128), 96: (64, 128), 128: (64, 128), 192: (64, 96), 256: 
 #: O accumulator and the S tile of a 64-row WGMMA slice; no CTA runs.
 FA3_MIN_CONSUMER_REGISTERS = 160
 FA3_MIN_PRODUCER_REGISTERS = 24
+#: The head dims flash-attn 3 compiles a kernel for: a call runs the smallest at least its head
+#: dim, with a (192, 128) kernel where d_v <= 128 (``run_mha_fwd`` / ``run_mha_bwd`` in
+#: ``hopper/flash_api.cpp``: ``params.d <= 64 / 96 / 128 / 192 / 256``).
+FA3_HEAD_DIMS = (64, 96, 128, 192, 256)
+#: flash_attn.cute's sm90 kernels (flash-attn-4 4.0.0b36) round each head dim up to a tile
+#: multiple instead: 16 in the forward (``hdim_multiple_of = 16``, ``flash_fwd.py``), and in
+#: the backward 64 where its config swaps the dK/dV accumulators onto WGMMA's 64-row M axis
+#: (``dKV_swapAB``, set by ``_tile_size_bwd_sm90`` for head dims 129-256) and 16 below
+#: (``flash_bwd_sm90.py``).
+CUTE_SM90_HEAD_DIM_MULTIPLE = 16
+CUTE_SM90_BWD_SWAPPED_MULTIPLE, CUTE_SM90_BWD_SWAPPED_ABOVE = 64, 128
 
 
 class FA3(FusedAttention):
@@ -121,7 +132,30 @@ class FA3(FusedAttention):
     #: S = QKᵀ and dP = dO·Vᵀ GEMMs of a tile (``None``: never, the reference). cuDNN's sm90
     #: backward does at head dim 256 (``sdpa-cudnn`` preset).
     bwd_sdp_twice_above: int | None = Field(default=None, ge=1)
+    #: which head dims have a compiled kernel (a call runs its MMAs and shared-memory tiles
+    #: that wide; its HBM traffic stays at its own head dims): ``"flash-attn-3"`` (default,
+    #: :data:`FA3_HEAD_DIMS`), ``"cute-sm90"`` (flash_attn.cute's rounding,
+    #: :data:`CUTE_SM90_HEAD_DIM_MULTIPLE`) or ``"exact"`` (every head dim as itself).
+    compiled_head_dims: Literal["flash-attn-3", "cute-sm90", "exact"] = "flash-attn-3"
     dtypes: ClassVar[tuple[str, ...]] = ("fp16", "bf16", "fp8_e4m3")
+
+    def kernel_head_dims(self, dims: Dims) -> tuple:
+        """``(d, d_v)`` the compiled kernel runs at (``compiled_head_dims``): flash-attn 3's
+        kernel for ``max(d, d_v)``; flash_attn.cute's tile multiple (the backward's where the
+        kernel being built is not the forward); or the call's own. Symbolic dims run as
+        themselves."""
+        mode = self.compiled_head_dims
+        if dims.symbolic or mode == "exact":
+            return dims.d, dims.d_v
+        if mode == "cute-sm90":
+            step = CUTE_SM90_HEAD_DIM_MULTIPLE
+            if (dims.phase != "fwd" and CUTE_SM90_BWD_SWAPPED_ABOVE < dims.d
+                    <= max(FA3_HEAD_DIMS)):
+                step = CUTE_SM90_BWD_SWAPPED_MULTIPLE
+            return cdiv(dims.d, step) * step, cdiv(dims.d_v, step) * step
+        widest = max(dims.d, dims.d_v)
+        k = next((h for h in FA3_HEAD_DIMS if h >= widest), widest)
+        return k, (128 if k == 192 and dims.d_v <= 128 else k)
 
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)``: flash-attn 3's forward tile for the head dim and mask (a
@@ -147,8 +181,9 @@ class FA3(FusedAttention):
 
     def bwd_smem_bytes(self, launch, dims: Dims):
         """Q and dO tiles double-buffered, K and V resident, P and dS staged (the FA2
-        accounting, which FA3's two-stage Q/dO pipeline matches)."""
-        e, dkv = dims.e, dims.d + dims.d_v
+        accounting, which FA3's two-stage Q/dO pipeline matches), at the compiled kernel's
+        head dims."""
+        e, dkv = dims.e, sum(self.kernel_head_dims(dims))
         return e * (launch.block_n * dkv + 2 * launch.block_m * dkv
                     + 2 * launch.block_m * launch.block_n)
 
