@@ -390,9 +390,10 @@ class GPUSpec(BaseModel):
         "not scaled with the SM clock (measured at an NVML clock of 1980 MHz); None: spills "
         "are not timed")
     power_capped_clock_hz: float | None = Field(
-        default=None, gt=0, description="SM clock (Hz) measured under sustained dense "
-        "tensor-core work at the board power limit; None where not measured. A record, not an "
-        "input: the power model (power) computes the clock under load")
+        default=None, gt=0, description="SM clock (Hz) NVML reports under sustained dense "
+        "tensor-core work at the board power limit (the SMs tick at about 0.9 of NVML's "
+        "reading then: validate/probe_tick_clock.py); None where not measured. A record, not "
+        "an input: the power model (power) computes the clock under load")
     tensor_sustained_fraction: float = Field(
         default=1.0, gt=0, le=1, description="share of the native family's per-clock tensor "
         "rates that a dense GEMM sustains, measured (cuBLAS on the GPU or its die); 1.0 where "

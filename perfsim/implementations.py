@@ -87,10 +87,23 @@ CUDNN_SDP_TWICE_ABOVE = 128
 #: other head dim up to 256 (``get_flex_attn_fwd_configs`` in
 #: ``torch/_inductor/template_heuristics/triton.py``: ``h100_default_flex_config.get((dtype,
 #: head_dim), FlexConfig(64, 64, 3, 4))``; torch 2.5-2.7 had the same table in
-#: ``kernel/flex_attention.py``). Used on every GPU (the A100 and Blackwell tables are not
-#: modelled).
+#: ``kernel/flex_attention.py``). Other architectures: :data:`FLEX_FWD_CONFIGS`.
 FLEX_TILES = {64: (128, 128, 4), 128: (128, 64, 8), 256: (64, 32, 4)}
 FLEX_DEFAULT_TILE = (64, 64, 4)
+#: The same function's tables for the other architectures, 16-bit inputs: {head dim:
+#: (BLOCK_M, BLOCK_N, num_stages, num_warps)}, chosen by compute capability — at least 11.0
+#: ``sm_120_default_flex_config``, 10.x ``sm_100_default_flex_config``, 9.0 the H100 table
+#: above (:data:`FLEX_FWD_STAGES`), 8.x ``a100_default_flex_config`` — with
+#: ``FlexConfig(64, 64, 3, 4)`` for a head dim a table does not list (torch 2.13's source; the
+#: H200 runs confirm the sm_90 table with torch 2.11, the others are not measured).
+FLEX_FWD_CONFIGS = {
+    "sm120": {64: (128, 64, 2, 4), 128: (128, 64, 2, 8), 256: (32, 64, 2, 4)},
+    "sm100": {64: (128, 128, 3, 4), 128: (128, 64, 3, 8), 192: (128, 128, 1, 8),
+              256: (64, 32, 3, 4)},
+    "sm80": {64: (128, 64, 3, 4), 128: (128, 64, 3, 8), 192: (128, 32, 2, 8),
+             256: (32, 64, 3, 4)},
+}
+FLEX_FWD_DEFAULT_CONFIG = (64, 64, 3, 4)
 #: FlexAttention's forward skips the key bound check on its inner tiles only when both
 #: sequence lengths are multiples of 128 (``IS_DIVISIBLE`` in ``torch/_inductor/kernel/flex``:
 #: ``seq_len_q % 128 == 0 and seq_len_kv % 128 == 0``).
@@ -112,6 +125,49 @@ FLEX_MIN_HEAD_DIM = 16
 #: ASSUMED as at d 64). Its dQ programs (BLOCK_M2 x BLOCK_N2) are separate CTAs of the same
 #: grid; perfsim charges their work to the dK/dV CTAs (``dq_recompute``).
 FLEX_BWD_TILES = {64: (64, 128, 8), 128: (64, 128, 8), 256: (64, 64, 4)}
+#: ... and on the other architectures (``get_flex_attn_bwd_configs``, torch 2.13's source:
+#: ``FlexBwDConfig(BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, num_stages, num_warps)`` by head dim
+#: h): sm_10x 64 x 128 with 4 warps up to 128, 64 x 64 with 8 warps up to 192, 64 x 64 with 4
+#: above; sm_8x, sm_11x and sm_12x 32 x 128 with 4 warps below 64, 64 x 64 with 4 from 64 on.
+#: Keyed by the largest head dim each covers (63: below 64); not measured.
+FLEX_BWD_CONFIGS = {
+    "sm100": {128: (64, 128, 4), 192: (64, 64, 8), 256: (64, 64, 4)},
+    "sm80": {63: (32, 128, 4), 256: (64, 64, 4)},
+    "sm120": {63: (32, 128, 4), 256: (64, 64, 4)},
+}
+
+
+def flex_arch(gpu: GPUSpec) -> str | None:
+    """The key of FlexAttention's per-architecture tables for ``gpu``'s compute capability:
+    ``"sm120"`` (11.0 and up), ``"sm100"`` (10.x), ``"sm90"`` (9.0), ``"sm80"`` (8.x and 9.x
+    other than 9.0), else ``None`` (the defaults)."""
+    major, minor = (int(x) for x in gpu.compute_capability.split(".")[:2])
+    if major >= 11:
+        return "sm120"
+    if major == 10:
+        return "sm100"
+    if (major, minor) == (9, 0):
+        return "sm90"
+    return "sm80" if major >= 8 else None
+
+
+def flex_fwd_config(gpu: GPUSpec, head_dim: int) -> tuple[int, int, int, int]:
+    """``(BLOCK_M, BLOCK_N, num_stages, num_warps)`` of FlexAttention's forward on ``gpu`` for
+    ``head_dim`` (:data:`FLEX_TILES` on sm_90, :data:`FLEX_FWD_CONFIGS` elsewhere)."""
+    arch = flex_arch(gpu)
+    if arch == "sm90":
+        m, n, warps = FLEX_TILES.get(head_dim, FLEX_DEFAULT_TILE)
+        return m, n, FLEX_FWD_STAGES, warps
+    return FLEX_FWD_CONFIGS.get(arch, {}).get(head_dim, FLEX_FWD_DEFAULT_CONFIG)
+
+
+def flex_bwd_tile(gpu: GPUSpec, head_dim: int) -> tuple[int, int, int]:
+    """``(query rows, key rows, warps)`` of FlexAttention's dK/dV programs on ``gpu``:
+    :data:`FLEX_BWD_TILES` on sm_90 (read from the generated kernels), else
+    :data:`FLEX_BWD_CONFIGS`."""
+    arch = flex_arch(gpu)
+    table = FLEX_BWD_CONFIGS.get(arch) if arch != "sm90" else None
+    return _tile(table or FLEX_BWD_TILES, head_dim)
 #: FlexAttention's templates tile Q, K and V as ``[BLOCK, QK_HEAD_DIM_ROUNDED]`` and
 #: ``[BLOCK, V_HEAD_DIM_ROUNDED]``, the head dims rounded up to a power of two
 #: (``next_power_of_two`` in ``torch/_inductor/kernel/flex/common.py``; ``tl.arange(0,
@@ -389,11 +445,17 @@ def _flex(dims, gpu):
         # the backward template computes dQ in programs of their own that recompute S and
         # dP (bwd_dq beside bwd_dkdv in the generated kernel): FLEX_BWD_TILES, and the
         # register spills of its dK/dV programs above head dim 128 (FLEX_BWD_SPILL_BYTES)
-        block_m, block_n, warps = _tile(FLEX_BWD_TILES, hdim)
+        block_m, block_n, warps = flex_bwd_tile(gpu, hdim)
+        # the compiled facts (spills, shared memory) were read from sm_90's kernels: another
+        # architecture's tile takes its spills only where it is the same tile, and flash-attn
+        # 2's shared-memory traits as the stand-in (ASSUMED; not profiled there)
+        same_tile = (block_m, block_n, warps) == _tile(FLEX_BWD_TILES, hdim)
         return _fa2_like(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
                          dq_recompute=True, compiled_head_dims=FLEX_HEAD_DIMS,
-                         bwd_spill_bytes=_tile(FLEX_BWD_SPILL_BYTES, hdim),
-                         bwd_smem_per_cta=_compiled_smem(FLEX_BWD_SMEM, hdim, gpu),
+                         bwd_spill_bytes=(_tile(FLEX_BWD_SPILL_BYTES, hdim) if same_tile
+                                          else 0.0),
+                         bwd_smem_per_cta=(_compiled_smem(FLEX_BWD_SMEM, hdim, gpu)
+                                           if flex_arch(gpu) == "sm90" else None),
                          tensor_family=triton_tensor_family(gpu, block_n, warps),
                          bound_checks="flex",
                          bound_check_unless_multiple=FLEX_DIVISIBLE_MULTIPLE,
@@ -401,7 +463,7 @@ def _flex(dims, gpu):
     if hdim > max(FLEX_TILES):
         raise InfeasibleError(f"head_dim {hdim} is above the largest ({max(FLEX_TILES)}) "
                               "FlexAttention supports")
-    block_m, block_n, warps = FLEX_TILES.get(hdim, FLEX_DEFAULT_TILE)
+    block_m, block_n, stages, warps = flex_fwd_config(gpu, hdim)
     # the main template has no split-KV and no GQA packing (flex's short-query decoding
     # template is not modelled)
     # its scale multiplies and, when a sequence length is not a multiple of 128, the key
@@ -409,7 +471,7 @@ def _flex(dims, gpu):
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
                      scale_multiplies=sc.FLEX_SCALE_FMULS,
                      bound_checks="flex", bound_check_unless_multiple=FLEX_DIVISIBLE_MULTIPLE,
-                     compiled_head_dims=FLEX_HEAD_DIMS, fwd_stages=FLEX_FWD_STAGES,
+                     compiled_head_dims=FLEX_HEAD_DIMS, fwd_stages=stages,
                      tensor_family=triton_tensor_family(gpu, block_m, warps),
                      num_splits=1, pack_gqa=False)
 

@@ -5,7 +5,12 @@ clock until board power meets the limit (``PowerSpec.tdp_w``), and raises it to 
 boost clock when there is headroom. Measured on the project's H200 (NVML, 5 ms samples,
 ``validate/reports/h200/probes/``): a bf16 GEMM holds ~1.5 GHz at 700 W; cuDNN's FA3-class
 attention 1.65–1.8 GHz; flash-attn 2 (mma.sync) 1.85–1.98 GHz. So the clock is a function of
-what a kernel does, and this module computes it.
+what a kernel does, and this module computes it. Those are NVML's readings: while tensor
+cores work the SMs tick at 0.889-0.916 of them (a resident ``%clock64`` / ``%globaltimer``
+probe, ``validate/probe_tick_clock.py``; FMA, MUFU, copy and L2 loops tick at NVML's clock),
+and the clock here is the one the SMs tick at — the clock every per-clock rate of the catalog
+is counted in, and the clock the power model's energies were fitted at
+(``validate/fit_power.py --tick``).
 
 Power while a call runs for ``T(f)`` seconds at SM clock ``f`` (``PowerSpec``)::
 

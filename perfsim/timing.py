@@ -451,9 +451,10 @@ def gemm_seconds(cost: KernelCost, executed_flops, rate: dict):
     (``validate/reports/h200/probes/probe_wgmma_smem.json``): a WGMMA loop with both operands
     in shared memory runs at 2400-2480 FLOP/clk/SM with N = 32 — its operands, counted once
     per warpgroup, then arrive at 113-116 B/clk/SM, near the 128 B/clk port — and at
-    3230-3850 (tensor-bound) with N = 128 or 256, whatever K, the warps and the CTAs per SM;
-    at the tensor-core clock ceiling the model runs at (``clock_hz``, below the NVML reading
-    the probe's rates use) the port figure is within 5 % of 128 B/clk."""
+    3230-3850 (tensor-bound) with N = 128 or 256, whatever K, the warps and the CTAs per SM —
+    rates per NVML clock; per cycle the SMs tick (about 0.9 of NVML's under tensor work,
+    ``validate/probe_tick_clock.py``) the N = 32 operands arrive at 127-130 B/clk/SM, the
+    128 B/clk port."""
     counted = sum(cost.terms[term] for term, _ in cost.gemms)
     scale = executed_flops / maximum(counted, 1e-30)
     total = 0.0

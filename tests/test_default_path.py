@@ -430,6 +430,30 @@ def test_fa3_and_cute_run_their_compiled_head_dims():
     assert cudnn.launch.get("kernel_head_dims") is None
 
 
+def test_flexattention_takes_its_architectures_tables():
+    """``get_flex_attn_fwd_configs`` / ``get_flex_attn_bwd_configs`` pick a table by compute
+    capability (torch's template_heuristics/triton.py): the H100 one on sm_90, the A100 one on
+    sm_8x, sm_100's on Blackwell, sm_120's on the RTX 50 series."""
+    from perfsim.implementations import flex_arch, flex_bwd_tile, flex_fwd_config
+
+    gpus = {g: perfsim.load_gpu(g) for g in ("h200-sxm", "a100-sxm4-80gb", "rtx-4090", "b200",
+                                             "rtx-5090")}
+    assert [flex_arch(g) for g in gpus.values()] == ["sm90", "sm80", "sm80", "sm100", "sm120"]
+    assert flex_fwd_config(gpus["h200-sxm"], 128) == (128, 64, 3, 8)
+    assert flex_fwd_config(gpus["a100-sxm4-80gb"], 192) == (128, 32, 2, 8)
+    assert flex_fwd_config(gpus["b200"], 192) == (128, 128, 1, 8)
+    assert flex_fwd_config(gpus["rtx-5090"], 128) == (128, 64, 2, 8)
+    assert flex_fwd_config(gpus["rtx-5090"], 96) == (64, 64, 3, 4)        # not listed
+    assert flex_bwd_tile(gpus["b200"], 128) == (64, 128, 4)
+    assert flex_bwd_tile(gpus["b200"], 160) == (64, 64, 8)
+    assert flex_bwd_tile(gpus["a100-sxm4-80gb"], 32) == (32, 128, 4)
+    assert flex_bwd_tile(gpus["a100-sxm4-80gb"], 128) == (64, 64, 4)
+    assert flex_bwd_tile(gpus["h200-sxm"], 128) == (64, 128, 8)
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=192, dtype="bf16")
+    main = perfsim.predict(w, "b200", "flex").kernels[0].cost
+    assert (main.launch["block_m"], main.launch["block_n"], main.warps_per_cta) == (128, 128, 8)
+
+
 def test_flexattention_runs_its_dots_at_the_next_power_of_two_head_dim():
     """FlexAttention's templates tile Q, K, V at QK/V_HEAD_DIM_ROUNDED (next power of two):
     head dim 80 executes the tensor work of 128, reads HBM at 80, and takes none of

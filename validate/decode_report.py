@@ -93,7 +93,7 @@ def score(rows: list[dict], gpu: str = "h200-sxm") -> list[dict]:
         out.append({**ids, "measured_s": measured, "predicted_s": p.seconds,
                     "error": (p.seconds - measured) / measured, "bound": p.bound,
                     "predicted_clock_hz": p.clock_hz,
-                    "measured_clock_hz": r.get("sm_clock_mean_hz")})
+                    "measured_nvml_clock_hz": r.get("sm_clock_mean_hz")})
     return out
 
 

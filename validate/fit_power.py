@@ -190,8 +190,8 @@ def fit(doc: dict, mma_sync: dict | None = None, l2: dict | None = None,
     e_tensor = per_flop[0] / (hot[0] / f_ref) ** gamma / PICO
     src["voltage_exponent"] = (
         f"M: bf16 GEMM energy per FLOP at two clocks: half duty (4096^3 + sleep) "
-        f"{hot[0] / 1e6:.0f} MHz {hot[1]:.0f} W {hot[2] / 1e12:.0f} TFLOP/s on average; "
-        f"8192^3 settled {settled[0] / 1e6:.0f} {clock_word} {settled[1]:.0f} W "
+        f"{hot[0] / 1e6:.0f} {clock_word} {hot[1]:.0f} W {hot[2] / 1e12:.0f} TFLOP/s on "
+        f"average; 8192^3 settled {settled[0] / 1e6:.0f} MHz {settled[1]:.0f} W "
         f"{settled[2] / 1e12:.0f} TFLOP/s: ln(e2/e1)/ln(f2/f1) = {gamma:.2f} (weaker than "
         "the V ~ f of a full DVFS range: over 1.5-2.0 GHz the voltage moves little)")
     if l2:
@@ -234,8 +234,11 @@ def fit(doc: dict, mma_sync: dict | None = None, l2: dict | None = None,
         tensor["mma_sync"] = (w - static) / r / (f / f_ref) ** gamma / PICO
         src["tensor_pj_per_flop.mma_sync"] = (
             f"M: mma.sync loop fed by ldmatrix (validate/probe_mma_smem.py run_power), steady: "
-            f"({w:.0f} W - static) / {r / 1e12:.0f} TFLOP/s at {f / 1e6:.0f} {clock_word}, "
-            f"scaled to {f_ref / 1e6:.0f} MHz; includes its shared-memory operand reads")
+            f"({w:.0f} W - static) / {r / 1e12:.0f} TFLOP/s at {f / 1e6:.0f} "
+            + ("MHz (the cores' clock: NVML's x the ratio measured beside SDPA flash's "
+               "mma.sync kernels, ASSUMED for this loop, which was not run beside the probe)"
+               if tick else "MHz")
+            + f", scaled to {f_ref / 1e6:.0f} MHz; includes its shared-memory operand reads")
     else:
         tensor["mma_sync"] = e_tensor
         src["tensor_pj_per_flop.mma_sync"] = "ASSUMED: the WGMMA energy per FLOP (no probe)"
@@ -260,6 +263,7 @@ def fit(doc: dict, mma_sync: dict | None = None, l2: dict | None = None,
             f, _, r = _phase(bench, "steady")
             checks[f"{name}_per_clock_fraction"] = r / (peak * f)
 
+    # (with ``tick``, a check whose ratio was not measured is left out: fp8's)
     for name, dtype in (("gemm_fp16", "fp16"), ("gemm_fp8_e4m3", "fp8_e4m3")):
         bench = _bench(doc, name)
         if bench and _phase(bench, "steady"):

@@ -10,7 +10,14 @@ region: it reads ``%clock64`` (that SM's cycle counter) and ``%globaltimer`` (na
 few microseconds into a buffer, while the workload runs back to back on another stream on the
 other SMs and NVML is sampled every 5 ms. The cycle count over the nanoseconds, per 20 ms
 window, is the tick clock; its median over the steady part of the region (after
-``SETTLE_S``) goes beside NVML's median clock and power over the same part.
+``SETTLE_S``, to the probe's last sample) goes beside NVML's median clock and power over the
+same part.
+
+What it does to the workload: the probe's SM is taken from it, so a grid sized for every SM
+runs a tail (the WGMMA loop at one CTA per SM took 81 % longer, cuBLAS GEMMs 6-8 %) and its
+load, power and clock can differ from a run without the probe (the one-CTA WGMMA loop was no
+longer power-capped). The measurement is the ratio of the two clocks under that load; the
+workload's throughput beside the probe (``ms_per_call_on_131_sms``) is not a rate to use.
 
 Workloads (``--cases``, comma separated): ``idle`` (the probe alone), ``gemm`` (``torch.mm``,
 bf16 8192^3, cuBLAS), ``power:NAME`` (a microbenchmark of ``perfsim.validate.power_probe``,
@@ -38,8 +45,8 @@ SETTLE_S = 1.0
 WINDOW_S = 0.02
 #: Dependent FMAs between two samples of the probe (a few microseconds).
 SPIN = 2000
-#: Most samples the probe's buffer holds.
-MAX_SAMPLES = 1 << 20
+#: Fewest microseconds between two samples (the buffer holds duration / this many).
+MIN_SAMPLE_US = 1.0
 SHAPE = dict(batch=2, heads=16, seqlen_q=8192, head_dim=128, causal=False, dtype="bf16")
 DEFAULT_CASES = ("idle", "gemm", "sdpa_flash-fwd", "sdpa_flash-bwd", "sdpa_cudnn-fwd",
                  "sdpa_cudnn-bwd", "flex-fwd", "triton_tutorial-fwd")
@@ -136,6 +143,9 @@ def run_case(case: str, duration: float, sampler, probe) -> dict:
             return _measure(rec, fn, duration, sampler, probe)
     except Exception as exc:  # noqa: BLE001 - one case failing must not lose the others
         sampler.stop()
+        import torch
+
+        torch.cuda.synchronize()        # a probe already launched ends before the next case
         return {**rec, "status": "unsupported", "reason": f"{type(exc).__name__}: {exc}"[:400]}
 
 
@@ -147,13 +157,14 @@ def _measure(rec: dict, fn, duration: float, sampler, probe) -> dict:
         while time.perf_counter() - t0 < 0.3:
             fn()
         torch.cuda.synchronize()
-    buf = torch.zeros(2 * MAX_SAMPLES + 2, dtype=torch.int64, device="cuda")
+    max_samples = int(duration * 1e6 / MIN_SAMPLE_US) + 16
+    buf = torch.zeros(2 * max_samples + 2, dtype=torch.int64, device="cuda")
     probe_stream, work_stream = torch.cuda.Stream(), torch.cuda.Stream()
     done = torch.cuda.Event()
     sampler.start()
     t_launch = time.perf_counter()
     with torch.cuda.stream(probe_stream):
-        probe[(1,)](buf, MAX_SAMPLES, int(duration * 1e9), SPIN=SPIN, num_warps=1)
+        probe[(1,)](buf, max_samples, int(duration * 1e9), SPIN=SPIN, num_warps=1)
         done.record(probe_stream)
     time.sleep(0.02)        # the probe is resident before the workload fills the SMs
     calls = 0
@@ -170,13 +181,19 @@ def _measure(rec: dict, fn, duration: float, sampler, probe) -> dict:
     wall = time.perf_counter() - t_launch
     samples = sampler.stop()
     host = buf.cpu().tolist()
-    n = host[2 * MAX_SAMPLES]
+    n = host[2 * max_samples]
     t_ns, cycles = host[0:2 * n:2], host[1:2 * n:2]
     if n < 10:
         return {**rec, "status": "failed", "reason": f"the probe took {n} samples"}
+    span = (t_ns[-1] - t_ns[0]) * 1e-9
+    if span < 0.95 * duration:
+        return {**rec, "status": "failed", "reason": f"the probe's buffer ran out after "
+                f"{span:.2f} of {duration:g} s ({n} samples)"}
     start = t_ns[0] + int(SETTLE_S * 1e9)
     ticks = sorted(_windows(t_ns, cycles, start))
-    steady = [s for s in samples if s["t"] - t_launch >= SETTLE_S]
+    # NVML over the same part: from SETTLE_S after the launch to the probe's last sample
+    # (the launch is within microseconds of the probe's first sample: it is compiled already)
+    steady = [s for s in samples if SETTLE_S <= s["t"] - t_launch <= span]
 
     def med(key):
         vals = [s[key] for s in steady if s.get(key) is not None]
@@ -189,7 +206,7 @@ def _measure(rec: dict, fn, duration: float, sampler, probe) -> dict:
     nvml = med("sm_hz")
     rec.update({
         "status": "ok", "probe_samples": n,
-        "probe_span_s": (t_ns[-1] - t_ns[0]) * 1e-9,
+        "probe_span_s": span,
         "sample_interval_us": (t_ns[-1] - t_ns[0]) * 1e-3 / max(n - 1, 1),
         "tick_clock_hz": tick, "tick_clock_p10_hz": pct(ticks, 0.1),
         "tick_clock_p90_hz": pct(ticks, 0.9), "windows": len(ticks),
@@ -214,9 +231,13 @@ def main(argv=None) -> int:
 
     sampler = NvmlSampler(period_s=0.005)
     probe = _kernel()
+    # compile it now, so no case's region starts with the compiler
+    probe[(1,)](torch.zeros(4, dtype=torch.int64, device="cuda"), 1, 0, SPIN=SPIN, num_warps=1)
+    torch.cuda.synchronize()
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
            "method": __doc__.split("\n\n")[1].replace("\n", " "),
-           "settle_s": SETTLE_S, "window_s": WINDOW_S, "spin": SPIN, "cases": []}
+           "settle_s": SETTLE_S, "window_s": WINDOW_S, "spin": SPIN,
+           "min_sample_us": MIN_SAMPLE_US, "cases": []}
     for case in args.cases.split(","):
         rec = run_case(case, args.duration, sampler, probe)
         out["cases"].append(rec)
