@@ -20,3 +20,16 @@ def test_windows_give_cycles_over_nanoseconds_after_the_settle_point():
     assert all(w == pytest.approx(1.8e9, rel=1e-6) for w in after)
     # windows are WINDOW_S long and never run past the last sample
     assert len(after) == int((t[-1] - 2.1e9) / (ptc.WINDOW_S * 1e9))
+
+
+def test_committed_tick_utilization_table_is_what_the_model_gives():
+    """reports/h200/probes/tick/utilization.md (validate/tick_utilization.py) is current."""
+    from pathlib import Path
+
+    from perfsim.validate import tick_utilization as tu
+
+    committed = (Path(tu.__file__).resolve().parent
+                 / "reports/h200/probes/tick/utilization.md").read_text()
+    found = tu.rows()
+    assert {r["impl"] for r in found} == set(tu.IMPLS)
+    assert tu.table(found) in committed
