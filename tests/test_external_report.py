@@ -40,6 +40,10 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
     assert flash["measured_clock_hz"] == pytest.approx(1.9e9 * er.TENSOR_TICK_OVER_NVML)
     assert flash["clock_error"] == pytest.approx(
         flash["predicted_clock_hz"] / (1.9e9 * er.TENSOR_TICK_OVER_NVML) - 1)
+    # a calibrated profile's rates are per NVML clock: its clock is compared with NVML's
+    profile = ROOT / "validate/profiles/h200-sxm-calibrated.toml"
+    calibrated = er.score(er.load_rows(tmp_path / "results.jsonl")[:-1], str(profile))
+    assert {s["measured_clock_hz"] for s in calibrated} == {1.9e9}
     assert (tmp_path / "out" / "rows.csv").is_file()
     assert (tmp_path / "out" / "scatter.png").stat().st_size > 10_000
 

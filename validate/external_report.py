@@ -36,7 +36,9 @@ PRESETS = {"sdpa_flash": "sdpa-flash", "sdpa_cudnn": "sdpa-cudnn",
 #: ``probe_tick_clock.py``, ``reports/h200/probes/tick/``). perfsim's clock is the one the SMs
 #: tick at, so the clock criterion compares it with NVML's reading times this ratio. A call
 #: that also runs kernels without tensor-core work (math, eager: softmax, masking) ticks at
-#: NVML's clock during those, so its converted clock is low by up to the ratio's 10 %.
+#: NVML's clock during those, so its converted clock is low by up to the ratio's 10 %. A
+#: calibrated profile (``perfsim calibrate``) measured its rates per NVML clock: its clock is
+#: compared with NVML's reading as it is.
 TENSOR_TICK_OVER_NVML = 0.908
 #: Implementations whose model is known not to describe the kernel (said in the report).
 NOT_MODELLED = {"sdpa_efficient": "xFormers' kernel: FA2 loop order, but not FA2's "
@@ -82,8 +84,9 @@ def score(rows: list[dict], gpu: str = "h200-sxm", timing=None) -> list[dict]:
                         "reason": str(exc)})
             continue
         nvml = r.get("sm_clock_mean_hz")
-        tensor = uses_tensor_cores([k.cost for k in p.kernels])
-        clock = nvml * (TENSOR_TICK_OVER_NVML if tensor else 1.0) if nvml else None
+        # a calibrated profile's rates were measured per NVML clock, so its clock is NVML's
+        tick = uses_tensor_cores([k.cost for k in p.kernels]) and p.gpu.calibration is None
+        clock = nvml * (TENSOR_TICK_OVER_NVML if tick else 1.0) if nvml else None
         measured_tflops = r.get("grid_flops", 0) / measured / 1e12
         # the GPU's dense matmul peak at the clock the row ran at: above it is impossible
         peak = p.peak_flops_per_s / (p.clock_hz or 1) * (clock or p.clock_hz or 0) / 1e12
@@ -182,7 +185,8 @@ def write(directory: Path, out: Path, gpu: str) -> str:
              "Predictions: `perfsim.predict(w, gpu=" + repr(gpu) + ", algorithm=<preset>)` "
              "(perfsim.implementations), sustained clock from the power model. Clock error: "
              f"against NVML's mean x {TENSOR_TICK_OVER_NVML} for calls with tensor-core work "
-             "(the clock the SMs tick at then; validate/probe_tick_clock.py).", "",
+             "(the clock the SMs tick at then; validate/probe_tick_clock.py), against NVML's "
+             "mean for a calibrated profile (its rates are per NVML clock).", "",
              "| implementation | phase | rows | median \\|err\\| | max \\|err\\| | "
              "median signed | within ±10 % | clock median \\|err\\| | clock within 5 % |",
              "|---|---|---|---|---|---|---|---|---|"]
