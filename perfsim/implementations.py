@@ -236,8 +236,8 @@ def _lookup(table: dict, d):
 def _tile(table: dict, d):
     entry = _lookup(table, d)
     if entry is None:
-        raise InfeasibleError(f"head_dim {d} is above the largest ({max(table)}) this "
-                              "implementation supports")
+        raise InfeasibleError(f"head dim {d} (the larger of head_dim and head_dim_v) is above "
+                              f"the largest ({max(table)}) this implementation supports")
     return entry
 
 

@@ -220,8 +220,11 @@ class KernelCost:
                                        for u, v in demand.items()})
 
     def with_executed(self, padded_cost: KernelCost) -> KernelCost:
-        """This kernel's counts with ``padded_cost``'s SM-side demand as executed work."""
-        return replace(self, executed=padded_cost.sm_demand())
+        """This kernel's counts with ``padded_cost``'s SM-side demand as executed work, and
+        its GEMMs' operand bytes per FLOP (``gemms``: those of the shapes the compiled kernel
+        runs, e.g. at its head dim rather than the call's)."""
+        return replace(self, executed=padded_cost.sm_demand(),
+                       gemms=padded_cost.gemms or self.gemms)
 
 
 def _is_zero(value) -> bool:

@@ -121,3 +121,17 @@ def test_each_command_names_the_module_that_registers_it():
             register(sub)
         found.update({command: name for command in sub.choices})
     assert found == COMMAND_OF
+
+
+def test_sweep_takes_options_on_an_implementation_preset(tmp_path):
+    """``{name = "flash-attn-3", compiled_head_dims = "exact"}`` in a sweep's algorithms: the
+    options go to the configuration the preset runs (as ``perfsim predict --set``)."""
+    import perfsim
+    from perfsim.cli.sweep import _algorithm
+    from perfsim.implementations import Implementation
+
+    algo = _algorithm({"name": "flash-attn-3", "compiled_head_dims": "exact"}, tmp_path)
+    assert isinstance(algo, Implementation) and algo.options == {"compiled_head_dims": "exact"}
+    w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=2048, head_dim=72)
+    exact = perfsim.predict(w, "h100-sxm5", algo).seconds
+    assert exact < perfsim.predict(w, "h100-sxm5", "flash-attn-3").seconds   # 72 runs as 96

@@ -430,6 +430,33 @@ def test_fa3_and_cute_run_their_compiled_head_dims():
     assert cudnn.launch.get("kernel_head_dims") is None
 
 
+def test_padded_head_dims_run_at_the_compiled_kernels_operand_traffic():
+    """A backward call at head dim 8 runs flash-attn 3's head-dim-64 kernel: its GEMMs read the
+    operands of the 64-wide shapes per FLOP, so at one clock its main kernel takes as long as
+    a head-dim-64 call's (it was 66 % slower when the narrow shape's bytes per FLOP were
+    charged on the padded work); and flash-attn 3 refuses the head-dim pairs it has no kernel
+    for."""
+    from perfsim.timing import TimingParams
+
+    h200 = perfsim.load_gpu("h200-sxm")
+    lock = TimingParams.for_gpu(h200, clock="datasheet")
+
+    def main_kernel(d):
+        w = perfsim.AttentionWorkload(batch=8, heads=16, seqlen_q=4096, causal=True,
+                                      head_dim=d, phase="bwd")
+        p = perfsim.predict(w, h200, "fa3", timing=lock)
+        return [k for k in p.kernels if k.cost.name == "fa3_bwd"][0].seconds
+
+    assert main_kernel(8) == pytest.approx(main_kernel(64), rel=0.10)
+    assert main_kernel(8) <= main_kernel(64)
+    for d, d_v in ((128, 192), (160, 96)):
+        w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=2048, head_dim=d, head_dim_v=d_v)
+        with pytest.raises(perfsim.InfeasibleError, match="head_dim_v"):
+            perfsim.predict(w, "h100-sxm5", "fa3")
+    w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=2048, head_dim=160, head_dim_v=128)
+    assert perfsim.predict(w, "h100-sxm5", "fa3").seconds > 0
+
+
 def test_flexattention_takes_its_architectures_tables():
     """``get_flex_attn_fwd_configs`` / ``get_flex_attn_bwd_configs`` pick a table by compute
     capability (torch's template_heuristics/triton.py): the H100 one on sm_90, the A100 one on

@@ -608,7 +608,15 @@ class FusedAttention(Algorithm):
             # stages; ASSUMED)
             launch = launch._replace(no_double_buffer=True)
             smem = self.bwd_smem_bytes(launch, dims)
-        ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
+        try:
+            ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
+        except InfeasibleError as exc:
+            if not self.bwd_smem_is_stand_in():
+                raise
+            raise InfeasibleError(
+                f"backward: {exc} (the {b_r} x {b_c} tile's shared memory taken as flash-attn "
+                "2's layout at one Q/dO stage: ASSUMED, this kernel's own was not compiled "
+                f"for {gpu.id})") from None
         v = dims.tile_visits(b_r, b_c)
         q_side = bh * v.kv_outer_rows          # (query row, key tile) pairs
         q_total = q_side * (e * (d + d_v) + 2 * STAT_BYTES)   # Q, dO, LSE, D

@@ -141,7 +141,7 @@ class FA3(FusedAttention):
 
     def kernel_head_dims(self, dims: Dims) -> tuple:
         """``(d, d_v)`` the compiled kernel runs at (``compiled_head_dims``): flash-attn 3's
-        kernel for ``max(d, d_v)``; flash_attn.cute's tile multiple (the backward's where the
+        kernel for ``d``; flash_attn.cute's tile multiple (the backward's where the
         kernel being built is not the forward); or the call's own. Symbolic dims run as
         themselves."""
         mode = self.compiled_head_dims
@@ -153,8 +153,9 @@ class FA3(FusedAttention):
                     <= max(FA3_HEAD_DIMS)):
                 step = CUTE_SM90_BWD_SWAPPED_MULTIPLE
             return cdiv(dims.d, step) * step, cdiv(dims.d_v, step) * step
-        widest = max(dims.d, dims.d_v)
-        k = next((h for h in FA3_HEAD_DIMS if h >= widest), widest)
+        # the kernel is chosen by the Q/K head dim; :meth:`check_masks` refuses the pairs
+        # flash-attn 3 does not take
+        k = next((h for h in FA3_HEAD_DIMS if h >= dims.d), dims.d)
         return k, (128 if k == 192 and dims.d_v <= 128 else k)
 
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
@@ -204,6 +205,31 @@ class FA3(FusedAttention):
         if dims.page_size and dims.bwd:
             raise InfeasibleError(f"{self.name}: a paged K/V cache is an inference path "
                                   "(no backward)")
+        self._check_head_dim_pair(dims)
+
+    def _check_head_dim_pair(self, dims: Dims) -> None:
+        """flash-attn 3 takes a value head dim other than the Q/K one only for Q/K in
+        (128, 192] with V in (96, 128] (its 192 x 128 kernel), or Q/K <= 64 with V <= 512
+        (its 64 x 512 kernel, not modelled here) (``hopper/flash_api.cpp``, ``mha_fwd``).
+
+        Raises:
+            InfeasibleError: another pair, or the 64 x 512 kernel's."""
+        if (self.compiled_head_dims != "flash-attn-3" or dims.symbolic
+                or dims.d == dims.d_v):
+            return
+        d, d_v = dims.d, dims.d_v
+        if 128 < d <= 192 and 96 < d_v <= 128:
+            return
+        if d <= 64 and d_v <= 64:
+            return
+        if d <= 64 and d_v <= 512:
+            raise InfeasibleError(
+                f"{self.name}: head_dim {d} with head_dim_v {d_v} runs flash-attn 3's 64 x 512 "
+                "kernel (hopper/flash_api.cpp), which perfsim does not model")
+        raise InfeasibleError(
+            f"{self.name}: flash-attn 3 takes a head_dim_v ({d_v}) other than head_dim ({d}) "
+            "only for head_dim in (128, 192] with head_dim_v in (96, 128], or head_dim <= 64 "
+            "with head_dim_v <= 512 (hopper/flash_api.cpp)")
 
     def kv_in_flight(self, dims: Dims, b_c):
         """TMA keeps ``stages`` K/V tiles in flight (the producer warpgroup's ring)."""

@@ -110,16 +110,22 @@ def load_sweep_config(path: str | Path) -> dict:
 
 
 def _algorithm(entry, path: Path) -> algorithms.Algorithm:
-    """A name, or a table ``{name = "fa2", block_m = 64}`` of options."""
+    """A name, or a table ``{name = "fa2", block_m = 64}`` of options — for an
+    implementation preset (``{name = "flash-attn-3", compiled_head_dims = "exact"}``) the
+    options of the configuration it runs, as ``perfsim predict --set`` takes them."""
+    from perfsim.implementations import Implementation
+
     if isinstance(entry, str):
         return resolve(entry)
     if not isinstance(entry, dict) or "name" not in entry:
         raise PerfsimError(f"{path}: an algorithms entry must be a name or a table with a "
                            f"name, got {entry!r}")
     options = dict(entry)
-    cls = type(resolve(options.pop("name")))
+    base = resolve(options.pop("name"))
+    if isinstance(base, Implementation):
+        return base.model_copy(update={"options": options}) if options else base
     try:
-        return cls(**options)
+        return type(base)(**options)
     except PerfsimError as exc:  # Algorithm.__init__: one line naming the option
         raise PerfsimError(f"{path}: {exc}") from None
 
