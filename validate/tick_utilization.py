@@ -34,7 +34,7 @@ def ratios() -> dict:
     """``{(impl, phase): tick / NVML}`` from the probe's documents."""
     out = {}
     for path in sorted(TICK.glob("*.json")):
-        for case in json.loads(path.read_text())["cases"]:
+        for case in json.loads(path.read_text()).get("cases", []):
             impl, _, phase = case["case"].rpartition("-")
             if case.get("status") == "ok" and impl in IMPLS and case.get("tick_over_nvml"):
                 out[(impl, phase)] = case["tick_over_nvml"]
