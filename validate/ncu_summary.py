@@ -30,7 +30,13 @@ METRICS = {
     "xu_pipe_pct": ("sm__pipe_xu_cycles_active.avg.pct_of_peak_sustained_active", 1.0),
     "issue_active_pct": ("smsp__issue_active.avg.pct_of_peak_sustained_active", 1.0),
     "warps_per_sm": ("sm__warps_active.avg.per_cycle_active", 1.0),
+    # every shared-memory wavefront, WGMMA's operand reads included (the counter's own
+    # description: LDS, LD, STSM, LDGSTS, HGMMA, ...), and the WGMMA, load and store shares
+    # (profiles from 2026-12-01 on; None in older ones)
     "smem_wavefronts": ("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum", 1.0),
+    "smem_wavefronts_gmma": ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_gmma.sum", 1.0),
+    "smem_wavefronts_ld": ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", 1.0),
+    "smem_wavefronts_st": ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum", 1.0),
     "dram_bytes": ("dram__bytes.sum", 1.0),
     "registers_per_thread": ("launch__registers_per_thread", 1.0),
     "instructions": ("sm__inst_executed.sum", 1.0),
