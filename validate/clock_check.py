@@ -81,18 +81,24 @@ def table(found: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m perfsim.validate.clock_check")
+def table_cli(prog: str, heading: str, make_table, argv=None) -> int:
+    """A markdown report's command line: ``heading`` and ``make_table()`` printed, and
+    written to ``--out`` too (this module's and ``tick_utilization``'s)."""
+    ap = argparse.ArgumentParser(prog=f"python -m perfsim.validate.{prog}")
     ap.add_argument("--out", help="write the table (markdown) here too")
     args = ap.parse_args(argv)
-    text = ("# Effective SM clock under sustained load (GHz)\n\n"
-            "Effective = 2 × the kernel's Nsight Compute SM cycles (B = 1, H·d = 4096, N = 4096) "
-            "/ the measured time of the external row with twice the work "
-            "(validate/clock_check.py).\n\n" + table(rows()))
+    text = heading + make_table()
     print(text)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
     return 0
+
+
+def main(argv=None) -> int:
+    return table_cli("clock_check", "# Effective SM clock under sustained load (GHz)\n\n"
+                     "Effective = 2 × the kernel's Nsight Compute SM cycles (B = 1, H·d = 4096, "
+                     "N = 4096) / the measured time of the external row with twice the work "
+                     "(validate/clock_check.py).\n\n", lambda: table(rows()), argv)
 
 
 if __name__ == "__main__":

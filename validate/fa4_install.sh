@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs flash-attn-4 (flash_attn.cute) into /tmp/site on the lent GPU machine, from the
-# copy of ../shared/device/flash-attn-4/ kept as .fa4/ (git-ignored). A run carries at most
+# Installs flash-attn-4 (flash_attn.cute) into /tmp/site on the lent GPU machine, from its
+# wheels and split CUDA-13 DSL tarball kept in a git-ignored .fa4/ (part-a/, part-b/ and
+# install-on-device.sh; not part of the repository). A run carries at most
 # 64 MiB with the working tree, so the files travel in three runs on the same warm machine:
 #   1. carry .fa4/install-on-device.sh and .fa4/part-a:  bash validate/fa4_install.sh stash-a
 #   2. carry .fa4/part-b/cu13.part.ab:                   bash validate/fa4_install.sh stash-b

@@ -15,7 +15,6 @@ work per cycle is off; the clock column how far the power model's clock is.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -81,17 +80,13 @@ def table(found: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m perfsim.validate.tick_utilization")
-    ap.add_argument("--out", help="write the table (markdown) here too")
-    args = ap.parse_args(argv)
-    text = ("# Tensor-pipe utilization per tick, measured and modelled (H200, catalog model)\n\n"
-            "Utilization = FLOPs / (time x 132 SMs x clock x 4096); measured at NVML's clock "
-            "times the tick probe's ratio for the implementation and phase "
-            "(validate/tick_utilization.py).\n\n" + table(rows()))
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-    return 0
+    from perfsim.validate.clock_check import table_cli
+
+    return table_cli(
+        "tick_utilization", "# Tensor-pipe utilization per tick, measured and modelled (H200, "
+        "catalog model)\n\nUtilization = FLOPs / (time x 132 SMs x clock x 4096); measured "
+        "at NVML's clock times the tick probe's ratio for the implementation and phase "
+        "(validate/tick_utilization.py).\n\n", lambda: table(rows()), argv)
 
 
 if __name__ == "__main__":
