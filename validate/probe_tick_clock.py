@@ -56,15 +56,9 @@ def _kernel():
     import triton
     import triton.language as tl
 
-    @triton.jit
-    def _gtimer(dummy):
-        return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [dummy],
-                                         dtype=tl.int64, is_pure=False, pack=1)
+    from perfsim.validate.probe_util import tick_readers
 
-    @triton.jit
-    def _clock(dummy):
-        return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l,r", [dummy],
-                                         dtype=tl.int64, is_pure=False, pack=1)
+    _gtimer, _clock = tick_readers()
 
     @triton.jit
     def tick_probe(out_ptr, max_samples, duration_ns, SPIN: tl.constexpr):

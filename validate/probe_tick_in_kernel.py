@@ -29,13 +29,9 @@ def _kernel():
     import triton
     import triton.language as tl
 
-    @triton.jit
-    def _read(dummy, WHICH: tl.constexpr):
-        if WHICH == 0:
-            return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [dummy],
-                                             dtype=tl.int64, is_pure=False, pack=1)
-        return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l,r", [dummy],
-                                         dtype=tl.int64, is_pure=False, pack=1)
+    from perfsim.validate.probe_util import tick_readers
+
+    _gtimer, _clock = tick_readers()
 
     @triton.jit
     def timed_dot_loop(A, B, Y, T, iters, BM: tl.constexpr, BN: tl.constexpr,
@@ -46,14 +42,14 @@ def _kernel():
         b = tl.load(B + rk[:, None] * BN + rn[None, :])
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         dummy = tl.program_id(0)
-        t0 = _read(dummy, 0)
-        c0 = _read(dummy, 1)
+        t0 = _gtimer(dummy)
+        c0 = _clock(dummy)
         for _ in range(iters):
             acc = tl.dot(a, b, acc)
         # the loop's result is needed before the second reading
         s = tl.sum(tl.sum(acc, axis=1), axis=0)
-        t1 = _read(dummy + (s > 1e30).to(tl.int32), 0)
-        c1 = _read(dummy + (s > 1e30).to(tl.int32), 1)
+        t1 = _gtimer(dummy + (s > 1e30).to(tl.int32))
+        c1 = _clock(dummy + (s > 1e30).to(tl.int32))
         tl.store(Y + pid * BM * BN + rm[:, None] * BN + rn[None, :], acc)
         tl.store(T + pid * 4 + 0, t0)
         tl.store(T + pid * 4 + 1, c0)

@@ -1,10 +1,32 @@
-"""What the microbenchmarks share: a back-to-back timing loop with NVML sampled beside it, and
-the JSON file every probe writes (torch and pynvml are imported inside the functions)."""
+"""What the microbenchmarks share: a back-to-back timing loop with NVML sampled beside it, the
+JSON file every probe writes, and the Triton readers of the SM's cycle counter and the global
+nanosecond timer (torch, triton and pynvml are imported inside the functions)."""
 
 from __future__ import annotations
 
 import json
 import time
+
+
+def tick_readers():
+    """``(globaltimer, clock64)``: Triton device functions ``f(dummy) -> int64`` reading
+    ``%globaltimer`` (ns) and ``%clock64`` (this SM's cycles); ``dummy`` is any int tensor
+    (make it depend on a result to order the read after it). Not pure: never merged or
+    hoisted."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def globaltimer(dummy):
+        return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [dummy],
+                                         dtype=tl.int64, is_pure=False, pack=1)
+
+    @triton.jit
+    def clock64(dummy):
+        return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l,r", [dummy],
+                                         dtype=tl.int64, is_pure=False, pack=1)
+
+    return globaltimer, clock64
 
 
 def nvml_handle():
