@@ -82,39 +82,35 @@ CUDNN_SM90_BWD_TILE = (64, 64)
 CUDNN_SM90_TILE_MULTIPLE = 128
 #: Head dims above which cuDNN's sm90 backward issues S and dP in both consumer warpgroups.
 CUDNN_SDP_TWICE_ABOVE = 128
-#: FlexAttention's forward tiles on sm_90, 16-bit inputs: (BLOCK_M, BLOCK_N, warps) for the
-#: head dims its table lists, looked up by the exact head dim, and the default for every
-#: other head dim up to 256 (``get_flex_attn_fwd_configs`` in
-#: ``torch/_inductor/template_heuristics/triton.py``: ``h100_default_flex_config.get((dtype,
-#: head_dim), FlexConfig(64, 64, 3, 4))``; torch 2.5-2.7 had the same table in
-#: ``kernel/flex_attention.py``). Other architectures: :data:`FLEX_FWD_CONFIGS`.
-FLEX_TILES = {64: (128, 128, 4), 128: (128, 64, 8), 256: (64, 32, 4)}
-FLEX_DEFAULT_TILE = (64, 64, 4)
-#: The same function's tables for the other architectures, 16-bit inputs: {head dim:
-#: (BLOCK_M, BLOCK_N, num_stages, num_warps)}, chosen by compute capability — at least 11.0
-#: ``sm_120_default_flex_config``, 10.x ``sm_100_default_flex_config``, 9.0 the H100 table
-#: above (:data:`FLEX_FWD_STAGES`), 8.x ``a100_default_flex_config`` — with
-#: ``FlexConfig(64, 64, 3, 4)`` for a head dim a table does not list (torch 2.13's source; the
-#: H200 runs confirm the sm_90 table with torch 2.11, the others are not measured).
+#: FlexAttention's forward tiles, 16-bit inputs, by architecture: {head dim: (BLOCK_M, BLOCK_N,
+#: num_stages, num_warps)}, looked up by the exact head dim, with
+#: :data:`FLEX_FWD_DEFAULT_CONFIG` for every other head dim up to :data:`FLEX_MAX_HEAD_DIM`
+#: (``get_flex_attn_fwd_configs`` in ``torch/_inductor/template_heuristics/triton.py``: by
+#: compute capability, at least 11.0 ``sm_120_default_flex_config``, 10.x
+#: ``sm_100_default_flex_config``, 9.0 ``h100_default_flex_config``, 8.x
+#: ``a100_default_flex_config``, each ``.get((dtype, head_dim), FlexConfig(64, 64, 3, 4))``;
+#: torch 2.13's source, and torch 2.5-2.7 had the sm_90 table in ``kernel/flex_attention.py``).
+#: The sm_90 entries are confirmed on the project's H200 with torch 2.11: their three K/V
+#: stages show in Nsight Compute as 115,712 / 132,096 / 230,400 / 132,096 B of shared memory
+#: per CTA at head dims 64 / 128 / 192 (the default tile at 256 wide) / 256 — Q plus three
+#: K/V tiles and a few KB of barriers — and 2 / 1 / 1 / 1 CTAs per SM
+#: (validate/reports/h200/probes/ncu/summary.json flex-fwd-d128, summary-flexfwd.json). The
+#: other architectures' are not measured.
 FLEX_FWD_CONFIGS = {
     "sm120": {64: (128, 64, 2, 4), 128: (128, 64, 2, 8), 256: (32, 64, 2, 4)},
     "sm100": {64: (128, 128, 3, 4), 128: (128, 64, 3, 8), 192: (128, 128, 1, 8),
               256: (64, 32, 3, 4)},
+    "sm90": {64: (128, 128, 3, 4), 128: (128, 64, 3, 8), 256: (64, 32, 3, 4)},
     "sm80": {64: (128, 64, 3, 4), 128: (128, 64, 3, 8), 192: (128, 32, 2, 8),
              256: (32, 64, 3, 4)},
 }
 FLEX_FWD_DEFAULT_CONFIG = (64, 64, 3, 4)
+#: The largest head dim those tables cover (the same function's ``head_dim <= 256`` branch).
+FLEX_MAX_HEAD_DIM = 256
 #: FlexAttention's forward skips the key bound check on its inner tiles only when both
 #: sequence lengths are multiples of 128 (``IS_DIVISIBLE`` in ``torch/_inductor/kernel/flex``:
 #: ``seq_len_q % 128 == 0 and seq_len_kv % 128 == 0``).
 FLEX_DIVISIBLE_MULTIPLE = 128
-#: FlexAttention's forward pipelines its K/V loads three deep (``num_stages = 3`` in every
-#: sm_90 entry of that table and in its default ``FlexConfig(64, 64, 3, 4)``). Nsight Compute
-#: on the H200 reads 115,712 / 132,096 / 230,400 / 132,096 B of shared memory per CTA at head
-#: dims 64 / 128 / 192 (the default tile at 256 wide) / 256 — Q plus three K/V tiles and a
-#: few KB of barriers — and 2 / 1 / 1 / 1 CTAs per SM (validate/reports/h200/probes/ncu/
-#: summary.json flex-fwd-d128, summary-flexfwd.json).
-FLEX_FWD_STAGES = 3
 #: The smallest head dim ``flex_attention`` accepts (its input validation).
 FLEX_MIN_HEAD_DIM = 16
 #: FlexAttention's backward on sm_90, 16-bit inputs, by head dim: (BLOCK_M1, BLOCK_N1, warps) of
@@ -125,15 +121,16 @@ FLEX_MIN_HEAD_DIM = 16
 #: ASSUMED as at d 64). Its dQ programs (BLOCK_M2 x BLOCK_N2) are separate CTAs of the same
 #: grid; perfsim charges their work to the dK/dV CTAs (``dq_recompute``).
 FLEX_BWD_TILES = {64: (64, 128, 8), 128: (64, 128, 8), 256: (64, 64, 4)}
-#: ... and on the other architectures (``get_flex_attn_bwd_configs``, torch 2.13's source:
+#: ... and by architecture (``get_flex_attn_bwd_configs``, torch 2.13's source:
 #: ``FlexBwDConfig(BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, num_stages, num_warps)`` by head dim
 #: h): sm_10x 64 x 128 with 4 warps up to 128, 64 x 64 with 8 warps up to 192, 64 x 64 with 4
 #: above; sm_8x, sm_11x and sm_12x 32 x 128 with 4 warps below 64, 64 x 64 with 4 from 64 on.
-#: Keyed by the largest head dim each covers (63: below 64); not measured.
+#: Keyed by the largest head dim each covers (63: below 64); not measured off sm_90.
 FLEX_BWD_CONFIGS = {
-    "sm100": {128: (64, 128, 4), 192: (64, 64, 8), 256: (64, 64, 4)},
-    "sm80": {63: (32, 128, 4), 256: (64, 64, 4)},
     "sm120": {63: (32, 128, 4), 256: (64, 64, 4)},
+    "sm100": {128: (64, 128, 4), 192: (64, 64, 8), 256: (64, 64, 4)},
+    "sm90": FLEX_BWD_TILES,
+    "sm80": {63: (32, 128, 4), 256: (64, 64, 4)},
 }
 
 
@@ -153,21 +150,16 @@ def flex_arch(gpu: GPUSpec) -> str | None:
 
 def flex_fwd_config(gpu: GPUSpec, head_dim: int) -> tuple[int, int, int, int]:
     """``(BLOCK_M, BLOCK_N, num_stages, num_warps)`` of FlexAttention's forward on ``gpu`` for
-    ``head_dim`` (:data:`FLEX_TILES` on sm_90, :data:`FLEX_FWD_CONFIGS` elsewhere)."""
-    arch = flex_arch(gpu)
-    if arch == "sm90":
-        m, n, warps = FLEX_TILES.get(head_dim, FLEX_DEFAULT_TILE)
-        return m, n, FLEX_FWD_STAGES, warps
-    return FLEX_FWD_CONFIGS.get(arch, {}).get(head_dim, FLEX_FWD_DEFAULT_CONFIG)
+    ``head_dim`` (:data:`FLEX_FWD_CONFIGS`)."""
+    return FLEX_FWD_CONFIGS.get(flex_arch(gpu), {}).get(head_dim, FLEX_FWD_DEFAULT_CONFIG)
 
 
 def flex_bwd_tile(gpu: GPUSpec, head_dim: int) -> tuple[int, int, int]:
-    """``(query rows, key rows, warps)`` of FlexAttention's dK/dV programs on ``gpu``:
-    :data:`FLEX_BWD_TILES` on sm_90 (read from the generated kernels), else
-    :data:`FLEX_BWD_CONFIGS`."""
-    arch = flex_arch(gpu)
-    table = FLEX_BWD_CONFIGS.get(arch) if arch != "sm90" else None
-    return _tile(table or FLEX_BWD_TILES, head_dim)
+    """``(query rows, key rows, warps)`` of FlexAttention's dK/dV programs on ``gpu``
+    (:data:`FLEX_BWD_CONFIGS`; sm_90's for an architecture without a table)."""
+    return _tile(FLEX_BWD_CONFIGS.get(flex_arch(gpu), FLEX_BWD_TILES), head_dim)
+
+
 #: FlexAttention's templates tile Q, K and V as ``[BLOCK, QK_HEAD_DIM_ROUNDED]`` and
 #: ``[BLOCK, V_HEAD_DIM_ROUNDED]``, the head dims rounded up to a power of two
 #: (``next_power_of_two`` in ``torch/_inductor/kernel/flex/common.py``; ``tl.arange(0,
@@ -460,8 +452,8 @@ def _flex(dims, gpu):
                          bound_checks="flex",
                          bound_check_unless_multiple=FLEX_DIVISIBLE_MULTIPLE,
                          num_splits=1, pack_gqa=False)
-    if hdim > max(FLEX_TILES):
-        raise InfeasibleError(f"head_dim {hdim} is above the largest ({max(FLEX_TILES)}) "
+    if hdim > FLEX_MAX_HEAD_DIM:
+        raise InfeasibleError(f"head_dim {hdim} is above the largest ({FLEX_MAX_HEAD_DIM}) "
                               "FlexAttention supports")
     block_m, block_n, stages, warps = flex_fwd_config(gpu, hdim)
     # the main template has no split-KV and no GQA packing (flex's short-query decoding

@@ -498,9 +498,10 @@ def test_flex_and_flash_presets_take_what_their_references_take():
     64 x 64 with 4 warps; it refuses head dims under 16; SDPA flash and flash-attn 2 take one
     head dim for Q, K and V; explain() names a padded kernel's head dim."""
     from perfsim.errors import InfeasibleError
-    from perfsim.implementations import FLEX_DEFAULT_TILE
+    from perfsim.implementations import FLEX_FWD_DEFAULT_CONFIG
 
-    for d, tile in ((64, (128, 128)), (72, FLEX_DEFAULT_TILE[:2]), (192, FLEX_DEFAULT_TILE[:2])):
+    for d, tile in ((64, (128, 128)), (72, FLEX_FWD_DEFAULT_CONFIG[:2]),
+                    (192, FLEX_FWD_DEFAULT_CONFIG[:2])):
         launch = perfsim.predict(big("fwd", d=d), "h200-sxm", "flex").kernels[0].cost.launch
         assert (launch["block_m"], launch["block_n"]) == tile, d
     with pytest.raises(InfeasibleError, match="at least 16"):
