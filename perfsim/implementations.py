@@ -202,9 +202,26 @@ TRITON_TUTORIAL_BWD_TILE = (32, 128, 4)
 #: asserts), and at 256 its fixed launch needs 295,936 B of shared memory per CTA, above the
 #: H200's 232,448 (Triton's out-of-resources error, validate/reports/h200-external/README.md).
 TRITON_TUTORIAL_BWD_MAX_HEAD_DIM = 128
-#: xFormers' memory-efficient forward kernel tile (kQueriesPerBlock x kKeysPerBlock) for
-#: 16-bit inputs on sm_80+ (xformers ``kernel_forward.h``, ``AttentionKernel``), 4 warps.
-EFFICIENT_TILE = (64, 64, 4)
+#: xFormers' memory-efficient forward kernels (PyTorch's ``mem_eff_attention/kernels/
+#: cutlassF.h``, 16-bit inputs, sm_80+), by the largest head dim each takes (its ``kMaxK``):
+#: ``(kQueriesPerBlock, kKeysPerBlock, warps)``, warps = the tile / (32 x 32) per warp
+#: (``kernel_forward.h``). Profiled at head dim 128 on the H200: the 64 x 128 kernel, block
+#: 32 x 8 (eight warps), 128 registers per thread, 53,248 B of shared memory (Nsight
+#: Compute, ``validate/reports/h200/probes/ncu/summary.json``, ``efficient-fwd-d128``).
+#: Above 128 the 32 x 128 kernel keeps its output in global memory between value-column
+#: passes (``gmem``); that round trip is not modelled.
+EFFICIENT_FWD_TILES = {64: (64, 64, 4), 128: (64, 128, 8), 65536: (32, 128, 4)}
+#: Registers per thread of the profiled forward and backward kernels (the same summary).
+EFFICIENT_REGISTERS = 128
+#: Its backward at head dims 65-128 where a CTA may take the 134,656 B it needs (sm_80 and
+#: sm_90 parts): ``fmha_cutlassB_bf16_aligned_128x128_k128_seqaligned_sm80``, 128 x 128 with
+#: 16 warps (512 threads) and one CTA per SM (Nsight Compute on the H200,
+#: ``efficient-bwd-d128``). Elsewhere (head dims up to 64 and above 128, or less shared
+#: memory) a 64 x 64 kernel with 4 warps is ASSUMED (``cutlassB.h`` lists 64 x 64 kernels for
+#: every ``kMaxK``; which one PyTorch picks was not profiled).
+EFFICIENT_BWD_TILE_D128 = (128, 128, 16)
+EFFICIENT_BWD_SMEM_D128 = 134_656
+EFFICIENT_BWD_TILE = (64, 64, 4)
 #: flash_attn.cute sm90 forward tiles by head dim (``interface.py`` ``_tile_size_fwd_sm90``;
 #: head dim 96 takes 192 x 128 when causal; head dim 192 takes 112 keys when the value head
 #: dim is above 128 and 96 with a window; head dim 256 takes 64 keys with a window).
@@ -500,12 +517,26 @@ def _one_query_token(dims) -> bool:
 
 
 def _efficient(dims, gpu):
-    block_m, block_n, warps = EFFICIENT_TILE
+    hdim = max(dims.d, dims.d_v)
+    block_m, block_n, warps = _lookup(EFFICIENT_FWD_TILES, hdim)
+    bwd = {}
+    if 64 < hdim <= 128 and gpu.smem_bytes_per_block >= EFFICIENT_BWD_SMEM_D128:
+        bwd_m, bwd_n, bwd_warps = EFFICIENT_BWD_TILE_D128
+        bwd["bwd_smem_per_cta"] = EFFICIENT_BWD_SMEM_D128
+    else:
+        bwd_m, bwd_n, bwd_warps = EFFICIENT_BWD_TILE
     # one CTA per (batch, head, query tile): no split-KV, no GQA packing (profiled grid
-    # [1, 32, 1] for B = 1, H = 32, one query token)
+    # [1, 32, 1] for B = 1, H = 32, one query token). Its census (Nsight Compute on the H200,
+    # efficient-fwd/bwd-d128): m16n8k8 HMMAs (CUTLASS's InstructionShape<16, 8, 8> for
+    # 16-bit inputs on sm_80: 8 HMMA per score element forward, 20 backward, twice SDPA
+    # flash's), an FSETP and two FMULs around each exp (built without fast math), the scale
+    # and the row max apart (FMUL, FADD), and its address arithmetic
+    # (softmax_costs.ADDRESS_ARITHMETIC)
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps,
-                     bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
-                     num_splits=1, pack_gqa=False)
+                     bwd_block_m=bwd_m, bwd_block_n=bwd_n, bwd_warps=bwd_warps,
+                     num_splits=1, pack_gqa=False, mma_k=8, fast_math=False,
+                     fused_scale=False, address_arithmetic="xformers",
+                     registers_per_thread=EFFICIENT_REGISTERS, **bwd)
 
 
 def _no_gqa(dims) -> None:

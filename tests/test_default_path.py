@@ -493,6 +493,48 @@ def test_flexattention_runs_its_dots_at_the_next_power_of_two_head_dim():
         compiled_head_dims="exact")).kernels[0].cost.hbm_bytes
 
 
+def test_memory_efficient_preset_runs_xformers_kernels_by_head_dim():
+    """SDPA's memory-efficient backend: the cutlassF kernel for the head dim (64 x 64 with 4
+    warps, 64 x 128 with 8, 32 x 128 with 4), the 128 x 128 backward with 16 warps at head
+    dims 65-128 where a CTA may take its 134,656 B, m16n8k8 MMAs and the census's address
+    arithmetic on every score element."""
+    from perfsim.algorithms import softmax_costs as sc
+    from perfsim.algorithms.fa2 import MMA_K8_OCCUPANCY
+
+    for d, tile in ((64, (64, 64)), (128, (64, 128)), (256, (32, 128))):
+        cost = perfsim.predict(big("fwd", d=d), "h200-sxm", "sdpa-efficient").kernels[0].cost
+        assert (cost.launch["block_m"], cost.launch["block_n"]) == tile, d
+    p = perfsim.predict(big("fwd"), "h200-sxm", "sdpa-efficient")
+    cost = p.kernels[0].cost
+    assert cost.warps_per_cta == 8 and cost.registers_per_thread == 128
+    elems = cost.launch["tiles"] * 64 * 128
+    alu, fma = sc.ADDRESS_ARITHMETIC["xformers"]["fwd"]
+    assert cost.terms["alu/integer and predicate arithmetic (census)"] == \
+        pytest.approx(elems * alu)
+    assert cost.terms["fp32/integer multiply-adds (census)"] == \
+        pytest.approx(elems * sc.FMA_SLOTS * fma)
+    # m16n8k8 keeps the tensor pipe longer per FLOP; the FLOPs stay the same
+    assert cost.sm_demand()["tensor"] == pytest.approx(cost.tensor_flops * MMA_K8_OCCUPANCY)
+    bwd = perfsim.predict(big("bwd"), "h200-sxm", "sdpa-efficient").kernels[1].cost
+    assert (bwd.launch["block_m"], bwd.launch["block_n"], bwd.warps_per_cta) == (128, 128, 16)
+    assert bwd.smem_bytes_per_cta == 134_656 and bwd.ctas_per_sm == 1
+    # a consumer part's 99 KB per CTA cannot hold it: the 64 x 64 kernel
+    small = perfsim.predict(big("bwd"), "rtx-4090", "sdpa-efficient").kernels[1].cost
+    assert (small.launch["block_m"], small.launch["block_n"]) == (64, 64)
+
+
+def test_mma_k8_and_address_arithmetic_slow_a_kernel_without_changing_its_flops():
+    w = big("fwd")
+    plain = perfsim.predict(w, "a100-sxm4-80gb", FA2())
+    k8 = perfsim.predict(w, "a100-sxm4-80gb", FA2(mma_k=8))
+    census = perfsim.predict(w, "a100-sxm4-80gb", FA2(address_arithmetic="xformers"))
+    assert k8.counts.tensor_flops == plain.counts.tensor_flops
+    assert k8.seconds > plain.seconds and census.seconds > plain.seconds
+    assert census.counts.alu_ops > plain.counts.alu_ops
+    with pytest.raises(ValueError):
+        FA2(mma_k=4)
+
+
 def test_flex_and_flash_presets_take_what_their_references_take():
     """FlexAttention's forward tile is its table's for the exact head dim, else its default
     64 x 64 with 4 warps; it refuses head dims under 16; SDPA flash and flash-attn 2 take one

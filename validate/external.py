@@ -133,6 +133,10 @@ HOLDOUTS = {
     "external-holdout18": "head dims between the compiled ones (88-232), most above 128; "
                           "frozen for flash_attn.cute's and flash-attn 3's compiled head "
                           "dims (cute's backward rounds 129-256 up to a multiple of 64)",
+    "external-holdout19": "SDPA's memory-efficient kernel beside SDPA flash: head dims "
+                          "64-160, short query blocks against long caches, fp16; frozen "
+                          "for xFormers' tiles by head dim, its m16n8k8 MMAs and its "
+                          "address arithmetic",
 }
 
 

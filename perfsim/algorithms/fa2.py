@@ -111,6 +111,11 @@ REFERENCE_FWD_SPILL_BYTES = {64: (0.0, 128.2), 96: (0.0, 28.0), 128: (0.0, 118.7
 #: 1.44-1.48 times against 0.41-0.92. Profiled on the H200 only; used on every GPU (A100's
 #: single-buffered 256 variant included: ASSUMED).
 REFERENCE_BWD_NO_PREFETCH = frozenset({256})
+#: Tensor-pipe time per FLOP of ``mma.sync`` with the ``m16n8k8`` shape against ``m16n8k16``:
+#: the H200 runs bf16 ``m16n8k16`` at 2729.9 FLOP/clk/SM and ``m16n8k8`` at 2031.6 (16-32
+#: warps per SM; ``hardware/probes/mma_sync_throughput-h200.txt``, a register-only loop, no
+#: attention): 1.344. Measured on the H200 only; ASSUMED on every GPU.
+MMA_K8_OCCUPANCY = 2729.9 / 2031.6
 #: ``compiled_head_dims`` values that mean flash-attn 2's own code (its compiled facts apply)
 FLASH_ATTN_CODE = ("flash-attn", "pytorch")
 
@@ -179,6 +184,13 @@ class FusedAttention(Algorithm):
             skipped (FlexAttention: 128, its ``IS_DIVISIBLE``); ``None`` (default): the
             phase's own tile, ``N_q % B_r`` and ``N_k % B_c`` (flash-attn 2's
             ``is_even_MN``).
+        address_arithmetic: whose census of integer and predicate arithmetic per score
+            element the kernels issue beside the softmax (``softmax_costs.ADDRESS_ARITHMETIC``:
+            ``"xformers"``), or ``"none"`` (default: left uncounted, a few per cent of the
+            issue of flash-attn 2's kernels).
+        mma_k: the K of the ``mma.sync`` instruction shape: 16 (``m16n8k16``, default) or 8
+            (``m16n8k8``, xFormers' CUTLASS kernels), which keeps the tensor pipe
+            :data:`MMA_K8_OCCUPANCY` times as long per FLOP.
     """
 
     name: ClassVar[str] = "fused"
@@ -204,6 +216,8 @@ class FusedAttention(Algorithm):
     scale_multiplies: int | None = Field(default=None, ge=0, le=4)
     bound_checks: Literal["none", "flash-attn", "cudnn", "flex"] = "none"
     bound_check_unless_multiple: int | None = Field(default=None, ge=1)
+    address_arithmetic: Literal["none", "xformers"] = "none"
+    mma_k: Literal[8, 16] = 16
 
     _splits = field_validator("num_splits", mode="before")(
         classmethod(lambda cls, v: check_num_splits(v)))
@@ -432,6 +446,7 @@ class FusedAttention(Algorithm):
         }
         terms["alu/mask"] = bh * v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE
         terms.update(self.bound_check_terms("fwd", dims, elems, b_r, b_c))
+        terms.update(self.address_terms("fwd", elems))
         if dims.dropout_p:
             terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
         terms.update(mask_extras(dims, v, bh, dkv))
@@ -447,7 +462,7 @@ class FusedAttention(Algorithm):
                              self.lpt_scheduling)
         # a CTA's edges: its Q tile and first K/V tile in, its O tile out
         edge = e * b_r * (dims.d + dims.d_v) + ekv * b_c * dkv
-        return KernelCost.of(
+        cost = KernelCost.of(
             f"{self.name}_fwd", terms, grid=v.q_tiles * bh, tiled=True, ctas_per_sm=ctas,
             edge_bytes=edge, persistent=self.persistent_grid(),
             gemms=self.fwd_gemms(dims, b_r, b_c, warps),
@@ -461,7 +476,8 @@ class FusedAttention(Algorithm):
             launch={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
                    "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail,
                    "packed_heads": dims.group, **self._padded_head_dims(dims)},
-        ).padded(tail, fixed=self._fwd_row_work(dims))
+        )
+        return self.mma_shape(cost.padded(tail, fixed=self._fwd_row_work(dims)))
 
     def _fwd_row_work(self, dims: Dims) -> dict:
         """Forward work done once per query row, whatever the keys it visits (O normalised,
@@ -586,6 +602,26 @@ class FusedAttention(Algorithm):
             out["fp32/bound checks, every tile"] = elems * sc.FMA_SLOTS * fma * checked
         return out
 
+    def address_terms(self, phase: str, elems) -> dict:
+        """The integer and predicate arithmetic of ``address_arithmetic``'s census:
+        ``softmax_costs.ADDRESS_ARITHMETIC`` ALU and FMA-pipe lane instructions per score
+        element of the padded tiles (``elems``). Empty for ``"none"``."""
+        if self.address_arithmetic == "none":
+            return {}
+        alu, fma = sc.ADDRESS_ARITHMETIC[self.address_arithmetic][phase]
+        return {"alu/integer and predicate arithmetic (census)": elems * alu,
+                "fp32/integer multiply-adds (census)": elems * sc.FMA_SLOTS * fma}
+
+    def mma_shape(self, cost: KernelCost) -> KernelCost:
+        """``cost`` with its tensor-pipe work stretched by :data:`MMA_K8_OCCUPANCY` for the
+        ``m16n8k8`` shape (its FLOPs unchanged; the power model charges the stretch as it
+        charges zero padding); unchanged for ``m16n8k16``."""
+        if self.mma_k == 16:
+            return cost
+        demand = dict(cost.sm_demand())
+        demand["tensor"] = demand["tensor"] * MMA_K8_OCCUPANCY
+        return replace(cost, executed=demand)
+
     def _backward(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         launch = self.bwd_launch(dims, gpu)
         b_r, b_c, warps, atoms = launch.block_m, launch.block_n, launch.warps, launch.atoms
@@ -678,6 +714,7 @@ class FusedAttention(Algorithm):
             terms[s_term] = 2 * elems * d
             terms[dp_term] = 2 * elems * d_v
         terms.update(self.bound_check_terms("bwd", dims, elems, b_r, b_c))
+        terms.update(self.address_terms("bwd", elems))
         if not isinstance(staging, (int, float)) or staging:
             terms["smem_read/dQ partial (TMA reduce)"] = staging
             terms["smem_write/dQ partial (TMA reduce)"] = staging
@@ -702,7 +739,7 @@ class FusedAttention(Algorithm):
             launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas,
                     **self._padded_head_dims(dims)},
         )
-        out = [pre, main, KernelCost.of(
+        out = [pre, self.mma_shape(main), KernelCost.of(
             f"{self.name}_bwd_convert_dq",
             {"hbm_read/fp32 dQ": FP32_BYTES * rows * d, "hbm_write/dQ": e * rows * d},
             grid=cdiv(rows, 128), warps_per_cta=4)]

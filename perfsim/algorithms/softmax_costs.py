@@ -140,3 +140,28 @@ FUSED_SOFTMAX_ALU_OPS = 1
 #: Softmax backward ``dS = P ∘ (dP − rowsum(dP ∘ P))``: multiply, sum, subtract, multiply
 #: (FMA-pipe instructions).
 SOFTMAX_BWD_FMA_OPS = 4
+
+#: Integer and predicate arithmetic a kernel issues per score element (address computation,
+#: loop and bound predicates, register moves) beyond the softmax counted above, by the code
+#: that runs it (``FusedAttention.address_arithmetic``): ``{phase: (ALU-pipe, FMA-pipe lane
+#: instructions per score element)}``. Every other kernel leaves it uncounted: flash-attn 2's
+#: census has ~1.5 such instructions per score (MOV, IADD3, LEA, IMAD), a few per cent of its
+#: issue. xFormers' CUTLASS kernels (SDPA's memory-efficient backend) issue ten to twenty times
+#: that. Census (Nsight Compute on the H200, torch 2.11, B = 1, H = 32, N = 4096, d = 128,
+#: ``validate/reports/h200/probes/ncu/summary.json``, ``efficient-fwd-d128`` /
+#: ``efficient-bwd-d128``), per score element of the call:
+#:
+#: - forward (``fmha_cutlassF_bf16_aligned_64x128_rf_sm80``): ALU pipe LOP3 2.98, ISETP 2.81,
+#:   PLOP3 2.16, MOV 1.16, CS2R 0.80, LEA 0.76, P2R 0.66, VIADD 0.64, SEL 0.56, IADD3 0.54,
+#:   SHF 0.44, PRMT 0.26 (13.75); FMA pipe IMAD 4.62;
+#: - backward (``fmha_cutlassB_bf16_aligned_128x128_k128_seqaligned_sm80``): ALU pipe LOP3
+#:   5.40, ISETP 5.02, IADD3 3.91, SHF 3.77, VIADD 2.70, MOV 2.67, LEA 2.41, CS2R 2.16, SEL
+#:   1.50, PLOP3 0.41, PRMT 0.14 (30.07); FMA pipe IMAD 11.19.
+#:
+#: The profile's pipe loads agree: FMA pipe 14.9 % and ALU pipe 36.3 % busy over the forward's
+#: 2.87 M cycles against 13 % and 33 % from these counts and the softmax's. One head dim
+#: profiled: the 64 x 64 and 32 x 128 kernels (other head dims) and the 64 x 64 backward are
+#: ASSUMED to issue the same per score element; used on every GPU (the same sm80 code).
+ADDRESS_ARITHMETIC = {
+    "xformers": {"fwd": (13.75, 4.62), "bwd": (30.07, 11.19)},
+}
