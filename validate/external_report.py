@@ -40,9 +40,9 @@ PRESETS = {"sdpa_flash": "sdpa-flash", "sdpa_cudnn": "sdpa-cudnn",
 #: calibrated profile (``perfsim calibrate``) measured its rates per NVML clock: its clock is
 #: compared with NVML's reading as it is.
 TENSOR_TICK_OVER_NVML = 0.908
-#: Implementations whose model is known not to describe the kernel (said in the report).
-NOT_MODELLED = {"sdpa_efficient": "xFormers' kernel: FA2 loop order, but not FA2's "
-                "efficiency (no mechanism for its ~2x gap)"}
+#: Implementations whose model is known to miss part of the kernel (said in the report).
+NOT_MODELLED = {"sdpa_efficient": "xFormers' kernel: its backward's latency-bound issue "
+                "is not modelled"}
 
 
 def load_rows(path: Path) -> list[dict]:
