@@ -211,6 +211,11 @@ TRITON_TUTORIAL_BWD_MAX_HEAD_DIM = 128
 #: Above 128 the 32 x 128 kernel keeps its output in global memory between value-column
 #: passes (``gmem``); that round trip is not modelled.
 EFFICIENT_FWD_TILES = {64: (64, 64, 4), 128: (64, 128, 8), 65536: (32, 128, 4)}
+#: Their shared memory per CTA as compiled (Nsight Compute on the H200: 19,968 B for
+#: ``64x64_rf`` in ``efficient-bwd-d64``'s forward, 53,248 B for ``64x128_rf``, 52,224 B for
+#: ``32x128_gmem`` at head dims 192 and 256; ``summary.json`` and ``summary-efficient.json``,
+#: the last two profiled after hold-out 19 was measured): the same sm80 code on every GPU.
+EFFICIENT_FWD_SMEM = {64: 19_968, 128: 53_248, 65536: 52_224}
 #: Registers per thread of the profiled forward and backward kernels (the same summary).
 EFFICIENT_REGISTERS = 128
 #: Its backward at head dims 65-128 where a CTA may take the 134,656 B it needs (sm_80 and
@@ -519,6 +524,7 @@ def _one_query_token(dims) -> bool:
 def _efficient(dims, gpu):
     hdim = max(dims.d, dims.d_v)
     block_m, block_n, warps = _lookup(EFFICIENT_FWD_TILES, hdim)
+    fwd_smem = _lookup(EFFICIENT_FWD_SMEM, hdim)
     bwd = {}
     if 64 < hdim <= 128 and gpu.smem_bytes_per_block >= EFFICIENT_BWD_SMEM_D128:
         bwd_m, bwd_n, bwd_warps = EFFICIENT_BWD_TILE_D128
@@ -535,6 +541,7 @@ def _efficient(dims, gpu):
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps,
                      bwd_block_m=bwd_m, bwd_block_n=bwd_n, bwd_warps=bwd_warps,
                      num_splits=1, pack_gqa=False, mma_k=8, fast_math=False,
+                     fwd_smem_per_cta=fwd_smem,
                      fused_scale=False, address_arithmetic="xformers",
                      registers_per_thread=EFFICIENT_REGISTERS, **bwd)
 

@@ -521,6 +521,9 @@ def test_memory_efficient_preset_runs_xformers_kernels_by_head_dim():
     # a consumer part's 99 KB per CTA cannot hold it: the 64 x 64 kernel
     small = perfsim.predict(big("bwd"), "rtx-4090", "sdpa-efficient").kernels[1].cost
     assert (small.launch["block_m"], small.launch["block_n"]) == (64, 64)
+    # the forward takes its compiled 52 KB at head dim 256 there, as on the H200
+    wide = perfsim.predict(big("fwd", d=256), "rtx-4090", "sdpa-efficient").kernels[0].cost
+    assert wide.smem_bytes_per_cta == 52_224
 
 
 def test_mma_k8_and_address_arithmetic_slow_a_kernel_without_changing_its_flops():

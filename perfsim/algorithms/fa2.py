@@ -827,6 +827,9 @@ class FA2(FusedAttention):
         bwd_smem_per_cta: shared memory per backward CTA as compiled (bytes; a compiled-kernel
             fact for Triton kernels, whose pipelining stages decide it); ``None``: flash-attn
             2's kernel traits.
+        fwd_smem_per_cta: shared memory per forward CTA as compiled (bytes; a compiled-kernel
+            fact read from a profile, e.g. xFormers' kernels); ``None``: the Q tile and the
+            K/V stages (:meth:`_fwd_smem_bytes`).
         compiled_head_dims: which head dims have a compiled kernel; a call runs the smallest
             at least ``max(d, d_v)`` — its MMAs, shared-memory tiles and launch table that
             wide, its HBM traffic at the true head dims, its register spills and warp cycle
@@ -863,6 +866,7 @@ class FA2(FusedAttention):
     #: at most CUDA's 512 KiB of local memory per thread
     bwd_spill_bytes: float | None = Field(default=None, ge=0, le=512 * 1024)
     bwd_smem_per_cta: int | None = Field(default=None, ge=0)
+    fwd_smem_per_cta: int | None = Field(default=None, ge=0)
     fwd_stages: int = Field(default=1, ge=1, le=8)
     compiled_head_dims: Literal["flash-attn", "pytorch", "power-of-two", "exact"] = "flash-attn"
     bound_checks: Literal["none", "flash-attn", "cudnn", "flex"] = "flash-attn"
@@ -910,6 +914,13 @@ class FA2(FusedAttention):
                 and max(self.kernel_head_dims(dims)) in REFERENCE_BWD_NO_PREFETCH):
             return 0
         return OPERAND_PREFETCH_DEPTH
+
+    def _fwd_smem_bytes(self, dims: Dims, gpu: GPUSpec, b_r, b_c, kd, kd_v):
+        """Shared memory per forward CTA: ``fwd_smem_per_cta`` where given, else the Q tile
+        and the K/V stages (``FusedAttention._fwd_smem_bytes``)."""
+        if self.fwd_smem_per_cta is not None and not dims.symbolic:
+            return self.fwd_smem_per_cta
+        return super()._fwd_smem_bytes(dims, gpu, b_r, b_c, kd, kd_v)
 
     def registers(self, gpu: GPUSpec, warps: int) -> int:
         """32-bit registers per thread (for occupancy): the ``registers_per_thread`` option."""
