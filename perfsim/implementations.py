@@ -21,9 +21,9 @@ name                    what runs (and the perfsim configuration)
                         backward tile its kernel name shows; elsewhere the FA2 algorithm on
                         ``mma.sync`` (on Blackwell too: perfsim has no cuDNN sm100 model)
 ``sdpa-efficient``      ``SDPBackend.EFFICIENT_ATTENTION``: xFormers' CUTLASS memory-efficient
-                        kernel (``mma.sync``, 64 x 64 tiles; ``kernel_forward.h``) → ``FA2``
-                        with those tiles (its loop order is FA2's; its efficiency is not:
-                        the H200 validation shows it ~2x slower than this model)
+                        kernels (``cutlassF.h``/``cutlassB.h``) → ``FA2`` with their tiles
+                        by head dim, ``m16n8k8`` MMAs and the address arithmetic of their
+                        instruction census (its backward's latency-bound issue not modelled)
 ``sdpa-math``, ``eager``  the math backend / eager code: one PyTorch kernel per step →
                         ``Standard`` (math: scale folded into Q and K; eager: separate scale)
 ``flex``                ``torch.compile(flex_attention)``: a Triton template with FA2's loop
