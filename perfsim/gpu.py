@@ -227,6 +227,7 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "cta_wave_overhead_s": (0, 1e-3, "s (0 to 1 ms)"),
     "spill_reload_bandwidth_bytes_per_s": (1e6, 1e14, "bytes/s (1 MB/s to 100 TB/s)"),
     "tensor_sustained_fraction": (0.01, 1, "(a share of the per-clock tensor rate)"),
+    "mma_sync_k8_fraction": (0.01, 1, "(a share of the mma.sync rate)"),
     "l2_usable_fraction": (0.001, 1, "(a share of l2_bytes)"),
 }
 
@@ -400,6 +401,11 @@ class GPUSpec(BaseModel):
         "not measured. The timing model scales the native family's rates by it "
         "(perfsim.timing.rates); a calibrated profile's tensor rates are measured already and "
         "carry 1.0")
+    mma_sync_k8_fraction: float = Field(
+        default=1.0, gt=0, le=1, description="FLOP rate of mma.sync with the m16n8k8 shape "
+        "(xFormers' CUTLASS kernels) as a share of ``mma_sync_flops_per_clk_per_sm`` "
+        "(m16n8k16): the tensor pipe is busy 1 / this as long per FLOP; 1.0 where the shapes "
+        "run alike")
     features: GPUFeatures
     power: PowerSpec | None = Field(
         default=None, description="board power model (perfsim.power): the sustained SM clock "

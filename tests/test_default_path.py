@@ -499,7 +499,6 @@ def test_memory_efficient_preset_runs_xformers_kernels_by_head_dim():
     dims 65-128 where a CTA may take its 134,656 B, m16n8k8 MMAs and the census's address
     arithmetic on every score element."""
     from perfsim.algorithms import softmax_costs as sc
-    from perfsim.algorithms.fa2 import MMA_K8_OCCUPANCY
 
     for d, tile in ((64, (64, 64)), (128, (64, 128)), (256, (32, 128))):
         cost = perfsim.predict(big("fwd", d=d), "h200-sxm", "sdpa-efficient").kernels[0].cost
@@ -514,7 +513,10 @@ def test_memory_efficient_preset_runs_xformers_kernels_by_head_dim():
     assert cost.terms["fp32/integer multiply-adds (census)"] == \
         pytest.approx(elems * sc.FMA_SLOTS * fma)
     # m16n8k8 keeps the tensor pipe longer per FLOP; the FLOPs stay the same
-    assert cost.sm_demand()["tensor"] == pytest.approx(cost.tensor_flops * MMA_K8_OCCUPANCY)
+    h200 = perfsim.load_gpu("h200-sxm")
+    assert h200.mma_sync_k8_fraction == pytest.approx(2031.6 / 2729.9, rel=1e-6)
+    assert cost.sm_demand()["tensor"] == pytest.approx(cost.tensor_flops
+                                                       / h200.mma_sync_k8_fraction)
     bwd = perfsim.predict(big("bwd"), "h200-sxm", "sdpa-efficient").kernels[1].cost
     assert (bwd.launch["block_m"], bwd.launch["block_n"], bwd.warps_per_cta) == (128, 128, 16)
     assert bwd.smem_bytes_per_cta == 134_656 and bwd.ctas_per_sm == 1
@@ -536,6 +538,11 @@ def test_mma_k8_and_address_arithmetic_slow_a_kernel_without_changing_its_flops(
     assert census.counts.alu_ops > plain.counts.alu_ops
     with pytest.raises(ValueError):
         FA2(mma_k=4)
+    with pytest.raises(ValueError, match="mma.sync shape"):
+        FA2(tensor_family="wgmma", mma_k=8)
+    # a GPU whose two shapes run alike: no stretch
+    same = perfsim.load_gpu("a100-sxm4-80gb").replace(mma_sync_k8_fraction=1.0, id="k8-same")
+    assert perfsim.predict(w, same, FA2(mma_k=8)).seconds == pytest.approx(plain.seconds)
 
 
 def test_flex_and_flash_presets_take_what_their_references_take():

@@ -111,11 +111,6 @@ REFERENCE_FWD_SPILL_BYTES = {64: (0.0, 128.2), 96: (0.0, 28.0), 128: (0.0, 118.7
 #: 1.44-1.48 times against 0.41-0.92. Profiled on the H200 only; used on every GPU (A100's
 #: single-buffered 256 variant included: ASSUMED).
 REFERENCE_BWD_NO_PREFETCH = frozenset({256})
-#: Tensor-pipe time per FLOP of ``mma.sync`` with the ``m16n8k8`` shape against ``m16n8k16``:
-#: the H200 runs bf16 ``m16n8k16`` at 2729.9 FLOP/clk/SM and ``m16n8k8`` at 2031.6 (16-32
-#: warps per SM; ``hardware/probes/mma_sync_throughput-h200.txt``, a register-only loop, no
-#: attention): 1.344. Measured on the H200 only; ASSUMED on every GPU.
-MMA_K8_OCCUPANCY = 2729.9 / 2031.6
 #: ``compiled_head_dims`` values that mean flash-attn 2's own code (its compiled facts apply)
 FLASH_ATTN_CODE = ("flash-attn", "pytorch")
 
@@ -188,9 +183,6 @@ class FusedAttention(Algorithm):
             element the kernels issue beside the softmax (``softmax_costs.ADDRESS_ARITHMETIC``:
             ``"xformers"``), or ``"none"`` (default: left uncounted, a few per cent of the
             issue of flash-attn 2's kernels).
-        mma_k: the K of the ``mma.sync`` instruction shape: 16 (``m16n8k16``, default) or 8
-            (``m16n8k8``, xFormers' CUTLASS kernels), which keeps the tensor pipe
-            :data:`MMA_K8_OCCUPANCY` times as long per FLOP.
     """
 
     name: ClassVar[str] = "fused"
@@ -217,7 +209,6 @@ class FusedAttention(Algorithm):
     bound_checks: Literal["none", "flash-attn", "cudnn", "flex"] = "none"
     bound_check_unless_multiple: int | None = Field(default=None, ge=1)
     address_arithmetic: Literal["none", "xformers"] = "none"
-    mma_k: Literal[8, 16] = 16
 
     _splits = field_validator("num_splits", mode="before")(
         classmethod(lambda cls, v: check_num_splits(v)))
@@ -477,7 +468,7 @@ class FusedAttention(Algorithm):
                    "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail,
                    "packed_heads": dims.group, **self._padded_head_dims(dims)},
         )
-        return self.mma_shape(cost.padded(tail, fixed=self._fwd_row_work(dims)))
+        return self.mma_shape(cost.padded(tail, fixed=self._fwd_row_work(dims)), gpu)
 
     def _fwd_row_work(self, dims: Dims) -> dict:
         """Forward work done once per query row, whatever the keys it visits (O normalised,
@@ -612,15 +603,10 @@ class FusedAttention(Algorithm):
         return {"alu/integer and predicate arithmetic (census)": elems * alu,
                 "fp32/integer multiply-adds (census)": elems * sc.FMA_SLOTS * fma}
 
-    def mma_shape(self, cost: KernelCost) -> KernelCost:
-        """``cost`` with its tensor-pipe work stretched by :data:`MMA_K8_OCCUPANCY` for the
-        ``m16n8k8`` shape (its FLOPs unchanged; the power model charges the stretch as it
-        charges zero padding); unchanged for ``m16n8k16``."""
-        if self.mma_k == 16:
-            return cost
-        demand = dict(cost.sm_demand())
-        demand["tensor"] = demand["tensor"] * MMA_K8_OCCUPANCY
-        return replace(cost, executed=demand)
+    def mma_shape(self, cost: KernelCost, gpu: GPUSpec) -> KernelCost:
+        """``cost`` as its MMA instruction shape runs it on ``gpu``: unchanged here (FA2's
+        ``mma_k`` option stretches the tensor-pipe work of ``m16n8k8``)."""
+        return cost
 
     def _backward(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         launch = self.bwd_launch(dims, gpu)
@@ -739,7 +725,7 @@ class FusedAttention(Algorithm):
             launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas,
                     **self._padded_head_dims(dims)},
         )
-        out = [pre, self.mma_shape(main), KernelCost.of(
+        out = [pre, self.mma_shape(main, gpu), KernelCost.of(
             f"{self.name}_bwd_convert_dq",
             {"hbm_read/fp32 dQ": FP32_BYTES * rows * d, "hbm_write/dQ": e * rows * d},
             grid=cdiv(rows, 128), warps_per_cta=4)]
@@ -827,6 +813,9 @@ class FA2(FusedAttention):
         bwd_smem_per_cta: shared memory per backward CTA as compiled (bytes; a compiled-kernel
             fact for Triton kernels, whose pipelining stages decide it); ``None``: flash-attn
             2's kernel traits.
+        mma_k: the K of the ``mma.sync`` instruction shape: 16 (``m16n8k16``, default) or 8
+            (``m16n8k8``, xFormers' CUTLASS kernels), whose FLOPs keep the tensor pipe
+            ``1 / GPUSpec.mma_sync_k8_fraction`` times as long; ``mma_sync`` kernels only.
         fwd_smem_per_cta: shared memory per forward CTA as compiled (bytes; a compiled-kernel
             fact read from a profile, e.g. xFormers' kernels); ``None``: the Q tile and the
             K/V stages (:meth:`_fwd_smem_bytes`).
@@ -867,6 +856,16 @@ class FA2(FusedAttention):
     bwd_spill_bytes: float | None = Field(default=None, ge=0, le=512 * 1024)
     bwd_smem_per_cta: int | None = Field(default=None, ge=0)
     fwd_smem_per_cta: int | None = Field(default=None, ge=0)
+    mma_k: Literal[8, 16] = 16
+
+    @field_validator("mma_k")
+    @classmethod
+    def _k8_is_mma_sync(cls, v, info):
+        family = info.data.get("tensor_family", "mma_sync")
+        if v == 8 and family != "mma_sync":
+            raise ValueError(f"mma_k=8 is an mma.sync shape; tensor_family is {family!r} "
+                             "(allowed with mma_k=8: 'mma_sync')")
+        return v
     fwd_stages: int = Field(default=1, ge=1, le=8)
     compiled_head_dims: Literal["flash-attn", "pytorch", "power-of-two", "exact"] = "flash-attn"
     bound_checks: Literal["none", "flash-attn", "cudnn", "flex"] = "flash-attn"
@@ -914,6 +913,16 @@ class FA2(FusedAttention):
                 and max(self.kernel_head_dims(dims)) in REFERENCE_BWD_NO_PREFETCH):
             return 0
         return OPERAND_PREFETCH_DEPTH
+
+    def mma_shape(self, cost: KernelCost, gpu: GPUSpec) -> KernelCost:
+        """``cost`` with its tensor-pipe work stretched by ``1 / gpu.mma_sync_k8_fraction``
+        for the ``m16n8k8`` shape (its FLOPs unchanged; the power model charges the stretch
+        as it charges zero padding); unchanged for ``m16n8k16``."""
+        if self.mma_k == 16:
+            return cost
+        demand = dict(cost.sm_demand())
+        demand["tensor"] = demand["tensor"] / gpu.mma_sync_k8_fraction
+        return replace(cost, executed=demand)
 
     def _fwd_smem_bytes(self, dims: Dims, gpu: GPUSpec, b_r, b_c, kd, kd_v):
         """Shared memory per forward CTA: ``fwd_smem_per_cta`` where given, else the Q tile
