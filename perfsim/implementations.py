@@ -216,17 +216,24 @@ EFFICIENT_FWD_TILES = {64: (64, 64, 4), 128: (64, 128, 8), 65536: (32, 128, 4)}
 #: ``32x128_gmem`` at head dims 192 and 256; ``summary.json`` and ``summary-efficient.json``,
 #: the last two profiled after hold-out 19 was measured): the same sm80 code on every GPU.
 EFFICIENT_FWD_SMEM = {64: 19_968, 128: 53_248, 65536: 52_224}
-#: Registers per thread of the profiled forward and backward kernels (the same summary).
+#: Registers per thread of the forward kernels (the same profiles; 122 for ``32x128_gmem``).
 EFFICIENT_REGISTERS = 128
-#: Its backward at head dims 65-128 where a CTA may take the 134,656 B it needs (sm_80 and
-#: sm_90 parts): ``fmha_cutlassB_bf16_aligned_128x128_k128_seqaligned_sm80``, 128 x 128 with
-#: 16 warps (512 threads) and one CTA per SM (Nsight Compute on the H200,
-#: ``efficient-bwd-d128``). Elsewhere (head dims up to 64 and above 128, or less shared
-#: memory) a 64 x 64 kernel with 4 warps is ASSUMED (``cutlassB.h`` lists 64 x 64 kernels for
-#: every ``kMaxK``; which one PyTorch picks was not profiled).
-EFFICIENT_BWD_TILE_D128 = (128, 128, 16)
-EFFICIENT_BWD_SMEM_D128 = 134_656
-EFFICIENT_BWD_TILE = (64, 64, 4)
+#: Its backward kernels (``cutlassB.h``), by the largest head dim each takes:
+#: ``(queries, keys, warps, shared bytes per CTA, registers per thread, spilled bytes each
+#: thread reloads per tile step)``, from Nsight Compute on the H200 (``efficient-bwd-d128`` in
+#: ``validate/reports/h200/probes/ncu/summary.json``; ``-d64`` and ``-d256`` in
+#: ``summary-efficient.json``, profiled after hold-out 19 was measured): ``64x64_k64`` (128
+#: threads, 43,264 B, 162 registers), ``128x128_k128`` (512 threads, 134,656 B: one CTA per
+#: SM, 128 registers) and ``128x64_k65536`` (256 threads, 61,952 B, 151 registers, and
+#: 12.9 GB of local-memory loads at B = 1, H = 16, N = 4096, d = 256: 1,536 B per thread and
+#: tile step). Where a GPU's CTA may not take a kernel's shared memory (the 128 x 128 one on
+#: consumer parts) a 64 x 64 kernel with 4 warps and a stand-in shared memory is ASSUMED
+#: (``cutlassB.h`` lists 64 x 64 kernels for every head-dim bound; PyTorch's pick there was
+#: not profiled).
+EFFICIENT_BWD_KERNELS = {64: (64, 64, 4, 43_264, 162, 0.0),
+                         128: (128, 128, 16, 134_656, 128, 0.0),
+                         65536: (128, 64, 8, 61_952, 151, 1536.0)}
+EFFICIENT_BWD_SMALL_SMEM_TILE = (64, 64, 4)
 #: flash_attn.cute sm90 forward tiles by head dim (``interface.py`` ``_tile_size_fwd_sm90``;
 #: head dim 96 takes 192 x 128 when causal; head dim 192 takes 112 keys when the value head
 #: dim is above 128 and 96 with a window; head dim 256 takes 64 keys with a window).
@@ -525,12 +532,13 @@ def _efficient(dims, gpu):
     hdim = max(dims.d, dims.d_v)
     block_m, block_n, warps = _lookup(EFFICIENT_FWD_TILES, hdim)
     fwd_smem = _lookup(EFFICIENT_FWD_SMEM, hdim)
-    bwd = {}
-    if 64 < hdim <= 128 and gpu.smem_bytes_per_block >= EFFICIENT_BWD_SMEM_D128:
-        bwd_m, bwd_n, bwd_warps = EFFICIENT_BWD_TILE_D128
-        bwd["bwd_smem_per_cta"] = EFFICIENT_BWD_SMEM_D128
+    bwd_m, bwd_n, bwd_warps, smem, registers, spill = _lookup(EFFICIENT_BWD_KERNELS, hdim)
+    bwd = {"bwd_spill_bytes": spill}
+    if smem <= gpu.smem_bytes_per_block:
+        bwd["bwd_smem_per_cta"] = smem
     else:
-        bwd_m, bwd_n, bwd_warps = EFFICIENT_BWD_TILE
+        bwd_m, bwd_n, bwd_warps = EFFICIENT_BWD_SMALL_SMEM_TILE
+    bwd["bwd_registers_per_thread"] = registers
     # one CTA per (batch, head, query tile): no split-KV, no GQA packing (profiled grid
     # [1, 32, 1] for B = 1, H = 32, one query token). Its census (Nsight Compute on the H200,
     # efficient-fwd/bwd-d128): m16n8k8 HMMAs (CUTLASS's InstructionShape<16, 8, 8> for

@@ -507,7 +507,7 @@ def test_memory_efficient_preset_runs_xformers_kernels_by_head_dim():
     cost = p.kernels[0].cost
     assert cost.warps_per_cta == 8 and cost.registers_per_thread == 128
     elems = cost.launch["tiles"] * 64 * 128
-    alu, fma = sc.ADDRESS_ARITHMETIC["xformers"]["fwd"]
+    alu, fma = sc.ADDRESS_ARITHMETIC["xformers"]["fwd"][128]
     assert cost.terms["alu/integer and predicate arithmetic (census)"] == \
         pytest.approx(elems * alu)
     assert cost.terms["fp32/integer multiply-adds (census)"] == \
@@ -520,6 +520,31 @@ def test_memory_efficient_preset_runs_xformers_kernels_by_head_dim():
     bwd = perfsim.predict(big("bwd"), "h200-sxm", "sdpa-efficient").kernels[1].cost
     assert (bwd.launch["block_m"], bwd.launch["block_n"], bwd.warps_per_cta) == (128, 128, 16)
     assert bwd.smem_bytes_per_cta == 134_656 and bwd.ctas_per_sm == 1
+    # above head dim 128 the 128 x 64 kernel with 8 warps, which spills (1,536 B per thread
+    # and step); at 64 the 64 x 64 one, each with its census
+    wide_bwd = perfsim.predict(big("bwd", d=256), "h200-sxm", "sdpa-efficient").kernels[1].cost
+    assert (wide_bwd.launch["block_m"], wide_bwd.launch["block_n"],
+            wide_bwd.warps_per_cta) == (128, 64, 8)
+    assert wide_bwd.local_load_bytes > 0 and wide_bwd.registers_per_thread == 151
+    narrow = perfsim.predict(big("bwd", d=64), "h200-sxm", "sdpa-efficient").kernels[1].cost
+    alu64, _ = sc.ADDRESS_ARITHMETIC["xformers"]["bwd"][64]
+    assert narrow.terms["alu/integer and predicate arithmetic (census)"] == \
+        pytest.approx(narrow.launch["tiles"] * 64 * 64 * alu64)
+    # the closed forms take the same kernel's census where the head dim is a number
+    from perfsim import symbolic
+
+    for phase in ("fwd", "bwd"):
+        closed = symbolic.counts("sdpa-efficient", "h200-sxm", phase=phase, d=64, d_v=64, B=1,
+                                 H=32, H_kv=32, N_q=4096, N_k=4096)["fp32_flops"]
+        numeric = perfsim.predict(W(batch=1, heads=32, seqlen_q=4096, head_dim=64, phase=phase),
+                                  "h200-sxm", "sdpa-efficient").counts.fp32_flops
+        assert float(closed) == pytest.approx(numeric), phase
+    # a variable-length batch runs the same backward kernel (its registers included)
+    ragged = W(heads=8, seqlens_q=[1000] * 3, seqlens_k=[1000] * 3, head_dim=256, phase="bwd")
+    dense = W(batch=3, heads=8, seqlen_q=1000, head_dim=256, phase="bwd")
+    for w in (ragged, dense):
+        kernel = perfsim.predict(w, "h200-sxm", "sdpa-efficient").kernels[1].cost
+        assert kernel.registers_per_thread == 151, w
     # a consumer part's 99 KB per CTA cannot hold it: the 64 x 64 kernel
     small = perfsim.predict(big("bwd"), "rtx-4090", "sdpa-efficient").kernels[1].cost
     assert (small.launch["block_m"], small.launch["block_n"]) == (64, 64)

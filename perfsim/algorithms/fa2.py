@@ -291,6 +291,11 @@ class FusedAttention(Algorithm):
         the 255-register cap."""
         return REGISTERS_PER_THREAD
 
+    def bwd_registers(self, gpu: GPUSpec, warps: int) -> int:
+        """32-bit registers per thread of the backward kernel: the forward's
+        (:meth:`registers`) unless an option says otherwise."""
+        return self.registers(gpu, warps)
+
     def overlap_groups(self, phase: str, dims: Dims):
         """Overlap rule of the main kernels (see ``perfsim.kernel``): HBM overlaps the cycle
         of :meth:`pipeline`."""
@@ -437,7 +442,7 @@ class FusedAttention(Algorithm):
         }
         terms["alu/mask"] = bh * v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE
         terms.update(self.bound_check_terms("fwd", dims, elems, b_r, b_c))
-        terms.update(self.address_terms("fwd", elems))
+        terms.update(self.address_terms("fwd", dims, elems))
         if dims.dropout_p:
             terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
         terms.update(mask_extras(dims, v, bh, dkv))
@@ -593,13 +598,19 @@ class FusedAttention(Algorithm):
             out["fp32/bound checks, every tile"] = elems * sc.FMA_SLOTS * fma * checked
         return out
 
-    def address_terms(self, phase: str, elems) -> dict:
+    def address_terms(self, phase: str, dims: Dims, elems) -> dict:
         """The integer and predicate arithmetic of ``address_arithmetic``'s census:
         ``softmax_costs.ADDRESS_ARITHMETIC`` ALU and FMA-pipe lane instructions per score
-        element of the padded tiles (``elems``). Empty for ``"none"``."""
+        element of the padded tiles (``elems``), by the kernel for ``max(d, d_v)`` (the
+        widest kernel's when a head dim is a free symbol). Empty for ``"none"``."""
         if self.address_arithmetic == "none":
             return {}
-        alu, fma = sc.ADDRESS_ARITHMETIC[self.address_arithmetic][phase]
+        table = sc.ADDRESS_ARITHMETIC[self.address_arithmetic][phase]
+        key = max(table)
+        if all(getattr(x, "is_number", True) for x in (dims.d, dims.d_v)):
+            hdim = max(dims.d, dims.d_v)
+            key = min((k for k in table if k >= hdim), default=key)
+        alu, fma = table[key]
         return {"alu/integer and predicate arithmetic (census)": elems * alu,
                 "fp32/integer multiply-adds (census)": elems * sc.FMA_SLOTS * fma}
 
@@ -631,7 +642,7 @@ class FusedAttention(Algorithm):
             launch = launch._replace(no_double_buffer=True)
             smem = self.bwd_smem_bytes(launch, dims)
         try:
-            ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
+            ctas = resident_ctas(gpu, smem, warps, self.bwd_registers(gpu, warps))
         except InfeasibleError as exc:
             if not self.bwd_smem_is_stand_in():
                 raise
@@ -700,7 +711,7 @@ class FusedAttention(Algorithm):
             terms[s_term] = 2 * elems * d
             terms[dp_term] = 2 * elems * d_v
         terms.update(self.bound_check_terms("bwd", dims, elems, b_r, b_c))
-        terms.update(self.address_terms("bwd", elems))
+        terms.update(self.address_terms("bwd", dims, elems))
         if not isinstance(staging, (int, float)) or staging:
             terms["smem_read/dQ partial (TMA reduce)"] = staging
             terms["smem_write/dQ partial (TMA reduce)"] = staging
@@ -717,7 +728,7 @@ class FusedAttention(Algorithm):
             edge_bytes=edge, persistent=self.persistent_grid(),
             gemms=gemms,
             warps_per_cta=warps, smem_bytes_per_cta=smem,
-            registers_per_thread=self.registers(gpu, warps), tensor_dtype=dims.dtype,
+            registers_per_thread=self.bwd_registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
             overlap=self.overlap_groups("bwd", dims),
             pipeline=self.pipeline("bwd", gpu, resident_per_sm(v.kv_tiles * bh, ctas, gpu),
@@ -789,6 +800,8 @@ class FA2(FusedAttention):
         tensor_family: tensor-core instructions issued; flash-attn 2 uses ``mma_sync`` on
             every GPU (FA3 paper §1: ~35 % of H100 peak). Triton picks ``wgmma`` on Hopper.
         registers_per_thread: for occupancy.
+        bwd_registers_per_thread: the backward kernel's, where it differs (``None``: the
+            same).
         lpt_scheduling: causal query tiles launched longest first; flash-attn 2 and Triton
             launch them in index order (short to long), the default.
         dq_recompute: the backward computes dQ in a second pass over the tiles that
@@ -851,6 +864,7 @@ class FA2(FusedAttention):
     _power_of_two = field_validator("warps")(
         classmethod(lambda cls, v: power_of_two_warps(v)))
     registers_per_thread: int = Field(default=REGISTERS_PER_THREAD, ge=16, le=255)
+    bwd_registers_per_thread: int | None = Field(default=None, ge=16, le=255)
     dq_recompute: bool = False
     #: at most CUDA's 512 KiB of local memory per thread
     bwd_spill_bytes: float | None = Field(default=None, ge=0, le=512 * 1024)
@@ -934,6 +948,10 @@ class FA2(FusedAttention):
     def registers(self, gpu: GPUSpec, warps: int) -> int:
         """32-bit registers per thread (for occupancy): the ``registers_per_thread`` option."""
         return self.registers_per_thread
+
+    def bwd_registers(self, gpu: GPUSpec, warps: int) -> int:
+        """The backward kernel's: ``bwd_registers_per_thread``, else ``registers_per_thread``."""
+        return self.bwd_registers_per_thread or self.registers_per_thread
 
     def bwd_smem_is_stand_in(self) -> bool:
         """True for a kernel that is not flash-attn 2's code whose backward shared memory is

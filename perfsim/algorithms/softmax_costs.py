@@ -143,25 +143,30 @@ SOFTMAX_BWD_FMA_OPS = 4
 
 #: Integer and predicate arithmetic a kernel issues per score element (address computation,
 #: loop and bound predicates, register moves) beyond the softmax counted above, by the code
-#: that runs it (``FusedAttention.address_arithmetic``): ``{phase: (ALU-pipe, FMA-pipe lane
-#: instructions per score element)}``. Every other kernel leaves it uncounted: flash-attn 2's
-#: census has ~1.5 such instructions per score (MOV, IADD3, LEA, IMAD), a few per cent of its
-#: issue. xFormers' CUTLASS kernels (SDPA's memory-efficient backend) issue ten to twenty times
-#: that. Census (Nsight Compute on the H200, torch 2.11, B = 1, H = 32, N = 4096, d = 128,
-#: ``validate/reports/h200/probes/ncu/summary.json``, ``efficient-fwd-d128`` /
-#: ``efficient-bwd-d128``), per score element of the call:
+#: that runs it (``FusedAttention.address_arithmetic``): ``{phase: {largest head dim of the
+#: kernel: (ALU-pipe, FMA-pipe lane instructions per score element)}}``; a call takes the
+#: kernel for ``max(d, d_v)``. Every other kernel leaves it uncounted: flash-attn 2's census
+#: has ~1.5 such instructions per score (MOV, IADD3, LEA, IMAD), a few per cent of its issue.
+#: xFormers' CUTLASS kernels (SDPA's memory-efficient backend) issue ten to ninety times that.
+#: Census: Nsight Compute on the H200, torch 2.11, B = 1, H = 4096 / d, N = 4096, per score
+#: element of the call; ALU pipe = LOP3, ISETP, PLOP3, MOV, CS2R, LEA, P2R, VIADD, SEL, IADD3,
+#: SHF, PRMT; FMA pipe = IMAD (``validate/reports/h200/probes/ncu/summary.json``,
+#: ``efficient-fwd-d128`` / ``efficient-bwd-d128``; ``summary-efficient.json``, profiled after
+#: hold-out 19 was measured, for the other kernels):
 #:
-#: - forward (``fmha_cutlassF_bf16_aligned_64x128_rf_sm80``): ALU pipe LOP3 2.98, ISETP 2.81,
-#:   PLOP3 2.16, MOV 1.16, CS2R 0.80, LEA 0.76, P2R 0.66, VIADD 0.64, SEL 0.56, IADD3 0.54,
-#:   SHF 0.44, PRMT 0.26 (13.75); FMA pipe IMAD 4.62;
-#: - backward (``fmha_cutlassB_bf16_aligned_128x128_k128_seqaligned_sm80``): ALU pipe LOP3
-#:   5.40, ISETP 5.02, IADD3 3.91, SHF 3.77, VIADD 2.70, MOV 2.67, LEA 2.41, CS2R 2.16, SEL
-#:   1.50, PLOP3 0.41, PRMT 0.14 (30.07); FMA pipe IMAD 11.19.
+#: - forward ``64x64_rf`` (head dims ≤ 64, profiled at 64): 12.17 and 3.80; ``64x128_rf``
+#:   (≤ 128, at 128): LOP3 2.98, ISETP 2.81, PLOP3 2.16, MOV 1.16, CS2R 0.80, LEA 0.76, P2R
+#:   0.66, VIADD 0.64, SEL 0.56, IADD3 0.54, SHF 0.44, PRMT 0.26 = 13.75, and IMAD 4.62;
+#:   ``32x128_gmem`` (above 128, at 192): 25.58 and 8.94 (at 256: 27.08 and 9.37);
+#: - backward ``64x64_k64`` (≤ 64, at 64): 20.84 and 5.80; ``128x128_k128`` (≤ 128, at 128):
+#:   30.07 and 11.19; ``128x64_k65536`` (above 128, at 256): 94.39 and 41.26.
 #:
-#: The profile's pipe loads agree: FMA pipe 14.9 % and ALU pipe 36.3 % busy over the forward's
-#: 2.87 M cycles against 13 % and 33 % from these counts and the softmax's. One head dim
-#: profiled: the 64 x 64 and 32 x 128 kernels (other head dims) and the 64 x 64 backward are
-#: ASSUMED to issue the same per score element; used on every GPU (the same sm80 code).
+#: The profile's pipe loads agree: at head dim 128 the forward's FMA pipe is 14.9 % and its
+#: ALU pipe 36.3 % busy over 2.87 M cycles, against 13 % and 33 % from these counts and the
+#: softmax's. Head dims between the profiled ones take their kernel's figure (ASSUMED), as do
+#: the 64 x 64 backward kernels PyTorch picks where the 128 x 128 one does not fit; used on
+#: every GPU (the same sm80 code).
 ADDRESS_ARITHMETIC = {
-    "xformers": {"fwd": (13.75, 4.62), "bwd": (30.07, 11.19)},
+    "xformers": {"fwd": {64: (12.17, 3.80), 128: (13.75, 4.62), 65536: (25.58, 8.94)},
+                 "bwd": {64: (20.84, 5.80), 128: (30.07, 11.19), 65536: (94.39, 41.26)}},
 }
