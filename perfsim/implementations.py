@@ -319,7 +319,9 @@ class Implementation(Algorithm):
         fixed as options, for every sequence of a variable-length batch."""
         from perfsim.algorithms.splits import varlen_batch_dims
 
-        whole = varlen_batch_dims(dims)
+        # the batch as the launch sees it, in the call's phase (a preset that launches its
+        # backward differently picks the backward's configuration here too)
+        whole = replace(varlen_batch_dims(dims), phase=dims.phase)
         inner = self.config(whole, gpu)
         return self.model_copy(update={"batch_config": inner.varlen_config(dims, gpu)})
 

@@ -267,3 +267,18 @@ def test_fa3_class_backwards_refuse_fp8_and_sweeps_take_page_size_zero():
     df = perfsim.sweep(batch=8, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=4096, head_dim=128,
                        page_size=[0, 256, "none"], gpus=["h100-sxm5"], algorithms=["fa3"])
     assert list(df.page_size) == [0, 256, 0] and (df.infeasible == "").all()
+
+
+@pytest.mark.parametrize("preset, d, n", [("flex", 256, 1000), ("triton-tutorial", 128, 1024),
+                                          ("sdpa-efficient", 256, 1000)])
+def test_varlen_backward_of_equal_sequences_runs_the_dense_backward_kernel(preset, d, n):
+    """A preset that launches its backward differently from its forward (FlexAttention's and
+    the tutorial's backward tiles, the memory-efficient backward kernel) picks the backward's
+    configuration for a variable-length batch too: equal sequences cost what the dense batch
+    costs."""
+    dense = perfsim.AttentionWorkload(batch=3, heads=8, seqlen_q=n, head_dim=d, phase="bwd",
+                                      causal=True)
+    ragged = perfsim.AttentionWorkload(heads=8, seqlens_q=[n] * 3, seqlens_k=[n] * 3,
+                                       head_dim=d, phase="bwd", causal=True)
+    assert perfsim.predict(ragged, "h200-sxm", preset).seconds == pytest.approx(
+        perfsim.predict(dense, "h200-sxm", preset).seconds)
