@@ -548,6 +548,12 @@ def test_memory_efficient_preset_runs_xformers_kernels_by_head_dim():
     # a consumer part's 99 KB per CTA cannot hold it: the 64 x 64 kernel
     small = perfsim.predict(big("bwd"), "rtx-4090", "sdpa-efficient").kernels[1].cost
     assert (small.launch["block_m"], small.launch["block_n"]) == (64, 64)
+    # its own kernels, not flash-attn 2's launch table: a head-dim-200 backward with dropout
+    # runs there (flash-attn 2's would need 144 KB)
+    drop = W(batch=1, heads=8, seqlen_q=2048, head_dim=200, dropout_p=0.1, phase="bwd")
+    assert perfsim.predict(drop, "rtx-4090", "sdpa-efficient").seconds > 0
+    with pytest.raises(perfsim.InfeasibleError, match="dropout"):
+        perfsim.predict(drop.replace(head_dim=256), "rtx-4090", "sdpa-flash")
     # the forward takes its compiled 52 KB at head dim 256 there, as on the H200
     wide = perfsim.predict(big("fwd", d=256), "rtx-4090", "sdpa-efficient").kernels[0].cost
     assert wide.smem_bytes_per_cta == 52_224

@@ -928,6 +928,17 @@ class FA2(FusedAttention):
             return 0
         return OPERAND_PREFETCH_DEPTH
 
+    def bwd_launch(self, dims: Dims, gpu: GPUSpec):
+        """As ``FusedAttention.bwd_launch``; a kernel that is not flash-attn 2's code with its
+        backward tile and warps all given takes them without flash-attn 2's launch table,
+        whose refusals (head dim 256 with dropout on GPUs under 144 KB of shared memory per
+        CTA, head dims above 256) are that code's, not this kernel's."""
+        if (self.compiled_head_dims not in FLASH_ATTN_CODE and not dims.symbolic
+                and self.bwd_block_m and self.bwd_block_n and self.bwd_warps):
+            return BwdLaunch(self.bwd_block_m, self.bwd_block_n, self.bwd_warps,
+                             default_atom_layouts(self.bwd_warps))
+        return super().bwd_launch(dims, gpu)
+
     def mma_shape(self, cost: KernelCost, gpu: GPUSpec) -> KernelCost:
         """``cost`` with its tensor-pipe work stretched by ``1 / gpu.mma_sync_k8_fraction``
         for the ``m16n8k8`` shape (its FLOPs unchanged; the power model charges the stretch
