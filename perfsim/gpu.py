@@ -96,9 +96,10 @@ class PowerSpec(BaseModel):
     hbm_pj_per_byte: float = Field(ge=0, le=1e4, description="pJ per HBM byte read or written")
     l2_pj_per_byte: float = Field(default=0.0, ge=0, le=1e4, description="pJ per byte an SM "
                                   "reads from L2 that L2 served (KernelCost.l2_hit_bytes; "
-                                  "HBM bytes pay hbm_pj_per_byte, their L2 pass included); 0 "
-                                  "(default, every catalog GPU) where the tensor energies were "
-                                  "measured with their GEMM's L2 traffic in them")
+                                  "HBM bytes pay hbm_pj_per_byte, their L2 pass included): "
+                                  "measured on the H200 (22.85), taken by the GH100 parts; 0 "
+                                  "(default) where the tensor energies include their GEMM's "
+                                  "L2 traffic")
 
     @field_validator("tdp_w", "static_w", "reference_clock_hz", "min_clock_hz",
                      "voltage_exponent", "tensor_pj_per_flop", "fp32_pj_per_flop",

@@ -71,8 +71,15 @@ def triton_tensor_family(gpu: GPUSpec, block_m: int, num_warps: int) -> str:
     return "mma_sync"
 
 
-#: cuDNN's sm90 backward tile (query rows, key rows), read from its kernel name in a profile.
-CUDNN_SM90_BWD_TILE = (64, 64)
+#: cuDNN's sm90 backward tile (query rows, key rows) by the largest compiled head dim it is
+#: used for. Its kernel names say 64 x 64 (``..._bprop_wgmma_f16_knob_26_64x64x{d}``), but up
+#: to head dim 128 its shared-memory traffic is a 64 x 128 tile's: Nsight Compute counts
+#: 164.8 M read and 50.0 M stored 128-byte wavefronts (WGMMA operands and loads; stores) at
+#: d = 128 against 167.8 / 50.3 M for 64 query rows x 128 keys and 192.9 / 83.9 M for
+#: 64 x 64, and 194.7 / 74.9 M at d = 64 against 201.3 / 67.1 M (B = 1, H = 4096 / d,
+#: N = 4096; validate/reports/h200/probes/ncu/summary-smem.json). At d = 256 the 64 x 64
+#: tile's (a 64 x 128 one would not fit in shared memory).
+CUDNN_SM90_BWD_TILES = {128: (64, 128), 256: (64, 64)}
 #: The lengths cuDNN's sm90 kernels need to skip their per-tile bound checks: its kernel names
 #: give 64 x 128 forward and 64 x 64 backward tiles (``..._fprop_wgmma_f16_knob_7_64x128x128``,
 #: ``..._bprop_wgmma_f16_knob_26_64x64x128``, validate/reports/h200/probes/ncu/summary.json),
@@ -191,10 +198,19 @@ def _compiled_smem(table: dict, d, gpu: GPUSpec) -> int | None:
     exceeds ``gpu``'s per-block limit or the head dim is above the table's."""
     smem = _lookup(table, d)
     return smem if smem is not None and smem <= gpu.smem_bytes_per_block else None
-#: The tutorial kernel's autotuned forward configs (python/tutorials/06-fused-attention.py):
-#: BLOCK_M 64/128, BLOCK_N 32/64/128, 4 or 8 warps; perfsim takes 128 x 64 with 4 warps
-#: (a configuration its autotuner commonly picks on Hopper; the tuner may choose another).
-TRITON_TUTORIAL_TILE = (128, 64, 4)
+#: The tutorial kernel's forward tile by head dim, ``{largest head dim: (BLOCK_M, BLOCK_N,
+#: warps)}``. Its forward is autotuned (python/tutorials/06-fused-attention.py: BLOCK_M 64/128,
+#: BLOCK_N 32-128, 4 or 8 warps); the H200 runs record the configuration the tuner kept for
+#: each call (``launch_config.fwd_config`` in validate/reports/h200-external*/results.jsonl,
+#: the tuner restricted to external.TUTORIAL_CONFIGS): at head dim 64, 128 x 64 (7 calls) or
+#: 64 x 64 (21) with 4 warps; at 128, 64 x 64 with 4 warps (24) or 128 x 128 with 8 (21),
+#: never 128 x 64 — compiled at head dim 128 that one needs 255 registers and spills 14
+#: (Triton's ``n_spills``; validate/reports/h200/probes/probe_tutorial_registers.json), the
+#: others do not; at 256, 64 x 64 with 4 warps (21 of 21). perfsim takes 128 x 64 up to head
+#: dim 64 and 64 x 64 above (the tuner's choice between 64 x 64 and 128 x 128 at head dim
+#: 128 depends on the shape and is not modelled: at B = 1, H = 32, N = 4096 the model puts
+#: them 15 % apart, the profiled kernels 5 %, 918k and 969k cycles, Nsight Compute).
+TRITON_TUTORIAL_FWD_TILES = {64: (128, 64, 4), 256: (64, 64, 4)}
 #: Its backward (``_attn_bwd``): BLOCK_M1 = 32, BLOCK_N1 = 128, 4 warps (the tutorial's fixed
 #: backward launch; the dQ loop uses the transposed 128 x 32 blocks).
 TRITON_TUTORIAL_BWD_TILE = (32, 128, 4)
@@ -438,9 +454,6 @@ def _sdpa_cudnn(dims, gpu):
         return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, num_splits=splits,
                          pack_gqa=True, registers_per_thread=CUDNN_DECODE_REGISTERS)
     if gpu.features.wgmma and gpu.features.tma:
-        # backward tile 64 x 64 (query rows x key rows): the kernel torch.profiler shows on
-        # the H200 for d = 64 and 128, ``cudnn_generated_fort_native_sdpa_sm90_flash_bprop_
-        # wgmma_f16_knob_26_64x64x{d}`` (validate/reports/h200/probes/profile_calls.json)
         # more query tokens: the sm90 WGMMA kernel, one CTA per (batch, head, query tile) up
         # to one per SM, no split-KV and no GQA packing (the profiled grids: 32 CTAs for
         # B = 1, H = 32 at N_q = 4 and 16; 132 for large grids)
@@ -448,16 +461,22 @@ def _sdpa_cudnn(dims, gpu):
         # Nsight Compute on the H200 counts 88 warpgroup WGMMAs per 64 x 64 tile against 28 at
         # d = 128 (the five GEMMs with S and dP twice and the three d-wide ones split in
         # n128 halves), with the tensor pipe busy 1.45x the useful FLOPs' share (1.04x at
-        # d = 64 and 128) and the same MUFU and FFMA counts as at d = 128 (the softmax is not
-        # repeated) (validate/reports/h200/probes/ncu/summary.json, cudnn-bwd-d*). Head dims
-        # between 128 and 256 were not profiled: ASSUMED to take the d = 256 kernel's scheme.
-        return algos.FA3(bwd_block_m=CUDNN_SM90_BWD_TILE[0], bwd_block_n=CUDNN_SM90_BWD_TILE[1],
+        # d = 64 and 128), and twice the exps per score element (2 MUFU against 1 at d = 128:
+        # each warpgroup recomputes the softmax of its copy) (validate/reports/h200/probes/
+        # ncu/summary.json, cudnn-bwd-d*); the head-dim-192 kernel a call at 160 runs does the
+        # same (summary-cudnn-shapes.json). The integer, predicate and extra FP32
+        # instructions of its census: softmax_costs.ADDRESS_ARITHMETIC["cudnn"].
+        hdim = max(algos.FA3(compiled_head_dims="cudnn-sm90").kernel_head_dims(dims))
+        # (a head dim left as a symbol takes the widest kernel's tile)
+        bm, bn = (_tile(CUDNN_SM90_BWD_TILES, hdim) if getattr(hdim, "is_number", True)
+                  else CUDNN_SM90_BWD_TILES[max(CUDNN_SM90_BWD_TILES)])
+        return algos.FA3(bwd_block_m=bm, bwd_block_n=bn, address_arithmetic="cudnn",
                          num_splits=1, pack_gqa=False, dropout_supported=True,
                          fused_scale=False, bwd_sdp_twice_above=CUDNN_SDP_TWICE_ABOVE,
                          bound_checks="cudnn", bound_check_unless_multiple=CUDNN_SM90_TILE_MULTIPLE,
-                         # closed source: the profiled kernels' names carry the call's head
-                         # dim (64, 128, 256); other head dims ASSUMED to run as themselves
-                         compiled_head_dims="exact")
+                         # closed source: the profiled kernels' names carry the head dim
+                         # they run, the call's rounded up to a multiple of 64
+                         compiled_head_dims="cudnn-sm90")
     return _fa2_like(tensor_family=gpu.native_tensor_family
                      if gpu.native_tensor_family != "tcgen05" else "mma_sync")
 
@@ -517,7 +536,7 @@ def _triton_tutorial(dims, gpu):
                                                          max(dims.d, dims.d_v), gpu),
                          tensor_family=triton_tensor_family(gpu, block_n, warps),
                          num_splits=1, pack_gqa=False)
-    block_m, block_n, warps = TRITON_TUTORIAL_TILE
+    block_m, block_n, warps = _tile(TRITON_TUTORIAL_FWD_TILES, max(dims.d, dims.d_v))
     # one CTA per (batch, head, query tile): no split-KV, no packing
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps,
                      tensor_family=triton_tensor_family(gpu, block_m, warps),

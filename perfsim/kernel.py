@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from perfsim.mathops import minimum
+from perfsim.mathops import maximum, minimum
 
 #: The units perfsim times. ``tensor``: tensor cores; ``fp32``: FP32/FMA pipes (non-matmul
 #: FLOPs, software-emulated exp); ``mufu``: the special-function unit (ex2); ``smem``: shared
@@ -114,6 +114,11 @@ class KernelCost:
             ``GPUSpec.cta_load_bandwidth_bytes_per_s`` and, by Little's law, its bytes in
             flight per ``GPUSpec.load_latency_s``, so small grids (decode) cannot reach
             the peak bandwidth.
+        exp_after: names of ``terms`` whose work each thread of the softmax finishes before
+            its exps can start: the row max the exps subtract (and a scale kept apart from
+            the exp argument). Where a ``pipeline``'s softmax station overlaps its pipes, the
+            exps wait for this work (``perfsim.timing.exp_lead_seconds``); a serial station
+            already adds all of it.
         terms: the named terms the counts are sums of, ``"<field>/<what>": count`` with
             ``<field>`` a key of :data:`TERM_FIELDS` — e.g. ``"tensor/S=QKᵀ"``,
             ``"hbm_read/K,V"``, ``"fp32/softmax"``; build with :meth:`of`. A kernel built
@@ -154,6 +159,7 @@ class KernelCost:
     persistent: bool = False
     load_chain: tuple | None = None
     bytes_in_flight: object = None
+    exp_after: tuple[str, ...] = ()
     terms: dict = field(default_factory=dict)
     launch: dict = field(default_factory=dict)
 
@@ -189,6 +195,23 @@ class KernelCost:
             terms[key] = terms[key] + value if key in terms else value
             counts[f] = counts.get(f, getattr(self, f)) + value
         return replace(self, terms=terms, **counts, **fields)
+
+    def exp_lead_demand(self):
+        """``(fp32 FLOP slots, ALU lane instructions)`` of the ``exp_after`` terms, scaled as
+        the kernel's executed work is (padding, the causal tail: ``executed``)."""
+        fp32 = alu = 0
+        for key in self.exp_after:
+            value = self.terms.get(key)
+            if value is None:
+                continue
+            if key.startswith("fp32/"):
+                fp32 = fp32 + value
+            elif key.startswith("alu/"):
+                alu = alu + value
+        if self.executed is not None:
+            fp32 = fp32 * self.executed["fp32"] / maximum(self.fp32_flops, 1e-30)
+            alu = alu * self.executed["alu"] / maximum(self.alu_ops, 1e-30)
+        return fp32, alu
 
     @property
     def hbm_bytes(self):

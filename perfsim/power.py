@@ -19,9 +19,11 @@ Power while a call runs for ``T(f)`` seconds at SM clock ``f`` (``PowerSpec``)::
 ``E_SM`` is the energy of the SM-side work at the reference clock (tensor FLOPs by
 instruction family and input width, FP32 FLOPs, MUFU ops, shared-memory bytes), ``E_HBM`` of
 the HBM bytes and of the bytes L2 serves (``PowerSpec.l2_pj_per_byte``: a tile loop re-reading
-K/V from L2 pays for it). The catalog sets it to 0 and keeps tensor energies measured on GEMMs
-with their own L2 traffic in them; ``validate/fit_power.py --l2`` fits the split from the H200's
-microbenchmarks (``validate/README.md``, "Energy per byte from L2": measured, not applied).
+K/V from L2 pays for it): ``validate/fit_power.py --l2`` fits it from the H200's
+microbenchmarks (an L2-resident read walk; the GEMM's energy less its L2 and HBM bytes), and
+the H200 and the GH100 parts carry that split (``validate/README.md``, "Energy per byte from
+L2"); the other catalog GPUs set it to 0 and keep tensor energies derived from a GEMM with
+its own L2 traffic in them.
 ``P`` grows with ``f`` (more energy per operation, less time), so the
 sustained clock — where ``P(f) = tdp_w`` — is found by bisection between
 ``PowerSpec.min_clock_hz`` and the call's clock ceiling; a call that stays under the limit

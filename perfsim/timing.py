@@ -369,13 +369,14 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams,
                 clock_hz=None) -> KernelTiming:
     """Time one kernel at SM clock ``clock_hz`` (default ``gpu.clock_hz``; works on numpy
     arrays of counts and clocks for sweeps)."""
-    unit_seconds, seconds, chain, chain_bound, busiest, wave_factor = _timed(
+    unit_seconds, seconds, chain, chain_bound, busiest, wave_factor, lead = _timed(
         cost, gpu, params, clock_hz)
     if chain is not None:
         bound = chain_bound
     else:
         bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline,
-                             edge_seconds(cost, gpu, params, maximum(cost.grid, 1)))
+                             edge_seconds(cost, gpu, params, maximum(cost.grid, 1)),
+                             exp_lead=lead)
     return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
                         wave_factor=wave_factor, load_chain=chain)
 
@@ -423,8 +424,9 @@ def _timed(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz):
     else:
         group_seconds = [group_time(unit_seconds, group) for group in cost.overlap]
         hbm_only = [[u for u, _ in _entries(group)] == ["hbm"] for group in cost.overlap]
+    lead = exp_lead_seconds(cost, unit_rate, wave_factor)
     if cost.pipeline is not None:
-        group_seconds.append(cycle_time(unit_seconds, *cost.pipeline))
+        group_seconds.append(cycle_time(unit_seconds, *cost.pipeline, exp_lead=lead))
         hbm_only.append(False)
     edges = edge_seconds(cost, gpu, params, safe_grid)
     if edges is not None:
@@ -434,10 +436,28 @@ def _timed(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz):
         body = maximum(body, g)
     if not _no_spills(cost) and gpu.spill_reload_bandwidth_bytes_per_s:
         chain, chain_bound, body = _spill_time(cost, gpu, unit_seconds, body, busiest,
-                                               safe_grid, edges)
+                                               safe_grid, edges, lead)
     launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
     seconds = body + launched * params.launch_overhead_s
-    return unit_seconds, seconds, chain, chain_bound, busiest, wave_factor
+    return unit_seconds, seconds, chain, chain_bound, busiest, wave_factor, lead
+
+
+def exp_lead_seconds(cost: KernelCost, rate: dict, wave_factor):
+    """Seconds the busiest SM's softmax threads spend on the work their exps wait for
+    (``KernelCost.exp_after``: the row max, a scale kept apart from the exp argument) at the
+    CUDA-core ``rate``s of :func:`rates`; 0 for a kernel without a pipeline or such terms.
+
+    Evidence (not attention timing): ``validate/probe_softmax_pipes.py`` on the H200
+    (``validate/reports/h200/probes/probe_softmax_pipes.json``): one warp per scheduler (one
+    consumer warpgroup) running the online softmax over a 64 x 128 accumulator tile took
+    812 cycles per tile where the exps alone took 606 and the FP32/ALU work alone 445 —
+    neither their sum (1051: the pipes back to back) nor the larger (606: fully overlapped);
+    the exps waited for the row max (+206 cycles), and for the scale too where it is a
+    separate multiply (895 cycles, +289). The rest of the FP32 work ran under the exps."""
+    if cost.pipeline is None or not cost.exp_after:
+        return 0.0
+    fp32, alu = cost.exp_lead_demand()
+    return wave_factor * cuda_core_seconds(fp32, alu, rate)
 
 
 def gemm_seconds(cost: KernelCost, executed_flops, rate: dict):
@@ -560,7 +580,7 @@ def _no_spills(cost: KernelCost) -> bool:
 
 
 def _spill_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, body, busiest, grid,
-                edges=None):
+                edges=None, exp_lead=0.0):
     """``(parts, bound, seconds)`` of a kernel that reloads spilled registers in its main loop
     (``KernelCost.local_load_bytes``, taken as spread evenly over its ``grid`` CTAs).
 
@@ -575,12 +595,13 @@ def _spill_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, body, busiest, gri
     in_flight = minimum(cost.ctas_per_sm, busiest)
     t, residence = unpipelined_time(0.0, load, body, in_flight)
     bound = np.where(residence[1] > residence[2], "latency",
-                     binding_unit(unit_seconds, cost.overlap, cost.pipeline, edges))
+                     binding_unit(unit_seconds, cost.overlap, cost.pipeline, edges,
+                                  exp_lead=exp_lead))
     parts = {"load": load, "compute": body, "in_flight": in_flight, "spills": True}
     return parts, (bound if bound.ndim else str(bound)), t
 
 
-def cycle_time(unit_seconds: dict, stations, tiles_in_flight, serial=None):
+def cycle_time(unit_seconds: dict, stations, tiles_in_flight, serial=None, exp_lead=0.0):
     """Time of a closed two-station cycle with ``K`` tiles (or warps) in flight.
 
     A station's time is its slowest unit while several tiles are in flight (its units serve
@@ -594,7 +615,10 @@ def cycle_time(unit_seconds: dict, stations, tiles_in_flight, serial=None):
     bottleneck busy a fraction ``U = (1 − ρ^K) / (1 − ρ^(K+1))`` of the time,
     ``ρ = s_fast / s_slow`` (product-form result; ``U = K/(K+1)`` at ρ = 1, and ``K = 1``
     gives ``s_slow + s_fast``: no overlap). This is a stated modelling assumption, not a
-    fitted constant. ``K`` may be a numpy array (sweeps).
+    fitted constant. ``K`` may be a numpy array (sweeps). ``exp_lead``: seconds of the work
+    the exps wait for (:func:`exp_lead_seconds`); a station that overlaps its pipes and
+    holds the MUFU takes at least the MUFU's time plus that lead (the rest of its FP32 work
+    runs under the exps; a serial station already adds it all).
 
     Returns:
         ``s_slow / U`` (seconds).
@@ -607,6 +631,9 @@ def cycle_time(unit_seconds: dict, stations, tiles_in_flight, serial=None):
         t = unit_seconds[station[0]]
         for u in station[1:]:
             t = t + unit_seconds[u] if adds else maximum(t, unit_seconds[u])
+        if not adds and "mufu" in station and exp_lead is not None and not (
+                np.ndim(exp_lead) == 0 and exp_lead == 0):
+            t = maximum(t, unit_seconds["mufu"] + exp_lead)
         times.append(t)
     return closed_cycle(times[0], times[1], k)
 
@@ -621,7 +648,8 @@ def group_time(unit_seconds: dict, group):
     return sum(unit_seconds[u] * w for u, w in _entries(group))
 
 
-def binding_unit(unit_seconds: dict, overlap, pipeline=None, edges=None) -> object:
+def binding_unit(unit_seconds: dict, overlap, pipeline=None, edges=None,
+                 exp_lead=0.0) -> object:
     """The unit that sets the kernel's time: the largest entry of the longest group (a
     pipeline counts as a group whose time is its cycle time and whose entries are the units
     of its stations). ``edges``: the CTA edges (:func:`edge_seconds`) that lengthen every
@@ -632,7 +660,7 @@ def binding_unit(unit_seconds: dict, overlap, pipeline=None, edges=None) -> obje
     totals = [group_time(unit_seconds, g) for g in overlap]
     if pipeline is not None:
         overlap = (*overlap, tuple(u for station in pipeline[0] for u in station))
-        totals.append(cycle_time(unit_seconds, *pipeline))
+        totals.append(cycle_time(unit_seconds, *pipeline, exp_lead=exp_lead))
     if edges is not None:
         shares = _edge_shares(edges, [[u for u, _ in _entries(g)] == ["hbm"] for g in overlap])
         totals = [t + e for t, e in zip(totals, shares)]

@@ -1,5 +1,6 @@
 """The H200's power table is what ``validate/fit_power.py`` fits from the committed
-microbenchmarks, at the clock the SMs tick at (``--tick``)."""
+microbenchmarks, at the clock the SMs tick at (``--tick``), with the energy of the bytes L2
+serves split from the GEMM's (``--l2``)."""
 
 import json
 from pathlib import Path
@@ -32,9 +33,10 @@ def test_committed_h200_power_table_is_the_tick_fit():
                                     ("tick-clock-attention.json", "tick-clock-cute.json",
                                      "tick-clock-power.json")])
     fitted = fit_power.fit(_load("power-microbench.json"), _load("probe_mma_sync_power.json"),
-                           None, ratios)
+                           _load("power-l2-wgmma.json"), ratios)
     values, power = fitted["values"], perfsim.load_gpu("h200-sxm").power
     assert power.voltage_exponent == pytest.approx(values["voltage_exponent"], rel=1e-5)
+    assert power.l2_pj_per_byte == pytest.approx(values["l2_pj_per_byte"], rel=1e-5)
     for family in ("wgmma", "mma_sync"):
         assert power.tensor_pj_per_flop[family] == pytest.approx(
             values["tensor_pj_per_flop"][family], rel=1e-5)

@@ -54,8 +54,13 @@ def test_roofline_has_l2_and_shared_memory_ceilings(tmp_path):
     fig, ax = plots.roofline(p)
     _png(fig, tmp_path / "roofline_h200.png")
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    for level, bw in (("HBM", "4.8"), ("L2", "8.5"), ("shared memory", "30.9")):
-        assert any(t.startswith(f"{level} ceiling {bw} TB/s") for t in legend), legend
+    gpu = p.gpu
+    smem = gpu.smem_bandwidth_bytes_per_clk_per_sm * gpu.sm_count * p.clock_hz / 1e12
+    for level, bw in (("HBM", 4.8), ("L2", 8.5), ("shared memory", smem)):
+        found = [t for t in legend if t.startswith(f"{level} ceiling ")]
+        assert found, legend
+        value = float(found[0].removeprefix(f"{level} ceiling ").split()[0])
+        assert value == pytest.approx(bw, rel=0.05), found
     assert len(ax.collections) == 3          # one point per level (one kernel)
     k = p.kernels[0]
     flops = float(k.cost.tensor_flops + k.cost.fp32_flops + k.cost.alu_ops + k.cost.exp_ops)

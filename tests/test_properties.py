@@ -33,6 +33,12 @@ def run(w, gpu, algo):
 @settings(max_examples=60, deadline=None)
 @given(workloads, st.sampled_from(GPUS), st.sampled_from(ALGOS), st.integers(1, 4096))
 def test_longer_sequences_never_cost_less(w, gpu, algo, extra):
+    # flash-attn 2 checks bounds on every tile when a length is not a whole number of tiles
+    # (its Is_even_MN specialisation, softmax_costs.BOUND_CHECKS): N = 4095 then costs more
+    # than N = 4096, a real effect (tests/test_default_path.py). The property holds with the
+    # checks held alike, off for both.
+    if algo == "fa2":
+        algo = as_swept("fa2").model_copy(update={"bound_checks": "none"})
     a, b = run(w, gpu, algo), run({**w, "seqlen_q": w["seqlen_q"] + extra}, gpu, algo)
     assert b.counts.flops >= a.counts.flops
     assert b.counts.hbm_bytes >= a.counts.hbm_bytes * (1 - 1e-12)

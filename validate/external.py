@@ -137,6 +137,11 @@ HOLDOUTS = {
                           "64-160, short query blocks against long caches, fp16; frozen "
                           "for xFormers' tiles by head dim, its m16n8k8 MMAs and its "
                           "address arithmetic",
+    "external-holdout20": "long and short calls at head dims 64-256 (96 and 192 between "
+                          "cuDNN's compiled ones), causal, GQA, fp16; frozen for the exps "
+                          "waiting on the row max (FA3-class forwards), the energy of bytes "
+                          "L2 serves, the tutorial's forward tiles by head dim and cuDNN's "
+                          "compiled head dims, backward tile and instruction census",
 }
 
 

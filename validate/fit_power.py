@@ -395,6 +395,11 @@ def main(argv=None) -> int:
     if tick:
         fitted["tick_ratios"] = tick
     h200 = fitted["values"]
+    # GPUs outside GH100 derive their energies from a dense GEMM meeting their limit; the
+    # L2 and HBM bytes per FLOP of that GEMM are the H200 cuBLAS kernel's (128 x 256 tiles),
+    # which do not carry over to other tile shapes (Blackwell's 2-CTA 256-wide tiles move
+    # about half): they take the H200's GEMM-inclusive fit, L2 bytes at 0 (ASSUMED)
+    inclusive = fit(doc, mma, None, tick)["values"] if l2 else h200
     print(json.dumps(fitted, indent=1))
     if not args.write:
         return 0
@@ -412,7 +417,7 @@ def main(argv=None) -> int:
         if gid == "h200-sxm":
             continue
         gpu = perfsim.load_gpu(gid)
-        values, src = catalog_power(gpu, h200)
+        values, src = catalog_power(gpu, h200 if gid in GH100 else inclusive)
         keep = {}
         if gid not in LIMITS:          # keep the breadth entries' own limit sources
             text = (HARDWARE / f"{gid}.toml").read_text(encoding="utf-8")

@@ -13,8 +13,9 @@ torch only) or
 {cute, tutorial, flex} (built by ``perfsim.validate.external.build``, so perfsim must be
 importable: ``probe_ncu.sh`` links it as ``validate/external_h200.sh`` does), PHASE in
 {fwd, bwd, dec}, D any head dim (default set 64, 128, 256), and an optional ``-nN`` suffix
-for another sequence length (``flex-fwd-d96-n4000``); the shape is B = 1,
-H = 4096 // D, N = 4096 (or N), non-causal
+for another sequence length (``flex-fwd-d96-n4000``) and an optional ``-c`` suffix for a
+causal mask (``cudnn-bwd-d128-c``, SDPA backends only); the shape is B = 1,
+H = 4096 // D, N = 4096 (or N), non-causal unless ``-c``
 (causal for the tutorial's backward, which has no other mode), bf16
 (``dec``: a decode step, :data:`DECODE`)
 (``python3 validate/probe_ncu.py --list`` prints the default set). torch is imported inside
@@ -83,10 +84,13 @@ def main(argv=None) -> int:
         print("\n".join(cases()))
         return 0
     parts = argv[0].split("-")
+    causal = parts[-1] == "c"
+    if causal:
+        parts = parts[:-1]
     if (len(parts) not in (3, 4) or not parts[2].startswith("d") or not parts[2][1:].isdigit()
             or (len(parts) == 4 and not (parts[3].startswith("n") and parts[3][1:].isdigit()))):
-        raise SystemExit(f"case {argv[0]!r}: expected IMPL-PHASE-dD or IMPL-PHASE-dD-nN "
-                         "(e.g. flex-fwd-d96-n4000)")
+        raise SystemExit(f"case {argv[0]!r}: expected IMPL-PHASE-dD[-nN][-c] "
+                         "(e.g. flex-fwd-d96-n4000, cudnn-bwd-d128-c)")
     impl, phase, dname = parts[:3]
     d = int(dname[1:])
     seqlen = int(parts[3][1:]) if len(parts) == 4 else SEQLEN
@@ -94,6 +98,8 @@ def main(argv=None) -> int:
         raise SystemExit(f"case {argv[0]!r}: a decode case takes its lengths from DECODE, "
                          "not -nN")
     if impl in EXTERNAL:
+        if causal:
+            raise SystemExit(f"case {argv[0]!r}: -c is for the SDPA backends")
         return _external(EXTERNAL[impl], phase, d, argv[0], seqlen)
     import torch
     import torch.nn.functional as F
@@ -114,11 +120,11 @@ def main(argv=None) -> int:
         gqa = True
     with sdpa_kernel(backend):
         def call():
-            out = F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+            out = F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa, is_causal=causal)
             if phase == "bwd":
                 out.backward(torch.ones_like(out))
         _profile_once(call)
-    print(f"{argv[0]}: B={batch} H={heads} N={seqlen} d={d} done")
+    print(f"{argv[0]}: B={batch} H={heads} N={seqlen} d={d} causal={causal} done")
     return 0
 
 

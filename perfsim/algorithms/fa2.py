@@ -138,6 +138,10 @@ def resident_per_sm(grid, ctas_per_sm, gpu: GPUSpec):
 #: below the sum of its GEMM-only and exp-only times (the serial rule, K = 1), and with two
 #: CTAs per SM within −9 to +3 % of this closed cycle with K = 2, where adding the two
 #: would be 17-30 % too slow.
+#: The forward's terms a thread finishes before its exps (``KernelCost.exp_after``): the row
+#: max the exps subtract, and the scale where the kernel keeps it apart from the exp argument.
+SPLIT_SCALE_TERM = "fp32/scale apart from the exp argument (FMUL)"
+EXP_AFTER = ("alu/row max", SPLIT_SCALE_TERM)
 ASYNC_MMA_STATIONS = (("tensor", "smem"), ("mufu", "fp32"))
 ASYNC_MMA_SERIAL = (False, True)
 
@@ -181,8 +185,8 @@ class FusedAttention(Algorithm):
             ``is_even_MN``).
         address_arithmetic: whose census of integer and predicate arithmetic per score
             element the kernels issue beside the softmax (``softmax_costs.ADDRESS_ARITHMETIC``:
-            ``"xformers"``), or ``"none"`` (default: left uncounted, a few per cent of the
-            issue of flash-attn 2's kernels).
+            ``"xformers"``, ``"cudnn"``), or ``"none"`` (default: left uncounted, a few per
+            cent of the issue of flash-attn 2's kernels).
     """
 
     name: ClassVar[str] = "fused"
@@ -208,7 +212,7 @@ class FusedAttention(Algorithm):
     scale_multiplies: int | None = Field(default=None, ge=0, le=4)
     bound_checks: Literal["none", "flash-attn", "cudnn", "flex"] = "none"
     bound_check_unless_multiple: int | None = Field(default=None, ge=1)
-    address_arithmetic: Literal["none", "xformers"] = "none"
+    address_arithmetic: Literal["none", "xformers", "cudnn"] = "none"
 
     _splits = field_validator("num_splits", mode="before")(
         classmethod(lambda cls, v: check_num_splits(v)))
@@ -425,12 +429,12 @@ class FusedAttention(Algorithm):
         split = sc.FMA_SLOTS * fmuls
         terms = {
             **forward_gemm_terms(elems, dims.d, dims.d_v),
-            "fp32/softmax (scale, −max, row sum)":
-                elems * (sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE + split),
+            "fp32/softmax (scale, −max, row sum)": elems * sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE,
             "fp32/rescale O": bh * rows_steps * (sc.RESCALE_FLOPS_PER_ROW_ELEMENT * dims.d_v
                                                  + sc.RESCALE_FLOPS_PER_ROW_EXTRA),
             "fp32/normalise O": sc.FMA_SLOTS * bh * dims.N_q * dims.d_v,
-            "alu/row max, P to 16 bits": elems * sc.FWD_ALU_OPS_PER_SCORE,
+            "alu/row max": elems * sc.ROW_MAX_ALU_OPS_PER_SCORE,
+            "alu/P to 16 bits": elems * sc.P_CONVERT_ALU_OPS_PER_SCORE,
             "mufu/exp(S)": elems,
             "mufu/exp(m_old − m_new)": bh * rows_steps * sc.FA2_EXPS_PER_ROW_STEP,
             "hbm_read/Q": e * bh * dims.N_q * dims.d,
@@ -440,6 +444,8 @@ class FusedAttention(Algorithm):
             "l2_hit/K,V re-read": kv_hits,
             **self._fwd_smem(dims, v, b_r, warps),
         }
+        if split:
+            terms[SPLIT_SCALE_TERM] = elems * split
         terms["alu/mask"] = bh * v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE
         terms.update(self.bound_check_terms("fwd", dims, elems, b_r, b_c))
         terms.update(self.address_terms("fwd", dims, elems))
@@ -468,7 +474,7 @@ class FusedAttention(Algorithm):
             overlap=self.overlap_groups("fwd", dims),
             pipeline=self.pipeline("fwd", gpu, resident_per_sm(v.q_tiles * bh, ctas, gpu),
                                    warps),
-            bytes_in_flight=self.kv_in_flight(dims, b_c),
+            bytes_in_flight=self.kv_in_flight(dims, b_c), exp_after=EXP_AFTER,
             launch={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
                    "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail,
                    "packed_heads": dims.group, **self._padded_head_dims(dims)},
@@ -698,7 +704,9 @@ class FusedAttention(Algorithm):
         staging = self.dq_staging(dims, v, b_r)
         terms = {
             **backward_gemm_terms(elems, d, d_v),
-            **{key: value * (1 + again) for key, value in per_pass.items()},
+            # a second consumer warpgroup that issues S and dP again also recomputes their
+            # softmax (cuDNN's head-dim-192/256 census: 2 MUFU per score, 1 below)
+            **{key: value * (1 + again + twice) for key, value in per_pass.items()},
             "atomics/dQ (fp32)": atomics,
             "hbm_read/K,V": kv_read, "hbm_read/Q,dO,LSE,D": q_hbm,
             "hbm_read/dQ accumulator": dq_hbm / 2,

@@ -85,6 +85,13 @@ FA3_HEAD_DIMS = (64, 96, 128, 192, 256)
 #: (``dKV_swapAB``, set by ``_tile_size_bwd_sm90`` for head dims 129-256) and 16 below
 #: (``flash_bwd_sm90.py``).
 CUTE_SM90_HEAD_DIM_MULTIPLE = 16
+#: cuDNN's sm90 attention kernels (closed source) run a head dim rounded up to a multiple of
+#: 64: their names carry the compiled head dim, ``..._64x128x128_...`` for a call with head
+#: dim 96 and ``..._64x128x192_...`` for 160, forward and backward, beside the call's own at
+#: 64, 128 and 256 (Nsight Compute on the H200, cuDNN 9.19,
+#: ``validate/reports/h200/probes/ncu/summary-cudnn-shapes.json``, ``summary.json``); other
+#: head dims ASSUMED to follow the same rule.
+CUDNN_SM90_HEAD_DIM_MULTIPLE = 64
 CUTE_SM90_BWD_SWAPPED_MULTIPLE, CUTE_SM90_BWD_SWAPPED_ABOVE = 64, 128
 
 
@@ -135,8 +142,10 @@ class FA3(FusedAttention):
     #: which head dims have a compiled kernel (a call runs its MMAs and shared-memory tiles
     #: that wide; its HBM traffic stays at its own head dims): ``"flash-attn-3"`` (default,
     #: :data:`FA3_HEAD_DIMS`), ``"cute-sm90"`` (flash_attn.cute's rounding,
-    #: :data:`CUTE_SM90_HEAD_DIM_MULTIPLE`) or ``"exact"`` (every head dim as itself).
-    compiled_head_dims: Literal["flash-attn-3", "cute-sm90", "exact"] = "flash-attn-3"
+    #: :data:`CUTE_SM90_HEAD_DIM_MULTIPLE`), ``"cudnn-sm90"`` (cuDNN's,
+    #: :data:`CUDNN_SM90_HEAD_DIM_MULTIPLE`) or ``"exact"`` (every head dim as itself).
+    compiled_head_dims: Literal["flash-attn-3", "cute-sm90", "cudnn-sm90", "exact"] = \
+        "flash-attn-3"
     dtypes: ClassVar[tuple[str, ...]] = ("fp16", "bf16", "fp8_e4m3")
 
     def kernel_head_dims(self, dims: Dims) -> tuple:
@@ -147,6 +156,9 @@ class FA3(FusedAttention):
         mode = self.compiled_head_dims
         if dims.symbolic or mode == "exact":
             return dims.d, dims.d_v
+        if mode == "cudnn-sm90":
+            step = CUDNN_SM90_HEAD_DIM_MULTIPLE
+            return cdiv(dims.d, step) * step, cdiv(dims.d_v, step) * step
         if mode == "cute-sm90":
             step = CUTE_SM90_HEAD_DIM_MULTIPLE
             if (dims.phase != "fwd" and CUTE_SM90_BWD_SWAPPED_ABOVE < dims.d
@@ -275,15 +287,19 @@ class FA3(FusedAttention):
         WGMMA reads its operands from shared memory through descriptors.
 
         Forward, warp-specialised: the softmax station's MUFU, FMA and ALU pipes overlap
-        (its time is the slowest of them): the two consumer warpgroups' exps and FP32 work
-        are on independent score elements and go to different pipes. Nsight Compute on
-        flash_attn.cute's sm90 forward (``validate/reports/h200/probes/ncu/summary.json``,
-        d = 128) shows the tensor pipe busy 81 % of the time while the MUFU (42 %), FMA
-        (16 %) and ALU (19 %) pipes add up to 77 %: run back to back, the softmax would hold
-        a two-warpgroup cycle to about 70 % tensor-busy. Backward, and forward without warp
-        specialisation: serial — one instruction stream issues the steps in turn, each needing
-        the last one's result (as FA2's mma.sync kernels, whose profile fits the serial sum:
-        SDPA flash forward, tensor 56 %, MUFU 20 %, FMA/ALU 18/20 %). What overlaps in both
+        (its time is the slowest of them) except for the work the exps wait on — the row max
+        and a scale kept apart from the exp argument (``KernelCost.exp_after``,
+        ``perfsim.timing.exp_lead_seconds``): one warpgroup alone on its schedulers ran the
+        online softmax of a 64 x 128 tile in 812 cycles where its exps alone took 606 and
+        its FP32/ALU work alone 445 (``validate/probe_softmax_pipes.py``). Nsight Compute on
+        the H200 (``validate/reports/h200/probes/ncu/summary.json``, d = 128) has
+        flash_attn.cute's sm90 forward and cuDNN's at the same MUFU and HGMMA counts per
+        score, cuDNN issuing one more FMUL and FADD per score (the split scale), and cuDNN
+        taking 7 % more cycles — which FP32 work hidden under the exps could not cause.
+        Backward, and forward without warp specialisation: serial — one instruction stream
+        issues the steps in turn, each needing the last one's result (as FA2's mma.sync
+        kernels, whose profile fits the serial sum: SDPA flash forward, tensor 56 %, MUFU
+        20 %, FMA/ALU 18/20 %). What overlaps in both
         is one warpgroup's softmax with the other's (or its own next) GEMMs (FA3 §3.1, Fig.
         1)."""
         mma = ("tensor", "smem") if self.warp_specialized or phase == "bwd" else (

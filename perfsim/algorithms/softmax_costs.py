@@ -48,6 +48,11 @@ FWD_FMA_OPS_PER_SCORE = 2
 SPLIT_SCALE_FMA_OPS = 1
 #: ... ALU pipe: the running row max (FMNMX) and half an F2FP (P to 16 bits, two per op).
 FWD_ALU_OPS_PER_SCORE = 1.5
+#: ... of which the row max (one FMNMX per score element): the exps of a row need it, so a
+#: thread finishes it before its first exp (``KernelCost.exp_after``).
+ROW_MAX_ALU_OPS_PER_SCORE = 1
+#: ... and the conversion of P to 16 bits (half an F2FP), after the exps.
+P_CONVERT_ALU_OPS_PER_SCORE = FWD_ALU_OPS_PER_SCORE - ROW_MAX_ALU_OPS_PER_SCORE
 #: FMA-pipe FLOP slots per score element (forward).
 ONLINE_SOFTMAX_FLOPS_PER_SCORE = FMA_SLOTS * FWD_FMA_OPS_PER_SCORE
 
@@ -166,7 +171,28 @@ SOFTMAX_BWD_FMA_OPS = 4
 #: softmax's. Head dims between the profiled ones take their kernel's figure (ASSUMED), as do
 #: the 64 x 64 backward kernels PyTorch picks where the 128 x 128 one does not fit; used on
 #: every GPU (the same sm80 code).
+#:
+#: cuDNN's sm90 kernels (``"cudnn"``, keyed by the compiled head dim, the call's rounded up
+#: to a multiple of 64): the same ALU list plus FSETP and FSEL (compares and selects beside the
+#: softmax: 2 per score element in the backward), and on the FMA pipe IMAD plus the FP32
+#: instructions beyond the backward softmax counted here (FMUL 3 + FADD 1 + FFMA 1 per score
+#: against 4; 6 + 2 + 2 against 8 where both warpgroups recompute it, head dims above 128).
+#: Census at B = 1, H = 4096 / d, N = 4096, non-causal (``summary.json`` cudnn-bwd-d64/128/256,
+#: ``summary-cudnn-shapes.json`` cudnn-bwd-d96 and -d160, which run the 128 and 192 kernels):
+#:
+#: - forward: 0.46 + 0.11 (64), 0.52 + 0.16 (128; the d = 96 call the same), 0.62 + 0.09
+#:   (192), 0.78 + 0.04 (256) — the forward's own FMUL/FADD/FMNMX are the softmax counts;
+#: - backward: ALU 1.79 + 2.00 and IMAD 2.48 (+ 1) at 64; 2.79 + 2.00 and 3.76 (+ 1) at 128
+#:   (identical for the d = 96 call); 7.01 + 4.00 and 10.72 (+ 2) at 192; 7.70 + 4.00 and
+#:   12.00 (+ 2) at 256.
+#:
+#: The causal and N = 1024 profiles issue 5-40 % more per score (masking, edges): not
+#: counted. Used wherever the preset runs cuDNN's sm90 kernels.
 ADDRESS_ARITHMETIC = {
     "xformers": {"fwd": {64: (12.17, 3.80), 128: (13.75, 4.62), 65536: (25.58, 8.94)},
                  "bwd": {64: (20.84, 5.80), 128: (30.07, 11.19), 65536: (94.39, 41.26)}},
+    "cudnn": {"fwd": {64: (0.46, 0.11), 128: (0.52, 0.16), 192: (0.62, 0.09),
+                      65536: (0.78, 0.04)},
+              "bwd": {64: (3.79, 3.48), 128: (4.79, 4.76), 192: (11.01, 12.72),
+                      65536: (11.70, 14.00)}},
 }
