@@ -705,10 +705,12 @@ def _cute(dims, gpu):
     # flash_bwd_sm90.py, flash-attn-4 4.0.0b36); Nsight Compute on the H200 shows grids of
     # one CTA per tile (32 x 32 for the 1024 tiles of B = 1, H = 32, N = 4096, d = 128,
     # forward and backward; validate/reports/h200/probes/ncu/summary.json)
-    # its head dims rounded to its tile multiples (fa3.CUTE_SM90_HEAD_DIM_MULTIPLE)
+    # its head dims rounded to its tile multiples (fa3.CUTE_SM90_HEAD_DIM_MULTIPLE); the
+    # causal or windowed forward's tiles launched longest first (``SingleTileLPTScheduler if
+    # self.is_causal or self.is_local``, flash_fwd_sm90.py): no in-order tail
     return algos.FA3(block_m=block_m, block_n=block_n, bwd_block_m=bwd_m, bwd_block_n=bwd_n,
                      num_splits=1, pack_gqa=pack, persistent=False,
-                     compiled_head_dims="cute-sm90")
+                     compiled_head_dims="cute-sm90", lpt_scheduling=True)
 
 
 #: name -> (f(dims, gpu) -> algorithm config, what it is, extra Implementation fields[,

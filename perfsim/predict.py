@@ -18,7 +18,7 @@ from perfsim.mathops import maximum
 from perfsim.power import call_clock
 from perfsim.prediction import Counts, Prediction, credited_flops, model_flops
 from perfsim.software import DEFAULT_SOFTWARE
-from perfsim.timing import KernelTiming, TimingParams, kernel_seconds, time_kernel
+from perfsim.timing import KernelTiming, TimingParams, check_timing, kernel_seconds, time_kernel
 from perfsim.workload import AttentionWorkload
 
 
@@ -46,13 +46,15 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
         memory footprint, per-kernel breakdown, ``explain()``).
 
     Raises:
-        perfsim.PerfsimError: unknown GPU or algorithm name.
+        perfsim.PerfsimError: unknown GPU or algorithm name, or ``timing`` not a
+            ``TimingParams``.
         perfsim.InfeasibleError: the configuration cannot run on this workload/GPU.
     """
     if not isinstance(workload, AttentionWorkload):
         raise PerfsimError(f"predict() needs an AttentionWorkload, got "
                            f"{type(workload).__name__} (build one with "
                            "perfsim.AttentionWorkload(batch=..., heads=..., ...))")
+    check_timing(timing)
     spec = load_gpu(gpu)
     algo = resolve(algorithm)
     params = timing or timing_for(spec, algo)

@@ -39,7 +39,7 @@ from perfsim.kernel import UNITS
 from perfsim.predict import BOUNDS, evaluate
 from perfsim.prediction import Counts, convention_flops, credited_flops
 from perfsim.software import DEFAULT_SOFTWARE
-from perfsim.timing import TimingParams
+from perfsim.timing import TimingParams, check_timing
 from perfsim.whatif import expand_overrides, what_if
 from perfsim.workload import MAX_SIZE, MAX_TENSOR_BYTES, AttentionWorkload
 
@@ -180,8 +180,10 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
             or ``algorithms`` list, an unknown GPU,
             algorithm or override field; sizes whose largest combination would exceed
             :data:`perfsim.workload.MAX_TENSOR_BYTES` per tensor; a sweep too large for the
-            memory (checked before any work: the message gives rows and bytes).
+            memory (checked before any work: the message gives rows and bytes); ``timing``
+            not a ``TimingParams``.
     """
+    check_timing(timing)
     scalars, specs, configs, variants, grid_rows = _plan(
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
         phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides)

@@ -54,7 +54,7 @@ from perfsim.implementations import resolve
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.predict import predict
 from perfsim.prediction import Counts
-from perfsim.timing import TimingParams, cuda_core_seconds, gemm_seconds, rates
+from perfsim.timing import TimingParams, check_timing, cuda_core_seconds, gemm_seconds, rates
 
 _int = {"positive": True, "integer": True}
 B, H, H_kv, N_q, N_k, d, d_v = sympy.symbols("B H H_kv N_q N_k d d_v", **_int)
@@ -119,6 +119,7 @@ def unit_seconds(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16"
     kernels, _ = _kernels(algorithm, spec, causal, dtype, phase, dropout_p,
                           "none" if io_model else "symbol" if keep_l2 else "gpu",
                           options, sizes)
+    check_timing(timing)
     totals = _unit_totals(kernels, spec, timing or TimingParams.for_gpu(spec))
     return {u: sympy.sympify(t) for u, t in totals.items()}
 

@@ -381,6 +381,18 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams,
                         wave_factor=wave_factor, load_chain=chain)
 
 
+def check_timing(timing) -> None:
+    """Refuse a ``timing`` argument that is neither ``None`` nor a :class:`TimingParams`.
+
+    Raises:
+        perfsim.PerfsimError: naming what was given and how to build one."""
+    if timing is not None and not isinstance(timing, TimingParams):
+        raise PerfsimError(
+            f"timing must be a perfsim.TimingParams, got {type(timing).__name__}: build one "
+            "with perfsim.timing_for(gpu, algorithm, **overrides), e.g. "
+            "perfsim.timing_for('h100-sxm5', 'fa2', clock=1.5e9)")
+
+
 def kernel_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz=None):
     """``time_kernel(...).seconds`` without naming the binding unit (the power model's clock
     search times every kernel at a dozen clocks and needs only the seconds)."""

@@ -817,3 +817,16 @@ def test_a_lock_without_a_power_table_is_held_to_the_ceiling():
     p = perfsim.predict(big(), h200, "fa3", timing=TimingParams.for_gpu(h200, clock=5e9))
     assert p.clock_hz == h200.clock_hz
     assert "clock locked at 5000 MHz" in p.explain()
+
+
+def test_cute_causal_forward_launches_longest_tiles_first():
+    """flash_attn.cute's sm90 forward schedules causal and windowed tiles longest first
+    (SingleTileLPTScheduler, flash_fwd_sm90.py): no in-order tail; cuDNN's order is not
+    known and keeps it."""
+    w = W(batch=1, heads=32, seqlen_q=1024, head_dim=128, dtype="bf16", causal=True)
+    cute = perfsim.predict(w, "h200-sxm", "flash-attn-cute").kernels[0].cost
+    cudnn = perfsim.predict(w, "h200-sxm", "sdpa-cudnn").kernels[0].cost
+    assert cute.launch["tail"] == 1 and cudnn.launch["tail"] > 1
+    windowed = w.model_copy(update={"causal": False, "window": (256, 0)})
+    assert perfsim.predict(windowed, "h200-sxm", "flash-attn-cute").kernels[0].cost.launch[
+        "tail"] == 1

@@ -464,3 +464,15 @@ def test_sweep_json_keeps_full_float_precision(tmp_path, capsys):
     for row, seconds, tensor in zip(rows, df.seconds, df.tensor_seconds, strict=True):
         assert row["seconds"] == float(seconds) and row["tensor_seconds"] == float(tensor)
     assert any(len(repr(r["seconds"])) > 12 for r in rows)      # not rounded
+
+
+@pytest.mark.parametrize("timing", [{"clock": 1.5e9}, "boost", 1.5e9])
+def test_timing_that_is_not_timing_params_is_one_error(timing):
+    """A dict, a string or a number for ``timing`` is refused by predict, sweep and the
+    closed forms with one PerfsimError naming timing_for (it leaked an AttributeError)."""
+    w = AttentionWorkload(batch=1, heads=8, seqlen_q=1024, head_dim=64)
+    for call in (lambda: predict(w, timing=timing),
+                 lambda: perfsim.sweep(batch=1, heads=8, seqlen_q=1024, head_dim=64,
+                                       timing=timing)):
+        with pytest.raises(PerfsimError, match="timing_for"):
+            call()
