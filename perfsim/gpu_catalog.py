@@ -56,6 +56,9 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
         if spec is not None:
             return spec
     text = str(gpu)
+    if not text.strip():
+        raise PerfsimError(f"no GPU given (an empty name); valid ids: {', '.join(gpus())} "
+                           "(or a path to a .toml profile)")
     if text.endswith(".toml") or "/" in text:
         path = Path(text)
         if path.is_dir():

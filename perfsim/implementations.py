@@ -620,8 +620,18 @@ def _lacks(dims, name: str, *features: str) -> None:
 def _sdpa_limits(dims) -> None:
     """``F.scaled_dot_product_attention`` takes Q, K, V of one dtype, an optional mask,
     ``is_causal``, ``dropout_p``, ``scale`` and ``enable_gqa``: no window, softcap or paged
-    cache (those go through an explicit ``attn_mask`` or another library)."""
+    cache (those go through an explicit ``attn_mask`` or another library), and no fp8
+    inputs (its backends take fp16, bf16 and fp32)."""
     _lacks(dims, "torch SDPA", "window", "softcap", "paged", "kv_dtype")
+    if dims.dtype == "fp8_e4m3":
+        raise InfeasibleError("torch SDPA takes fp16, bf16 or fp32 inputs, not fp8_e4m3 "
+                              "(fp8 attention: algorithm fa3 or fa4)")
+
+
+def _flash_attn_2_limits(dims) -> None:
+    """flash-attn 2's ``mha_fwd`` takes one head dim and one dtype for Q, K and V."""
+    _same_head_dims(dims, "flash-attn 2")
+    _lacks(dims, "flash-attn 2", "kv_dtype")
 
 
 def _same_head_dims(dims, name: str) -> None:
@@ -733,7 +743,7 @@ IMPLEMENTATIONS: dict[str, tuple] = {
               {"software": "sdpa-math"}),
     "flex": (_flex, "torch.compile(flex_attention)", {}, _flex_limits),
     "flash-attn-2": (lambda dims, gpu: algos.FA2(), "flash_attn.flash_attn_func (v2)", {},
-                     lambda dims: _same_head_dims(dims, "flash-attn 2")),
+                     _flash_attn_2_limits),
     "flash-attn-3": (_flash_attn_3, "flash_attn_interface.flash_attn_func (v3, Hopper)", {},
                      _no_dropout),
     "flash-attn-cute": (_cute, "flash_attn.cute.flash_attn_func (flash-attn 4)",

@@ -34,7 +34,7 @@ from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.gpu_catalog import gpus as catalog
 from perfsim.gpu_catalog import load_gpu
-from perfsim.implementations import resolve
+from perfsim.implementations import implementations, resolve
 from perfsim.kernel import UNITS
 from perfsim.predict import BOUNDS, evaluate
 from perfsim.prediction import Counts, convention_flops, credited_flops
@@ -154,8 +154,9 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
             ``"none"`` for an unbounded side; ``None`` = no window / ``kv_dtype`` = ``dtype``
             / contiguous K/V).
         gpus: catalog ids, ``.toml`` paths or ``GPUSpec`` objects; default every catalog GPU.
-        algorithms: names (defaults) or configs such as ``FA2(block_m=64)``; default all of
-            ``perfsim.algorithms.names()``.
+        algorithms: names (defaults) or configs such as ``FA2(block_m=64)``; ``"all"`` or
+            the default: every ``perfsim.algorithms.names()``; ``"presets"``: every
+            implementation preset (as on the command line).
         overrides: GPU what-ifs, crossed with each other and with ``gpus``:
             ``{field: [values]}`` sets a ``GPUSpec`` field, ``{field: {"scale": [factors]}}``
             multiplies it (every entry of a per-dtype table; integers are rounded); a dotted
@@ -221,6 +222,9 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
     scalars = _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p, window,
                              kv_dtype, page_size, softcap)
     specs = [load_gpu(g) for g in _listify(catalog() if gpus is None else gpus)]
+    # "all" and "presets" as on the command line (perfsim.cli.predict_cmd)
+    algorithms = {"all": algos.names(), "presets": implementations()}.get(
+        algorithms, algorithms) if isinstance(algorithms, str) else algorithms
     configs = [resolve(a) for a in _listify(algos.names() if algorithms is None
                                                   else algorithms)]
     for name, chosen in (("gpus", specs), ("algorithms", configs)):
@@ -277,6 +281,9 @@ def check_size(rows: int, max_memory_bytes: int | None = None) -> None:
     if max_memory_bytes is None:
         free = available_memory_bytes()
         max_memory_bytes = free // 2 if free else 2**34
+    elif not isinstance(max_memory_bytes, (int, np.integer)) or max_memory_bytes <= 0:
+        raise PerfsimError(f"max_memory_bytes must be a positive number of bytes, got "
+                           f"{max_memory_bytes!r}")
     need = rows * BYTES_PER_ROW
     if need > max_memory_bytes:
         raise PerfsimError(

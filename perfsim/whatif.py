@@ -90,6 +90,10 @@ def parse_overrides(spec: dict) -> list[list[Override]]:
     Raises:
         perfsim.PerfsimError: an unknown field or a malformed entry (the message says which).
     """
+    if not isinstance(spec, dict):
+        raise PerfsimError(f"overrides must be a dict of GPU fields to values or lists of "
+                           f"values (e.g. {{'sm_count': [108, 132]}}), got "
+                           f"{type(spec).__name__}")
     fields = [f for f in GPUSpec.model_fields if f not in _NOT_OVERRIDABLE]
     options = []
     for name, entry in spec.items():

@@ -260,9 +260,12 @@ def test_fa3_class_backwards_refuse_fp8_and_sweeps_take_page_size_zero():
     page_size 0 (the column's own value) and "none"."""
     w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128,
                                   dtype="fp8_e4m3", phase="bwd")
-    for algo in ("fa3", "flash-attn-3", "sdpa-cudnn"):
+    for algo in ("fa3", "flash-attn-3"):
         with pytest.raises(perfsim.InfeasibleError, match="fp16 and bf16"):
             perfsim.predict(w, "h200-sxm", algo)
+    # (torch SDPA takes no fp8 inputs at all, forward or backward)
+    with pytest.raises(perfsim.InfeasibleError, match="fp16, bf16 or fp32"):
+        perfsim.predict(w, "h200-sxm", "sdpa-cudnn")
     assert perfsim.predict(w.replace(phase="fwd"), "h200-sxm", "fa3").seconds > 0
     df = perfsim.sweep(batch=8, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=4096, head_dim=128,
                        page_size=[0, 256, "none"], gpus=["h100-sxm5"], algorithms=["fa3"])
@@ -282,3 +285,25 @@ def test_varlen_backward_of_equal_sequences_runs_the_dense_backward_kernel(prese
                                        head_dim=d, phase="bwd", causal=True)
     assert perfsim.predict(ragged, "h200-sxm", preset).seconds == pytest.approx(
         perfsim.predict(dense, "h200-sxm", preset).seconds)
+
+
+@pytest.mark.parametrize("algo, gpu", [("fa2", "h100-sxm5"), ("fa3", "h100-sxm5"),
+                                       ("fa4", "b200")])
+def test_a_window_bounds_the_kv_a_decode_step_reads(algo, gpu):
+    """Query i sees keys up to ``left`` before ``i + N_k - N_q``: a decode step with window
+    (1023, 0) against a 131k cache loads about 1024 keys per K/V head, not all of them (it
+    read the whole cache, 537 MB, as fast as no window)."""
+    full = AttentionWorkload(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072,
+                             head_dim=128)
+    windowed = full.model_copy(update={"window": (1023, 0)})
+    a, b = perfsim.predict(full, gpu, algo), perfsim.predict(windowed, gpu, algo)
+    kv_full = 2 * 8 * 131072 * 128 * 2
+    assert a.counts.hbm_bytes >= kv_full
+    assert b.counts.hbm_bytes < kv_full / 50 and b.seconds < a.seconds / 3
+    # the backward of a chunk against a long cache reads only the window's K/V, and still
+    # writes every dK/dV row
+    chunk = AttentionWorkload(batch=1, heads=8, seqlen_q=256, seqlen_k=32768, head_dim=128,
+                              window=(512, 0), phase="bwd")
+    k = max(perfsim.predict(chunk, "h100-sxm5", "fa2").kernels, key=lambda k: k.seconds)
+    read, written = k.cost.terms["hbm_read/K,V"], k.cost.terms["hbm_write/dK,dV"]
+    assert read < written / 30

@@ -476,3 +476,26 @@ def test_timing_that_is_not_timing_params_is_one_error(timing):
                                        timing=timing)):
         with pytest.raises(PerfsimError, match="timing_for"):
             call()
+
+
+def test_sweep_refuses_bad_overrides_and_memory_limits_and_takes_all_and_presets():
+    kw = dict(batch=1, heads=8, seqlen_q=1024, head_dim=64, gpus=["h100-sxm5"])
+    with pytest.raises(PerfsimError, match="overrides must be a dict"):
+        perfsim.sweep(**kw, overrides="x")
+    with pytest.raises(PerfsimError, match="max_memory_bytes must be a positive"):
+        perfsim.sweep(**kw, max_memory_bytes=-1)
+    assert set(perfsim.sweep(**kw, algorithms="all")["algorithm"]) == set(
+        perfsim.algorithms.names())
+    assert len(set(perfsim.sweep(**kw, algorithms="presets")["algorithm"])) == len(
+        perfsim.implementations.implementations())
+
+
+def test_sdpa_refuses_fp8_and_flash_attn_2_a_kv_dtype_of_its_own():
+    fp8 = AttentionWorkload(batch=2, heads=16, seqlen_q=2048, head_dim=128, dtype="fp8_e4m3")
+    for preset in ("sdpa-cudnn", "sdpa-math", "sdpa-flash"):
+        with pytest.raises(InfeasibleError, match="fp16, bf16|fp8"):
+            predict(fp8, "h100-sxm5", preset)
+    mixed = AttentionWorkload(batch=2, heads=16, seqlen_q=2048, head_dim=128,
+                              kv_dtype="fp8_e4m3")
+    with pytest.raises(InfeasibleError, match="K/V dtype"):
+        predict(mixed, "h100-sxm5", "flash-attn-2")

@@ -154,6 +154,21 @@ class Dims:
         return mask_visits(cdiv(self.N_q, self.group), self.N_k, block_r, block_c,
                            self.causal, self.window, self.group)
 
+    def kv_rows_read(self, block_c):
+        """K/V rows per (batch, K/V head) that some query's mask reaches, in whole ``B_c``-key
+        tiles: ``N_k`` unless the window bounds the left side; with ``left``, the keys from
+        the tile that holds key ``N_k − N_q − left`` on (query ``i`` sees keys up to
+        ``left`` before ``i + N_k − N_q``: bottom-right alignment). A kernel never loads a
+        K/V tile outside every query's range (flash-attn's ``n_block_min``,
+        ``perfsim.tiles``), so this is the compulsory K/V traffic; with packed heads the
+        mask runs over ``⌈N_q / group⌉`` positions."""
+        left = self.window[0]
+        if left is None:
+            return self.N_k
+        positions = self.N_q if self.group == 1 else cdiv(self.N_q, self.group)
+        first = maximum(self.N_k - positions - left, 0)
+        return self.N_k - (first // block_c) * block_c
+
     def packed(self) -> Dims:
         """GQA packing (flash-attn 3 ``PackGQA``): the ``H / H_kv`` query heads of a K/V head
         become rows of one tile (``N_q`` counts those rows), so each K/V tile is read once per

@@ -417,7 +417,7 @@ class FusedAttention(Algorithm):
         # order, so the re-reads of the CTAs resident at once hit L2: the live working set is
         # a double-buffered K/V tile per (batch, head) in flight (base.lockstep_window).
         kv_total = ekv * bh * v.q_outer_cols * dkv
-        kv_compulsory = ekv * dims.B * dims.H_kv * dims.N_k * dkv
+        kv_compulsory = ekv * dims.B * dims.H_kv * dims.kv_rows_read(b_c) * dkv
         window = lockstep_window(gpu.sm_count * ctas, v.q_tiles, ekv * b_c * dkv)
         kv_hbm, kv_hits = l2_filtered(kv_total, kv_compulsory, window, gpu,
                                       gpu.l2_usable_fraction)
@@ -672,7 +672,10 @@ class FusedAttention(Algorithm):
         # fp32 dQ atomics are resolved in L2; the accumulator reaches HBM once it is evicted.
         dq_hbm, dq_hits = l2_filtered(2 * FP32_BYTES * atomics, 0 * atomics,
                                       window * FP32_BYTES * d, gpu, gpu.l2_usable_fraction)
-        kv_read = e * bh * dims.N_k * (d + d_v)
+        # K/V tiles no query's window reaches are not read; their dK/dV are still written
+        # (zeros: flash-attn's backward stores them and returns)
+        kv_read = e * bh * dims.kv_rows_read(b_c) * (d + d_v)
+        kv_written = e * bh * dims.N_k * (d + d_v)
         elems = bh * v.elements
         # per score, once per pass (twice with a dQ pass that recomputes S and dP)
         per_pass = backward_softmax_terms(dims, v, bh * v.masked_tiles * b_r * b_c)
@@ -710,7 +713,7 @@ class FusedAttention(Algorithm):
             "atomics/dQ (fp32)": atomics,
             "hbm_read/K,V": kv_read, "hbm_read/Q,dO,LSE,D": q_hbm,
             "hbm_read/dQ accumulator": dq_hbm / 2,
-            "hbm_write/dK,dV": kv_read, "hbm_write/dQ accumulator": dq_hbm / 2,
+            "hbm_write/dK,dV": kv_written, "hbm_write/dQ accumulator": dq_hbm / 2,
             "l2_hit/Q,dO,LSE,D re-read": q_hits, "l2_hit/dQ atomics": dq_hits,
             # operands of the five MMAs read from shared memory; Q/dO tiles, P and dS written
             "smem_read/MMA operands": operand_reads,

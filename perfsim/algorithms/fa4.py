@@ -334,7 +334,8 @@ class FA4(Algorithm):
         terms.update(mask_extras(dims, v, bh, dkv))
         kv_total = ekv * bh * v.q_outer_cols * dkv
         window = gpu.sm_count * in_flight
-        kv_hbm, kv_hits = l2_filtered(kv_total, ekv * dims.B * dims.H_kv * dims.N_k * dkv,
+        kv_hbm, kv_hits = l2_filtered(kv_total,
+                                      ekv * dims.B * dims.H_kv * dims.kv_rows_read(b_c) * dkv,
                                       window, gpu, gpu.l2_usable_fraction)
         grid = v.q_tiles * bh
         # MMA operand reads (the paper's formula, per 128-row block) + TMA writes
@@ -378,7 +379,9 @@ class FA4(Algorithm):
         grid = v.kv_tiles * bh
         terms.update({
             "atomics/dQ (fp32, TMA reduce)": q_side * d,
-            "hbm_read/K,V": kv, "hbm_read/Q,dO,LSE,D": q_hbm,
+            # K/V tiles outside every query's window are not read (their dK/dV still written)
+            "hbm_read/K,V": e * bh * dims.kv_rows_read(MMA_ROWS) * (d + d_v),
+            "hbm_read/Q,dO,LSE,D": q_hbm,
             "hbm_write/dK,dV": kv, "hbm_write/dQ partials (fp32)": FP32_BYTES * q_side * d,
             "l2_hit/Q,dO,LSE,D re-read": q_hits,
             "smem_read/per-tile traffic (FA4 Table 3)":
