@@ -258,3 +258,13 @@ def test_fa3_composes_the_fused_kernels_instead_of_inheriting_fa2s_options():
     # FA2's values are not FA3's
     with pytest.raises(PerfsimError, match="compiled_head_dims"):
         FA3(compiled_head_dims="pytorch")
+
+
+def test_fa4_backward_dq_partials_are_reduced_in_l2_not_written_each():
+    """The backward's dQ partials are TMA reduce-adds into an fp32 accumulator, resolved in L2
+    (FA2's rule for its atomics): a long call moves about its inputs and gradients through
+    HBM, not one fp32 write per (key tile, query row) partial (275 GB here before)."""
+    w = W(batch=1, heads=8, kv_heads=4, seqlen_q=65536, head_dim=256, phase="bwd")
+    k = max(perfsim.predict(w, "b200", "fa4").kernels, key=lambda k: k.seconds)
+    assert k.cost.hbm_bytes < 5e9
+    assert k.cost.terms["l2_hit/dQ reduce-adds"] > 100e9

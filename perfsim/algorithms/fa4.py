@@ -377,12 +377,22 @@ class FA4(Algorithm):
                                     gpu.l2_usable_fraction)
         kv = e * bh * dims.N_k * (d + d_v)
         grid = v.kv_tiles * bh
+        # The dQ partials are TMA reduce-adds into an fp32 accumulator: resolved in L2 while
+        # the query tiles the resident CTAs add into fit there (FA2's rule for its atomics,
+        # FusedAttention._backward), not one HBM write per partial (275 GB at B = 1, H = 8,
+        # N = 65536, d = 256 before).
+        atomics = q_side * d
+        dq_hbm, dq_hits = l2_filtered(2 * FP32_BYTES * atomics, 0 * atomics,
+                                      gpu.sm_count * 2 * MMA_ROWS * FP32_BYTES * d, gpu,
+                                      gpu.l2_usable_fraction)
         terms.update({
-            "atomics/dQ (fp32, TMA reduce)": q_side * d,
+            "atomics/dQ (fp32, TMA reduce)": atomics,
+            "hbm_read/dQ accumulator": dq_hbm / 2, "hbm_write/dQ accumulator": dq_hbm / 2,
+            "l2_hit/dQ reduce-adds": dq_hits,
             # K/V tiles outside every query's window are not read (their dK/dV still written)
             "hbm_read/K,V": e * bh * dims.kv_rows_read(MMA_ROWS) * (d + d_v),
             "hbm_read/Q,dO,LSE,D": q_hbm,
-            "hbm_write/dK,dV": kv, "hbm_write/dQ partials (fp32)": FP32_BYTES * q_side * d,
+            "hbm_write/dK,dV": kv,
             "l2_hit/Q,dO,LSE,D re-read": q_hits,
             "smem_read/per-tile traffic (FA4 Table 3)":
                 tiles * per_tile["smem"] * gpu.smem_bandwidth_bytes_per_clk_per_sm})
