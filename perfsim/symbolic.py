@@ -45,16 +45,19 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
+import numpy as np
 import sympy
 
 from perfsim import algorithms as algos
 from perfsim.errors import PerfsimError
+from perfsim.gpu import BYTES_PER_ELEMENT
 from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import resolve
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.predict import predict
 from perfsim.prediction import Counts
 from perfsim.timing import TimingParams, check_timing, cuda_core_seconds, gemm_seconds, rates
+from perfsim.workload import PHASES
 
 _int = {"positive": True, "integer": True}
 B, H, H_kv, N_q, N_k, d, d_v = sympy.symbols("B H H_kv N_q N_k d d_v", **_int)
@@ -139,6 +142,25 @@ def _unit_totals(kernels, gpu, params) -> dict:
     return out
 
 
+def _check_call(dtype, phase, **numbers) -> None:
+    """One PerfsimError for a dtype or phase perfsim does not know, or a size that is not a
+    positive integer (symbols and expressions pass: they are the point of this module).
+
+    Raises:
+        perfsim.PerfsimError: naming the argument and what is allowed."""
+    if dtype not in BYTES_PER_ELEMENT:
+        raise PerfsimError(f"dtype {dtype!r} is not one of {', '.join(BYTES_PER_ELEMENT)}")
+    if phase not in PHASES:
+        raise PerfsimError(f"phase {phase!r} is not one of {', '.join(PHASES)}")
+    for name, value in numbers.items():
+        if isinstance(value, sympy.Basic) and not value.is_number:
+            continue
+        if (isinstance(value, bool) or not isinstance(value, (int, np.integer, sympy.Integer))
+                or value < 1):
+            raise PerfsimError(f"{name} must be a positive integer (or a sympy expression), "
+                               f"got {value!r}")
+
+
 def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, sizes,
              window=(None, None)):
     """The algorithm's kernels on symbols, with L2 per ``l2``: ``gpu``, ``none`` or
@@ -146,6 +168,7 @@ def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, 
     unknown = sorted(set(sizes) - set(SIZES))
     if unknown:
         raise PerfsimError(f"unknown size(s) {', '.join(unknown)}; sizes: {', '.join(SIZES)}")
+    _check_call(dtype, phase, **sizes)
     spec = load_gpu(gpu)
     algo = resolve(algorithm)
     dims = algos.Dims(*(sympy.sympify(sizes.get(n, s)) for n, s in SIZES.items()),
@@ -242,6 +265,8 @@ def compute_bound_seqlen(algorithm, gpu, *, batch: int, heads: int, head_dim: in
         ``N``, or ``None`` if the tensor time stays below the HBM time up to ``max_seqlen``
         (e.g. standard attention, whose intensity tends to a constant).
     """
+    _check_call(dtype, phase, batch=batch, heads=heads, head_dim=head_dim,
+                max_seqlen=max_seqlen)
     spec = load_gpu(gpu)
     if io_model:
         spec = spec.replace(l2_bytes=1)
@@ -265,6 +290,7 @@ def sram_crossover(gpu, *, batch: int, heads: int, seqlen: int, head_dim: int,
     Raises:
         perfsim.PerfsimError: ``algorithm`` has no SRAM option (``sram_bytes``).
     """
+    _check_call(dtype, phase, batch=batch, heads=heads, seqlen=seqlen, head_dim=head_dim)
     if "sram_bytes" not in type(resolve(algorithm)).model_fields:
         raise PerfsimError(f"{algorithm} has no sram_bytes option to vary")
     sizes = {"B": batch, "H": heads, "H_kv": heads, "N_q": seqlen, "N_k": seqlen,

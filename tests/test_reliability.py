@@ -499,3 +499,21 @@ def test_sdpa_refuses_fp8_and_flash_attn_2_a_kv_dtype_of_its_own():
                               kv_dtype="fp8_e4m3")
     with pytest.raises(InfeasibleError, match="K/V dtype"):
         predict(mixed, "h100-sxm5", "flash-attn-2")
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda S: S.compute_bound_seqlen("fa2", "h200-sxm", batch=0, heads=16, head_dim=128),
+     "batch must be a positive integer"),
+    (lambda S: S.compute_bound_seqlen("fa2", "h200-sxm", batch="4", heads=16, head_dim=128),
+     "batch must be a positive integer"),
+    (lambda S: S.counts("fa2", "h100-sxm5", dtype="fp64"), "dtype 'fp64'"),
+    (lambda S: S.counts("fa2", "h100-sxm5", phase="x"), "phase 'x'"),
+    (lambda S: S.sram_crossover("h100-sxm5", batch=1, heads=1, seqlen=1024, head_dim=-64),
+     "head_dim must be a positive integer")])
+def test_closed_forms_refuse_bad_sizes_dtypes_and_phases(call, needle):
+    """perfsim.symbolic raised ZeroDivisionError, TypeError or KeyError, or returned zeros or
+    a negative crossover, for these (found by a fresh-user review)."""
+    from perfsim import symbolic
+
+    with pytest.raises(PerfsimError, match=needle):
+        call(symbolic)
