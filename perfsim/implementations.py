@@ -375,8 +375,13 @@ class Implementation(Algorithm):
         """Which configuration and software profile the preset ran, in words."""
         dims = Dims.of(prediction.workload)
         inner = self.config(dims, prediction.gpu)
-        return [f"{self.preset} runs {inner.label()} on {prediction.gpu.id} "
-                f"(software profile {self.software!r})."]
+        lines = [f"{self.preset} runs {inner.label()} on {prediction.gpu.id} "
+                 f"(software profile {self.software!r})."]
+        gpu = prediction.gpu
+        if self.preset == "sdpa-cudnn" and gpu.native_tensor_family == "tcgen05":
+            lines.append("perfsim has no model of cuDNN's Blackwell (sm100) kernels: this is "
+                         "the FA2 loop on mma.sync, likely slower than cuDNN's own kernels.")
+        return lines
 
 
 #: Input dtypes SDPA's math backend computes in float32 (``_scaled_dot_product_attention_math``
