@@ -465,7 +465,10 @@ def exp_lead_seconds(cost: KernelCost, rate: dict, wave_factor):
     812 cycles per tile where the exps alone took 606 and the FP32/ALU work alone 445 —
     neither their sum (1051: the pipes back to back) nor the larger (606: fully overlapped);
     the exps waited for the row max (+206 cycles), and for the scale too where it is a
-    separate multiply (895 cycles, +289). The rest of the FP32 work ran under the exps."""
+    separate multiply (895 cycles, +289). The rest of the FP32 work ran under the exps.
+    Charged here at the pipes' throughput (128 and 192 cycles for those tiles); the rest of
+    the measured wait, about 80 cycles per tile, is the reduction's dependent latency
+    (shuffles across the row's quad), which is not modelled."""
     if cost.pipeline is None or not cost.exp_after:
         return 0.0
     fp32, alu = cost.exp_lead_demand()
