@@ -307,3 +307,15 @@ def test_a_window_bounds_the_kv_a_decode_step_reads(algo, gpu):
     k = max(perfsim.predict(chunk, "h100-sxm5", "fa2").kernels, key=lambda k: k.seconds)
     read, written = k.cost.terms["hbm_read/K,V"], k.cost.terms["hbm_write/dK,dV"]
     assert read < written / 30
+
+
+def test_split_kv_partials_fit_in_l2_are_read_from_there():
+    """The combine kernel reads the fp32 partials the split kernel just wrote: from L2 where
+    they fit (the model's L2 rule), so one more batch never makes a call faster (on an L40S a
+    B = 1 call with 2 splits was predicted slower than B = 2, whose partials went to HBM)."""
+    w = AttentionWorkload(batch=1, heads=8, seqlen_q=1000, head_dim=256, causal=True)
+    one = perfsim.predict(w, "l40s", "sdpa-flash")
+    two = perfsim.predict(w.model_copy(update={"batch": 2}), "l40s", "sdpa-flash")
+    assert one.seconds < two.seconds
+    combine = [k for k in one.kernels if k.cost.name.endswith("combine")][0].cost
+    assert combine.hbm_read_bytes == 0 and combine.l2_hit_bytes > 0

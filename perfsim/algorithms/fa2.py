@@ -374,7 +374,7 @@ class FusedAttention(Algorithm):
                                     self.kernel_head_dims(fdims))
             out.append(split_forward(main, fdims, fdims.splits))
             if fdims.splits > 1:
-                out.append(combine_kernel(fdims, fdims.splits, f"{self.name}_fwd_combine"))
+                out.append(combine_kernel(fdims, fdims.splits, f"{self.name}_fwd_combine", gpu))
         if dims.bwd:
             b_r, b_c, _ = self.bwd_tiles(dims, gpu)
             ks = self._backward(dims, gpu)         # built once; once more on whole tiles

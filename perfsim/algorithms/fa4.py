@@ -262,7 +262,7 @@ class FA4(Algorithm):
                 fdims, b_r, b_c)
             out.append(split_forward(main, fdims, fdims.splits))
             if fdims.splits > 1:
-                out.append(combine_kernel(fdims, fdims.splits, "fa4_fwd_combine"))
+                out.append(combine_kernel(fdims, fdims.splits, "fa4_fwd_combine", gpu))
         if dims.bwd:
             out.append(with_whole_tiles(lambda x: self._backward(x, gpu), dims, MMA_ROWS,
                                         MMA_ROWS))

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from perfsim.algorithms.base import FP32_BYTES, STAT_BYTES, Dims
+from perfsim.algorithms.base import FP32_BYTES, STAT_BYTES, Dims, l2_filtered
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv
@@ -145,18 +145,22 @@ def split_forward(cost: KernelCost, dims: Dims, splits: int) -> KernelCost:
         launch={**cost.launch, "num_splits": splits})
 
 
-def combine_kernel(dims: Dims, splits: int, name: str) -> KernelCost:
+def combine_kernel(dims: Dims, splits: int, name: str, gpu=None) -> KernelCost:
     """The split-KV combine kernel: per query row read ``splits`` fp32 partials and
     logsumexps, rescale and sum them (exp of each logsumexp difference), write ``O`` and the
-    logsumexp."""
+    logsumexp. The partials were written by the kernel just before: where they fit in the
+    usable L2 of ``gpu`` they are read from there (``base.l2_filtered``'s rule; their
+    write-back to HBM stays counted in the split kernel), else from HBM."""
     rows = dims.B * dims.H * dims.N_q
+    partials = rows * splits * FP32_BYTES * (dims.d_v + 1)
+    hbm, hits = (partials, 0 * partials) if gpu is None else l2_filtered(
+        partials, 0 * partials, partials, gpu, gpu.l2_usable_fraction)
     return KernelCost(
         name=name, grid=cdiv(rows, COMBINE_ROWS_PER_CTA), warps_per_cta=4,
         # per part and row: d_v FMAs of the weighted sum (2 slots each) and the max, the
         # logsumexp difference and the weight (2 FMA-pipe instructions and an ALU max)
         fp32_flops=rows * splits * FMA_SLOTS * (dims.d_v + 2), alu_ops=rows * splits,
-        exp_ops=rows * splits,
-        hbm_read_bytes=rows * splits * FP32_BYTES * (dims.d_v + 1),
+        exp_ops=rows * splits, hbm_read_bytes=hbm, l2_hit_bytes=hits,
         hbm_write_bytes=rows * (dims.e * dims.d_v + STAT_BYTES),
         overlap=(("hbm",), ("fp32", "mufu")))
 
