@@ -517,3 +517,11 @@ def test_closed_forms_refuse_bad_sizes_dtypes_and_phases(call, needle):
 
     with pytest.raises(PerfsimError, match=needle):
         call(symbolic)
+
+
+def test_cli_negative_window_gets_the_windows_own_message(capsys):
+    """``--window -1,0`` reached argparse as an option ("expected one argument")."""
+    assert main(["predict", "-b", "1", "--heads", "8", "--seqlen", "1024", "--head-dim", "64",
+                 "--window", "-1,0"]) == 2
+    err = capsys.readouterr().err
+    assert "window" in err and "greater than or equal to 0" in err

@@ -59,11 +59,29 @@ def _on_sigterm(signum, frame):
     raise _Terminated
 
 
+def _join_dash_values(argv: list[str], options: tuple[str, ...]) -> list[str]:
+    """``[OPT, "-x,..."]`` as ``["OPT=-x,..."]`` for the ``options`` whose values may begin
+    with a minus sign (argparse reads such a value as another option)."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in options and i + 1 < len(argv) and argv[i + 1].startswith("-") \
+                and "," in argv[i + 1]:
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """The ``perfsim`` command line; returns the exit code (2 for bad input)."""
     import signal
 
     argv = sys.argv[1:] if argv is None else argv
+    # a window value may start with "-" ("-1,0"): argparse would take it for an option and
+    # say only "expected one argument"; joined, it reaches the window's own check
+    argv = _join_dash_values(list(argv), ("--window",))
     # a known command builds only its own module's parser (its imports alone); anything else
     # (--help, --version, a typo) builds them all, so help and errors list every command
     own = COMMAND_OF.get(argv[0]) if argv else None
