@@ -471,8 +471,9 @@ def _sdpa_cudnn(dims, gpu):
         # ncu/summary.json, cudnn-bwd-d*); the head-dim-192 kernel a call at 160 runs does the
         # same (summary-cudnn-shapes.json). The integer, predicate and extra FP32
         # instructions of its census: softmax_costs.ADDRESS_ARITHMETIC["cudnn"].
-        hdim = max(algos.FA3(compiled_head_dims="cudnn-sm90").kernel_head_dims(dims))
-        # (a head dim left as a symbol takes the widest kernel's tile)
+        # (keyed by multiples of 64, so the call's head dim finds its compiled kernel's
+        # entry; a head dim left as a symbol takes the widest kernel's tile)
+        hdim = max(dims.d, dims.d_v)
         bm, bn = (_tile(CUDNN_SM90_BWD_TILES, hdim) if getattr(hdim, "is_number", True)
                   else CUDNN_SM90_BWD_TILES[max(CUDNN_SM90_BWD_TILES)])
         return algos.FA3(bwd_block_m=bm, bwd_block_n=bn, address_arithmetic="cudnn",

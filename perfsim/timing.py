@@ -646,8 +646,7 @@ def cycle_time(unit_seconds: dict, stations, tiles_in_flight, serial=None, exp_l
         t = unit_seconds[station[0]]
         for u in station[1:]:
             t = t + unit_seconds[u] if adds else maximum(t, unit_seconds[u])
-        if not adds and "mufu" in station and exp_lead is not None and not (
-                np.ndim(exp_lead) == 0 and exp_lead == 0):
+        if not adds and "mufu" in station:
             t = maximum(t, unit_seconds["mufu"] + exp_lead)
         times.append(t)
     return closed_cycle(times[0], times[1], k)

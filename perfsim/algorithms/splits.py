@@ -145,7 +145,7 @@ def split_forward(cost: KernelCost, dims: Dims, splits: int) -> KernelCost:
         launch={**cost.launch, "num_splits": splits})
 
 
-def combine_kernel(dims: Dims, splits: int, name: str, gpu=None) -> KernelCost:
+def combine_kernel(dims: Dims, splits: int, name: str, gpu) -> KernelCost:
     """The split-KV combine kernel: per query row read ``splits`` fp32 partials and
     logsumexps, rescale and sum them (exp of each logsumexp difference), write ``O`` and the
     logsumexp. The partials were written by the kernel just before: where they fit in the
@@ -153,8 +153,7 @@ def combine_kernel(dims: Dims, splits: int, name: str, gpu=None) -> KernelCost:
     write-back to HBM stays counted in the split kernel), else from HBM."""
     rows = dims.B * dims.H * dims.N_q
     partials = rows * splits * FP32_BYTES * (dims.d_v + 1)
-    hbm, hits = (partials, 0 * partials) if gpu is None else l2_filtered(
-        partials, 0 * partials, partials, gpu, gpu.l2_usable_fraction)
+    hbm, hits = l2_filtered(partials, 0 * partials, partials, gpu, gpu.l2_usable_fraction)
     return KernelCost(
         name=name, grid=cdiv(rows, COMBINE_ROWS_PER_CTA), warps_per_cta=4,
         # per part and row: d_v FMAs of the weighted sum (2 slots each) and the max, the
