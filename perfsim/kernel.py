@@ -72,6 +72,12 @@ class KernelCost:
             tiles in a backward) and the output tiles it stores after its last (O; dK and
             dV). The load-latency waits an unpipelined kernel's ``load_chain`` already
             counts are not repeated here: such a kernel gives its stores only.
+        edge_phases: for a ``tiled`` kernel, the load-loop-store phases one CTA runs one
+            after another, each waiting out its first loads' latency and paying the fixed
+            per-wave overhead (``perfsim.timing.cta_edge_seconds``): 1, or 2 for a backward
+            whose dQ pass is a second loop of the same program (Triton's fused-attention
+            tutorial) or separate CTAs of the same grid whose work perfsim charges to the
+            dK/dV CTAs (FlexAttention); ``edge_bytes`` then holds both phases' tiles.
         gemms: for a kernel whose MMAs read their operands from shared memory through the
             asynchronous path (WGMMA), ``((tensor term, operand bytes per FLOP), ...)``: each
             GEMM's named ``tensor/...`` term and the shared-memory operand bytes its MMAs
@@ -155,6 +161,7 @@ class KernelCost:
     gemm_n: object = None
     tiled: bool = False
     edge_bytes: object = 0
+    edge_phases: object = 1
     gemms: tuple = ()
     persistent: bool = False
     load_chain: tuple | None = None

@@ -142,6 +142,10 @@ HOLDOUTS = {
                           "waiting on the row max (FA3-class forwards), the energy of bytes "
                           "L2 serves, the tutorial's forward tiles by head dim and cuDNN's "
                           "compiled head dims, backward tile and instruction census",
+    "external-holdout21": "short and mid calls (N 256-1536) beside long ones, head dims "
+                          "64-256, causal, GQA, fp16; frozen for the fp32 dQ accumulator "
+                          "crossing HBM, the Triton backwards' dQ pass without one (a second "
+                          "edge phase) and the tutorial's scaled copy of K",
 }
 
 

@@ -46,6 +46,11 @@ METRICS = {
     "l2_bytes": ("lts__t_bytes.sum", 1.0),
     "l2_throughput_pct": ("lts__throughput.avg.pct_of_peak_sustained_elapsed", 1.0),
     "shared_bytes_per_cta": ("launch__shared_mem_per_block", 1.0),
+    # cycles the busiest, the least busy and the mean SM had work (imbalance between SMs;
+    # profiles from 2026-12-02 on; None in older ones)
+    "sm_active_cycles_max": ("sm__cycles_active.max", 1.0),
+    "sm_active_cycles_min": ("sm__cycles_active.min", 1.0),
+    "sm_active_cycles_avg": ("sm__cycles_active.avg", 1.0),
 }
 
 

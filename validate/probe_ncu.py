@@ -13,9 +13,9 @@ torch only) or
 {cute, tutorial, flex} (built by ``perfsim.validate.external.build``, so perfsim must be
 importable: ``probe_ncu.sh`` links it as ``validate/external_h200.sh`` does), PHASE in
 {fwd, bwd, dec}, D any head dim (default set 64, 128, 256), and an optional ``-nN`` suffix
-for another sequence length (``flex-fwd-d96-n4000``) and an optional ``-c`` suffix for a
-causal mask (``cudnn-bwd-d128-c``, SDPA backends only); the shape is B = 1,
-H = 4096 // D, N = 4096 (or N), non-causal unless ``-c``
+for another sequence length (``flex-fwd-d96-n4000``), ``-bB`` and ``-hH`` for another batch
+and head count, and an optional ``-c`` suffix for a causal mask (``cudnn-bwd-d128-c``); the
+shape is B = 1 (or B), H = 4096 // D (or H), N = 4096 (or N), non-causal unless ``-c``
 (causal for the tutorial's backward, which has no other mode), bf16
 (``dec``: a decode step, :data:`DECODE`)
 (``python3 validate/probe_ncu.py --list`` prints the default set). torch is imported inside
@@ -52,7 +52,8 @@ def _profile_once(fn, warmup: int = 3) -> None:
     torch.cuda.cudart().cudaProfilerStop()
 
 
-def _external(impl: str, phase: str, d: int, case: str, seqlen: int = SEQLEN) -> int:
+def _external(impl: str, phase: str, d: int, case: str, seqlen: int = SEQLEN, batch: int = 1,
+              heads: int | None = None, causal: bool = False) -> int:
     """One call of an implementation the external grid times, through its own builder."""
 
     from perfsim.validate import external
@@ -63,8 +64,10 @@ def _external(impl: str, phase: str, d: int, case: str, seqlen: int = SEQLEN) ->
                       seqlen_k=DECODE[3], head_dim=d, causal=False, phase="fwd")
     else:
         # the tutorial's backward computes causal attention only
-        shape = Shape(batch=1, heads=HEADS_TOTAL * 64 // d, seqlen_q=seqlen, head_dim=d,
-                      causal=(impl == "triton_tutorial" and phase == "bwd"), phase=phase)
+        shape = Shape(batch=batch, heads=heads or HEADS_TOTAL * 64 // d, seqlen_q=seqlen,
+                      head_dim=d,
+                      causal=causal or (impl == "triton_tutorial" and phase == "bwd"),
+                      phase=phase)
     q, k, v, do = external.make_inputs(shape, case)
     built = external.build(shape, impl, q, k, v)
     with built.context():
@@ -87,28 +90,29 @@ def main(argv=None) -> int:
     causal = parts[-1] == "c"
     if causal:
         parts = parts[:-1]
-    if (len(parts) not in (3, 4) or not parts[2].startswith("d") or not parts[2][1:].isdigit()
-            or (len(parts) == 4 and not (parts[3].startswith("n") and parts[3][1:].isdigit()))):
-        raise SystemExit(f"case {argv[0]!r}: expected IMPL-PHASE-dD[-nN][-c] "
-                         "(e.g. flex-fwd-d96-n4000, cudnn-bwd-d128-c)")
+    extra = {"n": SEQLEN, "b": 1, "h": None}
+    ok = len(parts) >= 3 and parts[2].startswith("d") and parts[2][1:].isdigit()
+    for token in parts[3:]:
+        ok = ok and token[:1] in extra and token[1:].isdigit()
+        if ok:
+            extra[token[0]] = int(token[1:])
+    if not ok:
+        raise SystemExit(f"case {argv[0]!r}: expected IMPL-PHASE-dD[-nN][-bB][-hH][-c] "
+                         "(e.g. flex-fwd-d96-n4000, cudnn-bwd-d128-n256-b64-h16-c)")
     impl, phase, dname = parts[:3]
     d = int(dname[1:])
-    seqlen = int(parts[3][1:]) if len(parts) == 4 else SEQLEN
-    if phase == "dec" and len(parts) == 4:
-        raise SystemExit(f"case {argv[0]!r}: a decode case takes its lengths from DECODE, "
-                         "not -nN")
+    seqlen, batch = extra["n"], extra["b"]
+    heads = extra["h"] or HEADS_TOTAL * 64 // d
+    if phase == "dec" and len(parts) > 3:
+        raise SystemExit(f"case {argv[0]!r}: a decode case takes its shape from DECODE")
     if impl in EXTERNAL:
-        if causal:
-            raise SystemExit(f"case {argv[0]!r}: -c is for the SDPA backends")
-        return _external(EXTERNAL[impl], phase, d, argv[0], seqlen)
+        return _external(EXTERNAL[impl], phase, d, argv[0], seqlen, batch, heads, causal)
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
                "math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION}[impl]
-    heads = HEADS_TOTAL * 64 // d
-    batch = 1
     q, k, v = (torch.randn(batch, heads, seqlen, d, device="cuda", dtype=torch.bfloat16,
                            requires_grad=(phase == "bwd")) for _ in range(3))
     gqa = False

@@ -215,6 +215,37 @@ def l2_filtered(total_bytes, compulsory_bytes, working_set_bytes, gpu: GPUSpec,
     return total_bytes - hits, hits
 
 
+def accumulator_traffic(adds, accumulator_bytes, working_set_bytes, gpu: GPUSpec):
+    """HBM and L2 bytes of ``adds`` fp32 reduce-adds into the ``accumulator_bytes`` of a
+    global accumulator that they touch (at most ``4 · adds``) and that a kernel just before
+    zeroed (the backward's dQ: flash-attn 2's ``atomicAdd``, FA3/FA4's TMA reduce-add,
+    cuDNN's).
+
+    Each add reads and writes its 4 bytes in L2 (``2 · 4 · adds`` bytes). While the lines
+    the resident CTAs add into fit in L2 (:func:`l2_filtered`'s rule) the adds themselves
+    are hits, but the accumulator still crosses HBM once each way: every line is fetched on
+    its first add — except the share the zeroing kernel left in L2, at most the usable part
+    of L2 — and written back once when evicted. Evidence: Nsight Compute's DRAM bytes of the
+    backward kernels on the project's H200 (``validate/reports/h200/probes/ncu``, B = 1,
+    H·d = 4096, N = 4096): cuDNN 315-327 MB, SDPA flash (FA2) 315-366 MB and
+    flash_attn.cute 317-331 MB against 201 MB of Q, dO, K, V, dK and dV, i.e. about 120 MB
+    more for a 67 MB accumulator; FlexAttention and Triton's tutorial, which write dQ
+    without an accumulator, 216-222 MB (d ≤ 128). At N = 1024 (a 16.8 MB accumulator) cuDNN
+    reads and writes 10 MB more. ASSUMED: the zeroing kernel's share left in L2 is
+    ``min(accumulator, l2_usable_fraction · l2_bytes)``; the dirty lines still in L2 at
+    the end are charged here, not to the next kernel.
+
+    Returns:
+        ``(hbm_read_bytes, hbm_write_bytes, l2_hit_bytes)``.
+    """
+    total = 2 * FP32_BYTES * adds
+    hbm, _ = l2_filtered(total, 0 * adds, working_set_bytes, gpu, gpu.l2_usable_fraction)
+    retained = minimum(accumulator_bytes, gpu.l2_usable_fraction * gpu.l2_bytes)
+    read = maximum(hbm / 2, accumulator_bytes - retained)
+    write = maximum(hbm / 2, accumulator_bytes)
+    return read, write, total - read - write
+
+
 def rows_read(dims: Dims, block_r):
     """Query rows a key/value-outer loop loads at least once (the compulsory count of its
     Q-side re-reads, :func:`l2_filtered`).

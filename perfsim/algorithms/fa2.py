@@ -35,6 +35,7 @@ from perfsim.algorithms.base import (
     STAT_BYTES,
     Algorithm,
     Dims,
+    accumulator_traffic,
     backward_gemm_terms,
     forward_gemm_terms,
     in_order_tail,
@@ -225,6 +226,10 @@ class FusedAttention(Algorithm):
 
     def recomputes_dq(self) -> bool:
         """Whether the backward computes dQ in a second pass that recomputes S and dP."""
+        return False
+
+    def prescales_k(self) -> bool:
+        """Whether the backward first writes a scaled copy of K (one elementwise kernel)."""
         return False
 
     def spill_reload_bytes(self, dims: Dims) -> float:
@@ -631,12 +636,16 @@ class FusedAttention(Algorithm):
         e, bh = dims.e, dims.B * dims.H
         d, d_v = dims.d, dims.d_v
         rows = bh * dims.N_q
-        pre = KernelCost.of(
-            f"{self.name}_bwd_preprocess",
-            {"fp32/D = rowsum(dO∘O)": 2 * rows * d_v, "hbm_read/dO,O": 2 * e * rows * d_v,
-             "hbm_write/D": rows * STAT_BYTES,
-             "hbm_write/zeroed fp32 dQ accumulator": rows * FP32_BYTES * d},
-            grid=cdiv(rows, 128), warps_per_cta=4)
+        # A kernel with a dQ pass (Triton's tutorial, FlexAttention) writes dQ from its own
+        # loop in the input dtype: no fp32 accumulator to zero, add into or convert (their
+        # Nsight Compute kernel lists: a delta preprocess and the main kernel only).
+        again = 1 if self.recomputes_dq() else 0
+        pre_terms = {"fp32/D = rowsum(dO∘O)": 2 * rows * d_v,
+                     "hbm_read/dO,O": 2 * e * rows * d_v, "hbm_write/D": rows * STAT_BYTES}
+        if not again:
+            pre_terms["hbm_write/zeroed fp32 dQ accumulator"] = rows * FP32_BYTES * d
+        pre = KernelCost.of(f"{self.name}_bwd_preprocess", pre_terms,
+                            grid=cdiv(rows, 128), warps_per_cta=4)
         # Q and dO tiles, K_j/V_j resident, P and dS staged in shared memory (the
         # reference's kernel traits: BwdLaunch.smem_bytes)
         smem = self.bwd_smem_bytes(launch, dims)
@@ -668,20 +677,39 @@ class FusedAttention(Algorithm):
         q_hbm, q_hits = l2_filtered(q_total, q_compulsory,
                                     window * (e * (d + d_v) + 2 * STAT_BYTES),
                                     gpu, gpu.l2_usable_fraction)
-        atomics = q_side * d
-        # fp32 dQ atomics are resolved in L2; the accumulator reaches HBM once it is evicted.
-        dq_hbm, dq_hits = l2_filtered(2 * FP32_BYTES * atomics, 0 * atomics,
-                                      window * FP32_BYTES * d, gpu, gpu.l2_usable_fraction)
         # K/V tiles no query's window reaches are not read; their dK/dV are still written
         # (zeros: flash-attn's backward stores them and returns)
         kv_read = e * bh * dims.kv_rows_read(b_c) * (d + d_v)
+        if again:
+            # the dQ pass walks K/V per query tile as a forward does (its programs of one
+            # head in lockstep: base.lockstep_window) and re-reads its query tile's Q, dO,
+            # LSE and D, which the dK/dV pass of the same kernel reads too (ASSUMED served
+            # by L2: Nsight Compute has FlexAttention's backward at 216-222 MB of DRAM at
+            # d <= 128, B = 1, H·d = 4096, N = 4096: Q, dO, K, V once, dK, dV, dQ written)
+            kv_pass = e * bh * v.q_outer_cols * (d + d_v)
+            kv_all, _ = l2_filtered(kv_pass + kv_read, kv_read,
+                                    lockstep_window(gpu.sm_count * ctas, v.q_tiles,
+                                                    e * b_c * (d + d_v)),
+                                    gpu, gpu.l2_usable_fraction)
+            dq_terms = {"hbm_read/K,V (dQ pass)": kv_all - kv_read,
+                        "l2_hit/K,V (dQ pass)": kv_pass + kv_read - kv_all,
+                        "l2_hit/Q,dO,LSE,D (dQ pass)": rows * (e * (d + d_v) + 2 * STAT_BYTES),
+                        "hbm_write/dQ": e * rows * d}
+        else:
+            # fp32 dQ atomics are resolved in L2; the accumulator crosses HBM once each way
+            atomics = q_side * d
+            # (the rows some key tile adds into: rows_read, as Q's compulsory reads)
+            dq_read, dq_write, dq_hits = accumulator_traffic(
+                atomics, bh * rows_read(dims, b_r) * FP32_BYTES * d, window * FP32_BYTES * d,
+                gpu)
+            dq_terms = {"atomics/dQ (fp32)": atomics, "hbm_read/dQ accumulator": dq_read,
+                        "hbm_write/dQ accumulator": dq_write, "l2_hit/dQ atomics": dq_hits}
         kv_written = e * bh * dims.N_k * (d + d_v)
         elems = bh * v.elements
         # per score, once per pass (twice with a dQ pass that recomputes S and dP)
         per_pass = backward_softmax_terms(dims, v, bh * v.masked_tiles * b_r * b_c)
         per_pass.update(self.exp_fixup(sum(t for key, t in per_pass.items()
                                            if key.startswith("mufu/"))))
-        again = 1 if self.recomputes_dq() else 0
         twice = self.sdp_issued_twice(dims)
         # the dQ pass's recomputation and a second warpgroup's copy of the S and dP GEMMs
         extra = []
@@ -710,11 +738,8 @@ class FusedAttention(Algorithm):
             # a second consumer warpgroup that issues S and dP again also recomputes their
             # softmax (cuDNN's head-dim-192/256 census: 2 MUFU per score, 1 below)
             **{key: value * (1 + again + twice) for key, value in per_pass.items()},
-            "atomics/dQ (fp32)": atomics,
             "hbm_read/K,V": kv_read, "hbm_read/Q,dO,LSE,D": q_hbm,
-            "hbm_read/dQ accumulator": dq_hbm / 2,
-            "hbm_write/dK,dV": kv_written, "hbm_write/dQ accumulator": dq_hbm / 2,
-            "l2_hit/Q,dO,LSE,D re-read": q_hits, "l2_hit/dQ atomics": dq_hits,
+            "hbm_write/dK,dV": kv_written, "l2_hit/Q,dO,LSE,D re-read": q_hits, **dq_terms,
             # operands of the five MMAs read from shared memory; Q/dO tiles, P and dS written
             "smem_read/MMA operands": operand_reads,
             "smem_write/Q,dO": e * q_side * (d + d_v), "smem_write/P,dS": e * 2 * elems}
@@ -734,9 +759,22 @@ class FusedAttention(Algorithm):
                 bh * v.tiles * warps * 32 * spill)
         # a CTA's edges: its K/V block and first Q, dO, LSE and D tiles in, dK and dV out
         edge = 2 * e * b_c * (d + d_v) + b_r * (e * (d + d_v) + 2 * STAT_BYTES)
+        if again:
+            # ... and its dQ pass's: a query block as wide as the key block (Q, dO, LSE, D
+            # in, dQ out) and its first K/V step (the tutorial's BLOCK_M2 = BLOCK_N1 and
+            # BLOCK_N2 = BLOCK_M1; FlexAttention's dQ blocks taken the same, ASSUMED)
+            edge = edge + b_c * (e * (2 * d + d_v) + 2 * STAT_BYTES) + e * b_r * (d + d_v)
+        # The key-tile CTAs of a masked backward differ in length (causal: key tile 0 is seen
+        # by every query row) and start in index order — flash-attn 2's grid, Triton's,
+        # flash_attn.cute's SingleTileScheduler (its LPT scheduler is for the deterministic
+        # backward only, flash_bwd_sm90.py), cuDNN's persistent units — so the busiest SM
+        # ends late as in the forward (base.in_order_tail; FA4's backward takes the same).
+        # Nsight Compute on the H200 (probes/ncu/summary-short-shapes.json): cuDNN's causal
+        # backward at B = 1, H = 32, N = 1024 keeps its busiest SM active 1.47 times the mean.
+        tail = in_order_tail(v, v.kv_tiles * bh, gpu.sm_count, ctas, dims.masked, False)
         main = KernelCost.of(
             f"{self.name}_bwd", terms, grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
-            edge_bytes=edge, persistent=self.persistent_grid(),
+            edge_bytes=edge, edge_phases=1 + again, persistent=self.persistent_grid(),
             gemms=gemms,
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.bwd_registers(gpu, warps), tensor_dtype=dims.dtype,
@@ -745,12 +783,21 @@ class FusedAttention(Algorithm):
             pipeline=self.pipeline("bwd", gpu, resident_per_sm(v.kv_tiles * bh, ctas, gpu),
                                    warps, prefetch=self.bwd_prefetch(dims)),
             launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas,
-                    **self._padded_head_dims(dims)},
+                    "tail": tail, **self._padded_head_dims(dims)},
         )
-        out = [pre, self.mma_shape(main, gpu), KernelCost.of(
-            f"{self.name}_bwd_convert_dq",
-            {"hbm_read/fp32 dQ": FP32_BYTES * rows * d, "hbm_write/dQ": e * rows * d},
-            grid=cdiv(rows, 128), warps_per_cta=4)]
+        out = [pre, self.mma_shape(main.padded(tail), gpu)]
+        if self.prescales_k():
+            k_elems = dims.B * dims.H_kv * dims.N_k * d
+            out.insert(0, KernelCost.of(
+                f"{self.name}_bwd_scale_k",
+                {"fp32/K · scale · log2(e)": sc.FMA_SLOTS * k_elems,
+                 "hbm_read/K": dims.e_kv * k_elems, "hbm_write/scaled K": dims.e_kv * k_elems},
+                grid=cdiv(k_elems, 1024), warps_per_cta=4))
+        if not again:
+            out.append(KernelCost.of(
+                f"{self.name}_bwd_convert_dq",
+                {"hbm_read/fp32 dQ": FP32_BYTES * rows * d, "hbm_write/dQ": e * rows * d},
+                grid=cdiv(rows, 128), warps_per_cta=4))
         out.append(gqa_reduce_kernel(dims))
         return out
 
@@ -796,8 +843,15 @@ class FusedAttention(Algorithm):
         return tuple(out)
 
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
-        """Peak footprint (bytes): ``common.fused_memory_bytes``."""
-        return fused_memory_bytes(dims)
+        """Peak footprint (bytes): ``common.fused_memory_bytes``, without the fp32 dQ
+        accumulator for a backward with a dQ pass (:meth:`recomputes_dq`: dQ is written in
+        the input dtype) and with the scaled copy of K of :meth:`prescales_k`."""
+        total = fused_memory_bytes(dims)
+        if dims.bwd and self.recomputes_dq():
+            total = total - FP32_BYTES * dims.B * dims.H * dims.N_q * dims.d
+        if dims.bwd and self.prescales_k():
+            total = total + dims.e_kv * dims.B * dims.H_kv * dims.N_k * dims.d
+        return total
 
 
 class FA2(FusedAttention):
@@ -820,6 +874,11 @@ class FA2(FusedAttention):
             tutorial: a dK/dV loop, then a dQ loop), instead of accumulating dQ alongside dK
             and dV: two more GEMMs and the exps again per tile; the operand reads grow in the
             same proportion (7/5, an approximation).
+        bwd_prescaled_k: the backward first writes a copy of K multiplied by the softmax
+            scale and log2(e) (Triton's fused-attention tutorial: ``arg_k = k * (sm_scale *
+            RCP_LN2)`` in ``_attention.backward``; Nsight Compute lists it as an
+            elementwise kernel ahead of ``_attn_bwd_preprocess``): one more kernel that reads
+            K and writes its copy.
         num_splits: split-KV parts of the forward (``perfsim.algorithms.splits``): an
             integer ≥ 1, or ``"auto"`` for the reference's heuristic.
         pack_gqa: pack the query heads of one K/V head into the rows of a tile: ``True``,
@@ -877,6 +936,7 @@ class FA2(FusedAttention):
     registers_per_thread: int = Field(default=REGISTERS_PER_THREAD, ge=16, le=255)
     bwd_registers_per_thread: int | None = Field(default=None, ge=16, le=255)
     dq_recompute: bool = False
+    bwd_prescaled_k: bool = False
     #: at most CUDA's 512 KiB of local memory per thread
     bwd_spill_bytes: float | None = Field(default=None, ge=0, le=512 * 1024)
     bwd_smem_per_cta: int | None = Field(default=None, ge=0)
@@ -906,6 +966,10 @@ class FA2(FusedAttention):
     def recomputes_dq(self) -> bool:
         """The ``dq_recompute`` option."""
         return self.dq_recompute
+
+    def prescales_k(self) -> bool:
+        """The ``bwd_prescaled_k`` option."""
+        return self.bwd_prescaled_k
 
     def spill_reload_bytes(self, dims: Dims) -> float:
         """The ``bwd_spill_bytes`` option, else the reference's compiled figure

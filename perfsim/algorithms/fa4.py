@@ -43,6 +43,7 @@ from perfsim.algorithms.base import (
     STAT_BYTES,
     Algorithm,
     Dims,
+    accumulator_traffic,
     backward_gemm_terms,
     forward_gemm_terms,
     in_order_tail,
@@ -382,12 +383,12 @@ class FA4(Algorithm):
         # FusedAttention._backward), not one HBM write per partial (275 GB at B = 1, H = 8,
         # N = 65536, d = 256 before).
         atomics = q_side * d
-        dq_hbm, dq_hits = l2_filtered(2 * FP32_BYTES * atomics, 0 * atomics,
-                                      gpu.sm_count * 2 * MMA_ROWS * FP32_BYTES * d, gpu,
-                                      gpu.l2_usable_fraction)
+        dq_read, dq_write, dq_hits = accumulator_traffic(
+            atomics, bh * rows_read(dims, MMA_ROWS) * FP32_BYTES * d,
+            gpu.sm_count * 2 * MMA_ROWS * FP32_BYTES * d, gpu)
         terms.update({
             "atomics/dQ (fp32, TMA reduce)": atomics,
-            "hbm_read/dQ accumulator": dq_hbm / 2, "hbm_write/dQ accumulator": dq_hbm / 2,
+            "hbm_read/dQ accumulator": dq_read, "hbm_write/dQ accumulator": dq_write,
             "l2_hit/dQ reduce-adds": dq_hits,
             # K/V tiles outside every query's window are not read (their dK/dV still written)
             "hbm_read/K,V": e * bh * dims.kv_rows_read(MMA_ROWS) * (d + d_v),
