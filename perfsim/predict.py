@@ -18,7 +18,7 @@ from perfsim.mathops import maximum
 from perfsim.power import call_clock
 from perfsim.prediction import Counts, Prediction, credited_flops, model_flops
 from perfsim.software import DEFAULT_SOFTWARE
-from perfsim.timing import KernelTiming, TimingParams, check_timing, kernel_seconds, time_kernel
+from perfsim.timing import KernelClock, KernelTiming, TimingParams, check_timing
 from perfsim.workload import AttentionWorkload
 
 
@@ -113,18 +113,19 @@ def evaluate(algo: Algorithm, dims: Dims, spec: GPUSpec, params: TimingParams):
         parts.append((phase, [k for k in kernels_for(algo, part, spec)
                               if isinstance(k.grid, np.ndarray) or k.grid]))
     floors = {"fwd": params.host_floor_fwd_s, "bwd": params.host_floor_bwd_s}
+    # each kernel's clock-free timing once; the clock search evaluates the rest per clock
+    clocked = [(phase, [KernelClock(k, spec, params) for k in ks]) for phase, ks in parts]
 
     def seconds_at(clock):
         total = 0.0
-        for phase, costs in parts:
-            gpu_s = sum(kernel_seconds(k, spec, params, clock) for k in costs)
+        for phase, kcs in clocked:
+            gpu_s = sum(kc.seconds(clock) for kc in kcs)
             total = total + maximum(gpu_s, floors[phase])
         return total
 
     costs = [k for _, ks in parts for k in ks]
     clock_hz, power_w = call_clock(spec, costs, params, seconds_at)
-    timed = [(phase, [time_kernel(k, spec, params, clock_hz) for k in ks])
-             for phase, ks in parts]
+    timed = [(phase, [kc.timing(clock_hz) for kc in kcs]) for phase, kcs in clocked]
     host = sum(maximum(floors[phase] - sum(k.seconds for k in ks), 0.0) for phase, ks in timed)
     kernels = [k for _, ks in timed for k in ks]
     seconds, unit_seconds, bound_seconds, bound = aggregate(kernels, params, host)

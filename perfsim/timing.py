@@ -323,23 +323,52 @@ class KernelTiming:
 def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams, clock_hz=None) -> dict:
     """Per-GPU rate of each unit for this kernel (per second, whole GPU) at SM clock
     ``clock_hz`` (default ``gpu.clock_hz``; a numpy array in sweeps)."""
-    sm_clocks = gpu.sm_clocks_per_s(clock_hz)
-    # the measured GEMM efficiency scales the native family's (datasheet) tensor rates; a
-    # non-native family's table (mma.sync on Hopper) is its own measured rate, and a dtype
-    # without a tensor path runs on the FP32 pipes
-    sustained = (gpu.tensor_sustained_fraction
-                 if cost.tensor_family in (None, gpu.native_tensor_family)
-                 and cost.tensor_dtype in gpu.tensor_flops_per_clk_per_sm else 1.0)
+    return _rates_at(_RateFactors.of(gpu, cost, params), gpu.sm_clocks_per_s(clock_hz))
+
+
+@dataclass(frozen=True)
+class _RateFactors:
+    """The clock-free factors of :func:`rates` for one kernel: its per-SM-clock rates (and
+    the tensor rate's efficiencies) and its HBM rate, which does not depend on the clock."""
+
+    tensor: object
+    tensor_efficiency: float
+    sustained: float
+    fp32: object
+    alu: object
+    issue: object
+    mufu: object
+    smem: object
+    hbm: object
+
+    @classmethod
+    def of(cls, gpu: GPUSpec, cost: KernelCost, params: TimingParams) -> _RateFactors:
+        # the measured GEMM efficiency scales the native family's (datasheet) tensor rates; a
+        # non-native family's table (mma.sync on Hopper) is its own measured rate, and a
+        # dtype without a tensor path runs on the FP32 pipes
+        sustained = (gpu.tensor_sustained_fraction
+                     if cost.tensor_family in (None, gpu.native_tensor_family)
+                     and cost.tensor_dtype in gpu.tensor_flops_per_clk_per_sm else 1.0)
+        return cls(
+            tensor=gpu.tensor_flops_per_clk(cost.tensor_dtype, cost.tensor_family),
+            tensor_efficiency=params.tensor_efficiency, sustained=sustained,
+            fp32=gpu.fp32_flops_per_clk_per_sm, alu=gpu.alu_ops_per_clk_per_sm,
+            issue=gpu.warp_schedulers_per_sm * WARP_SIZE, mufu=gpu.mufu_ops_per_clk_per_sm,
+            smem=gpu.smem_bandwidth_bytes_per_clk_per_sm,
+            hbm=gpu.hbm_bandwidth_bytes_per_s * (gpu.hbm_efficiency if params.hbm_efficiency
+                                                  is None else params.hbm_efficiency))
+
+
+def _rates_at(f: _RateFactors, sm_clocks) -> dict:
+    """:func:`rates` from its clock-free factors and ``GPUSpec.sm_clocks_per_s``."""
     return {
-        "tensor": gpu.tensor_flops_per_clk(cost.tensor_dtype, cost.tensor_family) * sm_clocks
-        * params.tensor_efficiency * sustained,
-        "fp32": gpu.fp32_flops_per_clk_per_sm * sm_clocks,
-        "alu": gpu.alu_ops_per_clk_per_sm * sm_clocks,
-        "issue": gpu.warp_schedulers_per_sm * WARP_SIZE * sm_clocks,
-        "mufu": gpu.mufu_ops_per_clk_per_sm * sm_clocks,
-        "smem": gpu.smem_bandwidth_bytes_per_clk_per_sm * sm_clocks,
-        "hbm": gpu.hbm_bandwidth_bytes_per_s * (gpu.hbm_efficiency if params.hbm_efficiency
-                                                 is None else params.hbm_efficiency),
+        "tensor": f.tensor * sm_clocks * f.tensor_efficiency * f.sustained,
+        "fp32": f.fp32 * sm_clocks,
+        "alu": f.alu * sm_clocks,
+        "issue": f.issue * sm_clocks,
+        "mufu": f.mufu * sm_clocks,
+        "smem": f.smem * sm_clocks,
+        "hbm": f.hbm,
     }
 
 
@@ -369,16 +398,7 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams,
                 clock_hz=None) -> KernelTiming:
     """Time one kernel at SM clock ``clock_hz`` (default ``gpu.clock_hz``; works on numpy
     arrays of counts and clocks for sweeps)."""
-    unit_seconds, seconds, chain, chain_bound, busiest, wave_factor, lead = _timed(
-        cost, gpu, params, clock_hz)
-    if chain is not None:
-        bound = chain_bound
-    else:
-        bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline,
-                             edge_seconds(cost, gpu, params, maximum(cost.grid, 1)),
-                             exp_lead=lead)
-    return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
-                        wave_factor=wave_factor, load_chain=chain)
+    return KernelClock(cost, gpu, params).timing(clock_hz)
 
 
 def check_timing(timing) -> None:
@@ -396,62 +416,132 @@ def check_timing(timing) -> None:
 def kernel_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz=None):
     """``time_kernel(...).seconds`` without naming the binding unit (the power model's clock
     search times every kernel at a dozen clocks and needs only the seconds)."""
-    return _timed(cost, gpu, params, clock_hz)[1]
+    return KernelClock(cost, gpu, params).seconds(clock_hz)
 
 
-def _timed(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz):
-    """``(unit_seconds, seconds, load_chain parts, load_chain bound, busiest, wave_factor)``
-    of :func:`time_kernel`."""
-    grid = cost.grid
-    safe_grid = maximum(grid, 1)
-    busiest = cdiv(safe_grid, gpu.sm_count)
-    wave_factor = busiest * gpu.sm_count / safe_grid
-    unit_rate = rates(gpu, cost, params, clock_hz)
-    demand = {**cost.sm_demand(), "hbm": cost.hbm_bytes}
-    load_path = None
-    if cost.bytes_in_flight is not None:
-        # A CTA pulls its loads (L2 hits included) at most at the measured per-CTA rate
-        # (GPUSpec.cta_load_bandwidth_bytes_per_s) and, by Little's law, at its bytes in
-        # flight per load latency; a small grid (decode) cannot reach the HBM peak.
-        resident = minimum(safe_grid, gpu.sm_count * maximum(cost.ctas_per_sm, 1))
-        per_cta = minimum(gpu.cta_load_bandwidth_bytes_per_s,
-                          cost.bytes_in_flight / gpu.load_latency_s)
-        load_path = (cost.hbm_read_bytes + cost.l2_hit_bytes) / (resident * per_cta)
-    unit_seconds = {u: demand[u] * (1 if u == "hbm" else wave_factor) / unit_rate[u]
-                    for u in UNITS}
-    unit_seconds["fp32"] = wave_factor * cuda_core_seconds(demand["fp32"],
-                                                           demand.get("alu", 0), unit_rate)
-    if cost.gemms:
-        unit_seconds["tensor"] = wave_factor * gemm_seconds(cost, demand["tensor"], unit_rate)
-    if load_path is not None:
-        unit_seconds["hbm"] = maximum(unit_seconds["hbm"], load_path)
-    ceiling = eager_ceiling(cost, params)
-    if ceiling is not None:
-        unit, share = ceiling
-        unit_seconds[unit] = unit_seconds[unit] / share
-    chain = chain_bound = None
-    if cost.load_chain is not None:
-        chain, chain_bound, group_seconds = _load_chain_time(cost, gpu, unit_seconds, busiest)
-        hbm_only = [False, True]
-    else:
-        group_seconds = [group_time(unit_seconds, group) for group in cost.overlap]
-        hbm_only = [[u for u, _ in _entries(group)] == ["hbm"] for group in cost.overlap]
-    lead = exp_lead_seconds(cost, unit_rate, wave_factor)
-    if cost.pipeline is not None:
-        group_seconds.append(cycle_time(unit_seconds, *cost.pipeline, exp_lead=lead))
-        hbm_only.append(False)
-    edges = edge_seconds(cost, gpu, params, safe_grid)
-    if edges is not None:
-        group_seconds = [g + e for g, e in zip(group_seconds, _edge_shares(edges, hbm_only))]
-    body = group_seconds[0]
-    for g in group_seconds[1:]:
-        body = maximum(body, g)
-    if not _no_spills(cost) and gpu.spill_reload_bandwidth_bytes_per_s:
-        chain, chain_bound, body = _spill_time(cost, gpu, unit_seconds, body, busiest,
-                                               safe_grid, edges, lead)
-    launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
-    seconds = body + launched * params.launch_overhead_s
-    return unit_seconds, seconds, chain, chain_bound, busiest, wave_factor, lead
+class KernelClock:
+    """One kernel's timing (:func:`time_kernel`) in two stages: what does not depend on the
+    SM clock — the wave factor, the demand, the load path, the HBM time, the CTA edges, the
+    launch overhead — computed once here, and the rest at each clock (:meth:`at`). The power
+    model's clock search times every kernel at a dozen clocks (``perfsim.predict.evaluate``
+    builds one per kernel per call). The same operations in the same order as timing at one
+    clock, so the same numbers (scalars, numpy arrays or sympy expressions alike).
+
+    The last clock's result is kept (:meth:`at`): the call's final timing runs at the clock
+    the search evaluated last, so it is not computed twice. Nothing else is cached; a
+    ``KernelClock`` belongs to one (cost, gpu, params) and is not shared between calls.
+    """
+
+    __slots__ = ("cost", "gpu", "params", "safe_grid", "busiest", "wave_factor", "factors",
+                 "demand", "scaled", "hbm_seconds", "ceiling", "groups", "hbm_only",
+                 "gemm_scale", "lead_demand", "edges", "edge_shares", "spills", "launch_s",
+                 "_clock", "_result")
+
+    def __init__(self, cost: KernelCost, gpu: GPUSpec, params: TimingParams):
+        self.cost, self.gpu, self.params = cost, gpu, params
+        grid = cost.grid
+        self.safe_grid = safe_grid = maximum(grid, 1)
+        self.busiest = busiest = cdiv(safe_grid, gpu.sm_count)
+        self.wave_factor = wave_factor = busiest * gpu.sm_count / safe_grid
+        self.factors = factors = _RateFactors.of(gpu, cost, params)
+        self.demand = demand = {**cost.sm_demand(), "hbm": cost.hbm_bytes}
+        # each SM-side unit's demand on the busiest SM's share of the waves
+        self.scaled = {u: demand[u] * wave_factor for u in UNITS if u != "hbm"}
+        hbm = demand["hbm"] * 1 / factors.hbm
+        if cost.bytes_in_flight is not None:
+            # A CTA pulls its loads (L2 hits included) at most at the measured per-CTA rate
+            # (GPUSpec.cta_load_bandwidth_bytes_per_s) and, by Little's law, at its bytes in
+            # flight per load latency; a small grid (decode) cannot reach the HBM peak.
+            resident = minimum(safe_grid, gpu.sm_count * maximum(cost.ctas_per_sm, 1))
+            per_cta = minimum(gpu.cta_load_bandwidth_bytes_per_s,
+                              cost.bytes_in_flight / gpu.load_latency_s)
+            hbm = maximum(hbm, (cost.hbm_read_bytes + cost.l2_hit_bytes) / (resident * per_cta))
+        self.ceiling = ceiling = eager_ceiling(cost, params)
+        if ceiling is not None and ceiling[0] == "hbm":
+            hbm = hbm / ceiling[1]
+        self.hbm_seconds = hbm
+        self.gemm_scale = (_gemm_scale(cost, demand["tensor"]) if cost.gemms else None)
+        self.lead_demand = _lead_demand(cost)
+        if cost.load_chain is not None:
+            self.groups = None
+            hbm_only = [False, True]
+        else:
+            self.groups = [_entries(group) for group in cost.overlap]
+            hbm_only = [[u for u, _ in g] == ["hbm"] for g in self.groups]
+        if cost.pipeline is not None:
+            hbm_only.append(False)
+        self.hbm_only = hbm_only
+        self.edges = edges = edge_seconds(cost, gpu, params, safe_grid)
+        self.edge_shares = None if edges is None else _edge_shares(edges, hbm_only)
+        self.spills = not _no_spills(cost) and bool(gpu.spill_reload_bandwidth_bytes_per_s)
+        launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
+        self.launch_s = launched * params.launch_overhead_s
+        self._clock = self._result = None
+
+    def at(self, clock_hz=None):
+        """``(unit_seconds, seconds, load_chain parts, load_chain bound, busiest,
+        wave_factor, exp_lead)`` at SM clock ``clock_hz`` (default ``gpu.clock_hz``)."""
+        if self._result is not None and (
+                clock_hz is self._clock
+                or (type(clock_hz) is float and type(self._clock) is float
+                    and clock_hz == self._clock)):
+            return self._result
+        cost, gpu, wave_factor = self.cost, self.gpu, self.wave_factor
+        unit_rate = _rates_at(self.factors, gpu.sm_clocks_per_s(clock_hz))
+        scaled, demand = self.scaled, self.demand
+        unit_seconds = {"tensor": scaled["tensor"] / unit_rate["tensor"],
+                        "fp32": wave_factor * cuda_core_seconds(demand["fp32"],
+                                                                demand.get("alu", 0),
+                                                                unit_rate),
+                        "mufu": scaled["mufu"] / unit_rate["mufu"],
+                        "smem": scaled["smem"] / unit_rate["smem"],
+                        "hbm": self.hbm_seconds}
+        if self.gemm_scale is not None:
+            unit_seconds["tensor"] = wave_factor * (self.gemm_scale
+                                                    * _gemm_total(cost, unit_rate))
+        if self.ceiling is not None and self.ceiling[0] != "hbm":
+            unit, share = self.ceiling
+            unit_seconds[unit] = unit_seconds[unit] / share
+        chain = chain_bound = None
+        if self.groups is None:
+            chain, chain_bound, group_seconds = _load_chain_time(cost, gpu, unit_seconds,
+                                                                 self.busiest)
+        else:
+            group_seconds = [sum(unit_seconds[u] * w for u, w in g) for g in self.groups]
+        lead = _lead_at(self.lead_demand, unit_rate, wave_factor)
+        if cost.pipeline is not None:
+            group_seconds.append(cycle_time(unit_seconds, *cost.pipeline, exp_lead=lead))
+        if self.edge_shares is not None:
+            group_seconds = [g + e for g, e in zip(group_seconds, self.edge_shares)]
+        body = group_seconds[0]
+        for g in group_seconds[1:]:
+            body = maximum(body, g)
+        if self.spills:
+            chain, chain_bound, body = _spill_time(cost, gpu, unit_seconds, body, self.busiest,
+                                                   self.safe_grid, self.edges, lead)
+        result = (unit_seconds, body + self.launch_s, chain, chain_bound, self.busiest,
+                  wave_factor, lead)
+        self._clock, self._result = clock_hz, result
+        return result
+
+    def seconds(self, clock_hz=None):
+        """The kernel's seconds at SM clock ``clock_hz`` (:meth:`at`)."""
+        return self.at(clock_hz)[1]
+
+    def timing(self, clock_hz=None) -> KernelTiming:
+        """:func:`time_kernel` at SM clock ``clock_hz``: :meth:`at` and the binding unit."""
+        unit_seconds, seconds, chain, chain_bound, busiest, wave_factor, lead = self.at(
+            clock_hz)
+        cost = self.cost
+        if chain is not None:
+            bound = chain_bound
+        else:
+            bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline,
+                                 edge_seconds(cost, self.gpu, self.params,
+                                              maximum(cost.grid, 1)),
+                                 exp_lead=lead)
+        return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
+                            wave_factor=wave_factor, load_chain=chain)
 
 
 def exp_lead_seconds(cost: KernelCost, rate: dict, wave_factor):
@@ -469,9 +559,22 @@ def exp_lead_seconds(cost: KernelCost, rate: dict, wave_factor):
     Charged here at the pipes' throughput (128 and 192 cycles for those tiles); the rest of
     the measured wait, about 80 cycles per tile, is the reduction's dependent latency
     (shuffles across the row's quad), which is not modelled."""
+    return _lead_at(_lead_demand(cost), rate, wave_factor)
+
+
+def _lead_demand(cost: KernelCost):
+    """``KernelCost.exp_lead_demand`` where :func:`exp_lead_seconds` charges it, else
+    ``None``."""
     if cost.pipeline is None or not cost.exp_after:
+        return None
+    return cost.exp_lead_demand()
+
+
+def _lead_at(demand, rate: dict, wave_factor):
+    """:func:`exp_lead_seconds` of a :func:`_lead_demand` at the ``rate``\\ s of :func:`rates`."""
+    if demand is None:
         return 0.0
-    fp32, alu = cost.exp_lead_demand()
+    fp32, alu = demand
     return wave_factor * cuda_core_seconds(fp32, alu, rate)
 
 
@@ -490,13 +593,23 @@ def gemm_seconds(cost: KernelCost, executed_flops, rate: dict):
     rates per NVML clock; per cycle the SMs tick (about 0.9 of NVML's under tensor work,
     ``validate/probe_tick_clock.py``) the N = 32 operands arrive at 127-130 B/clk/SM, the
     128 B/clk port."""
+    return _gemm_scale(cost, executed_flops) * _gemm_total(cost, rate)
+
+
+def _gemm_scale(cost: KernelCost, executed_flops):
+    """The executed tensor work over the GEMMs' counted FLOPs (:func:`gemm_seconds`)."""
     counted = sum(cost.terms[term] for term, _ in cost.gemms)
-    scale = executed_flops / maximum(counted, 1e-30)
+    return executed_flops / maximum(counted, 1e-30)
+
+
+def _gemm_total(cost: KernelCost, rate: dict):
+    """Seconds of the counted GEMMs, one after the other, each at the slower of the tensor
+    and shared-memory rates (:func:`gemm_seconds`)."""
     total = 0.0
     for term, bytes_per_flop in cost.gemms:
         total = total + cost.terms[term] * maximum(1 / rate["tensor"],
                                                    bytes_per_flop / rate["smem"])
-    return scale * total
+    return total
 
 
 def cta_edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams):

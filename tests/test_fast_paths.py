@@ -1,0 +1,81 @@
+"""The speedups of one ``predict`` (issue 13, docs/performance.md) compute what the plain
+code computes: the staged kernel timing (``timing.KernelClock``), and every cache gives a
+different answer for a different input. ``test_speed_equivalence.py`` pins whole
+predictions; these pin the parts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import perfsim
+from perfsim.algorithms import Dims
+from perfsim.gpu_catalog import load_gpu
+from perfsim.predict import evaluate
+from perfsim.timing import KernelClock, TimingParams, kernel_seconds, time_kernel
+
+W = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128, causal=True)
+
+
+def _kernels(gpu="h100-sxm5", algorithm="fa3", workload=W):
+    spec = load_gpu(gpu)
+    algo = perfsim.implementations.resolve(algorithm)
+    return spec, algo, algo.kernels(Dims.of(workload), spec)
+
+
+@pytest.mark.parametrize("algorithm", ["fa2", "fa3", "standard", "sdpa-flash", "fa1"])
+@pytest.mark.parametrize("phase", ["fwd", "fwd_bwd"])
+def test_kernel_clock_times_as_time_kernel(algorithm, phase):
+    spec, algo, _ = _kernels(algorithm=algorithm)
+    params = perfsim.timing_for(spec, algo)
+    w = W.replace(phase=phase)
+    for k in algo.kernels(Dims.of(w), spec):
+        kc = KernelClock(k, spec, params)
+        for clock in (1.2e9, 1.755e9, None, 1.2e9):
+            staged, plain = kc.timing(clock), time_kernel(k, spec, params, clock)
+            assert staged.seconds == plain.seconds and staged.bound == plain.bound
+            assert staged.unit_seconds == plain.unit_seconds
+            assert kc.seconds(clock) == kernel_seconds(k, spec, params, clock)
+
+
+def test_kernel_clock_gives_each_clock_its_own_time():
+    spec, algo, ks = _kernels()
+    kc = KernelClock(ks[0], spec, perfsim.timing_for(spec, algo))
+    slow, fast = kc.seconds(1.0e9), kc.seconds(1.8e9)
+    assert slow > fast
+    assert kc.seconds(1.0e9) == slow          # not the last clock's result
+    assert kc.timing(1.8e9).seconds == fast
+
+
+def test_kernel_clock_on_arrays():
+    spec, algo, ks = _kernels()
+    params = perfsim.timing_for(spec, algo)
+    clocks = np.array([1.0e9, 1.5e9, 1.8e9])
+    kc = KernelClock(ks[0], spec, params)
+    got = kc.seconds(clocks)
+    want = np.array([kernel_seconds(ks[0], spec, params, float(c)) for c in clocks])
+    assert np.array_equal(got, want)
+    again = kc.seconds(clocks.copy())        # an equal array, not the same one: recomputed
+    assert np.array_equal(again, want)
+
+
+def test_timing_params_give_different_kernel_times():
+    spec, algo, ks = _kernels()
+    base = perfsim.timing_for(spec, algo)
+    slower = perfsim.timing_for(spec, algo, tensor_efficiency=0.5, hbm_efficiency=0.5)
+    assert (KernelClock(ks[0], spec, slower).seconds(1.5e9)
+            > KernelClock(ks[0], spec, base).seconds(1.5e9))
+    other = spec.replace(sm_count=100)
+    assert (KernelClock(ks[0], other, TimingParams.for_gpu(other)).seconds(1.5e9)
+            != KernelClock(ks[0], spec, TimingParams.for_gpu(spec)).seconds(1.5e9))
+
+
+def test_evaluate_times_at_the_clock_it_returns():
+    # the final timing reuses the clock search's last evaluation: it must be at the clock
+    # the call reports (power-capped fa3 on the H100, uncapped fa2)
+    for algorithm in ("fa3", "fa2"):
+        spec, algo, _ = _kernels(algorithm=algorithm)
+        params = perfsim.timing_for(spec, algo)
+        kernels, seconds, *_, clock_hz, _ = evaluate(algo, Dims.of(W), spec, params)
+        for k in kernels:
+            assert k.seconds == time_kernel(k.cost, spec, params, clock_hz).seconds
