@@ -6,9 +6,10 @@ expressions (closed forms). Units: FLOP, operations, bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
+from perfsim.frozen import replace
 from perfsim.mathops import maximum, minimum
 
 #: The units perfsim times. ``tensor``: tensor cores; ``fp32``: FP32/FMA pipes (non-matmul

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +9,7 @@ import numpy as np
 from perfsim.algorithms import Algorithm, Dims
 from perfsim.algorithms.base import kernels_for, memory_for
 from perfsim.errors import PerfsimError
+from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec
 from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import resolve

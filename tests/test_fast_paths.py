@@ -1,16 +1,21 @@
 """The speedups of one ``predict`` (issue 13, docs/performance.md) compute what the plain
-code computes: the staged kernel timing (``timing.KernelClock``), and every cache gives a
-different answer for a different input. ``test_speed_equivalence.py`` pins whole
-predictions; these pin the parts."""
+code computes: the staged kernel timing (``timing.KernelClock``), the copy of frozen
+dataclasses (``perfsim.frozen.replace``), and every cache gives a different answer for a
+different input. ``test_speed_equivalence.py`` pins whole predictions; these pin the parts."""
 
 from __future__ import annotations
+
+import dataclasses
+import functools
 
 import numpy as np
 import pytest
 
 import perfsim
 from perfsim.algorithms import Dims
+from perfsim.frozen import replace
 from perfsim.gpu_catalog import load_gpu
+from perfsim.kernel import KernelCost
 from perfsim.predict import evaluate
 from perfsim.timing import KernelClock, TimingParams, kernel_seconds, time_kernel
 
@@ -21,6 +26,43 @@ def _kernels(gpu="h100-sxm5", algorithm="fa3", workload=W):
     spec = load_gpu(gpu)
     algo = perfsim.implementations.resolve(algorithm)
     return spec, algo, algo.kernels(Dims.of(workload), spec)
+
+
+def test_frozen_replace_builds_what_dataclasses_replace_builds():
+    _, _, ks = _kernels()
+    k = ks[0]
+    for changes in ({"executed": {"tensor": 1.0, "fp32": 2.0, "mufu": 3.0, "smem": 4.0,
+                                  "alu": 5.0}}, {"grid": 7, "ctas_per_sm": 2}, {}):
+        fast, plain = replace(k, **changes), dataclasses.replace(k, **changes)
+        assert type(fast) is KernelCost and fast == plain
+        assert vars(fast) == vars(plain)
+    d = Dims.of(W)
+    assert replace(d, phase="bwd", N_q=8) == dataclasses.replace(d, phase="bwd", N_q=8)
+
+
+def test_frozen_replace_runs_post_init_and_refuses_unknown_fields():
+    # a kernel built from plain counts names its terms in __post_init__; replacing a count
+    # of a kernel with no terms (all counts zero) names them again, as dataclasses.replace
+    empty = KernelCost("k", 1)
+    assert empty.terms == {}
+    assert replace(empty, tensor_flops=8).terms == {"tensor/k": 8}
+    assert replace(empty, tensor_flops=8) == dataclasses.replace(empty, tensor_flops=8)
+    with pytest.raises(TypeError, match="no_such_field"):
+        replace(empty, no_such_field=1)
+
+
+def test_frozen_replace_drops_values_cached_beside_the_fields():
+    @dataclasses.dataclass(frozen=True)
+    class Box:
+        x: int
+
+        @functools.cached_property
+        def double(self):
+            return 2 * self.x
+
+    box = Box(1)
+    assert box.double == 2
+    assert replace(box, x=5).double == 10
 
 
 @pytest.mark.parametrize("algorithm", ["fa2", "fa3", "standard", "sdpa-flash", "fa1"])

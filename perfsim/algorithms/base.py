@@ -15,13 +15,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from abc import abstractmethod
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from perfsim.errors import InfeasibleError, PerfsimError
+from perfsim.frozen import replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import ADDITIVE, KernelCost
 from perfsim.mathops import cdiv, fdiv, is_symbolic, maximum, minimum, where

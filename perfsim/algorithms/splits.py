@@ -33,10 +33,10 @@ The ``"auto"`` choices follow the references (facts read from their sources):
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from perfsim.algorithms.base import FP32_BYTES, STAT_BYTES, Dims, l2_filtered
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
+from perfsim.frozen import replace
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv
 
