@@ -179,11 +179,7 @@ class KernelCost:
             ValueError: a term whose prefix is not a count field."""
         sums: dict = {}
         for key, value in terms.items():
-            prefix = key.split("/", 1)[0]
-            if prefix not in TERM_FIELDS:
-                raise ValueError(f"term {key!r}: the prefix must be one of "
-                                 f"{', '.join(TERM_FIELDS)}")
-            f = TERM_FIELDS[prefix]
+            f = _term_field(key)
             sums[f] = sums[f] + value if f in sums else value
         return cls(name=name, terms=dict(terms), **sums, **fields)
 
@@ -192,7 +188,7 @@ class KernelCost:
         terms = dict(self.terms)
         counts = {}
         for key, value in extra.items():
-            f = TERM_FIELDS[key.split("/", 1)[0]]
+            f = _term_field(key)
             terms[key] = terms[key] + value if key in terms else value
             counts[f] = counts.get(f, getattr(self, f)) + value
         return replace(self, terms=terms, **counts, **fields)
@@ -261,6 +257,28 @@ TERM_FIELDS: dict[str, str] = {
     "emulated_exp": "emulated_exp_ops", "hbm_read": "hbm_read_bytes",
     "hbm_write": "hbm_write_bytes", "l2_hit": "l2_hit_bytes", "smem_read": "smem_read_bytes",
     "smem_write": "smem_write_bytes", "atomics": "atomics", "local_load": "local_load_bytes"}
+
+
+def _term_field(key: str) -> str:
+    """The count field a named term adds to (:data:`TERM_FIELDS` by its prefix), kept per
+    term name (:data:`_FIELD_OF_TERM`: the algorithms name the same terms on every call).
+
+    Raises:
+        ValueError: a term whose prefix is not a count field."""
+    field_name = _FIELD_OF_TERM.get(key)
+    if field_name is None:
+        prefix = key.split("/", 1)[0]
+        if prefix not in TERM_FIELDS:
+            raise ValueError(f"term {key!r}: the prefix must be one of "
+                             f"{', '.join(TERM_FIELDS)}")
+        if len(_FIELD_OF_TERM) >= 4096:
+            _FIELD_OF_TERM.clear()
+        field_name = _FIELD_OF_TERM[key] = TERM_FIELDS[prefix]
+    return field_name
+
+
+#: :func:`_term_field` by term name (a name's prefix never changes); cleared at 4096 names.
+_FIELD_OF_TERM: dict[str, str] = {}
 
 
 ADDITIVE: tuple[str, ...] = (

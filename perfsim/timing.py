@@ -343,6 +343,22 @@ class _RateFactors:
 
     @classmethod
     def of(cls, gpu: GPUSpec, cost: KernelCost, params: TimingParams) -> _RateFactors:
+        """The factors for ``cost``'s tensor dtype and instruction family on ``gpu`` under
+        ``params``, kept per (spec, params, dtype, family) in :data:`_RATE_FACTORS` (all
+        frozen; the key holds the spec and params themselves, so an id is never reused
+        while its entry lives)."""
+        key = (id(gpu), id(params), cost.tensor_dtype, cost.tensor_family)
+        hit = _RATE_FACTORS.get(key)
+        if hit is not None and hit[0] is gpu and hit[1] is params:
+            return hit[2]
+        factors = cls._build(gpu, cost, params)
+        if len(_RATE_FACTORS) >= RATE_FACTORS_CACHE_SIZE:
+            _RATE_FACTORS.clear()
+        _RATE_FACTORS[key] = (gpu, params, factors)
+        return factors
+
+    @classmethod
+    def _build(cls, gpu: GPUSpec, cost: KernelCost, params: TimingParams) -> _RateFactors:
         # the measured GEMM efficiency scales the native family's (datasheet) tensor rates; a
         # non-native family's table (mma.sync on Hopper) is its own measured rate, and a
         # dtype without a tensor path runs on the FP32 pipes
@@ -357,6 +373,13 @@ class _RateFactors:
             smem=gpu.smem_bandwidth_bytes_per_clk_per_sm,
             hbm=gpu.hbm_bandwidth_bytes_per_s * (gpu.hbm_efficiency if params.hbm_efficiency
                                                   is None else params.hbm_efficiency))
+
+
+#: :meth:`_RateFactors.of` by ``(id(spec), id(params), tensor dtype, tensor family)``:
+#: ``{key: (spec, params, factors)}``, cleared when it reaches
+#: :data:`RATE_FACTORS_CACHE_SIZE` entries.
+_RATE_FACTORS: dict = {}
+RATE_FACTORS_CACHE_SIZE = 256
 
 
 def _rates_at(f: _RateFactors, sm_clocks) -> dict:
@@ -435,7 +458,7 @@ class KernelClock:
     __slots__ = ("cost", "gpu", "params", "safe_grid", "busiest", "wave_factor", "factors",
                  "demand", "scaled", "hbm_seconds", "ceiling", "groups", "hbm_only",
                  "gemm_scale", "lead_demand", "edges", "edge_shares", "spills", "launch_s",
-                 "_clock", "_result")
+                 "bound_groups", "same_totals", "_clock", "_result", "_totals")
 
     def __init__(self, cost: KernelCost, gpu: GPUSpec, params: TimingParams):
         self.cost, self.gpu, self.params = cost, gpu, params
@@ -470,13 +493,20 @@ class KernelClock:
             hbm_only = [[u for u, _ in g] == ["hbm"] for g in self.groups]
         if cost.pipeline is not None:
             hbm_only.append(False)
+        # binding_unit compares these groups, with edges by its own HBM-only rule: where
+        # that rule reads the groups as the time does (always but for a pipeline of HBM
+        # alone), the bound comes from the time's group totals (:meth:`timing`)
+        self.bound_groups = (cost.overlap if cost.pipeline is None
+                             else _bound_groups(cost.overlap, cost.pipeline))
         self.hbm_only = hbm_only
         self.edges = edges = edge_seconds(cost, gpu, params, safe_grid)
         self.edge_shares = None if edges is None else _edge_shares(edges, hbm_only)
+        self.same_totals = cost.load_chain is None and (
+            edges is None or _hbm_only(self.bound_groups) == hbm_only)
         self.spills = not _no_spills(cost) and bool(gpu.spill_reload_bandwidth_bytes_per_s)
         launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
         self.launch_s = launched * params.launch_overhead_s
-        self._clock = self._result = None
+        self._clock = self._result = self._totals = None
 
     def at(self, clock_hz=None):
         """``(unit_seconds, seconds, load_chain parts, load_chain bound, busiest,
@@ -513,6 +543,7 @@ class KernelClock:
             group_seconds.append(cycle_time(unit_seconds, *cost.pipeline, exp_lead=lead))
         if self.edge_shares is not None:
             group_seconds = [g + e for g, e in zip(group_seconds, self.edge_shares)]
+        totals = group_seconds
         body = group_seconds[0]
         for g in group_seconds[1:]:
             body = maximum(body, g)
@@ -521,7 +552,7 @@ class KernelClock:
                                                    self.safe_grid, self.edges, lead)
         result = (unit_seconds, body + self.launch_s, chain, chain_bound, self.busiest,
                   wave_factor, lead)
-        self._clock, self._result = clock_hz, result
+        self._clock, self._result, self._totals = clock_hz, result, totals
         return result
 
     def seconds(self, clock_hz=None):
@@ -535,6 +566,8 @@ class KernelClock:
         cost = self.cost
         if chain is not None:
             bound = chain_bound
+        elif self.same_totals:          # the groups' times at this clock, from at()
+            bound = _largest_entry(unit_seconds, self.bound_groups, self._totals)
         else:
             bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline,
                                  edge_seconds(cost, self.gpu, self.params,
@@ -766,8 +799,25 @@ def cycle_time(unit_seconds: dict, stations, tiles_in_flight, serial=None, exp_l
 
 
 def _entries(group):
-    """``(unit, weight)`` pairs of an overlap group (a bare name has weight 1)."""
-    return [(e, 1.0) if isinstance(e, str) else (e[0], e[1]) for e in group]
+    """``(unit, weight)`` pairs of an overlap group (a bare name has weight 1), as a tuple.
+    Kept per group object (:data:`_ENTRIES`): the overlap rules are tuples, mostly the same
+    few constants (``ROOFLINE``) on every kernel."""
+    hit = _ENTRIES.get(id(group))
+    if hit is not None and hit[0] is group:
+        return hit[1]
+    entries = tuple((e, 1.0) if isinstance(e, str) else (e[0], e[1]) for e in group)
+    if isinstance(group, tuple):        # immutable: its entries never change
+        if len(_ENTRIES) >= ENTRIES_CACHE_SIZE:
+            _ENTRIES.clear()
+        _ENTRIES[id(group)] = (group, entries)
+    return entries
+
+
+#: :func:`_entries` by overlap group: ``{id(group): (group, entries)}`` (the group itself is
+#: held, so its id is never reused while the entry lives); cleared when it reaches
+#: :data:`ENTRIES_CACHE_SIZE` entries.
+_ENTRIES: dict = {}
+ENTRIES_CACHE_SIZE = 256
 
 
 def group_time(unit_seconds: dict, group):
@@ -786,11 +836,28 @@ def binding_unit(unit_seconds: dict, overlap, pipeline=None, edges=None,
     """
     totals = [group_time(unit_seconds, g) for g in overlap]
     if pipeline is not None:
-        overlap = (*overlap, tuple(u for station in pipeline[0] for u in station))
+        overlap = _bound_groups(overlap, pipeline)
         totals.append(cycle_time(unit_seconds, *pipeline, exp_lead=exp_lead))
     if edges is not None:
-        shares = _edge_shares(edges, [[u for u, _ in _entries(g)] == ["hbm"] for g in overlap])
+        shares = _edge_shares(edges, _hbm_only(overlap))
         totals = [t + e for t, e in zip(totals, shares)]
+    return _largest_entry(unit_seconds, overlap, totals)
+
+
+def _bound_groups(overlap, pipeline) -> tuple:
+    """The groups :func:`binding_unit` compares: the overlap rule's, then the pipeline's
+    units as one group."""
+    return (*overlap, tuple(u for station in pipeline[0] for u in station))
+
+
+def _hbm_only(groups) -> list[bool]:
+    """Which groups hold HBM alone (they pay one wave's CTA edges, :func:`_edge_shares`)."""
+    return [[u for u, _ in _entries(g)] == ["hbm"] for g in groups]
+
+
+def _largest_entry(unit_seconds: dict, overlap, totals):
+    """:func:`binding_unit` from the groups' times ``totals`` (edges included): the largest
+    weighted entry of the longest group (arrays: elementwise)."""
     if any(isinstance(unit_seconds[u], np.ndarray) for u in UNITS):
         shape = np.broadcast(*[np.asarray(unit_seconds[u]) for u in UNITS]).shape
         best = np.zeros(shape, dtype=np.intp)  # index into UNITS (ints: fast for sweeps)

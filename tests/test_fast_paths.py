@@ -121,3 +121,43 @@ def test_evaluate_times_at_the_clock_it_returns():
         kernels, seconds, *_, clock_hz, _ = evaluate(algo, Dims.of(W), spec, params)
         for k in kernels:
             assert k.seconds == time_kernel(k.cost, spec, params, clock_hz).seconds
+
+
+def test_a_name_means_the_default_config_built_once():
+    from perfsim.algorithms import FA2, FA3, resolve
+    assert resolve("fa2") is resolve("FA2") and resolve("fa2") == FA2()
+    assert resolve("fa3") == FA3() and resolve("fa3") != resolve("fa2")
+    custom = FA2(block_m=64)
+    assert resolve(custom) is custom
+
+
+def test_rate_factors_are_kept_per_spec_params_and_dtype():
+    from perfsim.timing import rates
+    spec, algo, ks = _kernels()
+    k = ks[0]
+    base = perfsim.timing_for(spec, algo)
+    half = perfsim.timing_for(spec, algo, tensor_efficiency=0.5, hbm_efficiency=0.5)
+    a, b = rates(spec, k, base), rates(spec, k, half)
+    assert b["tensor"] == pytest.approx(a["tensor"] / 2) and b["hbm"] == pytest.approx(
+        a["hbm"] * 0.5 / spec.hbm_efficiency)
+    assert rates(spec, k, base) == a                             # the kept entry
+    fp8 = dataclasses.replace(k, tensor_dtype="fp8_e4m3")
+    assert rates(spec, fp8, base)["tensor"] == pytest.approx(2 * a["tensor"])
+    wider = spec.replace(sm_count=2 * spec.sm_count)
+    assert rates(wider, k, base)["tensor"] == pytest.approx(2 * a["tensor"])
+
+
+def test_overlap_entries_follow_each_group():
+    from perfsim.timing import _entries, group_time
+    seconds = {"tensor": 1.0, "fp32": 2.0, "mufu": 3.0, "smem": 4.0, "hbm": 5.0}
+    assert _entries(("tensor", ("hbm", 0.5))) == (("tensor", 1.0), ("hbm", 0.5))
+    assert group_time(seconds, ("tensor", ("hbm", 0.5))) == 3.5
+    assert group_time(seconds, ("tensor", ("hbm", 0.25))) == 2.25
+    assert group_time(seconds, ["fp32", "mufu"]) == 5.0          # a list: not kept
+
+
+def test_split_choice_is_a_function_of_its_integers():
+    from perfsim.algorithms.splits import fa2_num_splits
+    assert fa2_num_splits(8, 132, 1024) == fa2_num_splits(8, 132, 1024) > 1
+    assert fa2_num_splits(8, 132, 1024) != fa2_num_splits(64, 132, 1024)
+    assert fa2_num_splits(264, 132, 1024) == 1
