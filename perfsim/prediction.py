@@ -6,6 +6,7 @@ sentences need the model's every field; the text generation is most of it.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,7 +134,10 @@ class Counts:
     @classmethod
     def of_costs(cls, costs: list) -> Counts:
         """The counts of ``KernelCost`` s, summed (numbers, arrays or sympy expressions)."""
-        sums = {name: sum(getattr(c, name) for c in costs) for name in ADDITIVE}
+        # one row of the additive counts per kernel, summed column by column (the same
+        # sums in the same order as one sum per count over the kernels)
+        columns = zip(*map(_additive, costs)) if costs else [()] * len(ADDITIVE)
+        sums = dict(zip(ADDITIVE, map(sum, columns)))
         return cls(
             flops=sums["tensor_flops"] + sums["fp32_flops"],
             tensor_flops=sums["tensor_flops"], fp32_flops=sums["fp32_flops"],
@@ -146,6 +150,9 @@ class Counts:
             local_load_bytes=sums["local_load_bytes"],
         )
 
+
+#: A kernel's :data:`perfsim.kernel.ADDITIVE` counts, as a tuple.
+_additive = operator.attrgetter(*ADDITIVE)
 
 #: How many named terms ``explain()`` lists.
 TOP_TERMS = 5
