@@ -166,9 +166,11 @@ class KernelCost:
 
     def __post_init__(self):
         if not self.terms:
+            # one term per count that is not a plain zero
+            state = self.__dict__
             object.__setattr__(self, "terms", {
-                f"{prefix}/{self.name}": getattr(self, f) for prefix, f in TERM_FIELDS.items()
-                if not _is_zero(getattr(self, f))})
+                f"{prefix}/{self.name}": state[f] for prefix, f in TERM_FIELDS.items()
+                if not (isinstance(state[f], (int, float)) and state[f] == 0)})
 
     @classmethod
     def of(cls, name: str, terms: dict, **fields) -> KernelCost:
@@ -245,10 +247,6 @@ class KernelCost:
         runs, e.g. at its head dim rather than the call's)."""
         return replace(self, executed=padded_cost.sm_demand(),
                        gemms=padded_cost.gemms or self.gemms)
-
-
-def _is_zero(value) -> bool:
-    return isinstance(value, (int, float)) and value == 0
 
 
 #: Prefix of a named term -> the count field it adds to.

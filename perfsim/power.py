@@ -111,7 +111,14 @@ def call_energy_j(gpu: GPUSpec, costs: list[KernelCost]):
                               + work["smem"] * power.smem_pj_per_byte)
         e_hbm = e_hbm + PICO * (cost.hbm_bytes * power.hbm_pj_per_byte
                                 + cost.l2_hit_bytes * power.l2_pj_per_byte)
-    return e_sm, e_hbm
+    # numpy float scalars (from np.maximum) as Python floats: the same doubles, and the clock
+    # search's power_w then runs on floats
+    return _float(e_sm), _float(e_hbm)
+
+
+def _float(x):
+    """``x`` as a Python float if it is a numpy float64 scalar, else as it is."""
+    return float(x) if type(x) is np.float64 else x
 
 
 def power_w(gpu: GPUSpec, energy, seconds, clock_hz):
@@ -148,7 +155,7 @@ def sustained_clock(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock
     hi = clock_ceiling(gpu, costs, max_clock_hz)
     p_hi = power_w(gpu, energy, seconds_at(hi), hi)
     capped = p_hi > power.tdp_w
-    if type(capped) is bool:     # one call: plain numbers (no numpy reduction, no shapes)
+    if type(capped) in (bool, np.bool_):  # one call: no numpy reduction, no shapes
         if not capped:
             return _out(hi, p_hi)
         shape = np.shape(hi)

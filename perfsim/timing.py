@@ -285,11 +285,11 @@ class TimingParams(BaseModel):
         if cost.eager_op in ("softmax", "softmax_masked"):
             share = 1.0
             if self.eager_softmax:
-                lengths, effs = zip(*self.eager_softmax)
-                share = np.interp(np.log2(cost.row_length), np.log2(lengths), effs)
+                log_lengths, effs = _log2_table(self.eager_softmax)
+                share = np.interp(np.log2(cost.row_length), log_lengths, effs)
             if cost.eager_op == "softmax_masked" and self.eager_softmax_masked:
-                lengths, ratios = zip(*self.eager_softmax_masked)
-                share = share * np.interp(np.log2(cost.row_length), np.log2(lengths), ratios)
+                log_lengths, ratios = _log2_table(self.eager_softmax_masked)
+                share = share * np.interp(np.log2(cost.row_length), log_lengths, ratios)
             return share
         if cost.eager_op == "broadcast_fill":
             return self.eager_broadcast_fill
@@ -305,6 +305,25 @@ class TimingParams(BaseModel):
             return law
         widths, fractions = zip(*self.sgemm_width)
         return law * np.interp(n, widths, fractions, right=1.0)
+
+
+def _log2_table(table: tuple) -> tuple:
+    """``(log2 of the keys, fractions)`` as numpy arrays of a ``TimingParams`` row-length
+    table (interpolated in log2 of the length), kept per table in :data:`_LOG2_TABLES` (the
+    tables are tuples on a frozen model; the key holds the table, so its id is not reused)."""
+    hit = _LOG2_TABLES.get(id(table))
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    lengths, fractions = zip(*table)
+    arrays = (np.log2(lengths), np.asarray(fractions, dtype=float))
+    if len(_LOG2_TABLES) >= 64:
+        _LOG2_TABLES.clear()
+    _LOG2_TABLES[id(table)] = (table, arrays)
+    return arrays
+
+
+#: :func:`_log2_table` by table: ``{id(table): (table, arrays)}``, cleared at 64 entries.
+_LOG2_TABLES: dict = {}
 
 
 @dataclass(frozen=True)
@@ -458,7 +477,7 @@ class KernelClock:
     __slots__ = ("cost", "gpu", "params", "safe_grid", "busiest", "wave_factor", "factors",
                  "demand", "scaled", "hbm_seconds", "ceiling", "groups", "hbm_only",
                  "gemm_scale", "lead_demand", "edges", "edge_shares", "spills", "launch_s",
-                 "bound_groups", "same_totals", "_clock", "_result", "_totals")
+                 "bound_groups", "same_totals", "alu", "_clock", "_result", "_totals")
 
     def __init__(self, cost: KernelCost, gpu: GPUSpec, params: TimingParams):
         self.cost, self.gpu, self.params = cost, gpu, params
@@ -468,6 +487,7 @@ class KernelClock:
         self.wave_factor = wave_factor = busiest * gpu.sm_count / safe_grid
         self.factors = factors = _RateFactors.of(gpu, cost, params)
         self.demand = demand = {**cost.sm_demand(), "hbm": cost.hbm_bytes}
+        self.alu = demand.get("alu", 0)
         # each SM-side unit's demand on the busiest SM's share of the waves
         self.scaled = {u: demand[u] * wave_factor for u in UNITS if u != "hbm"}
         hbm = demand["hbm"] * 1 / factors.hbm
@@ -489,8 +509,8 @@ class KernelClock:
             self.groups = None
             hbm_only = [False, True]
         else:
-            self.groups = [_entries(group) for group in cost.overlap]
-            hbm_only = [[u for u, _ in g] == ["hbm"] for g in self.groups]
+            self.groups, hbm_only = _overlap_plan(cost.overlap)
+            hbm_only = list(hbm_only)
         if cost.pipeline is not None:
             hbm_only.append(False)
         # binding_unit compares these groups, with edges by its own HBM-only rule: where
@@ -520,8 +540,7 @@ class KernelClock:
         unit_rate = _rates_at(self.factors, gpu.sm_clocks_per_s(clock_hz))
         scaled, demand = self.scaled, self.demand
         unit_seconds = {"tensor": scaled["tensor"] / unit_rate["tensor"],
-                        "fp32": wave_factor * cuda_core_seconds(demand["fp32"],
-                                                                demand.get("alu", 0),
+                        "fp32": wave_factor * cuda_core_seconds(demand["fp32"], self.alu,
                                                                 unit_rate),
                         "mufu": scaled["mufu"] / unit_rate["mufu"],
                         "smem": scaled["smem"] / unit_rate["smem"],
@@ -537,8 +556,9 @@ class KernelClock:
             chain, chain_bound, group_seconds = _load_chain_time(cost, gpu, unit_seconds,
                                                                  self.busiest)
         else:
-            group_seconds = [sum(unit_seconds[u] * w for u, w in g) for g in self.groups]
-        lead = _lead_at(self.lead_demand, unit_rate, wave_factor)
+            group_seconds = [sum([unit_seconds[u] * w for u, w in g]) for g in self.groups]
+        lead = (0.0 if self.lead_demand is None
+                else _lead_at(self.lead_demand, unit_rate, wave_factor))
         if cost.pipeline is not None:
             group_seconds.append(cycle_time(unit_seconds, *cost.pipeline, exp_lead=lead))
         if self.edge_shares is not None:
@@ -813,10 +833,26 @@ def _entries(group):
     return entries
 
 
+def _overlap_plan(overlap) -> tuple:
+    """``(entries per group, HBM-only per group)`` of an overlap rule (:func:`_entries`,
+    :func:`_hbm_only`), kept per rule in :data:`_PLANS` as :func:`_entries` keeps a group's
+    (the rules are tuples, mostly the same few on every kernel)."""
+    hit = _PLANS.get(id(overlap))
+    if hit is not None and hit[0] is overlap:
+        return hit[1]
+    plan = (tuple(_entries(group) for group in overlap), tuple(_hbm_only(overlap)))
+    if isinstance(overlap, tuple):
+        if len(_PLANS) >= ENTRIES_CACHE_SIZE:
+            _PLANS.clear()
+        _PLANS[id(overlap)] = (overlap, plan)
+    return plan
+
+
 #: :func:`_entries` by overlap group: ``{id(group): (group, entries)}`` (the group itself is
-#: held, so its id is never reused while the entry lives); cleared when it reaches
-#: :data:`ENTRIES_CACHE_SIZE` entries.
+#: held, so its id is never reused while the entry lives), and :func:`_overlap_plan` by
+#: overlap rule the same way; each cleared when it reaches :data:`ENTRIES_CACHE_SIZE` entries.
 _ENTRIES: dict = {}
+_PLANS: dict = {}
 ENTRIES_CACHE_SIZE = 256
 
 

@@ -161,3 +161,19 @@ def test_split_choice_is_a_function_of_its_integers():
     assert fa2_num_splits(8, 132, 1024) == fa2_num_splits(8, 132, 1024) > 1
     assert fa2_num_splits(8, 132, 1024) != fa2_num_splits(64, 132, 1024)
     assert fa2_num_splits(264, 132, 1024) == 1
+
+
+def test_eager_softmax_tables_follow_the_params():
+    spec, algo, _ = _kernels(algorithm="standard")
+    base = perfsim.timing_for(spec, algo)
+    flat = perfsim.timing_for(spec, algo, eager_softmax=((128, 0.5), (8192, 0.5)))
+    cost = KernelCost("softmax", 1, eager_op="softmax", row_length=4096)
+    assert flat.eager_efficiency(cost) == pytest.approx(0.5)
+    assert base.eager_efficiency(cost) != flat.eager_efficiency(cost)
+    assert base.eager_efficiency(cost) == base.eager_efficiency(cost)
+
+
+def test_kernel_terms_named_from_plain_counts():
+    k = KernelCost("k", 1, tensor_flops=8, fp32_flops=0.0, hbm_read_bytes=np.float64(0),
+                   exp_ops=np.array([0, 1]))
+    assert set(k.terms) == {"tensor/k", "mufu/k"}
