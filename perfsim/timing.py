@@ -469,15 +469,18 @@ class KernelClock:
     builds one per kernel per call). The same operations in the same order as timing at one
     clock, so the same numbers (scalars, numpy arrays or sympy expressions alike).
 
-    The last clock's result is kept (:meth:`at`): the call's final timing runs at the clock
-    the search evaluated last, so it is not computed twice. Nothing else is cached; a
-    ``KernelClock`` belongs to one (cost, gpu, params) and is not shared between calls.
+    Results are kept per clock (:meth:`at`: every Python-float clock, and the last clock
+    otherwise, by identity — an array clock of a sweep): the search ends at a clock it has
+    already tried, and the call's final timing runs at that clock, so neither is computed
+    twice. A ``KernelClock`` belongs to one (cost, gpu, params) and one call; it is not
+    shared between calls.
     """
 
     __slots__ = ("cost", "gpu", "params", "safe_grid", "busiest", "wave_factor", "factors",
                  "demand", "scaled", "hbm_seconds", "ceiling", "groups", "hbm_only",
                  "gemm_scale", "lead_demand", "edges", "edge_shares", "spills", "launch_s",
-                 "bound_groups", "same_totals", "alu", "_clock", "_result", "_totals")
+                 "bound_groups", "same_totals", "alu", "_clock", "_result", "_totals",
+                 "_by_clock")
 
     def __init__(self, cost: KernelCost, gpu: GPUSpec, params: TimingParams):
         self.cost, self.gpu, self.params = cost, gpu, params
@@ -527,14 +530,17 @@ class KernelClock:
         launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
         self.launch_s = launched * params.launch_overhead_s
         self._clock = self._result = self._totals = None
+        self._by_clock: dict = {}
 
     def at(self, clock_hz=None):
         """``(unit_seconds, seconds, load_chain parts, load_chain bound, busiest,
         wave_factor, exp_lead)`` at SM clock ``clock_hz`` (default ``gpu.clock_hz``)."""
-        if self._result is not None and (
-                clock_hz is self._clock
-                or (type(clock_hz) is float and type(self._clock) is float
-                    and clock_hz == self._clock)):
+        if type(clock_hz) is float:
+            kept = self._by_clock.get(clock_hz)
+            if kept is not None:
+                self._result, self._totals = kept
+                return kept[0]
+        elif self._result is not None and clock_hz is self._clock:
             return self._result
         cost, gpu, wave_factor = self.cost, self.gpu, self.wave_factor
         unit_rate = _rates_at(self.factors, gpu.sm_clocks_per_s(clock_hz))
@@ -573,6 +579,8 @@ class KernelClock:
         result = (unit_seconds, body + self.launch_s, chain, chain_bound, self.busiest,
                   wave_factor, lead)
         self._clock, self._result, self._totals = clock_hz, result, totals
+        if type(clock_hz) is float:
+            self._by_clock[clock_hz] = (result, totals)
         return result
 
     def seconds(self, clock_hz=None):

@@ -87,6 +87,8 @@ def test_kernel_clock_gives_each_clock_its_own_time():
     assert slow > fast
     assert kc.seconds(1.0e9) == slow          # not the last clock's result
     assert kc.timing(1.8e9).seconds == fast
+    assert kc.timing(1.0e9).seconds == slow   # a kept clock: its own result and bound
+    assert kc.timing(1.0e9).bound == time_kernel(ks[0], spec, kc.params, 1.0e9).bound
 
 
 def test_kernel_clock_on_arrays():
