@@ -84,8 +84,21 @@ def timing_for(gpu: str | Path | GPUSpec, algorithm: str | Algorithm = "fa2",
     Raises:
         perfsim.PerfsimError: unknown GPU or algorithm name, or an invalid override."""
     algo = resolve(algorithm)
-    return TimingParams.for_gpu(load_gpu(gpu), getattr(algo, "software", DEFAULT_SOFTWARE),
-                                **overrides)
+    return TimingParams.for_gpu(load_gpu(gpu), _software(algo), **overrides)
+
+
+#: Per algorithm class, whether its configs have a ``software`` profile (a field or a class
+#: attribute: a class's fields never change, and configs take no extra attributes).
+_HAS_SOFTWARE: dict[type, bool] = {}
+
+
+def _software(algo: Algorithm) -> str:
+    """``getattr(algo, "software", DEFAULT_SOFTWARE)``, without the exception a pydantic
+    model raises for a missing attribute on every call (which classes have it is kept)."""
+    has = _HAS_SOFTWARE.get(type(algo))
+    if has is None:
+        has = _HAS_SOFTWARE[type(algo)] = hasattr(algo, "software")
+    return algo.software if has else DEFAULT_SOFTWARE
 
 
 #: What a prediction can be bound by: a unit, the load latency of an unpipelined kernel

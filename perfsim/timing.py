@@ -479,7 +479,7 @@ class KernelClock:
     __slots__ = ("cost", "gpu", "params", "safe_grid", "busiest", "wave_factor", "factors",
                  "demand", "scaled", "hbm_seconds", "ceiling", "groups", "hbm_only",
                  "gemm_scale", "lead_demand", "edges", "edge_shares", "spills", "launch_s",
-                 "bound_groups", "same_totals", "alu", "_clock", "_result", "_totals",
+                 "same_totals", "alu", "_clock", "_result", "_totals",
                  "_by_clock")
 
     def __init__(self, cost: KernelCost, gpu: GPUSpec, params: TimingParams):
@@ -516,16 +516,16 @@ class KernelClock:
             hbm_only = list(hbm_only)
         if cost.pipeline is not None:
             hbm_only.append(False)
-        # binding_unit compares these groups, with edges by its own HBM-only rule: where
-        # that rule reads the groups as the time does (always but for a pipeline of HBM
-        # alone), the bound comes from the time's group totals (:meth:`timing`)
-        self.bound_groups = (cost.overlap if cost.pipeline is None
-                             else _bound_groups(cost.overlap, cost.pipeline))
         self.hbm_only = hbm_only
         self.edges = edges = edge_seconds(cost, gpu, params, safe_grid)
         self.edge_shares = None if edges is None else _edge_shares(edges, hbm_only)
+        # binding_unit compares the overlap groups and the pipeline's units as one more
+        # group, adding the edges by its own HBM-only rule; that rule reads the groups as the
+        # time does (above) unless the pipeline's units are HBM alone. Where it does, the
+        # bound comes from the group totals the time computed (:meth:`timing`).
         self.same_totals = cost.load_chain is None and (
-            edges is None or _hbm_only(self.bound_groups) == hbm_only)
+            edges is None or cost.pipeline is None
+            or [u for station in cost.pipeline[0] for u in station] != ["hbm"])
         self.spills = not _no_spills(cost) and bool(gpu.spill_reload_bandwidth_bytes_per_s)
         launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
         self.launch_s = launched * params.launch_overhead_s
@@ -595,7 +595,9 @@ class KernelClock:
         if chain is not None:
             bound = chain_bound
         elif self.same_totals:          # the groups' times at this clock, from at()
-            bound = _largest_entry(unit_seconds, self.bound_groups, self._totals)
+            groups = (cost.overlap if cost.pipeline is None
+                      else _bound_groups(cost.overlap, cost.pipeline))
+            bound = _largest_entry(unit_seconds, groups, self._totals)
         else:
             bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline,
                                  edge_seconds(cost, self.gpu, self.params,

@@ -179,3 +179,12 @@ def test_kernel_terms_named_from_plain_counts():
     k = KernelCost("k", 1, tensor_flops=8, fp32_flops=0.0, hbm_read_bytes=np.float64(0),
                    exp_ops=np.array([0, 1]))
     assert set(k.terms) == {"tensor/k", "mufu/k"}
+
+
+def test_default_timing_follows_the_configs_software_profile():
+    from perfsim.predict import timing_for
+    spec = load_gpu("h100-sxm5")
+    assert timing_for(spec, "fa2") == TimingParams.for_gpu(spec, "pytorch")
+    assert timing_for(spec, "standard") == TimingParams.for_gpu(spec, "sdpa-math")
+    assert timing_for(spec, "sdpa-flash") == TimingParams.for_gpu(spec, "sdpa-flash")
+    assert timing_for(spec, "fa2") != timing_for(spec, "standard")
