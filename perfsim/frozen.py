@@ -1,8 +1,10 @@
-"""A faster ``dataclasses.replace`` for perfsim's frozen dataclasses (``Dims``,
-``KernelCost``): one ``predict`` copies them a few times (whole tiles, padding, the split
-choice, the phase), and ``dataclasses.replace`` spends most of that time in the generated
-``__init__`` checking and setting every field one by one (issue 13,
-``docs/performance.md``)."""
+"""Faster construction and copies of perfsim's frozen dataclasses (``Dims``,
+``KernelCost``, ...): one ``predict`` builds and copies them many times (kernels, whole
+tiles, padding, the split choice, the phase), and a frozen dataclass's generated
+``__init__`` sets its fields one ``object.__setattr__`` call at a time (36 for a
+``KernelCost``). :func:`fast_init` gives a class an ``__init__`` with the same signature
+that fills the instance dict in one step; :func:`replace` copies without any ``__init__``
+(issue 13, ``docs/performance.md``)."""
 
 from __future__ import annotations
 
@@ -56,3 +58,53 @@ def replace(obj, /, **changes):
     if post_init is not None:
         post_init()
     return new
+
+
+class _Factory:
+    """The default of a field with a ``default_factory`` (shown as dataclasses shows it)."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+#: dataclasses' own marker where it has one, so the signature is the generated one's
+_FACTORY = getattr(dataclasses, "_HAS_DEFAULT_FACTORY", _Factory())
+
+
+def fast_init(cls: type) -> type:
+    """Class decorator, applied above ``@dataclass(frozen=True)``: replace the generated
+    ``__init__`` by one with the same parameters, defaults and ``__post_init__`` call that
+    sets every field through one update of the instance dict — the same instance, built
+    without a Python-level ``object.__setattr__`` per field. Classes whose ``__init__`` does
+    not take exactly their fields (``init=False``, ``InitVar``, keyword-only fields) or that
+    use slots are returned unchanged."""
+    fields = dataclasses.fields(cls)
+    if _copyable(cls) is None or any(f.kw_only for f in fields):
+        return cls
+    namespace: dict = {"_FACTORY": _FACTORY}
+    params, values = [], []
+    for f in fields:
+        if f.default is not dataclasses.MISSING:
+            namespace[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+            values.append(f"{f.name!r}: {f.name}")
+        elif f.default_factory is not dataclasses.MISSING:
+            namespace[f"_factory_{f.name}"] = f.default_factory
+            params.append(f"{f.name}=_FACTORY")
+            values.append(f"{f.name!r}: _factory_{f.name}() if {f.name} is _FACTORY "
+                          f"else {f.name}")
+        else:
+            params.append(f.name)
+            values.append(f"{f.name!r}: {f.name}")
+    post_init = "\n    self.__post_init__()" if hasattr(cls, "__post_init__") else ""
+    source = (f"def __init__(self, {', '.join(params)}):\n"
+              f"    self.__dict__.update({{{', '.join(values)}}}){post_init}\n")
+    exec(source, namespace)  # noqa: S102 - built from the class's own field names
+    init = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__module__ = cls.__module__
+    init.__doc__ = cls.__init__.__doc__
+    init.__annotations__ = dict(cls.__init__.__annotations__)
+    cls.__init__ = init
+    _COPYABLE.pop(cls, None)
+    return cls

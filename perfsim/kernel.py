@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from perfsim.frozen import replace
+from perfsim.frozen import fast_init, replace
 from perfsim.mathops import maximum, minimum
 
 #: The units perfsim times. ``tensor``: tensor cores; ``fp32``: FP32/FMA pipes (non-matmul
@@ -25,6 +25,7 @@ Unit = Literal["tensor", "fp32", "mufu", "smem", "hbm"]
 ROOFLINE: tuple[tuple[str, ...], ...] = tuple((u,) for u in UNITS)
 
 
+@fast_init
 @dataclass(frozen=True)
 class KernelCost:
     r"""One kernel launch.
@@ -180,8 +181,9 @@ class KernelCost:
         Raises:
             ValueError: a term whose prefix is not a count field."""
         sums: dict = {}
+        field_of = _FIELD_OF_TERM
         for key, value in terms.items():
-            f = _term_field(key)
+            f = field_of.get(key) or _term_field(key)
             sums[f] = sums[f] + value if f in sums else value
         return cls(name=name, terms=dict(terms), **sums, **fields)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfsim.errors import PerfsimError
+from perfsim.frozen import fast_init
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.mathops import where
@@ -100,6 +101,7 @@ def credited_flops(model, tensor_flops, flops):
                                                                                    executed)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Counts:
     """Totals over all kernels.
@@ -161,6 +163,7 @@ TOP_TERMS = 5
 SCHEMA_VERSION = 2
 
 
+@fast_init
 @dataclass(frozen=True)
 class Prediction:
     """Predicted time and its breakdown for one (workload, GPU, algorithm).

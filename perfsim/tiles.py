@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfsim.frozen import fast_init
 from perfsim.mathops import cdiv, is_symbolic, maximum
 
 
@@ -88,6 +89,7 @@ def clamped_floor_sum(count, a, b, c, upper):
     return partial + upper * saturated, saturated
 
 
+@fast_init
 @dataclass(frozen=True)
 class TileVisits:
     """Counts of the tiles a causal-aware tiled kernel visits (ints, arrays or sympy).

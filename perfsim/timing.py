@@ -52,6 +52,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from perfsim.errors import PerfsimError
+from perfsim.frozen import fast_init
 from perfsim.gpu import CalibratedTiming, GPUSpec
 from perfsim.kernel import UNITS, KernelCost
 from perfsim.mathops import cdiv, maximum, minimum, where
@@ -326,6 +327,7 @@ def _log2_table(table: tuple) -> tuple:
 _LOG2_TABLES: dict = {}
 
 
+@fast_init
 @dataclass(frozen=True)
 class KernelTiming:
     """A kernel's counts with its times (seconds) on one GPU."""

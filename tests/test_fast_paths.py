@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ import perfsim
 from perfsim.algorithms import Dims
 from perfsim.frozen import replace
 from perfsim.gpu_catalog import load_gpu
-from perfsim.kernel import KernelCost
+from perfsim.kernel import ROOFLINE, KernelCost
 from perfsim.predict import evaluate
 from perfsim.timing import KernelClock, TimingParams, kernel_seconds, time_kernel
 
@@ -188,3 +189,34 @@ def test_default_timing_follows_the_configs_software_profile():
     assert timing_for(spec, "standard") == TimingParams.for_gpu(spec, "sdpa-math")
     assert timing_for(spec, "sdpa-flash") == TimingParams.for_gpu(spec, "sdpa-flash")
     assert timing_for(spec, "fa2") != timing_for(spec, "standard")
+
+
+def test_fast_init_builds_what_the_dataclass_init_builds():
+    from perfsim.frozen import fast_init
+
+    def make():
+        @dataclasses.dataclass(frozen=True)
+        class Twin:
+            name: str
+            grid: object
+            count: int = 0
+            terms: dict = dataclasses.field(default_factory=dict)
+
+            def __post_init__(self):
+                if not self.terms:
+                    object.__setattr__(self, "terms", {"count": self.count})
+        return Twin
+
+    plain, fast = make(), fast_init(make())
+    assert inspect.signature(plain) == inspect.signature(fast)
+    for args, kwargs in (((), {"name": "k", "grid": 2}), (("k", 2, 5), {}),
+                         (("k",), {"grid": 3, "terms": {"x": 1}})):
+        a, b = plain(*args, **kwargs), fast(*args, **kwargs)
+        assert vars(a) == vars(b) and list(vars(a)) == list(vars(b))
+    assert fast("k", 1).terms is not fast("k", 1).terms        # a fresh factory value
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast("k", 1).grid = 2
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'grid'"):
+        fast("k")
+    k = KernelCost("k", 1, tensor_flops=3)
+    assert k.terms == {"tensor/k": 3} and k.launch == {} and k.overlap == ROOFLINE

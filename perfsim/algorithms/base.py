@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from perfsim.errors import InfeasibleError, PerfsimError
-from perfsim.frozen import replace
+from perfsim.frozen import fast_init, replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import ADDITIVE, KernelCost
 from perfsim.mathops import cdiv, fdiv, is_symbolic, maximum, minimum, where
@@ -80,6 +80,7 @@ def effective_mask(causal: bool, window: tuple, seqlen_q, seqlen_k) -> tuple[boo
     return causal, (left, right)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Dims:
     """Workload sizes in paper notation. Numeric fields: int, numpy array or sympy symbol.
