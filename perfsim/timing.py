@@ -564,7 +564,10 @@ class KernelClock:
             chain, chain_bound, group_seconds = _load_chain_time(cost, gpu, unit_seconds,
                                                                  self.busiest)
         else:
-            group_seconds = [sum([unit_seconds[u] * w for u, w in g]) for g in self.groups]
+            # each group's weighted times summed (one entry: the same 0 + t·w as sum())
+            group_seconds = [0 + unit_seconds[g[0][0]] * g[0][1] if len(g) == 1
+                             else sum([unit_seconds[u] * w for u, w in g])
+                             for g in self.groups]
         lead = (0.0 if self.lead_demand is None
                 else _lead_at(self.lead_demand, unit_rate, wave_factor))
         if cost.pipeline is not None:
@@ -903,10 +906,18 @@ def _hbm_only(groups) -> list[bool]:
     return [[u for u, _ in _entries(g)] == ["hbm"] for g in groups]
 
 
+def _any_array(values) -> bool:
+    """Whether any of ``values`` is a numpy array (a loop: no generator per call)."""
+    for v in values:
+        if isinstance(v, np.ndarray):
+            return True
+    return False
+
+
 def _largest_entry(unit_seconds: dict, overlap, totals):
     """:func:`binding_unit` from the groups' times ``totals`` (edges included): the largest
     weighted entry of the longest group (arrays: elementwise)."""
-    if any(isinstance(unit_seconds[u], np.ndarray) for u in UNITS):
+    if _any_array([unit_seconds[u] for u in UNITS]):
         shape = np.broadcast(*[np.asarray(unit_seconds[u]) for u in UNITS]).shape
         best = np.zeros(shape, dtype=np.intp)  # index into UNITS (ints: fast for sweeps)
         best_group = np.argmax(np.stack([np.broadcast_to(t, shape) for t in totals]), axis=0)
