@@ -43,7 +43,6 @@ preset that uses them.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
@@ -52,6 +51,7 @@ from perfsim import algorithms as algos
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import Algorithm, Dims, infeasible_where
 from perfsim.errors import InfeasibleError, PerfsimError
+from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv

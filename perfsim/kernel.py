@@ -6,9 +6,10 @@ expressions (closed forms). Units: FLOP, operations, bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
+from perfsim.frozen import fast_init, replace
 from perfsim.mathops import maximum, minimum
 
 #: The units perfsim times. ``tensor``: tensor cores; ``fp32``: FP32/FMA pipes (non-matmul
@@ -24,6 +25,7 @@ Unit = Literal["tensor", "fp32", "mufu", "smem", "hbm"]
 ROOFLINE: tuple[tuple[str, ...], ...] = tuple((u,) for u in UNITS)
 
 
+@fast_init
 @dataclass(frozen=True)
 class KernelCost:
     r"""One kernel launch.
@@ -172,9 +174,11 @@ class KernelCost:
 
     def __post_init__(self):
         if not self.terms:
+            # one term per count that is not a plain zero
+            state = self.__dict__
             object.__setattr__(self, "terms", {
-                f"{prefix}/{self.name}": getattr(self, f) for prefix, f in TERM_FIELDS.items()
-                if not _is_zero(getattr(self, f))})
+                f"{prefix}/{self.name}": state[f] for prefix, f in TERM_FIELDS.items()
+                if not (isinstance(state[f], (int, float)) and state[f] == 0)})
 
     @classmethod
     def of(cls, name: str, terms: dict, **fields) -> KernelCost:
@@ -184,12 +188,9 @@ class KernelCost:
         Raises:
             ValueError: a term whose prefix is not a count field."""
         sums: dict = {}
+        field_of = _FIELD_OF_TERM
         for key, value in terms.items():
-            prefix = key.split("/", 1)[0]
-            if prefix not in TERM_FIELDS:
-                raise ValueError(f"term {key!r}: the prefix must be one of "
-                                 f"{', '.join(TERM_FIELDS)}")
-            f = TERM_FIELDS[prefix]
+            f = field_of.get(key) or _term_field(key)
             sums[f] = sums[f] + value if f in sums else value
         return cls(name=name, terms=dict(terms), **sums, **fields)
 
@@ -198,7 +199,7 @@ class KernelCost:
         terms = dict(self.terms)
         counts = {}
         for key, value in extra.items():
-            f = TERM_FIELDS[key.split("/", 1)[0]]
+            f = _term_field(key)
             terms[key] = terms[key] + value if key in terms else value
             counts[f] = counts.get(f, getattr(self, f)) + value
         return replace(self, terms=terms, **counts, **fields)
@@ -257,16 +258,34 @@ class KernelCost:
                        gemms=padded_cost.gemms or self.gemms)
 
 
-def _is_zero(value) -> bool:
-    return isinstance(value, (int, float)) and value == 0
-
-
 #: Prefix of a named term -> the count field it adds to.
 TERM_FIELDS: dict[str, str] = {
     "tensor": "tensor_flops", "fp32": "fp32_flops", "alu": "alu_ops", "mufu": "exp_ops",
     "emulated_exp": "emulated_exp_ops", "hbm_read": "hbm_read_bytes",
     "hbm_write": "hbm_write_bytes", "l2_hit": "l2_hit_bytes", "smem_read": "smem_read_bytes",
     "smem_write": "smem_write_bytes", "atomics": "atomics", "local_load": "local_load_bytes"}
+
+
+def _term_field(key: str) -> str:
+    """The count field a named term adds to (:data:`TERM_FIELDS` by its prefix), kept per
+    term name (:data:`_FIELD_OF_TERM`: the algorithms name the same terms on every call).
+
+    Raises:
+        ValueError: a term whose prefix is not a count field."""
+    field_name = _FIELD_OF_TERM.get(key)
+    if field_name is None:
+        prefix = key.split("/", 1)[0]
+        if prefix not in TERM_FIELDS:
+            raise ValueError(f"term {key!r}: the prefix must be one of "
+                             f"{', '.join(TERM_FIELDS)}")
+        if len(_FIELD_OF_TERM) >= 4096:
+            _FIELD_OF_TERM.clear()
+        field_name = _FIELD_OF_TERM[key] = TERM_FIELDS[prefix]
+    return field_name
+
+
+#: :func:`_term_field` by term name (a name's prefix never changes); cleared at 4096 names.
+_FIELD_OF_TERM: dict[str, str] = {}
 
 
 ADDITIVE: tuple[str, ...] = (

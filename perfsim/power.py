@@ -111,7 +111,14 @@ def call_energy_j(gpu: GPUSpec, costs: list[KernelCost]):
                               + work["smem"] * power.smem_pj_per_byte)
         e_hbm = e_hbm + PICO * (cost.hbm_bytes * power.hbm_pj_per_byte
                                 + cost.l2_hit_bytes * power.l2_pj_per_byte)
-    return e_sm, e_hbm
+    # numpy float scalars (from np.maximum) as Python floats: the same doubles, and the clock
+    # search's power_w then runs on floats
+    return _float(e_sm), _float(e_hbm)
+
+
+def _float(x):
+    """``x`` as a Python float if it is a numpy float64 scalar, else as it is."""
+    return float(x) if type(x) is np.float64 else x
 
 
 def power_w(gpu: GPUSpec, energy, seconds, clock_hz):
@@ -119,7 +126,8 @@ def power_w(gpu: GPUSpec, energy, seconds, clock_hz):
     ``seconds`` at SM clock ``clock_hz``."""
     power = gpu.power
     e_sm, e_hbm = energy
-    if all(isinstance(x, float) for x in (e_sm, e_hbm, seconds, clock_hz)):
+    if (isinstance(e_sm, float) and isinstance(e_hbm, float) and isinstance(seconds, float)
+            and isinstance(clock_hz, float)):
         # one call (Python floats): the same arithmetic without numpy's per-op overhead
         scale = (clock_hz / power.reference_clock_hz) ** power.voltage_exponent
         return power.static_w + (e_sm * scale + e_hbm) / (seconds if seconds > 0 else 1.0)
@@ -145,12 +153,19 @@ def sustained_clock(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock
     power = gpu.power
     energy = call_energy_j(gpu, costs)
     hi = clock_ceiling(gpu, costs, max_clock_hz)
-    lo = np.minimum(power.min_clock_hz, hi)
     p_hi = power_w(gpu, energy, seconds_at(hi), hi)
     capped = p_hi > power.tdp_w
-    if not np.any(capped):
-        return _out(hi, p_hi)
-    shape = np.broadcast_shapes(np.shape(capped), np.shape(hi))
+    if type(capped) in (bool, np.bool_):  # one call: no numpy reduction, no shapes
+        if not capped:
+            return _out(hi, p_hi)
+        shape = np.shape(hi)
+        lo = min(power.min_clock_hz, hi) if type(hi) in _NUMBERS else np.minimum(
+            power.min_clock_hz, hi)
+    else:
+        if not np.any(capped):
+            return _out(hi, p_hi)
+        shape = np.broadcast_shapes(np.shape(capped), np.shape(hi))
+        lo = np.minimum(power.min_clock_hz, hi)
     if shape == ():
         # one call: the same bisection on Python floats (the array path's per-step numpy
         # overhead is most of a single prediction's clock search)
@@ -176,13 +191,23 @@ def sustained_clock(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock
 def uses_tensor_cores(costs: list[KernelCost]):
     """Whether a call executes tensor-core matmuls (FP32 matmuls on the FMA pipes excluded):
     a bool, or a boolean array when the counts are arrays (sweeps)."""
+    work = [(c.executed or {}).get("tensor", c.tensor_flops) for c in costs
+            if c.tensor_dtype != "fp32"]
+    if all(type(x) in _NUMBERS for x in work):
+        # one call (plain numbers): the same float64 sum, without a 0-d array per kernel
+        total = 0.0
+        for x in work:
+            total = total + float(x)
+        return total > 0
     total = 0.0
-    for c in costs:
-        if c.tensor_dtype != "fp32":
-            total = total + np.asarray((c.executed or {}).get("tensor", c.tensor_flops),
-                                       dtype=float)
+    for x in work:
+        total = total + np.asarray(x, dtype=float)
     used = np.asarray(total) > 0
     return bool(used) if used.ndim == 0 else used
+
+
+#: Plain number types (``predict``'s counts), summed as Python floats by the scalar paths.
+_NUMBERS = (int, float, np.float64, np.int64)
 
 
 def clock_ceiling(gpu: GPUSpec, costs: list[KernelCost], max_clock_hz=None):
@@ -200,6 +225,8 @@ def clock_ceiling(gpu: GPUSpec, costs: list[KernelCost], max_clock_hz=None):
 
 
 def _out(clock, watts):
+    if type(clock) in _NUMBERS and type(watts) in _NUMBERS:   # one call: as the 0-d path
+        return float(clock), float(watts)
     clock, watts = np.asarray(clock, dtype=float), np.asarray(watts, dtype=float)
     if clock.ndim == 0 and watts.ndim == 0:
         return float(clock), float(watts)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +9,7 @@ import numpy as np
 from perfsim.algorithms import Algorithm, Dims
 from perfsim.algorithms.base import kernels_for, memory_for
 from perfsim.errors import PerfsimError
+from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec
 from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import resolve
@@ -18,7 +18,7 @@ from perfsim.mathops import maximum
 from perfsim.power import call_clock
 from perfsim.prediction import Counts, Prediction, credited_flops, model_flops
 from perfsim.software import DEFAULT_SOFTWARE
-from perfsim.timing import KernelTiming, TimingParams, check_timing, kernel_seconds, time_kernel
+from perfsim.timing import KernelClock, KernelTiming, TimingParams, check_timing
 from perfsim.workload import AttentionWorkload
 
 
@@ -84,8 +84,21 @@ def timing_for(gpu: str | Path | GPUSpec, algorithm: str | Algorithm = "fa2",
     Raises:
         perfsim.PerfsimError: unknown GPU or algorithm name, or an invalid override."""
     algo = resolve(algorithm)
-    return TimingParams.for_gpu(load_gpu(gpu), getattr(algo, "software", DEFAULT_SOFTWARE),
-                                **overrides)
+    return TimingParams.for_gpu(load_gpu(gpu), _software(algo), **overrides)
+
+
+#: Per algorithm class, whether its configs have a ``software`` profile (a field or a class
+#: attribute: a class's fields never change, and configs take no extra attributes).
+_HAS_SOFTWARE: dict[type, bool] = {}
+
+
+def _software(algo: Algorithm) -> str:
+    """``getattr(algo, "software", DEFAULT_SOFTWARE)``, without the exception a pydantic
+    model raises for a missing attribute on every call (which classes have it is kept)."""
+    has = _HAS_SOFTWARE.get(type(algo))
+    if has is None:
+        has = _HAS_SOFTWARE[type(algo)] = hasattr(algo, "software")
+    return algo.software if has else DEFAULT_SOFTWARE
 
 
 #: What a prediction can be bound by: a unit, the load latency of an unpipelined kernel
@@ -113,18 +126,19 @@ def evaluate(algo: Algorithm, dims: Dims, spec: GPUSpec, params: TimingParams):
         parts.append((phase, [k for k in kernels_for(algo, part, spec)
                               if isinstance(k.grid, np.ndarray) or k.grid]))
     floors = {"fwd": params.host_floor_fwd_s, "bwd": params.host_floor_bwd_s}
+    # each kernel's clock-free timing once; the clock search evaluates the rest per clock
+    clocked = [(phase, [KernelClock(k, spec, params) for k in ks]) for phase, ks in parts]
 
     def seconds_at(clock):
         total = 0.0
-        for phase, costs in parts:
-            gpu_s = sum(kernel_seconds(k, spec, params, clock) for k in costs)
+        for phase, kcs in clocked:
+            gpu_s = sum(kc.seconds(clock) for kc in kcs)
             total = total + maximum(gpu_s, floors[phase])
         return total
 
     costs = [k for _, ks in parts for k in ks]
     clock_hz, power_w = call_clock(spec, costs, params, seconds_at)
-    timed = [(phase, [time_kernel(k, spec, params, clock_hz) for k in ks])
-             for phase, ks in parts]
+    timed = [(phase, [kc.timing(clock_hz) for kc in kcs]) for phase, kcs in clocked]
     host = sum(maximum(floors[phase] - sum(k.seconds for k in ks), 0.0) for phase, ks in timed)
     kernels = [k for _, ks in timed for k in ks]
     seconds, unit_seconds, bound_seconds, bound = aggregate(kernels, params, host)

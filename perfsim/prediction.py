@@ -6,11 +6,13 @@ sentences need the model's every field; the text generation is most of it.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import numpy as np
 
 from perfsim.errors import PerfsimError
+from perfsim.frozen import fast_init
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.mathops import where
@@ -99,6 +101,7 @@ def credited_flops(model, tensor_flops, flops):
                                                                                    executed)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Counts:
     """Totals over all kernels.
@@ -133,7 +136,10 @@ class Counts:
     @classmethod
     def of_costs(cls, costs: list) -> Counts:
         """The counts of ``KernelCost`` s, summed (numbers, arrays or sympy expressions)."""
-        sums = {name: sum(getattr(c, name) for c in costs) for name in ADDITIVE}
+        # one row of the additive counts per kernel, summed column by column (the same
+        # sums in the same order as one sum per count over the kernels)
+        columns = zip(*map(_additive, costs)) if costs else [()] * len(ADDITIVE)
+        sums = dict(zip(ADDITIVE, map(sum, columns)))
         return cls(
             flops=sums["tensor_flops"] + sums["fp32_flops"],
             tensor_flops=sums["tensor_flops"], fp32_flops=sums["fp32_flops"],
@@ -147,6 +153,9 @@ class Counts:
         )
 
 
+#: A kernel's :data:`perfsim.kernel.ADDITIVE` counts, as a tuple.
+_additive = operator.attrgetter(*ADDITIVE)
+
 #: How many named terms ``explain()`` lists.
 TOP_TERMS = 5
 #: Version of the ``Prediction.to_dict()`` / ``--json`` layout; raised when a key changes
@@ -154,6 +163,7 @@ TOP_TERMS = 5
 SCHEMA_VERSION = 2
 
 
+@fast_init
 @dataclass(frozen=True)
 class Prediction:
     """Predicted time and its breakdown for one (workload, GPU, algorithm).

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfsim.frozen import fast_init
 from perfsim.mathops import cdiv, is_symbolic, maximum
 
 
@@ -64,14 +65,17 @@ def clamped_floor_sum(count, a, b, c, upper):
     Returns:
         ``(total, saturated)``.
     """
-    if is_symbolic(count, a, b, c, upper):
+    # Python ints (``predict``) are neither sympy nor numpy: skip both checks
+    ints = (type(count) is int and type(a) is int and type(b) is int and type(c) is int
+            and type(upper) is int)
+    if not ints and is_symbolic(count, a, b, c, upper):
         import sympy
         m = sympy.Dummy("m", integer=True, nonnegative=True)
         f = sympy.floor((a * m + b) / c)
         term = sympy.Min(sympy.Max(f, 0), upper)
         hit = sympy.Piecewise((1, f >= upper), (0, True))
         return (sympy.Sum(term, (m, 0, count - 1)), sympy.Sum(hit, (m, 0, count - 1)))
-    array = any(isinstance(x, np.ndarray) for x in (count, a, b, c, upper))
+    array = not ints and any(isinstance(x, np.ndarray) for x in (count, a, b, c, upper))
     clip = np.clip if array else (lambda x, lo, hi: min(max(x, lo), hi))
     m_lo = clip(cdiv(c - b, a), 0, count)          # first m with f(m) >= 1
     m_hi = clip(cdiv(upper * c - b, a), m_lo, count)  # first m with f(m) >= upper
@@ -85,6 +89,7 @@ def clamped_floor_sum(count, a, b, c, upper):
     return partial + upper * saturated, saturated
 
 
+@fast_init
 @dataclass(frozen=True)
 class TileVisits:
     """Counts of the tiles a causal-aware tiled kernel visits (ints, arrays or sympy).

@@ -52,6 +52,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from perfsim.errors import PerfsimError
+from perfsim.frozen import fast_init
 from perfsim.gpu import CalibratedTiming, GPUSpec
 from perfsim.kernel import UNITS, KernelCost
 from perfsim.mathops import cdiv, maximum, minimum, where
@@ -285,11 +286,11 @@ class TimingParams(BaseModel):
         if cost.eager_op in ("softmax", "softmax_masked"):
             share = 1.0
             if self.eager_softmax:
-                lengths, effs = zip(*self.eager_softmax)
-                share = np.interp(np.log2(cost.row_length), np.log2(lengths), effs)
+                log_lengths, effs = _log2_table(self.eager_softmax)
+                share = np.interp(np.log2(cost.row_length), log_lengths, effs)
             if cost.eager_op == "softmax_masked" and self.eager_softmax_masked:
-                lengths, ratios = zip(*self.eager_softmax_masked)
-                share = share * np.interp(np.log2(cost.row_length), np.log2(lengths), ratios)
+                log_lengths, ratios = _log2_table(self.eager_softmax_masked)
+                share = share * np.interp(np.log2(cost.row_length), log_lengths, ratios)
             return share
         if cost.eager_op == "broadcast_fill":
             return self.eager_broadcast_fill
@@ -307,6 +308,26 @@ class TimingParams(BaseModel):
         return law * np.interp(n, widths, fractions, right=1.0)
 
 
+def _log2_table(table: tuple) -> tuple:
+    """``(log2 of the keys, fractions)`` as numpy arrays of a ``TimingParams`` row-length
+    table (interpolated in log2 of the length), kept per table in :data:`_LOG2_TABLES` (the
+    tables are tuples on a frozen model; the key holds the table, so its id is not reused)."""
+    hit = _LOG2_TABLES.get(id(table))
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    lengths, fractions = zip(*table)
+    arrays = (np.log2(lengths), np.asarray(fractions, dtype=float))
+    if len(_LOG2_TABLES) >= 64:
+        _LOG2_TABLES.clear()
+    _LOG2_TABLES[id(table)] = (table, arrays)
+    return arrays
+
+
+#: :func:`_log2_table` by table: ``{id(table): (table, arrays)}``, cleared at 64 entries.
+_LOG2_TABLES: dict = {}
+
+
+@fast_init
 @dataclass(frozen=True)
 class KernelTiming:
     """A kernel's counts with its times (seconds) on one GPU."""
@@ -323,23 +344,75 @@ class KernelTiming:
 def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams, clock_hz=None) -> dict:
     """Per-GPU rate of each unit for this kernel (per second, whole GPU) at SM clock
     ``clock_hz`` (default ``gpu.clock_hz``; a numpy array in sweeps)."""
-    sm_clocks = gpu.sm_clocks_per_s(clock_hz)
-    # the measured GEMM efficiency scales the native family's (datasheet) tensor rates; a
-    # non-native family's table (mma.sync on Hopper) is its own measured rate, and a dtype
-    # without a tensor path runs on the FP32 pipes
-    sustained = (gpu.tensor_sustained_fraction
-                 if cost.tensor_family in (None, gpu.native_tensor_family)
-                 and cost.tensor_dtype in gpu.tensor_flops_per_clk_per_sm else 1.0)
+    return _rates_at(_RateFactors.of(gpu, cost, params), gpu.sm_clocks_per_s(clock_hz))
+
+
+@dataclass(frozen=True)
+class _RateFactors:
+    """The clock-free factors of :func:`rates` for one kernel: its per-SM-clock rates (and
+    the tensor rate's efficiencies) and its HBM rate, which does not depend on the clock."""
+
+    tensor: object
+    tensor_efficiency: float
+    sustained: float
+    fp32: object
+    alu: object
+    issue: object
+    mufu: object
+    smem: object
+    hbm: object
+
+    @classmethod
+    def of(cls, gpu: GPUSpec, cost: KernelCost, params: TimingParams) -> _RateFactors:
+        """The factors for ``cost``'s tensor dtype and instruction family on ``gpu`` under
+        ``params``, kept per (spec, params, dtype, family) in :data:`_RATE_FACTORS` (all
+        frozen; the key holds the spec and params themselves, so an id is never reused
+        while its entry lives)."""
+        key = (id(gpu), id(params), cost.tensor_dtype, cost.tensor_family)
+        hit = _RATE_FACTORS.get(key)
+        if hit is not None and hit[0] is gpu and hit[1] is params:
+            return hit[2]
+        factors = cls._build(gpu, cost, params)
+        if len(_RATE_FACTORS) >= RATE_FACTORS_CACHE_SIZE:
+            _RATE_FACTORS.clear()
+        _RATE_FACTORS[key] = (gpu, params, factors)
+        return factors
+
+    @classmethod
+    def _build(cls, gpu: GPUSpec, cost: KernelCost, params: TimingParams) -> _RateFactors:
+        # the measured GEMM efficiency scales the native family's (datasheet) tensor rates; a
+        # non-native family's table (mma.sync on Hopper) is its own measured rate, and a
+        # dtype without a tensor path runs on the FP32 pipes
+        sustained = (gpu.tensor_sustained_fraction
+                     if cost.tensor_family in (None, gpu.native_tensor_family)
+                     and cost.tensor_dtype in gpu.tensor_flops_per_clk_per_sm else 1.0)
+        return cls(
+            tensor=gpu.tensor_flops_per_clk(cost.tensor_dtype, cost.tensor_family),
+            tensor_efficiency=params.tensor_efficiency, sustained=sustained,
+            fp32=gpu.fp32_flops_per_clk_per_sm, alu=gpu.alu_ops_per_clk_per_sm,
+            issue=gpu.warp_schedulers_per_sm * WARP_SIZE, mufu=gpu.mufu_ops_per_clk_per_sm,
+            smem=gpu.smem_bandwidth_bytes_per_clk_per_sm,
+            hbm=gpu.hbm_bandwidth_bytes_per_s * (gpu.hbm_efficiency if params.hbm_efficiency
+                                                  is None else params.hbm_efficiency))
+
+
+#: :meth:`_RateFactors.of` by ``(id(spec), id(params), tensor dtype, tensor family)``:
+#: ``{key: (spec, params, factors)}``, cleared when it reaches
+#: :data:`RATE_FACTORS_CACHE_SIZE` entries.
+_RATE_FACTORS: dict = {}
+RATE_FACTORS_CACHE_SIZE = 256
+
+
+def _rates_at(f: _RateFactors, sm_clocks) -> dict:
+    """:func:`rates` from its clock-free factors and ``GPUSpec.sm_clocks_per_s``."""
     return {
-        "tensor": gpu.tensor_flops_per_clk(cost.tensor_dtype, cost.tensor_family) * sm_clocks
-        * params.tensor_efficiency * sustained,
-        "fp32": gpu.fp32_flops_per_clk_per_sm * sm_clocks,
-        "alu": gpu.alu_ops_per_clk_per_sm * sm_clocks,
-        "issue": gpu.warp_schedulers_per_sm * WARP_SIZE * sm_clocks,
-        "mufu": gpu.mufu_ops_per_clk_per_sm * sm_clocks,
-        "smem": gpu.smem_bandwidth_bytes_per_clk_per_sm * sm_clocks,
-        "hbm": gpu.hbm_bandwidth_bytes_per_s * (gpu.hbm_efficiency if params.hbm_efficiency
-                                                 is None else params.hbm_efficiency),
+        "tensor": f.tensor * sm_clocks * f.tensor_efficiency * f.sustained,
+        "fp32": f.fp32 * sm_clocks,
+        "alu": f.alu * sm_clocks,
+        "issue": f.issue * sm_clocks,
+        "mufu": f.mufu * sm_clocks,
+        "smem": f.smem * sm_clocks,
+        "hbm": f.hbm,
     }
 
 
@@ -369,16 +442,7 @@ def time_kernel(cost: KernelCost, gpu: GPUSpec, params: TimingParams,
                 clock_hz=None) -> KernelTiming:
     """Time one kernel at SM clock ``clock_hz`` (default ``gpu.clock_hz``; works on numpy
     arrays of counts and clocks for sweeps)."""
-    unit_seconds, seconds, chain, chain_bound, busiest, wave_factor, lead = _timed(
-        cost, gpu, params, clock_hz)
-    if chain is not None:
-        bound = chain_bound
-    else:
-        bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline,
-                             edge_seconds(cost, gpu, params, maximum(cost.grid, 1)),
-                             exp_lead=lead)
-    return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
-                        wave_factor=wave_factor, load_chain=chain)
+    return KernelClock(cost, gpu, params).timing(clock_hz)
 
 
 def check_timing(timing) -> None:
@@ -396,62 +460,156 @@ def check_timing(timing) -> None:
 def kernel_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz=None):
     """``time_kernel(...).seconds`` without naming the binding unit (the power model's clock
     search times every kernel at a dozen clocks and needs only the seconds)."""
-    return _timed(cost, gpu, params, clock_hz)[1]
+    return KernelClock(cost, gpu, params).seconds(clock_hz)
 
 
-def _timed(cost: KernelCost, gpu: GPUSpec, params: TimingParams, clock_hz):
-    """``(unit_seconds, seconds, load_chain parts, load_chain bound, busiest, wave_factor)``
-    of :func:`time_kernel`."""
-    grid = cost.grid
-    safe_grid = maximum(grid, 1)
-    busiest = cdiv(safe_grid, gpu.sm_count)
-    wave_factor = busiest * gpu.sm_count / safe_grid
-    unit_rate = rates(gpu, cost, params, clock_hz)
-    demand = {**cost.sm_demand(), "hbm": cost.hbm_bytes}
-    load_path = None
-    if cost.bytes_in_flight is not None:
-        # A CTA pulls its loads (L2 hits included) at most at the measured per-CTA rate
-        # (GPUSpec.cta_load_bandwidth_bytes_per_s) and, by Little's law, at its bytes in
-        # flight per load latency; a small grid (decode) cannot reach the HBM peak.
-        resident = minimum(safe_grid, gpu.sm_count * maximum(cost.ctas_per_sm, 1))
-        per_cta = minimum(gpu.cta_load_bandwidth_bytes_per_s,
-                          cost.bytes_in_flight / gpu.load_latency_s)
-        load_path = (cost.hbm_read_bytes + cost.l2_hit_bytes) / (resident * per_cta)
-    unit_seconds = {u: demand[u] * (1 if u == "hbm" else wave_factor) / unit_rate[u]
-                    for u in UNITS}
-    unit_seconds["fp32"] = wave_factor * cuda_core_seconds(demand["fp32"],
-                                                           demand.get("alu", 0), unit_rate)
-    if cost.gemms:
-        unit_seconds["tensor"] = wave_factor * gemm_seconds(cost, demand["tensor"], unit_rate)
-    if load_path is not None:
-        unit_seconds["hbm"] = maximum(unit_seconds["hbm"], load_path)
-    ceiling = eager_ceiling(cost, params)
-    if ceiling is not None:
-        unit, share = ceiling
-        unit_seconds[unit] = unit_seconds[unit] / share
-    chain = chain_bound = None
-    if cost.load_chain is not None:
-        chain, chain_bound, group_seconds = _load_chain_time(cost, gpu, unit_seconds, busiest)
-        hbm_only = [False, True]
-    else:
-        group_seconds = [group_time(unit_seconds, group) for group in cost.overlap]
-        hbm_only = [[u for u, _ in _entries(group)] == ["hbm"] for group in cost.overlap]
-    lead = exp_lead_seconds(cost, unit_rate, wave_factor)
-    if cost.pipeline is not None:
-        group_seconds.append(cycle_time(unit_seconds, *cost.pipeline, exp_lead=lead))
-        hbm_only.append(False)
-    edges = edge_seconds(cost, gpu, params, safe_grid)
-    if edges is not None:
-        group_seconds = [g + e for g, e in zip(group_seconds, _edge_shares(edges, hbm_only))]
-    body = group_seconds[0]
-    for g in group_seconds[1:]:
-        body = maximum(body, g)
-    if not _no_spills(cost) and gpu.spill_reload_bandwidth_bytes_per_s:
-        chain, chain_bound, body = _spill_time(cost, gpu, unit_seconds, body, busiest,
-                                               safe_grid, edges, lead)
-    launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
-    seconds = body + launched * params.launch_overhead_s
-    return unit_seconds, seconds, chain, chain_bound, busiest, wave_factor, lead
+class KernelClock:
+    """One kernel's timing (:func:`time_kernel`) in two stages: what does not depend on the
+    SM clock — the wave factor, the demand, the load path, the HBM time, the CTA edges, the
+    launch overhead — computed once here, and the rest at each clock (:meth:`at`). The power
+    model's clock search times every kernel at a dozen clocks (``perfsim.predict.evaluate``
+    builds one per kernel per call). The same operations in the same order as timing at one
+    clock, so the same numbers (scalars, numpy arrays or sympy expressions alike).
+
+    Results are kept per clock (:meth:`at`: every Python-float clock, and the last clock
+    otherwise, by identity — an array clock of a sweep): the search ends at a clock it has
+    already tried, and the call's final timing runs at that clock, so neither is computed
+    twice. A ``KernelClock`` belongs to one (cost, gpu, params) and one call; it is not
+    shared between calls.
+    """
+
+    __slots__ = ("cost", "gpu", "params", "safe_grid", "busiest", "wave_factor", "factors",
+                 "demand", "scaled", "hbm_seconds", "ceiling", "groups", "hbm_only",
+                 "gemm_scale", "lead_demand", "edges", "edge_shares", "spills", "launch_s",
+                 "same_totals", "alu", "_clock", "_result", "_totals",
+                 "_by_clock")
+
+    def __init__(self, cost: KernelCost, gpu: GPUSpec, params: TimingParams):
+        self.cost, self.gpu, self.params = cost, gpu, params
+        grid = cost.grid
+        self.safe_grid = safe_grid = maximum(grid, 1)
+        self.busiest = busiest = cdiv(safe_grid, gpu.sm_count)
+        self.wave_factor = wave_factor = busiest * gpu.sm_count / safe_grid
+        self.factors = factors = _RateFactors.of(gpu, cost, params)
+        self.demand = demand = {**cost.sm_demand(), "hbm": cost.hbm_bytes}
+        self.alu = demand.get("alu", 0)
+        # each SM-side unit's demand on the busiest SM's share of the waves
+        self.scaled = {u: demand[u] * wave_factor for u in UNITS if u != "hbm"}
+        hbm = demand["hbm"] * 1 / factors.hbm
+        if cost.bytes_in_flight is not None:
+            # A CTA pulls its loads (L2 hits included) at most at the measured per-CTA rate
+            # (GPUSpec.cta_load_bandwidth_bytes_per_s) and, by Little's law, at its bytes in
+            # flight per load latency; a small grid (decode) cannot reach the HBM peak.
+            resident = minimum(safe_grid, gpu.sm_count * maximum(cost.ctas_per_sm, 1))
+            per_cta = minimum(gpu.cta_load_bandwidth_bytes_per_s,
+                              cost.bytes_in_flight / gpu.load_latency_s)
+            hbm = maximum(hbm, (cost.hbm_read_bytes + cost.l2_hit_bytes) / (resident * per_cta))
+        self.ceiling = ceiling = eager_ceiling(cost, params)
+        if ceiling is not None and ceiling[0] == "hbm":
+            hbm = hbm / ceiling[1]
+        self.hbm_seconds = hbm
+        self.gemm_scale = (_gemm_scale(cost, demand["tensor"]) if cost.gemms else None)
+        self.lead_demand = _lead_demand(cost)
+        if cost.load_chain is not None:
+            self.groups = None
+            hbm_only = [False, True]
+        else:
+            self.groups, hbm_only = _overlap_plan(cost.overlap)
+            hbm_only = list(hbm_only)
+        if cost.pipeline is not None:
+            hbm_only.append(False)
+        self.hbm_only = hbm_only
+        self.edges = edges = edge_seconds(cost, gpu, params, safe_grid)
+        self.edge_shares = None if edges is None else _edge_shares(edges, hbm_only)
+        # binding_unit compares the overlap groups and the pipeline's units as one more
+        # group, adding the edges by its own HBM-only rule; that rule reads the groups as the
+        # time does (above) unless the pipeline's units are HBM alone. Where it does, the
+        # bound comes from the group totals the time computed (:meth:`timing`).
+        self.same_totals = cost.load_chain is None and (
+            edges is None or cost.pipeline is None
+            or [u for station in cost.pipeline[0] for u in station] != ["hbm"])
+        self.spills = not _no_spills(cost) and bool(gpu.spill_reload_bandwidth_bytes_per_s)
+        launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
+        self.launch_s = launched * params.launch_overhead_s
+        self._clock = self._result = self._totals = None
+        self._by_clock: dict = {}
+
+    def at(self, clock_hz=None):
+        """``(unit_seconds, seconds, load_chain parts, load_chain bound, busiest,
+        wave_factor, exp_lead)`` at SM clock ``clock_hz`` (default ``gpu.clock_hz``)."""
+        if type(clock_hz) is float:
+            kept = self._by_clock.get(clock_hz)
+            if kept is not None:
+                self._result, self._totals = kept
+                return kept[0]
+        elif self._result is not None and clock_hz is self._clock:
+            return self._result
+        cost, gpu, wave_factor = self.cost, self.gpu, self.wave_factor
+        unit_rate = _rates_at(self.factors, gpu.sm_clocks_per_s(clock_hz))
+        scaled, demand = self.scaled, self.demand
+        unit_seconds = {"tensor": scaled["tensor"] / unit_rate["tensor"],
+                        "fp32": wave_factor * cuda_core_seconds(demand["fp32"], self.alu,
+                                                                unit_rate),
+                        "mufu": scaled["mufu"] / unit_rate["mufu"],
+                        "smem": scaled["smem"] / unit_rate["smem"],
+                        "hbm": self.hbm_seconds}
+        if self.gemm_scale is not None:
+            unit_seconds["tensor"] = wave_factor * (self.gemm_scale
+                                                    * _gemm_total(cost, unit_rate))
+        if self.ceiling is not None and self.ceiling[0] != "hbm":
+            unit, share = self.ceiling
+            unit_seconds[unit] = unit_seconds[unit] / share
+        chain = chain_bound = None
+        if self.groups is None:
+            chain, chain_bound, group_seconds = _load_chain_time(cost, gpu, unit_seconds,
+                                                                 self.busiest)
+        else:
+            # each group's weighted times summed (one entry: the same 0 + t·w as sum())
+            group_seconds = [0 + unit_seconds[g[0][0]] * g[0][1] if len(g) == 1
+                             else sum([unit_seconds[u] * w for u, w in g])
+                             for g in self.groups]
+        lead = (0.0 if self.lead_demand is None
+                else _lead_at(self.lead_demand, unit_rate, wave_factor))
+        if cost.pipeline is not None:
+            group_seconds.append(cycle_time(unit_seconds, *cost.pipeline, exp_lead=lead))
+        if self.edge_shares is not None:
+            group_seconds = [g + e for g, e in zip(group_seconds, self.edge_shares)]
+        totals = group_seconds
+        body = group_seconds[0]
+        for g in group_seconds[1:]:
+            body = maximum(body, g)
+        if self.spills:
+            chain, chain_bound, body = _spill_time(cost, gpu, unit_seconds, body, self.busiest,
+                                                   self.safe_grid, self.edges, lead)
+        result = (unit_seconds, body + self.launch_s, chain, chain_bound, self.busiest,
+                  wave_factor, lead)
+        self._clock, self._result, self._totals = clock_hz, result, totals
+        if type(clock_hz) is float:
+            self._by_clock[clock_hz] = (result, totals)
+        return result
+
+    def seconds(self, clock_hz=None):
+        """The kernel's seconds at SM clock ``clock_hz`` (:meth:`at`)."""
+        return self.at(clock_hz)[1]
+
+    def timing(self, clock_hz=None) -> KernelTiming:
+        """:func:`time_kernel` at SM clock ``clock_hz``: :meth:`at` and the binding unit."""
+        unit_seconds, seconds, chain, chain_bound, busiest, wave_factor, lead = self.at(
+            clock_hz)
+        cost = self.cost
+        if chain is not None:
+            bound = chain_bound
+        elif self.same_totals:          # the groups' times at this clock, from at()
+            groups = (cost.overlap if cost.pipeline is None
+                      else _bound_groups(cost.overlap, cost.pipeline))
+            bound = _largest_entry(unit_seconds, groups, self._totals)
+        else:
+            bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline,
+                                 edge_seconds(cost, self.gpu, self.params,
+                                              maximum(cost.grid, 1)),
+                                 exp_lead=lead)
+        return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
+                            wave_factor=wave_factor, load_chain=chain)
 
 
 def exp_lead_seconds(cost: KernelCost, rate: dict, wave_factor):
@@ -469,9 +627,22 @@ def exp_lead_seconds(cost: KernelCost, rate: dict, wave_factor):
     Charged here at the pipes' throughput (128 and 192 cycles for those tiles); the rest of
     the measured wait, about 80 cycles per tile, is the reduction's dependent latency
     (shuffles across the row's quad), which is not modelled."""
+    return _lead_at(_lead_demand(cost), rate, wave_factor)
+
+
+def _lead_demand(cost: KernelCost):
+    """``KernelCost.exp_lead_demand`` where :func:`exp_lead_seconds` charges it, else
+    ``None``."""
     if cost.pipeline is None or not cost.exp_after:
+        return None
+    return cost.exp_lead_demand()
+
+
+def _lead_at(demand, rate: dict, wave_factor):
+    """:func:`exp_lead_seconds` of a :func:`_lead_demand` at the ``rate``\\ s of :func:`rates`."""
+    if demand is None:
         return 0.0
-    fp32, alu = cost.exp_lead_demand()
+    fp32, alu = demand
     return wave_factor * cuda_core_seconds(fp32, alu, rate)
 
 
@@ -490,13 +661,23 @@ def gemm_seconds(cost: KernelCost, executed_flops, rate: dict):
     rates per NVML clock; per cycle the SMs tick (about 0.9 of NVML's under tensor work,
     ``validate/probe_tick_clock.py``) the N = 32 operands arrive at 127-130 B/clk/SM, the
     128 B/clk port."""
+    return _gemm_scale(cost, executed_flops) * _gemm_total(cost, rate)
+
+
+def _gemm_scale(cost: KernelCost, executed_flops):
+    """The executed tensor work over the GEMMs' counted FLOPs (:func:`gemm_seconds`)."""
     counted = sum(cost.terms[term] for term, _ in cost.gemms)
-    scale = executed_flops / maximum(counted, 1e-30)
+    return executed_flops / maximum(counted, 1e-30)
+
+
+def _gemm_total(cost: KernelCost, rate: dict):
+    """Seconds of the counted GEMMs, one after the other, each at the slower of the tensor
+    and shared-memory rates (:func:`gemm_seconds`)."""
     total = 0.0
     for term, bytes_per_flop in cost.gemms:
         total = total + cost.terms[term] * maximum(1 / rate["tensor"],
                                                    bytes_per_flop / rate["smem"])
-    return scale * total
+    return total
 
 
 def cta_edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams):
@@ -654,8 +835,41 @@ def cycle_time(unit_seconds: dict, stations, tiles_in_flight, serial=None, exp_l
 
 
 def _entries(group):
-    """``(unit, weight)`` pairs of an overlap group (a bare name has weight 1)."""
-    return [(e, 1.0) if isinstance(e, str) else (e[0], e[1]) for e in group]
+    """``(unit, weight)`` pairs of an overlap group (a bare name has weight 1), as a tuple.
+    Kept per group object (:data:`_ENTRIES`): the overlap rules are tuples, mostly the same
+    few constants (``ROOFLINE``) on every kernel."""
+    hit = _ENTRIES.get(id(group))
+    if hit is not None and hit[0] is group:
+        return hit[1]
+    entries = tuple((e, 1.0) if isinstance(e, str) else (e[0], e[1]) for e in group)
+    if isinstance(group, tuple):        # immutable: its entries never change
+        if len(_ENTRIES) >= ENTRIES_CACHE_SIZE:
+            _ENTRIES.clear()
+        _ENTRIES[id(group)] = (group, entries)
+    return entries
+
+
+def _overlap_plan(overlap) -> tuple:
+    """``(entries per group, HBM-only per group)`` of an overlap rule (:func:`_entries`,
+    :func:`_hbm_only`), kept per rule in :data:`_PLANS` as :func:`_entries` keeps a group's
+    (the rules are tuples, mostly the same few on every kernel)."""
+    hit = _PLANS.get(id(overlap))
+    if hit is not None and hit[0] is overlap:
+        return hit[1]
+    plan = (tuple(_entries(group) for group in overlap), tuple(_hbm_only(overlap)))
+    if isinstance(overlap, tuple):
+        if len(_PLANS) >= ENTRIES_CACHE_SIZE:
+            _PLANS.clear()
+        _PLANS[id(overlap)] = (overlap, plan)
+    return plan
+
+
+#: :func:`_entries` by overlap group: ``{id(group): (group, entries)}`` (the group itself is
+#: held, so its id is never reused while the entry lives), and :func:`_overlap_plan` by
+#: overlap rule the same way; each cleared when it reaches :data:`ENTRIES_CACHE_SIZE` entries.
+_ENTRIES: dict = {}
+_PLANS: dict = {}
+ENTRIES_CACHE_SIZE = 256
 
 
 def group_time(unit_seconds: dict, group):
@@ -674,12 +888,37 @@ def binding_unit(unit_seconds: dict, overlap, pipeline=None, edges=None,
     """
     totals = [group_time(unit_seconds, g) for g in overlap]
     if pipeline is not None:
-        overlap = (*overlap, tuple(u for station in pipeline[0] for u in station))
+        overlap = _bound_groups(overlap, pipeline)
         totals.append(cycle_time(unit_seconds, *pipeline, exp_lead=exp_lead))
     if edges is not None:
-        shares = _edge_shares(edges, [[u for u, _ in _entries(g)] == ["hbm"] for g in overlap])
+        shares = _edge_shares(edges, _hbm_only(overlap))
         totals = [t + e for t, e in zip(totals, shares)]
-    if any(isinstance(unit_seconds[u], np.ndarray) for u in UNITS):
+    return _largest_entry(unit_seconds, overlap, totals)
+
+
+def _bound_groups(overlap, pipeline) -> tuple:
+    """The groups :func:`binding_unit` compares: the overlap rule's, then the pipeline's
+    units as one group."""
+    return (*overlap, tuple(u for station in pipeline[0] for u in station))
+
+
+def _hbm_only(groups) -> list[bool]:
+    """Which groups hold HBM alone (they pay one wave's CTA edges, :func:`_edge_shares`)."""
+    return [[u for u, _ in _entries(g)] == ["hbm"] for g in groups]
+
+
+def _any_array(values) -> bool:
+    """Whether any of ``values`` is a numpy array (a loop: no generator per call)."""
+    for v in values:
+        if isinstance(v, np.ndarray):
+            return True
+    return False
+
+
+def _largest_entry(unit_seconds: dict, overlap, totals):
+    """:func:`binding_unit` from the groups' times ``totals`` (edges included): the largest
+    weighted entry of the longest group (arrays: elementwise)."""
+    if _any_array([unit_seconds[u] for u in UNITS]):
         shape = np.broadcast(*[np.asarray(unit_seconds[u]) for u in UNITS]).shape
         best = np.zeros(shape, dtype=np.intp)  # index into UNITS (ints: fast for sweeps)
         best_group = np.argmax(np.stack([np.broadcast_to(t, shape) for t in totals]), axis=0)

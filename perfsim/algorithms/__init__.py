@@ -16,6 +16,10 @@ from perfsim.algorithms.standard import Standard
 from perfsim.errors import PerfsimError
 
 REGISTRY: dict[str, type[Algorithm]] = {cls.name: cls for cls in (Standard, FA1, FA2, FA3, FA4)}
+#: The default configuration of each algorithm class, built (validated) once: a name passed to
+#: ``predict`` means these defaults, and the configs are frozen with plain-valued options.
+#: Keyed by the class, so a class registered under a name later gets its own.
+_DEFAULT_CONFIGS: dict[type[Algorithm], Algorithm] = {}
 
 
 def names() -> list[str]:
@@ -37,7 +41,11 @@ def resolve(algorithm: str | Algorithm) -> Algorithm:
     if key not in REGISTRY:
         raise PerfsimError(f"unknown algorithm {algorithm!r}; known: {', '.join(REGISTRY)} "
                            "(implementation presets: perfsim.implementations)")
-    return REGISTRY[key]()
+    cls = REGISTRY[key]
+    config = _DEFAULT_CONFIGS.get(cls)
+    if config is None:
+        config = _DEFAULT_CONFIGS[cls] = cls()
+    return config
 
 
 __all__ = ["FA1", "FA2", "FA3", "FA4", "Algorithm", "Dims", "Standard", "names", "resolve"]

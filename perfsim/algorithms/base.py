@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 from abc import abstractmethod
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from perfsim.errors import InfeasibleError, PerfsimError
+from perfsim.frozen import fast_init, replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import ADDITIVE, KernelCost
 from perfsim.mathops import cdiv, fdiv, is_symbolic, maximum, minimum, where
@@ -78,6 +80,7 @@ def effective_mask(causal: bool, window: tuple, seqlen_q, seqlen_k) -> tuple[boo
     return causal, (left, right)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Dims:
     """Workload sizes in paper notation. Numeric fields: int, numpy array or sympy symbol.
@@ -178,9 +181,10 @@ class Dims:
         g = self.H // self.H_kv
         return replace(self, H=self.H_kv, N_q=self.N_q * g, group=g)
 
-    @property
+    @functools.cached_property
     def symbolic(self) -> bool:
-        """Whether any size is a sympy symbol (closed forms)."""
+        """Whether any size is a sympy symbol (closed forms). Kept on the instance once asked
+        (the dims are frozen; ``perfsim.frozen.replace`` drops it from a copy)."""
         return is_symbolic(self.B, self.H, self.H_kv, self.N_q, self.N_k, self.d, self.d_v)
 
     @property
@@ -538,11 +542,16 @@ def whole_tile_dims(dims: Dims, block_r, block_c, head_dims=None) -> Dims | None
         return None
     n_q, n_k = cdiv(dims.N_q, block_r) * block_r, cdiv(dims.N_k, block_c) * block_c
     d, d_v = head_dims or (dims.d, dims.d_v)
-    if (np.all(n_q == dims.N_q) and np.all(n_k == dims.N_k) and d == dims.d
+    if (_all(n_q == dims.N_q) and _all(n_k == dims.N_k) and d == dims.d
             and d_v == dims.d_v):
         return None
     return replace(dims, N_q=n_q, N_k=n_k, d=d, d_v=d_v,
                    unpadded=dims.unpadded or (dims.N_q, dims.N_k, dims.d, dims.d_v))
+
+
+def _all(test) -> bool:
+    """``np.all`` of a comparison: a plain ``bool`` as it is (one call), an array reduced."""
+    return test if type(test) is bool else bool(np.all(test))
 
 
 def varlen_groups(dims: Dims) -> list[Dims]:

@@ -35,7 +35,6 @@ place.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
@@ -61,6 +60,7 @@ from perfsim.algorithms.common import (
     power_of_two_warps,
 )
 from perfsim.errors import InfeasibleError
+from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv, minimum

@@ -22,7 +22,6 @@ each term named and cited.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
@@ -77,6 +76,7 @@ from perfsim.algorithms.splits import (
     varlen_batch_dims,
 )
 from perfsim.errors import InfeasibleError
+from perfsim.frozen import replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv, maximum, minimum, where

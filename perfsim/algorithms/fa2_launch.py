@@ -15,6 +15,7 @@ read (:func:`perfsim.algorithms.fa2.bwd_operand_reads`).
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 from perfsim.errors import InfeasibleError
@@ -42,8 +43,11 @@ HEAD_DIM_TEMPLATES = (32, 64, 96, 128, 160, 192, 256)
 PYTORCH_HEAD_DIM_TEMPLATES = (32, 64, 96, 128, 192, 256)
 
 
+@functools.lru_cache(maxsize=1024)
 def kernel_head_dim(d: int, templates: tuple[int, ...] = HEAD_DIM_TEMPLATES) -> int:
-    """The compiled head dim that runs head dim ``d`` (``d`` itself above the largest)."""
+    """The compiled head dim that runs head dim ``d`` (``d`` itself above the largest). A
+    function of its arguments alone (a head dim and a tuple), kept for the last 1024: one
+    call asks it for every kernel it builds."""
     return next((t for t in templates if d <= t), d)
 
 

@@ -30,7 +30,6 @@ kernels that use them are read side by side.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -72,6 +71,7 @@ from perfsim.algorithms.splits import (
     varlen_batch_dims,
 )
 from perfsim.errors import InfeasibleError
+from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv, is_symbolic

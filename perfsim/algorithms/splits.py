@@ -32,11 +32,12 @@ The ``"auto"`` choices follow the references (facts read from their sources):
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import replace
 
 from perfsim.algorithms.base import FP32_BYTES, STAT_BYTES, Dims, l2_filtered
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
+from perfsim.frozen import replace
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv
 
@@ -70,8 +71,11 @@ def _eligible(n_blocks: int, splits: int) -> bool:
     return splits == 1 or cdiv(n_blocks, splits) != cdiv(n_blocks, splits - 1)
 
 
+@functools.lru_cache(maxsize=1024)
 def _best_wave_split(mblocks: int, slots: int, n_blocks: int, max_splits: int) -> int:
-    """The smallest eligible split count whose wave efficiency is within 85 % of the best."""
+    """The smallest eligible split count whose wave efficiency is within 85 % of the best.
+    A function of its four integers alone, kept for the last 1024 of them (a decode call
+    scans up to 128 candidates; a serving loop asks the same shapes again)."""
     max_splits = min(max_splits, slots, n_blocks)
     eff = {}
     for s in range(1, max_splits + 1):
