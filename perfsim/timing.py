@@ -710,14 +710,25 @@ def edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams, grid):
     """``(all waves, one wave)``: the edges of all the waves a kernel's busiest SM runs and of
     one of them (s), or ``None`` for a kernel without them. :func:`cta_edge_seconds` per wave
     of resident CTAs (the CTAs of a wave start together and finish together, so their edges
-    coincide), once for a ``persistent`` kernel (its resident CTAs load the next tile while
-    they finish the last). The SM side pays them all; HBM streams on for the CTAs already in
-    their loops while others are in their edges, except at the start of the first wave and the
-    end of the last, so an HBM-bound kernel pays one wave's edges (:func:`_edge_shares`)."""
+    coincide). A ``persistent`` kernel's CTAs pay them once, then for each further work unit
+    (the ``grid`` counts units) only ``GPUSpec.cta_wave_overhead_s``: their producer loads
+    the next unit's tiles while they finish the last, so the load latency and the edge bytes
+    stay hidden, while the per-unit set-up, first MMA and epilogue do not.
+    Evidence: ``validate/probe_persistent_unit.py`` (``gqa`` series,
+    ``validate/reports/h200/probes/probe_persistent_unit-gqa.json``) runs cuDNN's persistent
+    forward with every query head on one L2-resident K/V head, 2-16 units per SM and
+    8-32 key tiles per unit: a least-squares fit of its cycles gives 2696 cycles per unit
+    beyond its loop (1.6-1.9 us at the 1.45-1.8 GHz it ticked at; ``cta_wave_overhead_s``
+    1.69 us), 2402 per key tile and 9145 once (the model without the per-unit term: 0, 2527
+    and 8915). The SM side pays them all; HBM streams on for the CTAs already in their loops
+    while others are in their edges, except at the start of the first wave and the end of the
+    last, so an HBM-bound kernel pays one wave's edges (:func:`_edge_shares`)."""
     per_wave = cta_edge_seconds(cost, gpu, params)
     if isinstance(per_wave, float) and not per_wave:
         return None
-    waves = 1 if cost.persistent else cdiv(grid, gpu.sm_count * maximum(cost.ctas_per_sm, 1))
+    waves = cdiv(grid, gpu.sm_count * maximum(cost.ctas_per_sm, 1))
+    if cost.persistent:
+        return per_wave + (waves - 1) * gpu.cta_wave_overhead_s, per_wave
     return waves * per_wave, per_wave
 
 

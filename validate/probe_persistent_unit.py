@@ -16,7 +16,10 @@ SDPA flash (FA2, not persistent: one CTA per unit) runs beside it as the control
 A second series (``units``: ``python -m perfsim.validate.probe_persistent_unit OUT.json
 units``) holds the loop length (128 or 512) and grows the units per SM from 1 to 16 (H = 132
 ... 2112): the slope is what one more unit costs in steady state, where the producer can
-prefetch the next unit's tiles while the consumers finish the last.
+prefetch the next unit's tiles while the consumers finish the last. Both series are
+HBM-bound where perfsim is (each unit moves its own Q, K, V and O); the third (``gqa``)
+puts every query head on one K/V head, which stays in L2, so a unit's HBM bytes are its Q
+and O tiles (64 KB) and its loop (N_k = 1024-4096) is tensor work: 2-16 units per SM.
 
 Per row: the main kernel's mean duration from the CUDA profiler (torch.profiler, 20 calls),
 the whole call's time back to back with the NVML SM clock and board power sampled after each
@@ -36,6 +39,10 @@ IMPLS = ("cudnn", "flash")
 #: The ``units`` series: cuDNN only, 1-16 units per SM at two loop lengths.
 UNITS_HEADS = (132, 264, 528, 1056, 2112)
 UNITS_LENGTHS = (128, 512)
+#: The ``gqa`` series: forward only, every query head on one K/V head (L2-resident), so a
+#: unit moves 64 KB of Q and O over HBM whatever its loop length: 2-16 units per SM.
+GQA_HEADS = (264, 528, 1056, 2112)
+GQA_LENGTHS = (1024, 2048, 4096)
 HEAD_DIM = 128
 
 
@@ -66,22 +73,25 @@ def run(out_path: str, series: str = "lengths") -> list[dict]:
     handle = nvml_handle()
     backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
     rows = []
-    impls, head_counts, lengths = ((IMPLS, HEADS, LENGTHS) if series == "lengths"
-                                   else (("cudnn",), UNITS_HEADS, UNITS_LENGTHS))
+    impls, head_counts, lengths = {
+        "lengths": (IMPLS, HEADS, LENGTHS), "units": (("cudnn",), UNITS_HEADS, UNITS_LENGTHS),
+        "gqa": (IMPLS, GQA_HEADS, GQA_LENGTHS)}[series]
+    kv_one = series == "gqa"
     for impl in impls:
-        for phase in ("fwd", "bwd"):
+        for phase in ("fwd",) if kv_one else ("fwd", "bwd"):
             for heads in head_counts:
                 for n in lengths:
                     n_q, n_k = (128, n) if phase == "fwd" else (n, 128)
                     q = torch.randn(1, heads, n_q, HEAD_DIM, device="cuda",
                                     dtype=torch.bfloat16, requires_grad=phase == "bwd")
-                    k, v = (torch.randn(1, heads, n_k, HEAD_DIM, device="cuda",
+                    k, v = (torch.randn(1, 1 if kv_one else heads, n_k, HEAD_DIM, device="cuda",
                                         dtype=torch.bfloat16, requires_grad=phase == "bwd")
                             for _ in range(2))
                     with sdpa_kernel(backends[impl]):
                         if phase == "fwd":
                             def call(q=q, k=k, v=v):
-                                return F.scaled_dot_product_attention(q, k, v)
+                                return F.scaled_dot_product_attention(q, k, v,
+                                                                      enable_gqa=kv_one)
                         else:
                             out = F.scaled_dot_product_attention(q, k, v)
                             do = torch.randn_like(out)
@@ -94,7 +104,8 @@ def run(out_path: str, series: str = "lengths") -> list[dict]:
                         torch.cuda.synchronize()
                         name, kernel_us = _main_kernel(call)
                         timed = back_to_back(call, handle)
-                    row = {"impl": impl, "phase": phase, "heads": heads, "seqlen_q": n_q,
+                    row = {"impl": impl, "phase": phase, "heads": heads,
+                           "kv_heads": 1 if kv_one else heads, "seqlen_q": n_q,
                            "seqlen_k": n_k, "head_dim": HEAD_DIM, "kernel": name[:160],
                            "kernel_us": kernel_us, **timed}
                     rows.append(row)
