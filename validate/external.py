@@ -146,6 +146,10 @@ HOLDOUTS = {
                           "64-256, causal, GQA, fp16; frozen for the fp32 dQ accumulator "
                           "crossing HBM, the Triton backwards' dQ pass without one (a second "
                           "edge phase) and the tutorial's scaled copy of K",
+    "external-holdout22": "short and mid calls (N 320-2560) beside long ones, head dims "
+                          "64-256 (160 between compiled ones), causal, GQA, fp16; frozen "
+                          "for the causal backward's in-order tail and a persistent "
+                          "kernel's per-unit overhead",
 }
 
 
