@@ -535,7 +535,7 @@ def _triton_tutorial(dims, gpu):
         # TRITON_TUTORIAL_BWD_SPILL_BYTES.
         block_m, block_n, warps = TRITON_TUTORIAL_BWD_TILE
         return _fa2_like(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
-                         dq_recompute=True, bwd_prescaled_k=True,
+                         dq_recompute=True, bwd_prescaled_k=True, bwd_masked_row_split=2,
                          bwd_spill_bytes=_tile(TRITON_TUTORIAL_BWD_SPILL_BYTES,
                                                max(dims.d, dims.d_v)),
                          bwd_smem_per_cta=_compiled_smem(TRITON_TUTORIAL_BWD_SMEM,

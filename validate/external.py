@@ -150,6 +150,9 @@ HOLDOUTS = {
                           "64-256 (160 between compiled ones), causal, GQA, fp16; frozen "
                           "for the causal backward's in-order tail and a persistent "
                           "kernel's per-unit overhead",
+    "external-holdout23": "Triton's tutorial, causal, N 256-6400 at head dims 64 and 128; "
+                          "frozen for its backward's masked tiles walked in half steps "
+                          "(spill reloads per step)",
 }
 
 

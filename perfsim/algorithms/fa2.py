@@ -755,8 +755,11 @@ class FusedAttention(Algorithm):
         if spill:
             # every thread reloads its spilled dK/dV accumulators once per (query tile, key
             # tile) its CTA visits (the dQ pass holds one accumulator and is taken not to spill)
+            # — per loop step: a kernel that walks its masked tiles in steps of B_r / k rows
+            # (bwd_masked_row_split = k) takes k steps for each
+            steps = v.tiles + (self.bwd_masked_row_split - 1) * v.masked_tiles
             terms["local_load/dK,dV accumulators (register spills)"] = (
-                bh * v.tiles * warps * 32 * spill)
+                bh * steps * warps * 32 * spill)
         # a CTA's edges: its K/V block and first Q, dO, LSE and D tiles in, dK and dV out
         edge = 2 * e * b_c * (d + d_v) + b_r * (e * (d + d_v) + 2 * STAT_BYTES)
         if again:
@@ -874,6 +877,11 @@ class FA2(FusedAttention):
             tutorial: a dK/dV loop, then a dQ loop), instead of accumulating dQ alongside dK
             and dV: two more GEMMs and the exps again per tile; the operand reads grow in the
             same proportion (7/5, an approximation).
+        bwd_masked_row_split: the backward's dK/dV loop walks the key block's masked
+            (diagonal) tiles in steps of ``B_r / k`` query rows, ``k`` steps per tile — each
+            step reloading what a step reloads (register spills); 1: one step per tile.
+            Triton's tutorial: ``MASK_BLOCK_M1 = BLOCK_M1 // BLK_SLICE_FACTOR`` with
+            ``BLK_SLICE_FACTOR = 2`` (``_attn_bwd``).
         bwd_prescaled_k: the backward first writes a copy of K multiplied by the softmax
             scale and log2(e) (Triton's fused-attention tutorial: ``arg_k = k * (sm_scale *
             RCP_LN2)`` in ``_attention.backward``; Nsight Compute lists it as an
@@ -937,6 +945,7 @@ class FA2(FusedAttention):
     bwd_registers_per_thread: int | None = Field(default=None, ge=16, le=255)
     dq_recompute: bool = False
     bwd_prescaled_k: bool = False
+    bwd_masked_row_split: int = Field(default=1, ge=1, le=8)
     #: at most CUDA's 512 KiB of local memory per thread
     bwd_spill_bytes: float | None = Field(default=None, ge=0, le=512 * 1024)
     bwd_smem_per_cta: int | None = Field(default=None, ge=0)
