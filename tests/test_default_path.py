@@ -949,3 +949,25 @@ def test_causal_backward_takes_the_in_order_tail_the_profile_shows():
         dense = max(perfsim.predict(w.replace(causal=False), "h200-sxm", algorithm).kernels,
                     key=lambda k: k.seconds).cost
         assert dense.launch["tail"] == 1, algorithm
+
+
+def test_tutorial_backward_reloads_its_spills_per_half_step_on_the_diagonal():
+    """Triton's tutorial walks the masked (diagonal) tiles of a key block in steps of
+    ``BLOCK_M1 // BLK_SLICE_FACTOR`` = 16 rows: at head dim 128, where it spills, each step
+    reloads the dK/dV accumulators, so a masked tile costs two reloads."""
+    from perfsim.algorithms.base import Dims
+    from perfsim.implementations import _triton_tutorial
+
+    w = W(batch=8, heads=16, seqlen_q=1024, head_dim=128, dtype="bf16", phase="bwd",
+          causal=True)
+    config = _triton_tutorial(Dims.of(w), perfsim.load_gpu("h200-sxm"))
+    assert config.bwd_masked_row_split == 2
+    main = max(perfsim.predict(w, "h200-sxm", "triton-tutorial").kernels,
+               key=lambda k: k.seconds).cost
+    whole = config.model_copy(update={"bwd_masked_row_split": 1})
+    plain = max(perfsim.predict(w, "h200-sxm", whole).kernels, key=lambda k: k.seconds).cost
+    key = "local_load/dK,dV accumulators (register spills)"
+    assert main.terms[key] > plain.terms[key]
+    # one more step per masked 32 x 128 tile: 4 per key block of each of the 128 heads
+    per_step = plain.terms[key] / main.launch["tiles"]
+    assert main.terms[key] - plain.terms[key] == pytest.approx(128 * 8 * 4 * per_step)
