@@ -102,7 +102,9 @@ def call_energy_j(gpu: GPUSpec, costs: list[KernelCost]):
     e_sm = e_hbm = 0.0
     for cost in costs:
         work = cost.sm_demand()
-        padding = np.maximum(work["tensor"] - cost.tensor_flops, 0)
+        # (floats: a padded count beyond int64 as a Python int would overflow in numpy)
+        padding = np.maximum(np.asarray(work["tensor"], dtype=float)
+                             - np.asarray(cost.tensor_flops, dtype=float), 0.0)
         tensor = work["tensor"] - padding * (1 - PADDING_ENERGY_FRACTION)
         e_sm = e_sm + PICO * (tensor * tensor_energy_pj(gpu, cost)
                               + (work["fp32"] + ALU_SLOTS * work.get("alu", 0))

@@ -496,17 +496,27 @@ def _edges_sentence(cost, gpu, params) -> str | None:
     edges = edge_seconds(cost, gpu, params, max(int(cost.grid), 1)) if params else None
     if edges is None:
         return None
+    from perfsim.mathops import cdiv
+    from perfsim.timing import persistent_unit_seconds
+
     every, per_wave = float(edges[0]), float(edges[1])
-    waves = round(every / per_wave)
+    waves = int(cdiv(max(int(cost.grid), 1), gpu.sm_count * max(int(cost.ctas_per_sm), 1)))
     how = ("TimingParams.cta_overhead_s, a given per-wave figure"
            if params.cta_overhead_s is not None else
            "first loads through the load latency and the CTA's own load path, output tiles, "
            "set-up")
+    plural = "s" if waves != 1 else ""
+    if cost.persistent:
+        unit = persistent_unit_seconds(gpu, params)
+        count = (f"persistent: once, then {unit * 1e6:.2f} µs for each of the {waves - 1} "
+                 "further units its busiest CTA takes (their loads prefetched)"
+                 if waves > 1 and unit else "persistent: once")
+        return (f"{cost.name}'s CTAs spend {per_wave * 1e6:.2f} µs outside their loop "
+                f"({how}; {count}): {every * 1e6:.1f} µs on the SM side; HBM streams on "
+                "meanwhile except in the first and last unit's edges.")
     return (f"{cost.name}'s CTAs spend {per_wave * 1e6:.2f} µs per wave outside their loop "
-            f"({how}), {waves} wave{'s' if waves != 1 else ''}"
-            + (" (persistent: once)" if cost.persistent else "")
-            + f": {every * 1e6:.1f} µs on the SM side; HBM streams on meanwhile "
-            "except in the first and last wave's edges.")
+            f"({how}), {waves} wave{plural}: {every * 1e6:.1f} µs on the SM side; HBM "
+            "streams on meanwhile except in the first and last wave's edges.")
 
 
 def _source_kind(gpu, field: str) -> str:

@@ -696,7 +696,9 @@ def cta_edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams):
     the time per wave at zero steps is 2.66-4.79 us, and load latency plus edge bytes at the
     per-CTA load rate leaves 0.99-1.93 us (median 1.69: ``cta_wave_overhead_s``); the sum
     reproduces the six measurements within 15 %. A CTA of ``KernelCost.edge_phases`` phases
-    (a dK/dV loop, then a dQ loop) pays the latency and the overhead once per phase."""
+    (a dK/dV loop, then a dQ loop) pays the latency and the overhead once per phase; a given
+    ``cta_overhead_s`` is the whole per-wave figure, phases included (the calibrated
+    profile's was fitted that way)."""
     if not cost.tiled:
         return 0.0
     if params.cta_overhead_s is not None:
@@ -728,8 +730,16 @@ def edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams, grid):
         return None
     waves = cdiv(grid, gpu.sm_count * maximum(cost.ctas_per_sm, 1))
     if cost.persistent:
-        return per_wave + (waves - 1) * gpu.cta_wave_overhead_s, per_wave
+        return per_wave + (waves - 1) * persistent_unit_seconds(gpu, params), per_wave
     return waves * per_wave, per_wave
+
+
+def persistent_unit_seconds(gpu: GPUSpec, params: TimingParams) -> float:
+    """What each work unit after the first costs a persistent kernel's CTA outside its loop
+    (:func:`edge_seconds`): ``GPUSpec.cta_wave_overhead_s``; nothing where a
+    ``TimingParams.cta_overhead_s`` replaces the modelled edges (a calibrated profile's
+    fitted per-wave figure, fitted with persistent kernels paying it once)."""
+    return 0.0 if params.cta_overhead_s is not None else gpu.cta_wave_overhead_s
 
 
 def _edge_shares(edges, hbm_only) -> list:

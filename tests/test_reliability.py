@@ -527,3 +527,65 @@ def test_cli_negative_window_gets_the_windows_own_message(capsys):
                  "--window", "-1,0"]) == 2
     err = capsys.readouterr().err
     assert "window" in err and "greater than or equal to 0" in err
+
+
+# ------------------------------------------------------------------ review of 2026-12-02
+def test_window_right_bound_skips_query_tiles_that_see_no_key():
+    """N_q > N_k with a window's right side: the leading query rows see no key (as under the
+    causal mask), so they are neither read nor added into; no L2-hit term goes negative and
+    one more key on the right costs no extra HBM here (it was +47 % with -7 MB of hits)."""
+    w = AttentionWorkload(batch=1, heads=8, seqlen_q=1000, seqlen_k=64, head_dim=128,
+                          window=(None, 1), phase="bwd")
+    for algo in ("fa2", "fa3", "flex", "flash-attn-cute"):
+        p = predict(w, gpu="h100-sxm5", algorithm=algo)
+        assert all(v >= 0 for k in p.kernels for v in k.cost.terms.values()
+                   if isinstance(v, (int, float))), algo
+    a = predict(w, gpu="h100-sxm5", algorithm="fa2").counts.hbm_bytes
+    b = predict(w.replace(window=(None, 0)), gpu="h100-sxm5", algorithm="fa2").counts.hbm_bytes
+    assert a == b
+
+
+def test_huge_padded_counts_do_not_overflow_the_power_model():
+    """Tensor FLOPs past int64 as Python ints reached numpy in the power model (OverflowError
+    at the CLI); the call now predicts (and says it does not fit in memory)."""
+    w = AttentionWorkload(batch=1000, heads=32, seqlen_q=1048576, head_dim=96, dtype="fp16",
+                          phase="bwd")
+    p = predict(w, gpu="h100-sxm5", algorithm="flex")
+    assert math.isfinite(p.seconds) and p.seconds > 0 and not p.fits_memory
+
+
+def test_fa2_l2_window_counts_only_the_ctas_its_grid_has():
+    """A 32-CTA decode grid holds 32 CTAs, not the SMs' 264 slots: its K/V re-reads fit L2
+    (the K/V head is read from HBM once, 134 MB, as with 64-key tiles), not 537 MB."""
+    w = AttentionWorkload(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=32768,
+                          head_dim=128)
+    p = predict(w, gpu="h100-sxm5", algorithm=FA2(num_splits=1, pack_gqa=False, block_n=128))
+    assert p.kernels[0].cost.terms["hbm_read/K,V"] == 2 * 8 * 32768 * 128 * 2
+
+
+def test_a_given_cta_overhead_replaces_the_persistent_units_charge_too():
+    """``TimingParams.cta_overhead_s`` (a calibrated per-wave figure) replaces the modelled
+    edges for persistent kernels as for the others: 0 and 1e-12 s agree, and the GPU's
+    ``cta_wave_overhead_s`` no longer moves the prediction."""
+    from perfsim import timing_for
+
+    w = AttentionWorkload(batch=8, heads=32, kv_heads=4, seqlen_q=4096, head_dim=128,
+                          causal=True)
+    zero = predict(w, "h200-sxm", "sdpa-cudnn",
+                   timing=timing_for("h200-sxm", "sdpa-cudnn", cta_overhead_s=0.0)).seconds
+    tiny = predict(w, "h200-sxm", "sdpa-cudnn",
+                   timing=timing_for("h200-sxm", "sdpa-cudnn", cta_overhead_s=1e-12)).seconds
+    assert tiny == pytest.approx(zero, rel=1e-6)
+    spec = load_gpu("h200-sxm")
+    fast = spec.replace(cta_wave_overhead_s=10 * spec.cta_wave_overhead_s)
+    params = TimingParams.for_gpu(fast, cta_overhead_s=2e-6)
+    assert predict(w, fast, "sdpa-cudnn", timing=params).seconds == pytest.approx(
+        predict(w, spec, "sdpa-cudnn",
+                timing=TimingParams.for_gpu(spec, cta_overhead_s=2e-6)).seconds, rel=1e-9)
+
+
+def test_cli_names_the_list_flag_and_entry_at_fault(capsys):
+    assert main(["predict", "--gpu", "h100-sxm5", "-b", "1", "--heads", "8", "--seqlen", "100",
+                 "--head-dim", "64", "--window", "-5,0"]) == 2
+    err = capsys.readouterr().err
+    assert "--window (entry 1):" in err and "AttentionWorkload" not in err

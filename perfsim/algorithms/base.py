@@ -254,15 +254,20 @@ def rows_read(dims: Dims, block_r):
     """Query rows a key/value-outer loop loads at least once (the compulsory count of its
     Q-side re-reads, :func:`l2_filtered`).
 
-    With a bottom-right aligned causal mask and ``N_q > N_k`` query row ``i`` sees no key
-    when ``i < N_q − N_k``: the first ``⌊(N_q − N_k) / B_r⌋`` query tiles (at most
-    ``T_r − 1``: the last tile always sees every key) are never visited, so never loaded
-    (``TileVisits.kv_outer_rows`` skips them too). Otherwise every row is loaded.
+    With a bottom-right aligned mask and ``N_q > N_k`` query row ``i`` sits at key position
+    ``i − (N_q − N_k)`` and sees keys up to ``right`` beyond it (``right = 0`` under the
+    causal mask, a window's right side otherwise): rows ``i < N_q − N_k − right`` see no key,
+    so the first ``⌊(N_q − N_k − right) / B_r⌋`` query tiles (at most ``T_r − 1``: the last
+    tile always sees a key) are never visited, so never loaded (``TileVisits.kv_outer_rows``
+    skips them too). Otherwise (no right bound) every row is loaded.
     """
-    if not dims.causal:
+    right = dims.window[1] if dims.window else None
+    if dims.causal:
+        right = 0 if right is None else minimum(right, 0)
+    if right is None:
         return dims.N_q
     t_r = cdiv(dims.N_q, block_r)
-    skipped = minimum(maximum(fdiv(dims.N_q - dims.N_k, block_r), 0), t_r - 1)
+    skipped = minimum(maximum(fdiv(dims.N_q - dims.N_k - right, block_r), 0), t_r - 1)
     return dims.N_q - block_r * skipped
 
 

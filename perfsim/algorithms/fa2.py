@@ -423,7 +423,9 @@ class FusedAttention(Algorithm):
         # a double-buffered K/V tile per (batch, head) in flight (base.lockstep_window).
         kv_total = ekv * bh * v.q_outer_cols * dkv
         kv_compulsory = ekv * dims.B * dims.H_kv * dims.kv_rows_read(b_c) * dkv
-        window = lockstep_window(gpu.sm_count * ctas, v.q_tiles, ekv * b_c * dkv)
+        # (CTAs resident at once: the SMs' slots, or the whole grid when it is smaller)
+        resident = minimum(gpu.sm_count * ctas, v.q_tiles * bh)
+        window = lockstep_window(resident, v.q_tiles, ekv * b_c * dkv)
         kv_hbm, kv_hits = l2_filtered(kv_total, kv_compulsory, window, gpu,
                                       gpu.l2_usable_fraction)
         rows_steps = v.tiles * b_r  # (row, visited key tile) pairs, padded rows included
@@ -673,7 +675,8 @@ class FusedAttention(Algorithm):
         # order, so their Q/dO re-reads and their dQ atomics hit the few query tiles in flight
         # (as the forward's K/V): two query tiles per head in flight (base.lockstep_window),
         # counted here in rows.
-        window = lockstep_window(gpu.sm_count * ctas, v.kv_tiles, b_r)
+        resident = minimum(gpu.sm_count * ctas, v.kv_tiles * bh)
+        window = lockstep_window(resident, v.kv_tiles, b_r)
         q_hbm, q_hits = l2_filtered(q_total, q_compulsory,
                                     window * (e * (d + d_v) + 2 * STAT_BYTES),
                                     gpu, gpu.l2_usable_fraction)
@@ -688,7 +691,7 @@ class FusedAttention(Algorithm):
             # d <= 128, B = 1, H·d = 4096, N = 4096: Q, dO, K, V once, dK, dV, dQ written)
             kv_pass = e * bh * v.q_outer_cols * (d + d_v)
             kv_all, _ = l2_filtered(kv_pass + kv_read, kv_read,
-                                    lockstep_window(gpu.sm_count * ctas, v.q_tiles,
+                                    lockstep_window(resident, v.q_tiles,
                                                     e * b_c * (d + d_v)),
                                     gpu, gpu.l2_usable_fraction)
             dq_terms = {"hbm_read/K,V (dQ pass)": kv_all - kv_read,

@@ -143,8 +143,13 @@ def workload_from_args(args) -> AttentionWorkload:
     try:
         return _workload(args)
     except PerfsimError as exc:
+        import re
+
         text = str(exc)
         for field, flag in FLAGS.items():
+            # an entry of a list-valued flag (--window's sides, --seqlens-q's sequences)
+            text = re.sub(rf"AttentionWorkload\.{field}\.(\d+):",
+                          lambda m, flag=flag: f"{flag} (entry {int(m.group(1)) + 1}):", text)
             text = text.replace(f"AttentionWorkload.{field}:", f"{flag}:")
         if text.startswith("--dropout:"):       # say what is allowed, whatever was wrong
             text += "; allowed: a probability in [0, 1)"
