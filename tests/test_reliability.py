@@ -589,3 +589,17 @@ def test_cli_names_the_list_flag_and_entry_at_fault(capsys):
                  "--head-dim", "64", "--window", "-5,0"]) == 2
     err = capsys.readouterr().err
     assert "--window (entry 1):" in err and "AttentionWorkload" not in err
+
+
+@pytest.mark.parametrize("algorithm,gpu", [("fa3", "h100-sxm5"), ("flash-attn-3", "h100-sxm5"),
+                                           ("flash-attn-cute", "h100-sxm5"), ("fa4", "b200")])
+@pytest.mark.parametrize("extra", [{"kv_dtype": "fp8_e4m3"}, {"dtype": "fp8_e4m3"},
+                                   {"page_size": 256}])
+def test_fa3_and_fa4_backwards_refuse_inference_only_inputs(algorithm, gpu, extra):
+    """flash_attn.cute's ``_flash_attn_bwd`` (and flash-attn 3's ``mha_bwd``) take fp16/bf16
+    Q, K, V of one dtype and no page table: an fp8 or mixed-dtype cache and a paged cache are
+    forward (inference) paths. The forward of the same call still predicts."""
+    w = AttentionWorkload(batch=1, heads=8, seqlen_q=1024, head_dim=128, phase="bwd", **extra)
+    with pytest.raises(InfeasibleError):
+        predict(w, gpu, algorithm)
+    predict(w.replace(phase="fwd"), gpu, algorithm)

@@ -93,6 +93,24 @@ def check_fused_inputs(dims: Dims, algorithm: str, dtypes=("fp16", "bf16")) -> N
             raise InfeasibleError(f"{algorithm} needs {name} a multiple of "
                                   f"{HEAD_DIM_MULTIPLE} up to {MAX_HEAD_DIM}, got {d}")
 
+def check_training_inputs(dims: Dims, algorithm: str, reference: str) -> None:
+    """A backward takes 16-bit Q, K and V of one dtype from contiguous memory: no fp8, no
+    K/V dtype of its own, no paged cache (those are inference paths of the forward).
+
+    Raises:
+        InfeasibleError: a backward (or forward and backward) with any of them."""
+    if not dims.bwd:
+        return
+    if dims.dtype not in ("fp16", "bf16") or dims.kv_dtype is not None:
+        raise InfeasibleError(
+            f"{algorithm}'s backward takes fp16 or bf16 Q, K and V of one dtype ({reference}); "
+            f"this call has {dims.dtype}"
+            + (f" queries with a {dims.kv_dtype} K/V cache" if dims.kv_dtype else ""))
+    if dims.page_size:
+        raise InfeasibleError(f"{algorithm}: a paged K/V cache is an inference path (no "
+                              f"backward; {reference})")
+
+
 def gqa_reduce_kernel(dims: Dims) -> KernelCost:
     """Sum the per-query-head dK, dV into the key/value heads (GQA/MQA backward).
 

@@ -44,6 +44,7 @@ from perfsim.algorithms.common import (
     WARPS_PER_WARPGROUP,
     WGMMA_ROWS,
     check_fused_inputs,
+    check_training_inputs,
     pick_tile,
     wgmma_operand_reads,  # noqa: F401 (re-exported: the WGMMA operand rule's old home)
 )
@@ -214,9 +215,9 @@ class FA3(FusedAttention):
         if dims.dropout_p and not self.dropout_supported:
             raise InfeasibleError(f"{self.name} has no dropout (FlashAttention-3's hopper/ "
                                   "kernels have none, flash-attn issue #1251)")
-        if dims.page_size and dims.bwd:
-            raise InfeasibleError(f"{self.name}: a paged K/V cache is an inference path "
-                                  "(no backward)")
+        check_training_inputs(dims, self.name, "flash-attn 3 hopper/ and flash_attn.cute's "
+                              "sm90 backward (interface.py _flash_attn_bwd): fp16/bf16 inputs "
+                              "of one dtype, no page table")
         self._check_head_dim_pair(dims)
 
     def _check_head_dim_pair(self, dims: Dims) -> None:

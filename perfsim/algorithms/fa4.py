@@ -53,6 +53,7 @@ from perfsim.algorithms.base import (
 from perfsim.algorithms.common import (
     backward_softmax_terms,
     check_fused_inputs,
+    check_training_inputs,
     fused_memory_bytes,
     gqa_reduce_kernel,
     mask_extras,
@@ -162,6 +163,9 @@ class FA4(Algorithm):
             raise InfeasibleError(f"fa4 ({self.variant}) needs {', '.join(missing)}; "
                                   f"{gpu.id} lacks {'it' if len(missing) == 1 else 'them'}")
         check_fused_inputs(dims, self.name, ("fp16", "bf16", "fp8_e4m3"))
+        check_training_inputs(dims, self.name, "flash-attn-4 4.0.0b36 flash_attn/cute/"
+                              "interface.py _flash_attn_bwd: fp16/bf16 inputs of one dtype, "
+                              "no page table")
 
     def tmem_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int]:
         """``(q_tiles_per_cta, block_n)`` that fit tensor memory: each Q tile keeps an fp32
