@@ -603,3 +603,19 @@ def test_fa3_and_fa4_backwards_refuse_inference_only_inputs(algorithm, gpu, extr
     with pytest.raises(InfeasibleError):
         predict(w, gpu, algorithm)
     predict(w.replace(phase="fwd"), gpu, algorithm)
+
+
+def test_cli_says_when_a_clock_lock_is_not_held(capsys):
+    base = ["predict", "--gpu", "h100-sxm5", "-b", "1", "--heads", "8", "--seqlen", "1000",
+            "--head-dim", "64", "-a", "fa2"]
+    assert main([*base, "--clock", "5000"]) == 0
+    assert "--clock 5000 MHz not held: runs at 1830 MHz" in capsys.readouterr().out
+    assert main([*base, "--clock", "1500"]) == 0
+    assert "not held" not in capsys.readouterr().out
+
+
+def test_cli_help_states_the_window_default_in_its_own_syntax(capsys):
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    out = capsys.readouterr().out
+    assert "(None, None)" not in out and "none,none" in out

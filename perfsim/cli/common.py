@@ -87,9 +87,11 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--phase", default="fwd", help=f"one of {', '.join(PHASES)}")
     g.add_argument("--dropout", type=float_arg, default=0.0, dest="dropout_p",
                    help="attention dropout probability, in [0, 1)")
-    g.add_argument("--window", type=window_arg, default=(None, None), metavar="LEFT,RIGHT",
+    g.add_argument("--window", type=window_arg, default=argparse.SUPPRESS,
+                   metavar="LEFT,RIGHT",
                    help="sliding window: query i sees keys [i+off-LEFT, i+off+RIGHT] "
-                   "(off = N_k - N_q); 'none' for an unbounded side, e.g. 1023,0")
+                   "(off = N_k - N_q); 'none' for an unbounded side, e.g. 1023,0 "
+                   "(default: none,none — no window)")
     g.add_argument("--seqlens-q", type=lengths_arg, metavar="N,N,...",
                    help="variable-length batch: one query length per sequence")
     g.add_argument("--seqlens-k", type=lengths_arg, metavar="N,N,...",

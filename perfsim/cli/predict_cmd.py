@@ -60,6 +60,7 @@ def _cmd_predict(args) -> int:
         print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
     else:
         _print_predictions(w, gpu, results)
+        _clock_notes(args.clock, results)
         if args.explain:
             for r in results:
                 if not isinstance(r, tuple):
@@ -110,6 +111,19 @@ def _print_predictions(w, gpu, results) -> None:
           "shared-memory bytes moved; memory: peak footprint")
     for note in notes:
         print(note)
+
+
+def _clock_notes(clock: str, results) -> None:
+    """Say where a clock lock (--clock MHz) could not be held: above the GPU's ceiling, or
+    held lower by the power limit (``Prediction.explain`` says why)."""
+    try:
+        asked = float(clock) * 1e6
+    except ValueError:
+        return
+    for r in results:
+        if not isinstance(r, tuple) and r.clock_hz and r.clock_hz < asked * (1 - 1e-9):
+            print(f"{r.algorithm.label()}: --clock {clock} MHz not held: runs at "
+                  f"{r.clock_hz / 1e6:.0f} MHz (see --explain)")
 
 
 def register(sub) -> None:
