@@ -872,9 +872,11 @@ def test_backward_hbm_bytes_match_the_ncu_dram_counters(impl, algorithm, rel):
     H200: kernels that add dQ into an fp32 accumulator (cuDNN, flash_attn.cute, SDPA flash)
     move it across HBM once each way (``base.accumulator_traffic``: about 120 MB more than
     Q, dO, K, V, dK, dV at N = 4096); FlexAttention writes dQ from its own pass (no
-    accumulator). Before the accumulator was counted the first three were 35-45 % under.
-    SDPA flash has a looser bound: at head dims 40 and 224 it moves 23 and 18 % more than
-    counted (K/V and Q/dO re-reads the model takes as L2 hits)."""
+    accumulator). Before the accumulator was counted the first three were 35-49 % under.
+    The bounds are the spread of the counters, not fitted: cuDNN at N = 1024 moves 10-11 %
+    less than counted (more of the small accumulator stays in L2 than the rule keeps); SDPA
+    flash at head dims 40 and 224 moves 23 and 18 % more (K/V and Q/dO re-reads the model
+    takes as L2 hits)."""
     cases = {c: k for c, k in _ncu_backward_kernels().items()
              if c.startswith(impl + "-") and int(c.split("-")[2][1:]) <= 256}
     assert len(cases) >= 3, cases

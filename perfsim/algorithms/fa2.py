@@ -232,6 +232,10 @@ class FusedAttention(Algorithm):
         """Whether the backward first writes a scaled copy of K (one elementwise kernel)."""
         return False
 
+    def masked_row_split(self) -> int:
+        """Steps the backward's dK/dV loop takes per masked tile (1: one per tile)."""
+        return 1
+
     def spill_reload_bytes(self, dims: Dims) -> float:
         """Local-memory bytes a backward thread reloads per dK/dV step (register spills)."""
         return 0.0
@@ -760,7 +764,7 @@ class FusedAttention(Algorithm):
             # tile) its CTA visits (the dQ pass holds one accumulator and is taken not to spill)
             # — per loop step: a kernel that walks its masked tiles in steps of B_r / k rows
             # (bwd_masked_row_split = k) takes k steps for each
-            steps = v.tiles + (self.bwd_masked_row_split - 1) * v.masked_tiles
+            steps = v.tiles + (self.masked_row_split() - 1) * v.masked_tiles
             terms["local_load/dK,dV accumulators (register spills)"] = (
                 bh * steps * warps * 32 * spill)
         # a CTA's edges: its K/V block and first Q, dO, LSE and D tiles in, dK and dV out
@@ -982,6 +986,10 @@ class FA2(FusedAttention):
     def prescales_k(self) -> bool:
         """The ``bwd_prescaled_k`` option."""
         return self.bwd_prescaled_k
+
+    def masked_row_split(self) -> int:
+        """The ``bwd_masked_row_split`` option."""
+        return self.bwd_masked_row_split
 
     def spill_reload_bytes(self, dims: Dims) -> float:
         """The ``bwd_spill_bytes`` option, else the reference's compiled figure

@@ -210,7 +210,9 @@ class FA3(FusedAttention):
         dropout.
 
         Raises:
-            InfeasibleError: ``dropout_p > 0``; a paged cache in the backward.
+            InfeasibleError: ``dropout_p > 0``; a backward with fp8, mixed-dtype or paged
+                K/V (``common.check_training_inputs``; flash-attn 3's ``mha_bwd`` takes fp16
+                and bf16 only).
         """
         if dims.dropout_p and not self.dropout_supported:
             raise InfeasibleError(f"{self.name} has no dropout (FlashAttention-3's hopper/ "
@@ -321,9 +323,6 @@ class FA3(FusedAttention):
             raise InfeasibleError(f"fa3 needs {' and '.join(m.upper() for m in missing)} "
                                   f"(Hopper sm_90a); {gpu.id} has none")
         check_fused_inputs(dims, self.name, self.dtypes)
-        if dims.bwd and dims.dtype == "fp8_e4m3":
-            raise InfeasibleError(f"{self.name}: FA3-class backward kernels take fp16 and bf16 "
-                                  "only (flash-attn 3's mha_bwd, hopper/flash_api.cpp)")
         self._check_smem(dims, gpu)
         out = super().kernels(dims, gpu)
         if dims.dtype == "fp8_e4m3" and self.quantize_inputs and dims.fwd:
