@@ -217,9 +217,9 @@ class FA3(FusedAttention):
         if dims.dropout_p and not self.dropout_supported:
             raise InfeasibleError(f"{self.name} has no dropout (FlashAttention-3's hopper/ "
                                   "kernels have none, flash-attn issue #1251)")
-        check_training_inputs(dims, self.name, "flash-attn 3 hopper/ and flash_attn.cute's "
-                              "sm90 backward (interface.py _flash_attn_bwd): fp16/bf16 inputs "
-                              "of one dtype, no page table")
+        check_training_inputs(dims, self.name, "flash-attn 3's mha_bwd, hopper/flash_api.cpp, "
+                              "and flash_attn.cute's _flash_attn_bwd: fp16/bf16 inputs of one "
+                              "dtype, no page table")
         self._check_head_dim_pair(dims)
 
     def _check_head_dim_pair(self, dims: Dims) -> None:
