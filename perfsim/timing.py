@@ -482,7 +482,7 @@ class KernelClock:
                  "demand", "scaled", "hbm_seconds", "ceiling", "groups", "hbm_only",
                  "gemm_scale", "lead_demand", "edges", "edge_shares", "spills", "launch_s",
                  "same_totals", "alu", "_clock", "_result", "_totals",
-                 "_by_clock")
+                 "_by_clock", "_linear")
 
     def __init__(self, cost: KernelCost, gpu: GPUSpec, params: TimingParams):
         self.cost, self.gpu, self.params = cost, gpu, params
@@ -533,6 +533,7 @@ class KernelClock:
         self.launch_s = launched * params.launch_overhead_s
         self._clock = self._result = self._totals = None
         self._by_clock: dict = {}
+        self._linear = None
 
     def at(self, clock_hz=None):
         """``(unit_seconds, seconds, load_chain parts, load_chain bound, busiest,
@@ -589,8 +590,69 @@ class KernelClock:
         return result
 
     def seconds(self, clock_hz=None):
-        """The kernel's seconds at SM clock ``clock_hz`` (:meth:`at`)."""
+        """The kernel's seconds at SM clock ``clock_hz`` (:meth:`at`).
+
+        At a Python-float clock the answer comes from :meth:`_linear_form` where the kernel
+        has one: every SM-side unit's seconds are its demand over a rate proportional to the
+        clock (``GPUSpec.sm_clocks_per_s``), and so is a pipeline's cycle (its stations' times
+        all scale alike, so their ratio — and the queueing factor — does not move), while
+        HBM, the CTA edges and the launch overhead do not depend on the clock. Each group's
+        seconds are therefore ``A · f₀/f + B``, with ``A`` and ``B`` read off the full
+        evaluation at the first clock ``f₀`` asked for; the clock search
+        (``perfsim.power.sustained_clock``, a dozen clocks per power-capped call) evaluates
+        that instead of the whole timing. The same numbers as :meth:`at` up to rounding (at
+        most 1.2e-15 relative over the 500 cases of ``tests/speed_cases.py``)."""
+        if type(clock_hz) is float:
+            kept = self._by_clock.get(clock_hz)
+            if kept is not None:
+                return kept[0][1]
+            linear = self._linear
+            if linear is None:
+                if not self._by_clock:          # a first clock: most calls need no other
+                    return self.at(clock_hz)[1]
+                linear = self._linear = self._linear_form(next(iter(self._by_clock)))
+            if linear:
+                reference, parts, launch_s = linear
+                scale = reference / clock_hz
+                a, b = parts[0]
+                body = a * scale + b
+                for a, b in parts[1:]:
+                    body = max(body, a * scale + b)
+                return body + launch_s
         return self.at(clock_hz)[1]
+
+    def _linear_form(self, clock_hz: float):
+        """``(f₀, [(A, B) per group], launch seconds)`` of :meth:`seconds`, or ``False`` where
+        the seconds are not of that form or not plain floats: a load chain (its latency
+        term), spills (the reload path), a pipeline station that holds HBM, a count that is
+        an array or a symbol."""
+        cost = self.cost
+        if (self.groups is None or self.spills
+                or (cost.pipeline is not None
+                    and any("hbm" in station for station in cost.pipeline[0]))):
+            return False
+        unit_seconds, seconds, *_rest, lead = self.at(clock_hz)
+        if type(seconds) is not float or any(type(t) is not float
+                                             for t in unit_seconds.values()):
+            return False
+        sm_only = dict(unit_seconds, hbm=0.0)
+        hbm = unit_seconds["hbm"]
+        parts = []
+        for group in self.groups:
+            a = b = 0.0
+            for unit, weight in group:
+                if unit == "hbm":
+                    b = b + hbm * weight
+                else:
+                    a = a + sm_only[unit] * weight
+            parts.append((a, b))
+        if cost.pipeline is not None:
+            parts.append((cycle_time(sm_only, *cost.pipeline, exp_lead=lead), 0.0))
+        if self.edge_shares is not None:
+            parts = [(a, b + e) for (a, b), e in zip(parts, self.edge_shares)]
+        if type(lead) is not float and lead != 0:
+            return False
+        return clock_hz, parts, self.launch_s
 
     def timing(self, clock_hz=None) -> KernelTiming:
         """:func:`time_kernel` at SM clock ``clock_hz``: :meth:`at` and the binding unit."""

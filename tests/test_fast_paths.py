@@ -92,6 +92,40 @@ def test_kernel_clock_gives_each_clock_its_own_time():
     assert kc.timing(1.0e9).bound == time_kernel(ks[0], spec, kc.params, 1.0e9).bound
 
 
+@pytest.mark.parametrize("algorithm,workload", [
+    ("fa3", W), ("fa2", W), ("standard", W), ("fa1", W), ("sdpa-flash", W.replace(phase="bwd")),
+    ("fa2", perfsim.AttentionWorkload(batch=1, heads=32, kv_heads=8, seqlen_q=1,
+                                      seqlen_k=131072, head_dim=128))])
+def test_kernel_clock_seconds_scale_with_the_clock_as_the_full_timing(algorithm, workload):
+    # the clock search's shortcut (KernelClock._linear_form): after a first clock, a kernel's
+    # seconds at another are A·f0/f + B per group; the full timing at each clock agrees
+    spec, algo, _ = _kernels(algorithm=algorithm, workload=workload)
+    params = perfsim.timing_for(spec, algo)
+    linear = 0
+    for k in algo.kernels(Dims.of(workload), spec):
+        kc = KernelClock(k, spec, params)
+        kc.seconds(1.83e9)
+        for clock in (1.1e9, 1.4e9, 1.65e9, 1.98e9):
+            fast = kc.seconds(clock)
+            assert fast == pytest.approx(KernelClock(k, spec, params).at(clock)[1], rel=1e-13)
+        linear += bool(kc._linear)
+    assert linear                       # the shortcut was taken by some kernel
+
+
+def test_kernel_clock_linear_form_declines_what_is_not_linear():
+    # an unpipelined kernel (load latency in seconds inside a queueing solution) has no
+    # A·f0/f + B form: its seconds at other clocks come from the full timing
+    spec = load_gpu("h100-sxm5")
+    algo = perfsim.algorithms.FA1(pipelined=False)
+    params = perfsim.timing_for(spec, algo)
+    chained = [k for k in algo.kernels(Dims.of(W), spec) if k.load_chain is not None]
+    assert chained
+    kc = KernelClock(chained[0], spec, params)
+    kc.seconds(1.83e9)
+    assert kc.seconds(1.2e9) == KernelClock(chained[0], spec, params).at(1.2e9)[1]
+    assert kc._linear is False
+
+
 def test_kernel_clock_on_arrays():
     spec, algo, ks = _kernels()
     params = perfsim.timing_for(spec, algo)
