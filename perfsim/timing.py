@@ -592,48 +592,59 @@ class KernelClock:
     def seconds(self, clock_hz=None):
         """The kernel's seconds at SM clock ``clock_hz`` (:meth:`at`).
 
-        At a Python-float clock the answer comes from :meth:`_linear_form` where the kernel
-        has one: every SM-side unit's seconds are its demand over a rate proportional to the
-        clock (``GPUSpec.sm_clocks_per_s``), and so is a pipeline's cycle (its stations' times
-        all scale alike, so their ratio — and the queueing factor — does not move), while
-        HBM, the CTA edges and the launch overhead do not depend on the clock. Each group's
+        At a clock other than the last one timed (a Python float, or a numpy array in
+        sweeps) the answer comes from :meth:`_linear_form` where the kernel has one: every
+        SM-side unit's seconds are its demand over a rate proportional to the clock
+        (``GPUSpec.sm_clocks_per_s``), and so is a pipeline's cycle (its stations' times all
+        scale alike, so their ratio — and the queueing factor — does not move), while HBM,
+        the CTA edges and the launch overhead do not depend on the clock. Each group's
         seconds are therefore ``A · f₀/f + B``, with ``A`` and ``B`` read off the full
-        evaluation at the first clock ``f₀`` asked for; the clock search
-        (``perfsim.power.sustained_clock``, a dozen clocks per power-capped call) evaluates
-        that instead of the whole timing. The same numbers as :meth:`at` up to rounding (at
-        most 1.2e-15 relative over the 500 cases of ``tests/speed_cases.py``)."""
+        evaluation at a clock ``f₀`` already timed; the clock search
+        (``perfsim.power.sustained_clock``, a dozen clocks per power-capped call or sweep
+        chunk) evaluates that instead of the whole timing. The same numbers as :meth:`at` up
+        to rounding (at most 1.2e-15 relative over the 500 cases of
+        ``tests/speed_cases.py``)."""
         if type(clock_hz) is float:
             kept = self._by_clock.get(clock_hz)
             if kept is not None:
                 return kept[0][1]
-            linear = self._linear
-            if linear is None:
-                if not self._by_clock:          # a first clock: most calls need no other
-                    return self.at(clock_hz)[1]
-                linear = self._linear = self._linear_form(next(iter(self._by_clock)))
-            if linear:
-                reference, parts, launch_s = linear
-                scale = reference / clock_hz
-                a, b = parts[0]
-                body = a * scale + b
-                for a, b in parts[1:]:
-                    body = max(body, a * scale + b)
-                return body + launch_s
-        return self.at(clock_hz)[1]
+        elif isinstance(clock_hz, np.ndarray):
+            if self._result is not None and clock_hz is self._clock:
+                return self._result[1]
+        else:
+            return self.at(clock_hz)[1]
+        linear = self._linear
+        if linear is None:
+            if self._result is None:            # a first clock: most calls need no other
+                return self.at(clock_hz)[1]
+            linear = self._linear = self._linear_form(self._clock)
+        if not linear:
+            return self.at(clock_hz)[1]
+        reference, parts, launch_s = linear
+        scale = reference / clock_hz
+        a, b = parts[0]
+        body = a * scale + b
+        if type(body) is float:
+            for a, b in parts[1:]:
+                body = max(body, a * scale + b)
+        else:
+            for a, b in parts[1:]:
+                body = np.maximum(body, a * scale + b)
+        return body + launch_s
 
-    def _linear_form(self, clock_hz: float):
-        """``(f₀, [(A, B) per group], launch seconds)`` of :meth:`seconds`, or ``False`` where
-        the seconds are not of that form or not plain floats: a load chain (its latency
-        term), spills (the reload path), a pipeline station that holds HBM, a count that is
-        an array or a symbol."""
+    def _linear_form(self, clock_hz):
+        """``(f₀, [(A, B) per group], launch seconds)`` of :meth:`seconds` at the clock
+        ``clock_hz`` already timed, or ``False`` where the seconds are not of that form or
+        not floating-point numbers: a load chain (its latency term), spills (the reload
+        path), a pipeline station that holds HBM, a count that is a symbol."""
         cost = self.cost
         if (self.groups is None or self.spills
                 or (cost.pipeline is not None
                     and any("hbm" in station for station in cost.pipeline[0]))):
             return False
         unit_seconds, seconds, *_rest, lead = self.at(clock_hz)
-        if type(seconds) is not float or any(type(t) is not float
-                                             for t in unit_seconds.values()):
+        if not all(_is_real(t) for t in (seconds, lead, clock_hz, self.launch_s,
+                                         *unit_seconds.values())):
             return False
         sm_only = dict(unit_seconds, hbm=0.0)
         hbm = unit_seconds["hbm"]
@@ -649,9 +660,9 @@ class KernelClock:
         if cost.pipeline is not None:
             parts.append((cycle_time(sm_only, *cost.pipeline, exp_lead=lead), 0.0))
         if self.edge_shares is not None:
+            if not all(_is_real(e) for e in self.edge_shares):
+                return False
             parts = [(a, b + e) for (a, b), e in zip(parts, self.edge_shares)]
-        if type(lead) is not float and lead != 0:
-            return False
         return clock_hz, parts, self.launch_s
 
     def timing(self, clock_hz=None) -> KernelTiming:
@@ -672,6 +683,14 @@ class KernelClock:
                                  exp_lead=lead)
         return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
                             wave_factor=wave_factor, load_chain=chain)
+
+
+def _is_real(x) -> bool:
+    """Whether ``x`` is a real number :meth:`KernelClock.seconds` may scale: a Python or
+    numpy float or int, or a numpy array of them (not a sympy expression)."""
+    if type(x) in (float, int, np.float64, np.int64):
+        return True
+    return isinstance(x, np.ndarray) and x.dtype.kind in "fiu"
 
 
 def exp_lead_seconds(cost: KernelCost, rate: dict, wave_factor):
