@@ -55,6 +55,9 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
         spec = _BY_ID.get(gpu)
         if spec is not None:
             return spec
+    if gpu is None:
+        raise PerfsimError(f"no GPU given (gpu=None): name one of {', '.join(gpus())}, "
+                           "'auto' (this machine's GPU) or a path to a .toml profile")
     text = str(gpu)
     if not text.strip():
         raise PerfsimError(f"no GPU given (an empty name); valid ids: {', '.join(gpus())} "

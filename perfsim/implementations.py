@@ -346,7 +346,20 @@ class Implementation(Algorithm):
         try:
             return self._kernels(dims, gpu)
         except InfeasibleError as exc:
-            raise InfeasibleError(f"{self.preset}: {exc}") from None
+            # the inner model's refusals name the model ("fa2 needs ..."): the user asked
+            # for the preset, so the preset leads and the model is named after the reason
+            text, model = str(exc), None
+            try:
+                inner = self.config(dims, gpu)
+                names = {type(inner).__name__.lower(), inner.name}
+            except PerfsimError:            # no configuration for these dims: say it as is
+                names = set()
+            for name in sorted(names, key=len, reverse=True):
+                if text.startswith(name + " ") or text.startswith(name + ": "):
+                    text, model = text[len(name):].lstrip(": "), name
+                    break
+            note = f" (perfsim models it with {model})" if model else ""
+            raise InfeasibleError(f"{self.preset}: {text}{note}") from None
 
     def _kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         check = IMPLEMENTATIONS[self.preset][3] if len(IMPLEMENTATIONS[self.preset]) > 3 \
@@ -377,11 +390,23 @@ class Implementation(Algorithm):
         inner = self.config(dims, prediction.gpu)
         lines = [f"{self.preset} runs {inner.label()} on {prediction.gpu.id} "
                  f"(software profile {self.software!r})."]
-        gpu = prediction.gpu
-        if self.preset == "sdpa-cudnn" and gpu.native_tensor_family == "tcgen05":
-            lines.append("perfsim has no model of cuDNN's Blackwell (sm100) kernels: this is "
-                         "the FA2 loop on mma.sync, likely slower than cuDNN's own kernels.")
+        note = self.stand_in_note(prediction.gpu)
+        if note:
+            lines.append(note + ".")
         return lines
+
+    def stand_in_note(self, gpu: GPUSpec) -> str | None:
+        """What perfsim runs in place of kernels it has no model of on ``gpu``, in words, or
+        ``None``: cuDNN's attention is modelled from its sm90 (Hopper, WGMMA + TMA) kernels
+        only; elsewhere ``sdpa-cudnn`` runs the FA2 loop (ASSUMED: cuDNN's sm80/sm89
+        kernels were not profiled; on Blackwell its sm100 kernels are likely faster)."""
+        if self.preset != "sdpa-cudnn" or (gpu.features.wgmma and gpu.features.tma):
+            return None
+        if gpu.native_tensor_family == "tcgen05":
+            return ("perfsim has no model of cuDNN's Blackwell (sm100) kernels: this is the "
+                    "FA2 loop on mma.sync, likely slower than cuDNN's own kernels")
+        return (f"perfsim has no model of cuDNN's kernels on {gpu.arch}: this is the FA2 "
+                "loop as a stand-in (ASSUMED; only cuDNN's Hopper kernels were profiled)")
 
 
 #: Input dtypes SDPA's math backend computes in float32 (``_scaled_dot_product_attention_math``
@@ -678,10 +703,14 @@ def _tutorial_limits(dims) -> None:
     _lacks(dims, "the tutorial kernel", "gqa", "window", "softcap", "paged", "kv_dtype")
     if dims.bwd and not dims.symbolic:
         # element-wise for sweeps (N_q, N_k and causal may be arrays)
-        bad = (np.logical_not(dims.causal) | (np.asarray(dims.N_q) % 128 != 0)
-               | (np.asarray(dims.N_k) % 128 != 0))
-        infeasible_where(bad, "the tutorial's backward runs causal attention with N_q and N_k "
-                         "multiples of 128 only")
+        # one check per condition, so the message names the one that failed
+        infeasible_where(np.logical_not(dims.causal),
+                         "the tutorial's backward runs causal attention only (causal=False "
+                         "given)")
+        for name, n in (("N_q", dims.N_q), ("N_k", dims.N_k)):
+            infeasible_where(np.asarray(n) % 128 != 0,
+                             f"the tutorial's backward needs {name} a multiple of 128 (its "
+                             f"block), got {n if np.ndim(n) == 0 else 'other lengths'}")
     if dims.bwd and max(dims.d, dims.d_v) > TRITON_TUTORIAL_BWD_MAX_HEAD_DIM:
         raise InfeasibleError(
             f"the tutorial's backward runs head dims up to {TRITON_TUTORIAL_BWD_MAX_HEAD_DIM}: "

@@ -291,6 +291,28 @@ class Prediction:
                        f"limit, so the power model (perfsim.power) settles it where board power "
                        f"meets the limit.")
 
+    def _load_path_line(self, heavy) -> str | None:
+        """Where the longest kernel's ``hbm`` time is its CTAs' load path rather than HBM
+        bandwidth (``perfsim.timing.KernelClock``: at most the measured per-CTA rate, and by
+        Little's law its bytes in flight per load latency, over HBM reads and L2 hits)."""
+        cost, g = heavy.cost, self.gpu
+        if cost.bytes_in_flight is None or not self.timing:
+            return None
+        hbm_alone = float(cost.hbm_bytes) / (g.hbm_bandwidth_bytes_per_s * (
+            g.hbm_efficiency if self.timing.hbm_efficiency is None
+            else self.timing.hbm_efficiency))
+        taken = float(heavy.unit_seconds["hbm"])
+        if taken <= hbm_alone * 1.05:
+            return None
+        pulled = float(cost.hbm_read_bytes + cost.l2_hit_bytes)
+        return (f"{cost.name}'s 'hbm' time ({taken * 1e3:.3f} ms) is its CTAs' load path, not "
+                f"HBM bandwidth: {pulled / 1e9:.2f} GB of loads (HBM reads and "
+                f"{float(cost.l2_hit_bytes) / 1e9:.2f} GB of L2 hits) at "
+                f"{pulled / taken / 1e12:.2f} TB/s, the resident CTAs' per-CTA load rate "
+                f"(GPUSpec.cta_load_bandwidth_bytes_per_s, or bytes in flight per load "
+                f"latency); the {float(cost.hbm_bytes) / 1e9:.2f} GB that cross HBM alone "
+                f"would take {hbm_alone * 1e3:.3f} ms.")
+
     def _edges_line(self, heavy) -> str | None:
         """The longest kernel's CTA edges, if it is a tiled attention kernel."""
         return _edges_sentence(heavy.cost, self.gpu, self.timing)
@@ -388,6 +410,10 @@ class Prediction:
         words = UNIT_WORDS.get(self.bound, self.bound)
         if self.bound == "fp32" and any(k.cost.eager_op == "sgemm" for k in self.kernels):
             words = SGEMM_WORDS
+        heavy_hbm = max(self.kernels, key=lambda k: k.seconds) if self.kernels else None
+        if self.bound == "hbm" and heavy_hbm is not None and self._load_path_line(heavy_hbm):
+            words = ("the CTAs' load path (the 'hbm' unit: HBM reads and L2 hits at the "
+                     "resident CTAs' load rate, below)")
         lines.append(f"Bound by {words} for {share:.0f} % of the time.")
         ranked = sorted(UNITS, key=lambda u: -self.unit_seconds[u])
         parts = ", ".join(f"{u} {self.unit_seconds[u] * 1e3:.3f} ms" for u in ranked
@@ -475,6 +501,9 @@ class Prediction:
         edges_line = self._edges_line(heavy)
         if edges_line:
             lines.append(edges_line)
+        load_path = self._load_path_line(heavy)
+        if load_path:
+            lines.append(load_path)
         lines.append(self._clock_line())
         host_line = self._host_line()
         if host_line:
@@ -514,9 +543,12 @@ def _edges_sentence(cost, gpu, params) -> str | None:
         return (f"{cost.name}'s CTAs spend {per_wave * 1e6:.2f} µs outside their loop "
                 f"({how}; {count}): {every * 1e6:.1f} µs on the SM side; HBM streams on "
                 "meanwhile except in the first and last unit's edges.")
+    busiest = int(cdiv(max(int(cost.grid), 1), gpu.sm_count))
+    slots = (f" (the busiest SM's {busiest} CTAs, {max(int(cost.ctas_per_sm), 1)} resident at "
+             "a time; the kernel's 'waves' field counts CTAs)" if busiest != waves else "")
     return (f"{cost.name}'s CTAs spend {per_wave * 1e6:.2f} µs per wave outside their loop "
-            f"({how}), {waves} wave{plural}: {every * 1e6:.1f} µs on the SM side; HBM "
-            "streams on meanwhile except in the first and last wave's edges.")
+            f"({how}), {waves} wave{plural} of resident CTAs{slots}: {every * 1e6:.1f} µs on "
+            "the SM side; HBM streams on meanwhile except in the first and last wave's edges.")
 
 
 def _source_kind(gpu, field: str) -> str:

@@ -146,8 +146,9 @@ class AttentionWorkload(BaseModel):
         seqlens_q, seqlens_k: variable-length batch (``cu_seqlens`` kernels): one query and
             one key length per sequence. ``batch`` then equals their count (and defaults to
             it), ``seqlen_q``/``seqlen_k`` are the largest (the ``max_seqlen`` the kernels
-            take; defaults). Either alone: the other side has ``seqlen_q`` (``seqlen_k``)
-            for every sequence; ``seqlens_k`` defaults to ``seqlens_q`` (self-attention).
+            take; defaults; a given one must equal it). Either alone: the other side has
+            ``seqlen_q`` (``seqlen_k``) for every sequence; ``seqlens_k`` defaults to
+            ``seqlens_q`` (self-attention).
         kv_dtype: element type of K and V (e.g. an ``fp8_e4m3`` cache under ``bf16``
             queries); defaults to ``dtype``.
         page_size: ``None`` for contiguous K/V, else tokens per page of a paged KV cache
@@ -243,9 +244,9 @@ class AttentionWorkload(BaseModel):
             sk = sq if self.seqlen_k is None else (self.seqlen_k,) * n
         for name, longest in (("seqlen_q", max(sq)), ("seqlen_k", max(sk))):
             given = getattr(self, name)
-            if given is not None and given < longest:
-                raise ValueError(f"{name} ({given}) is the batch's longest sequence and must be "
-                                 f"at least max(seqlens) = {longest}")
+            if given is not None and given != longest:
+                raise ValueError(f"{name} ({given}) is the batch's longest sequence and must "
+                                 f"equal max(seqlens) = {longest} (or be left out)")
             if given is None:
                 object.__setattr__(self, name, longest)
         object.__setattr__(self, "seqlens_q", tuple(sq))

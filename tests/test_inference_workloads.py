@@ -87,6 +87,10 @@ def w(**kw):
     (dict(seqlens_q=[1, 2], batch=3), "number of sequences"),
     (dict(seqlens_q=[]), "non-empty"),
     (dict(seqlens_q=[4, 2000], seqlen_q=8, batch=2), "max(seqlens)"),
+    # a max_seqlen above the longest sequence was kept and then ignored by the model
+    (dict(seqlens_q=[3, 4], seqlen_q=5000, batch=2), "must equal max(seqlens) = 4"),
+    (dict(seqlens_q=[3, 4], seqlens_k=[8, 9], seqlen_q=4, seqlen_k=10, batch=2),
+     "seqlen_k (10)"),
 ])
 def test_bad_inference_fields_are_one_clear_error(bad, words):
     with pytest.raises(PerfsimError, match=None) as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 import pytest
 
@@ -609,9 +610,23 @@ def test_cli_says_when_a_clock_lock_is_not_held(capsys):
     base = ["predict", "--gpu", "h100-sxm5", "-b", "1", "--heads", "8", "--seqlen", "1000",
             "--head-dim", "64", "-a", "fa2"]
     assert main([*base, "--clock", "5000"]) == 0
-    assert "--clock 5000 MHz not held: runs at 1830 MHz" in capsys.readouterr().out
+    assert ("--clock 5000 MHz not held (above the 1980 MHz maximum boost clock): runs at "
+            "1830 MHz") in capsys.readouterr().out
     assert main([*base, "--clock", "1500"]) == 0
     assert "not held" not in capsys.readouterr().out
+
+
+def test_cli_says_when_a_clock_taken_regardless_of_power_exceeds_the_limit(capsys):
+    base = ["predict", "--gpu", "h100-sxm5", "-b", "4", "--heads", "16", "--seqlen", "8192",
+            "--head-dim", "256", "-a", "fa3"]
+    assert main([*base, "--clock", "boost"]) == 0
+    out = capsys.readouterr().out
+    assert "--clock boost ignores the power limit: modelled board power" in out
+    assert "over the 700 W limit" in out
+    small = ["predict", "--gpu", "h100-sxm5", "-b", "1", "--heads", "8", "--seqlen", "1024",
+             "--head-dim", "64", "-a", "fa2", "--clock", "boost"]
+    assert main(small) == 0
+    assert "ignores the power limit" not in capsys.readouterr().out
 
 
 def test_cli_help_states_the_window_default_in_its_own_syntax(capsys):
@@ -619,3 +634,54 @@ def test_cli_help_states_the_window_default_in_its_own_syntax(capsys):
         main(["predict", "--help"])
     out = capsys.readouterr().out
     assert "(None, None)" not in out and "none,none" in out
+
+
+# ------------------------------------------------ refusals name what the user asked for
+def test_a_presets_refusal_leads_with_the_preset_and_names_the_model_after():
+    w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=2048, head_dim=100)
+    with pytest.raises(perfsim.InfeasibleError) as exc:
+        perfsim.predict(w, gpu="h100-sxm5", algorithm="flex")
+    text = str(exc.value)
+    assert text.startswith("flex: needs head_dim a multiple of 8")
+    assert text.endswith("(perfsim models it with fa2)") and "flex: fa2" not in text
+
+
+@pytest.mark.parametrize("extra, words", [
+    (dict(causal=False), "causal attention only (causal=False given)"),
+    (dict(causal=True, seqlen_q=1000), "N_q a multiple of 128 (its block), got 1000")])
+def test_the_tutorial_backward_names_the_condition_that_failed(extra, words):
+    w = perfsim.AttentionWorkload(**{**dict(batch=2, heads=8, seqlen_q=4096, head_dim=128,
+                                            phase="bwd"), **extra})
+    with pytest.raises(perfsim.InfeasibleError, match=re.escape(words)):
+        perfsim.predict(w, gpu="h100-sxm5", algorithm="triton-tutorial")
+
+
+def test_no_gpu_is_its_own_error_not_an_unknown_gpu_called_none():
+    w = perfsim.AttentionWorkload(batch=1, heads=8, seqlen_q=1024, head_dim=64)
+    with pytest.raises(perfsim.PerfsimError, match=r"no GPU given \(gpu=None\)"):
+        perfsim.predict(w, gpu=None, algorithm="fa2")
+
+
+def test_cli_names_a_presets_stand_in_model(capsys):
+    # sdpa-cudnn is modelled from cuDNN's Hopper kernels only; elsewhere the table says so
+    base = ["predict", "-b", "4", "--heads", "16", "--seqlen", "8192", "--head-dim", "128",
+            "-a", "sdpa-cudnn"]
+    assert main([*base, "--gpu", "b200"]) == 0
+    assert "sdpa-cudnn: perfsim has no model of cuDNN's Blackwell" in capsys.readouterr().out
+    assert main([*base, "--gpu", "l40s"]) == 0
+    assert "the FA2 loop as a stand-in" in capsys.readouterr().out
+    assert main([*base, "--gpu", "h100-sxm5"]) == 0
+    assert "stand-in" not in capsys.readouterr().out
+
+
+def test_explain_names_the_load_path_when_it_not_hbm_sets_the_hbm_time():
+    # FlexAttention at d = 256: 1.04 GB of K/V re-reads hit L2 and 0.07 GB cross HBM; the
+    # 'hbm' unit's time is the CTAs' per-CTA load rate over both, and explain says so
+    w = AttentionWorkload(batch=2, heads=8, seqlen_q=2048, head_dim=256)
+    text = predict(w, "h100-sxm5", "flex").explain()
+    assert "Bound by the CTAs' load path" in text
+    assert "is its CTAs' load path, not HBM bandwidth" in text
+    decode = AttentionWorkload(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072,
+                               head_dim=128)
+    text = predict(decode, "h100-sxm5", "fa2").explain()
+    assert "Bound by HBM bandwidth" in text and "not HBM bandwidth" not in text

@@ -60,7 +60,7 @@ def _cmd_predict(args) -> int:
         print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
     else:
         _print_predictions(w, gpu, results)
-        _clock_notes(args.clock, results)
+        _clock_notes(args.clock, results, gpu)
         if args.explain:
             for r in results:
                 if not isinstance(r, tuple):
@@ -89,7 +89,8 @@ def _print_predictions(w, gpu, results) -> None:
     for r in results:
         if isinstance(r, tuple):
             rows.append([r[0]] + ["-"] * (len(cols) - 1))
-            notes.append(f"{r[0]}: infeasible: {r[1]}")
+            reason = r[1][len(r[0]) + 2:] if r[1].startswith(f"{r[0]}: ") else r[1]
+            notes.append(f"{r[0]}: infeasible: {reason}")
             continue
         c = r.counts
         tflops = f"{r.tflops:.1f}" if r.tflops >= 0.1 else f"{r.tflops:.3g}"
@@ -99,6 +100,11 @@ def _print_predictions(w, gpu, results) -> None:
                      si(c.smem_bytes, "B"), si(r.memory_bytes, "B", binary=True),
                      str(len(r.kernels))])
     for r in results:
+        stand_in = getattr(r.algorithm, "stand_in_note", None) if not isinstance(r, tuple) \
+            else None
+        note = stand_in(gpu) if stand_in else None
+        if note:
+            notes.append(f"{r.algorithm.label()}: {note}")
         if not isinstance(r, tuple) and not r.fits_memory:
             notes.append(f"{r.algorithm.label()}: does not fit: needs "
                          f"{r.memory_bytes / 2**30:.1f} GiB, {gpu.id} has "
@@ -113,16 +119,29 @@ def _print_predictions(w, gpu, results) -> None:
         print(note)
 
 
-def _clock_notes(clock: str, results) -> None:
-    """Say where a clock lock (--clock MHz) could not be held: above the GPU's ceiling, or
-    held lower by the power limit (``Prediction.explain`` says why)."""
+def _clock_notes(clock: str, results, gpu) -> None:
+    """Say where a clock lock (--clock MHz) could not be held — above the GPU's maximum
+    boost clock or its tensor-clock ceiling, or held lower by the power limit
+    (``Prediction.explain`` says why) — and where a clock taken regardless of power
+    (``boost``, ``datasheet``) draws more than the board's power limit."""
+    tdp = gpu.power.tdp_w if gpu.power is not None else None
     try:
         asked = float(clock) * 1e6
     except ValueError:
-        return
+        asked = None
     for r in results:
-        if not isinstance(r, tuple) and r.clock_hz and r.clock_hz < asked * (1 - 1e-9):
-            print(f"{r.algorithm.label()}: --clock {clock} MHz not held: runs at "
+        if isinstance(r, tuple) or not r.clock_hz:
+            continue
+        if asked is None:
+            if tdp is not None and r.power_w and r.power_w > tdp:
+                print(f"{r.algorithm.label()}: --clock {clock} ignores the power limit: "
+                      f"modelled board power {r.power_w:.0f} W, over the {tdp:.0f} W limit "
+                      "(--clock sustained gives the clock where the two meet)")
+            continue
+        if r.clock_hz < asked * (1 - 1e-9):
+            above = (f" (above the {gpu.max_clock_hz / 1e6:.0f} MHz maximum boost clock)"
+                     if asked > gpu.max_clock_hz else "")
+            print(f"{r.algorithm.label()}: --clock {clock} MHz not held{above}: runs at "
                   f"{r.clock_hz / 1e6:.0f} MHz (see --explain)")
 
 
