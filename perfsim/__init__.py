@@ -26,6 +26,7 @@ _LAZY = {
     "GPUSpec": "perfsim.gpu", "Prediction": "perfsim.prediction",
     "TimingParams": "perfsim.timing", "gpus": "perfsim.gpu_catalog",
     "load_gpu": "perfsim.gpu_catalog", "predict": "perfsim.predict", "sweep": "perfsim.sweep",
+    "sweep_frames": "perfsim.sweep",
     "timing_for": "perfsim.predict",
 }
 

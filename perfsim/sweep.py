@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -185,33 +185,121 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
             not a ``TimingParams``.
     """
     check_timing(timing)
+    grid, groups, evaluated = _evaluated_blocks(
+        batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
+        phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides,
+        timing, max_memory_bytes, check_memory=True)
+    out = _Table(grid, len(groups))
+    out.groups.extend(groups)
+    for _group, block, results, reasons in evaluated:
+        out.add(block, results, reasons)
+        if progress:
+            progress(out.rows, len(out))
+    return out.frame()
+
+
+def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
+                 head_dim_v=None, causal=False, dtype="bf16", phase="fwd", dropout_p=0.0,
+                 window=None, kv_dtype=None, page_size=None, softcap=0.0,
+                 gpus: Iterable[str | GPUSpec] | str | GPUSpec | None = None,
+                 algorithms: Iterable[str | algos.Algorithm] | str | None = None,
+                 overrides: dict | None = None, timing: TimingParams | None = None,
+                 progress: Progress | None = None) -> Iterator[pd.DataFrame]:
+    """:func:`sweep`'s rows as a stream of DataFrames, one per evaluated block (at most
+    :data:`CHUNK_ROWS` rows each), in :func:`sweep`'s row order and with its columns: memory
+    stays bounded by one block however many rows the grid has (no ``max_memory_bytes``
+    check), for writing a result larger than memory (``perfsim sweep --out``). Every frame
+    has the same columns (a group without an override column gets ``None`` there) and holds
+    one group (GPU, algorithm, what-if, scalar fields); string columns are categoricals of
+    that frame's values (``pd.concat`` of frames turns them into plain strings).
+
+    Args: as :func:`sweep` (less ``max_memory_bytes``); ``progress(rows_done, rows_total)``
+        after each frame is produced.
+
+    Raises:
+        perfsim.PerfsimError: as :func:`sweep`, before the first frame.
+    """
+    check_timing(timing)
+    grid, groups, evaluated = _evaluated_blocks(
+        batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
+        phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides,
+        timing, None, check_memory=False)
+    keys = list(dict.fromkeys(k for g in groups for k in g))
+    # a group column's dtype as the whole sweep's column has it (1 and 0.5 make a float
+    # column there, so a frame of the 1 group writes 1.0 as the sweep does)
+    dtypes = {}
+    for key in keys:
+        values = [g.get(key) for g in groups]
+        if not any(isinstance(v, str) for v in values):
+            kind = np.asarray(values).dtype
+            if kind.kind in "biuf":
+                dtypes[key] = kind
+    total, done = grid.size * len(groups), 0
+    for group, block, results, reasons in evaluated:
+        table = _Table(_BlockGrid(block), 1)
+        table.groups.append({k: group.get(k) for k in keys})
+        table.add(block, results, reasons)
+        frame = table.frame()
+        for key, kind in dtypes.items():
+            if frame[key].dtype != kind:
+                frame[key] = frame[key].astype(kind)
+        done += len(frame)
+        if progress:
+            progress(done, total)
+        yield frame
+
+
+def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v,
+                      causal, dtype, phase, dropout_p, window, kv_dtype, page_size, softcap,
+                      gpus, algorithms, overrides, timing, max_memory_bytes, check_memory):
+    """``(grid, group dicts, iterator of (group, block, results, reasons))``: every value
+    checked (and the result's memory where ``check_memory``) before the iterator is made;
+    the iterator evaluates one block of one group per step, in row order."""
     scalars, specs, configs, variants, grid_rows = _plan(
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
         phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides)
-    groups = len(specs) * len(variants) * len(configs) * len(scalars)
-    check_size(grid_rows * groups, max_memory_bytes)       # before any array is built
+    n_groups = len(specs) * len(variants) * len(configs) * len(scalars)
+    if check_memory:
+        check_size(grid_rows * n_groups, max_memory_bytes)   # before any array is built
     grid = _Grid(batch, heads, kv_heads, seqlen_q, seqlen_k)
     _check_tensor_sizes(grid, scalars)
-    out = _Table(grid, groups)
+    plan, groups = [], []
     for spec, ovs in itertools.product(specs, variants):
-        gpu, why = what_if(spec, ovs)
         for algo, scalar in itertools.product(configs, scalars):
+            groups.append({"gpu": spec.id, "algorithm": algo.label(),
+                           "overrides": ", ".join(o.label() for o in ovs),
+                           **{o.column(): o.column_value() for o in ovs},
+                           **{k: v for k, v in scalar.items() if not k.startswith("_")}})
+            plan.append((spec, ovs, algo, scalar))
+
+    def evaluated():
+        whatifs = {}
+        for group, (spec, ovs, algo, scalar) in zip(groups, plan):
+            key = (id(spec), tuple(id(o) for o in ovs))
+            if key not in whatifs:
+                whatifs[key] = what_if(spec, ovs)
+            gpu, why = whatifs[key]
             params = timing or TimingParams.for_gpu(
                 gpu or spec, getattr(algo, "software", DEFAULT_SOFTWARE))
-            out.groups.append({"gpu": spec.id, "algorithm": algo.label(),
-                               "overrides": ", ".join(o.label() for o in ovs),
-                               **{o.column(): o.column_value() for o in ovs},
-                               **{k: v for k, v in scalar.items() if not k.startswith("_")}})
             unpacked = _unpacked(algo)
             for block in grid.blocks():
                 # pack_gqa=True changes nothing where H == H_kv: evaluate unpacked there (the
                 # vectorised path refuses packing); elsewhere the refusal stands
                 run = (unpacked if unpacked is not None
                        and np.array_equal(block["heads"], block["kv_heads"]) else algo)
-                out.add(block, *_evaluate(run, gpu, params, scalar, block, why))
-                if progress:
-                    progress(out.rows, len(out))
-    return out.frame()
+                yield (group, block, *_evaluate(run, gpu, params, scalar, block, why))
+
+    return grid, groups, evaluated()
+
+
+class _BlockGrid:
+    """One block of a :class:`_Grid` seen as a grid of its own (``size``, ``flat``), for a
+    :class:`_Table` of that block alone (:func:`sweep_frames`)."""
+
+    def __init__(self, block: dict):
+        shape = np.broadcast_shapes(*(v.shape for v in block.values()))
+        self.size = int(np.prod(shape))
+        self.flat = {k: np.broadcast_to(v, shape).ravel() for k, v in block.items()}
 
 
 def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,

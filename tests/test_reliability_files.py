@@ -3,6 +3,7 @@ validation results, and ``--report-only --repredict`` never overwriting committe
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -459,3 +460,112 @@ def test_validate_refuses_meaningless_flags(argv, needle, tmp_path, capsys):
     err = capsys.readouterr().err
     _one_line(err)
     assert needle in err, err
+
+
+# ------------------------------------------------------------ streamed sweeps (issue 13)
+STREAM_CONFIG = """
+gpus = ["h100-sxm5", "a100-sxm4-80gb"]
+algorithms = ["fa2", "fa3"]
+[workload]
+batch = [1, 2, 4]
+heads = [8, 16]
+seqlen_q = [256, 1000, 4096]
+head_dim = [64, 128]
+causal = [false, true]
+[overrides]
+hbm_bandwidth_bytes_per_s = {scale = [0.5, 1]}
+"""
+
+
+def test_sweep_frames_concatenate_to_the_sweep(monkeypatch):
+    pd = pytest.importorskip("pandas")
+    import numpy as np
+
+    sweep_module = importlib.import_module("perfsim.sweep")   # the package binds the function
+
+    kwargs = dict(batch=[1, 2, 4], heads=[8, 16], seqlen_q=[256, 1000, 4096],
+                  head_dim=[64, 128], causal=[False, True], gpus=["h100-sxm5", "a100-sxm4-80gb"],
+                  algorithms=["fa2", "fa3"],
+                  overrides={"hbm_bandwidth_bytes_per_s": {"scale": [0.5, 1]}})
+    monkeypatch.setattr(sweep_module, "CHUNK_ROWS", 5)        # several blocks per group
+    whole = sweep_module.sweep(**kwargs)
+    seen = []
+    frames = list(sweep_module.sweep_frames(**kwargs, progress=lambda d, t: seen.append((d, t))))
+    assert all(len(f) <= 5 for f in frames) and len(frames) > 16
+    assert seen[-1] == (len(whole), len(whole))
+    streamed = pd.concat(frames, ignore_index=True)
+    assert list(streamed.columns) == list(whole.columns)
+    for column in whole.columns:
+        a, b = whole[column], streamed[column]
+        if a.dtype.kind == "f":
+            assert np.array_equal(a.to_numpy(), b.to_numpy(), equal_nan=True), column
+        else:
+            assert (a.astype(str).to_numpy() == b.astype(str).to_numpy()).all(), column
+
+
+def test_streamed_sweep_writes_what_the_in_memory_sweep_writes(tmp_path, capsys):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    cfg = tmp_path / "s.toml"
+    cfg.write_text(STREAM_CONFIG)
+    for ext in ("csv", "parquet"):
+        held, streamed = tmp_path / f"held.{ext}", tmp_path / f"streamed.{ext}"
+        assert main(["sweep", str(cfg), "--out", str(held), "--quiet"]) == 0
+        assert main(["sweep", str(cfg), "--out", str(streamed), "--stream"]) == 0
+        out = capsys.readouterr().out
+        assert "576 predictions (144 infeasible)" in out and "streamed" in out
+        if ext == "csv":
+            assert streamed.read_bytes() == held.read_bytes()
+        else:
+            a, b = pd.read_parquet(held), pd.read_parquet(streamed)
+            assert list(a.columns) == list(b.columns) and len(a) == len(b) == 576
+            assert a.seconds.equals(b.seconds)
+            assert (a.bound.astype(str) == b.bound.astype(str)).all()
+
+
+@pytest.mark.parametrize("extra, words", [
+    ([], "--stream needs --out FILE"),
+    (["--out", "r.csv", "--json"], "--plot and --json need every row at once")])
+def test_stream_refuses_what_needs_every_row(tmp_path, capsys, extra, words):
+    cfg = tmp_path / "s.toml"
+    cfg.write_text(STREAM_CONFIG)
+    extra = [str(tmp_path / e) if e.endswith(".csv") else e for e in extra]
+    assert main(["sweep", str(cfg), "--stream", *extra]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_a_sweep_larger_than_memory_streams_to_its_out_file(tmp_path, capsys, monkeypatch):
+    sweep_module = importlib.import_module("perfsim.sweep")
+
+    monkeypatch.setattr(sweep_module, "available_memory_bytes", lambda: 100_000)
+    cfg = tmp_path / "s.toml"
+    cfg.write_text(STREAM_CONFIG)
+    out = tmp_path / "r.csv"
+    assert main(["sweep", str(cfg), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "576 rows need about" in text and "streaming them to" in text
+    assert len(out.read_text().splitlines()) == 577
+    # without --out the same sweep is refused before any work, as before
+    assert main(["sweep", str(cfg), "--quiet"]) == 2
+    assert "rows need about" in capsys.readouterr().err
+
+
+def test_an_interrupted_stream_leaves_the_previous_file(tmp_path):
+    from perfsim.cli.sweep import write_frames
+    from perfsim.sweep import sweep_frames
+
+    out = tmp_path / "r.csv"
+    out.write_text("previous\n")
+
+    def frames():
+        for i, frame in enumerate(sweep_frames(batch=[1, 2], heads=8, seqlen_q=[256, 512],
+                                               head_dim=64, gpus="h100-sxm5",
+                                               algorithms=["fa2", "fa3"])):
+            if i == 1:
+                raise KeyboardInterrupt
+            yield frame
+
+    with pytest.raises(KeyboardInterrupt):
+        write_frames(frames(), out)
+    assert out.read_text() == "previous\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.csv"]

@@ -157,6 +157,11 @@ def register_sweep(subparsers) -> None:
                    "processes (default: the cores of this machine)")
     p.add_argument("--rows-per-partition", type=int, metavar="N",
                    help="with --dask: rows per partition (default 50,000)")
+    p.add_argument("--stream", action="store_true", help="evaluate and write the rows block "
+                   "by block (32 Ki rows at a time) instead of holding them all: memory stays "
+                   "bounded however large the sweep (needs --out; no --plot or --json; the "
+                   "summary then gives no medians). Chosen by itself, with a note, when the "
+                   "rows would not fit in half the memory available")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary")
     p.set_defaults(func=_cmd_sweep)
 
@@ -177,6 +182,8 @@ def _cmd_sweep(args) -> int:
             _pyarrow()
     if args.plot:
         check_output(args.plot, FIGURE_EXTENSIONS, "--plot")
+    if _streamed(args, kwargs):
+        return _cmd_stream_sweep(args, kwargs)
     start = time.perf_counter()
     with _progress_bars(args) as track:
         df = sweep(**kwargs, progress=track("sweep"))
@@ -193,6 +200,152 @@ def _cmd_sweep(args) -> int:
             if name:
                 print(f"wrote {what} to {name}")
     return 0
+
+
+def _streamed(args, kwargs) -> bool:
+    """Whether ``perfsim sweep`` streams: ``--stream``, or an ``--out`` sweep (no --plot or
+    --json, which need every row at once) whose rows would not fit in memory."""
+    from perfsim.sweep import BYTES_PER_ROW, available_memory_bytes, count_rows
+
+    if args.stream:
+        if not args.out:
+            raise PerfsimError("--stream needs --out FILE (.csv or .parquet): the rows go to "
+                               "the file block by block")
+        if args.plot or args.json:
+            raise PerfsimError("--stream writes the rows to --out only: --plot and --json "
+                               "need every row at once (plot from the file instead)")
+        return True
+    if not args.out or args.plot or args.json:
+        return False
+    free = available_memory_bytes()
+    budget = free // 2 if free else 2**34
+    rows = count_rows(**kwargs)
+    if rows * BYTES_PER_ROW <= budget:
+        return False
+    if not args.quiet:
+        print(f"{rows:,} rows need about {rows * BYTES_PER_ROW / 2**30:.1f} GiB, more than "
+              f"half the memory available ({budget / 2**30:.1f} GiB): streaming them to "
+              f"{args.out} block by block (as --stream)")
+    return True
+
+
+def _cmd_stream_sweep(args, kwargs) -> int:
+    """``perfsim sweep CONFIG --out FILE --stream``: rows evaluated and written block by
+    block (:func:`perfsim.sweep.sweep_frames`, :func:`write_frames`), a summary kept as they
+    pass."""
+    from perfsim.sweep import count_rows, sweep_frames
+
+    start = time.perf_counter()
+    summary = _StreamSummary()
+    with _progress_bars(args) as track:
+        frames = sweep_frames(**kwargs, progress=track("sweep", count_rows(**kwargs)))
+        write_frames(summary.watch(frames), args.out)
+    if not args.quiet:
+        summary.print(time.perf_counter() - start)
+        print(f"wrote rows to {args.out}")
+    return 0
+
+
+class _StreamSummary:
+    """Per (GPU, algorithm): rows, infeasible rows, the best TFLOP/s and the binding units,
+    gathered from the frames as they are written (no medians: they need every row)."""
+
+    def __init__(self):
+        self.parts: dict = {}
+
+    def watch(self, frames):
+        import numpy as np
+
+        for frame in frames:            # one group per frame (sweep_frames)
+            key = (str(frame["gpu"].iloc[0]), str(frame["algorithm"].iloc[0]))
+            entry = self.parts.setdefault(key, [0, 0, float("-inf"), {}])
+            feasible = (frame["infeasible"] == "").to_numpy()
+            entry[0] += len(frame)
+            entry[1] += int(len(frame) - feasible.sum())
+            if feasible.any():
+                entry[2] = max(entry[2], float(np.nanmax(frame["tflops"].to_numpy()[feasible])))
+                codes = frame["bound"].cat.codes.to_numpy()[feasible]
+                names = frame["bound"].cat.categories
+                for code, n in zip(*np.unique(codes, return_counts=True)):
+                    bound = str(names[code])
+                    entry[3][bound] = entry[3].get(bound, 0) + int(n)
+            yield frame
+
+    def print(self, seconds: float) -> None:
+        rows = [[gpu, algo, str(n), str(bad), f"{best:.1f}" if n > bad else "-",
+                 ", ".join(f"{b} {k}" for b, k in sorted(bounds.items(), key=lambda t: -t[1])
+                           if k) or "-"]
+                for (gpu, algo), (n, bad, best, bounds) in self.parts.items()]
+        total = sum(e[0] for e in self.parts.values())
+        infeasible = sum(e[1] for e in self.parts.values())
+        print_table(f"{total} predictions ({infeasible} infeasible) in {seconds:.2f} s, "
+                    "streamed", ["gpu", "algorithm", "rows", "infeasible", "max TFLOP/s",
+                                 "bound (rows)"], rows)
+
+
+def write_frames(frames, path: str | Path, progress=None) -> Path:
+    """Write a stream of sweep frames (:func:`perfsim.sweep.sweep_frames`) to ``path``
+    (``.csv`` or ``.parquet``) one frame at a time, through a temporary file renamed over it
+    as :func:`write_rows` does: memory holds at most :data:`ROW_GROUP_ROWS` rows, and an
+    interrupted run leaves the previous file untouched. Parquet: row groups of
+    :data:`ROW_GROUP_ROWS` rows, the schema of the first frame (categoricals as dictionaries
+    of strings, a column that is empty there as strings). ``progress(rows_written)`` after each.
+
+    Raises:
+        perfsim.PerfsimError: unknown extension, missing folder, pyarrow missing for
+            Parquet, or no rows at all.
+    """
+    path = check_output(path, OUT_EXTENSIONS, "--out")
+    parquet = path.suffix.lower() == ".parquet"
+    pq = _pyarrow() if parquet else None
+    written = 0
+    with atomic_write(path) as tmp:
+        if parquet:
+            import pyarrow as pa
+
+            writer = schema = None
+            pending, rows = [], 0
+
+            def flush():
+                writer.write_table(pa.concat_tables(pending).combine_chunks())
+                pending.clear()
+
+            try:
+                for frame in frames:
+                    table = pa.Table.from_pandas(frame, preserve_index=False)
+                    if writer is None:
+                        # categoricals (one frame's values each) as dictionaries with
+                        # 32-bit codes (pandas picks 8 or 16 bits by the count), an empty
+                        # column as strings
+                        schema = pa.schema([
+                            pa.field(f.name, pa.string()) if pa.types.is_null(f.type)
+                            else pa.field(f.name, pa.dictionary(pa.int32(), pa.string()))
+                            if pa.types.is_dictionary(f.type) else f
+                            for f in table.schema])
+                        writer = pq.ParquetWriter(tmp, schema)
+                    pending.append(table.cast(schema))
+                    rows += len(frame)
+                    written += len(frame)
+                    if rows >= ROW_GROUP_ROWS:
+                        flush()
+                        rows = 0
+                    if progress:
+                        progress(written)
+                if pending:
+                    flush()
+            finally:
+                if writer is not None:
+                    writer.close()
+        else:
+            with open(tmp, "w", encoding="utf-8", newline="") as fh:
+                for frame in frames:
+                    frame.to_csv(fh, index=False, header=written == 0)
+                    written += len(frame)
+                    if progress:
+                        progress(written)
+        if not written:
+            raise PerfsimError("sweep: no rows to write")
+    return path
 
 
 def _cmd_dask_sweep(args, kwargs) -> int:
@@ -242,6 +395,10 @@ def json_records(df) -> list[dict]:
 OUT_EXTENSIONS = (".csv", ".parquet")
 #: Rows written per step (the progress bar advances per step).
 WRITE_CHUNK_ROWS = 1 << 16
+#: Rows per Parquet row group of a streamed sweep (:func:`write_frames`): frames are gathered
+#: to this many before a write (each write costs ~40 ms of fixed work; 256 Ki rows hold about
+#: 100 MB).
+ROW_GROUP_ROWS = 1 << 18
 
 
 def _pyarrow():
