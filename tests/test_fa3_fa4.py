@@ -270,3 +270,22 @@ def test_fa4_backward_dq_partials_are_reduced_in_l2_not_written_each():
     k = max(perfsim.predict(w, "b200", "fa4").kernels, key=lambda k: k.seconds)
     assert k.cost.hbm_bytes < 5e9
     assert k.cost.terms["l2_hit/dQ reduce-adds"] > 100e9
+
+
+def test_fa4_backward_launches_the_preprocess_and_dq_convert_kernels():
+    """flash_attn.cute's ``_flash_attn_bwd`` (interface.py) runs, on sm90 and sm100 alike, a
+    preprocess kernel (rowsum(dO∘O), the logsumexp times log2(e), the fp32 dQ accumulator
+    zeroed), the main kernel and a postprocess kernel (dQ from the accumulator): the same
+    three as FA3's model, not the main kernel alone."""
+    w = W(batch=4, heads=16, seqlen_q=4096, head_dim=128, phase="bwd")
+    p = perfsim.predict(w, "b200", "fa4")
+    assert [k.cost.name for k in p.kernels] == ["fa4_bwd_preprocess", "fa4_bwd",
+                                                 "fa4_bwd_convert_dq"]
+    pre, _, post = p.kernels
+    rows = 4 * 16 * 4096
+    assert pre.cost.terms["hbm_write/zeroed fp32 dQ accumulator"] == 4 * rows * 128
+    assert pre.cost.terms["hbm_write/logsumexp · log2(e)"] == 4 * rows
+    assert post.cost.terms["hbm_read/fp32 dQ"] == 4 * rows * 128
+    # the forward is one kernel, as before
+    assert [k.cost.name for k in perfsim.predict(w.replace(phase="fwd"), "b200",
+                                                  "fa4").kernels] == ["fa4_fwd"]

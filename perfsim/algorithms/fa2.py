@@ -51,7 +51,9 @@ from perfsim.algorithms.common import (
     WARPS_PER_WARPGROUP,
     WGMMA_ROWS,
     backward_softmax_terms,
+    bwd_preprocess_kernel,
     check_fused_inputs,
+    dq_convert_kernel,
     fused_memory_bytes,
     gqa_reduce_kernel,
     mask_extras,
@@ -646,12 +648,7 @@ class FusedAttention(Algorithm):
         # loop in the input dtype: no fp32 accumulator to zero, add into or convert (their
         # Nsight Compute kernel lists: a delta preprocess and the main kernel only).
         again = 1 if self.recomputes_dq() else 0
-        pre_terms = {"fp32/D = rowsum(dO∘O)": 2 * rows * d_v,
-                     "hbm_read/dO,O": 2 * e * rows * d_v, "hbm_write/D": rows * STAT_BYTES}
-        if not again:
-            pre_terms["hbm_write/zeroed fp32 dQ accumulator"] = rows * FP32_BYTES * d
-        pre = KernelCost.of(f"{self.name}_bwd_preprocess", pre_terms,
-                            grid=cdiv(rows, 128), warps_per_cta=4)
+        pre = bwd_preprocess_kernel(dims, self.name, zero_dq=not again)
         # Q and dO tiles, K_j/V_j resident, P and dS staged in shared memory (the
         # reference's kernel traits: BwdLaunch.smem_bytes)
         smem = self.bwd_smem_bytes(launch, dims)
@@ -804,10 +801,7 @@ class FusedAttention(Algorithm):
                  "hbm_read/K": dims.e_kv * k_elems, "hbm_write/scaled K": dims.e_kv * k_elems},
                 grid=cdiv(k_elems, 1024), warps_per_cta=4))
         if not again:
-            out.append(KernelCost.of(
-                f"{self.name}_bwd_convert_dq",
-                {"hbm_read/fp32 dQ": FP32_BYTES * rows * d, "hbm_write/dQ": e * rows * d},
-                grid=cdiv(rows, 128), warps_per_cta=4))
+            out.append(dq_convert_kernel(dims, self.name))
         out.append(gqa_reduce_kernel(dims))
         return out
 

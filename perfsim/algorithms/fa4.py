@@ -52,8 +52,10 @@ from perfsim.algorithms.base import (
 )
 from perfsim.algorithms.common import (
     backward_softmax_terms,
+    bwd_preprocess_kernel,
     check_fused_inputs,
     check_training_inputs,
+    dq_convert_kernel,
     fused_memory_bytes,
     gqa_reduce_kernel,
     mask_extras,
@@ -269,8 +271,14 @@ class FA4(Algorithm):
             if fdims.splits > 1:
                 out.append(combine_kernel(fdims, fdims.splits, "fa4_fwd_combine", gpu))
         if dims.bwd:
+            # flash_attn.cute's _flash_attn_bwd launches, on every architecture, a preprocess
+            # kernel (dO·O row sums, the logsumexp times log2(e), the fp32 dQ accumulator
+            # zeroed) before the main kernel and a postprocess kernel (dQ converted from the
+            # accumulator) after it (flash_attn/cute/interface.py)
+            out.append(bwd_preprocess_kernel(dims, self.name, zero_dq=True, lse_log2=True))
             out.append(with_whole_tiles(lambda x: self._backward(x, gpu), dims, MMA_ROWS,
                                         MMA_ROWS))
+            out.append(dq_convert_kernel(dims, self.name))
             out.append(gqa_reduce_kernel(dims))
         return out
 
