@@ -358,6 +358,9 @@ class Implementation(Algorithm):
                 if text.startswith(name + " ") or text.startswith(name + ": "):
                     text, model = text[len(name):].lstrip(": "), name
                     break
+                if text.startswith(name + "'s "):         # "fa3's backward takes ..."
+                    text, model = "its " + text[len(name) + 3:], name
+                    break
             note = f" (perfsim models it with {model})" if model else ""
             raise InfeasibleError(f"{self.preset}: {text}{note}") from None
 
@@ -727,6 +730,10 @@ def _flash_attn_3(dims, gpu):
 def _cute(dims, gpu):
     if gpu.features.tcgen05:
         return algos.FA4()
+    if not (gpu.features.wgmma and gpu.features.tma):
+        raise InfeasibleError(
+            f"perfsim models flash_attn.cute's kernels for Hopper (sm_90: FA3-style, WGMMA "
+            f"and TMA) and Blackwell (sm_100: FA4, tcgen05) only; {gpu.id} is {gpu.arch}")
     # sm90: flash_attn.cute packs the query heads of a K/V head whenever H > H_kv and
     # refuses split-KV (interface.py: ``assert not is_split_kv, "SplitKV not supported on
     # SM 9.0"``), so the preset runs one split

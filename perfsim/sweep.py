@@ -213,36 +213,69 @@ def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=No
     one group (GPU, algorithm, what-if, scalar fields); string columns are categoricals of
     that frame's values (``pd.concat`` of frames turns them into plain strings).
 
+    A grid smaller than a block makes frames of several whole groups (up to
+    :data:`CHUNK_ROWS` rows), so a sweep of many small groups does not pay for one frame per
+    group.
+
     Args: as :func:`sweep` (less ``max_memory_bytes``); ``progress(rows_done, rows_total)``
         after each frame is produced.
 
     Raises:
-        perfsim.PerfsimError: as :func:`sweep`, before the first frame.
+        perfsim.PerfsimError: as :func:`sweep`, when called (every value is checked before
+            the iterator is returned); a GPU what-if is checked when its rows are reached
+            (an invalid one gives infeasible rows, as in :func:`sweep`).
     """
     check_timing(timing)
     grid, groups, evaluated = _evaluated_blocks(
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
         phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides,
         timing, None, check_memory=False)
+    return _frames(grid, groups, evaluated, progress)
+
+
+def _frames(grid, groups, evaluated, progress):
+    """:func:`sweep_frames`' iterator (its checks done by the caller)."""
     keys = list(dict.fromkeys(k for g in groups for k in g))
-    # a group column's dtype as the whole sweep's column has it (1 and 0.5 make a float
-    # column there, so a frame of the 1 group writes 1.0 as the sweep does)
+    # a group column's dtype as the whole sweep's column has it: 1 and 0.5 make a float
+    # column there, "wgmma" and 3 a string one, so a frame of one of those groups writes
+    # them as the sweep does
     dtypes = {}
     for key in keys:
         values = [g.get(key) for g in groups]
-        if not any(isinstance(v, str) for v in values):
+        if not all(isinstance(v, str) for v in values):
             kind = np.asarray(values).dtype
-            if kind.kind in "biuf":
+            if kind.kind in "biufU":
                 dtypes[key] = kind
     total, done = grid.size * len(groups), 0
-    for group, block, results, reasons in evaluated:
-        table = _Table(_BlockGrid(block), 1)
-        table.groups.append({k: group.get(k) for k in keys})
-        table.add(block, results, reasons)
+    per_frame = max(1, CHUNK_ROWS // grid.size)     # whole groups per frame (small grids)
+    table, seen = None, None
+
+    def finish(table):
         frame = table.frame()
         for key, kind in dtypes.items():
-            if frame[key].dtype != kind:
+            if kind.kind == "U":
+                if frame[key].dtype.name == "category" or frame[key].dtype.kind != "O":
+                    frame[key] = frame[key].astype(str).astype(object)
+            elif frame[key].dtype != kind:
                 frame[key] = frame[key].astype(kind)
+        return frame
+
+    for group, block, results, reasons in evaluated:
+        if per_frame > 1:                   # the grid is one block: batch whole groups
+            if table is None:
+                table = _Table(grid, min(per_frame, len(groups) - len(seen or [])))
+                seen = seen or []
+            table.groups.append({k: group.get(k) for k in keys})
+            seen.append(group)
+            table.add(block, results, reasons)
+            if table.rows < len(table):
+                continue
+            frame, table = finish(table), None
+        else:
+            table1 = _Table(_BlockGrid(block), 1)
+            table1.groups.append({k: group.get(k) for k in keys})
+            table1.add(block, results, reasons)
+            frame = finish(table1)
         done += len(frame)
         if progress:
             progress(done, total)
@@ -377,8 +410,10 @@ def check_size(rows: int, max_memory_bytes: int | None = None) -> None:
         raise PerfsimError(
             f"sweep: {rows:,} rows need about {need / 2**30:.1f} GiB ({BYTES_PER_ROW} B per "
             f"row), more than the {max_memory_bytes / 2**30:.1f} GiB allowed (half the "
-            "memory available now); split the sweep into several configs with fewer values "
-            "per list")
+            "memory available now); write the rows to a file instead, which streams them in "
+            "bounded memory (perfsim sweep CONFIG --out FILE, without --plot or --json; "
+            "perfsim.sweep_frames in Python), or split the sweep into several configs with "
+            "fewer values per list")
 
 
 def _check_tensor_sizes(grid: _Grid, scalars: list[dict]) -> None:

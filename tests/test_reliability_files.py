@@ -558,14 +558,57 @@ def test_an_interrupted_stream_leaves_the_previous_file(tmp_path):
     out.write_text("previous\n")
 
     def frames():
-        for i, frame in enumerate(sweep_frames(batch=[1, 2], heads=8, seqlen_q=[256, 512],
-                                               head_dim=64, gpus="h100-sxm5",
-                                               algorithms=["fa2", "fa3"])):
-            if i == 1:
-                raise KeyboardInterrupt
+        for frame in sweep_frames(batch=[1, 2], heads=8, seqlen_q=[256, 512], head_dim=64,
+                                  gpus="h100-sxm5", algorithms=["fa2", "fa3"]):
             yield frame
+            raise KeyboardInterrupt           # after the first frame went to the file
 
     with pytest.raises(KeyboardInterrupt):
         write_frames(frames(), out)
     assert out.read_text() == "previous\n"
     assert [p.name for p in tmp_path.iterdir()] == ["r.csv"]
+
+
+def test_stream_keeps_a_mixed_type_override_column_as_the_held_sweep_does(tmp_path):
+    # a what-if column holding a string and a number is a string column in the held sweep;
+    # the streamed Parquet file casts every frame to one schema, so its frames must agree
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    cfg = tmp_path / "d.toml"
+    cfg.write_text('gpus = ["h200-sxm"]\nalgorithms = ["fa2"]\n[workload]\nbatch = [1, 4]\n'
+                   'heads = 16\nseqlen_q = [512, 1024]\nhead_dim = 64\n[overrides]\n'
+                   'native_tensor_family = ["wgmma", 3]\n')
+    held, streamed = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    assert main(["sweep", str(cfg), "--out", str(held), "-q"]) == 0
+    assert main(["sweep", str(cfg), "--out", str(streamed), "-q", "--stream"]) == 0
+    a, b = pd.read_parquet(held), pd.read_parquet(streamed)
+    assert list(a.native_tensor_family.astype(str)) == list(b.native_tensor_family.astype(str))
+    assert (b.infeasible.astype(str).str.contains("what-if GPU is invalid")).sum() == 4
+
+
+def test_sweep_frames_checks_its_arguments_when_called():
+    import perfsim
+
+    with pytest.raises(PerfsimError, match="batch"):
+        perfsim.sweep_frames(batch=-1, heads=8, seqlen_q=128, head_dim=64)
+
+
+def test_sweep_frames_batches_small_groups_into_one_frame():
+    import perfsim
+
+    frames = list(perfsim.sweep_frames(batch=1, heads=8, seqlen_q=1024, head_dim=[64, 128],
+                                       softcap=[float(x) for x in range(50)],
+                                       gpus="h200-sxm", algorithms="fa2"))
+    assert [len(f) for f in frames] == [100]
+
+
+def test_stream_with_dask_and_the_memory_refusal_say_what_to_do(tmp_path, capsys, monkeypatch):
+    cfg = tmp_path / "s.toml"
+    cfg.write_text(STREAM_CONFIG)
+    assert main(["sweep", str(cfg), "--stream", "--dask", "local", "--out",
+                 str(tmp_path / "rows")]) == 2
+    assert "--stream goes without --dask" in capsys.readouterr().err
+    sweep_module = importlib.import_module("perfsim.sweep")
+    monkeypatch.setattr(sweep_module, "available_memory_bytes", lambda: 100_000)
+    assert main(["sweep", str(cfg), "--json"]) == 2
+    assert "write the rows to a file instead" in capsys.readouterr().err

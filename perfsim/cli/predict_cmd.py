@@ -140,7 +140,9 @@ def _clock_notes(clock: str, results, gpu) -> None:
             continue
         if r.clock_hz < asked * (1 - 1e-9):
             above = (f" (above the {gpu.max_clock_hz / 1e6:.0f} MHz maximum boost clock)"
-                     if asked > gpu.max_clock_hz else "")
+                     if asked > gpu.max_clock_hz else
+                     f" (above the {gpu.clock_hz / 1e6:.0f} MHz tensor-core clock ceiling)"
+                     if asked > gpu.clock_hz and abs(r.clock_hz - gpu.clock_hz) < 1e3 else "")
             print(f"{r.algorithm.label()}: --clock {clock} MHz not held{above}: runs at "
                   f"{r.clock_hz / 1e6:.0f} MHz (see --explain)")
 

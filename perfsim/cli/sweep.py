@@ -171,6 +171,9 @@ def _cmd_sweep(args) -> int:
     from perfsim.sweep import sweep
 
     kwargs = load_sweep_config(args.config)
+    if args.dask and args.stream:
+        raise PerfsimError("--stream goes without --dask: the Dask path writes its partitions "
+                           "to --out DIR as they finish already")
     if args.dask:
         return _cmd_dask_sweep(args, kwargs)
     for flag in ("workers", "rows_per_partition"):
