@@ -167,6 +167,13 @@ def test_case6_fa4_window_forward():
     assert within(p.seconds, 2.30e-3)
 
 
+@miss("predicted 1.27 ms (-69 %): the backward's window, head dim 256 and GQA 2 on the "
+      "B300 run at ~1.07 PFLOP/s in the model; the report's 4.04 ms is ~340 TFLOP/s")
+def test_case6_fa4_window_backward():
+    assert within(perfsim.predict(CASE6.replace(phase="bwd"), "b300", "fa4").seconds,
+                  4.04e-3)
+
+
 def test_case6_window_is_far_cheaper_than_full_causal():
     full = perfsim.predict(CASE6.replace(window=(None, None), causal=True), "b300", "fa2")
     windowed = perfsim.predict(CASE6, "b300", "fa2")
