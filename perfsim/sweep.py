@@ -248,7 +248,7 @@ def _frames(grid, groups, evaluated, progress):
                 dtypes[key] = kind
     total, done = grid.size * len(groups), 0
     per_frame = max(1, CHUNK_ROWS // grid.size)     # whole groups per frame (small grids)
-    table, seen = None, None
+    table, batched = None, 0                         # groups put in frames so far
 
     def finish(table):
         frame = table.frame()
@@ -263,19 +263,18 @@ def _frames(grid, groups, evaluated, progress):
     for group, block, results, reasons in evaluated:
         if per_frame > 1:                   # the grid is one block: batch whole groups
             if table is None:
-                table = _Table(grid, min(per_frame, len(groups) - len(seen or [])))
-                seen = seen or []
+                table = _Table(grid, min(per_frame, len(groups) - batched))
             table.groups.append({k: group.get(k) for k in keys})
-            seen.append(group)
+            batched += 1
             table.add(block, results, reasons)
             if table.rows < len(table):
                 continue
             frame, table = finish(table), None
         else:
-            table1 = _Table(_BlockGrid(block), 1)
-            table1.groups.append({k: group.get(k) for k in keys})
-            table1.add(block, results, reasons)
-            frame = finish(table1)
+            one = _Table(_BlockGrid(block), 1)
+            one.groups.append({k: group.get(k) for k in keys})
+            one.add(block, results, reasons)
+            frame = finish(one)
         done += len(frame)
         if progress:
             progress(done, total)
