@@ -53,3 +53,15 @@ def test_parquet_write(benchmark, rows, tmp_path):
     out = tmp_path / "rows.parquet"
     benchmark.pedantic(write_rows, args=(rows, out), rounds=3, iterations=1)
     assert out.stat().st_size > 0
+
+
+def test_streamed_sweep_to_parquet(benchmark, tmp_path):
+    """The same 10⁶ rows evaluated and written block by block (``perfsim sweep --stream``):
+    bounded memory, at the price of a frame and an Arrow table per block (docs/sweeps.md)."""
+    pytest.importorskip("pyarrow")
+    from perfsim.cli.sweep import write_frames
+
+    out = tmp_path / "streamed.parquet"
+    benchmark.pedantic(lambda: write_frames(perfsim.sweep_frames(**SWEEP), out), rounds=1,
+                       iterations=1)
+    assert out.stat().st_size > 0
