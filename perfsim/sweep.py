@@ -209,11 +209,10 @@ def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=No
     :data:`CHUNK_ROWS` rows each), in :func:`sweep`'s row order and with its columns: memory
     stays bounded by one block however many rows the grid has (no ``max_memory_bytes``
     check), for writing a result larger than memory (``perfsim sweep --out``). Every frame
-    has the same columns (a group without an override column gets ``None`` there) and holds
-    one group (GPU, algorithm, what-if, scalar fields); string columns are categoricals of
-    that frame's values (``pd.concat`` of frames turns them into plain strings).
-
-    A grid smaller than a block makes frames of several whole groups (up to
+    has the same columns (a group without an override column gets ``None`` there); string
+    columns are categoricals of that frame's values (``pd.concat`` of frames turns them into
+    plain strings). A frame holds one block of one group (GPU, algorithm, what-if, scalar
+    fields), or, where the grid is smaller than a block, several whole groups (up to
     :data:`CHUNK_ROWS` rows), so a sweep of many small groups does not pay for one frame per
     group.
 
@@ -254,7 +253,7 @@ def _frames(grid, groups, evaluated, progress):
         frame = table.frame()
         for key, kind in dtypes.items():
             if kind.kind == "U":
-                if frame[key].dtype.name == "category" or frame[key].dtype.kind != "O":
+                if frame[key].dtype != object:         # a categorical or a number column
                     frame[key] = frame[key].astype(str).astype(object)
             elif frame[key].dtype != kind:
                 frame[key] = frame[key].astype(kind)
@@ -391,6 +390,14 @@ def _unpacked(algo: algos.Algorithm) -> algos.Algorithm | None:
     return None
 
 
+def memory_budget_bytes() -> int:
+    """The memory a held sweep may take by default: half the memory available now (16 GiB
+    where the OS does not say). The one rule :func:`check_size` refuses by and ``perfsim
+    sweep --out`` streams by."""
+    free = available_memory_bytes()
+    return free // 2 if free else 2**34
+
+
 def check_size(rows: int, max_memory_bytes: int | None = None) -> None:
     """Refuse a sweep of ``rows`` rows that would need more than ``max_memory_bytes``
     (default: half the memory available now).
@@ -399,8 +406,7 @@ def check_size(rows: int, max_memory_bytes: int | None = None) -> None:
         perfsim.PerfsimError: with the row count, the estimate and the limit.
     """
     if max_memory_bytes is None:
-        free = available_memory_bytes()
-        max_memory_bytes = free // 2 if free else 2**34
+        max_memory_bytes = memory_budget_bytes()
     elif not isinstance(max_memory_bytes, (int, np.integer)) or max_memory_bytes <= 0:
         raise PerfsimError(f"max_memory_bytes must be a positive number of bytes, got "
                            f"{max_memory_bytes!r}")

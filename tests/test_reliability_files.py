@@ -612,3 +612,27 @@ def test_stream_with_dask_and_the_memory_refusal_say_what_to_do(tmp_path, capsys
     monkeypatch.setattr(sweep_module, "available_memory_bytes", lambda: 100_000)
     assert main(["sweep", str(cfg), "--json"]) == 2
     assert "write the rows to a file instead" in capsys.readouterr().err
+
+
+def test_stream_summary_counts_each_gpu_and_algorithm_of_a_batched_frame():
+    # a small grid streams as frames of several whole groups (sweep_frames): the summary
+    # must count every group of a frame under its own GPU and algorithm, as the held sweep
+    import numpy as np
+
+    import perfsim
+    from perfsim.cli.sweep import _StreamSummary
+
+    kwargs = dict(batch=[1, 2], heads=8, seqlen_q=[256, 1024], head_dim=64,
+                  gpus=["h100-sxm5", "a100-sxm4-80gb"], algorithms=["fa2", "fa3"])
+    frames = list(perfsim.sweep_frames(**kwargs))
+    assert len(frames) == 1 and frames[0].gpu.nunique() == 2
+    summary = _StreamSummary()
+    list(summary.watch(frames))
+    held = perfsim.sweep(**kwargs)
+    for (gpu, algo), part in held.groupby(["gpu", "algorithm"], observed=True):
+        n, bad, best, bounds = summary.parts[(gpu, algo)]
+        good = part[part.infeasible == ""]
+        assert (n, bad) == (len(part), len(part) - len(good))
+        assert best == (good.tflops.max() if len(good) else float("-inf"))
+        assert bounds == {b: int(k) for b, k in good.bound.astype(str).value_counts().items()}
+    assert np.isneginf(summary.parts[("a100-sxm4-80gb", "fa3")][2])   # all infeasible

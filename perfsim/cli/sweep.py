@@ -208,7 +208,7 @@ def _cmd_sweep(args) -> int:
 def _streamed(args, kwargs) -> bool:
     """Whether ``perfsim sweep`` streams: ``--stream``, or an ``--out`` sweep (no --plot or
     --json, which need every row at once) whose rows would not fit in memory."""
-    from perfsim.sweep import BYTES_PER_ROW, available_memory_bytes, count_rows
+    from perfsim.sweep import BYTES_PER_ROW, count_rows, memory_budget_bytes
 
     if args.stream:
         if not args.out:
@@ -220,8 +220,7 @@ def _streamed(args, kwargs) -> bool:
         return True
     if not args.out or args.plot or args.json:
         return False
-    free = available_memory_bytes()
-    budget = free // 2 if free else 2**34
+    budget = memory_budget_bytes()
     rows = count_rows(**kwargs)
     if rows * BYTES_PER_ROW <= budget:
         return False
@@ -259,19 +258,19 @@ class _StreamSummary:
     def watch(self, frames):
         import numpy as np
 
-        for frame in frames:            # one group per frame (sweep_frames)
-            key = (str(frame["gpu"].iloc[0]), str(frame["algorithm"].iloc[0]))
-            entry = self.parts.setdefault(key, [0, 0, float("-inf"), {}])
-            feasible = (frame["infeasible"] == "").to_numpy()
-            entry[0] += len(frame)
-            entry[1] += int(len(frame) - feasible.sum())
-            if feasible.any():
-                entry[2] = max(entry[2], float(np.nanmax(frame["tflops"].to_numpy()[feasible])))
-                codes = frame["bound"].cat.codes.to_numpy()[feasible]
-                names = frame["bound"].cat.categories
-                for code, n in zip(*np.unique(codes, return_counts=True)):
-                    bound = str(names[code])
-                    entry[3][bound] = entry[3].get(bound, 0) + int(n)
+        for frame in frames:     # one group, or several whole ones (sweep_frames)
+            for key, part in frame.groupby(["gpu", "algorithm"], observed=True, sort=False):
+                entry = self.parts.setdefault(tuple(map(str, key)),
+                                              [0, 0, float("-inf"), {}])
+                feasible = (part["infeasible"] == "").to_numpy()
+                entry[0] += len(part)
+                entry[1] += int(len(part) - feasible.sum())
+                if feasible.any():
+                    entry[2] = max(entry[2],
+                                   float(np.nanmax(part["tflops"].to_numpy()[feasible])))
+                    for bound, n in zip(*np.unique(part["bound"].astype(str).to_numpy()
+                                                   [feasible], return_counts=True)):
+                        entry[3][str(bound)] = entry[3].get(str(bound), 0) + int(n)
             yield frame
 
     def print(self, seconds: float) -> None:
