@@ -18,7 +18,8 @@ name                    what runs (and the perfsim configuration)
                         kernel, from the kernels profiled)
 ``sdpa-cudnn``          ``SDPBackend.CUDNN_ATTENTION``: cuDNN's fused flash attention; on Hopper
                         a warp-specialised WGMMA kernel (FA3-class) → ``FA3()`` with the
-                        backward tile its kernel name shows; elsewhere the FA2 algorithm on
+                        forward and backward tiles its kernel names show and two forward
+                        tiles in flight (its profile); elsewhere the FA2 algorithm on
                         ``mma.sync`` (on Blackwell too: perfsim has no cuDNN sm100 model)
 ``sdpa-efficient``      ``SDPBackend.EFFICIENT_ATTENTION``: xFormers' CUTLASS memory-efficient
                         kernels (``cutlassF.h``/``cutlassB.h``) → ``FA2`` with their tiles
@@ -50,6 +51,7 @@ import numpy as np
 from perfsim import algorithms as algos
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import Algorithm, Dims, infeasible_where
+from perfsim.algorithms.fa3 import CUDNN_SM90_HEAD_DIM_MULTIPLE
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec
@@ -80,6 +82,30 @@ def triton_tensor_family(gpu: GPUSpec, block_m: int, num_warps: int) -> str:
 #: N = 4096; validate/reports/h200/probes/ncu/summary-smem.json). At d = 256 the 64 x 64
 #: tile's (a 64 x 128 one would not fit in shared memory).
 CUDNN_SM90_BWD_TILES = {128: (64, 128), 256: (64, 64)}
+#: cuDNN's sm90 forward tile (B_r, B_c), the same at every head dim: its kernel names say
+#: ``..._fprop_wgmma_f16_knob_7_64x128x{64,128,192,256}_...`` with 384 threads (a producer
+#: warpgroup and two consumer warpgroups of 64 query rows each) and one CTA per SM. Nsight
+#: Compute's counts agree with 128 keys: at d = 128 (B = 1, H = 32, N = 4096) 4,194,304 warp
+#: WGMMAs are 275 GFLOP / (2·64·128·16) per warpgroup times its 4 warps — both GEMMs
+#: m64n128k16; 41,943,040 shared-memory wavefronts from WGMMA are K, V and Q (64 x 128 each,
+#: 128-byte wavefronts) per 64-row warpgroup per 128-key tile (validate/reports/h200/probes/
+#: ncu/summary.json, summary-smem.json, summary-cudnn-shapes.json; causal as well). Not the
+#: FA3 reference's per-head-dim table (``FWD_TILES``: 192 x 192 at d = 64, 128 x 176 at 128,
+#: 128 x 80 at 256).
+CUDNN_SM90_FWD_TILE = (128, 128)
+#: Whether cuDNN's sm90 forward overlaps a warpgroup's softmax with its own next ``Q Kᵀ``
+#: (FA3 §3.2; ``FA3.intra_warpgroup_overlap``): ASSUMED not — two tiles in flight (the two
+#: consumer warpgroups' ping-pong), not FA3's three. Evidence, Nsight Compute on the H200
+#: (B = 1, H = 4096 / d, N = 4096, non-causal; summary.json, summary-smem.json): the tensor
+#: pipe and the MUFU (XU) pipe were busy 50.4 % + 52.2 % of the active cycles at d = 64,
+#: 75.7 % + 39.1 % at 128 and 80.6 % + 20.8 % at 256 — the MMAs and the exps overlap in
+#: 3 %, 15 % and 1 % of the cycles. The two-station cycle with two tiles in flight puts the
+#: pair at 51.8 + 52.2, 70.1 + 35.3 and 80.2 + 20.2 %; with three at 57.8 + 58.2,
+#: 76.8 + 38.7 and 83.7 + 21.1 %. Two fits d = 64 and 256 and three fits 128, where cuDNN
+#: overlaps more than two tiles in flight explain (a schedule perfsim does not know; the
+#: kernel is closed source). flash_attn.cute's sm90 forward, with the reference's
+#: three-stage schedule, overlaps 21 % at d = 128 (81.3 % + 39.6 %).
+CUDNN_SM90_FWD_INTRA_WARPGROUP_OVERLAP = False
 #: The lengths cuDNN's sm90 kernels need to skip their per-tile bound checks: its kernel names
 #: give 64 x 128 forward and 64 x 64 backward tiles (``..._fprop_wgmma_f16_knob_7_64x128x128``,
 #: ``..._bprop_wgmma_f16_knob_26_64x64x128``, validate/reports/h200/probes/ncu/summary.json),
@@ -479,6 +505,20 @@ def _fa2_like(**options):
     return algos.FA2(**options)
 
 
+def _cudnn_fwd_stages(dims, gpu) -> int:
+    """K/V ring depth of cuDNN's sm90 forward: the reference's 2 where a 2-deep ring of its
+    128 x 128 tile fits the CTA's shared memory beside Q, else 1 (ASSUMED: cuDNN is closed;
+    at head dim 256 its kernel takes 233,472 B, all an SM has, and Q with two K/V stages
+    would need 320 KiB; ``CUDNN_SM90_FWD_TILE``). Counted at the compiled head dims."""
+    block_m, block_n = CUDNN_SM90_FWD_TILE
+    if dims.symbolic:
+        return 2
+    d, d_v = (cdiv(h, CUDNN_SM90_HEAD_DIM_MULTIPLE) * CUDNN_SM90_HEAD_DIM_MULTIPLE
+              for h in (dims.d, dims.d_v))
+    need = dims.e * (block_m * d + 2 * block_n * (d + d_v))
+    return 2 if need <= gpu.smem_bytes_per_block else 1
+
+
 def _sdpa_cudnn(dims, gpu):
     if gpu.features.wgmma and gpu.features.tma and _one_query_token(dims):
         block_m, block_n, warps = CUDNN_DECODE_TILE
@@ -504,7 +544,11 @@ def _sdpa_cudnn(dims, gpu):
         hdim = max(dims.d, dims.d_v)
         bm, bn = (_tile(CUDNN_SM90_BWD_TILES, hdim) if getattr(hdim, "is_number", True)
                   else CUDNN_SM90_BWD_TILES[max(CUDNN_SM90_BWD_TILES)])
-        return algos.FA3(bwd_block_m=bm, bwd_block_n=bn, address_arithmetic="cudnn",
+        block_m, block_n = CUDNN_SM90_FWD_TILE
+        return algos.FA3(block_m=block_m, block_n=block_n,
+                         intra_warpgroup_overlap=CUDNN_SM90_FWD_INTRA_WARPGROUP_OVERLAP,
+                         stages=_cudnn_fwd_stages(dims, gpu),
+                         bwd_block_m=bm, bwd_block_n=bn, address_arithmetic="cudnn",
                          num_splits=1, pack_gqa=False, dropout_supported=True,
                          fused_scale=False, bwd_sdp_twice_above=CUDNN_SDP_TWICE_ABOVE,
                          bound_checks="cudnn", bound_check_unless_multiple=CUDNN_SM90_TILE_MULTIPLE,

@@ -153,6 +153,10 @@ HOLDOUTS = {
     "external-holdout23": "Triton's tutorial, causal, N 256-6400 at head dims 64 and 128; "
                           "frozen for its backward's masked tiles walked in half steps "
                           "(spill reloads per step)",
+    "external-holdout24": "head dims 64-256 (96 and 192 between cuDNN's compiled ones), N "
+                          "192-12800, causal, GQA, fp16; frozen for cuDNN's forward tile "
+                          "(128 x 128 at every head dim, from its kernel names) and its two "
+                          "forward tiles in flight",
 }
 
 
