@@ -222,6 +222,7 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "hbm_bandwidth_bytes_per_s": (1e9, 1e14, "bytes/s (1 GB/s to 100 TB/s)"),
     "hbm_efficiency": (0.01, 1, "(a share of hbm_bandwidth_bytes_per_s)"),
     "l2_bandwidth_bytes_per_s": (1e9, 1e15, "bytes/s (1 GB/s to 1 PB/s)"),
+    "l2_reduction_bytes_per_s": (1e9, 1e15, "bytes/s (1 GB/s to 1 PB/s)"),
     "tmem_bytes_per_sm": (0, 2**30, "bytes"),
     "load_latency_s": (1e-9, 1e-3, "s (1 ns to 1 ms)"),
     "cta_load_bandwidth_bytes_per_s": (1e6, 1e14, "bytes/s (1 MB/s to 100 TB/s)"),
@@ -372,6 +373,11 @@ class GPUSpec(BaseModel):
         default=None, gt=0, description="L2 read bandwidth a kernel reading an L2-resident "
         "buffer reaches (bytes/s); None where not measured. Drawn as the roofline's L2 "
         "ceiling (perfsim.plots.roofline); not a timing unit")
+    l2_reduction_bytes_per_s: float | None = Field(
+        default=None, gt=0, description="fp32 reductions into L2 (atomic adds, or TMA bulk "
+        "reductions), bytes of payload per second; they share the memory path with the HBM "
+        "stream, so a kernel's HBM time grows by its reduction payload at this rate "
+        "(perfsim.timing.memory_path_seconds). None where not measured: no such term")
     tmem_bytes_per_sm: int = Field(ge=0, description="Blackwell tensor memory per SM (0: none)")
     load_latency_s: float = Field(
         gt=0, description="an unpipelined CTA's global-load step (4 warps load a tile, wait, "

@@ -369,13 +369,15 @@ class Prediction:
     def term_seconds(self) -> dict:
         """Each named count term (``KernelCost.terms``) as seconds on its unit alone, at the
         prediction's clock: ``{"kernel: field/what": seconds}``, largest first. Tensor,
-        FMA-pipe, ALU, MUFU, shared-memory and HBM terms; L2 hits, atomics and emulated exps
-        take no time of their own here (the last are counted in FMA-pipe terms). The counts
+        FMA-pipe, ALU, MUFU, shared-memory and HBM terms, and fp32 reductions into L2 on the
+        memory path (``perfsim.timing.memory_path_seconds``; on a GPU with a measured
+        reduction rate); L2 hits and emulated exps take no time of their own here (the
+        latter are counted in FMA-pipe terms). The counts
         as counted, without whole-tile padding or tail effects, so the terms of one unit add
         up to at most that unit's time; an eager kernel's HBM terms at its measured ceiling
         and an SGEMM's FMA-pipe terms at its K law, as the timing takes them."""
         from perfsim.software import DEFAULT_SOFTWARE
-        from perfsim.timing import TimingParams, eager_ceiling, rates
+        from perfsim.timing import REDUCTION_BYTES, TimingParams, eager_ceiling, rates
 
         params = self.timing if isinstance(self.timing, TimingParams) else \
             TimingParams.for_gpu(self.gpu, getattr(self.algorithm, "software",
@@ -390,8 +392,12 @@ class Prediction:
             ceiling = eager_ceiling(k.cost, params)
             if ceiling is not None:
                 rate[ceiling[0]] = rate[ceiling[0]] * ceiling[1]
+            if self.gpu.l2_reduction_bytes_per_s:
+                rate["atomics"] = self.gpu.l2_reduction_bytes_per_s / REDUCTION_BYTES
             for key, value in k.cost.terms.items():
-                unit = unit_of.get(key.split("/", 1)[0])
+                kind = key.split("/", 1)[0]
+                unit = "atomics" if kind == "atomics" and "atomics" in rate else \
+                    unit_of.get(kind)
                 seconds = float(value) / float(rate[unit]) if unit else 0.0
                 if seconds > 0:
                     out[f"{k.cost.name}: {key}"] = out.get(f"{k.cost.name}: {key}", 0) + seconds

@@ -56,7 +56,14 @@ from perfsim.implementations import resolve
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.predict import predict
 from perfsim.prediction import Counts
-from perfsim.timing import TimingParams, check_timing, cuda_core_seconds, gemm_seconds, rates
+from perfsim.timing import (
+    TimingParams,
+    check_timing,
+    cuda_core_seconds,
+    gemm_seconds,
+    memory_path_seconds,
+    rates,
+)
 from perfsim.workload import PHASES
 
 _int = {"positive": True, "integer": True}
@@ -138,6 +145,7 @@ def _unit_totals(kernels, gpu, params) -> dict:
             out[u] = out[u] + (cuda_core_seconds(demand["fp32"], demand.get("alu", 0), rate)
                                if u == "fp32" else
                                gemm_seconds(k, demand[u], rate) if u == "tensor" and k.gemms
+                               else memory_path_seconds(k, gpu, rate[u]) if u == "hbm"
                                else demand[u] / rate[u])
     return out
 

@@ -495,7 +495,7 @@ class KernelClock:
         self.alu = demand.get("alu", 0)
         # each SM-side unit's demand on the busiest SM's share of the waves
         self.scaled = {u: demand[u] * wave_factor for u in UNITS if u != "hbm"}
-        hbm = demand["hbm"] * 1 / factors.hbm
+        hbm = memory_path_seconds(cost, gpu, factors.hbm)
         if cost.bytes_in_flight is not None:
             # A CTA pulls its loads (L2 hits included) at most at the measured per-CTA rate
             # (GPUSpec.cta_load_bandwidth_bytes_per_s) and, by Little's law, at its bytes in
@@ -759,6 +759,33 @@ def _gemm_total(cost: KernelCost, rate: dict):
         total = total + cost.terms[term] * maximum(1 / rate["tensor"],
                                                    bytes_per_flop / rate["smem"])
     return total
+
+
+#: Bytes of payload one fp32 reduction (``KernelCost.atomics`` counts them) adds into L2.
+REDUCTION_BYTES = 4
+
+
+def memory_path_seconds(cost: KernelCost, gpu: GPUSpec, hbm_rate):
+    """Seconds ``cost`` keeps the memory path busy: its HBM bytes at ``hbm_rate`` (bytes/s)
+    plus its fp32 reductions into L2 (``KernelCost.atomics``: a backward's dQ accumulation)
+    at ``GPUSpec.l2_reduction_bytes_per_s`` of payload, one after the other (no reduction
+    term where the GPU has no measured rate).
+
+    Evidence (not attention timing): ``validate/probe_l2_mix.py`` on the H200
+    (``validate/reports/h200/probes/probe_l2_mix.json``) runs an HBM stream and fp32
+    reductions into a 16 MiB L2-resident buffer in one Triton kernel, alone and together:
+    at 8 programs per SM a copy of 2.2 GB took 577 us, 1.1 GB of reductions 301 us and
+    both 887 us (their sum 878 us, not the longer part); a read stream of 1.1 GB with the
+    same reductions 520 us (263 + 301 = 564); at 4 programs per SM 459 against 291 + 155
+    and 263 against 136 + 155. Reductions alone run at 3.6-3.7 TB/s of payload whether
+    ``atom.global.add`` or TMA bulk reductions (``validate/probe_l2.py``); SDPA flash,
+    cuDNN and flash_attn.cute send their dQ that way (``REDG``, ``UTMAREDG``, ``UBLKRED``
+    in Nsight Compute's opcode counts, ``validate/reports/h200/probes/ncu/summary.json``).
+    Works on numbers, numpy arrays and sympy expressions."""
+    seconds = cost.hbm_bytes / hbm_rate
+    if gpu.l2_reduction_bytes_per_s:
+        seconds = seconds + cost.atomics * REDUCTION_BYTES / gpu.l2_reduction_bytes_per_s
+    return seconds
 
 
 def cta_edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams):

@@ -157,6 +157,9 @@ HOLDOUTS = {
                           "192-12800, causal, GQA, fp16; frozen for cuDNN's forward tile "
                           "(128 x 128 at every head dim, from its kernel names) and its two "
                           "forward tiles in flight",
+    "external-holdout25": "short and mid backward calls (N 128-1536, large batches) beside "
+                          "two long ones, head dims 64-256, causal, GQA, fp16; frozen for "
+                          "fp32 reductions into L2 sharing the memory path with HBM",
 }
 
 
