@@ -507,9 +507,10 @@ def _fa2_like(**options):
 
 def _cudnn_fwd_stages(dims, gpu) -> int:
     """K/V ring depth of cuDNN's sm90 forward: the reference's 2 where a 2-deep ring of its
-    128 x 128 tile fits the CTA's shared memory beside Q, else 1 (ASSUMED: cuDNN is closed;
-    at head dim 256 its kernel takes 233,472 B, all an SM has, and Q with two K/V stages
-    would need 320 KiB; ``CUDNN_SM90_FWD_TILE``). Counted at the compiled head dims."""
+    128 x 128 tile fits the CTA's shared memory beside Q, else 1 — the compiled head dims 192
+    and 256, where Q with two K/V stages would need 240 and 320 KiB (ASSUMED: cuDNN is closed;
+    at head dim 256 its kernel takes 233,472 B, all an SM has; ``CUDNN_SM90_FWD_TILE``).
+    Counted at the compiled head dims."""
     block_m, block_n = CUDNN_SM90_FWD_TILE
     if dims.symbolic:
         return 2

@@ -291,19 +291,47 @@ class Prediction:
                        f"limit, so the power model (perfsim.power) settles it where board power "
                        f"meets the limit.")
 
+    def _memory_path(self, heavy):
+        """``(taken, path, hbm_alone)`` seconds of the longest kernel's ``hbm`` unit: what the
+        timing took, its memory path (HBM bytes plus fp32 reductions into L2,
+        ``perfsim.timing.memory_path_seconds``) and its HBM bytes alone."""
+        from perfsim.timing import memory_path_seconds
+
+        cost, g = heavy.cost, self.gpu
+        rate = g.hbm_bandwidth_bytes_per_s * (g.hbm_efficiency if self.timing.hbm_efficiency
+                                              is None else self.timing.hbm_efficiency)
+        return (float(heavy.unit_seconds["hbm"]), float(memory_path_seconds(cost, g, rate)),
+                float(cost.hbm_bytes) / rate)
+
+    def _is_load_path(self, heavy) -> bool:
+        """The longest kernel's ``hbm`` time is its CTAs' load path (above its memory path)."""
+        if heavy.cost.bytes_in_flight is None or not self.timing:
+            return False
+        taken, path, _ = self._memory_path(heavy)
+        return taken > path * 1.05
+
     def _load_path_line(self, heavy) -> str | None:
         """Where the longest kernel's ``hbm`` time is its CTAs' load path rather than HBM
         bandwidth (``perfsim.timing.KernelClock``: at most the measured per-CTA rate, and by
-        Little's law its bytes in flight per load latency, over HBM reads and L2 hits)."""
-        cost, g = heavy.cost, self.gpu
-        if cost.bytes_in_flight is None or not self.timing:
+        Little's law its bytes in flight per load latency, over HBM reads and L2 hits), or
+        where a good share of it is fp32 reductions into L2 taking turns with the HBM bytes
+        (``perfsim.timing.memory_path_seconds``)."""
+        if not self.timing:
             return None
-        hbm_alone = float(cost.hbm_bytes) / (g.hbm_bandwidth_bytes_per_s * (
-            g.hbm_efficiency if self.timing.hbm_efficiency is None
-            else self.timing.hbm_efficiency))
-        taken = float(heavy.unit_seconds["hbm"])
-        if taken <= hbm_alone * 1.05:
-            return None
+        cost = heavy.cost
+        taken, path, hbm_alone = self._memory_path(heavy)
+        if not self._is_load_path(heavy):
+            reductions = path - hbm_alone
+            if reductions <= 0.05 * path or taken > path * 1.05:
+                return None
+            return (f"{cost.name}'s 'hbm' time ({taken * 1e3:.3f} ms) is its memory path: the "
+                    f"{float(cost.hbm_bytes) / 1e9:.2f} GB that cross HBM "
+                    f"({hbm_alone * 1e3:.3f} ms) and "
+                    f"{float(cost.atomics) * 4 / 1e9:.2f} GB of fp32 reductions into L2 (the "
+                    f"dQ accumulation) at "
+                    f"{self.gpu.l2_reduction_bytes_per_s / 1e12:.2f} TB/s "
+                    f"({reductions * 1e3:.3f} ms), which take turns rather than overlap "
+                    "(GPUSpec.l2_reduction_bytes_per_s, perfsim.timing.memory_path_seconds).")
         pulled = float(cost.hbm_read_bytes + cost.l2_hit_bytes)
         return (f"{cost.name}'s 'hbm' time ({taken * 1e3:.3f} ms) is its CTAs' load path, not "
                 f"HBM bandwidth: {pulled / 1e9:.2f} GB of loads (HBM reads and "
@@ -311,7 +339,9 @@ class Prediction:
                 f"{pulled / taken / 1e12:.2f} TB/s, the resident CTAs' per-CTA load rate "
                 f"(GPUSpec.cta_load_bandwidth_bytes_per_s, or bytes in flight per load "
                 f"latency); the {float(cost.hbm_bytes) / 1e9:.2f} GB that cross HBM alone "
-                f"would take {hbm_alone * 1e3:.3f} ms.")
+                f"would take {hbm_alone * 1e3:.3f} ms"
+                + (f" ({path * 1e3:.3f} ms with its fp32 reductions into L2)."
+                   if path > hbm_alone * 1.001 else "."))
 
     def _edges_line(self, heavy) -> str | None:
         """The longest kernel's CTA edges, if it is a tiled attention kernel."""
@@ -417,9 +447,13 @@ class Prediction:
         if self.bound == "fp32" and any(k.cost.eager_op == "sgemm" for k in self.kernels):
             words = SGEMM_WORDS
         heavy_hbm = max(self.kernels, key=lambda k: k.seconds) if self.kernels else None
-        if self.bound == "hbm" and heavy_hbm is not None and self._load_path_line(heavy_hbm):
+        if self.bound == "hbm" and heavy_hbm is not None and self._is_load_path(heavy_hbm):
             words = ("the CTAs' load path (the 'hbm' unit: HBM reads and L2 hits at the "
                      "resident CTAs' load rate, below)")
+        elif (self.bound == "hbm" and heavy_hbm is not None and self.timing
+              and self._load_path_line(heavy_hbm)):
+            words = ("the memory path (the 'hbm' unit: HBM bytes and fp32 reductions into L2, "
+                     "below)")
         lines.append(f"Bound by {words} for {share:.0f} % of the time.")
         ranked = sorted(UNITS, key=lambda u: -self.unit_seconds[u])
         parts = ", ".join(f"{u} {self.unit_seconds[u] * 1e3:.3f} ms" for u in ranked

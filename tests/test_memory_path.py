@@ -1,0 +1,69 @@
+"""fp32 reductions into L2 on the memory path (perfsim.timing.memory_path_seconds) and
+cuDNN's sm90 forward launch (implementations.CUDNN_SM90_FWD_TILE): the rules, not figures."""
+
+from __future__ import annotations
+
+import pytest
+
+import perfsim
+from perfsim import implementations as im
+from perfsim.algorithms.base import Dims
+from perfsim.timing import REDUCTION_BYTES, memory_path_seconds
+
+SHORT_BWD = perfsim.AttentionWorkload(batch=64, heads=16, seqlen_q=256, head_dim=128,
+                                      dtype="bf16", phase="bwd")
+
+
+def _main_bwd(prediction):
+    return next(k for k in prediction.kernels if k.cost.name.endswith("_bwd"))
+
+
+def test_reductions_add_to_the_hbm_time_at_the_gpus_rate():
+    h200 = perfsim.load_gpu("h200-sxm")
+    cost = _main_bwd(perfsim.predict(SHORT_BWD, h200, "sdpa-cudnn")).cost
+    assert cost.atomics > 0
+    rate = 4e12
+    with_term = memory_path_seconds(cost, h200, rate)
+    without = memory_path_seconds(cost, h200.replace(l2_reduction_bytes_per_s=None), rate)
+    assert without == pytest.approx(cost.hbm_bytes / rate)
+    assert with_term - without == pytest.approx(
+        cost.atomics * REDUCTION_BYTES / h200.l2_reduction_bytes_per_s)
+
+
+def test_a_reduction_bound_backward_is_slower_with_the_term_and_says_why():
+    h200 = perfsim.load_gpu("h200-sxm")
+    lock = perfsim.timing_for(h200, "sdpa-cudnn", clock=1.7e9)
+    with_term = perfsim.predict(SHORT_BWD, h200, "sdpa-cudnn", timing=lock)
+    without = perfsim.predict(SHORT_BWD, h200.replace(l2_reduction_bytes_per_s=None),
+                              "sdpa-cudnn", timing=lock)
+    assert with_term.seconds > without.seconds
+    assert _main_bwd(with_term).bound == "hbm"
+    text = with_term.explain()
+    assert "fp32 reductions into L2" in text and "memory path" in text
+    # the named term has a time of its own
+    assert any("atomics/dQ" in k and v > 0 for k, v in with_term.term_seconds().items())
+
+
+def test_gpus_without_a_measured_rate_have_no_term():
+    a100 = perfsim.load_gpu("a100-sxm4-80gb")
+    assert a100.l2_reduction_bytes_per_s is None
+    assert "memory path" not in perfsim.predict(SHORT_BWD, a100, "fa2").explain()
+
+
+def test_the_rate_is_validated():
+    with pytest.raises(perfsim.PerfsimError):
+        perfsim.load_gpu("h200-sxm").replace(l2_reduction_bytes_per_s=-1.0)
+
+
+@pytest.mark.parametrize("d, stages", [(64, 2), (128, 2), (160, 1), (256, 1)])
+def test_cudnn_sm90_forward_runs_one_tile_at_every_head_dim(d, stages):
+    """(160 runs the compiled 192 kernel: Q and two K/V stages would need 240 KiB.)"""
+    h200 = perfsim.load_gpu("h200-sxm")
+    w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=2048, head_dim=d, dtype="bf16")
+    algo = im._sdpa_cudnn(Dims.of(w), h200)
+    assert (algo.block_m, algo.block_n) == im.CUDNN_SM90_FWD_TILE == (128, 128)
+    assert algo.intra_warpgroup_overlap is False and algo.stages == stages
+    kernel = perfsim.predict(w, h200, "sdpa-cudnn").kernels[-1]
+    assert kernel.cost.launch["block_m"] == 128 and kernel.cost.launch["block_n"] == 128
+    # two tiles in flight: the ping-pong of the two consumer warpgroups alone
+    assert kernel.cost.pipeline[1] == 2
