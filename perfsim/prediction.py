@@ -17,7 +17,7 @@ from perfsim.gpu import GPUSpec
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.mathops import where
 from perfsim.tiles import visible_pairs
-from perfsim.timing import KernelTiming
+from perfsim.timing import REDUCTION_BYTES, KernelTiming, memory_path_seconds
 from perfsim.workload import AttentionWorkload
 
 UNIT_WORDS = {
@@ -295,8 +295,6 @@ class Prediction:
         """``(taken, path, hbm_alone)`` seconds of the longest kernel's ``hbm`` unit: what the
         timing took, its memory path (HBM bytes plus fp32 reductions into L2,
         ``perfsim.timing.memory_path_seconds``) and its HBM bytes alone."""
-        from perfsim.timing import memory_path_seconds
-
         cost, g = heavy.cost, self.gpu
         rate = g.hbm_bandwidth_bytes_per_s * (g.hbm_efficiency if self.timing.hbm_efficiency
                                               is None else self.timing.hbm_efficiency)
@@ -322,16 +320,19 @@ class Prediction:
         taken, path, hbm_alone = self._memory_path(heavy)
         if not self._is_load_path(heavy):
             reductions = path - hbm_alone
-            if reductions <= 0.05 * path or taken > path * 1.05:
+            # only where this kernel is bound by its memory path and the reductions are a
+            # good share of it
+            if heavy.bound != "hbm" or reductions <= 0.05 * path or taken > path * 1.05:
                 return None
             return (f"{cost.name}'s 'hbm' time ({taken * 1e3:.3f} ms) is its memory path: the "
                     f"{float(cost.hbm_bytes) / 1e9:.2f} GB that cross HBM "
                     f"({hbm_alone * 1e3:.3f} ms) and "
-                    f"{float(cost.atomics) * 4 / 1e9:.2f} GB of fp32 reductions into L2 (the "
-                    f"dQ accumulation) at "
+                    f"{float(cost.atomics) * REDUCTION_BYTES / 1e9:.2f} GB of fp32 reductions "
+                    f"into L2 (the dQ accumulation) at "
                     f"{self.gpu.l2_reduction_bytes_per_s / 1e12:.2f} TB/s "
-                    f"({reductions * 1e3:.3f} ms), which take turns rather than overlap "
-                    "(GPUSpec.l2_reduction_bytes_per_s, perfsim.timing.memory_path_seconds).")
+                    f"({reductions * 1e3:.3f} ms; GPUSpec.l2_reduction_bytes_per_s, its source "
+                    f"in the GPU's file), which take turns rather than overlap "
+                    "(perfsim.timing.memory_path_seconds).")
         pulled = float(cost.hbm_read_bytes + cost.l2_hit_bytes)
         return (f"{cost.name}'s 'hbm' time ({taken * 1e3:.3f} ms) is its CTAs' load path, not "
                 f"HBM bandwidth: {pulled / 1e9:.2f} GB of loads (HBM reads and "
@@ -407,7 +408,7 @@ class Prediction:
         up to at most that unit's time; an eager kernel's HBM terms at its measured ceiling
         and an SGEMM's FMA-pipe terms at its K law, as the timing takes them."""
         from perfsim.software import DEFAULT_SOFTWARE
-        from perfsim.timing import REDUCTION_BYTES, TimingParams, eager_ceiling, rates
+        from perfsim.timing import TimingParams, eager_ceiling, rates
 
         params = self.timing if isinstance(self.timing, TimingParams) else \
             TimingParams.for_gpu(self.gpu, getattr(self.algorithm, "software",
@@ -451,7 +452,7 @@ class Prediction:
             words = ("the CTAs' load path (the 'hbm' unit: HBM reads and L2 hits at the "
                      "resident CTAs' load rate, below)")
         elif (self.bound == "hbm" and heavy_hbm is not None and self.timing
-              and self._load_path_line(heavy_hbm)):
+              and heavy_hbm.bound == "hbm" and self._load_path_line(heavy_hbm)):
             words = ("the memory path (the 'hbm' unit: HBM bytes and fp32 reductions into L2, "
                      "below)")
         lines.append(f"Bound by {words} for {share:.0f} % of the time.")

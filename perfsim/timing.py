@@ -10,7 +10,10 @@ For one kernel on one GPU:
   busiest SM runs ``⌈grid/SMs⌉`` of them, so a grid of 133 CTAs on 132 SMs takes as long as
   264. A grid smaller than the GPU uses only ``grid`` SMs. ``executed`` is the demand with
   the whole tiles a CTA computes where the problem ends inside one (``KernelCost.executed``).
-* HBM: ``t_hbm = bytes / (hbm_bandwidth_bytes_per_s × hbm_efficiency)``; for a kernel that
+* HBM: ``t_hbm = bytes / (hbm_bandwidth_bytes_per_s × hbm_efficiency)``, plus the payload of
+  the kernel's fp32 reductions into L2 (``4 · KernelCost.atomics``) at
+  ``GPUSpec.l2_reduction_bytes_per_s`` where the GPU has that rate (``memory_path_seconds``:
+  they take turns with the HBM stream); for a kernel that
   states its loads in flight per CTA (``KernelCost.bytes_in_flight``) the rate is at most
   ``resident CTAs × bytes_in_flight / load_latency_s`` (Little's law: a small grid, as in
   decode, cannot keep enough bytes in flight to reach the peak).

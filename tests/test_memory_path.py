@@ -67,3 +67,25 @@ def test_cudnn_sm90_forward_runs_one_tile_at_every_head_dim(d, stages):
     assert kernel.cost.launch["block_m"] == 128 and kernel.cost.launch["block_n"] == 128
     # two tiles in flight: the ping-pong of the two consumer warpgroups alone
     assert kernel.cost.pipeline[1] == 2
+
+
+def test_explain_names_the_memory_path_only_where_that_kernel_binds_on_it():
+    # SDPA flash's short backward: HBM-bound through its pre/post kernels, which have no
+    # reductions, while the kernel that has them is bound by shared memory
+    w = perfsim.AttentionWorkload(batch=128, heads=16, seqlen_q=128, head_dim=64,
+                                  dtype="bf16", phase="bwd")
+    text = perfsim.predict(w, "h200-sxm", "sdpa-flash").explain()
+    assert "memory path" not in text and "Bound by HBM bandwidth" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm, d", [("fa3", 192), ("fa3", 256), ("sdpa-cudnn", 128)])
+def test_symbolic_memory_path_matches_the_numeric_timing(algorithm, d):
+    from perfsim import symbolic
+
+    sizes = dict(B=4, H=8, H_kv=8, N_q=1024, N_k=1024, d=d, d_v=d)
+    closed = symbolic.unit_seconds(algorithm, "h200-sxm", phase="bwd", **sizes)["hbm"]
+    w = perfsim.AttentionWorkload(batch=4, heads=8, seqlen_q=1024, head_dim=d, dtype="bf16",
+                                  phase="bwd")
+    numeric = perfsim.predict(w, "h200-sxm", algorithm)
+    assert float(closed) == pytest.approx(numeric.unit_seconds["hbm"], rel=1e-9)

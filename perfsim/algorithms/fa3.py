@@ -96,6 +96,13 @@ CUDNN_SM90_HEAD_DIM_MULTIPLE = 64
 CUTE_SM90_BWD_SWAPPED_MULTIPLE, CUTE_SM90_BWD_SWAPPED_ABOVE = 64, 128
 
 
+def _numeric_head_dims(dims: Dims) -> bool:
+    """The head dims are numbers (plain, or sympy numbers in a closed form whose other sizes
+    are symbols), so the reference's tile table applies; a symbolic head dim takes the tile
+    the symbolic counts are written for."""
+    return all(getattr(h, "is_number", True) for h in (dims.d, dims.d_v))
+
+
 class FA3(FusedAttention):
     """FlashAttention-3 options (defaults: the reference Hopper kernels).
 
@@ -176,16 +183,16 @@ class FA3(FusedAttention):
         producer warpgroup plus one consumer warpgroup per 64 query rows)."""
         table = (FWD_TILES_FP8 if dims.dtype == "fp8_e4m3" else
                  FWD_TILES_CAUSAL if dims.masked else FWD_TILES)
-        b_r, b_c = (128, 128) if dims.symbolic else pick_tile(table, max(dims.d, dims.d_v),
-                                                              self.name)
+        b_r, b_c = (pick_tile(table, max(dims.d, dims.d_v), self.name)
+                    if _numeric_head_dims(dims) else (128, 128))
         b_r, b_c = self.block_m or b_r, self.block_n or b_c
         consumers = cdiv(b_r, WGMMA_ROWS)
         return b_r, b_c, WARPS_PER_WARPGROUP * (consumers + 1)
 
     def bwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)``: flash-attn 3's backward tile (three warpgroups)."""
-        b_r, b_c = (64, 128) if dims.symbolic else pick_tile(BWD_TILES, max(dims.d, dims.d_v),
-                                                          self.name)
+        b_r, b_c = (pick_tile(BWD_TILES, max(dims.d, dims.d_v), self.name)
+                    if _numeric_head_dims(dims) else (64, 128))
         return (self.bwd_block_m or b_r, self.bwd_block_n or b_c,
                 self.bwd_warps or 3 * WARPS_PER_WARPGROUP)
 
@@ -333,7 +340,8 @@ class FA3(FusedAttention):
         b_r, b_c, _ = self.fwd_tiles(dims, gpu)
         need = dims.e * (b_r * dims.d + self.stages * b_c * (dims.d + dims.d_v))
         if not dims.symbolic and need > gpu.smem_bytes_per_block:
-            raise InfeasibleError(f"fa3 tile {b_r}x{b_c} with {self.stages} stages needs "
+            stages = f"{self.stages} stage" + ("s" if self.stages != 1 else "")
+            raise InfeasibleError(f"fa3 tile {b_r}x{b_c} with {stages} needs "
                                   f"{need} B of shared memory; {gpu.id} allows "
                                   f"{gpu.smem_bytes_per_block} B per CTA")
 
@@ -378,7 +386,9 @@ class FA3(FusedAttention):
     def sdp_issued_twice(self, dims: Dims) -> int:
         """See ``FusedAttention.sdp_issued_twice``: from ``bwd_sdp_twice_above``."""
         limit = self.bwd_sdp_twice_above
-        return int(limit is not None and max(dims.d, dims.d_v) > limit)
+        # (bool(): a sympy number's comparison is a sympy boolean; a symbolic head dim
+        # cannot say which kernel runs and raises, which the symbolic module reports)
+        return int(limit is not None and bool(max(dims.d, dims.d_v) > limit))
 
     def dq_staging(self, dims: Dims, v, b_r):
         """FA3 (and FA4) write each tile's fp32 dQ partial to shared memory and a TMA bulk
