@@ -645,10 +645,13 @@ def _efficient(dims, gpu):
     # 16-bit inputs on sm_80: 8 HMMA per score element forward, 20 backward, twice SDPA
     # flash's), an FSETP and two FMULs around each exp (built without fast math), the scale
     # and the row max apart (FMUL, FADD), and its address arithmetic
-    # (softmax_costs.ADDRESS_ARITHMETIC)
+    # (softmax_costs.ADDRESS_ARITHMETIC). Its backward loads and stores the fp32 dQ
+    # accumulator under a per-tile lock instead of reducing into it (no RED in the census,
+    # 0.3-2.6 M ATOM for the lock: FA2.dq_reductions)
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps,
                      bwd_block_m=bwd_m, bwd_block_n=bwd_n, bwd_warps=bwd_warps,
                      num_splits=1, pack_gqa=False, mma_k=8, fast_math=False,
+                     dq_reductions=False,
                      fwd_smem_per_cta=fwd_smem,
                      fused_scale=False, address_arithmetic="xformers",
                      registers_per_thread=EFFICIENT_REGISTERS, **bwd)

@@ -89,3 +89,17 @@ def test_symbolic_memory_path_matches_the_numeric_timing(algorithm, d):
                                   phase="bwd")
     numeric = perfsim.predict(w, "h200-sxm", algorithm)
     assert float(closed) == pytest.approx(numeric.unit_seconds["hbm"], rel=1e-9)
+
+
+def test_xformers_backward_loads_and_stores_its_accumulator_instead_of_reducing():
+    h200 = perfsim.load_gpu("h200-sxm")
+    w = SHORT_BWD.model_copy(update={"head_dim": 64})
+    algo = im.resolve("sdpa-efficient")
+    eff = _main_bwd(perfsim.predict(w, h200, algo)).cost
+    assert eff.atomics == 0
+    # the same L2 and HBM bytes as the option's other setting, without the reductions
+    inner = im._efficient(Dims.of(w), h200)
+    reducing = _main_bwd(perfsim.predict(w, h200, inner.model_copy(
+        update={"dq_reductions": True}))).cost
+    assert reducing.atomics > 0
+    assert (eff.hbm_bytes, eff.l2_hit_bytes) == (reducing.hbm_bytes, reducing.l2_hit_bytes)

@@ -226,6 +226,12 @@ class FusedAttention(Algorithm):
         """Warps per forward CTA set by an option (``None``: the reference's choice)."""
         return None
 
+    def reduces_dq(self) -> bool:
+        """Whether the backward adds its dQ partials into the fp32 accumulator as reductions
+        in L2 (``KernelCost.atomics``, on the memory path: ``perfsim.timing``). True for
+        flash-attn 2's ``atomicAdd`` and FA3/FA4's and cuDNN's TMA reduce-add."""
+        return True
+
     def recomputes_dq(self) -> bool:
         """Whether the backward computes dQ in a second pass that recomputes S and dP."""
         return False
@@ -700,14 +706,20 @@ class FusedAttention(Algorithm):
                         "l2_hit/Q,dO,LSE,D (dQ pass)": rows * (e * (d + d_v) + 2 * STAT_BYTES),
                         "hbm_write/dQ": e * rows * d}
         else:
-            # fp32 dQ atomics are resolved in L2; the accumulator crosses HBM once each way
-            atomics = q_side * d
+            # fp32 dQ adds are resolved in L2; the accumulator crosses HBM once each way
+            adds = q_side * d
             # (the rows some key tile adds into: rows_read, as Q's compulsory reads)
             dq_read, dq_write, dq_hits = accumulator_traffic(
-                atomics, bh * rows_read(dims, b_r) * FP32_BYTES * d, window * FP32_BYTES * d,
+                adds, bh * rows_read(dims, b_r) * FP32_BYTES * d, window * FP32_BYTES * d,
                 gpu)
-            dq_terms = {"atomics/dQ (fp32)": atomics, "hbm_read/dQ accumulator": dq_read,
-                        "hbm_write/dQ accumulator": dq_write, "l2_hit/dQ atomics": dq_hits}
+            if self.reduces_dq():
+                dq_terms = {"atomics/dQ (fp32)": adds, "hbm_read/dQ accumulator": dq_read,
+                            "hbm_write/dQ accumulator": dq_write, "l2_hit/dQ atomics": dq_hits}
+            else:
+                # loads and stores of the accumulator: the same bytes, no reductions
+                dq_terms = {"hbm_read/dQ accumulator": dq_read,
+                            "hbm_write/dQ accumulator": dq_write,
+                            "l2_hit/dQ accumulator (loads and stores)": dq_hits}
         kv_written = e * bh * dims.N_k * (d + d_v)
         elems = bh * v.elements
         # per score, once per pass (twice with a dQ pass that recomputes S and dP)
@@ -878,6 +890,12 @@ class FA2(FusedAttention):
             tutorial: a dK/dV loop, then a dQ loop), instead of accumulating dQ alongside dK
             and dV: two more GEMMs and the exps again per tile; the operand reads grow in the
             same proportion (7/5, an approximation).
+        dq_reductions: the backward adds its dQ partials into the fp32 accumulator as
+            reductions in L2 (flash-attn 2's ``atomicAdd``; default); ``False``: as loads and
+            stores of the accumulator under a per-tile lock — the same L2 bytes, no
+            reductions (xFormers' cutlassB: Nsight Compute counts no ``RED``, 0.3-2.6 M
+            ``ATOM`` for the lock and the accumulator's ``LDG``/``STG``,
+            validate/reports/h200/probes/ncu/summary-efficient.json).
         bwd_masked_row_split: the backward's dK/dV loop walks the key block's masked
             (diagonal) tiles in steps of ``B_r / k`` query rows, ``k`` steps per tile — each
             step reloading what a step reloads (register spills); 1: one step per tile.
@@ -945,6 +963,7 @@ class FA2(FusedAttention):
     registers_per_thread: int = Field(default=REGISTERS_PER_THREAD, ge=16, le=255)
     bwd_registers_per_thread: int | None = Field(default=None, ge=16, le=255)
     dq_recompute: bool = False
+    dq_reductions: bool = True
     bwd_prescaled_k: bool = False
     bwd_masked_row_split: int = Field(default=1, ge=1, le=8)
     #: at most CUDA's 512 KiB of local memory per thread
@@ -976,6 +995,10 @@ class FA2(FusedAttention):
     def recomputes_dq(self) -> bool:
         """The ``dq_recompute`` option."""
         return self.dq_recompute
+
+    def reduces_dq(self) -> bool:
+        """The ``dq_reductions`` option."""
+        return self.dq_reductions
 
     def prescales_k(self) -> bool:
         """The ``bwd_prescaled_k`` option."""
