@@ -68,6 +68,8 @@ class KernelCost:
             model adds that fixed time (``perfsim.timing.cta_edge_seconds``) per wave of
             resident CTAs (once, for a ``persistent`` kernel, whose CTAs loop over tiles and
             overlap one tile's epilogue with the next one's prologue).
+        unit_edges_exposed: a ``persistent`` kernel's units after the first each pay the
+            whole edge, not only the set-up (``perfsim.timing.persistent_unit_seconds``).
         edge_bytes: for a ``tiled`` kernel, the bytes one CTA moves outside its steady-state
             loop, through its own load path: the tiles it loads before its first MMA can
             start (Q and the first K/V tile in a forward; its K/V block and the first Q/dO
@@ -166,6 +168,7 @@ class KernelCost:
     edge_phases: object = 1
     gemms: tuple = ()
     persistent: bool = False
+    unit_edges_exposed: bool = False
     load_chain: tuple | None = None
     bytes_in_flight: object = None
     exp_after: tuple[str, ...] = ()

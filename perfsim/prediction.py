@@ -577,9 +577,12 @@ def _edges_sentence(cost, gpu, params) -> str | None:
            "set-up")
     plural = "s" if waves != 1 else ""
     if cost.persistent:
-        unit = persistent_unit_seconds(gpu, params)
+        unit = persistent_unit_seconds(gpu, params, cost, per_wave)
+        why = ("each unit's loads waiting for the last unit's output tiles, which leave "
+               "through the same shared memory" if cost.unit_edges_exposed
+               else "their loads prefetched")
         count = (f"persistent: once, then {unit * 1e6:.2f} µs for each of the {waves - 1} "
-                 "further units its busiest CTA takes (their loads prefetched)"
+                 f"further units its busiest CTA takes ({why})"
                  if waves > 1 and unit else "persistent: once")
         return (f"{cost.name}'s CTAs spend {per_wave * 1e6:.2f} µs outside their loop "
                 f"({how}; {count}): {every * 1e6:.1f} µs on the SM side; HBM streams on "

@@ -841,16 +841,33 @@ def edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams, grid):
         return None
     waves = cdiv(grid, gpu.sm_count * maximum(cost.ctas_per_sm, 1))
     if cost.persistent:
-        return per_wave + (waves - 1) * persistent_unit_seconds(gpu, params), per_wave
+        return (per_wave + (waves - 1) * persistent_unit_seconds(gpu, params, cost, per_wave),
+                per_wave)
     return waves * per_wave, per_wave
 
 
-def persistent_unit_seconds(gpu: GPUSpec, params: TimingParams) -> float:
+def persistent_unit_seconds(gpu: GPUSpec, params: TimingParams, cost: KernelCost = None,
+                            per_wave=0.0):
     """What each work unit after the first costs a persistent kernel's CTA outside its loop
-    (:func:`edge_seconds`): ``GPUSpec.cta_wave_overhead_s``; nothing where a
+    (:func:`edge_seconds`): ``GPUSpec.cta_wave_overhead_s`` — or the whole edge
+    ``per_wave`` for a kernel whose next unit's loads wait for this unit's epilogue
+    (``KernelCost.unit_edges_exposed``: a persistent backward); nothing where a
     ``TimingParams.cta_overhead_s`` replaces the modelled edges (a calibrated profile's
-    fitted per-wave figure, fitted with persistent kernels paying it once)."""
-    return 0.0 if params.cta_overhead_s is not None else gpu.cta_wave_overhead_s
+    fitted per-wave figure, fitted with persistent kernels paying it once).
+
+    Evidence for the exposed edges (not attention timing alone): flash-attn 3's backward
+    stages its dK/dV epilogue in the shared memory of K and V, which hold one tile each
+    (``TensorStorage``: single ``smem_k``, ``smem_v``; hopper/mainloop_bwd_sm90_tma_gmma_ws.hpp),
+    so a unit's K/V cannot arrive before the last unit's dK/dV have left; cuDNN's persistent
+    backward ASSUMED alike (closed source). Nsight Compute of cuDNN's backward main kernel
+    (``validate/reports/h200/probes/ncu/summary-short-bwd.json``): at N = 256 and 384, where
+    each unit is 4-6 steps, its time exceeded the model with prefetched units by 18 % (d = 64,
+    31 units per SM) and 24 % (d = 192, 17 units) while its DRAM bytes matched."""
+    if params.cta_overhead_s is not None:
+        return 0.0
+    if cost is not None and cost.unit_edges_exposed:
+        return per_wave
+    return gpu.cta_wave_overhead_s
 
 
 def _edge_shares(edges, hbm_only) -> list:

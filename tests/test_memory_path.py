@@ -103,3 +103,24 @@ def test_xformers_backward_loads_and_stores_its_accumulator_instead_of_reducing(
         update={"dq_reductions": True}))).cost
     assert reducing.atomics > 0
     assert (eff.hbm_bytes, eff.l2_hit_bytes) == (reducing.hbm_bytes, reducing.l2_hit_bytes)
+
+
+def test_a_persistent_backward_pays_each_units_whole_edge_a_forward_its_set_up():
+    from perfsim.mathops import cdiv
+    from perfsim.timing import edge_seconds
+
+    h200 = perfsim.load_gpu("h200-sxm")
+    params = perfsim.timing_for(h200, "sdpa-cudnn")
+    bwd = _main_bwd(perfsim.predict(SHORT_BWD, h200, "sdpa-cudnn")).cost
+    fwd = perfsim.predict(SHORT_BWD.model_copy(update={"phase": "fwd"}), h200,
+                          "sdpa-cudnn").kernels[-1].cost
+    assert bwd.persistent and bwd.unit_edges_exposed
+    assert fwd.persistent and not fwd.unit_edges_exposed
+    for cost, each in ((bwd, None), (fwd, h200.cta_wave_overhead_s)):
+        every, one = edge_seconds(cost, h200, params, cost.grid)
+        units = cdiv(cost.grid, h200.sm_count)
+        assert units > 1
+        assert every == pytest.approx(one + (units - 1) * (one if each is None else each))
+    # a calibrated profile's fitted per-wave figure stays once per CTA
+    fitted = perfsim.timing_for(h200, "sdpa-cudnn", cta_overhead_s=5e-6)
+    assert edge_seconds(bwd, h200, fitted, bwd.grid)[0] == pytest.approx(5e-6)

@@ -160,6 +160,9 @@ HOLDOUTS = {
     "external-holdout25": "short and mid backward calls (N 128-1536, large batches) beside "
                           "two long ones, head dims 64-256, causal, GQA, fp16; frozen for "
                           "fp32 reductions into L2 sharing the memory path with HBM",
+    "external-holdout26": "short backward calls (N 256-768, large batches), head dims 64-256, "
+                          "causal, fp16, cuDNN and SDPA flash only; frozen for a persistent "
+                          "backward's units each paying their whole edge",
 }
 
 

@@ -794,6 +794,9 @@ class FusedAttention(Algorithm):
         main = KernelCost.of(
             f"{self.name}_bwd", terms, grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
             edge_bytes=edge, edge_phases=1 + again, persistent=self.persistent_grid(),
+            # a persistent backward's next K/V block waits for this one's dK/dV epilogue
+            # (they share shared memory: timing.persistent_unit_seconds)
+            unit_edges_exposed=self.persistent_grid(),
             gemms=gemms,
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.bwd_registers(gpu, warps), tensor_dtype=dims.dtype,
