@@ -51,7 +51,7 @@ import numpy as np
 from perfsim import algorithms as algos
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import Algorithm, Dims, infeasible_where
-from perfsim.algorithms.fa3 import CUDNN_SM90_HEAD_DIM_MULTIPLE
+from perfsim.algorithms.fa3 import fwd_smem_bytes, kernel_head_dims
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec
@@ -511,12 +511,10 @@ def _cudnn_fwd_stages(dims, gpu) -> int:
     and 256, where Q with two K/V stages would need 240 and 320 KiB (ASSUMED: cuDNN is closed;
     at head dim 256 its kernel takes 233,472 B, all an SM has; ``CUDNN_SM90_FWD_TILE``).
     Counted at the compiled head dims."""
-    block_m, block_n = CUDNN_SM90_FWD_TILE
     if dims.symbolic:
         return 2
-    d, d_v = (cdiv(h, CUDNN_SM90_HEAD_DIM_MULTIPLE) * CUDNN_SM90_HEAD_DIM_MULTIPLE
-              for h in (dims.d, dims.d_v))
-    need = dims.e * (block_m * d + 2 * block_n * (d + d_v))
+    need = fwd_smem_bytes(dims.e, *CUDNN_SM90_FWD_TILE, 2,
+                          *kernel_head_dims("cudnn-sm90", dims))
     return 2 if need <= gpu.smem_bytes_per_block else 1
 
 

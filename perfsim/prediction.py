@@ -17,7 +17,7 @@ from perfsim.gpu import GPUSpec
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.mathops import where
 from perfsim.tiles import visible_pairs
-from perfsim.timing import REDUCTION_BYTES, KernelTiming, memory_path_seconds
+from perfsim.timing import REDUCTION_BYTES, KernelTiming, memory_path_seconds, rates
 from perfsim.workload import AttentionWorkload
 
 UNIT_WORDS = {
@@ -292,46 +292,47 @@ class Prediction:
                        f"meets the limit.")
 
     def _memory_path(self, heavy):
-        """``(taken, path, hbm_alone)`` seconds of the longest kernel's ``hbm`` unit: what the
-        timing took, its memory path (HBM bytes plus fp32 reductions into L2,
-        ``perfsim.timing.memory_path_seconds``) and its HBM bytes alone."""
-        cost, g = heavy.cost, self.gpu
-        rate = g.hbm_bandwidth_bytes_per_s * (g.hbm_efficiency if self.timing.hbm_efficiency
-                                              is None else self.timing.hbm_efficiency)
-        return (float(heavy.unit_seconds["hbm"]), float(memory_path_seconds(cost, g, rate)),
-                float(cost.hbm_bytes) / rate)
+        """``(taken, path, hbm_alone)`` seconds of a kernel's ``hbm`` unit: what the timing
+        took, its memory path (HBM bytes plus fp32 reductions into L2,
+        ``perfsim.timing.memory_path_seconds``) and its HBM bytes alone, at the timing's
+        HBM rate (``perfsim.timing.rates``)."""
+        cost = heavy.cost
+        rate = rates(self.gpu, cost, self.timing)["hbm"]
+        return (float(heavy.unit_seconds["hbm"]),
+                float(memory_path_seconds(cost, self.gpu, rate)), float(cost.hbm_bytes) / rate)
 
-    def _is_load_path(self, heavy) -> bool:
-        """The longest kernel's ``hbm`` time is its CTAs' load path (above its memory path)."""
-        if heavy.cost.bytes_in_flight is None or not self.timing:
-            return False
-        taken, path, _ = self._memory_path(heavy)
-        return taken > path * 1.05
+    def _hbm_reading(self, heavy) -> str | None:
+        """What a kernel's ``hbm`` time is, where it is not plain HBM bandwidth: ``"load
+        path"`` (its CTAs' load path, above its memory path: ``perfsim.timing.KernelClock``),
+        ``"reductions"`` (its memory path, bound there, fp32 reductions into L2 over 5 % of
+        it), else ``None``."""
+        if not self.timing:
+            return None
+        taken, path, alone = self._memory_path(heavy)
+        if heavy.cost.bytes_in_flight is not None and taken > path * 1.05:
+            return "load path"
+        if heavy.bound == "hbm" and path - alone > 0.05 * path and taken <= path * 1.05:
+            return "reductions"
+        return None
 
     def _load_path_line(self, heavy) -> str | None:
-        """Where the longest kernel's ``hbm`` time is its CTAs' load path rather than HBM
-        bandwidth (``perfsim.timing.KernelClock``: at most the measured per-CTA rate, and by
-        Little's law its bytes in flight per load latency, over HBM reads and L2 hits), or
-        where a good share of it is fp32 reductions into L2 taking turns with the HBM bytes
-        (``perfsim.timing.memory_path_seconds``)."""
-        if not self.timing:
+        """The sentence for :meth:`_hbm_reading`: the CTAs' load path (at most the measured
+        per-CTA rate, and by Little's law its bytes in flight per load latency, over HBM reads
+        and L2 hits) or the memory path's fp32 reductions taking turns with the HBM bytes."""
+        reading = self._hbm_reading(heavy)
+        if reading is None:
             return None
         cost = heavy.cost
         taken, path, hbm_alone = self._memory_path(heavy)
-        if not self._is_load_path(heavy):
-            reductions = path - hbm_alone
-            # only where this kernel is bound by its memory path and the reductions are a
-            # good share of it
-            if heavy.bound != "hbm" or reductions <= 0.05 * path or taken > path * 1.05:
-                return None
+        if reading == "reductions":
             return (f"{cost.name}'s 'hbm' time ({taken * 1e3:.3f} ms) is its memory path: the "
                     f"{float(cost.hbm_bytes) / 1e9:.2f} GB that cross HBM "
                     f"({hbm_alone * 1e3:.3f} ms) and "
                     f"{float(cost.atomics) * REDUCTION_BYTES / 1e9:.2f} GB of fp32 reductions "
                     f"into L2 (the dQ accumulation) at "
                     f"{self.gpu.l2_reduction_bytes_per_s / 1e12:.2f} TB/s "
-                    f"({reductions * 1e3:.3f} ms; GPUSpec.l2_reduction_bytes_per_s, its source "
-                    f"in the GPU's file), which take turns rather than overlap "
+                    f"({(path - hbm_alone) * 1e3:.3f} ms; GPUSpec.l2_reduction_bytes_per_s, "
+                    "its source in the GPU's file), which take turns rather than overlap "
                     "(perfsim.timing.memory_path_seconds).")
         pulled = float(cost.hbm_read_bytes + cost.l2_hit_bytes)
         return (f"{cost.name}'s 'hbm' time ({taken * 1e3:.3f} ms) is its CTAs' load path, not "
@@ -408,7 +409,7 @@ class Prediction:
         up to at most that unit's time; an eager kernel's HBM terms at its measured ceiling
         and an SGEMM's FMA-pipe terms at its K law, as the timing takes them."""
         from perfsim.software import DEFAULT_SOFTWARE
-        from perfsim.timing import TimingParams, eager_ceiling, rates
+        from perfsim.timing import TimingParams, eager_ceiling
 
         params = self.timing if isinstance(self.timing, TimingParams) else \
             TimingParams.for_gpu(self.gpu, getattr(self.algorithm, "software",
@@ -448,11 +449,12 @@ class Prediction:
         if self.bound == "fp32" and any(k.cost.eager_op == "sgemm" for k in self.kernels):
             words = SGEMM_WORDS
         heavy_hbm = max(self.kernels, key=lambda k: k.seconds) if self.kernels else None
-        if self.bound == "hbm" and heavy_hbm is not None and self._is_load_path(heavy_hbm):
+        reading = (self._hbm_reading(heavy_hbm) if self.bound == "hbm" and heavy_hbm
+                   is not None else None)
+        if reading == "load path":
             words = ("the CTAs' load path (the 'hbm' unit: HBM reads and L2 hits at the "
                      "resident CTAs' load rate, below)")
-        elif (self.bound == "hbm" and heavy_hbm is not None and self.timing
-              and heavy_hbm.bound == "hbm" and self._load_path_line(heavy_hbm)):
+        elif reading == "reductions":
             words = ("the memory path (the 'hbm' unit: HBM bytes and fp32 reductions into L2, "
                      "below)")
         lines.append(f"Bound by {words} for {share:.0f} % of the time.")

@@ -56,7 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from perfsim.errors import PerfsimError
 from perfsim.frozen import fast_init
-from perfsim.gpu import CalibratedTiming, GPUSpec
+from perfsim.gpu import BYTES_PER_ELEMENT, CalibratedTiming, GPUSpec
 from perfsim.kernel import UNITS, KernelCost
 from perfsim.mathops import cdiv, maximum, minimum, where
 from perfsim.queueing import closed_cycle, unpipelined_time
@@ -765,7 +765,7 @@ def _gemm_total(cost: KernelCost, rate: dict):
 
 
 #: Bytes of payload one fp32 reduction (``KernelCost.atomics`` counts them) adds into L2.
-REDUCTION_BYTES = 4
+REDUCTION_BYTES = BYTES_PER_ELEMENT["fp32"]
 
 
 def memory_path_seconds(cost: KernelCost, gpu: GPUSpec, hbm_rate):

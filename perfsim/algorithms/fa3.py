@@ -96,6 +96,34 @@ CUDNN_SM90_HEAD_DIM_MULTIPLE = 64
 CUTE_SM90_BWD_SWAPPED_MULTIPLE, CUTE_SM90_BWD_SWAPPED_ABOVE = 64, 128
 
 
+def kernel_head_dims(mode: str, dims: Dims) -> tuple:
+    """``(d, d_v)`` a compiled kernel runs at under ``mode`` (``FA3.compiled_head_dims``):
+    flash-attn 3's kernel for ``d``; flash_attn.cute's or cuDNN's tile multiple (cute's
+    backward's where the kernel being built is not the forward); or the call's own. Symbolic
+    dims run as themselves."""
+    if dims.symbolic or mode == "exact":
+        return dims.d, dims.d_v
+    if mode == "cudnn-sm90":
+        step = CUDNN_SM90_HEAD_DIM_MULTIPLE
+        return cdiv(dims.d, step) * step, cdiv(dims.d_v, step) * step
+    if mode == "cute-sm90":
+        step = CUTE_SM90_HEAD_DIM_MULTIPLE
+        if (dims.phase != "fwd" and CUTE_SM90_BWD_SWAPPED_ABOVE < dims.d
+                <= max(FA3_HEAD_DIMS)):
+            step = CUTE_SM90_BWD_SWAPPED_MULTIPLE
+        return cdiv(dims.d, step) * step, cdiv(dims.d_v, step) * step
+    # the kernel is chosen by the Q/K head dim; FA3.check_masks refuses the pairs
+    # flash-attn 3 does not take
+    k = next((h for h in FA3_HEAD_DIMS if h >= dims.d), dims.d)
+    return k, (128 if k == 192 and dims.d_v <= 128 else k)
+
+
+def fwd_smem_bytes(e, b_r, b_c, stages, d, d_v):
+    """Shared memory (bytes) of FA3's forward tile: Q (``b_r x d``) and a ``stages``-deep
+    ring of K/V tiles (``b_c x (d + d_v)``), ``e`` bytes per element."""
+    return e * (b_r * d + stages * b_c * (d + d_v))
+
+
 def _numeric_head_dims(dims: Dims) -> bool:
     """The head dims are numbers (plain, or sympy numbers in a closed form whose other sizes
     are symbols), so the reference's tile table applies; a symbolic head dim takes the tile
@@ -157,26 +185,9 @@ class FA3(FusedAttention):
     dtypes: ClassVar[tuple[str, ...]] = ("fp16", "bf16", "fp8_e4m3")
 
     def kernel_head_dims(self, dims: Dims) -> tuple:
-        """``(d, d_v)`` the compiled kernel runs at (``compiled_head_dims``): flash-attn 3's
-        kernel for ``d``; flash_attn.cute's tile multiple (the backward's where the
-        kernel being built is not the forward); or the call's own. Symbolic dims run as
-        themselves."""
-        mode = self.compiled_head_dims
-        if dims.symbolic or mode == "exact":
-            return dims.d, dims.d_v
-        if mode == "cudnn-sm90":
-            step = CUDNN_SM90_HEAD_DIM_MULTIPLE
-            return cdiv(dims.d, step) * step, cdiv(dims.d_v, step) * step
-        if mode == "cute-sm90":
-            step = CUTE_SM90_HEAD_DIM_MULTIPLE
-            if (dims.phase != "fwd" and CUTE_SM90_BWD_SWAPPED_ABOVE < dims.d
-                    <= max(FA3_HEAD_DIMS)):
-                step = CUTE_SM90_BWD_SWAPPED_MULTIPLE
-            return cdiv(dims.d, step) * step, cdiv(dims.d_v, step) * step
-        # the kernel is chosen by the Q/K head dim; :meth:`check_masks` refuses the pairs
-        # flash-attn 3 does not take
-        k = next((h for h in FA3_HEAD_DIMS if h >= dims.d), dims.d)
-        return k, (128 if k == 192 and dims.d_v <= 128 else k)
+        """``(d, d_v)`` the compiled kernel runs at: :func:`kernel_head_dims` of the
+        ``compiled_head_dims`` option."""
+        return kernel_head_dims(self.compiled_head_dims, dims)
 
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)``: flash-attn 3's forward tile for the head dim and mask (a
@@ -338,7 +349,7 @@ class FA3(FusedAttention):
 
     def _check_smem(self, dims: Dims, gpu: GPUSpec) -> None:
         b_r, b_c, _ = self.fwd_tiles(dims, gpu)
-        need = dims.e * (b_r * dims.d + self.stages * b_c * (dims.d + dims.d_v))
+        need = fwd_smem_bytes(dims.e, b_r, b_c, self.stages, dims.d, dims.d_v)
         if not dims.symbolic and need > gpu.smem_bytes_per_block:
             stages = f"{self.stages} stage" + ("s" if self.stages != 1 else "")
             raise InfeasibleError(f"fa3 tile {b_r}x{b_c} with {stages} needs "
