@@ -211,6 +211,7 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "smem_bandwidth_bytes_per_clk_per_sm": (1, 1e5, "bytes per clock per SM"),
     "smem_bytes_per_sm": (1024, 2**30, "bytes"),
     "smem_bytes_per_block": (1024, 2**30, "bytes"),
+    "smem_reserved_per_cta_bytes": (0, 2**20, "bytes"),
     "registers_per_sm": (1, 2**24, "registers"),
     "max_registers_per_thread": (1, 2**16, "registers"),
     "max_warps_per_sm": (1, 2**12, "warps"),
@@ -350,6 +351,13 @@ class GPUSpec(BaseModel):
     smem_bandwidth_bytes_per_clk_per_sm: float = Field(gt=0, description="shared-memory B/clk/SM")
     smem_bytes_per_sm: int = Field(gt=0, description="max shared memory per SM (carveout max)")
     smem_bytes_per_block: int = Field(gt=0, description="max shared memory per CTA (opt-in)")
+    smem_reserved_per_cta_bytes: int = Field(
+        default=1024, ge=0, description="shared memory the CUDA driver sets aside for every "
+        "resident CTA beside what the kernel asks for, so an SM holds floor(smem_bytes_per_sm "
+        "/ (CTA's shared memory + this)) CTAs (perfsim.algorithms.base.resident_ctas); the "
+        "H200's driver reports 1024 (CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK), "
+        "which is also the gap between what an SM has and what one CTA may opt in to on every "
+        "GPU of compute capability 8.0 and later")
     registers_per_sm: int = Field(gt=0, description="32-bit registers per SM")
     max_registers_per_thread: int = Field(gt=0, description="32-bit registers per thread, max")
     max_warps_per_sm: int = Field(gt=0)

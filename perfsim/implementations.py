@@ -224,19 +224,26 @@ def _compiled_smem(table: dict, d, gpu: GPUSpec) -> int | None:
     exceeds ``gpu``'s per-block limit or the head dim is above the table's."""
     smem = _lookup(table, d)
     return smem if smem is not None and smem <= gpu.smem_bytes_per_block else None
-#: The tutorial kernel's forward tile by head dim, ``{largest head dim: (BLOCK_M, BLOCK_N,
-#: warps)}``. Its forward is autotuned (python/tutorials/06-fused-attention.py: BLOCK_M 64/128,
-#: BLOCK_N 32-128, 4 or 8 warps); the H200 runs record the configuration the tuner kept for
-#: each call (``launch_config.fwd_config`` in validate/reports/h200-external*/results.jsonl,
-#: the tuner restricted to external.TUTORIAL_CONFIGS): at head dim 64, 128 x 64 (7 calls) or
-#: 64 x 64 (21) with 4 warps; at 128, 64 x 64 with 4 warps (24) or 128 x 128 with 8 (21),
-#: never 128 x 64 — compiled at head dim 128 that one needs 255 registers and spills 14
-#: (Triton's ``n_spills``; validate/reports/h200/probes/probe_tutorial_registers.json), the
-#: others do not; at 256, 64 x 64 with 4 warps (21 of 21). perfsim takes 128 x 64 up to head
-#: dim 64 and 64 x 64 above (the tuner's choice between 64 x 64 and 128 x 128 at head dim
-#: 128 depends on the shape and is not modelled: at B = 1, H = 32, N = 4096 the model puts
-#: them 15 % apart, the profiled kernels 5 %, 918k and 969k cycles, Nsight Compute).
-TRITON_TUTORIAL_FWD_TILES = {64: (128, 64, 4), 256: (64, 64, 4)}
+#: The tutorial kernel's forward launch, ``(BLOCK_M, BLOCK_N, warps, num_stages)``. Its forward
+#: is autotuned (python/tutorials/06-fused-attention.py: BLOCK_M 64/128, BLOCK_N 32-128,
+#: num_stages 2-6, 4 or 8 warps); the H200 runs record the configuration the tuner kept for each
+#: call (``launch_config.fwd_config`` in validate/reports/h200-external*/results.jsonl, the tuner
+#: restricted to external.TUTORIAL_CONFIGS): of 136 forward calls, 64 x 64 with 4 warps in 99
+#: (3 stages in 83, 2 in 16; every call at head dim 256), 128 x 128 with 8 warps in 29 (head dim
+#: 128, mostly N >= 1536) and 128 x 64 with 4 warps in 8 (head dim 64, mostly N <= 1024).
+#: perfsim takes the modal 64 x 64, 4 warps, 3 stages at every head dim: which of two close
+#: configurations the tuner's timing keeps is not modelled (with the compiled occupancy below
+#: the model picks the recorded one for 85 of the 136 calls when asked to choose).
+TRITON_TUTORIAL_FWD_TILE = (64, 64, 4, 3)
+#: Registers per thread and shared memory per CTA (bytes) of that forward as compiled for
+#: sm_90 by Triton 3.6, by head dim (``validate/probe_tutorial_registers.py``,
+#: validate/reports/h200/probes/probe_tutorial_registers.json; the causal build, STAGE 3 — the
+#: non-causal one takes 0-10 registers and 0-1 KB less): Q's tile and three K/V stages, so the
+#: driver's occupancy calculator holds 3, 2 and 1 CTAs per SM at head dims 64, 128 and 256
+#: (the same file; before these were read the model ran one K/V stage at 255 registers: 2 CTAs
+#: at every head dim). Read on sm_90 only: elsewhere the stages take the formula of
+#: ``FA2._fwd_smem_bytes`` and 255 registers (ASSUMED).
+TRITON_TUTORIAL_FWD_COMPILED = {64: (107, 58368), 128: (138, 115712), 256: (213, 230400)}
 #: Its backward (``_attn_bwd``): BLOCK_M1 = 32, BLOCK_N1 = 128, 4 warps (the tutorial's fixed
 #: backward launch; the dQ loop uses the transposed 128 x 32 blocks).
 TRITON_TUTORIAL_BWD_TILE = (32, 128, 4)
@@ -613,11 +620,15 @@ def _triton_tutorial(dims, gpu):
                                                          max(dims.d, dims.d_v), gpu),
                          tensor_family=triton_tensor_family(gpu, block_n, warps),
                          num_splits=1, pack_gqa=False)
-    block_m, block_n, warps = _tile(TRITON_TUTORIAL_FWD_TILES, max(dims.d, dims.d_v))
+    block_m, block_n, warps, stages = TRITON_TUTORIAL_FWD_TILE
+    # (the table's largest key is the largest head dim the tutorial takes: 256)
+    registers, smem = _tile(TRITON_TUTORIAL_FWD_COMPILED, max(dims.d, dims.d_v))
+    compiled = ({"registers_per_thread": registers, "fwd_smem_per_cta": smem}
+                if flex_arch(gpu) == "sm90" else {})
     # one CTA per (batch, head, query tile): no split-KV, no packing
-    return _fa2_like(block_m=block_m, block_n=block_n, warps=warps,
+    return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, fwd_stages=stages,
                      tensor_family=triton_tensor_family(gpu, block_m, warps),
-                     num_splits=1, pack_gqa=False)
+                     num_splits=1, pack_gqa=False, **compiled)
 
 
 def _one_query_token(dims) -> bool:

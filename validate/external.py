@@ -163,6 +163,11 @@ HOLDOUTS = {
     "external-holdout26": "short backward calls (N 256-768, large batches), head dims 64-256, "
                           "causal, fp16, cuDNN and SDPA flash only; frozen for a persistent "
                           "backward's units each paying their whole edge",
+    "external-holdout27": "Triton's tutorial beside SDPA flash, cuDNN and FlexAttention: head "
+                          "dims 64-256 (powers of two), N 640-12288, causal, fp16; frozen for "
+                          "the tutorial's forward launch (64 x 64, 3 K/V stages) with its "
+                          "compiled registers and shared memory, and the driver's 1 KB of "
+                          "shared memory reserved per CTA",
 }
 
 

@@ -324,7 +324,9 @@ def lockstep_window(resident, tiles_per_group, tile_bytes, tiles_in_flight: int 
 
 
 def resident_ctas(gpu: GPUSpec, smem_bytes: int, warps: int, registers_per_thread: int) -> int:
-    """CTAs that fit on one SM at once (occupancy), from shared memory, warps and registers.
+    """CTAs that fit on one SM at once (occupancy), from shared memory (each CTA's plus the
+    driver's per-CTA reservation, ``GPUSpec.smem_reserved_per_cta_bytes``), warps and
+    registers.
 
     A numpy ``smem_bytes`` (sweeps) gives an array, element by element: inside
     :func:`collect_infeasible` an element where no CTA fits gets 1 and is reported to the
@@ -369,7 +371,10 @@ def resident_ctas(gpu: GPUSpec, smem_bytes: int, warps: int, registers_per_threa
         "registers per SM": gpu.registers_per_sm // (registers_per_thread * warps * 32),
     }
     if smem_bytes:
-        limits["shared memory per SM"] = gpu.smem_bytes_per_sm // smem_bytes
+        # the driver reserves smem_reserved_per_cta_bytes beside every CTA's own (1 KB on the
+        # H200; the occupancy calculator counts it: validate/probe_tutorial_registers.py)
+        limits["shared memory per SM"] = gpu.smem_bytes_per_sm // (
+            smem_bytes + gpu.smem_reserved_per_cta_bytes)
     if is_symbolic(smem_bytes):  # closed forms (perfsim.symbolic): occupancy, unchecked;
         # unevaluated: sympy 1.14 wrongly simplifies Min(2, floor(c / (a + b))) to 2
         import sympy
