@@ -244,6 +244,14 @@ TRITON_TUTORIAL_FWD_TILE = (64, 64, 4, 3)
 #: at every head dim). Read on sm_90 only: elsewhere the stages take the formula of
 #: ``FA2._fwd_smem_bytes`` and 255 registers (ASSUMED).
 TRITON_TUTORIAL_FWD_COMPILED = {64: (107, 58368), 128: (138, 115712), 256: (213, 230400)}
+#: Options a preset reads from the kernel its own launch compiles to, by preset: ``(launch
+#: options, compiled facts)``. A caller who changes a launch option (``--set block_m=128``)
+#: without giving the facts for it gets the algorithm's defaults for them, not the facts of a
+#: launch that no longer runs (:meth:`Implementation.config`).
+COMPILED_FACTS = {
+    "triton-tutorial": (("block_m", "block_n", "warps", "fwd_stages"),
+                        ("registers_per_thread", "fwd_smem_per_cta")),
+}
 #: Its backward (``_attn_bwd``): BLOCK_M1 = 32, BLOCK_N1 = 128, 4 warps (the tutorial's fixed
 #: backward launch; the dQ loop uses the transposed 128 x 32 blocks).
 TRITON_TUTORIAL_BWD_TILE = (32, 128, 4)
@@ -360,7 +368,14 @@ class Implementation(Algorithm):
                 raise PerfsimError(f"{self.preset} runs {inner.name}, which has no option "
                                    f"{', '.join(sorted(unknown))}; options: "
                                    f"{', '.join(type(inner).model_fields)}")
-            inner = type(inner)(**{**inner.model_dump(), **self.options})
+            fields = inner.model_dump()
+            launch, facts = COMPILED_FACTS.get(self.preset, ((), ()))
+            if set(self.options) & set(launch) and not set(self.options) & set(facts):
+                # facts read from the compiled kernel of the preset's own launch do not carry
+                # over to another launch: it takes the algorithm's defaults for them
+                for name in facts:
+                    fields[name] = type(inner).model_fields[name].default
+            inner = type(inner)(**{**fields, **self.options})
         return inner
 
     def varlen_config(self, dims: Dims, gpu: GPUSpec) -> Algorithm:

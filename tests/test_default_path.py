@@ -974,3 +974,75 @@ def test_tutorial_backward_reloads_its_spills_per_half_step_on_the_diagonal():
     # one more step per masked 32 x 128 tile: 4 per key block of each of the 128 heads
     per_step = plain.terms[key] / main.launch["tiles"]
     assert main.terms[key] - plain.terms[key] == pytest.approx(128 * 8 * 4 * per_step)
+
+
+# ------------------------------------------------------------------ compiled occupancy
+_PROBE = pathlib.Path(__file__).parent.parent / "validate" / "reports" / "h200" / "probes"
+
+
+def _tutorial_forward_occupancy():
+    """``{head dim: (registers, shared memory, CTAs per SM)}`` of the tutorial's 64 x 64,
+    4-warp, 3-stage causal forward as Triton compiled it and the driver's occupancy
+    calculator placed it on the H200 (``validate/probe_tutorial_registers.py``)."""
+    import json
+
+    probe = json.loads((_PROBE / "probe_tutorial_registers.json").read_text())
+    out = {}
+    for row in probe["rows"]:
+        if (row["kernel"] == "_attn_fwd_tma" and row.get("BLOCK_M") == 64
+                and row.get("BLOCK_N") == 64 and row["num_warps"] == 4
+                and row["num_stages"] == 3 and row.get("STAGE") == 3):
+            out[row["HEAD_DIM"]] = (row["n_regs"], row["shared"], row["ctas_per_sm"])
+    return probe, out
+
+
+def test_occupancy_counts_the_drivers_shared_memory_reserved_per_cta():
+    """The H200's driver reserves 1 KB beside every CTA: a 58,368 B CTA fits 3 times in the
+    SM's 233,472 B, not 4 (its occupancy calculator says 3 for the tutorial's head-dim-64
+    forward)."""
+    from perfsim.algorithms.base import resident_ctas
+
+    h200 = perfsim.load_gpu("h200-sxm")
+    probe, compiled = _tutorial_forward_occupancy()
+    assert probe["reserved_smem_per_block"] == h200.smem_reserved_per_cta_bytes == 1024
+    assert probe["smem_per_sm"] == h200.smem_bytes_per_sm
+    assert probe["smem_per_block_optin"] == h200.smem_bytes_per_block
+    registers, smem, ctas = compiled[64]
+    assert ctas == 3
+    assert resident_ctas(h200, smem, 4, registers) == 3
+    assert h200.smem_bytes_per_sm // smem == 4         # without the reservation
+
+
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_tutorial_forward_holds_the_ctas_its_compiled_kernel_holds(d):
+    """The preset's forward runs 64 x 64 with 3 K/V stages and the registers and shared
+    memory Triton compiled for it, so the model's CTAs per SM are the driver's (3, 2, 1)."""
+    _, compiled = _tutorial_forward_occupancy()
+    registers, smem, ctas = compiled[d]
+    w = W(batch=4, heads=2048 // d, seqlen_q=4096, head_dim=d, dtype="bf16", causal=True)
+    from perfsim.algorithms.base import Dims
+    from perfsim.implementations import _triton_tutorial
+
+    config = _triton_tutorial(Dims.of(w), perfsim.load_gpu("h200-sxm"))
+    assert (config.block_m, config.block_n, config.warps, config.fwd_stages) == (64, 64, 4, 3)
+    (main,) = perfsim.predict(w, "h200-sxm", "triton-tutorial").kernels
+    assert (main.cost.registers_per_thread, main.cost.smem_bytes_per_cta) == (registers, smem)
+    assert main.cost.ctas_per_sm == ctas
+
+
+def test_a_changed_tutorial_launch_drops_the_compiled_facts_of_the_preset_launch():
+    """``--set block_m=128`` runs another kernel: the registers and shared memory compiled for
+    64 x 64 do not carry over (the algorithm's defaults: its stage layout, 255 registers)."""
+    from perfsim.implementations import Implementation
+
+    w = W(batch=4, heads=8, seqlen_q=4096, head_dim=256, dtype="bf16")
+    own = perfsim.predict(w, "h200-sxm", "triton-tutorial").kernels[0].cost
+    other = Implementation(preset="triton-tutorial", software="triton-tutorial",
+                           options={"block_m": 128})
+    cost = perfsim.predict(w, "h200-sxm", other).kernels[0].cost
+    assert own.registers_per_thread == 213
+    assert cost.registers_per_thread == 255
+    assert cost.smem_bytes_per_cta != own.smem_bytes_per_cta
+    given = Implementation(preset="triton-tutorial", software="triton-tutorial",
+                           options={"block_m": 128, "registers_per_thread": 200})
+    assert perfsim.predict(w, "h200-sxm", given).kernels[0].cost.registers_per_thread == 200
