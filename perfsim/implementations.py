@@ -609,8 +609,11 @@ def _flex(dims, gpu):
     # template is not modelled)
     # its scale multiplies and, when a sequence length is not a multiple of 128, the key
     # bound check on every tile (softmax_costs.FLEX_SCALE_FMULS, BOUND_CHECK_ALU_OPS_PER_SCORE)
+    # its pipelined loads copy Q, K and V rows 16 bytes at a time (split_sector_rows: at head
+    # dims 16 bytes off a whole number of 32-byte sectors, 1.5x the L2 bytes; Nsight Compute,
+    # reports/h200/probes/ncu/summary-flex-unaligned.json, and validate/probe_row_alignment.py)
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
-                     scale_multiplies=sc.FLEX_SCALE_FMULS,
+                     split_sector_rows=True, scale_multiplies=sc.FLEX_SCALE_FMULS,
                      bound_checks="flex", bound_check_unless_multiple=FLEX_DIVISIBLE_MULTIPLE,
                      compiled_head_dims=FLEX_HEAD_DIMS, fwd_stages=stages,
                      tensor_family=triton_tensor_family(gpu, block_m, warps),

@@ -1046,3 +1046,44 @@ def test_a_changed_tutorial_launch_drops_the_compiled_facts_of_the_preset_launch
     given = Implementation(preset="triton-tutorial", software="triton-tutorial",
                            options={"block_m": 128, "registers_per_thread": 200})
     assert perfsim.predict(w, "h200-sxm", given).kernels[0].cost.registers_per_thread == 200
+
+
+# ------------------------------------------------------------------ half-sector rows
+def test_sector_split_factor_against_the_row_alignment_probe():
+    """Rows 16 bytes off a whole number of 32-byte sectors cost, loaded in 16-byte copies,
+    one sector per copy on every other row: within 6 % of the L2 sectors Nsight Compute
+    counted for a Triton K/V tile loop (validate/probe_row_alignment.py) at head dims 104,
+    152 and 216; rows of whole sectors cost their bytes."""
+    import csv
+    import json
+
+    from perfsim.algorithms.fa2 import sector_split_factor
+
+    here = _PROBE / "row_alignment"
+    probe = json.loads((here / "probe_row_alignment.json").read_text())
+    rows = list(csv.reader((here / "ncu-row-alignment-sectors.csv").open()))
+    head = next(i for i, r in enumerate(rows) if r and r[0] == "ID")
+    sectors = [float(dict(zip(rows[head], r))["lts__t_sectors_srcunit_tex_op_read.sum"]
+                     .replace(",", "")) for r in rows[head + 2:] if len(r) == len(rows[head])]
+    assert len(sectors) == len(probe["rows"])
+    for row, count in zip(probe["rows"], sectors):
+        measured = count * 32 / row["tile_bytes_read"]
+        factor = sector_split_factor(row["row_bytes"])
+        if row["row_bytes"] % 32:
+            assert measured > 1.4 and factor == pytest.approx(measured, rel=0.06), row
+        else:
+            assert factor == 1 and measured < 1, row
+    assert sector_split_factor(2 * 104) == pytest.approx(20 / 2 * 32 / 208)
+
+
+def test_flex_forward_pays_the_half_sector_rows_where_the_head_dim_is_8_off_16():
+    """FlexAttention's forward at head dim 104 pulls the extra sectors from L2 (its load path
+    binds there: 1.5x the L2 bytes in Nsight Compute), at 96 it does not; SDPA flash keeps
+    the rows' bytes (its copies not profiled)."""
+    key = "l2_hit/Q,K,V half-sector rows (16-byte copies)"
+    odd = W(batch=1, heads=39, seqlen_q=4096, head_dim=104, dtype="bf16")
+    even = W(batch=1, heads=42, seqlen_q=4096, head_dim=96, dtype="bf16")
+    flex_odd = perfsim.predict(odd, "h200-sxm", "flex").kernels[-1].cost
+    assert flex_odd.terms[key] > 0.4 * flex_odd.terms["l2_hit/K,V re-read"]
+    assert key not in perfsim.predict(even, "h200-sxm", "flex").kernels[-1].cost.terms
+    assert key not in perfsim.predict(odd, "h200-sxm", "sdpa-flash").kernels[-1].cost.terms

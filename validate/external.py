@@ -168,6 +168,10 @@ HOLDOUTS = {
                           "the tutorial's forward launch (64 x 64, 3 K/V stages) with its "
                           "compiled registers and shared memory, and the driver's 1 KB of "
                           "shared memory reserved per CTA",
+    "external-holdout28": "FlexAttention beside SDPA flash and cuDNN at head dims 8 off a "
+                          "multiple of 16 (72-248, rows half a 32-byte sector off) and two "
+                          "controls (112, 176), N 2048-8192 multiples of 128, causal, fp16; "
+                          "frozen for the half-sector rows of its 16-byte copies",
 }
 
 

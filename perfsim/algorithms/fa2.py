@@ -22,8 +22,10 @@ each term named and cited.
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar, Literal
 
+import numpy as np
 from pydantic import Field, field_validator
 
 from perfsim.algorithms import softmax_costs as sc
@@ -121,6 +123,38 @@ FLASH_ATTN_CODE = ("flash-attn", "pytorch")
 def next_power_of_two(n) -> int:
     """The smallest power of two ≥ ``n`` (≥ 1)."""
     return 1 << max(int(n) - 1, 0).bit_length()
+
+
+#: Bytes of an L2 sector and of one ``cp.async`` copy per thread.
+SECTOR_BYTES, COPY_BYTES = 32, 16
+
+
+def sector_split_factor(row_bytes) -> float:
+    """L2 bytes a row of ``row_bytes`` costs per byte it holds when it is loaded in 16-byte
+    ``cp.async`` copies and consecutive rows are packed (row stride = ``row_bytes``).
+
+    A row that is a whole number of 32-byte sectors costs its sectors (factor 1). A row of
+    16 bytes more than that makes every other row start half a sector in, and such a row
+    fetches a whole sector for each 16-byte copy; the factor is the mean of the two rows'
+    sectors over the row's bytes — 1.54, 1.53 and 1.52 for head dims 104, 152 and 216 in 16-bit.
+    Measured on the H200, no attention (``validate/probe_row_alignment.py``, Nsight Compute
+    ``lts__t_sectors_srcunit_tex_op_read`` of a Triton loop loading 64-row K and V tiles with
+    ``num_stages = 3``): 1.46, 1.49 and 1.48 times the bytes the tiles hold at those head dims
+    against 0.83-0.94 at 96, 112 and 144 (rows of whole sectors, some hits in L1);
+    FlexAttention's forward at head dims 104 and 216 moved 1.5x through L2 as well
+    (``reports/h200/probes/ncu/summary-flex-unaligned.json``). Rows not a multiple of 16 bytes
+    take no 16-byte copies and are not covered (factor 1)."""
+    if np.ndim(row_bytes) == 0:
+        row_bytes = float(row_bytes)
+        if row_bytes <= 0 or row_bytes % COPY_BYTES or row_bytes % SECTOR_BYTES == 0:
+            return 1.0
+        aligned = math.ceil(row_bytes / SECTOR_BYTES)
+        return (aligned + row_bytes / COPY_BYTES) / 2 * SECTOR_BYTES / row_bytes
+    row_bytes = np.asarray(row_bytes, dtype=float)      # sweeps: element by element
+    safe = np.where(row_bytes > 0, row_bytes, 1.0)
+    split = (np.ceil(safe / SECTOR_BYTES) + safe / COPY_BYTES) / 2 * SECTOR_BYTES / safe
+    half = (row_bytes > 0) & (row_bytes % COPY_BYTES == 0) & (row_bytes % SECTOR_BYTES != 0)
+    return np.where(half, split, 1.0)
 
 
 def resident_per_sm(grid, ctas_per_sm, gpu: GPUSpec):
@@ -463,6 +497,15 @@ class FusedAttention(Algorithm):
             "l2_hit/K,V re-read": kv_hits,
             **self._fwd_smem(dims, v, b_r, warps),
         }
+        if self.splits_sector_rows() and not dims.symbolic:
+            extra = sector_split_factor(dims.e * dims.d) - 1
+            extra_v = sector_split_factor(dims.e * dims.d_v) - 1
+            if np.any(extra) or np.any(extra_v):
+                # the sectors the half-sector rows fetch beyond their bytes: served by L2
+                kv_rows = kv_total / dkv
+                terms["l2_hit/Q,K,V half-sector rows (16-byte copies)"] = (
+                    extra * (e * bh * dims.N_q * dims.d + kv_rows * dims.d)
+                    + extra_v * kv_rows * dims.d_v)
         if split:
             terms[SPLIT_SCALE_TERM] = elems * split
         terms["alu/mask"] = bh * v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE
@@ -547,6 +590,12 @@ class FusedAttention(Algorithm):
         """K/V tiles the forward's shared memory holds at once, for its occupancy: one K and
         one V buffer (flash-attn 2's ``Kernel_traits::kSmemSize``)."""
         return 1
+
+    def splits_sector_rows(self) -> bool:
+        """Whether the forward's 16-byte row copies fetch a sector per copy on rows that start
+        half a sector in (:func:`sector_split_factor`): not for these kernels (TMA or
+        flash-attn's copies, not profiled)."""
+        return False
 
     def _fwd_smem_bytes(self, dims: Dims, gpu: GPUSpec, b_r, b_c, kd, kd_v):
         """Shared memory per forward CTA: the Q tile and :meth:`fwd_kv_stages` K/V tiles,
@@ -762,6 +811,17 @@ class FusedAttention(Algorithm):
         for s_term, dp_term in extra:
             terms[s_term] = 2 * elems * d
             terms[dp_term] = 2 * elems * d_v
+        if self.splits_sector_rows() and not dims.symbolic:
+            extra_d = sector_split_factor(e * d) - 1
+            extra_v = sector_split_factor(e * d_v) - 1
+            if np.any(extra_d) or np.any(extra_v):
+                # Q/dO rows per (query row, key tile), K/V rows once per key block, and the
+                # dQ pass's own: the sectors half-sector rows fetch beyond their bytes
+                row_loads = q_side + bh * dims.kv_rows_read(b_c)
+                if again:
+                    row_loads = row_loads + rows + bh * v.q_outer_cols
+                terms["l2_hit/Q,dO,K,V half-sector rows (16-byte copies)"] = (
+                    e * row_loads * (extra_d * d + extra_v * d_v))
         terms.update(self.bound_check_terms("bwd", dims, elems, b_r, b_c))
         terms.update(self.address_terms("bwd", dims, elems))
         if not isinstance(staging, (int, float)) or staging:
@@ -923,6 +983,12 @@ class FA2(FusedAttention):
         fwd_stages: K/V tiles the forward keeps in shared memory at once (its load ring):
             1 for flash-attn 2 (one K and one V buffer, ``Kernel_traits::kSmemSize``);
             Triton's kernels take their ``num_stages``. Sets the CTAs an SM holds.
+        split_sector_rows: the kernels pull their Q, K, V and dO rows from L2 with 16-byte
+            ``cp.async`` copies (Triton's pipelined loads), so a row that starts half a
+            32-byte sector in fetches one sector per 16-byte copy (:func:`sector_split_factor`;
+            the extra sectors are L2 hits, timed on the load path and charged L2 energy);
+            ``False`` (default): rows cost the sectors they span (not profiled for flash-attn
+            2's and xFormers' CUTLASS copies).
         bwd_smem_per_cta: shared memory per backward CTA as compiled (bytes; a compiled-kernel
             fact for Triton kernels, whose pipelining stages decide it); ``None``: flash-attn
             2's kernel traits.
@@ -984,12 +1050,17 @@ class FA2(FusedAttention):
                              "(allowed with mma_k=8: 'mma_sync')")
         return v
     fwd_stages: int = Field(default=1, ge=1, le=8)
+    split_sector_rows: bool = False
     compiled_head_dims: Literal["flash-attn", "pytorch", "power-of-two", "exact"] = "flash-attn"
     bound_checks: Literal["none", "flash-attn", "cudnn", "flex"] = "flash-attn"
 
     def fwd_kv_stages(self) -> int:
         """``fwd_stages``: 1 for flash-attn 2, Triton's ``num_stages`` for its kernels."""
         return self.fwd_stages
+
+    def splits_sector_rows(self) -> bool:
+        """The ``split_sector_rows`` option."""
+        return self.split_sector_rows
 
     def fwd_warps_option(self) -> int | None:
         """The ``warps`` option."""
