@@ -125,7 +125,10 @@ def next_power_of_two(n) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
 
 
-#: Bytes of an L2 sector and of one ``cp.async`` copy per thread.
+#: Bytes of an L2 sector (the unit global loads are served in on every NVIDIA GPU of the
+#: catalog: CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory", 32-byte
+#: segments) and of the widest ``cp.async`` copy one thread issues (PTX ISA, ``cp.async``:
+#: cp-size 4, 8 or 16), the width Triton's and flash-attn's pipelined loads use.
 SECTOR_BYTES, COPY_BYTES = 32, 16
 
 
@@ -592,9 +595,10 @@ class FusedAttention(Algorithm):
         return 1
 
     def splits_sector_rows(self) -> bool:
-        """Whether the forward's 16-byte row copies fetch a sector per copy on rows that start
-        half a sector in (:func:`sector_split_factor`): not for these kernels (TMA or
-        flash-attn's copies, not profiled)."""
+        """Whether the kernels' 16-byte row copies fetch a sector per copy on rows that start
+        half a sector in (:func:`sector_split_factor`; numeric shapes only, the closed forms
+        of ``perfsim.symbolic`` leave it out): not for these kernels (TMA or flash-attn's
+        copies, not profiled)."""
         return False
 
     def _fwd_smem_bytes(self, dims: Dims, gpu: GPUSpec, b_r, b_c, kd, kd_v):
