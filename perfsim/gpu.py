@@ -454,6 +454,10 @@ class GPUSpec(BaseModel):
                     raise ValueError(f"{table}[{key}] must be > 0, got {value}")
         if self.smem_bytes_per_block > self.smem_bytes_per_sm:
             raise ValueError("smem_bytes_per_block must not exceed smem_bytes_per_sm")
+        if self.smem_reserved_per_cta_bytes >= self.smem_bytes_per_sm:
+            raise ValueError(f"smem_reserved_per_cta_bytes ({self.smem_reserved_per_cta_bytes}) "
+                             f"must be below smem_bytes_per_sm ({self.smem_bytes_per_sm}): the "
+                             "driver's reservation is part of what one CTA takes")
         if not (info.context or {}).get("unchecked_ranges"):   # unit-rate test fixtures only
             _check_ranges(self)
         needs = {"wgmma": self.features.wgmma, "tcgen05": self.features.tcgen05,

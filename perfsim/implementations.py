@@ -244,10 +244,13 @@ TRITON_TUTORIAL_FWD_TILE = (64, 64, 4, 3)
 #: at every head dim). Read on sm_90 only: elsewhere the stages take the formula of
 #: ``FA2._fwd_smem_bytes`` and 255 registers (ASSUMED).
 TRITON_TUTORIAL_FWD_COMPILED = {64: (107, 58368), 128: (138, 115712), 256: (213, 230400)}
+#: Head dims the tutorial's ``attention.forward`` takes (``assert HEAD_DIM_K in {16, 32, 64,
+#: 128, 256}``).
+TRITON_TUTORIAL_HEAD_DIMS = (16, 32, 64, 128, 256)
 #: Options a preset reads from the kernel its own launch compiles to, by preset: ``(launch
-#: options, compiled facts)``. A caller who changes a launch option (``--set block_m=128``)
-#: without giving the facts for it gets the algorithm's defaults for them, not the facts of a
-#: launch that no longer runs (:meth:`Implementation.config`).
+#: options, compiled facts)``. A caller who changes a launch option (``--set block_m=128``; the
+#: preset's own value changes nothing) gets the algorithm's defaults for the facts not given
+#: too, not the facts of a launch that no longer runs (:meth:`Implementation.config`).
 COMPILED_FACTS = {
     "triton-tutorial": (("block_m", "block_n", "warps", "fwd_stages"),
                         ("registers_per_thread", "fwd_smem_per_cta")),
@@ -370,11 +373,13 @@ class Implementation(Algorithm):
                                    f"{', '.join(type(inner).model_fields)}")
             fields = inner.model_dump()
             launch, facts = COMPILED_FACTS.get(self.preset, ((), ()))
-            if set(self.options) & set(launch) and not set(self.options) & set(facts):
+            if any(name in self.options and self.options[name] != fields[name]
+                   for name in launch):
                 # facts read from the compiled kernel of the preset's own launch do not carry
-                # over to another launch: it takes the algorithm's defaults for them
+                # over to another launch: the ones not given take the algorithm's defaults
                 for name in facts:
-                    fields[name] = type(inner).model_fields[name].default
+                    if name not in self.options:
+                        fields[name] = type(inner).model_fields[name].default
             inner = type(inner)(**{**fields, **self.options})
         return inner
 
@@ -640,9 +645,14 @@ def _triton_tutorial(dims, gpu):
                          num_splits=1, pack_gqa=False)
     block_m, block_n, warps, stages = TRITON_TUTORIAL_FWD_TILE
     # (the table's largest key is the largest head dim the tutorial takes: 256)
-    registers, smem = _tile(TRITON_TUTORIAL_FWD_COMPILED, max(dims.d, dims.d_v))
-    compiled = ({"registers_per_thread": registers, "fwd_smem_per_cta": smem}
-                if flex_arch(gpu) == "sm90" else {})
+    hdim = max(dims.d, dims.d_v)
+    registers, smem = _tile(TRITON_TUTORIAL_FWD_COMPILED, hdim)
+    compiled = {}
+    if flex_arch(gpu) == "sm90":
+        # below the smallest compiled head dim (16 and 32): its registers as an upper bound,
+        # the stage layout's shared memory (ASSUMED; not compiled there)
+        compiled = ({"registers_per_thread": registers} if hdim < min(TRITON_TUTORIAL_FWD_COMPILED)
+                    else {"registers_per_thread": registers, "fwd_smem_per_cta": smem})
     # one CTA per (batch, head, query tile): no split-KV, no packing
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, fwd_stages=stages,
                      tensor_family=triton_tensor_family(gpu, block_m, warps),
@@ -779,6 +789,16 @@ def _tutorial_limits(dims) -> None:
     128-row block (its ``attention.backward`` asserts); it has no GQA, window, softcap,
     paged cache, mixed dtype or dropout."""
     _lacks(dims, "the tutorial kernel", "gqa", "window", "softcap", "paged", "kv_dtype")
+    if not dims.symbolic:
+        for name, value in (("head_dim", dims.d), ("head_dim_v", dims.d_v)):
+            infeasible_where(~np.isin(np.asarray(value), TRITON_TUTORIAL_HEAD_DIMS),
+                             f"the tutorial takes {name} in "
+                             f"{', '.join(map(str, TRITON_TUTORIAL_HEAD_DIMS))} (its forward "
+                             f"asserts), got {value if np.ndim(value) == 0 else 'others'}")
+        infeasible_where(np.asarray(dims.N_q) != np.asarray(dims.N_k),
+                         "the tutorial takes one sequence length for Q and K/V (its N_CTX), "
+                         f"got N_q {dims.N_q if np.ndim(dims.N_q) == 0 else '...'} and N_k "
+                         f"{dims.N_k if np.ndim(dims.N_k) == 0 else '...'}")
     if dims.bwd and not dims.symbolic:
         # element-wise for sweeps (N_q, N_k and causal may be arrays)
         # one check per condition, so the message names the one that failed

@@ -150,7 +150,7 @@ def test_a_single_wave_decode_pays_its_edges_even_when_hbm_bound():
 # ------------------------------------------------------------------ Triton kernels' cycle
 def test_the_cycle_has_no_more_customers_than_the_grid_gives_an_sm():
     """32 CTAs on 132 SMs: one per SM, however many would fit."""
-    w = perfsim.AttentionWorkload(batch=2, heads=16, seqlen_q=1, seqlen_k=4096, head_dim=128)
+    w = perfsim.AttentionWorkload(batch=2, heads=16, seqlen_q=64, seqlen_k=64, head_dim=128)
     cost = perfsim.predict(w, "h200-sxm", "triton-tutorial").kernels[0].cost
     assert cost.grid < H200.sm_count and cost.ctas_per_sm > 1
     assert cost.pipeline[1] == 1

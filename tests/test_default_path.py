@@ -1087,3 +1087,34 @@ def test_flex_forward_pays_the_half_sector_rows_where_the_head_dim_is_8_off_16()
     assert flex_odd.terms[key] > 0.4 * flex_odd.terms["l2_hit/K,V re-read"]
     assert key not in perfsim.predict(even, "h200-sxm", "flex").kernels[-1].cost.terms
     assert key not in perfsim.predict(odd, "h200-sxm", "sdpa-flash").kernels[-1].cost.terms
+
+
+def test_the_tutorial_launch_at_its_own_values_keeps_its_compiled_facts():
+    """``--set fwd_stages=3`` is the preset's own launch: the same prediction."""
+    from perfsim.implementations import Implementation
+
+    w = W(batch=4, heads=16, seqlen_q=4096, head_dim=64, dtype="bf16")
+    own = perfsim.predict(w, "h200-sxm", "triton-tutorial")
+    same = perfsim.predict(w, "h200-sxm", Implementation(
+        preset="triton-tutorial", software="triton-tutorial", options={"fwd_stages": 3}))
+    assert same.seconds == own.seconds
+    assert same.kernels[0].cost.registers_per_thread == 107
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"head_dim": 96}, "head_dim in 16, 32, 64, 128, 256"),
+    ({"seqlen_k": 2048}, "one sequence length for Q and K/V")])
+def test_the_tutorial_refuses_what_its_forward_asserts(extra, words):
+    w = W(batch=4, heads=16, seqlen_q=4096, head_dim=64, dtype="bf16").replace(**extra)
+    with pytest.raises(perfsim.InfeasibleError, match=words):
+        perfsim.predict(w, "h200-sxm", "triton-tutorial")
+
+
+def test_a_reservation_as_large_as_the_sm_is_refused_with_the_numbers():
+    h200 = perfsim.load_gpu("h200-sxm")
+    with pytest.raises(perfsim.PerfsimError, match="must be below smem_bytes_per_sm"):
+        h200.replace(smem_reserved_per_cta_bytes=h200.smem_bytes_per_sm)
+    tight = h200.replace(smem_reserved_per_cta_bytes=200_000)
+    with pytest.raises(perfsim.InfeasibleError, match="200000 B the driver reserves per CTA"):
+        perfsim.predict(W(batch=4, heads=16, seqlen_q=4096, head_dim=64, dtype="bf16"),
+                        tight, "triton-tutorial")

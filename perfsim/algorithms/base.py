@@ -390,6 +390,11 @@ def resident_ctas(gpu: GPUSpec, smem_bytes: int, warps: int, registers_per_threa
     ctas = min(limits.values())
     if ctas < 1:
         worst = min(limits, key=limits.get)
+        if worst == "shared memory per SM":
+            raise InfeasibleError(
+                f"no CTA fits on one {gpu.id} SM: its {smem_bytes} B of shared memory and the "
+                f"{gpu.smem_reserved_per_cta_bytes} B the driver reserves per CTA exceed the "
+                f"SM's {gpu.smem_bytes_per_sm} B")
         raise InfeasibleError(f"no CTA fits on one {gpu.id} SM ({worst})")
     return ctas
 

@@ -154,9 +154,9 @@ def sector_split_factor(row_bytes) -> float:
         aligned = math.ceil(row_bytes / SECTOR_BYTES)
         return (aligned + row_bytes / COPY_BYTES) / 2 * SECTOR_BYTES / row_bytes
     row_bytes = np.asarray(row_bytes, dtype=float)      # sweeps: element by element
-    safe = np.where(row_bytes > 0, row_bytes, 1.0)
+    safe = np.where(np.isfinite(row_bytes) & (row_bytes > 0), row_bytes, 1.0)
     split = (np.ceil(safe / SECTOR_BYTES) + safe / COPY_BYTES) / 2 * SECTOR_BYTES / safe
-    half = (row_bytes > 0) & (row_bytes % COPY_BYTES == 0) & (row_bytes % SECTOR_BYTES != 0)
+    half = (safe == row_bytes) & (safe % COPY_BYTES == 0) & (safe % SECTOR_BYTES != 0)
     return np.where(half, split, 1.0)
 
 
