@@ -791,14 +791,18 @@ def _tutorial_limits(dims) -> None:
     _lacks(dims, "the tutorial kernel", "gqa", "window", "softcap", "paged", "kv_dtype")
     if not dims.symbolic:
         for name, value in (("head_dim", dims.d), ("head_dim_v", dims.d_v)):
+            scalar = np.ndim(value) == 0
+            if scalar and value in TRITON_TUTORIAL_HEAD_DIMS:
+                continue            # one call: no array work on the common path
             infeasible_where(~np.isin(np.asarray(value), TRITON_TUTORIAL_HEAD_DIMS),
                              f"the tutorial takes {name} in "
                              f"{', '.join(map(str, TRITON_TUTORIAL_HEAD_DIMS))} (its forward "
-                             f"asserts), got {value if np.ndim(value) == 0 else 'others'}")
-        infeasible_where(np.asarray(dims.N_q) != np.asarray(dims.N_k),
-                         "the tutorial takes one sequence length for Q and K/V (its N_CTX), "
-                         f"got N_q {dims.N_q if np.ndim(dims.N_q) == 0 else '...'} and N_k "
-                         f"{dims.N_k if np.ndim(dims.N_k) == 0 else '...'}")
+                             f"asserts), got {value if scalar else 'others'}")
+        if np.ndim(dims.N_q) or np.ndim(dims.N_k) or dims.N_q != dims.N_k:
+            infeasible_where(np.asarray(dims.N_q) != np.asarray(dims.N_k),
+                             "the tutorial takes one sequence length for Q and K/V (its "
+                             f"N_CTX), got N_q {dims.N_q if np.ndim(dims.N_q) == 0 else '...'} "
+                             f"and N_k {dims.N_k if np.ndim(dims.N_k) == 0 else '...'}")
     if dims.bwd and not dims.symbolic:
         # element-wise for sweeps (N_q, N_k and causal may be arrays)
         # one check per condition, so the message names the one that failed
