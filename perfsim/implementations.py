@@ -51,7 +51,8 @@ import numpy as np
 from perfsim import algorithms as algos
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import Algorithm, Dims, infeasible_where
-from perfsim.algorithms.fa3 import fwd_smem_bytes, kernel_head_dims
+from perfsim.algorithms.fa2 import fwd_smem_bytes
+from perfsim.algorithms.fa3 import kernel_head_dims
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec

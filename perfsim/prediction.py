@@ -301,30 +301,31 @@ class Prediction:
         return (float(heavy.unit_seconds["hbm"]),
                 float(memory_path_seconds(cost, self.gpu, rate)), float(cost.hbm_bytes) / rate)
 
-    def _hbm_reading(self, heavy) -> str | None:
-        """What a kernel's ``hbm`` time is, where it is not plain HBM bandwidth: ``"load
-        path"`` (its CTAs' load path, above its memory path: ``perfsim.timing.KernelClock``),
-        ``"reductions"`` (its memory path, bound there, fp32 reductions into L2 over 5 % of
-        it), else ``None``."""
+    def _hbm_reading(self, heavy) -> tuple | None:
+        """What a kernel's ``hbm`` time is, where it is not plain HBM bandwidth, with
+        :meth:`_memory_path`'s seconds: ``("load path", taken, path, alone)`` (its CTAs' load
+        path, above its memory path: ``perfsim.timing.KernelClock``), ``("reductions", ...)``
+        (its memory path, bound there, fp32 reductions into L2 over 5 % of it), else
+        ``None``."""
         if not self.timing:
             return None
         taken, path, alone = self._memory_path(heavy)
         if heavy.cost.bytes_in_flight is not None and taken > path * 1.05:
-            return "load path"
+            return "load path", taken, path, alone
         if heavy.bound == "hbm" and path - alone > 0.05 * path and taken <= path * 1.05:
-            return "reductions"
+            return "reductions", taken, path, alone
         return None
 
-    def _load_path_line(self, heavy) -> str | None:
-        """The sentence for :meth:`_hbm_reading`: the CTAs' load path (at most the measured
-        per-CTA rate, and by Little's law its bytes in flight per load latency, over HBM reads
-        and L2 hits) or the memory path's fp32 reductions taking turns with the HBM bytes."""
-        reading = self._hbm_reading(heavy)
+    def _load_path_line(self, heavy, reading) -> str | None:
+        """The sentence for :meth:`_hbm_reading`'s ``reading``: the CTAs' load path (at most
+        the measured per-CTA rate, and by Little's law its bytes in flight per load latency,
+        over HBM reads and L2 hits) or the memory path's fp32 reductions taking turns with the
+        HBM bytes."""
         if reading is None:
             return None
         cost = heavy.cost
-        taken, path, hbm_alone = self._memory_path(heavy)
-        if reading == "reductions":
+        kind, taken, path, hbm_alone = reading
+        if kind == "reductions":
             return (f"{cost.name}'s 'hbm' time ({taken * 1e3:.3f} ms) is its memory path: the "
                     f"{float(cost.hbm_bytes) / 1e9:.2f} GB that cross HBM "
                     f"({hbm_alone * 1e3:.3f} ms) and "
@@ -449,12 +450,12 @@ class Prediction:
         if self.bound == "fp32" and any(k.cost.eager_op == "sgemm" for k in self.kernels):
             words = SGEMM_WORDS
         heavy_hbm = max(self.kernels, key=lambda k: k.seconds) if self.kernels else None
-        reading = (self._hbm_reading(heavy_hbm) if self.bound == "hbm" and heavy_hbm
-                   is not None else None)
-        if reading == "load path":
+        reading = self._hbm_reading(heavy_hbm) if heavy_hbm is not None else None
+        kind = reading[0] if reading and self.bound == "hbm" else None
+        if kind == "load path":
             words = ("the CTAs' load path (the 'hbm' unit: HBM reads and L2 hits at the "
                      "resident CTAs' load rate, below)")
-        elif reading == "reductions":
+        elif kind == "reductions":
             words = ("the memory path (the 'hbm' unit: HBM bytes and fp32 reductions into L2, "
                      "below)")
         lines.append(f"Bound by {words} for {share:.0f} % of the time.")
@@ -488,7 +489,7 @@ class Prediction:
                 lines.append(f"{k.cost.name} runs the kernel compiled for head dim {wide}: "
                              "its MMAs and shared-memory tiles that wide, HBM traffic at "
                              f"the call's head dim {w.head_dim}.")
-        heavy = max(self.kernels, key=lambda k: k.seconds)
+        heavy = heavy_hbm
         from perfsim.algorithms.base import Dims
 
         inner = getattr(self.algorithm, "config", None)      # an implementation preset
@@ -544,7 +545,7 @@ class Prediction:
         edges_line = self._edges_line(heavy)
         if edges_line:
             lines.append(edges_line)
-        load_path = self._load_path_line(heavy)
+        load_path = self._load_path_line(heavy, reading)     # heavy is heavy_hbm
         if load_path:
             lines.append(load_path)
         lines.append(self._clock_line())

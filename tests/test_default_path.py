@@ -1051,9 +1051,10 @@ def test_a_changed_tutorial_launch_drops_the_compiled_facts_of_the_preset_launch
 # ------------------------------------------------------------------ half-sector rows
 def test_sector_split_factor_against_the_row_alignment_probe():
     """Rows 16 bytes off a whole number of 32-byte sectors cost, loaded in 16-byte copies,
-    one sector per copy on every other row: within 6 % of the L2 sectors Nsight Compute
-    counted for a Triton K/V tile loop (validate/probe_row_alignment.py) at head dims 104,
-    152 and 216; rows of whole sectors cost their bytes."""
+    one sector per copy on every other row. The L2 sectors Nsight Compute counted for a
+    Triton K/V tile loop (validate/probe_row_alignment.py) are the factor less what L1
+    served: at most the factor, and short of it by no more than the largest L1 share the
+    same probe shows on masked rows of whole sectors (head dims 96, 112, 144)."""
     import csv
     import json
 
@@ -1066,13 +1067,18 @@ def test_sector_split_factor_against_the_row_alignment_probe():
     sectors = [float(dict(zip(rows[head], r))["lts__t_sectors_srcunit_tex_op_read.sum"]
                      .replace(",", "")) for r in rows[head + 2:] if len(r) == len(rows[head])]
     assert len(sectors) == len(probe["rows"])
-    for row, count in zip(probe["rows"], sectors):
-        measured = count * 32 / row["tile_bytes_read"]
+    measured = {row["head_dim"]: count * 32 / row["tile_bytes_read"]
+                for row, count in zip(probe["rows"], sectors)}
+    masked_whole = [measured[row["head_dim"]] for row in probe["rows"]
+                    if row["row_bytes"] % 32 == 0 and row["head_dim"] != row["padded"]]
+    l1_share = 1 - min(masked_whole)
+    for row in probe["rows"]:
         factor = sector_split_factor(row["row_bytes"])
         if row["row_bytes"] % 32:
-            assert measured > 1.4 and factor == pytest.approx(measured, rel=0.06), row
+            assert measured[row["head_dim"]] > 1.4, row
+            assert 0 <= factor - measured[row["head_dim"]] <= l1_share * factor, row
         else:
-            assert factor == 1 and measured < 1, row
+            assert factor == 1 and measured[row["head_dim"]] < 1, row
     assert sector_split_factor(2 * 104) == pytest.approx(20 / 2 * 32 / 208)
 
 

@@ -160,6 +160,21 @@ def sector_split_factor(row_bytes) -> float:
     return np.where(half, split, 1.0)
 
 
+def fwd_smem_bytes(e, b_r, b_c, stages, d, d_v, e_kv=None):
+    """Shared memory (bytes) of a forward tile: Q (``b_r x d``, ``e`` bytes per element) and a
+    ``stages``-deep ring of K/V tiles (``b_c x (d + d_v)``, ``e_kv`` bytes, default ``e``) —
+    the layout of FA2-, FA3- and Triton-style forwards."""
+    return e * b_r * d + stages * (e if e_kv is None else e_kv) * b_c * (d + d_v)
+
+
+def half_sector_bytes(e, rows_d, rows_v, d, d_v):
+    """L2 bytes beyond their own that ``rows_d`` rows of ``d`` and ``rows_v`` rows of ``d_v``
+    elements (``e`` bytes each) cost when copied 16 bytes at a time
+    (:func:`sector_split_factor`): 0 where every row is whole sectors."""
+    return e * ((sector_split_factor(e * d) - 1) * rows_d * d
+                + (sector_split_factor(e * d_v) - 1) * rows_v * d_v)
+
+
 def resident_per_sm(grid, ctas_per_sm, gpu: GPUSpec):
     """CTAs resident at once on the busiest SM: its occupancy, or fewer when the grid does
     not give every SM that many (``⌈grid / SMs⌉``) — the customers of a kernel's cycle."""
@@ -501,14 +516,12 @@ class FusedAttention(Algorithm):
             **self._fwd_smem(dims, v, b_r, warps),
         }
         if self.splits_sector_rows() and not dims.symbolic:
-            extra = sector_split_factor(dims.e * dims.d) - 1
-            extra_v = sector_split_factor(dims.e * dims.d_v) - 1
-            if np.any(extra) or np.any(extra_v):
-                # the sectors the half-sector rows fetch beyond their bytes: served by L2
-                kv_rows = kv_total / dkv
-                terms["l2_hit/Q,K,V half-sector rows (16-byte copies)"] = (
-                    extra * (e * bh * dims.N_q * dims.d + kv_rows * dims.d)
-                    + extra_v * kv_rows * dims.d_v)
+            # the sectors the half-sector rows fetch beyond their bytes: served by L2 (Q rows
+            # once, K/V rows at every visit)
+            kv_rows = kv_total / (ekv * dkv)
+            extra = half_sector_bytes(e, bh * dims.N_q + kv_rows, kv_rows, dims.d, dims.d_v)
+            if np.any(extra):
+                terms["l2_hit/Q,K,V half-sector rows (16-byte copies)"] = extra
         if split:
             terms[SPLIT_SCALE_TERM] = elems * split
         terms["alu/mask"] = bh * v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE
@@ -606,12 +619,12 @@ class FusedAttention(Algorithm):
         fewer K/V stages where that many do not fit the GPU's per-block limit (as Triton's
         pipeliner is given fewer stages on smaller GPUs; ASSUMED: the stage counts were read
         for sm_90 only), at least one."""
-        q, kv = dims.e * b_r * kd, dims.e_kv * b_c * (kd + kd_v)
         stages = self.fwd_kv_stages()
-        smem = q + stages * kv
+        smem = fwd_smem_bytes(dims.e, b_r, b_c, stages, kd, kd_v, dims.e_kv)
         if not dims.symbolic:
             for fewer in range(stages - 1, 0, -1):
-                smem = where(smem > gpu.smem_bytes_per_block, q + fewer * kv, smem)
+                smem = where(smem > gpu.smem_bytes_per_block,
+                             fwd_smem_bytes(dims.e, b_r, b_c, fewer, kd, kd_v, dims.e_kv), smem)
         return smem
 
     def fwd_gemms(self, dims: Dims, b_r, b_c, warps) -> tuple:
@@ -816,16 +829,14 @@ class FusedAttention(Algorithm):
             terms[s_term] = 2 * elems * d
             terms[dp_term] = 2 * elems * d_v
         if self.splits_sector_rows() and not dims.symbolic:
-            extra_d = sector_split_factor(e * d) - 1
-            extra_v = sector_split_factor(e * d_v) - 1
-            if np.any(extra_d) or np.any(extra_v):
-                # Q/dO rows per (query row, key tile), K/V rows once per key block, and the
-                # dQ pass's own: the sectors half-sector rows fetch beyond their bytes
-                row_loads = q_side + bh * dims.kv_rows_read(b_c)
-                if again:
-                    row_loads = row_loads + rows + bh * v.q_outer_cols
-                terms["l2_hit/Q,dO,K,V half-sector rows (16-byte copies)"] = (
-                    e * row_loads * (extra_d * d + extra_v * d_v))
+            # Q/dO rows per (query row, key tile), K/V rows once per key block, and the
+            # dQ pass's own: the sectors half-sector rows fetch beyond their bytes
+            row_loads = q_side + bh * dims.kv_rows_read(b_c)
+            if again:
+                row_loads = row_loads + rows + bh * v.q_outer_cols
+            extra = half_sector_bytes(e, row_loads, row_loads, d, d_v)
+            if np.any(extra):
+                terms["l2_hit/Q,dO,K,V half-sector rows (16-byte copies)"] = extra
         terms.update(self.bound_check_terms("bwd", dims, elems, b_r, b_c))
         terms.update(self.address_terms("bwd", dims, elems))
         if not isinstance(staging, (int, float)) or staging:

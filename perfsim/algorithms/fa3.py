@@ -48,7 +48,7 @@ from perfsim.algorithms.common import (
     pick_tile,
     wgmma_operand_reads,  # noqa: F401 (re-exported: the WGMMA operand rule's old home)
 )
-from perfsim.algorithms.fa2 import FusedAttention
+from perfsim.algorithms.fa2 import FusedAttention, fwd_smem_bytes
 from perfsim.algorithms.fa2_launch import BwdLaunch
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
 from perfsim.errors import InfeasibleError
@@ -116,12 +116,6 @@ def kernel_head_dims(mode: str, dims: Dims) -> tuple:
     # flash-attn 3 does not take
     k = next((h for h in FA3_HEAD_DIMS if h >= dims.d), dims.d)
     return k, (128 if k == 192 and dims.d_v <= 128 else k)
-
-
-def fwd_smem_bytes(e, b_r, b_c, stages, d, d_v):
-    """Shared memory (bytes) of FA3's forward tile: Q (``b_r x d``) and a ``stages``-deep
-    ring of K/V tiles (``b_c x (d + d_v)``), ``e`` bytes per element."""
-    return e * (b_r * d + stages * b_c * (d + d_v))
 
 
 def _numeric_head_dims(dims: Dims) -> bool:
