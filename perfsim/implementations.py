@@ -421,6 +421,7 @@ class Implementation(Algorithm):
     def _kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         check = IMPLEMENTATIONS[self.preset][3] if len(IMPLEMENTATIONS[self.preset]) > 3 \
             else None
+        check_input_dtype(self.preset, dims)
         if check is not None:
             check(dims)
         if self.upcast_16bit and dims.dtype in UPCAST_DTYPES:
@@ -737,15 +738,68 @@ def _lacks(dims, name: str, *features: str) -> None:
             raise InfeasibleError(f"{name} has {words[f]}")
 
 
+#: preset -> (the library's name, the input dtypes it takes, the ones perfsim models for it,
+#: source). torch's per-backend dtype sets: ``aten/src/ATen/native/transformers/cuda/
+#: sdp_utils.cpp`` (flash: Half, BFloat16; cuDNN: Half, BFloat16; memory-efficient: Half,
+#: Float, BFloat16 on sm80+); the math path takes every floating dtype (fp32 with TF32
+#: matmuls when enabled); FlexAttention carries fp32 tile tables beside the 16-bit ones
+#: (``get_flex_attn_fwd_configs``); flash-attn 2 takes fp16 and bf16 (``mha_fwd``'s dtype
+#: check); FlashAttention-3 adds fp8 e4m3 forward (``hopper/flash_api.cpp``). Presets not
+#: listed leave the dtype to the model they run.
+PRESET_INPUT_DTYPES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "sdpa-flash": ("torch SDPA's flash backend", ("fp16", "bf16"), ("fp16", "bf16")),
+    "sdpa-cudnn": ("torch SDPA's cuDNN backend", ("fp16", "bf16"), ("fp16", "bf16")),
+    "sdpa-efficient": ("torch SDPA's memory-efficient backend", ("fp16", "bf16", "fp32"),
+                       ("fp16", "bf16")),
+    "sdpa-math": ("torch SDPA's math backend", ("fp16", "bf16", "fp32"),
+                  ("fp16", "bf16", "fp32", "tf32")),
+    "flex": ("FlexAttention", ("fp16", "bf16", "fp32"), ("fp16", "bf16")),
+    "flash-attn-2": ("flash-attn 2", ("fp16", "bf16"), ("fp16", "bf16")),
+    "flash-attn-3": ("FlashAttention-3", ("fp16", "bf16", "fp8_e4m3"),
+                     ("fp16", "bf16", "fp8_e4m3")),
+}
+#: where a user refused by one backend can go instead
+_DTYPE_HINTS = {"fp8_e4m3": " (fp8 attention: flash-attn-3, or algorithm fa3 or fa4)",
+                "fp32": " (for fp32 inputs torch picks the memory-efficient or math backend: "
+                        "sdpa-efficient, sdpa-math)"}
+
+
+def _words(items) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def check_input_dtype(preset: str, dims) -> None:
+    """Refuse an input dtype the library behind ``preset`` does not take, saying which it
+    takes (:data:`PRESET_INPUT_DTYPES`), or one it takes that perfsim does not model for it,
+    saying so — never a library's limit reported as perfsim's or the other way round.
+
+    Raises:
+        InfeasibleError: the dtype and the dtypes allowed.
+    """
+    entry = PRESET_INPUT_DTYPES.get(preset)
+    if entry is None or not isinstance(dims.dtype, str):
+        return
+    name, takes, modelled = entry
+    if "fp32" in takes:            # tf32: fp32 tensors with TF32 matmuls allowed
+        takes = (*takes, "tf32") if "tf32" not in takes else takes
+    if dims.dtype not in takes:
+        hint = _DTYPE_HINTS.get(dims.dtype, "")
+        if dims.dtype == "fp32" and not preset.startswith("sdpa-"):
+            hint = ""                  # the SDPA backends' fallback, no help elsewhere
+        raise InfeasibleError(f"{name} takes {_words(takes)} inputs, not {dims.dtype}{hint}")
+    if dims.dtype not in modelled:
+        raise InfeasibleError(f"{name} also runs {dims.dtype} inputs, but perfsim models it "
+                              f"for {_words(modelled)} only")
+
+
 def _sdpa_limits(dims) -> None:
     """``F.scaled_dot_product_attention`` takes Q, K, V of one dtype, an optional mask,
     ``is_causal``, ``dropout_p``, ``scale`` and ``enable_gqa``: no window, softcap or paged
-    cache (those go through an explicit ``attn_mask`` or another library), and no fp8
-    inputs (its backends take fp16, bf16 and fp32)."""
+    cache (those go through an explicit ``attn_mask`` or another library). Its backends'
+    input dtypes: :data:`PRESET_INPUT_DTYPES`."""
     _lacks(dims, "torch SDPA", "window", "softcap", "paged", "kv_dtype")
-    if dims.dtype == "fp8_e4m3":
-        raise InfeasibleError("torch SDPA takes fp16, bf16 or fp32 inputs, not fp8_e4m3 "
-                              "(fp8 attention: algorithm fa3 or fa4)")
 
 
 def _flash_attn_2_limits(dims) -> None:

@@ -3,6 +3,7 @@ implementation presets, flash-attn 2's launch tables, operand traffic of mma.syn
 
 import math
 import pathlib
+import re
 
 import pytest
 
@@ -608,6 +609,28 @@ def test_flex_and_flash_presets_take_what_their_references_take():
     # shared memory was not profiled: one Q/dO stage where two do not fit, not infeasible
     bwd = perfsim.predict(big("bwd", d=200), "a100-sxm4-80gb", "flex")
     assert bwd.seconds > perfsim.predict(big("bwd", d=128), "a100-sxm4-80gb", "flex").seconds
+
+
+@pytest.mark.parametrize("preset, dtype, says", [
+    ("sdpa-cudnn", "fp32", "cuDNN backend takes fp16 or bf16 inputs, not fp32 (for fp32 inputs "
+                           "torch picks"),
+    ("sdpa-flash", "fp8_e4m3", "flash backend takes fp16 or bf16 inputs, not fp8_e4m3 (fp8 "
+                               "attention"),
+    ("sdpa-efficient", "fp32", "also runs fp32 inputs, but perfsim models it for fp16 or bf16 "
+                               "only"),
+    ("flex", "fp32", "FlexAttention also runs fp32 inputs, but perfsim models it"),
+    ("flex", "tf32", "FlexAttention also runs tf32 inputs"),
+    ("flash-attn-2", "fp32", "flash-attn 2 takes fp16 or bf16 inputs, not fp32"),
+    ("flash-attn-3", "fp32", "FlashAttention-3 takes fp16, bf16 or fp8_e4m3 inputs, not fp32")])
+def test_presets_refuse_dtypes_as_their_library_or_the_model_does(preset, dtype, says):
+    """A dtype the library behind a preset does not take is refused as the library's limit,
+    naming what it takes; one it takes but perfsim does not model for it says so (not the
+    inner model's dtype list, which named fp8 for cuDNN's SDPA backend)."""
+    from perfsim.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError, match=f"^{preset}: .*{re.escape(says)}"):
+        perfsim.predict(big("fwd", d=128).replace(dtype=dtype), "h200-sxm", preset)
+    assert perfsim.predict(big("fwd", d=128), "h200-sxm", preset).seconds > 0
 
 
 def test_flex_forward_scales_twice_and_checks_key_bounds_unless_lengths_divide_by_128():

@@ -267,8 +267,9 @@ def test_fa3_class_backwards_refuse_fp8_and_sweeps_take_page_size_zero():
     for algo in ("fa3", "flash-attn-3"):
         with pytest.raises(perfsim.InfeasibleError, match="fp16 or bf16.*mha_bwd"):
             perfsim.predict(w, "h200-sxm", algo)
-    # (torch SDPA takes no fp8 inputs at all, forward or backward)
-    with pytest.raises(perfsim.InfeasibleError, match="fp16, bf16 or fp32"):
+    # (torch SDPA's cuDNN backend takes fp16 and bf16 only, forward or backward)
+    with pytest.raises(perfsim.InfeasibleError, match="cuDNN backend takes fp16 or bf16 "
+                       "inputs, not fp8_e4m3"):
         perfsim.predict(w, "h200-sxm", "sdpa-cudnn")
     assert perfsim.predict(w.replace(phase="fwd"), "h200-sxm", "fa3").seconds > 0
     df = perfsim.sweep(batch=8, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=4096, head_dim=128,
