@@ -172,6 +172,10 @@ HOLDOUTS = {
                           "multiple of 16 (72-248, rows half a 32-byte sector off) and two "
                           "controls (112, 176), N 2048-8192 multiples of 128, causal, fp16; "
                           "frozen for the half-sector rows of its 16-byte copies",
+    "external-holdout29": "small head dims never measured before (16-48: 16, 24, 32 and 40 "
+                          "below any earlier grid), N 1024-8192, causal, GQA, fp16; frozen "
+                          "as it stood (no model change) to test the small-head-dim tiles, "
+                          "padding and load paths",
 }
 
 
