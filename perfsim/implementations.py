@@ -51,7 +51,7 @@ import numpy as np
 from perfsim import algorithms as algos
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import Algorithm, Dims, infeasible_where
-from perfsim.algorithms.fa2 import fwd_smem_bytes
+from perfsim.algorithms.fa2 import fwd_smem_bytes, next_power_of_two
 from perfsim.algorithms.fa3 import kernel_head_dims
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.frozen import replace
@@ -152,9 +152,15 @@ FLEX_MIN_HEAD_DIM = 16
 #: inductor generated on the project's H200 (torch 2.11; validate/reports/h200/probes/
 #: flex_bwd_configs.json: d 64 -> 64 x 128 with 8 warps, d 192 and 256 -> 64 x 64 with 4
 #: warps; d 128 -> 8 warps and 128 keys from its profiled grid and block, 64 query rows
-#: ASSUMED as at d 64). Its dQ programs (BLOCK_M2 x BLOCK_N2) are separate CTAs of the same
-#: grid; perfsim charges their work to the dK/dV CTAs (``dq_recompute``).
-FLEX_BWD_TILES = {64: (64, 128, 8), 128: (64, 128, 8), 256: (64, 64, 4)}
+#: ASSUMED as at d 64; d 32 -> 64 x 64 with 4 warps from its profiled grid, 64 dK/dV and 64 dQ
+#: programs per head at N = 4096, and 128 threads, summary-small-headdims.json; d 16 ASSUMED as
+#: d 32). Its dQ programs (BLOCK_M2 x BLOCK_N2) are separate CTAs of the same grid; perfsim
+#: charges their work to the dK/dV CTAs (``dq_recompute``).
+FLEX_BWD_TILES = {32: (64, 64, 4), 64: (64, 128, 8), 128: (64, 128, 8), 256: (64, 64, 4)}
+#: Registers per thread of that backward as compiled for sm_90 (Nsight Compute launch
+#: statistics, the same summaries), keyed as the tiles: 144 at d 32 (3 CTAs of 4 warps per SM,
+#: 11.9 warps measured), 194 at d 64, 253-255 above.
+FLEX_BWD_REGISTERS_SM90 = {32: 144, 64: 194, 128: 253, 256: 255}
 #: ... and by architecture (``get_flex_attn_bwd_configs``, torch 2.13's source:
 #: ``FlexBwDConfig(BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, num_stages, num_warps)`` by head dim
 #: h): sm_10x 64 x 128 with 4 warps up to 128, 64 x 64 with 8 warps up to 192, 64 x 64 with 4
@@ -180,6 +186,20 @@ def flex_arch(gpu: GPUSpec) -> str | None:
     if (major, minor) == (9, 0):
         return "sm90"
     return "sm80" if major >= 8 else None
+
+
+#: Registers per thread of FlexAttention's forward as compiled for sm_90 (torch 2.11, Triton
+#: 3.6), by ``(BLOCK_M, BLOCK_N, num_warps, the head dim its dots run at)``: Nsight Compute's
+#: launch statistics of the kernels profiled on the H200 (validate/reports/h200/probes/ncu/
+#: summary-small-headdims.json, summary-flexfwd.json, summary-flexdiv.json,
+#: summary-flex-unaligned.json, summary.json; grid, block and shared memory match the tile).
+#: The register file then holds 5 CTAs per SM at head dims 16 and 32 (19.5 warps per SM
+#: measured) where 255 registers would allow 2; at the larger tiles shared memory or the
+#: registers keep the 1-2 CTAs the model had. Tiles not listed (another GPU, another torch, a
+#: ``--set`` launch) keep the 255-register cap (ASSUMED, an upper bound).
+FLEX_FWD_REGISTERS_SM90 = {(64, 64, 4, 16): 82, (64, 64, 4, 32): 90, (128, 128, 4, 64): 237,
+                           (64, 64, 4, 128): 146, (128, 64, 8, 128): 157,
+                           (64, 64, 4, 256): 236, (64, 32, 4, 256): 204}
 
 
 def flex_fwd_config(gpu: GPUSpec, head_dim: int) -> tuple[int, int, int, int]:
@@ -217,7 +237,7 @@ FLEX_BWD_SPILL_BYTES = {128: 0.0, 192: 1113.1, 256: 1233.1}
 #: the tutorial at d 128 and FlexAttention above d 64). Used on GPUs whose per-block limit
 #: holds it; elsewhere Triton compiles other stages (not profiled): flash-attn 2's traits.
 TRITON_TUTORIAL_BWD_SMEM = {64: 75776, 128: 149504}
-FLEX_BWD_SMEM = {64: 83968, 128: 165888, 192: 198144, 256: 198144}
+FLEX_BWD_SMEM = {32: 34816, 64: 83968, 128: 165888, 192: 198144, 256: 198144}
 
 
 def _compiled_smem(table: dict, d, gpu: GPUSpec) -> int | None:
@@ -245,9 +265,14 @@ TRITON_TUTORIAL_FWD_TILE = (64, 64, 4, 3)
 #: at every head dim). Read on sm_90 only: elsewhere the stages take the formula of
 #: ``FA2._fwd_smem_bytes`` and 255 registers (ASSUMED).
 TRITON_TUTORIAL_FWD_COMPILED = {64: (107, 58368), 128: (138, 115712), 256: (213, 230400)}
-#: Head dims the tutorial's ``attention.forward`` takes (``assert HEAD_DIM_K in {16, 32, 64,
-#: 128, 256}``).
-TRITON_TUTORIAL_HEAD_DIMS = (16, 32, 64, 128, 256)
+#: Head dims the tutorial runs as perfsim models it. Its ``attention.forward`` asserts
+#: ``HEAD_DIM_K in {16, 32, 64, 128, 256}`` and its forward kernel
+#: ``tl.static_assert(BLOCK_N <= HEAD_DIM)``, so the 64-wide key tile of
+#: :data:`TRITON_TUTORIAL_FWD_TILE` compiles at head dims 64, 128 and 256 only: at 16 and 32
+#: the H200 runs of hold-out 29 failed to compile (CompileTimeAssertionFailure,
+#: validate/reports/h200-external-holdout29/results.jsonl). Head dim 32 runs only the 32-wide
+#: key tiles of the tutorial's full autotuning list and 16 none of them; neither is modelled.
+TRITON_TUTORIAL_HEAD_DIMS = (64, 128, 256)
 #: Options a preset reads from the kernel its own launch compiles to, by preset: ``(launch
 #: options, compiled facts)``. A caller who changes a launch option (``--set block_m=128``; the
 #: preset's own value changes nothing) gets the algorithm's defaults for the facts not given
@@ -255,6 +280,7 @@ TRITON_TUTORIAL_HEAD_DIMS = (16, 32, 64, 128, 256)
 COMPILED_FACTS = {
     "triton-tutorial": (("block_m", "block_n", "warps", "fwd_stages"),
                         ("registers_per_thread", "fwd_smem_per_cta")),
+    "flex": (("block_m", "block_n", "warps", "fwd_stages"), ("registers_per_thread",)),
 }
 #: Its backward (``_attn_bwd``): BLOCK_M1 = 32, BLOCK_N1 = 128, 4 warps (the tutorial's fixed
 #: backward launch; the dQ loop uses the transposed 128 x 32 blocks).
@@ -604,6 +630,9 @@ def _flex(dims, gpu):
                                           else 0.0),
                          bwd_smem_per_cta=(_compiled_smem(FLEX_BWD_SMEM, hdim, gpu)
                                            if flex_arch(gpu) == "sm90" else None),
+                         bwd_registers_per_thread=(
+                             _lookup(FLEX_BWD_REGISTERS_SM90, hdim)
+                             if same_tile and flex_arch(gpu) == "sm90" else None),
                          tensor_family=triton_tensor_family(gpu, block_n, warps),
                          bound_checks="flex",
                          bound_check_unless_multiple=FLEX_DIVISIBLE_MULTIPLE,
@@ -619,12 +648,16 @@ def _flex(dims, gpu):
     # its pipelined loads copy Q, K and V rows 16 bytes at a time (split_sector_rows: at head
     # dims 16 bytes off a whole number of 32-byte sectors, 1.5x the L2 bytes; Nsight Compute,
     # reports/h200/probes/ncu/summary-flex-unaligned.json, and validate/probe_row_alignment.py)
+    compiled = {}
+    if flex_arch(gpu) == "sm90":
+        regs = FLEX_FWD_REGISTERS_SM90.get((block_m, block_n, warps, next_power_of_two(hdim)))
+        compiled = {} if regs is None else {"registers_per_thread": regs}
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
                      split_sector_rows=True, scale_multiplies=sc.FLEX_SCALE_FMULS,
                      bound_checks="flex", bound_check_unless_multiple=FLEX_DIVISIBLE_MULTIPLE,
                      compiled_head_dims=FLEX_HEAD_DIMS, fwd_stages=stages,
                      tensor_family=triton_tensor_family(gpu, block_m, warps),
-                     num_splits=1, pack_gqa=False)
+                     num_splits=1, pack_gqa=False, **compiled)
 
 
 def _triton_tutorial(dims, gpu):
@@ -852,7 +885,9 @@ def _tutorial_limits(dims) -> None:
             infeasible_where(~np.isin(np.asarray(value), TRITON_TUTORIAL_HEAD_DIMS),
                              f"the tutorial takes {name} in "
                              f"{', '.join(map(str, TRITON_TUTORIAL_HEAD_DIMS))} (its forward "
-                             f"asserts), got {value if scalar else 'others'}")
+                             "asserts a power of two from 16 to 256 and a key tile no wider "
+                             "than the head dim; the 64-wide tile modelled needs 64 or more), "
+                             f"got {value if scalar else 'others'}")
         if np.ndim(dims.N_q) or np.ndim(dims.N_k) or dims.N_q != dims.N_k:
             infeasible_where(np.asarray(dims.N_q) != np.asarray(dims.N_k),
                              "the tutorial takes one sequence length for Q and K/V (its "

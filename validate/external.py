@@ -176,6 +176,10 @@ HOLDOUTS = {
                           "below any earlier grid), N 1024-8192, causal, GQA, fp16; frozen "
                           "as it stood (no model change) to test the small-head-dim tiles, "
                           "padding and load paths",
+    "external-holdout30": "small head dims again (16-48), N 768-12288, causal, GQA, fp16, "
+                          "new shapes; frozen for FlexAttention's compiled registers on sm_90 "
+                          "(5 CTAs per SM at head dims 16-32), its head-dim-32 backward tile "
+                          "and the register file handed out a warp (256 registers) at a time",
 }
 
 
@@ -415,6 +419,11 @@ def _tutorial(shape: Shape, q, k, v) -> Built:
         raise Unsupported("triton tutorial: no GQA (K/V must have the query's heads)")
     if shape.head_dim not in (16, 32, 64, 128, 256):
         raise Unsupported(f"triton tutorial: head_dim {shape.head_dim} not in 16..256 powers of 2")
+    if shape.head_dim < min(c[1] for c in TUTORIAL_CONFIGS):
+        # the forward's tl.static_assert(BLOCK_N <= HEAD_DIM) fails for every config here
+        raise Unsupported(f"triton tutorial: head_dim {shape.head_dim} is below the key tile "
+                          "of every configuration timed here (BLOCK_N 64 or 128; its forward "
+                          "asserts BLOCK_N <= HEAD_DIM)")
     if shape.phase == "bwd" and not shape.causal:
         raise Unsupported("triton tutorial: its backward computes causal attention only "
                           "(_attn_bwd always masks the diagonal block and skips the blocks "

@@ -323,6 +323,28 @@ def lockstep_window(resident, tiles_per_group, tile_bytes, tiles_in_flight: int 
     return groups * tiles_in_flight * tile_bytes
 
 
+#: Registers the SM hands a warp at a time: a warp's ``32 · registers per thread`` is rounded
+#: up to a multiple of this (the CUDA occupancy calculator's "register allocation unit size"
+#: of 256, warp granularity, for compute capability 5.0 and later). Measured: FlexAttention's
+#: forward at head dims 16 and 32 compiles to 82 and 90 registers per thread and runs 19.5
+#: warps per SM on the H200 (Nsight Compute, validate/reports/h200/probes/ncu/
+#: summary-small-headdims.json): 5 CTAs of 4 warps, where the unrounded count would give 6.
+REGISTER_ALLOCATION_UNIT = 256
+
+
+def _register_limit(gpu: GPUSpec, registers_per_thread, warps):
+    """CTAs of ``warps`` warps the register file holds: whole warps' allocations
+    (:data:`REGISTER_ALLOCATION_UNIT`), then whole CTAs. A count that is not a whole number
+    is a share of the register file (FA3's ``setmaxnreg`` split, ``FA3.registers``), not a
+    compiled count: it is taken as it is."""
+    if (is_symbolic(registers_per_thread) or is_symbolic(warps)
+            or np.any(np.asarray(registers_per_thread) % 1)):
+        return gpu.registers_per_sm // (registers_per_thread * warps * 32)
+    per_warp = -(-(registers_per_thread * 32) // REGISTER_ALLOCATION_UNIT) \
+        * REGISTER_ALLOCATION_UNIT
+    return (gpu.registers_per_sm // per_warp) // warps
+
+
 def resident_ctas(gpu: GPUSpec, smem_bytes: int, warps: int, registers_per_thread: int) -> int:
     """CTAs that fit on one SM at once (occupancy), from shared memory (each CTA's plus the
     driver's per-CTA reservation, ``GPUSpec.smem_reserved_per_cta_bytes``), warps and
@@ -368,7 +390,7 @@ def resident_ctas(gpu: GPUSpec, smem_bytes: int, warps: int, registers_per_threa
     limits = {
         "CTAs per SM": gpu.max_ctas_per_sm,
         "warps per SM": gpu.max_warps_per_sm // warps,
-        "registers per SM": gpu.registers_per_sm // (registers_per_thread * warps * 32),
+        "registers per SM": _register_limit(gpu, registers_per_thread, warps),
     }
     if smem_bytes:
         # the driver reserves smem_reserved_per_cta_bytes beside every CTA's own (1 KB on the
