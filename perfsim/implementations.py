@@ -145,6 +145,9 @@ FLEX_MAX_HEAD_DIM = 256
 #: sequence lengths are multiples of 128 (``IS_DIVISIBLE`` in ``torch/_inductor/kernel/flex``:
 #: ``seq_len_q % 128 == 0 and seq_len_kv % 128 == 0``).
 FLEX_DIVISIBLE_MULTIPLE = 128
+#: FlexAttention's forward takes its decoding template below this many query rows
+#: (``_use_flex_decoding``: ``query.size(-2) < 128``).
+FLEX_DECODING_BELOW = 128
 #: The smallest head dim ``flex_attention`` accepts (its input validation).
 FLEX_MIN_HEAD_DIM = 16
 #: FlexAttention's backward on sm_90, 16-bit inputs, by head dim: (BLOCK_M1, BLOCK_N1, warps) of
@@ -192,12 +195,15 @@ def flex_arch(gpu: GPUSpec) -> str | None:
 #: 3.6), by ``(BLOCK_M, BLOCK_N, num_warps, the head dim its dots run at)``: Nsight Compute's
 #: launch statistics of the kernels profiled on the H200 (validate/reports/h200/probes/ncu/
 #: summary-small-headdims.json, summary-flexfwd.json, summary-flexdiv.json,
-#: summary-flex-unaligned.json, summary.json; grid, block and shared memory match the tile).
+#: summary-flex-unaligned.json, summary.json; grid, block and shared memory match the tile;
+#: the default tile at head dims 40 and 48, dots at 64: summary-small-headdims-2.json, read
+#: after hold-out 30 was measured).
 #: The register file then holds 5 CTAs per SM at head dims 16 and 32 (19.5 warps per SM
 #: measured) where 255 registers would allow 2; at the larger tiles shared memory or the
 #: registers keep the 1-2 CTAs the model had. Tiles not listed (another GPU, another torch, a
 #: ``--set`` launch) keep the 255-register cap (ASSUMED, an upper bound).
-FLEX_FWD_REGISTERS_SM90 = {(64, 64, 4, 16): 82, (64, 64, 4, 32): 90, (128, 128, 4, 64): 237,
+FLEX_FWD_REGISTERS_SM90 = {(64, 64, 4, 16): 82, (64, 64, 4, 32): 90, (64, 64, 4, 64): 113,
+                           (128, 128, 4, 64): 237,
                            (64, 64, 4, 128): 146, (128, 64, 8, 128): 157,
                            (64, 64, 4, 256): 236, (64, 32, 4, 256): 204}
 
@@ -474,16 +480,25 @@ class Implementation(Algorithm):
         inner = self.config(dims, prediction.gpu)
         lines = [f"{self.preset} runs {inner.label()} on {prediction.gpu.id} "
                  f"(software profile {self.software!r})."]
-        note = self.stand_in_note(prediction.gpu)
+        note = self.stand_in_note(prediction.gpu, prediction.workload)
         if note:
             lines.append(note + ".")
         return lines
 
-    def stand_in_note(self, gpu: GPUSpec) -> str | None:
-        """What perfsim runs in place of kernels it has no model of on ``gpu``, in words, or
-        ``None``: cuDNN's attention is modelled from its sm90 (Hopper, WGMMA + TMA) kernels
-        only; elsewhere ``sdpa-cudnn`` runs the FA2 loop (ASSUMED: cuDNN's sm80/sm89
-        kernels were not profiled; on Blackwell its sm100 kernels are likely faster)."""
+    def stand_in_note(self, gpu: GPUSpec, workload=None) -> str | None:
+        """What perfsim runs in place of kernels it has no model of on ``gpu`` (for
+        ``workload``, where given), in words, or ``None``: cuDNN's attention is modelled from
+        its sm90 (Hopper, WGMMA + TMA) kernels only; elsewhere ``sdpa-cudnn`` runs the FA2 loop
+        (ASSUMED: cuDNN's sm80/sm89 kernels were not profiled; on Blackwell its sm100 kernels
+        are likely faster). FlexAttention's forward with fewer than 128 query rows runs its
+        decoding template (``_use_flex_decoding`` in torch/_inductor/kernel/flex:
+        ``query length < 128``), which perfsim times as the prefill template."""
+        if (self.preset == "flex" and workload is not None and workload.phase != "bwd"
+                and int(np.max(workload.seqlen_q if workload.seqlens_q is None
+                               else workload.seqlens_q)) < FLEX_DECODING_BELOW):
+            return ("FlexAttention runs its decoding template (flex_decoding, split over the "
+                    f"keys) for fewer than {FLEX_DECODING_BELOW} query rows; perfsim has no "
+                    "model of it and times the prefill template in its place")
         if self.preset != "sdpa-cudnn" or (gpu.features.wgmma and gpu.features.tma):
             return None
         if gpu.native_tensor_family == "tcgen05":

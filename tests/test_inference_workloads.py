@@ -324,3 +324,28 @@ def test_split_kv_partials_fit_in_l2_are_read_from_there():
     assert one.seconds < two.seconds
     combine = [k for k in one.kernels if k.cost.name.endswith("combine")][0].cost
     assert combine.hbm_read_bytes == 0 and combine.l2_hit_bytes > 0
+
+
+def test_fa2_splits_a_windowed_decode_and_only_dropout_stops_it():
+    """flash-attn 2's set_params_splitkv splits whenever there is no dropout ("SplitKV is not
+    implemented for dropout"); a window only stops the head packing (seqlenq_ngroups_swapped
+    needs window_size_left < 0). It had taken the window as a reason not to split: one CTA
+    per head, 9x slower than the split call here."""
+    w = perfsim.AttentionWorkload(batch=1, heads=8, seqlen_q=1, seqlen_k=32768, head_dim=128,
+                                  window=(8191, 0))
+    split = perfsim.predict(w, "h200-sxm", "fa2")
+    assert "fa2_fwd_combine" in [k.cost.name for k in split.kernels]
+    assert split.seconds <= perfsim.predict(w.replace(window=(None, None)), "h200-sxm",
+                                            "fa2").seconds
+    dropped = perfsim.predict(w.replace(dropout_p=0.1), "h200-sxm", "fa2")
+    assert "fa2_fwd_combine" not in [k.cost.name for k in dropped.kernels]
+
+
+def test_flex_decode_says_it_times_the_prefill_template():
+    """FlexAttention's short-query forward runs flex_decoding, which perfsim does not model:
+    explain() says so; a long query does not get the note."""
+    w = perfsim.AttentionWorkload(batch=8, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=32768,
+                                  head_dim=128)
+    assert "decoding template" in perfsim.predict(w, "h200-sxm", "flex").explain()
+    long = w.replace(seqlen_q=4096, seqlen_k=4096)
+    assert "decoding template" not in perfsim.predict(long, "h200-sxm", "flex").explain()

@@ -196,7 +196,9 @@ def decide(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int, block
     if not can_split or dims.bwd and not dims.fwd:
         return out
     if num_splits == "auto":
-        if rule == "fa2" and (dims.dropout_p or dims.window != (None, None)):
+        # flash-attn 2 splits whenever there is no dropout (set_params_splitkv: "SplitKV is
+        # not implemented for dropout"); a window does not stop it (only the head packing)
+        if rule == "fa2" and dims.dropout_p:
             splits = 1
         else:
             n_blocks = cdiv(dims.N_k, block_n)

@@ -102,7 +102,7 @@ def _print_predictions(w, gpu, results) -> None:
     for r in results:
         stand_in = getattr(r.algorithm, "stand_in_note", None) if not isinstance(r, tuple) \
             else None
-        note = stand_in(gpu) if stand_in else None
+        note = stand_in(gpu, w) if stand_in else None
         if note:
             notes.append(f"{r.algorithm.label()}: {note}")
         if not isinstance(r, tuple) and not r.fits_memory:
