@@ -492,7 +492,9 @@ class KernelClock:
         grid = cost.grid
         self.safe_grid = safe_grid = maximum(grid, 1)
         self.busiest = busiest = cdiv(safe_grid, gpu.sm_count)
-        self.wave_factor = wave_factor = busiest * gpu.sm_count / safe_grid
+        self.wave_factor = wave_factor = (
+            busiest * gpu.sm_count / safe_grid if "cta_work" not in cost.launch
+            else unequal_wave_factor(cost.launch["cta_work"], gpu.sm_count))
         self.factors = factors = _RateFactors.of(gpu, cost, params)
         self.demand = demand = {**cost.sm_demand(), "hbm": cost.hbm_bytes}
         self.alu = demand.get("alu", 0)
@@ -686,6 +688,24 @@ class KernelClock:
                                  exp_lead=lead)
         return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
                             wave_factor=wave_factor, load_chain=chain)
+
+
+def unequal_wave_factor(cta_work, sm_count) -> float:
+    """Wave factor of a grid whose CTAs differ in work (a variable-length batch's groups,
+    ``((CTAs, work per CTA), ...)``): the busiest SM's work over the mean SM's. The busiest SM
+    holds at least the mean, and for each group at least ``⌈N_≥ / SMs⌉`` CTAs as heavy as
+    it, ``N_≥`` the CTAs of that group and heavier ones (list scheduling's rounds); equal
+    CTAs give ``⌈grid / SMs⌉ · SMs / grid`` as for any grid. A stated estimate: the
+    reference launches a ``cu_seqlens`` grid in index order, not heaviest first."""
+    groups = sorted(cta_work, key=lambda g: -g[1])
+    total = sum(c * w for c, w in groups)
+    if not total:
+        return 1.0
+    busiest, heavier = total / sm_count, 0
+    for ctas, work in groups:
+        heavier += ctas
+        busiest = max(busiest, -(-heavier // sm_count) * work)
+    return busiest * sm_count / total
 
 
 def _is_real(x) -> bool:

@@ -349,3 +349,27 @@ def test_flex_decode_says_it_times_the_prefill_template():
     assert "decoding template" in perfsim.predict(w, "h200-sxm", "flex").explain()
     long = w.replace(seqlen_q=4096, seqlen_k=4096)
     assert "decoding template" not in perfsim.predict(long, "h200-sxm", "flex").explain()
+
+
+@pytest.mark.parametrize("algo, gpu", [("fa1", "h100-sxm5"), ("fa2", "h100-sxm5"),
+                                       ("fa3", "h100-sxm5"), ("fa4", "b200")])
+def test_a_short_sequence_added_to_a_varlen_batch_costs_little(algo, gpu):
+    """A cu_seqlens grid's CTAs differ in work: the wave count weighs them by their work
+    (timing.unequal_wave_factor), so a 1-token sequence beside a 4097-token one no longer
+    costs a whole wave of the long CTAs (it cost +18 % with fa2 on the H100), and adding or
+    lengthening a sequence never makes the batch faster."""
+    def t(lengths):
+        w = perfsim.AttentionWorkload(heads=16, head_dim=128, seqlens_q=lengths)
+        return perfsim.predict(w, gpu, algo).seconds
+    one = t((4097,))
+    assert one <= t((4097, 1)) <= one * 1.02
+    assert t((4097, 1)) <= t((4097, 1, 1, 1))
+    assert t((4097, 1)) <= t((4097, 501)) <= t((4097, 4097))
+
+
+def test_unequal_wave_factor_is_the_ceiling_rule_for_equal_ctas():
+    from perfsim.timing import unequal_wave_factor
+
+    assert unequal_wave_factor(((528, 2.0),), 132) == 1.0
+    assert unequal_wave_factor(((529, 2.0),), 132) == pytest.approx(5 * 132 / 529)
+    assert unequal_wave_factor(((528, 1.0), (16, 1e-3)), 132) == pytest.approx(1.0, abs=1e-4)

@@ -626,8 +626,25 @@ def merge_kernels(lists: list[list[KernelCost]]) -> list[KernelCost]:
                 terms[key] = terms[key] + value if key in terms else value
         out.append(replace(lead, grid=sum(k.grid for k in parts), executed=executed,
                            ctas_per_sm=min(k.ctas_per_sm for k in parts), terms=terms,
+                           launch={**lead.launch, "cta_work": _cta_work(parts)},
                            **sums))
     return out
+
+
+def _cta_work(parts: list[KernelCost]) -> tuple:
+    """``((CTAs, work per CTA), ...)`` of a merged variable-length kernel's groups, for the
+    wave count (``perfsim.timing.KernelClock``): a group's CTAs differ from another's in work,
+    and a wave of tiny CTAs (one short sequence) must not cost a wave of the longest. Work:
+    the group's executed tensor FLOPs per CTA, or its HBM bytes per CTA for a kernel without
+    matmuls."""
+    unit = "tensor" if any(k.sm_demand()["tensor"] for k in parts) else None
+    out = []
+    for k in parts:
+        if not k.grid:
+            continue
+        work = (k.sm_demand()["tensor"] if unit else k.hbm_read_bytes + k.hbm_write_bytes)
+        out.append((int(k.grid), float(work) / k.grid))
+    return tuple(out)
 
 
 def kernels_for(algo: Algorithm, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
