@@ -135,3 +135,12 @@ def test_sweep_takes_options_on_an_implementation_preset(tmp_path):
     w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=2048, head_dim=72)
     exact = perfsim.predict(w, "h100-sxm5", algo).seconds
     assert exact < perfsim.predict(w, "h100-sxm5", "flash-attn-3").seconds   # 72 runs as 96
+
+
+def test_dtype_and_phase_take_any_case_as_algorithm_and_gpu_do(capsys):
+    from perfsim.cli import main
+
+    assert main(["predict", "-b", "1", "--heads", "8", "--seqlen", "1024", "--head-dim", "64",
+                 "--dtype", "FP16", "--phase", "FWD", "--json"]) in (0, None)
+    out = capsys.readouterr().out
+    assert '"dtype": "fp16"' in out and '"phase": "fwd"' in out

@@ -83,8 +83,11 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--head-dim", type=int_arg, required=True, help="head dimension d")
     g.add_argument("--head-dim-v", type=int_arg, help="value head dimension (default d)")
     g.add_argument("--causal", action="store_true", help="bottom-right aligned causal mask")
-    g.add_argument("--dtype", default="bf16", help=f"one of {', '.join(DTYPES)}")
-    g.add_argument("--phase", default="fwd", help=f"one of {', '.join(PHASES)}")
+    # names in any case, as --algorithm and --gpu take them
+    g.add_argument("--dtype", default="bf16", type=str.lower,
+                   help=f"one of {', '.join(DTYPES)}")
+    g.add_argument("--phase", default="fwd", type=str.lower,
+                   help=f"one of {', '.join(PHASES)}")
     g.add_argument("--dropout", type=float_arg, default=0.0, dest="dropout_p",
                    help="attention dropout probability, in [0, 1)")
     g.add_argument("--window", type=window_arg, default=argparse.SUPPRESS,
@@ -96,7 +99,7 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
                    help="variable-length batch: one query length per sequence")
     g.add_argument("--seqlens-k", type=lengths_arg, metavar="N,N,...",
                    help="variable-length batch: one key length per sequence")
-    g.add_argument("--kv-dtype", help="K/V element type (default --dtype), e.g. fp8_e4m3")
+    g.add_argument("--kv-dtype", type=str.lower, help="K/V element type (default --dtype), e.g. fp8_e4m3")
     g.add_argument("--page-size", type=int_arg,
                    help="paged KV cache: tokens per page (default: contiguous K/V)")
     g.add_argument("--softcap", type=float_arg, default=0.0,
