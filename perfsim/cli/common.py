@@ -99,7 +99,8 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
                    help="variable-length batch: one query length per sequence")
     g.add_argument("--seqlens-k", type=lengths_arg, metavar="N,N,...",
                    help="variable-length batch: one key length per sequence")
-    g.add_argument("--kv-dtype", type=str.lower, help="K/V element type (default --dtype), e.g. fp8_e4m3")
+    g.add_argument("--kv-dtype", type=str.lower,
+                   help="K/V element type (default --dtype), e.g. fp8_e4m3")
     g.add_argument("--page-size", type=int_arg,
                    help="paged KV cache: tokens per page (default: contiguous K/V)")
     g.add_argument("--softcap", type=float_arg, default=0.0,
