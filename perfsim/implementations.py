@@ -786,8 +786,8 @@ def _lacks(dims, name: str, *features: str) -> None:
             raise InfeasibleError(f"{name} has {words[f]}")
 
 
-#: preset -> (the library's name, the input dtypes it takes, the ones perfsim models for it,
-#: source). torch's per-backend dtype sets: ``aten/src/ATen/native/transformers/cuda/
+#: preset -> (the library's name, the input dtypes it takes, the ones perfsim models for it).
+#: Sources: torch's per-backend dtype sets in ``aten/src/ATen/native/transformers/cuda/
 #: sdp_utils.cpp`` (flash: Half, BFloat16; cuDNN: Half, BFloat16; memory-efficient: Half,
 #: Float, BFloat16 on sm80+); the math path takes every floating dtype (fp32 with TF32
 #: matmuls when enabled); FlexAttention carries fp32 tile tables beside the 16-bit ones
