@@ -124,3 +124,29 @@ def test_a_persistent_backward_pays_each_units_whole_edge_a_forward_its_set_up()
     # a calibrated profile's fitted per-wave figure stays once per CTA
     fitted = perfsim.timing_for(h200, "sdpa-cudnn", cta_overhead_s=5e-6)
     assert edge_seconds(bwd, h200, fitted, bwd.grid)[0] == pytest.approx(5e-6)
+
+
+def test_read_only_rereads_leave_l2_gradually_and_written_data_at_once():
+    """Cyclic re-reads past the usable part of L2 still hit it in part, falling to none at
+    L2_RAMP_END x its size (the H200 probe, probe_l2_sizes.json); data the kernel also
+    writes keeps the step. A GPU what-if with one more SM no longer jumps 4x (the a10g FA1
+    decode: 1037 -> 4126 us from 126 to 127 SMs before)."""
+    from perfsim.algorithms.base import L2_RAMP_END, l2_filtered
+
+    gpu = perfsim.load_gpu("h200-sxm")
+    c = gpu.l2_bytes
+    # ten passes over a working set of ws x the L2: nine of them re-reads
+    share = [l2_filtered(10 * ws * c, ws * c, ws * c, gpu, 0.5)[1] / (9 * ws * c)
+             for ws in (0.4, 0.5, 0.8, 1.25, 1.9, L2_RAMP_END, 3.0)]
+    assert share[0] == pytest.approx(1.0) and share[1] == pytest.approx(1.0)
+    assert share[-2] == 0.0 and share[-1] == 0.0
+    assert all(a >= b for a, b in zip(share, share[1:]))
+    assert share[3] == pytest.approx((L2_RAMP_END - 1.25) / (L2_RAMP_END - 0.5))
+    assert l2_filtered(8 * c, 0.8 * c, 0.8 * c, gpu, 0.5, written=True)[1] == 0.0
+
+    a10g = perfsim.load_gpu("a10g")
+    w = perfsim.AttentionWorkload(batch=8, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=16384,
+                                  head_dim=128)
+    t = [perfsim.predict(w, gpu=a10g.replace(sm_count=n), algorithm="fa1").seconds
+         for n in (126, 127)]
+    assert t[1] / t[0] < 1.05

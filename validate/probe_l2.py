@@ -67,7 +67,8 @@ def _kernels():
     return walk, walk_bulk
 
 
-def run(out_path: str) -> list[dict]:
+def run(out_path: str, sizes=SIZES_MB, modes=("read", "reduce", "bulk_reduce"),
+        programs=PROGRAMS_PER_SM) -> list[dict]:
     import re
 
     import torch
@@ -81,13 +82,13 @@ def run(out_path: str) -> list[dict]:
     triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8,
                                                                  device="cuda"))
     rows = []
-    for size_mb in SIZES_MB:
+    for size_mb in sizes:
         n_chunks = size_mb * 2**20 // (4 * BLOCK)
         buf = torch.zeros(n_chunks * BLOCK, device="cuda", dtype=torch.float32)
-        for per_sm in PROGRAMS_PER_SM:
+        for per_sm in programs:
             grid = per_sm * sms
             out = torch.empty(grid, device="cuda", dtype=torch.float32)
-            for mode in ("read", "reduce", "bulk_reduce"):
+            for mode in modes:
                 def call(buf=buf, out=out, n_chunks=n_chunks, grid=grid, mode=mode):
                     if mode == "bulk_reduce":
                         return walk_bulk[(grid,)](buf, out, n_chunks, grid, ITERS,
@@ -151,8 +152,26 @@ def once() -> None:
     torch.cuda.synchronize()
 
 
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["--once"]:
+def main(argv=None) -> int:
+    """``OUT.json [--sizes MB,MB,...] [--modes read,reduce,bulk_reduce] [--programs 4,8]``,
+    or ``--once`` (the Nsight Compute target). Sizes past the L2 (60 MiB on the H200) walk
+    the buffer cyclically: how much of a working set larger than L2 still hits there."""
+    import argparse
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--once"]:
         once()
-    else:
-        run(sys.argv[1] if len(sys.argv) > 1 else "probe_l2.json")
+        return 0
+    ap = argparse.ArgumentParser(prog="python -m perfsim.validate.probe_l2")
+    ap.add_argument("out", nargs="?", default="probe_l2.json")
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES_MB)))
+    ap.add_argument("--modes", default="read,reduce,bulk_reduce")
+    ap.add_argument("--programs", default=",".join(map(str, PROGRAMS_PER_SM)))
+    a = ap.parse_args(argv)
+    run(a.out, sizes=[int(x) for x in a.sizes.split(",")], modes=a.modes.split(","),
+        programs=[int(x) for x in a.programs.split(",")])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -198,15 +198,32 @@ class Dims:
         return self.phase in ("bwd", "fwd_bwd")
 
 
+#: Working set, in multiples of the L2's size, at which cyclic re-reads stop hitting L2
+#: (:func:`l2_filtered`'s ramp end). Measured on the H200 (``validate/probe_l2.py --sizes``,
+#: ``validate/reports/h200/probes/probe_l2_sizes.json``: a buffer walked cyclically, 4 or 8
+#: programs per SM, read at 8.5 TB/s from L2 up to 32 MiB and 4.4 TB/s from HBM at 512 MiB
+#: and beyond): the share of reads served by L2 falls gradually, not at once, past half of
+#: the 60 MiB L2 — 0.8-0.9 at 40-48 MiB, 0.5-0.9 at 64 MiB, 0.2-0.5 at 80 MiB, 0.06-0.3 at
+#: 96 MiB, 0-0.2 at 128 MiB, none by 192-512 MiB (from the bandwidths, the reads split
+#: between the two rates). ASSUMED the same for every GPU.
+L2_RAMP_END = 2.0
+
+
 def l2_filtered(total_bytes, compulsory_bytes, working_set_bytes, gpu: GPUSpec,
-                usable_fraction: float):
+                usable_fraction: float, written: bool = False):
     """Split global-memory reads into HBM traffic and L2 hits.
 
     Re-reads (``total - compulsory``) of data whose concurrently live working set fits in the
-    usable part of L2 (it is never larger than the compulsory bytes) are served by L2;
-    otherwise they go to HBM (cyclic re-reads of a working set larger than an LRU-like cache
-    miss almost every time). This step rule is a stated
-    assumption of perfsim, checked by ``perfsim validate``.
+    usable part of L2 (``usable_fraction`` of it; the working set is never larger than the
+    compulsory bytes) are served by L2. Past that the share served by L2 falls linearly to
+    none at :data:`L2_RAMP_END` times the L2's size (the rest goes to HBM): measured with
+    cyclic re-reads on the H200, where a strict LRU cache would miss at once (and the step
+    rule perfsim used before made a GPU with one more SM, a larger working set, up to 4×
+    slower). Data the kernel also writes (``written``: FA1's O, ℓ, m read-modify-write, the
+    backward's accumulators, split-KV partials read back) keeps the step — no hits past the
+    usable part — as the FA1 paper's measured HBM traffic for GPT-2 on the A100 shows (Fig. 2,
+    4.4 GB: ``tests/test_papers.py``; the ramp would give 2.7 GB); the probe read only. A
+    stated assumption of perfsim, checked by ``perfsim validate``.
 
     Returns:
         ``(hbm_bytes, l2_hit_bytes)``.
@@ -214,8 +231,13 @@ def l2_filtered(total_bytes, compulsory_bytes, working_set_bytes, gpu: GPUSpec,
     rereads = total_bytes - compulsory_bytes
     # The live working set is at most the distinct data the kernel reads (e.g. GQA heads
     # sharing one K/V head), however many CTAs are resident.
-    fits = minimum(working_set_bytes, compulsory_bytes) <= usable_fraction * gpu.l2_bytes
-    hits = where(fits, rereads, 0 * rereads)
+    live = minimum(working_set_bytes, compulsory_bytes)
+    start, end = usable_fraction * gpu.l2_bytes, L2_RAMP_END * gpu.l2_bytes
+    if written or end <= start:         # written data, or a usable fraction past the ramp
+        share = where(live <= start, 1.0, 0.0)
+    else:
+        share = minimum(1.0, maximum(0.0, (end - live) / (end - start)))
+    hits = rereads * share
     return total_bytes - hits, hits
 
 
@@ -243,7 +265,8 @@ def accumulator_traffic(adds, accumulator_bytes, working_set_bytes, gpu: GPUSpec
         ``(hbm_read_bytes, hbm_write_bytes, l2_hit_bytes)``.
     """
     total = 2 * FP32_BYTES * adds
-    hbm, _ = l2_filtered(total, 0 * adds, working_set_bytes, gpu, gpu.l2_usable_fraction)
+    hbm, _ = l2_filtered(total, 0 * adds, working_set_bytes, gpu, gpu.l2_usable_fraction,
+                         written=True)
     retained = minimum(accumulator_bytes, gpu.l2_usable_fraction * gpu.l2_bytes)
     read = maximum(hbm / 2, accumulator_bytes - retained)
     write = maximum(hbm / 2, accumulator_bytes)

@@ -200,11 +200,11 @@ class FA1(Algorithm):
         live = self._live_rows(dims, gpu, ctas, splits) * row_bytes
         q_rows = rows_read(replace(dims, causal=dims.causal and self.skip_masked_tiles), b_r)
         reads, read_hits = l2_filtered(q_o_total, bh * q_rows * e * dims.d, live, gpu,
-                                       gpu.l2_usable_fraction)
+                                       gpu.l2_usable_fraction, written=True)
         out_row = o_b * dims.d_v + STATS_PER_ROW * STAT_BYTES
         writes, write_hits = l2_filtered(bh * (dims.N_q + v.kv_outer_rows) * out_row,
                                          bh * dims.N_q * out_row, live, gpu,
-                                         gpu.l2_usable_fraction)
+                                         gpu.l2_usable_fraction, written=True)
         if self.o_workspace_bytes:       # the final O in the input dtype
             writes = writes + bh * dims.N_q * e * dims.d_v
         kv_hbm, kv_hits = self._kv_traffic(dims, gpu, ctas, splits, b_c)
@@ -281,9 +281,9 @@ class FA1(Algorithm):
         reads, read_hits = l2_filtered(bh * v.kv_outer_rows * row_read,
                                        bh * q_rows * (e * (d + 2 * d_v)
                                                         + STATS_PER_ROW * STAT_BYTES),
-                                       live, gpu, gpu.l2_usable_fraction)
+                                       live, gpu, gpu.l2_usable_fraction, written=True)
         writes, write_hits = l2_filtered(bh * v.kv_outer_rows * e * d, bh * q_rows * e * d,
-                                         live, gpu, gpu.l2_usable_fraction)
+                                         live, gpu, gpu.l2_usable_fraction, written=True)
         kv_hbm, kv_hits = self._kv_traffic(dims, gpu, ctas, splits, b_c)
         # each split writes its partial dK, dV
         grads = e * bh * splits * dims.N_k * (d + d_v)

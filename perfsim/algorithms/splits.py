@@ -157,7 +157,8 @@ def combine_kernel(dims: Dims, splits: int, name: str, gpu) -> KernelCost:
     write-back to HBM stays counted in the split kernel), else from HBM."""
     rows = dims.B * dims.H * dims.N_q
     partials = rows * splits * FP32_BYTES * (dims.d_v + 1)
-    hbm, hits = l2_filtered(partials, 0 * partials, partials, gpu, gpu.l2_usable_fraction)
+    hbm, hits = l2_filtered(partials, 0 * partials, partials, gpu, gpu.l2_usable_fraction,
+                            written=True)
     return KernelCost(
         name=name, grid=cdiv(rows, COMBINE_ROWS_PER_CTA), warps_per_cta=4,
         # per part and row: d_v FMAs of the weighted sum (2 slots each) and the max, the
