@@ -194,10 +194,9 @@ def banded_visits(seqlen_q, seqlen_k, block_r, block_c, left=None, right=None,
     rows = seqlen_q * group
     t_r, t_c = cdiv(rows, block_r), cdiv(seqlen_k, block_c)
     if t_r > MAX_ENUMERATED_TILES:
-        raise PerfsimError(f"a windowed or packed mask over {t_r} query tiles: at most "
-                           f"{MAX_ENUMERATED_TILES} are enumerated (seqlen_q {seqlen_q} x "
-                           f"{group} packed heads in {block_r}-row tiles); give a shorter "
-                           "seqlen_q (the limit bounds the enumeration's time and memory)")
+        raise PerfsimError(f"a windowed or packed mask over {t_r} query tiles (seqlen_q "
+                           f"{seqlen_q} x {group} packed heads in {block_r}-row tiles): at "
+                           f"most {MAX_ENUMERATED_TILES} are enumerated; give a shorter seqlen_q")
     off = seqlen_k - seqlen_q
     big = seqlen_q + seqlen_k + 1
     lft = big if left is None else left
