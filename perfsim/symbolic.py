@@ -13,7 +13,8 @@ default); an algorithm with an SRAM option (FA1) gets ``sram_bytes = M·e`` so t
 follow Algorithm 1 line 1.
 
 L2: perfsim's L2 rule (``perfsim.algorithms.base.l2_filtered``) serves re-reads from L2 when
-their working set fits, which shows up as ``Piecewise`` terms. ``io_model=True`` drops them:
+their working set fits, and a falling share of them up to twice the L2's size, which shows up as
+``Piecewise`` terms. ``io_model=True`` drops them:
 every re-read goes to HBM, as in the FA1 paper's IO analysis (Theorem 2), which has no cache;
 ``keep_l2=True`` keeps the L2 size as the symbol ``L_2``.
 
@@ -214,7 +215,8 @@ def _default_options(algo, e: int) -> list[dict]:
 
 
 def _drop_l2(expr):
-    """The L2 rule's ``Piecewise`` (hits when the working set fits in ``L_2``) → no hits."""
+    """The L2 rule's ``Piecewise`` (hits while the working set fits in ``L_2``, then a falling
+    share) → its last branch: no hits."""
     return sympy.sympify(expr).replace(
         lambda x: isinstance(x, sympy.Piecewise) and x.has(L_2), lambda x: x.args[-1].expr)
 

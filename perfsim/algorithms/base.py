@@ -235,6 +235,12 @@ def l2_filtered(total_bytes, compulsory_bytes, working_set_bytes, gpu: GPUSpec,
     start, end = usable_fraction * gpu.l2_bytes, L2_RAMP_END * gpu.l2_bytes
     if written or end <= start:         # written data, or a usable fraction past the ramp
         share = where(live <= start, 1.0, 0.0)
+    elif is_symbolic(live) or is_symbolic(start):
+        # closed forms: one Piecewise whose last branch is no hits (perfsim.symbolic drops
+        # it for the IO model)
+        import sympy
+        share = sympy.Piecewise((1, live <= start), ((end - live) / (end - start), live < end),
+                                (0, True))
     else:
         share = minimum(1.0, maximum(0.0, (end - live) / (end - start)))
     hits = rereads * share
