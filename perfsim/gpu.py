@@ -232,6 +232,8 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "tensor_sustained_fraction": (0.01, 1, "(a share of the per-clock tensor rate)"),
     "mma_sync_k8_fraction": (0.01, 1, "(a share of the mma.sync rate)"),
     "l2_usable_fraction": (0.001, 1, "(a share of l2_bytes)"),
+    "l2_reuse_ramp_end": (0.001, 100, "(multiples of l2_bytes)"),
+    "register_allocation_unit": (1, 65536, "registers"),
 }
 
 
@@ -359,6 +361,11 @@ class GPUSpec(BaseModel):
         "which is also the gap between what an SM has and what one CTA may opt in to on every "
         "GPU of compute capability 8.0 and later")
     registers_per_sm: int = Field(gt=0, description="32-bit registers per SM")
+    register_allocation_unit: int = Field(
+        default=256, gt=0, description="registers the SM hands a warp at a time: a warp's "
+        "32 x registers per thread is rounded up to a multiple of this before the register "
+        "file is divided among CTAs (perfsim.algorithms.base.resident_ctas; the CUDA "
+        "occupancy calculator's register allocation unit, warp granularity)")
     max_registers_per_thread: int = Field(gt=0, description="32-bit registers per thread, max")
     max_warps_per_sm: int = Field(gt=0)
     warp_schedulers_per_sm: int = Field(
@@ -372,6 +379,11 @@ class GPUSpec(BaseModel):
         gt=0, le=1, description="share of L2 that data shared by all SMs can use: A100/H100 "
         "L2 is two partitions that each cache for their own GPCs (A100 whitepaper), so "
         "data read by every SM may sit in both; 0.5 for those, 1 for a unified L2")
+    l2_reuse_ramp_end: float = Field(
+        default=2.0, gt=0, description="working set, in multiples of l2_bytes, at which "
+        "re-reads of read-only data stop hitting L2: past l2_usable_fraction the share served "
+        "by L2 falls linearly to none here (perfsim.algorithms.base.l2_filtered); at or below "
+        "l2_usable_fraction: a step")
     hbm_bytes: int = Field(gt=0, description="device memory capacity")
     hbm_bandwidth_bytes_per_s: float = Field(gt=0, description="device memory bandwidth")
     hbm_efficiency: float = Field(

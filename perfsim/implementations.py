@@ -697,12 +697,9 @@ def _triton_tutorial(dims, gpu):
     # (the table's largest key is the largest head dim the tutorial takes: 256)
     hdim = max(dims.d, dims.d_v)
     registers, smem = _tile(TRITON_TUTORIAL_FWD_COMPILED, hdim)
-    compiled = {}
-    if flex_arch(gpu) == "sm90":
-        # below the smallest compiled head dim (16 and 32): its registers as an upper bound,
-        # the stage layout's shared memory (ASSUMED; not compiled there)
-        compiled = ({"registers_per_thread": registers} if hdim < min(TRITON_TUTORIAL_FWD_COMPILED)
-                    else {"registers_per_thread": registers, "fwd_smem_per_cta": smem})
+    # (head dims below 64 are refused: _tutorial_limits, TRITON_TUTORIAL_HEAD_DIMS)
+    compiled = ({"registers_per_thread": registers, "fwd_smem_per_cta": smem}
+                if flex_arch(gpu) == "sm90" else {})
     # one CTA per (batch, head, query tile): no split-KV, no packing
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, fwd_stages=stages,
                      tensor_family=triton_tensor_family(gpu, block_m, warps),

@@ -1178,7 +1178,28 @@ def test_flex_runs_its_compiled_registers_on_sm90(d, phase, regs, ctas):
     p = perfsim.predict(big(phase, d=d), "h200-sxm", "flex")
     main = [k for k in p.kernels if k.cost.name == f"fa2_{phase}"][0].cost
     assert (main.registers_per_thread, main.ctas_per_sm) == (regs, ctas)
-    # another launch (--set) or another GPU keeps the 255-register cap
+    # another GPU, or another launch of the forward (--set), keeps the 255-register cap
     other = perfsim.predict(big(phase, d=d), "a100-sxm4-80gb", "flex")
     assert [k for k in other.kernels if k.cost.name == f"fa2_{phase}"][0].cost \
         .registers_per_thread == 255
+    if phase == "fwd":
+        from perfsim.implementations import Implementation
+
+        moved = perfsim.predict(big(phase, d=d), "h200-sxm", Implementation(
+            preset="flex", options={"block_m": 32}))
+        assert moved.kernels[0].cost.registers_per_thread == 255
+
+
+def test_register_allocation_unit_and_l2_ramp_are_gpu_facts():
+    """Both live in each catalog file with a source, and a what-if moves them: a finer
+    register allocation fits a sixth 82-register CTA; a ramp ending at the usable fraction is
+    the step (no hits past it)."""
+    from perfsim.algorithms.base import l2_filtered, resident_ctas
+
+    h200 = perfsim.load_gpu("h200-sxm")
+    assert (h200.register_allocation_unit, h200.l2_reuse_ramp_end) == (256, 2.0)
+    assert resident_ctas(h200.replace(register_allocation_unit=32), 0, 4, 82) == 6
+    step = h200.replace(l2_reuse_ramp_end=h200.l2_usable_fraction)
+    ws = 0.8 * h200.l2_bytes
+    assert l2_filtered(10 * ws, ws, ws, step, step.l2_usable_fraction)[1] == 0.0
+    assert l2_filtered(10 * ws, ws, ws, h200, h200.l2_usable_fraction)[1] > 0.0

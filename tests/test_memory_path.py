@@ -128,20 +128,20 @@ def test_a_persistent_backward_pays_each_units_whole_edge_a_forward_its_set_up()
 
 def test_read_only_rereads_leave_l2_gradually_and_written_data_at_once():
     """Cyclic re-reads past the usable part of L2 still hit it in part, falling to none at
-    L2_RAMP_END x its size (the H200 probe, probe_l2_sizes.json); data the kernel also
-    writes keeps the step. A GPU what-if with one more SM no longer jumps 4x (the a10g FA1
-    decode: 1037 -> 4126 us from 126 to 127 SMs before)."""
-    from perfsim.algorithms.base import L2_RAMP_END, l2_filtered
+    GPUSpec.l2_reuse_ramp_end x its size (the H200 probe, probe_l2_sizes.json); data the
+    kernel also writes keeps the step. A GPU what-if with one more SM no longer jumps 4x
+    (the a10g FA1 decode: 1037 -> 4126 us from 126 to 127 SMs before)."""
+    from perfsim.algorithms.base import l2_filtered
 
     gpu = perfsim.load_gpu("h200-sxm")
-    c = gpu.l2_bytes
+    c, end = gpu.l2_bytes, gpu.l2_reuse_ramp_end
     # ten passes over a working set of ws x the L2: nine of them re-reads
     share = [l2_filtered(10 * ws * c, ws * c, ws * c, gpu, 0.5)[1] / (9 * ws * c)
-             for ws in (0.4, 0.5, 0.8, 1.25, 1.9, L2_RAMP_END, 3.0)]
+             for ws in (0.4, 0.5, 0.8, 1.25, 1.9, end, 3.0)]
     assert share[0] == pytest.approx(1.0) and share[1] == pytest.approx(1.0)
     assert share[-2] == 0.0 and share[-1] == 0.0
     assert all(a >= b for a, b in zip(share, share[1:]))
-    assert share[3] == pytest.approx((L2_RAMP_END - 1.25) / (L2_RAMP_END - 0.5))
+    assert share[3] == pytest.approx((end - 1.25) / (end - 0.5))
     assert l2_filtered(8 * c, 0.8 * c, 0.8 * c, gpu, 0.5, written=True)[1] == 0.0
 
     a10g = perfsim.load_gpu("a10g")

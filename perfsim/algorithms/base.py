@@ -198,15 +198,6 @@ class Dims:
         return self.phase in ("bwd", "fwd_bwd")
 
 
-#: Working set, in multiples of the L2's size, at which cyclic re-reads stop hitting L2
-#: (:func:`l2_filtered`'s ramp end). Measured on the H200 (``validate/probe_l2.py --sizes``,
-#: ``validate/reports/h200/probes/probe_l2_sizes.json``: a buffer walked cyclically, 4 or 8
-#: programs per SM, read at 8.5 TB/s from L2 up to 32 MiB and 4.4 TB/s from HBM at 512 MiB
-#: and beyond): the share of reads served by L2 falls gradually, not at once, past half of
-#: the 60 MiB L2 — 0.8-0.9 at 40-48 MiB, 0.5-0.9 at 64 MiB, 0.2-0.5 at 80 MiB, 0.06-0.3 at
-#: 96 MiB, 0-0.2 at 128 MiB, none by 192-512 MiB (from the bandwidths, the reads split
-#: between the two rates). ASSUMED the same for every GPU.
-L2_RAMP_END = 2.0
 
 
 def l2_filtered(total_bytes, compulsory_bytes, working_set_bytes, gpu: GPUSpec,
@@ -216,10 +207,11 @@ def l2_filtered(total_bytes, compulsory_bytes, working_set_bytes, gpu: GPUSpec,
     Re-reads (``total - compulsory``) of data whose concurrently live working set fits in the
     usable part of L2 (``usable_fraction`` of it; the working set is never larger than the
     compulsory bytes) are served by L2. Past that the share served by L2 falls linearly to
-    none at :data:`L2_RAMP_END` times the L2's size (the rest goes to HBM): measured with
-    cyclic re-reads on the H200, where a strict LRU cache would miss at once (and the step
-    rule perfsim used before made a GPU with one more SM, a larger working set, up to 4×
-    slower). Data the kernel also writes (``written``: FA1's O, ℓ, m read-modify-write, the
+    none at ``GPUSpec.l2_reuse_ramp_end`` times the L2's size (the rest goes to HBM):
+    measured with cyclic re-reads on the H200 (validate/probe_l2.py --sizes,
+    reports/h200/probes/probe_l2_sizes.json), where a strict LRU cache would miss at once
+    (and the step rule perfsim used before made a GPU with one more SM, a larger working set,
+    up to 4× slower). Data the kernel also writes (``written``: FA1's O, ℓ, m read-modify-write, the
     backward's accumulators, split-KV partials read back) keeps the step — no hits past the
     usable part — as the FA1 paper's measured HBM traffic for GPT-2 on the A100 shows (Fig. 2,
     4.4 GB: ``tests/test_papers.py``; the ramp would give 2.7 GB); the probe read only. A
@@ -232,7 +224,7 @@ def l2_filtered(total_bytes, compulsory_bytes, working_set_bytes, gpu: GPUSpec,
     # The live working set is at most the distinct data the kernel reads (e.g. GQA heads
     # sharing one K/V head), however many CTAs are resident.
     live = minimum(working_set_bytes, compulsory_bytes)
-    start, end = usable_fraction * gpu.l2_bytes, L2_RAMP_END * gpu.l2_bytes
+    start, end = usable_fraction * gpu.l2_bytes, gpu.l2_reuse_ramp_end * gpu.l2_bytes
     if written or end <= start:         # written data, or a usable fraction past the ramp
         share = where(live <= start, 1.0, 0.0)
     elif is_symbolic(live) or is_symbolic(start):
@@ -352,25 +344,27 @@ def lockstep_window(resident, tiles_per_group, tile_bytes, tiles_in_flight: int 
     return groups * tiles_in_flight * tile_bytes
 
 
-#: Registers the SM hands a warp at a time: a warp's ``32 · registers per thread`` is rounded
-#: up to a multiple of this (the CUDA occupancy calculator's "register allocation unit size"
-#: of 256, warp granularity, for compute capability 5.0 and later). Measured: FlexAttention's
-#: forward at head dims 16 and 32 compiles to 82 and 90 registers per thread and runs 19.5
-#: warps per SM on the H200 (Nsight Compute, validate/reports/h200/probes/ncu/
-#: summary-small-headdims.json): 5 CTAs of 4 warps, where the unrounded count would give 6.
-REGISTER_ALLOCATION_UNIT = 256
+
+
+def register_file_share(gpu: GPUSpec, warps: int) -> int:
+    """Registers per thread when one CTA of ``warps`` warps takes the whole register file
+    (FA3's ``setmaxnreg`` split, FA4's warp-specialised CTA): the largest count whose
+    whole-warp allocations (``GPUSpec.register_allocation_unit``) all fit, at most the GPU's
+    per-thread maximum."""
+    unit = gpu.register_allocation_unit
+    per_warp = (gpu.registers_per_sm // warps) // unit * unit
+    return min(gpu.max_registers_per_thread, per_warp // 32)
 
 
 def _register_limit(gpu: GPUSpec, registers_per_thread, warps):
     """CTAs of ``warps`` warps the register file holds: whole warps' allocations
-    (:data:`REGISTER_ALLOCATION_UNIT`), then whole CTAs. A count that is not a whole number
-    is a share of the register file (FA3's ``setmaxnreg`` split, ``FA3.registers``), not a
-    compiled count: it is taken as it is."""
-    if (is_symbolic(registers_per_thread) or is_symbolic(warps)
-            or np.any(np.asarray(registers_per_thread) % 1)):
+    (``GPUSpec.register_allocation_unit`` registers at a time: 82 registers per thread give 5
+    CTAs of 4 warps on the H200, as Nsight Compute measured for FlexAttention's forward, not
+    the 6 of an unrounded count), then whole CTAs."""
+    if is_symbolic(registers_per_thread) or is_symbolic(warps):
         return gpu.registers_per_sm // (registers_per_thread * warps * 32)
-    per_warp = -(-(registers_per_thread * 32) // REGISTER_ALLOCATION_UNIT) \
-        * REGISTER_ALLOCATION_UNIT
+    unit = gpu.register_allocation_unit
+    per_warp = -(-(registers_per_thread * 32) // unit) * unit
     return (gpu.registers_per_sm // per_warp) // warps
 
 
@@ -666,12 +660,12 @@ def _cta_work(parts: list[KernelCost]) -> tuple:
     and a wave of tiny CTAs (one short sequence) must not cost a wave of the longest. Work:
     the group's executed tensor FLOPs per CTA, or its HBM bytes per CTA for a kernel without
     matmuls."""
-    unit = "tensor" if any(k.sm_demand()["tensor"] for k in parts) else None
+    matmuls = any(k.sm_demand()["tensor"] for k in parts)
     out = []
     for k in parts:
         if not k.grid:
             continue
-        work = (k.sm_demand()["tensor"] if unit else k.hbm_read_bytes + k.hbm_write_bytes)
+        work = k.sm_demand()["tensor"] if matmuls else k.hbm_read_bytes + k.hbm_write_bytes
         out.append((int(k.grid), float(work) / k.grid))
     return tuple(out)
 

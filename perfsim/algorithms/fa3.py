@@ -39,7 +39,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from perfsim.algorithms.base import FP32_BYTES, REGISTER_ALLOCATION_UNIT, Dims
+from perfsim.algorithms.base import FP32_BYTES, Dims, register_file_share
 from perfsim.algorithms.common import (
     WARPS_PER_WARPGROUP,
     WGMMA_ROWS,
@@ -286,11 +286,7 @@ class FA3(FusedAttention):
                 f"per thread and its producer {FA3_MIN_PRODUCER_REGISTERS} (flash-attn 3 "
                 f"setmaxnreg), {need} in all; {gpu.id} has {gpu.registers_per_sm} per SM, at "
                 f"most {gpu.max_registers_per_thread} per thread")
-        # the share per thread whose whole-warp allocation (256 registers at a time,
-        # base.REGISTER_ALLOCATION_UNIT) still fits the CTA's warps in the register file
-        per_warp = (gpu.registers_per_sm // warps) // REGISTER_ALLOCATION_UNIT \
-            * REGISTER_ALLOCATION_UNIT
-        return min(gpu.max_registers_per_thread, per_warp // 32)
+        return register_file_share(gpu, warps)
 
     def overlap_groups(self, phase: str, dims: Dims):
         """HBM (fed by the producer warpgroup) overlaps the MMA ⇄ softmax cycle; without warp

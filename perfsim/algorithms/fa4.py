@@ -47,6 +47,7 @@ from perfsim.algorithms.base import (
     forward_gemm_terms,
     in_order_tail,
     l2_filtered,
+    register_file_share,
     rows_read,
     with_whole_tiles,
 )
@@ -365,7 +366,7 @@ class FA4(Algorithm):
             "fa4_fwd", terms, grid=grid, tiled=True, persistent=self.persistent,
             edge_bytes=e * b_r * (dims.d + dims.d_v) + ekv * b_c * dkv,
             warps_per_cta=FWD_WARPS, smem_bytes_per_cta=smem,
-            registers_per_thread=gpu.registers_per_sm // (FWD_WARPS * 32),
+            registers_per_thread=register_file_share(gpu, FWD_WARPS),
             tensor_dtype=dims.dtype, tensor_family=self.family(), overlap=(("hbm",),),
             pipeline=(STATIONS, q_tiles_in_flight(b_r)),
             bytes_in_flight=in_flight,
@@ -414,7 +415,7 @@ class FA4(Algorithm):
             edge_bytes=(2 * e * MMA_ROWS * (d + d_v)
                         + MMA_ROWS * (e * (d + d_v) + 2 * STAT_BYTES)),
             warps_per_cta=FWD_WARPS,
-            registers_per_thread=gpu.registers_per_sm // (FWD_WARPS * 32),
+            registers_per_thread=register_file_share(gpu, FWD_WARPS),
             tensor_dtype=dims.dtype, tensor_family=self.family(),
             overlap=(("hbm",),), pipeline=(STATIONS, BWD_TILES_IN_FLIGHT),
             launch={"two_cta": self.two_cta_backward},
