@@ -60,6 +60,20 @@ from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv
 from perfsim.software import DEFAULT_SOFTWARE, load_software
 
+#: Shared memory the driver reserved beside every CTA in the Nsight Compute profiles on the
+#: project's H200: ``launch__shared_mem_per_block`` counts it with the kernel's own (an
+#: elementwise kernel with none shows 1,024 B; Triton's tutorial preprocess kernel, 512 B in its
+#: compiled metadata, shows 1,536 B; validate/reports/h200/probes/ncu/summary.json and
+#: probe_tutorial_registers.json, whose CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK is
+#: 1,024).
+NCU_DRIVER_SMEM_BYTES = 1024
+
+
+def _own_smem(profiled: dict) -> dict:
+    """A table of Nsight Compute shared-memory figures per CTA as the kernels' own bytes (less
+    :data:`NCU_DRIVER_SMEM_BYTES`): the occupancy rule adds the GPU's reservation itself."""
+    return {key: value - NCU_DRIVER_SMEM_BYTES for key, value in profiled.items()}
+
 
 def triton_tensor_family(gpu: GPUSpec, block_m: int, num_warps: int) -> str:
     """The MMA instructions Triton emits for a ``tl.dot`` with this tile on ``gpu``: WGMMA
@@ -151,19 +165,24 @@ FLEX_DECODING_BELOW = 128
 #: The smallest head dim ``flex_attention`` accepts (its input validation).
 FLEX_MIN_HEAD_DIM = 16
 #: FlexAttention's backward on sm_90, 16-bit inputs, by head dim: (BLOCK_M1, BLOCK_N1, warps) of
-#: its dK/dV programs (query rows per step, key rows per program), read from the kernels
-#: inductor generated on the project's H200 (torch 2.11; validate/reports/h200/probes/
-#: flex_bwd_configs.json: d 64 -> 64 x 128 with 8 warps, d 192 and 256 -> 64 x 64 with 4
-#: warps; d 128 -> 8 warps and 128 keys from its profiled grid and block, 64 query rows
-#: ASSUMED as at d 64; d 32 -> 64 x 64 with 4 warps from its profiled grid, 64 dK/dV and 64 dQ
-#: programs per head at N = 4096, and 128 threads, summary-small-headdims.json; d 16 ASSUMED as
-#: d 32). Its dQ programs (BLOCK_M2 x BLOCK_N2) are separate CTAs of the same grid; perfsim
-#: charges their work to the dK/dV CTAs (``dq_recompute``).
-FLEX_BWD_TILES = {32: (64, 64, 4), 64: (64, 128, 8), 128: (64, 128, 8), 256: (64, 64, 4)}
+#: its dK/dV programs (query rows per step, key rows per program). torch's rule for sm_90
+#: (``get_flex_attn_bwd_configs``, torch 2.13's template_heuristics/triton.py) takes the call's
+#: head dim h: 64 x 64 with 4 warps for h < 64, 64 x 128 with 8 warps for h <= 128, 64 x 64 with
+#: 4 warps above. Seen in the kernels inductor generated on the project's H200 (torch 2.11;
+#: validate/reports/h200/probes/flex_bwd_configs.json: d 64 -> 64 x 128 with 8 warps, d 192 and
+#: 256 -> 64 x 64 with 4 warps; d 128 -> 8 warps and 128 keys from its profiled grid and block;
+#: d 32 and d 48 -> 64 x 64 with 4 warps from their profiled grids, 64 dK/dV and 64 dQ programs
+#: per head at N = 4096, and 128 threads, summary-small-headdims.json and
+#: summary-small-headdims-2.json; the 48 profile was read after hold-out 30 was measured). Keyed
+#: by the largest head dim each covers (63: below 64). Its dQ programs (BLOCK_M2 x BLOCK_N2) are
+#: separate CTAs of the same grid; perfsim charges their work to the dK/dV CTAs
+#: (``dq_recompute``).
+FLEX_BWD_TILES = {63: (64, 64, 4), 128: (64, 128, 8), 256: (64, 64, 4)}
 #: Registers per thread of that backward as compiled for sm_90 (Nsight Compute launch
-#: statistics, the same summaries), keyed as the tiles: 144 at d 32 (3 CTAs of 4 warps per SM,
-#: 11.9 warps measured), 194 at d 64, 253-255 above.
-FLEX_BWD_REGISTERS_SM90 = {32: 144, 64: 194, 128: 253, 256: 255}
+#: statistics, the same summaries), by head dim: 144 at d 32 (3 CTAs of 4 warps per SM, 11.9
+#: warps measured), 182 at d 48 (its dots run 64 wide, FLEX_HEAD_DIMS: every head dim from 33
+#: to 63 compiles the same kernel), 194 at d 64, 253-255 above.
+FLEX_BWD_REGISTERS_SM90 = {32: 144, 63: 182, 64: 194, 128: 253, 256: 255}
 #: ... and by architecture (``get_flex_attn_bwd_configs``, torch 2.13's source:
 #: ``FlexBwDConfig(BLOCK_M1, BLOCK_N1, BLOCK_M2, BLOCK_N2, num_stages, num_warps)`` by head dim
 #: h): sm_10x 64 x 128 with 4 warps up to 128, 64 x 64 with 8 warps up to 192, 64 x 64 with 4
@@ -238,12 +257,16 @@ TRITON_TUTORIAL_BWD_SPILL_BYTES = {64: 0.0, 128: 751.7}
 FLEX_BWD_SPILL_BYTES = {128: 0.0, 192: 1113.1, 256: 1233.1}
 #: (The tutorial's head-dim-64 backward moves 0.015 GB through local memory in the profiled
 #: call, 0.8 B per thread and step: spills outside the loop, taken as none.)
-#: Shared memory per backward CTA as compiled for sm_90 (Nsight Compute
-#: ``shared_bytes_per_cta``, same summaries), by head dim: it sets the CTAs per SM (one for
-#: the tutorial at d 128 and FlexAttention above d 64). Used on GPUs whose per-block limit
-#: holds it; elsewhere Triton compiles other stages (not profiled): flash-attn 2's traits.
-TRITON_TUTORIAL_BWD_SMEM = {64: 75776, 128: 149504}
-FLEX_BWD_SMEM = {32: 34816, 64: 83968, 128: 165888, 192: 198144, 256: 198144}
+#: Shared memory per backward CTA as compiled for sm_90, by head dim: it sets the CTAs per SM
+#: (one for the tutorial at d 128 and FlexAttention above d 64). Nsight Compute's
+#: ``shared_bytes_per_cta`` (``launch__shared_mem_per_block``, same summaries) counts the
+#: driver's reservation beside the kernel's own (:data:`NCU_DRIVER_SMEM_BYTES`); the tables
+#: hold the kernel's own, and the occupancy rule adds the GPU's reservation
+#: (``GPUSpec.smem_reserved_per_cta_bytes``). Used on GPUs whose per-block limit holds it;
+#: elsewhere Triton compiles other stages (not profiled): flash-attn 2's traits.
+TRITON_TUTORIAL_BWD_SMEM = _own_smem({64: 75776, 128: 149504})
+FLEX_BWD_SMEM = _own_smem({32: 34816, 63: 67584, 64: 83968, 128: 165888, 192: 198144,
+                           256: 198144})
 
 
 def _compiled_smem(table: dict, d, gpu: GPUSpec) -> int | None:
@@ -308,11 +331,14 @@ EFFICIENT_FWD_TILES = {64: (64, 64, 4), 128: (64, 128, 8), 65536: (32, 128, 4)}
 #: ``64x64_rf`` in ``efficient-bwd-d64``'s forward, 53,248 B for ``64x128_rf``, 52,224 B for
 #: ``32x128_gmem`` at head dims 192 and 256; ``summary.json`` and ``summary-efficient.json``,
 #: the last two profiled after hold-out 19 was measured): the same sm80 code on every GPU.
-EFFICIENT_FWD_SMEM = {64: 19_968, 128: 53_248, 65536: 52_224}
+#: Those figures count the driver's reservation; the table holds the kernels' own
+#: (:func:`_own_smem`).
+EFFICIENT_FWD_SMEM = _own_smem({64: 19_968, 128: 53_248, 65536: 52_224})
 #: Registers per thread of the forward kernels (the same profiles; 122 for ``32x128_gmem``).
 EFFICIENT_REGISTERS = 128
 #: Its backward kernels (``cutlassB.h``), by the largest head dim each takes:
-#: ``(queries, keys, warps, shared bytes per CTA, registers per thread, spilled bytes each
+#: ``(queries, keys, warps, shared bytes per CTA as profiled — the driver's reservation
+#: included, NCU_DRIVER_SMEM_BYTES —, registers per thread, spilled bytes each
 #: thread reloads per tile step)``, from Nsight Compute on the H200 (``efficient-bwd-d128`` in
 #: ``validate/reports/h200/probes/ncu/summary.json``; ``-d64`` and ``-d256`` in
 #: ``summary-efficient.json``, profiled after hold-out 19 was measured): ``64x64_k64`` (128
@@ -716,7 +742,9 @@ def _efficient(dims, gpu):
     hdim = max(dims.d, dims.d_v)
     block_m, block_n, warps = _lookup(EFFICIENT_FWD_TILES, hdim)
     fwd_smem = _lookup(EFFICIENT_FWD_SMEM, hdim)
-    bwd_m, bwd_n, bwd_warps, smem, registers, spill = _lookup(EFFICIENT_BWD_KERNELS, hdim)
+    bwd_m, bwd_n, bwd_warps, profiled_smem, registers, spill = _lookup(EFFICIENT_BWD_KERNELS,
+                                                                       hdim)
+    smem = profiled_smem - NCU_DRIVER_SMEM_BYTES       # the kernel's own (_own_smem)
     bwd = {"bwd_spill_bytes": spill}
     if smem <= gpu.smem_bytes_per_block:
         bwd["bwd_smem_per_cta"] = smem

@@ -366,8 +366,8 @@ class Prediction:
     def to_dict(self) -> dict:
         """The prediction as plain JSON-ready data (what ``perfsim predict --json`` prints):
         workload, algorithm label, GPU id, time (s), TFLOP/s, binding unit, clock (Hz) and
-        power (W), counts, memory, and per kernel its times, grid, waves and named terms.
-        ``SCHEMA_VERSION`` names the layout."""
+        power (W), counts, memory, per kernel its times, grid, waves and named terms, and the
+        :meth:`notes`. ``SCHEMA_VERSION`` names the layout."""
         c = self.counts
         return {
             "schema_version": SCHEMA_VERSION,
@@ -386,7 +386,23 @@ class Prediction:
                          "terms": {name: float(v) for name, v in k.cost.terms.items()}}
                         for k in self.kernels],
             "term_seconds": self.term_seconds(),
+            "notes": self.notes(),
         }
+
+    def notes(self) -> list[str]:
+        """What a reader of the numbers must know, in words (the lines ``perfsim predict``
+        prints under its table; ``notes`` in :meth:`to_dict`): the kernel perfsim times in
+        place of one it has no model of (an implementation preset's ``stand_in_note``), and a
+        footprint above the GPU's memory. Empty when there is nothing to say."""
+        out = []
+        stand_in = getattr(self.algorithm, "stand_in_note", None)
+        note = stand_in(self.gpu, self.workload) if stand_in else None
+        if note:
+            out.append(note)
+        if not self.fits_memory:
+            out.append(f"does not fit: needs {self.memory_bytes / 2**30:.1f} GiB, "
+                       f"{self.gpu.id} has {self.gpu.hbm_bytes / 2**30:.1f} GiB")
+        return out
 
     def to_frame(self):
         """One row per kernel as a pandas DataFrame: name, seconds, bound, grid, waves and

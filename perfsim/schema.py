@@ -48,6 +48,9 @@ class PredictionRecord(BaseModel):
     fits_memory: bool
     kernels: list[KernelRecord]
     term_seconds: dict[str, float] = Field(description="each named term alone on its unit (s)")
+    notes: list[str] = Field(default_factory=list, description="what the table prints under "
+                             "the prediction: a kernel perfsim times in place of one it has "
+                             "no model of, a footprint above the GPU's memory")
     explanation: str | None = Field(default=None, description="with --explain")
 
 

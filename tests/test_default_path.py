@@ -529,7 +529,7 @@ def test_memory_efficient_preset_runs_xformers_kernels_by_head_dim():
                                                        / h200.mma_sync_k8_fraction)
     bwd = perfsim.predict(big("bwd"), "h200-sxm", "sdpa-efficient").kernels[1].cost
     assert (bwd.launch["block_m"], bwd.launch["block_n"], bwd.warps_per_cta) == (128, 128, 16)
-    assert bwd.smem_bytes_per_cta == 134_656 and bwd.ctas_per_sm == 1
+    assert bwd.smem_bytes_per_cta + 1024 == 134_656 and bwd.ctas_per_sm == 1
     # above head dim 128 the 128 x 64 kernel with 8 warps, which spills (1,536 B per thread
     # and step); at 64 the 64 x 64 one, each with its census
     wide_bwd = perfsim.predict(big("bwd", d=256), "h200-sxm", "sdpa-efficient").kernels[1].cost
@@ -566,7 +566,7 @@ def test_memory_efficient_preset_runs_xformers_kernels_by_head_dim():
         perfsim.predict(drop.replace(head_dim=256), "rtx-4090", "sdpa-flash")
     # the forward takes its compiled 52 KB at head dim 256 there, as on the H200
     wide = perfsim.predict(big("fwd", d=256), "rtx-4090", "sdpa-efficient").kernels[0].cost
-    assert wide.smem_bytes_per_cta == 52_224
+    assert wide.smem_bytes_per_cta + 1024 == 52_224     # as profiled: the 1 KB reserved
 
 
 def test_mma_k8_and_address_arithmetic_slow_a_kernel_without_changing_its_flops():

@@ -69,6 +69,21 @@ def test_roofline_has_l2_and_shared_memory_ceilings(tmp_path):
     assert achieved <= x_smem * p.gpu.smem_bandwidth_bytes_per_s * (1 + 1e-9)
 
 
+def test_roofline_names_the_kernels_it_cannot_place(tmp_path):
+    """A kernel without FLOPs (FA2's dQ conversion) has no arithmetic intensity: it is left
+    off the log-log axes and named under them, not dropped silently."""
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=2048, head_dim=64, phase="bwd")
+    p = perfsim.predict(w, "h200-sxm", "fa2")
+    assert "fa2_bwd_convert_dq" in [k.cost.name for k in p.kernels]
+    fig, ax = plots.roofline(p)
+    _png(fig, tmp_path / "roofline_bwd.png")
+    said = [t.get_text() for t in ax.texts if t.get_text().startswith("not on the roofline")]
+    assert len(said) == 1 and "fa2_bwd_convert_dq" in said[0]
+    assert "fa2_bwd," not in said[0] and not said[0].endswith("fa2_bwd")
+    hbm = [c for c in ax.collections if c.get_zorder() == 4]
+    assert len(np.concatenate([c.get_offsets() for c in hbm])) == len(p.kernels) - 1
+
+
 def test_time_by_unit_stacks_every_kernel(tmp_path):
     w = W.replace(dtype="fp16", phase="fwd_bwd")
     preds = [perfsim.predict(w, "a100-sxm4-80gb", a) for a in ("standard", "fa1", "fa2")]

@@ -3,6 +3,7 @@ silent wrong answers are fixed or refused."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -264,15 +265,18 @@ def test_every_catalog_gpu_is_in_range():
 def test_sweep_marks_only_the_rows_that_do_not_fit():
     from perfsim.sweep import sweep
 
+    # Algorithm 1 sized for a 400 kB SRAM: its query block (cut to the sequence) fits the
+    # A100's shared memory beside one query, not beside 1024
+    tall = FA1(sram_bytes=400_000)
     df = sweep(batch=1, heads=1, seqlen_q=[1, 1024], seqlen_k=128, head_dim=256,
-               gpus="a100-sxm4-80gb", algorithms="fa1")
+               gpus="a100-sxm4-80gb", algorithms=tall)
     one = predict(AttentionWorkload(batch=1, heads=1, seqlen_q=1, seqlen_k=128, head_dim=256),
-                  gpu="a100-sxm4-80gb", algorithm="fa1")
+                  gpu="a100-sxm4-80gb", algorithm=tall)
     assert df.infeasible.iloc[0] == "" and df.seconds.iloc[0] == pytest.approx(one.seconds)
     assert "shared memory" in df.infeasible.iloc[1] and math.isnan(df.seconds.iloc[1])
     with pytest.raises(InfeasibleError, match="shared memory"):
         predict(AttentionWorkload(batch=1, heads=1, seqlen_q=1024, seqlen_k=128, head_dim=256),
-                gpu="a100-sxm4-80gb", algorithm="fa1")
+                gpu="a100-sxm4-80gb", algorithm=tall)
 
 
 def test_resident_ctas_outside_a_sweep_still_raises_for_arrays():
@@ -672,6 +676,12 @@ def test_cli_names_a_presets_stand_in_model(capsys):
     assert "the FA2 loop as a stand-in" in capsys.readouterr().out
     assert main([*base, "--gpu", "h100-sxm5"]) == 0
     assert "stand-in" not in capsys.readouterr().out
+    # --json carries the same notes, with or without --explain
+    assert main([*base, "--gpu", "l40s", "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert len(notes) == 1 and "the FA2 loop as a stand-in" in notes[0]
+    assert main([*base, "--gpu", "h100-sxm5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == []
 
 
 def test_explain_names_the_load_path_when_it_not_hbm_sets_the_hbm_time():
@@ -685,3 +695,21 @@ def test_explain_names_the_load_path_when_it_not_hbm_sets_the_hbm_time():
                                head_dim=128)
     text = predict(decode, "h100-sxm5", "fa2").explain()
     assert "Bound by HBM bandwidth" in text and "not HBM bandwidth" not in text
+
+
+@pytest.mark.parametrize("gpu", ["h100-sxm5", "a100-sxm4-80gb", "rtx-4090"])
+def test_fa1_tiles_fit_the_sram_at_every_head_dim(gpu):
+    """Algorithm 1's B_c = ⌈M/4d⌉ can overshoot M; above d ≈ √(M/4) (B_r = B_c) its four
+    tiles then needed more shared memory than a CTA may have, and FA1 was refused at most head
+    dims above ~150 (d = 256 on an H100 among them). The block now shrinks to what fits."""
+    spec = load_gpu(gpu)
+    for d in range(8, 513, 8):
+        for d_v in (d, 2 * d):
+            w = AttentionWorkload(batch=2, heads=8, seqlen_q=4096, head_dim=d, head_dim_v=d_v)
+            k = predict(w, spec, "fa1").kernels[0].cost
+            assert k.smem_bytes_per_cta <= spec.smem_bytes_per_block
+            # where the paper's ceiling fits, it is kept (B_c = ⌈M/4d⌉)
+            m = spec.smem_bytes_per_block // 2
+            ceil_c = -(-m // (4 * d))
+            if (ceil_c + min(ceil_c, d)) * (d + d_v) * 2 <= spec.smem_bytes_per_block:
+                assert k.launch["block_c"] == ceil_c

@@ -180,6 +180,10 @@ HOLDOUTS = {
                           "new shapes; frozen for FlexAttention's compiled registers on sm_90 "
                           "(5 CTAs per SM at head dims 16-32), its head-dim-32 backward tile "
                           "and the register file handed out a warp (256 registers) at a time",
+    "external-holdout31": "head dims 24-56 (mostly 40-56, between head dim 32's tile and 64's), "
+                          "N 1024-8192, causal, GQA, fp16, new shapes; frozen for "
+                          "FlexAttention's backward tile below head dim 64 (torch's sm_90 "
+                          "rule: 64 x 64 with 4 warps, 182 registers)",
 }
 
 

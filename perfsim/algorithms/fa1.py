@@ -110,12 +110,28 @@ class FA1(Algorithm):
         """``(B_r, B_c, M)`` with ``M`` in elements (Algorithm 1 line 1).
 
         A block longer than the sequence is cut to the sequence (Algorithm 1 is silent on
-        it; a tile past the matrix would only hold padding).
+        it; a tile past the matrix would only hold padding). Where ``⌈M/4d⌉`` rounds up past
+        what the four tiles can share of ``M``, the block is ``⌊M/(2(d + d_v))⌋`` instead
+        (``⌊M/4d⌋`` when ``d_v = d``): the paper sizes the tiles to fit in SRAM, which its
+        ceiling only approximates.
         """
         sram = self.sram_bytes or gpu.smem_bytes_per_block
         m = sram // dims.e
-        b_c = self.block_c or minimum(cdiv(m, 4 * dims.d), dims.N_k)
-        b_r = self.block_r or minimum(minimum(cdiv(m, 4 * dims.d), dims.d), dims.N_q)
+        block = cdiv(m, 4 * dims.d)
+        b_c = self.block_c or minimum(block, dims.N_k)
+        b_r = self.block_r or minimum(minimum(block, dims.d), dims.N_q)
+        if not dims.symbolic and not (self.block_c or self.block_r):
+            # ⌈M/4d⌉ overshoots M by up to 4d - 1 elements, so Q_i, K_j, V_j and O_i of that
+            # size can need more than the SRAM when B_r = B_c (d ≥ ~√(M/4): most head dims
+            # above 170 on an H100): there take ⌊M/2(d + d_v)⌋ (⌊M/4d⌋ when d_v = d), with
+            # which they fit, as the algorithm intends (its tiles live in SRAM)
+            over = (b_c + b_r) * (dims.d + dims.d_v) > m
+            if np.any(over):
+                block = np.where(over, m // (2 * (dims.d + dims.d_v)), block)
+                if not np.ndim(block):
+                    block = int(block)
+                b_c = minimum(block, dims.N_k)
+                b_r = minimum(minimum(block, dims.d), dims.N_q)
         return b_r, b_c, m
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:

@@ -100,15 +100,8 @@ def _print_predictions(w, gpu, results) -> None:
                      si(c.smem_bytes, "B"), si(r.memory_bytes, "B", binary=True),
                      str(len(r.kernels))])
     for r in results:
-        stand_in = getattr(r.algorithm, "stand_in_note", None) if not isinstance(r, tuple) \
-            else None
-        note = stand_in(gpu, w) if stand_in else None
-        if note:
-            notes.append(f"{r.algorithm.label()}: {note}")
-        if not isinstance(r, tuple) and not r.fits_memory:
-            notes.append(f"{r.algorithm.label()}: does not fit: needs "
-                         f"{r.memory_bytes / 2**30:.1f} GiB, {gpu.id} has "
-                         f"{gpu.hbm_bytes / 2**30:.1f} GiB")
+        if not isinstance(r, tuple):
+            notes.extend(f"{r.algorithm.label()}: {note}" for note in r.notes())
     print_table(f"{gpu.name}: {w.describe()}", cols, rows)
     print("time per call; TFLOP/s by the FlashAttention convention (4·B·H·N²·d forward, half "
           "when causal); clock: the SM clock the call runs at (--clock; by default where the "

@@ -50,7 +50,8 @@ def roofline(predictions, dtype: str | None = None):
     first prediction runs at (the title says which). A kernel sits under its HBM,
     shared-memory and compute ceilings; L2 is not a timing unit of perfsim (it only draws the
     measured ceiling), so a kernel whose modelled L2 traffic would need more than it may sit
-    above that line: a hint that L2 would bind.
+    above that line: a hint that L2 would bind. Kernels without FLOPs (copies, casts) have
+    no intensity to place them at; a line under the axes names them.
 
     Args:
         predictions: a ``Prediction`` or a list of them on the same GPU.
@@ -68,6 +69,7 @@ def roofline(predictions, dtype: str | None = None):
     bounds: set[str] = set()
     levels_shown: set[str] = set()
     xs = []
+    unplaced: list[str] = []
     for i, p in enumerate(preds):
         for k in p.kernels:
             c = k.cost   # operations: matmul FLOPs, FMA-pipe slots, ALU instructions, exps
@@ -75,6 +77,7 @@ def roofline(predictions, dtype: str | None = None):
             moved = {"HBM": float(c.hbm_bytes), "L2": float(c.hbm_bytes + c.l2_hit_bytes),
                      "shared memory": float(c.smem_bytes)}
             if flops <= 0 or float(k.seconds) <= 0:
+                unplaced.append(k.cost.name)      # no intensity to place it at: said below
                 continue
             y = flops / float(k.seconds) / 1e12
             for level, color, _ in LEVELS:
@@ -142,6 +145,10 @@ def roofline(predictions, dtype: str | None = None):
     handles += [Patch(color=UNIT_COLORS[u], label=f"bound: {u}") for u in BOUNDS if u in bounds]
     ax.legend(handles=handles + ceilings, loc="upper left", bbox_to_anchor=(1.01, 1),
               fontsize=8)
+    if unplaced:
+        names = list(dict.fromkeys(unplaced))
+        ax.text(0, -0.16, "not on the roofline (no FLOPs: time spent moving data only): "
+                + ", ".join(names), transform=ax.transAxes, fontsize=7, va="top")
     _spread(fig, ax.texts + notes, notes)
     return fig, ax
 
