@@ -263,7 +263,8 @@ def _check_ranges(spec) -> None:
                                  f"{v:g}{hint}")
     if spec.max_clock_hz < spec.clock_hz:
         raise ValueError(f"max_clock_hz ({spec.max_clock_hz:g} Hz) must be >= clock_hz "
-                         f"({spec.clock_hz:g} Hz)")
+                         f"({spec.clock_hz:g} Hz): a what-if that raises clock_hz raises "
+                         "max_clock_hz with it (scale both)")
 
 
 class CalibratedTiming(BaseModel):

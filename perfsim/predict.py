@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -69,7 +70,15 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
         unit_seconds={u: float(t) for u, t in unit_seconds.items()},
         bound_seconds={u: float(t) for u, t in bound_seconds.items()},
         counts=counts, memory_bytes=float(memory_for(algo, dims, spec)),
-        kernels=kernels, timing=params, clock_hz=clock_hz, power_w=power_w)
+        kernels=kernels, timing=params, clock_hz=clock_hz, power_w=power_w,
+        repredict=functools.partial(_same_call, workload, spec, params))
+
+
+def _same_call(workload: AttentionWorkload, spec: GPUSpec, params: TimingParams,
+               algorithm: Algorithm) -> Prediction:
+    """:func:`predict` of ``algorithm`` on a prediction's own workload, GPU and timing
+    (``Prediction.repredict``)."""
+    return predict(workload, spec, algorithm, timing=params)
 
 
 def timing_for(gpu: str | Path | GPUSpec, algorithm: str | Algorithm = "fa2",

@@ -6,6 +6,7 @@ sentences need the model's every field; the text generation is most of it.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from dataclasses import dataclass
 
@@ -201,6 +202,10 @@ class Prediction:
     timing: object = None
     clock_hz: float | None = None
     power_w: float | None = None
+    #: ``algorithm -> Prediction`` of the same workload, GPU and timing, set by
+    #: ``perfsim.predict`` (kept out of comparisons): :meth:`explain` prices alternatives the
+    #: reference's heuristics decided against. ``None`` for a prediction built by hand.
+    repredict: object = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def model_flops(self) -> float:
@@ -363,6 +368,37 @@ class Prediction:
                 f"{(self.seconds - host) * 1e6:.1f} us (TimingParams host floors 0, or "
                 "--kernel-only).")
 
+    def _one_split_line(self, splits: int) -> list[str]:
+        """Where the split count came from the reference's heuristic (``num_splits="auto"``),
+        the same call with one split, in words: the heuristics (flash-attn's
+        ``num_splits_heuristic``, FA3's) weigh the waves of CTAs, not the combine kernel and
+        the partial outputs a split adds, so on small grids the choice can cost time."""
+        from perfsim.algorithms.base import Dims
+
+        if self.repredict is None:
+            return []
+        algo = self.algorithm
+        options = getattr(algo, "options", None)
+        if options is not None:                        # an implementation preset
+            inner = algo.config(Dims.of(self.workload), self.gpu)
+            if options.get("num_splits", getattr(inner, "num_splits", None)) != "auto":
+                return []
+            one = algo.model_copy(update={"options": {**options, "num_splits": 1}})
+        elif getattr(algo, "num_splits", None) == "auto":
+            one = algo.model_copy(update={"num_splits": 1})
+        else:
+            return []
+        try:
+            t1 = self.repredict(one).seconds
+        except PerfsimError:
+            return []
+        change = self.seconds / t1 - 1
+        why = (" (the heuristic weighs the waves of CTAs, not the combine kernel and the "
+               "partial outputs a split adds)" if change > 0 else "")
+        return [f"The {splits} splits are the reference's heuristic choice (num_splits='auto'); "
+                f"with one split perfsim predicts {t1 * 1e6:.1f} us, so the split is "
+                f"{abs(change) * 100:.0f} % {'slower' if change > 0 else 'faster'}{why}."]
+
     def to_dict(self) -> dict:
         """The prediction as plain JSON-ready data (what ``perfsim predict --json`` prints):
         workload, algorithm label, GPU id, time (s), TFLOP/s, binding unit, clock (Hz) and
@@ -499,6 +535,8 @@ class Prediction:
                     what.append(f"the {packed} query heads of each K/V head packed into one "
                                 "tile's rows (GQA packing: K/V read once per K/V head)")
                 lines.append(f"{k.cost.name} runs with " + " and ".join(what) + ".")
+                if splits > 1:
+                    lines.extend(self._one_split_line(splits))
             if "kernel_head_dims" in k.cost.launch:
                 kd, kd_v = k.cost.launch["kernel_head_dims"]
                 wide = f"{kd}" if kd == kd_v else f"{kd} / {kd_v}"

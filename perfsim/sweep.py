@@ -668,6 +668,8 @@ def _windows(window) -> list:
         return [(None, None)]
     if isinstance(window, (list, tuple)) and len(window) == 2 and all(map(side, window)):
         return [pair(window)]
+    if isinstance(window, (list, tuple)) and window and all(map(side, window)):
+        raise bad(window)        # a flat list of sides that is no pair, e.g. [1, 2, 3]
     return [pair(w) for w in _listify(window)]
 
 

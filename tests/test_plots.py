@@ -84,6 +84,17 @@ def test_roofline_names_the_kernels_it_cannot_place(tmp_path):
     assert len(np.concatenate([c.get_offsets() for c in hbm])) == len(p.kernels) - 1
 
 
+def test_roofline_refuses_an_empty_list_and_mixed_gpus():
+    """One GPU's ceilings per figure: a fresh user's list across three GPUs drew the B200's
+    FA4 above the H100's tensor roof; an empty list raised a bare IndexError."""
+    w = perfsim.AttentionWorkload(batch=2, heads=16, seqlen_q=2048, head_dim=128)
+    with pytest.raises(perfsim.PerfsimError, match="no prediction"):
+        plots.roofline([])
+    mixed = [perfsim.predict(w, "h100-sxm5", "fa3"), perfsim.predict(w, "b200", "fa4")]
+    with pytest.raises(perfsim.PerfsimError, match="h100-sxm5, b200"):
+        plots.roofline(mixed)
+
+
 def test_time_by_unit_stacks_every_kernel(tmp_path):
     w = W.replace(dtype="fp16", phase="fwd_bwd")
     preds = [perfsim.predict(w, "a100-sxm4-80gb", a) for a in ("standard", "fa1", "fa2")]

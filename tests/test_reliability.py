@@ -713,3 +713,33 @@ def test_fa1_tiles_fit_the_sram_at_every_head_dim(gpu):
             ceil_c = -(-m // (4 * d))
             if (ceil_c + min(ceil_c, d)) * (d + d_v) * 2 <= spec.smem_bytes_per_block:
                 assert k.launch["block_c"] == ceil_c
+
+
+@pytest.mark.parametrize("algo, gpu", [("fa2", "h100-sxm5"), ("fa3", "h100-sxm5"),
+                                       ("fa4", "b200"), ("flash-attn-cute", "h100-sxm5")])
+def test_fused_kernels_refuse_a_kv_cache_wider_than_the_queries(algo, gpu):
+    """A fresh user's report: fp32 K/V under bf16 queries ran fa3 at the fp32 matmul rate
+    (9x slower) where no kernel converts the queries up. A narrower fp8 cache still runs."""
+    w = AttentionWorkload(batch=2, heads=16, seqlen_q=1, seqlen_k=4096, head_dim=128)
+    for kv in ("fp32", "fp16"):
+        with pytest.raises(InfeasibleError, match=f"not {kv} K/V under bf16 queries"):
+            predict(w.replace(kv_dtype=kv), gpu, algo)
+    if algo != "flash-attn-cute":
+        assert predict(w.replace(kv_dtype="fp8_e4m3"), gpu, algo).seconds > 0
+
+
+def test_explain_prices_the_references_split_choice_against_one_split():
+    """A fresh user's report: on an RTX 4090 a batch of 2 ran slower than a batch of 4
+    because flash-attn 2's heuristic splits the small grid, which perfsim prices slower than
+    no split; explain() now says so, with the one-split time."""
+    w = AttentionWorkload(batch=2, heads=16, seqlen_q=256, head_dim=128)
+    p = predict(w, "rtx-4090", "fa2")
+    one = predict(w, "rtx-4090", FA2(num_splits=1))
+    text = p.explain()
+    assert f"with one split perfsim predicts {one.seconds * 1e6:.1f} us" in text
+    assert "slower (the heuristic weighs the waves" in text
+    # presets compare with their own configuration; a fixed split count says nothing more
+    assert "with one split" in predict(w, "rtx-4090", "sdpa-flash").explain()
+    assert "with one split" not in predict(w, "rtx-4090", FA2(num_splits=2)).explain()
+    decode = AttentionWorkload(batch=1, heads=8, seqlen_q=1, seqlen_k=65536, head_dim=128)
+    assert "faster." in predict(decode, "h100-sxm5", "fa2").explain()

@@ -12,12 +12,13 @@ Cases are ``IMPL-PHASE-dD`` with IMPL in {flash, cudnn, math, efficient} (SDPA b
 torch only) or
 {cute, tutorial, flex} (built by ``perfsim.validate.external.build``, so perfsim must be
 importable: ``probe_ncu.sh`` links it as ``validate/external_h200.sh`` does), PHASE in
-{fwd, bwd, dec}, D any head dim (default set 64, 128, 256), and an optional ``-nN`` suffix
+{fwd, bwd, dec, pre}, D any head dim (default set 64, 128, 256), and an optional ``-nN`` suffix
 for another sequence length (``flex-fwd-d96-n4000``), ``-bB`` and ``-hH`` for another batch
 and head count, and an optional ``-c`` suffix for a causal mask (``cudnn-bwd-d128-c``); the
 shape is B = 1 (or B), H = 4096 // D (or H), N = 4096 (or N), non-causal unless ``-c``
 (causal for the tutorial's backward, which has no other mode), bf16
-(``dec``: a decode step, :data:`DECODE`)
+(``dec``: a decode step, :data:`DECODE`; ``pre``: a few query rows against a long cache,
+:func:`_few_queries`, with ``-qQ`` query rows and ``-gG`` K/V heads)
 (``python3 validate/probe_ncu.py --list`` prints the default set). torch is imported inside
 ``main``.
 """
@@ -77,6 +78,39 @@ def _external(impl: str, phase: str, d: int, case: str, seqlen: int = SEQLEN, ba
     return 0
 
 
+def _few_queries(impl: str, d: int, extra: dict, causal: bool) -> int:
+    """An SDPA call with few query rows (``PHASE = pre``: N_q = ``-qQ``, default 16) against
+    N_k = ``-nN`` keys, B = ``-bB``, H = ``-hH`` (default 32), H_kv = ``-gG`` (default H). With
+    ``-c`` the mask is causal aligned bottom-right as ``validate/external_decode.py`` passes it:
+    ``causal_lower_right`` for flash, a boolean (N_q, N_k) ``attn_mask`` for cuDNN and the
+    memory-efficient kernel."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+               "efficient": SDPBackend.EFFICIENT_ATTENTION}[impl]
+    heads = extra["h"] or 32
+    kv_heads = extra["g"] or heads
+    n_q, n_k, batch = extra["q"], extra["n"], extra["b"]
+    q = torch.randn(batch, heads, n_q, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(batch, kv_heads, n_k, d, device="cuda", dtype=torch.bfloat16)
+            for _ in range(2))
+    kw = {"enable_gqa": kv_heads != heads}
+    if causal and impl == "flash":
+        from torch.nn.attention.bias import causal_lower_right
+
+        kw["attn_mask"] = causal_lower_right(n_q, n_k)
+    elif causal:
+        kw["attn_mask"] = torch.ones(n_q, n_k, dtype=torch.bool,
+                                     device="cuda").tril(diagonal=n_k - n_q)
+    with sdpa_kernel(backend):
+        _profile_once(lambda: F.scaled_dot_product_attention(q, k, v, **kw))
+    print(f"{impl}-pre: B={batch} H={heads} H_kv={kv_heads} N_q={n_q} N_k={n_k} d={d} "
+          f"causal={causal} done")
+    return 0
+
+
 def cases() -> list[str]:
     return [f"{i}-{p}-d{d}" for i in IMPLS for p in PHASES for d in HEAD_DIMS]
 
@@ -90,7 +124,7 @@ def main(argv=None) -> int:
     causal = parts[-1] == "c"
     if causal:
         parts = parts[:-1]
-    extra = {"n": SEQLEN, "b": 1, "h": None}
+    extra = {"n": SEQLEN, "b": 1, "h": None, "q": 16, "g": None}
     ok = len(parts) >= 3 and parts[2].startswith("d") and parts[2][1:].isdigit()
     for token in parts[3:]:
         ok = ok and token[:1] in extra and token[1:].isdigit()
@@ -105,6 +139,8 @@ def main(argv=None) -> int:
     heads = extra["h"] or HEADS_TOTAL * 64 // d
     if phase == "dec" and len(parts) > 3:
         raise SystemExit(f"case {argv[0]!r}: a decode case takes its shape from DECODE")
+    if phase == "pre" and impl in ("flash", "cudnn", "efficient"):
+        return _few_queries(impl, d, extra, causal)
     if impl in EXTERNAL:
         return _external(EXTERNAL[impl], phase, d, argv[0], seqlen, batch, heads, causal)
     import torch

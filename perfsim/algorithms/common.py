@@ -12,6 +12,7 @@ from perfsim.algorithms.base import (
     Dims,
 )
 from perfsim.errors import InfeasibleError
+from perfsim.gpu import BYTES_PER_ELEMENT
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv, where
 
@@ -82,10 +83,17 @@ def check_fused_inputs(dims: Dims, algorithm: str, dtypes=("fp16", "bf16")) -> N
     """The input dtypes and head dims a fused FlashAttention kernel takes.
 
     Raises:
-        InfeasibleError: another dtype, or a head dim that is not a multiple of 8 / over 256.
+        InfeasibleError: another dtype, a K/V dtype as wide as Q's or wider but not Q's own,
+            or a head dim that is not a multiple of 8 / over 256.
     """
     if dims.dtype not in dtypes:
         raise InfeasibleError(f"{algorithm} runs {', '.join(dtypes)} inputs, not {dims.dtype}")
+    if dims.kv_dtype is not None and BYTES_PER_ELEMENT[dims.kv_dtype] >= dims.e:
+        # a narrower cache (fp8_e4m3 under 16-bit queries) is converted up after loading, as
+        # mixed-precision decode kernels do; no fused kernel converts the queries up instead
+        raise InfeasibleError(
+            f"{algorithm} reads K/V in the queries' dtype or a narrower cache (fp8_e4m3 under "
+            f"fp16/bf16 queries), not {dims.kv_dtype} K/V under {dims.dtype} queries")
     if dims.symbolic:
         return
     for name, d in (("head_dim", dims.d), ("head_dim_v", dims.d_v)):

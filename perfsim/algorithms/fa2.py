@@ -81,7 +81,7 @@ from perfsim.algorithms.splits import (
 )
 from perfsim.errors import InfeasibleError
 from perfsim.frozen import replace
-from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
+from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv, maximum, minimum, where
 
@@ -465,11 +465,10 @@ class FusedAttention(Algorithm):
                 "on an SM cycle through the two stations; HBM overlaps")
 
     def mma_dtype(self, dims: Dims) -> str:
-        """The dtype the matmuls run in: Q's, or K/V's where that is wider (a narrower K/V
-        cache is converted to it after loading, as mixed-precision decode kernels do; the
-        flash-attn references themselves take one dtype for Q, K and V)."""
-        if dims.kv_dtype and BYTES_PER_ELEMENT[dims.kv_dtype] > dims.e:
-            return dims.kv_dtype
+        """The dtype the matmuls run in: Q's (a narrower K/V cache is converted to it after
+        loading, as mixed-precision decode kernels do; a wider one is refused,
+        ``common.check_fused_inputs``; the flash-attn references themselves take one dtype
+        for Q, K and V)."""
         return dims.dtype
 
     def _forward(self, dims: Dims, gpu: GPUSpec) -> KernelCost:

@@ -106,6 +106,13 @@ def load_sweep_config(path: str | Path) -> dict:
     if names is not None:
         kwargs["algorithms"] = [_algorithm(a, path) for a in
                                 (names if isinstance(names, list) else [names])]
+    from perfsim.sweep import count_rows
+
+    try:            # every value checked as the sweep checks it, the file named in the error
+        count_rows(**kwargs)
+    except PerfsimError as exc:
+        text = str(exc)
+        raise PerfsimError(f"{path}: {text.removeprefix('sweep: ')}") from None
     return kwargs
 
 
@@ -115,13 +122,19 @@ def _algorithm(entry, path: Path) -> algorithms.Algorithm:
     options of the configuration it runs, as ``perfsim predict --set`` takes them."""
     from perfsim.implementations import Implementation
 
+    def named(name):
+        try:
+            return resolve(name)
+        except PerfsimError as exc:
+            raise PerfsimError(f"{path}: {exc}") from None
+
     if isinstance(entry, str):
-        return resolve(entry)
+        return named(entry)
     if not isinstance(entry, dict) or "name" not in entry:
         raise PerfsimError(f"{path}: an algorithms entry must be a name or a table with a "
                            f"name, got {entry!r}")
     options = dict(entry)
-    base = resolve(options.pop("name"))
+    base = named(options.pop("name"))
     if isinstance(base, Implementation):
         return base.model_copy(update={"options": options}) if options else base
     try:

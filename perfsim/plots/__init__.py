@@ -56,8 +56,18 @@ def roofline(predictions, dtype: str | None = None):
     Args:
         predictions: a ``Prediction`` or a list of them on the same GPU.
         dtype: the tensor roof's dtype; default the first workload's.
+
+    Raises:
+        PerfsimError: no prediction, or predictions on more than one GPU (each GPU has its
+            own ceilings).
     """
     preds = predictions if isinstance(predictions, (list, tuple)) else [predictions]
+    if not preds:
+        raise PerfsimError("roofline: no prediction to plot (give one Prediction or a list)")
+    gpus = list(dict.fromkeys(p.gpu.id for p in preds))
+    if len(gpus) > 1:
+        raise PerfsimError(f"roofline: one GPU's ceilings per figure, got predictions on "
+                           f"{', '.join(gpus)}; draw one roofline per GPU")
     gpu, dtype = preds[0].gpu, dtype or preds[0].workload.dtype
     fig, ax = figure(width=7.5, height=5)
     # compute and shared-memory ceilings at the clock the (first) prediction runs at
