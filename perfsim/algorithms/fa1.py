@@ -224,7 +224,7 @@ class FA1(Algorithm):
         if self.o_workspace_bytes:       # the final O in the input dtype
             writes = writes + bh * dims.N_q * e * dims.d_v
         kv_hbm, kv_hits = self._kv_traffic(dims, gpu, ctas, splits, b_c)
-        rows_steps = bh * v.tiles * b_r
+        rows_steps = bh * v.kv_outer_rows      # (row, visited key tile) pairs, no padding
         elems = bh * v.elements
         dkv = dims.d + dims.d_v
         terms = {
@@ -308,7 +308,7 @@ class FA1(Algorithm):
             **backward_gemm_terms(elems, d, d_v),
             "fp32/P = exp(S − LSE), dS = P∘(dP − D)": elems * sc.BWD_FLOPS_PER_SCORE,
             "fp32/softmax recomputed": elems * sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE,
-            "fp32/D_i = rowsum(dO_i∘O_i) per step": bh * v.tiles * b_r * sc.FMA_SLOTS * d_v,
+            "fp32/D_i = rowsum(dO_i∘O_i) per step": bh * v.kv_outer_rows * sc.FMA_SLOTS * d_v,
             "alu/P, dS to 16 bits, row max": elems * (sc.BWD_ALU_OPS_PER_SCORE
                                                       + sc.FWD_ALU_OPS_PER_SCORE),
             "alu/mask": bh * self._masked(dims, v, b_r, b_c) * sc.MASK_ALU_OPS_PER_SCORE,

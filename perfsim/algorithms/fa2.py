@@ -491,7 +491,9 @@ class FusedAttention(Algorithm):
         window = lockstep_window(resident, v.q_tiles, ekv * b_c * dkv)
         kv_hbm, kv_hits = l2_filtered(kv_total, kv_compulsory, window, gpu,
                                       gpu.l2_usable_fraction)
-        rows_steps = v.tiles * b_r  # (row, visited key tile) pairs, padded rows included
+        # (row, visited key tile) pairs of the call's rows; the padded rows of a last partial
+        # query tile are timed through with_whole_tiles, not counted
+        rows_steps = v.kv_outer_rows
         elems = bh * v.elements
         fmuls = self.scale_multiplies
         if fmuls is None:

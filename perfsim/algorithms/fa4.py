@@ -326,7 +326,7 @@ class FA4(Algorithm):
         v128 = dims.tile_visits(MMA_ROWS, b_c)
         elems = bh * v.elements
         frac = self.emulation(dims, gpu)
-        rows_tiles = bh * v128.tiles * MMA_ROWS      # (row, key tile) pairs
+        rows_tiles = bh * v128.kv_outer_rows      # (row, key tile) pairs, no padding
         rescales = rows_tiles if self.rescale_threshold == 0 else \
             bh * dims.N_q * self.rescales_per_row
         terms = {
