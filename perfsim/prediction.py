@@ -45,6 +45,27 @@ def _positive(value) -> bool:
         return True
 
 
+#: The count fields whose terms add up to a unit's time in :func:`_padding_gap`.
+_GAP_FIELDS = {"tensor": ("tensor",), "mufu": ("mufu",), "smem": ("smem_read", "smem_write")}
+
+
+def _padding_gap(unit_seconds: dict, terms: dict) -> list[str]:
+    """A line for ``explain()`` when the largest of the tensor, MUFU and shared-memory units
+    takes 10 % or more longer than its terms add up to: the terms are the counts as counted,
+    and the unit's time also holds whole tiles (padding), the compiled head dim and the
+    busiest SM's share of the waves."""
+    unit = max(_GAP_FIELDS, key=lambda u: unit_seconds.get(u, 0.0))
+    total = unit_seconds.get(unit, 0.0)
+    summed = sum(t for name, t in terms.items()
+                 if name.split(": ", 1)[-1].split("/", 1)[0] in _GAP_FIELDS[unit])
+    if total <= 0 or summed <= 0 or total < 1.1 * summed:
+        return []
+    return [f"The {unit} unit's {total * 1e3:.3f} ms is {100 * (total / summed - 1):.0f} % more "
+            f"than its terms add up to ({summed * 1e3:.3f} ms): it also times the padding to "
+            "whole tiles and to the compiled head dim, and the busiest SM's share of the "
+            "waves of CTAs, which are not counted as terms."]
+
+
 def model_flops(w: AttentionWorkload):
     """FLOPs by the FlashAttention benchmark convention (FA2 §4.1, FA3 §4.1, flash-attn
     ``benchmarks/benchmark_flash_attention.py``): forward ``2·B·H·N_q·N_k·(d + d_v)``
@@ -519,10 +540,12 @@ class Prediction:
         if reloads:
             parts += f"; register-spill reloads {reloads * 1e3:.3f} ms (busiest SM)"
         lines.append(f"Each unit alone: {parts}.")
-        top = list(self.term_seconds().items())[:TOP_TERMS]
+        terms = self.term_seconds()
+        top = list(terms.items())[:TOP_TERMS]
         if top:
             lines.append("Largest terms (each alone on its unit): " + ", ".join(
                 f"{name} {t * 1e3:.3f} ms" for name, t in top) + ".")
+            lines.extend(_padding_gap(self.unit_seconds, terms))
         for k in self.kernels:
             splits = k.cost.launch.get("num_splits", 1)
             packed = k.cost.launch.get("packed_heads", 1)
