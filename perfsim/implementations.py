@@ -518,13 +518,24 @@ class Implementation(Algorithm):
         (ASSUMED: cuDNN's sm80/sm89 kernels were not profiled; on Blackwell its sm100 kernels
         are likely faster). FlexAttention's forward with fewer than 128 query rows runs its
         decoding template (``_use_flex_decoding`` in torch/_inductor/kernel/flex:
-        ``query length < 128``), which perfsim times as the prefill template."""
+        ``query length < 128``), which perfsim times as the prefill template. A causal
+        ``sdpa-cudnn`` call with fewer queries than keys: torch's ``is_causal`` is the
+        top-left mask there, so the bottom-right mask perfsim's workload means reaches cuDNN
+        as an explicit ``attn_mask`` (``torch.nn.attention.bias.causal_lower_right``
+        materialises it for that backend), a path not modelled."""
         if (self.preset == "flex" and workload is not None and workload.phase != "bwd"
                 and int(np.max(workload.seqlen_q if workload.seqlens_q is None
                                else workload.seqlens_q)) < FLEX_DECODING_BELOW):
             return ("FlexAttention runs its decoding template (flex_decoding, split over the "
                     f"keys) for fewer than {FLEX_DECODING_BELOW} query rows; perfsim has no "
                     "model of it and times the prefill template in its place")
+        if (self.preset == "sdpa-cudnn" and workload is not None and workload.causal
+                and workload.seqlens_q is None and workload.seqlen_q < workload.seqlen_k):
+            return ("SDPA's is_causal is the top-left mask when N_q < N_k; the bottom-right "
+                    "causal mask reaches cuDNN only as an explicit attn_mask (a bias it reads "
+                    "per tile), which perfsim does not model: it times cuDNN's causal kernel "
+                    "in its place (the H200 ran the explicit mask 1.7-1.9x slower at N_q = "
+                    "8-16, validate/reports/h200-decode*)")
         if self.preset != "sdpa-cudnn" or (gpu.features.wgmma and gpu.features.tma):
             return None
         if gpu.native_tensor_family == "tcgen05":
