@@ -207,6 +207,9 @@ class Prediction:
             sustained clock of :mod:`perfsim.power`).
         power_w: modelled average board power at that clock (W); ``None`` for a GPU
             without a power table.
+        repredict: ``algorithm -> Prediction`` on the same workload, GPU and timing (set by
+            ``perfsim.predict``; ``None`` for a prediction built by hand), with which
+            :meth:`explain` prices a choice the reference's heuristics made.
     """
 
     workload: AttentionWorkload
