@@ -532,10 +532,11 @@ class Implementation(Algorithm):
         if (self.preset == "sdpa-cudnn" and workload is not None and workload.causal
                 and workload.seqlens_q is None and workload.seqlen_q < workload.seqlen_k):
             return ("SDPA's is_causal is the top-left mask when N_q < N_k; the bottom-right "
-                    "causal mask reaches cuDNN only as an explicit attn_mask (a bias it reads "
-                    "per tile), which perfsim does not model: it times cuDNN's causal kernel "
-                    "in its place (the H200 ran the explicit mask 1.7-1.9x slower at N_q = "
-                    "8-16, validate/reports/h200-decode*)")
+                    "causal mask reaches cuDNN only as an explicit attn_mask (a bias its "
+                    "softmax warps load per key tile with plain LDGs), which perfsim does not "
+                    "model: it times cuDNN's causal kernel in its place (the H200 ran the "
+                    "explicit mask 1.7-1.9x slower at N_q = 8-16, validate/reports/"
+                    "h200-decode*)")
         if self.preset != "sdpa-cudnn" or (gpu.features.wgmma and gpu.features.tma):
             return None
         if gpu.native_tensor_family == "tcgen05":
