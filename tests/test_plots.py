@@ -188,6 +188,23 @@ def test_winner_map_marks_the_fastest_algorithm(tmp_path, frame):
     assert labels == sorted(round(v) for v in best.tflops)
 
 
+def test_maps_plot_a_sweep_read_back_from_csv(tmp_path, frame):
+    """A fresh user's report: a sweep read back with a plain pd.read_csv (its empty
+    'infeasible' and 'bound' cells as NaN) crashed bottleneck_map and drew an empty
+    winner_map; the maps now read it as the sweep's own frame."""
+    import pandas as pd
+
+    path = tmp_path / "rows.csv"
+    frame.to_csv(path, index=False)
+    back = pd.read_csv(path)
+    assert back.infeasible.isna().any()
+    fig, axes = plots.winner_map(back[back.causal])
+    _png(fig, tmp_path / "winners_csv.png")
+    assert sum(len(ax.texts) for ax in axes) > 0
+    fig, _ = plots.bottleneck_map(back[~back.causal])
+    _png(fig, tmp_path / "map_csv.png")
+
+
 def test_cycle_chart_of_tile_cycles(tmp_path):
     rows = {"H100": {"mma": 2048, "exp": 1024}, "B200": {"mma": 1024, "exp": 1024, "smem": 768}}
     fig, ax = plots.cycle_chart(rows, title="one 128 x 128 tile, d = 128")

@@ -48,6 +48,19 @@ def _title(facet) -> str:
                      f"{f}={v if v != '' else 'none'}" for f, v in facet)
 
 
+#: A sweep's text columns whose empty cells a CSV reader gives back as NaN.
+_TEXT_COLUMNS = ("infeasible", "bound", "window", "overrides", "kv_dtype")
+
+
+def _as_swept(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the empty text cells a sweep wrote (``""``: feasible, no window, no
+    override) restored where a CSV reader turned them into NaN (``pd.read_csv`` without
+    ``keep_default_na=False``), so a frame read back from ``perfsim sweep --out rows.csv``
+    plots as the sweep's own frame does."""
+    text = [c for c in _TEXT_COLUMNS if c in df and df[c].isna().any()]
+    return df.assign(**{c: df[c].astype(object).fillna("") for c in text}) if text else df
+
+
 def tflops_vs_seqlen(df: pd.DataFrame, x: str = "seqlen_q"):
     """TFLOP/s against sequence length, one series per algorithm (FA2/FA3 papers' benchmark
     figures): a panel per GPU (and what-if) and per (causal, head_dim); grouped bars when
@@ -59,6 +72,7 @@ def tflops_vs_seqlen(df: pd.DataFrame, x: str = "seqlen_q"):
         x: the column on the x axis: ``seqlen_q`` or any numeric column, such as an override
             (``mufu_ops_per_clk_per_sm``; the what-if then moves along x, not across rows).
     """
+    df = _as_swept(df)
     ok = df[(df.infeasible == "") & df.fits_memory]
     rows = _facets(df, ["gpu", "overrides"] if x in _WORKLOAD else ["gpu"])
     cols = _facets(df, ["causal", "head_dim"])
@@ -118,7 +132,7 @@ def bottleneck_map(df: pd.DataFrame, x: str = "seqlen_q", y: str = "head_dim"):
     Raises:
         perfsim.PerfsimError: ``x`` or ``y`` is not a column of the frame.
     """
-    return _category_map(df, "bound", UNIT_COLORS, ["algorithm"], x, y)
+    return _category_map(_as_swept(df), "bound", UNIT_COLORS, ["algorithm"], x, y)
 
 
 def winner_map(df: pd.DataFrame, x: str = "seqlen_q", y: str = "head_dim"):
@@ -128,6 +142,7 @@ def winner_map(df: pd.DataFrame, x: str = "seqlen_q", y: str = "head_dim"):
     Raises:
         perfsim.PerfsimError: ``x`` or ``y`` is not a column of the frame.
     """
+    df = _as_swept(df)
     ok = df[(df.infeasible == "") & df.fits_memory]
     keys = [k for k in ("gpu", "overrides", *_others(df, x, y), x, y) if k in ok]
     best = ok.loc[ok.groupby(keys, observed=True).seconds.idxmin()]
