@@ -183,6 +183,20 @@ def test_fa1_forward_at_30_to_50_percent_of_a100_peak(d, n):
     assert 0.30 * 0.85 <= util <= 0.50 * 1.15, (d, n, util)
 
 
+@pytest.mark.xfail(strict=True, reason="known miss: FA1's backward comes out at 47-75 % of the "
+                   "A100's peak on these shapes against the FA2 paper's 25-35 % for "
+                   "FlashAttention-1's CUDA backward; perfsim models Algorithm 4 with SRAM-sized "
+                   "tiles and the mma.sync cycle, not the v1 kernel (not profiled; a fresh "
+                   "user's report, 2026-12-02)")
+@pytest.mark.parametrize("d, n", [(64, 512), (64, 2048), (128, 1024), (128, 2048)])
+def test_fa1_backward_at_25_to_35_percent_of_a100_peak(d, n):
+    """P2 abstract and §1: FlashAttention-1 reaches 25-35 % of the A100's peak in the
+    backward; the forward test's tolerance (15 % of the band's ends)."""
+    w = W(batch=16384 // n, heads=2048 // d, seqlen_q=n, head_dim=d, dtype="bf16", phase="bwd")
+    util = perfsim.predict(w, gpu="a100-sxm4-80gb", algorithm="fa1").tflops / 312
+    assert 0.25 * 0.85 <= util <= 0.35 * 1.15, (d, n, util)
+
+
 # --------------------------------------------------------------------------- FA3 ablation
 TABLE2 = W(batch=4, heads=16, seqlen_q=8448, head_dim=128, dtype="fp16")
 
