@@ -1203,3 +1203,12 @@ def test_register_allocation_unit_and_l2_ramp_are_gpu_facts():
     ws = 0.8 * h200.l2_bytes
     assert l2_filtered(10 * ws, ws, ws, step, step.l2_usable_fraction)[1] == 0.0
     assert l2_filtered(10 * ws, ws, ws, h200, h200.l2_usable_fraction)[1] > 0.0
+
+
+def test_profiled_shared_memory_is_taken_less_the_profiling_gpus_reservation():
+    """Nsight Compute's shared memory per CTA counts the driver's reservation of the GPU the
+    profiles ran on (the H200's, in its catalog file); the tables subtract exactly that."""
+    from perfsim import implementations as impls
+
+    assert impls.NCU_DRIVER_SMEM_BYTES == perfsim.load_gpu("h200-sxm").smem_reserved_per_cta_bytes
+    assert impls.FLEX_BWD_SMEM[63] + impls.NCU_DRIVER_SMEM_BYTES == 67_584   # as profiled
