@@ -485,6 +485,8 @@ class Implementation(Algorithm):
         if self.upcast_16bit and dims.dtype in UPCAST_DTYPES:
             return math_upcast_kernels(self.config(dims, gpu), dims, gpu)
         out = self.config(dims, gpu).kernels(dims, gpu)
+        if self.preset == "sdpa-cudnn":
+            out = [with_mask_bias_loads(k, dims) if k.name == "fa3_fwd" else k for k in out]
         copies = load_software(self.software).bwd_layout_copies
         if copies and dims.bwd:
             out.append(layout_copy_kernel(dims, copies))
@@ -522,7 +524,9 @@ class Implementation(Algorithm):
         ``sdpa-cudnn`` call with fewer queries than keys: torch's ``is_causal`` is the
         top-left mask there, so the bottom-right mask perfsim's workload means reaches cuDNN
         as an explicit ``attn_mask`` (``torch.nn.attention.bias.causal_lower_right``
-        materialises it for that backend), a path not modelled."""
+        materialises it for that backend): the forward's bias loads are charged
+        (:func:`with_mask_bias_loads`), the mask's conversion kernels and the backward's
+        bias reads are not."""
         if (self.preset == "flex" and workload is not None and workload.phase != "bwd"
                 and int(np.max(workload.seqlen_q if workload.seqlens_q is None
                                else workload.seqlens_q)) < FLEX_DECODING_BELOW):
@@ -531,12 +535,11 @@ class Implementation(Algorithm):
                     "model of it and times the prefill template in its place")
         if (self.preset == "sdpa-cudnn" and workload is not None and workload.causal
                 and workload.seqlens_q is None and workload.seqlen_q < workload.seqlen_k):
-            return ("SDPA's is_causal is the top-left mask when N_q < N_k; the bottom-right "
-                    "causal mask reaches cuDNN only as an explicit attn_mask (a bias its "
-                    "softmax warps load per key tile with plain LDGs), which perfsim does not "
-                    "model: it times cuDNN's causal kernel in its place (the H200 ran the "
-                    "explicit mask 1.7-1.9x slower at N_q = 8-16, validate/reports/"
-                    "h200-decode*)")
+            return ("SDPA's is_causal is the top-left mask when N_q < N_k, so the "
+                    "bottom-right causal mask reaches cuDNN as an explicit attn_mask: perfsim "
+                    "charges the forward's per-key-tile bias loads (with_mask_bias_loads), "
+                    "not torch's mask conversion kernels and their host time (short caches: "
+                    "tens of us) nor the backward's bias reads")
         if self.preset != "sdpa-cudnn" or (gpu.features.wgmma and gpu.features.tma):
             return None
         if gpu.native_tensor_family == "tcgen05":
@@ -578,6 +581,32 @@ def cast_kernel(name: str, elements, src_bytes: int, dst_bytes: int) -> KernelCo
     return KernelCost(name=name, grid=cdiv(elements, 4096), warps_per_cta=4,
                       fp32_flops=elements, hbm_read_bytes=src_bytes * elements,
                       hbm_write_bytes=dst_bytes * elements)
+
+
+def with_mask_bias_loads(cost: KernelCost, dims: Dims) -> KernelCost:
+    """cuDNN's sm90 forward (``cost``) where the call's mask reaches it as an explicit
+    ``attn_mask``: causal with fewer queries than keys, where torch's ``is_causal`` would be
+    the top-left mask, so the bottom-right one is passed as a tensor
+    (``torch.nn.attention.bias.causal_lower_right`` materialises it for this backend).
+    Its softmax warps then read a bias tile per visited key tile with plain LDGs and wait
+    for it (``KernelCost.serial_loads``: per CTA, one wait per key tile and the tile's
+    ``block_m x block_n`` input-dtype bias). Evidence, Nsight Compute on the H200
+    (``validate/reports/h200/probes/ncu/summary-few-queries-mask.json``; B = 1, H = 32,
+    N_q = 16, N_k = 32768): the same kernel and MMAs with and without the mask, 2.1 M LDGs
+    and 243 MB more L2 reads (29.7 KB per key tile and CTA against the 32 KB bias tile) with
+    it, 717 against 377 µs. Other calls are returned as they are."""
+    if dims.symbolic or dims.seqlens is not None or not dims.causal or not dims.fwd:
+        return cost
+    masked = np.asarray(dims.N_q) < np.asarray(dims.N_k)
+    if not masked.any():
+        return cost
+    tiles_per_cta = cost.launch["tiles"] / cost.grid
+    bias_tile = cost.launch["block_m"] * cost.launch["block_n"] * dims.e
+    waits = np.where(masked, tiles_per_cta, 0.0)
+    if not np.ndim(waits):
+        waits = float(waits)
+    return replace(cost, serial_loads=(waits, waits * bias_tile),
+                   launch={**cost.launch, "explicit_mask": True})
 
 
 def layout_copy_kernel(dims: Dims, tensors: int) -> KernelCost:

@@ -2,6 +2,9 @@
 
 Counts are additive over kernels and can be Python numbers, numpy arrays (sweeps) or sympy
 expressions (closed forms). Units: FLOP, operations, bytes.
+
+Length: one frozen record and its arithmetic; most of it is the attribute documentation, a
+paragraph per field that says what the timing model does with it.
 """
 
 from __future__ import annotations
@@ -82,6 +85,12 @@ class KernelCost:
             whose dQ pass is a second loop of the same program (Triton's fused-attention
             tutorial) or separate CTAs of the same grid whose work perfsim charges to the
             dK/dV CTAs (FlexAttention); ``edge_bytes`` then holds both phases' tiles.
+        serial_loads: ``(waits, bytes)`` one CTA of a ``tiled`` kernel spends inside its
+            loop on global loads its warps issue and wait for themselves, outside the
+            kernel's prefetched pipeline (each wait a load latency, the bytes through the
+            CTA's own load path; ``perfsim.timing.cta_edge_seconds``): an explicit mask
+            (an additive bias) that cuDNN's softmax warps read per key tile with plain LDGs.
+            ``(0, 0)``: none.
         gemms: for a kernel whose MMAs read their operands from shared memory through the
             asynchronous path (WGMMA), ``((tensor term, operand bytes per FLOP), ...)``: each
             GEMM's named ``tensor/...`` term and the shared-memory operand bytes its MMAs
@@ -166,6 +175,7 @@ class KernelCost:
     tiled: bool = False
     edge_bytes: object = 0
     edge_phases: object = 1
+    serial_loads: tuple = (0, 0)
     gemms: tuple = ()
     persistent: bool = False
     unit_edges_exposed: bool = False

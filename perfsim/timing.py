@@ -839,6 +839,18 @@ def cta_edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams):
             + cost.edge_bytes / gpu.cta_load_bandwidth_bytes_per_s)
 
 
+def serial_load_seconds(cost: KernelCost, gpu: GPUSpec):
+    """Seconds one CTA (one work unit of a persistent kernel) waits inside its loop for the
+    loads its warps issue outside the prefetched pipeline (``KernelCost.serial_loads``): a
+    ``GPUSpec.load_latency_s`` per wait and the bytes at
+    ``GPUSpec.cta_load_bandwidth_bytes_per_s`` — the unpipelined load step both constants
+    were measured on (``validate/microbench.py`` load_chain). Charged per wave of resident
+    CTAs (per unit, persistent) beside the edges (:func:`edge_seconds`): with one CTA per SM,
+    as cuDNN's sm90 forward runs, no other CTA hides them."""
+    waits, nbytes = cost.serial_loads
+    return waits * gpu.load_latency_s + nbytes / gpu.cta_load_bandwidth_bytes_per_s
+
+
 def edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams, grid):
     """``(all waves, one wave)``: the edges of all the waves a kernel's busiest SM runs and of
     one of them (s), or ``None`` for a kernel without them. :func:`cta_edge_seconds` per wave
@@ -860,10 +872,11 @@ def edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams, grid):
     if isinstance(per_wave, float) and not per_wave:
         return None
     waves = cdiv(grid, gpu.sm_count * maximum(cost.ctas_per_sm, 1))
+    serial = serial_load_seconds(cost, gpu)
     if cost.persistent:
-        return (per_wave + (waves - 1) * persistent_unit_seconds(gpu, params, cost, per_wave),
-                per_wave)
-    return waves * per_wave, per_wave
+        return (per_wave + (waves - 1) * persistent_unit_seconds(gpu, params, cost, per_wave)
+                + waves * serial, per_wave + serial)
+    return waves * (per_wave + serial), per_wave + serial
 
 
 def persistent_unit_seconds(gpu: GPUSpec, params: TimingParams, cost: KernelCost = None,
