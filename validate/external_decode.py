@@ -2,7 +2,7 @@
 :mod:`perfsim.validate.external` (same row schema, same timing and NVML sampling).
 
     python -m perfsim.validate.external_decode --out DIR --limit-seconds S
-        [--grid main|holdout] [--kinds decode window varlen paged] [--retry-errors]
+        [--grid main|holdout|mask-holdout] [--kinds decode window varlen paged] [--retry-errors]
     python -m perfsim.validate.external_decode --plan [--grid ...] [--kinds ...]  # no GPU
     python -m perfsim.validate.external_decode --summary DIR/results.jsonl
 
@@ -422,12 +422,33 @@ def holdout_paged_cases() -> list[Case]:
     return out
 
 
+#: Mask hold-out (``--grid mask-holdout``; measured after the per-key-tile bias loads of
+#: cuDNN's explicit lower-right mask were frozen at 1bf11bd): (B, H, H_kv, N_q, N_k, d), each
+#: through SDPA cuDNN causal (the boolean lower-right ``attn_mask``) and not; N_q 4-128, none
+#: of these shapes in the grids above.
+MASK_HOLDOUT_SHAPES = ((2, 32, 8, 4, 16384, 128), (4, 32, 8, 32, 8192, 128),
+                       (1, 16, 16, 64, 65536, 128), (8, 32, 32, 16, 4096, 64),
+                       (2, 64, 8, 8, 32768, 128), (16, 16, 4, 32, 2048, 128),
+                       (1, 32, 8, 128, 16384, 128), (4, 8, 8, 16, 65536, 64))
+
+
+def mask_holdout_cases() -> list[Case]:
+    return [Case("decode", _shape(b, h, hkv, nq, nk, causal, d), "sdpa_cudnn")
+            for b, h, hkv, nq, nk, d in MASK_HOLDOUT_SHAPES for causal in (False, True)]
+
+
+def _none() -> list[Case]:
+    return []
+
+
 CASES = {"decode": decode_cases, "window": window_cases, "varlen": varlen_cases,
          "paged": paged_cases}
 HOLDOUT_CASES = {"decode": holdout_decode_cases, "window": holdout_window_cases,
                  "varlen": holdout_varlen_cases, "paged": holdout_paged_cases}
 #: ``--grid`` name -> kind -> case builder.
-GRIDS = {"main": CASES, "holdout": HOLDOUT_CASES}
+GRIDS = {"main": CASES, "holdout": HOLDOUT_CASES,
+         "mask-holdout": {"decode": mask_holdout_cases, "window": _none, "varlen": _none,
+                          "paged": _none}}
 
 
 def plan(kinds=KINDS, grid: str = "main") -> list[Case]:

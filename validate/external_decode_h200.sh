@@ -22,7 +22,8 @@ GRID=${GRID:-main}
 case "$GRID" in
     main) NAME=decode ;;
     holdout) NAME=decode-holdout ;;
-    *) echo "GRID must be main or holdout, not '$GRID'" >&2; exit 2 ;;
+    mask-holdout) NAME=decode-mask-holdout ;;
+    *) echo "GRID must be main, holdout or mask-holdout, not '$GRID'" >&2; exit 2 ;;
 esac
 LOG=$OUT/run.log
 mkdir -p "$OUT/$NAME"
