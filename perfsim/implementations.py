@@ -533,8 +533,8 @@ class Implementation(Algorithm):
             return ("FlexAttention runs its decoding template (flex_decoding, split over the "
                     f"keys) for fewer than {FLEX_DECODING_BELOW} query rows; perfsim has no "
                     "model of it and times the prefill template in its place")
-        if (self.preset == "sdpa-cudnn" and workload is not None and workload.causal
-                and workload.seqlens_q is None and workload.seqlen_q < workload.seqlen_k):
+        if (self.preset == "sdpa-cudnn" and workload is not None
+                and explicit_mask(Dims.of(workload)).any()):
             return ("SDPA's is_causal is the top-left mask when N_q < N_k, so the "
                     "bottom-right causal mask reaches cuDNN as an explicit attn_mask: perfsim "
                     "charges the forward's per-key-tile bias loads (with_mask_bias_loads), "
@@ -583,6 +583,15 @@ def cast_kernel(name: str, elements, src_bytes: int, dst_bytes: int) -> KernelCo
                       hbm_write_bytes=dst_bytes * elements)
 
 
+def explicit_mask(dims: Dims) -> np.ndarray:
+    """Where (per row, for sweeps) a causal SDPA call has fewer queries than keys, so that its
+    bottom-right mask reaches a backend as an explicit ``attn_mask`` (torch's ``is_causal``
+    is the top-left mask there); ``False`` for symbolic dims and variable-length batches."""
+    if dims.symbolic or dims.seqlens is not None or not dims.causal:
+        return np.asarray(False)
+    return np.asarray(dims.N_q) < np.asarray(dims.N_k)
+
+
 def with_mask_bias_loads(cost: KernelCost, dims: Dims) -> KernelCost:
     """cuDNN's sm90 forward (``cost``) where the call's mask reaches it as an explicit
     ``attn_mask``: causal with fewer queries than keys, where torch's ``is_causal`` would be
@@ -595,10 +604,8 @@ def with_mask_bias_loads(cost: KernelCost, dims: Dims) -> KernelCost:
     N_q = 16, N_k = 32768): the same kernel and MMAs with and without the mask, 2.1 M LDGs
     and 243 MB more L2 reads (29.7 KB per key tile and CTA against the 32 KB bias tile) with
     it, 717 against 377 µs. Other calls are returned as they are."""
-    if dims.symbolic or dims.seqlens is not None or not dims.causal or not dims.fwd:
-        return cost
-    masked = np.asarray(dims.N_q) < np.asarray(dims.N_k)
-    if not masked.any():
+    masked = explicit_mask(dims)
+    if not dims.fwd or not masked.any():
         return cost
     tiles_per_cta = cost.launch["tiles"] / cost.grid
     bias_tile = cost.launch["block_m"] * cost.launch["block_n"] * dims.e

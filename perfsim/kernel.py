@@ -88,7 +88,8 @@ class KernelCost:
         serial_loads: ``(waits, bytes)`` one CTA of a ``tiled`` kernel spends inside its
             loop on global loads its warps issue and wait for themselves, outside the
             kernel's prefetched pipeline (each wait a load latency, the bytes through the
-            CTA's own load path; ``perfsim.timing.cta_edge_seconds``): an explicit mask
+            CTA's own load path; ``perfsim.timing.serial_load_seconds``, charged per wave
+            beside the edges): an explicit mask
             (an additive bias) that cuDNN's softmax warps read per key tile with plain LDGs.
             ``(0, 0)``: none.
         gemms: for a kernel whose MMAs read their operands from shared memory through the

@@ -33,7 +33,9 @@ For one kernel on one GPU:
 * Edges: a tiled attention kernel's CTAs load their first tiles and store their outputs
   outside the steady-state loop; each wave of resident CTAs adds that fixed time
   (:func:`cta_edge_seconds`; once for a persistent kernel) to the SM side; HBM streams on
-  for the others meanwhile, so the HBM side pays one wave's (:func:`edge_seconds`).
+  for the others meanwhile, so the HBM side pays one wave's (:func:`edge_seconds`). Loads a
+  CTA's warps wait for inside the loop, outside its prefetched pipeline
+  (``KernelCost.serial_loads``), are paid there too (:func:`serial_load_seconds`).
 
 Stated simplifications: per-CTA work is taken as uniform for the tail effect (causal grids are
 ordered longest-first by the reference kernels, which keeps the busiest SM close to the
