@@ -9,7 +9,13 @@ MUFU.EX2 per element, mode ``full``) or ``p = s`` (mode ``gemm``), then ``acc +=
 (WGMMA, ``p`` from registers); mode ``exp`` keeps only the exponentials (a chain of
 ``exp2`` over a BM x BN register tile, the same count per iteration). No max, no sums, no
 rescale: the two GEMMs and the exps of an attention tile, nothing else. Grids of 1 and 2 CTAs
-per SM, 4 and 8 warps. Reports per configuration: NVML SM clock, cycles per iteration per
+per SM, 4 and 8 warps.
+
+``s = A @ B`` takes the last ``s`` times zero as its accumulator (``carry``, the default):
+without a loop-carried input Triton's loop-invariant code motion hoists that GEMM (and in
+mode ``full`` its exps) out of the loop, so the loop runs one GEMM and no exps. The first
+run (``probe_wgmma_exp.json``, 2026-11-30) was made that way; ``--hoisted`` repeats it.
+Reports per configuration: NVML SM clock, cycles per iteration per
 SM, and the PTX's wgmma and ex2 counts.
 
 Run on a CUDA GPU with perfsim importable (``validate/probe_run.sh`` arranges it):
@@ -39,7 +45,7 @@ def _kernel():
 
     @triton.jit
     def loop(A, B, C, Y, iters, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
-             MODE: tl.constexpr):
+             MODE: tl.constexpr, CARRY: tl.constexpr):
         pid = tl.program_id(0).to(tl.int64)
         rm, rn, rd = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, D)
         a = tl.load(A + rm[:, None] * D + rd[None, :])
@@ -47,13 +53,20 @@ def _kernel():
         c = tl.load(C + rn[:, None] * D + rd[None, :])
         acc = tl.zeros((BM, D), dtype=tl.float32)
         x = tl.zeros((BM, BN), dtype=tl.float32) + (pid % 7).to(tl.float32) * 0.01
+        s = tl.zeros((BM, BN), dtype=tl.float32)
         for _ in range(iters):
             if MODE == 0:                                    # full: GEMM, exp, GEMM
-                s = tl.dot(a, b)
+                if CARRY:
+                    s = tl.dot(a, b, s * 0.0)
+                else:
+                    s = tl.dot(a, b)
                 p = tl.exp2(s * 0.0009765625)
                 acc = tl.dot(p.to(tl.bfloat16), c, acc)
             elif MODE == 1:                                  # gemm: the two GEMMs
-                s = tl.dot(a, b)
+                if CARRY:
+                    s = tl.dot(a, b, s * 0.0)
+                else:
+                    s = tl.dot(a, b)
                 acc = tl.dot(s.to(tl.bfloat16), c, acc)
             else:                                            # exp: the exps alone
                 x = tl.exp2(x * 0.5 - 0.25)
@@ -71,7 +84,7 @@ def _ptx(compiled) -> dict:
             "ex2": len(re.findall(r"\bex2\.approx", ptx))}
 
 
-def run(out_path: str) -> list[dict]:
+def run(out_path: str, carry: bool = True) -> list[dict]:
     import torch
 
     from perfsim.validate.probe_util import back_to_back, nvml_handle, write_rows
@@ -88,7 +101,8 @@ def run(out_path: str) -> list[dict]:
             for ctas in CTAS_PER_SM:
                 grid = ctas * sms
                 y = torch.empty(grid * bm * d, device="cuda", dtype=torch.float32)
-                launch = {"BM": bm, "BN": bn, "D": d, "MODE": mode_index, "num_warps": warps}
+                launch = {"BM": bm, "BN": bn, "D": d, "MODE": mode_index, "CARRY": carry,
+                          "num_warps": warps}
                 try:
                     compiled = kernel[(grid,)](a, b, c, y, 4, **launch)
                     torch.cuda.synchronize()
@@ -104,7 +118,8 @@ def run(out_path: str) -> list[dict]:
                 torch.cuda.synchronize()
                 timed = back_to_back(call, handle, 0.2)
                 rows.append({"bm": bm, "bn": bn, "d": d, "warps": warps, "mode": mode,
-                             "ctas_per_sm": ctas, "grid": grid, "iters": ITERS, **timed,
+                             "carry": carry, "ctas_per_sm": ctas, "grid": grid,
+                             "iters": ITERS, **timed,
                              "regs": getattr(compiled, "n_regs", None),
                              "shared": compiled.metadata.shared, "ptx": _ptx(compiled),
                              "cycles_per_iter_per_sm": timed["seconds"]
@@ -114,4 +129,5 @@ def run(out_path: str) -> list[dict]:
     return rows
 
 if __name__ == "__main__":
-    run(sys.argv[1] if len(sys.argv) > 1 else "probe_wgmma_exp.json")
+    run(sys.argv[1] if len(sys.argv) > 1 else "probe_wgmma_exp.json",
+        carry="--hoisted" not in sys.argv)

@@ -192,7 +192,9 @@ def resident_per_sm(grid, ctas_per_sm, gpu: GPUSpec):
 #: on the tiles FlexAttention and the tutorial launch runs, with one CTA per SM, 4-16 %
 #: below the sum of its GEMM-only and exp-only times (the serial rule, K = 1), and with two
 #: CTAs per SM within −9 to +3 % of this closed cycle with K = 2, where adding the two
-#: would be 17-30 % too slow.
+#: would be 17-30 % too slow. Rerun with ``S = A B`` kept inside the loop
+#: (``probe_wgmma_exp-carried.json``): 2-26 % below the sum at one CTA per SM, −12 to +15 %
+#: of the cycle at two, where the sum is 4-51 % slow.
 #: The forward's terms a thread finishes before its exps (``KernelCost.exp_after``): the row
 #: max the exps subtract, and the scale where the kernel keeps it apart from the exp argument.
 SPLIT_SCALE_TERM = "fp32/scale apart from the exp argument (FMUL)"
