@@ -682,7 +682,7 @@ class KernelClock:
         elif self.same_totals:          # the groups' times at this clock, from at()
             groups = (cost.overlap if cost.pipeline is None
                       else _bound_groups(cost.overlap, cost.pipeline))
-            bound = _largest_entry(unit_seconds, groups, self._totals)
+            bound = _largest_entry(unit_seconds, groups, self._totals, cost.pipeline, lead)
         else:
             bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline,
                                  edge_seconds(cost, self.gpu, self.params,
@@ -1004,18 +1004,34 @@ def cycle_time(unit_seconds: dict, stations, tiles_in_flight, serial=None, exp_l
     Returns:
         ``s_slow / U`` (seconds).
     """
-    k = tiles_in_flight
+    times = station_times(unit_seconds, stations, tiles_in_flight, serial, exp_lead)
+    return closed_cycle(times[0], times[1], tiles_in_flight)
+
+
+def station_times(unit_seconds: dict, stations, tiles_in_flight, serial=None,
+                  exp_lead=0.0) -> list:
+    """Each station's time in :func:`cycle_time`'s cycle (seconds; arrays elementwise): its
+    units' sum where one instruction stream issues them in turn (:func:`_station_adds`), else
+    its slowest unit — and at least the MUFU's time plus ``exp_lead`` for an overlapping
+    station that holds the MUFU."""
     times = []
     for index, station in enumerate(stations):
-        adds = serial[index] if serial is not None else (
-            np.ndim(k) == 0 and k == 1 and index > 0)
+        adds = _station_adds(serial, index, tiles_in_flight)
         t = unit_seconds[station[0]]
         for u in station[1:]:
             t = t + unit_seconds[u] if adds else maximum(t, unit_seconds[u])
         if not adds and "mufu" in station:
             t = maximum(t, unit_seconds["mufu"] + exp_lead)
         times.append(t)
-    return closed_cycle(times[0], times[1], k)
+    return times
+
+
+def _station_adds(serial, index, tiles_in_flight) -> bool:
+    """Whether station ``index`` adds its units' times: the flag ``serial`` gives it, or,
+    without flags, every station after the first at ``K = 1``."""
+    if serial is not None:
+        return serial[index]
+    return np.ndim(tiles_in_flight) == 0 and tiles_in_flight == 1 and index > 0
 
 
 def _entries(group):
@@ -1063,10 +1079,11 @@ def group_time(unit_seconds: dict, group):
 
 def binding_unit(unit_seconds: dict, overlap, pipeline=None, edges=None,
                  exp_lead=0.0) -> object:
-    """The unit that sets the kernel's time: the largest entry of the longest group (a
-    pipeline counts as a group whose time is its cycle time and whose entries are the units
-    of its stations). ``edges``: the CTA edges (:func:`edge_seconds`) that lengthen every
-    group but an HBM-only one.
+    """The unit that sets the kernel's time: the largest entry of the longest group. A
+    pipeline counts as a group whose time is its cycle time; when it is the longest, the unit
+    that contributes most to that cycle is named (:func:`_pipeline_unit`: with many tiles in
+    flight the slower station's, with one the largest term of the serial sum). ``edges``: the
+    CTA edges (:func:`edge_seconds`) that lengthen every group but an HBM-only one.
 
     For numpy inputs returns an array of unit names.
     """
@@ -1077,7 +1094,7 @@ def binding_unit(unit_seconds: dict, overlap, pipeline=None, edges=None,
     if edges is not None:
         shares = _edge_shares(edges, _hbm_only(overlap))
         totals = [t + e for t, e in zip(totals, shares)]
-    return _largest_entry(unit_seconds, overlap, totals)
+    return _largest_entry(unit_seconds, overlap, totals, pipeline, exp_lead)
 
 
 def _bound_groups(overlap, pipeline) -> tuple:
@@ -1099,18 +1116,62 @@ def _any_array(values) -> bool:
     return False
 
 
-def _largest_entry(unit_seconds: dict, overlap, totals):
+def _largest_entry(unit_seconds: dict, overlap, totals, pipeline=None, exp_lead=0.0):
     """:func:`binding_unit` from the groups' times ``totals`` (edges included): the largest
-    weighted entry of the longest group (arrays: elementwise)."""
+    weighted entry of the longest group (arrays: elementwise). With ``pipeline``, the last
+    group is its stations' units (:func:`_bound_groups`) and names the unit that contributes
+    most to the cycle (:func:`_pipeline_unit`)."""
     if _any_array([unit_seconds[u] for u in UNITS]):
         shape = np.broadcast(*[np.asarray(unit_seconds[u]) for u in UNITS]).shape
         best = np.zeros(shape, dtype=np.intp)  # index into UNITS (ints: fast for sweeps)
         best_group = np.argmax(np.stack([np.broadcast_to(t, shape) for t in totals]), axis=0)
         for gi, group in enumerate(overlap):
-            weighted = np.stack([np.broadcast_to(unit_seconds[u] * w, shape)
-                                 for u, w in _entries(group)])
-            index = np.array([UNITS.index(u) for u, _ in _entries(group)])
-            best = np.where(best_group == gi, index[np.argmax(weighted, axis=0)], best)
+            if pipeline is not None and gi == len(overlap) - 1:
+                pick = _pipeline_unit(unit_seconds, pipeline, exp_lead, shape)
+            else:
+                weighted = np.stack([np.broadcast_to(unit_seconds[u] * w, shape)
+                                     for u, w in _entries(group)])
+                index = np.array([UNITS.index(u) for u, _ in _entries(group)])
+                pick = index[np.argmax(weighted, axis=0)]
+            best = np.where(best_group == gi, pick, best)
         return np.array(UNITS)[best]
     g = max(range(len(overlap)), key=lambda i: totals[i])
+    if pipeline is not None and g == len(overlap) - 1:
+        return UNITS[int(_pipeline_unit(unit_seconds, pipeline, exp_lead))]
     return max(_entries(overlap[g]), key=lambda e: unit_seconds[e[0]] * e[1])[0]
+
+
+def _pipeline_unit(unit_seconds: dict, pipeline, exp_lead=0.0, shape=None):
+    """Index into ``UNITS`` of the unit that contributes most to a pipeline's cycle time
+    (``shape``: elementwise over sweep arrays). The cycle takes the slower station's time
+    ``s`` plus ``cycle − s`` of the faster one's (:func:`closed_cycle`; at ``K = 1`` all of
+    it); a station that adds its units (:func:`_station_adds`) shares its part among them
+    in proportion, an overlapping one gives it all to the unit that sets its time (its
+    slowest, or the MUFU with ``exp_lead``). So many tiles in flight name the slower
+    station's unit, and one tile the largest single unit of the serial sum."""
+    stations, k = pipeline[0], pipeline[1]
+    serial = pipeline[2] if len(pipeline) > 2 else None
+    times = station_times(unit_seconds, stations, k, serial, exp_lead)
+    cycle = closed_cycle(times[0], times[1], k)
+    first_slow = times[0] >= times[1]
+    candidates = []                                   # (unit, contribution)
+    for index, station in enumerate(stations):
+        own, other = times[index], times[1 - index]
+        slow = first_slow if index == 0 else np.logical_not(first_slow)
+        part = where(slow, own, cycle - other)
+        adds = _station_adds(serial, index, k)
+        safe = where(own > 0, own, 1.0)
+        if adds:
+            candidates += [(u, unit_seconds[u] * part / safe) for u in station]
+            continue
+        sets = None                                   # the unit whose time is the station's
+        for u in station:
+            t = unit_seconds[u] + (exp_lead if u == "mufu" else 0.0)
+            hit = t >= own if sets is None else np.logical_and(t >= own, np.logical_not(sets))
+            candidates.append((u, where(hit, part, 0.0)))
+            sets = hit if sets is None else np.logical_or(sets, hit)
+    if shape is None:
+        return UNITS.index(max(candidates, key=lambda c: c[1])[0])
+    values = np.stack([np.broadcast_to(c, shape) for _, c in candidates])
+    index = np.array([UNITS.index(u) for u, _ in candidates])
+    return index[np.argmax(values, axis=0)]

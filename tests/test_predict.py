@@ -155,3 +155,45 @@ def test_cli_json_output_validates_against_the_committed_schema_file(extra, caps
     assert records
     for record in records:
         jsonschema.validate(record, committed)
+
+
+# ----------------------------------------------------------------- the unit a pipeline names
+def _units(**kw):
+    return {"tensor": 0.0, "fp32": 0.0, "mufu": 0.0, "smem": 0.0, "hbm": 0.0, **kw}
+
+
+def test_a_pipeline_names_the_unit_that_adds_most_to_its_cycle():
+    """Binding unit of a closed cycle (timing.binding_unit): with many tiles in flight the
+    slower station binds, so its unit is named even when a unit of the faster station is
+    larger alone; with one tile in flight the stations add and the largest single term of
+    that sum is named (a serial station's units count one by one)."""
+    from perfsim.timing import binding_unit
+
+    serial_compute = (("smem",), ("tensor", "fp32", "mufu"))
+    u = _units(smem=2.3, tensor=2.2, fp32=0.45, mufu=0.45)     # compute 3.1 > smem 2.3
+    assert binding_unit(u, (("hbm",),), (serial_compute, 8, (False, True))) == "tensor"
+    assert binding_unit(u, (("hbm",),), (serial_compute, 1, (False, True))) == "smem"
+    # FA4's order: tensor/smem overlap, the softmax station issues in turn
+    fa4 = (("tensor", "smem"), ("mufu", "fp32"))
+    u = _units(tensor=7.9, smem=9.9, mufu=6.4, fp32=5.1)         # 9.9 against 11.5
+    assert binding_unit(u, (("hbm",),), (fa4, 16, (False, True))) == "mufu"
+    assert binding_unit(u, (("hbm",),), (fa4, 1, (False, True))) == "smem"
+    # the longest group still wins over the pipeline
+    assert binding_unit(_units(hbm=99.0, **{k: v for k, v in u.items() if k != "hbm"}),
+                        (("hbm",),), (fa4, 16, (False, True))) == "hbm"
+
+
+def test_the_pipeline_rule_is_the_same_on_sweep_arrays():
+    import numpy as np
+
+    from perfsim.timing import binding_unit
+
+    fa4 = (("tensor", "smem"), ("mufu", "fp32"))
+    u = _units(tensor=np.array([7.9, 7.9, 1.0]), smem=np.array([9.9, 9.9, 1.0]),
+               mufu=np.array([6.4, 6.4, 1.0]), fp32=np.array([5.1, 5.1, 3.0]),
+               hbm=np.array([0.0, 99.0, 0.0]))
+    got = binding_unit(u, (("hbm",),), (fa4, 16, (False, True)))
+    assert list(got) == ["mufu", "hbm", "fp32"]
+    for i, want in enumerate(got):
+        one = {k: float(v[i]) for k, v in u.items()}
+        assert binding_unit(one, (("hbm",),), (fa4, 16, (False, True))) == want
