@@ -51,8 +51,8 @@ def main() -> None:
                 rows.append({"batch": batch, "seqlen_k": n_k, "config": label,
                              "seconds": p.seconds, "bound": p.bound,
                              "grid": main_kernel.grid,
-                             "num_splits": main_kernel.terms.get("num_splits", 1),
-                             "packed_heads": main_kernel.terms.get("packed_heads", 1),
+                             "num_splits": main_kernel.launch.get("num_splits", 1),
+                             "packed_heads": main_kernel.launch.get("packed_heads", 1),
                              "hbm_gbps": p.hbm_gbps})
     df = pd.DataFrame(rows)
     df.to_csv(HERE / "decode_splits.csv", index=False)

@@ -663,7 +663,11 @@ def _cudnn_fwd_stages(dims, gpu) -> int:
 
 
 def _sdpa_cudnn(dims, gpu):
-    if gpu.features.wgmma and gpu.features.tma and _one_query_token(dims):
+    # The decode kernel is a forward kernel: a backward runs the sm90 training kernels below.
+    # The forward of a fwd_bwd call (timed as its own phase) keeps the decode kernel:
+    # ASSUMED, cuDNN's choice under autograd at one query token was not profiled.
+    if (gpu.features.wgmma and gpu.features.tma and _one_query_token(dims)
+            and dims.phase == "fwd"):
         block_m, block_n, warps = CUDNN_DECODE_TILE
         splits = min(CUDNN_DECODE_MAX_SPLITS, max(1, CUDNN_DECODE_CTAS // (dims.B * dims.H_kv)),
                      cdiv(dims.N_k, block_n))

@@ -452,8 +452,10 @@ class Prediction:
     def notes(self) -> list[str]:
         """What a reader of the numbers must know, in words (the lines ``perfsim predict``
         prints under its table; ``notes`` in :meth:`to_dict`): the kernel perfsim times in
-        place of one it has no model of (an implementation preset's ``stand_in_note``), and a
-        footprint above the GPU's memory. Empty when there is nothing to say."""
+        place of one it has no model of (an implementation preset's ``stand_in_note``), a
+        footprint above the GPU's memory, and a modelled board power above the GPU's limit
+        (a clock taken regardless of power, or the power model's floor clock). Empty when
+        there is nothing to say."""
         out = []
         stand_in = getattr(self.algorithm, "stand_in_note", None)
         note = stand_in(self.gpu, self.workload) if stand_in else None
@@ -462,7 +464,28 @@ class Prediction:
         if not self.fits_memory:
             out.append(f"does not fit: needs {self.memory_bytes / 2**30:.1f} GiB, "
                        f"{self.gpu.id} has {self.gpu.hbm_bytes / 2**30:.1f} GiB")
+        power = self._over_power_note()
+        if power:
+            out.append(power)
         return out
+
+    def _over_power_note(self) -> str | None:
+        """Where the modelled board power ends above the GPU's limit, why, in words: a clock
+        taken regardless of power (``boost``, ``datasheet``, a lock), or the sustained clock
+        at the power model's floor (``power.min_clock_hz``) with the model still over."""
+        g = self.gpu
+        if self.power_w is None or g.power is None or self.power_w <= g.power.tdp_w * 1.002:
+            return None
+        tdp, choice = g.power.tdp_w, getattr(self.timing, "clock", "datasheet")
+        over = f"modelled board power {self.power_w:.0f} W, over the {tdp:.0f} W limit"
+        if choice == "sustained":
+            return (f"{over} even at the power model's floor clock "
+                    f"({(self.clock_hz or g.clock_hz) / 1e6:.0f} MHz): treat the time as "
+                    "optimistic")
+        taken = f"clock {choice!r}" if isinstance(choice, str) else (
+            f"the clock lock at {choice / 1e6:.0f} MHz")
+        return (f"{taken} ignores the power limit: {over} (clock 'sustained' gives the "
+                "clock where the two meet)")
 
     def to_frame(self):
         """One row per kernel as a pandas DataFrame: name, seconds, bound, grid, waves and

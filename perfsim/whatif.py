@@ -9,6 +9,9 @@ name addresses one entry of a table field (``tensor_flops_per_clk_per_sm.bf16``,
 from __future__ import annotations
 
 import itertools
+import math
+import types
+import typing
 from dataclasses import dataclass
 
 from perfsim.errors import PerfsimError
@@ -60,9 +63,12 @@ class Override:
         if "." in self.field:
             key_top, key = self.field.split(".", 1)
             holder = data[key_top]
-            if not isinstance(holder, dict) or key not in holder:
+            if not isinstance(holder, dict):
+                raise PerfsimError(f"GPU override {self.field!r}: {key_top} is a single "
+                                   "value, not a table of entries")
+            if key not in holder:
                 raise PerfsimError(f"GPU override {self.field!r}: {key_top} has no entry "
-                                   f"{key!r} (has: {', '.join(holder or {})})")
+                                   f"{key!r} (has: {', '.join(holder)})")
         if not self.scale:
             holder[key] = self.value
         elif isinstance(holder[key], dict):
@@ -96,7 +102,7 @@ def parse_overrides(spec: dict) -> list[list[Override]]:
                            f"{type(spec).__name__}")
     fields = [f for f in GPUSpec.model_fields if f not in _NOT_OVERRIDABLE]
     options = []
-    for name, entry in spec.items():
+    for name, entry in _dotted(spec).items():
         if name.split(".", 1)[0] not in fields:
             raise PerfsimError(f"unknown GPU override {name!r}; GPUSpec fields: "
                                f"{', '.join(fields)}")
@@ -110,6 +116,12 @@ def parse_overrides(spec: dict) -> list[list[Override]]:
         values = values if isinstance(values, (list, tuple)) else [values]
         if not values:
             raise PerfsimError(f"GPU override {name!r}: no values")
+        if scale:
+            for v in values:
+                if (isinstance(v, bool) or not isinstance(v, (int, float))
+                        or not math.isfinite(v) or v <= 0):
+                    raise PerfsimError(f"GPU override {name!r}: scale factors must be finite "
+                                       f"numbers > 0, got {v!r}")
         top = name.split(".", 1)[0]
         if top in FIELD_RANGES and not scale:       # numbers only: no true, no "132"
             for v in values:
@@ -121,6 +133,33 @@ def parse_overrides(spec: dict) -> list[list[Override]]:
                         raise PerfsimError(f"GPU override {name!r}: {exc}") from None
         options.append([Override(name, v, scale) for v in values])
     return options
+
+
+def _dotted(spec: dict) -> dict:
+    """``spec`` with the nested tables TOML makes of unquoted dotted keys
+    (``tensor_flops_per_clk_per_sm.bf16 = [...]`` reads as ``{"tensor_flops_per_clk_per_sm":
+    {"bf16": [...]}}``) written back as dotted names; ``{scale = [...]}`` stays an entry."""
+    out = {}
+    for name, entry in spec.items():
+        if (isinstance(entry, dict) and entry and set(entry) != {"scale"}
+                and _is_table(name.split(".", 1)[0])):
+            for key, sub in _dotted(entry).items():
+                out[f"{name}.{key}"] = sub
+        else:
+            out[name] = entry
+    return out
+
+
+def _is_table(field: str) -> bool:
+    """Whether ``GPUSpec.field`` holds a table of entries (a dict or a model), not a value."""
+    info = GPUSpec.model_fields.get(field)
+    if info is None:
+        return False
+    kind = info.annotation
+    kinds = (typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, types.UnionType)
+             else (kind,))
+    return any(typing.get_origin(k) is dict or k is dict
+               or (isinstance(k, type) and hasattr(k, "model_fields")) for k in kinds)
 
 
 def expand_overrides(spec: dict) -> list[tuple[Override, ...]]:

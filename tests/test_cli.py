@@ -144,3 +144,22 @@ def test_dtype_and_phase_take_any_case_as_algorithm_and_gpu_do(capsys):
                  "--dtype", "FP16", "--phase", "FWD", "--json"]) in (0, None)
     out = capsys.readouterr().out
     assert '"dtype": "fp16"' in out and '"phase": "fwd"' in out
+
+
+def test_power_over_the_limit_is_a_note_saying_why(capsys):
+    """A call whose modelled power stays over the limit says why, in the table's notes and in
+    --json: at the sustained clock, the power model's floor; at boost, a clock taken
+    regardless of power."""
+    import json
+
+    shape = ["-b", "4", "--heads", "16", "--seqlen", "8192", "--head-dim", "128", "--causal",
+             "-a", "fa3"]
+    assert main(["predict", "--gpu", "h100-pcie", *shape]) == 0
+    text = capsys.readouterr().out
+    assert "even at the power model's floor clock" in text and "optimistic" in text
+    assert "ignores the power limit" not in text
+    assert main(["predict", "--gpu", "h100-pcie", *shape, "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any("floor clock" in n for n in notes)
+    assert main(["predict", "--gpu", "h100-sxm5", *shape, "--clock", "boost"]) == 0
+    assert "clock 'boost' ignores the power limit" in capsys.readouterr().out

@@ -373,3 +373,40 @@ def test_unequal_wave_factor_is_the_ceiling_rule_for_equal_ctas():
     assert unequal_wave_factor(((528, 2.0),), 132) == 1.0
     assert unequal_wave_factor(((529, 2.0),), 132) == pytest.approx(5 * 132 / 529)
     assert unequal_wave_factor(((528, 1.0), (16, 1e-3)), 132) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_the_decode_example_reports_the_launch_it_prices():
+    """examples/decode_splits.csv: the split and packing columns come from the kernels'
+    launch (``KernelCost.launch``), so split-KV rows split long contexts at batch 1 and
+    packing rows pack H / H_kv = 4 query heads."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    df = pd.read_csv(Path(__file__).parent.parent / "examples/decode_splits.csv")
+    long_b1 = df[(df.batch == 1) & (df.seqlen_k == df.seqlen_k.max())]
+    by = long_b1.set_index("config")
+    assert by.loc["split-KV only", "num_splits"] > 1
+    assert by.loc["reference (auto splits, auto packing)", "num_splits"] > 1
+    assert by.loc["neither", "num_splits"] == 1 and by.loc["packing only", "num_splits"] == 1
+    assert set(df[df.config == "packing only"].packed_heads) == {4}
+    assert set(df[df.config == "split-KV only"].packed_heads) == {1}
+
+
+@pytest.mark.parametrize("phase", ["bwd", "fwd_bwd"])
+def test_cudnn_backward_of_one_query_token_runs_the_training_kernels(phase):
+    """cuDNN's decode kernel is a forward kernel: the backward of one query token runs the
+    sm90 training kernels, so its time does not fall from N_q = 1 to 2 and a backward
+    matches the vectorised sweep (which never takes the decode kernel). The forward of a
+    fwd_bwd call keeps the decode kernel (ASSUMED in implementations._sdpa_cudnn)."""
+    one, two = (perfsim.predict(perfsim.AttentionWorkload(
+        batch=3, heads=32, kv_heads=8, seqlen_q=q, seqlen_k=4096, head_dim=64, phase=phase),
+        gpu="h100-sxm5", algorithm="sdpa-cudnn") for q in (1, 2))
+    backward = [k.cost.name for k in one.kernels if "bwd" in k.cost.name]
+    assert backward and all(name.startswith("fa3_") for name in backward)
+    if phase == "bwd":
+        assert one.seconds <= two.seconds
+        swept = perfsim.sweep(batch=3, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=4096,
+                              head_dim=64, phase=phase, gpus="h100-sxm5",
+                              algorithms="sdpa-cudnn")
+        assert float(swept["seconds"].iloc[0]) == pytest.approx(one.seconds, rel=1e-9)

@@ -625,7 +625,7 @@ def test_cli_says_when_a_clock_taken_regardless_of_power_exceeds_the_limit(capsy
             "--head-dim", "256", "-a", "fa3"]
     assert main([*base, "--clock", "boost"]) == 0
     out = capsys.readouterr().out
-    assert "--clock boost ignores the power limit: modelled board power" in out
+    assert "clock 'boost' ignores the power limit: modelled board power" in out
     assert "over the 700 W limit" in out
     small = ["predict", "--gpu", "h100-sxm5", "-b", "1", "--heads", "8", "--seqlen", "1024",
              "--head-dim", "64", "-a", "fa2", "--clock", "boost"]

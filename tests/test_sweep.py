@@ -342,3 +342,21 @@ def test_a_window_takes_the_mask_the_kernels_see_for_each_row():
         p = perfsim.predict(w, "rtx-4090", as_swept("fa2"))
         assert r.mufu_seconds == pytest.approx(p.unit_seconds["mufu"], rel=1e-9)
         assert r.exp_ops == pytest.approx(p.counts.exp_ops, rel=1e-9)
+
+
+def test_overrides_take_toml_nested_tables_as_dotted_names():
+    """TOML reads an unquoted dotted key as nested tables; the override means the same."""
+    from perfsim.whatif import parse_overrides
+
+    nested = parse_overrides({"tensor_flops_per_clk_per_sm": {"bf16": [8192, 16384]},
+                              "mma_sync_flops_per_clk_per_sm": {"fp16": {"scale": [2]}}})
+    dotted = parse_overrides({"tensor_flops_per_clk_per_sm.bf16": [8192, 16384],
+                              "mma_sync_flops_per_clk_per_sm.fp16": {"scale": [2]}})
+    assert nested == dotted
+
+
+@pytest.mark.parametrize("factor", [float("nan"), float("inf"), -1, 0, True, "2"])
+def test_scale_factors_must_be_finite_and_positive(factor):
+    with pytest.raises(perfsim.PerfsimError, match="scale factors must be finite numbers > 0"):
+        sweep(batch=1, heads=1, seqlen_q=64, head_dim=64, gpus="h100-sxm5",
+              algorithms="fa2", overrides={"clock_hz": {"scale": [factor]}})

@@ -115,9 +115,8 @@ def _print_predictions(w, gpu, results) -> None:
 def _clock_notes(clock: str, results, gpu) -> None:
     """Say where a clock lock (--clock MHz) could not be held — above the GPU's maximum
     boost clock or its tensor-clock ceiling, or held lower by the power limit
-    (``Prediction.explain`` says why) — and where a clock taken regardless of power
-    (``boost``, ``datasheet``) draws more than the board's power limit."""
-    tdp = gpu.power.tdp_w if gpu.power is not None else None
+    (``Prediction.explain`` says why). A board power over the limit is among the
+    prediction's own notes (``Prediction.notes``)."""
     try:
         asked = float(clock) * 1e6
     except ValueError:
@@ -125,11 +124,7 @@ def _clock_notes(clock: str, results, gpu) -> None:
     for r in results:
         if isinstance(r, tuple) or not r.clock_hz:
             continue
-        if asked is None:
-            if tdp is not None and r.power_w and r.power_w > tdp:
-                print(f"{r.algorithm.label()}: --clock {clock} ignores the power limit: "
-                      f"modelled board power {r.power_w:.0f} W, over the {tdp:.0f} W limit "
-                      "(--clock sustained gives the clock where the two meet)")
+        if asked is None:         # a power limit exceeded: Prediction.notes() says it
             continue
         if r.clock_hz < asked * (1 - 1e-9):
             above = (f" (above the {gpu.max_clock_hz / 1e6:.0f} MHz maximum boost clock)"
