@@ -37,6 +37,38 @@ UNIT_WORDS = {
 SGEMM_WORDS = "FP32/FMA pipes (the matmuls, run as SIMT SGEMMs, and the non-matmul math)"
 
 
+
+def _ms(seconds) -> str:
+    """A time for explain(): milliseconds to three decimals from 1 ms up (as every figure
+    above 1 ms always read), microseconds or nanoseconds to three significant digits below."""
+    s = float(seconds)
+    if s >= 1e-3 or s <= 0:
+        return f"{s * 1e3:.3f} ms" if s else "0 ms"
+    return f"{s * 1e6:.3g} µs" if s >= 1e-6 else f"{s * 1e9:.3g} ns"
+
+
+def _gb(nbytes) -> str:
+    """Bytes for explain(): GB to two decimals from 1 GB up, MB / kB / B (three significant
+    digits) below."""
+    b = float(nbytes)
+    if b >= 1e9 or b <= 0:
+        return f"{b / 1e9:.2f} GB" if b else "0 B"
+    for scale, unit in ((1e6, "MB"), (1e3, "kB")):
+        if b >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def _gib(nbytes) -> str:
+    """A footprint for explain(): GiB to two decimals from 1 GiB up, MiB / KiB below."""
+    b = float(nbytes)
+    if b >= 2**30 or b <= 0:
+        return f"{b / 2**30:.2f} GiB" if b else "0 B"
+    for scale, unit in ((2**20, "MiB"), (2**10, "KiB")):
+        if b >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.0f} B"
+
 def _positive(value) -> bool:
     """Whether a count (number or array) is positive anywhere."""
     try:
@@ -60,8 +92,8 @@ def _padding_gap(unit_seconds: dict, terms: dict) -> list[str]:
                  if name.split(": ", 1)[-1].split("/", 1)[0] in _GAP_FIELDS[unit])
     if total <= 0 or summed <= 0 or total < 1.1 * summed:
         return []
-    return [f"The {unit} unit's {total * 1e3:.3f} ms is {100 * (total / summed - 1):.0f} % more "
-            f"than its terms add up to ({summed * 1e3:.3f} ms): it also times the padding to "
+    return [f"The {unit} unit's {_ms(total)} is {100 * (total / summed - 1):.0f} % more "
+            f"than its terms add up to ({_ms(summed)}): it also times the padding to "
             "whole tiles and to the compiled head dim, and the busiest SM's share of the "
             "waves of CTAs, which are not counted as terms."]
 
@@ -355,24 +387,24 @@ class Prediction:
         cost = heavy.cost
         kind, taken, path, hbm_alone = reading
         if kind == "reductions":
-            return (f"{cost.name}'s 'hbm' time ({taken * 1e3:.3f} ms) is its memory path: the "
-                    f"{float(cost.hbm_bytes) / 1e9:.2f} GB that cross HBM "
-                    f"({hbm_alone * 1e3:.3f} ms) and "
-                    f"{float(cost.atomics) * REDUCTION_BYTES / 1e9:.2f} GB of fp32 reductions "
+            return (f"{cost.name}'s 'hbm' time ({_ms(taken)}) is its memory path: the "
+                    f"{_gb(float(cost.hbm_bytes))} that cross HBM "
+                    f"({_ms(hbm_alone)}) and "
+                    f"{_gb(float(cost.atomics) * REDUCTION_BYTES)} of fp32 reductions "
                     f"into L2 (the dQ accumulation) at "
                     f"{self.gpu.l2_reduction_bytes_per_s / 1e12:.2f} TB/s "
-                    f"({(path - hbm_alone) * 1e3:.3f} ms; GPUSpec.l2_reduction_bytes_per_s, "
+                    f"({_ms((path - hbm_alone))}; GPUSpec.l2_reduction_bytes_per_s, "
                     "its source in the GPU's file), which take turns rather than overlap "
                     "(perfsim.timing.memory_path_seconds).")
         pulled = float(cost.hbm_read_bytes + cost.l2_hit_bytes)
-        return (f"{cost.name}'s 'hbm' time ({taken * 1e3:.3f} ms) is its CTAs' load path, not "
-                f"HBM bandwidth: {pulled / 1e9:.2f} GB of loads (HBM reads and "
-                f"{float(cost.l2_hit_bytes) / 1e9:.2f} GB of L2 hits) at "
+        return (f"{cost.name}'s 'hbm' time ({_ms(taken)}) is its CTAs' load path, not "
+                f"HBM bandwidth: {_gb(pulled)} of loads (HBM reads and "
+                f"{_gb(float(cost.l2_hit_bytes))} of L2 hits) at "
                 f"{pulled / taken / 1e12:.2f} TB/s, the resident CTAs' per-CTA load rate "
                 f"(GPUSpec.cta_load_bandwidth_bytes_per_s, or bytes in flight per load "
-                f"latency); the {float(cost.hbm_bytes) / 1e9:.2f} GB that cross HBM alone "
-                f"would take {hbm_alone * 1e3:.3f} ms"
-                + (f" ({path * 1e3:.3f} ms with its fp32 reductions into L2)."
+                f"latency); the {_gb(float(cost.hbm_bytes))} that cross HBM alone "
+                f"would take {_ms(hbm_alone)}"
+                + (f" ({_ms(path)} with its fp32 reductions into L2)."
                    if path > hbm_alone * 1.001 else "."))
 
     def _edges_line(self, heavy) -> str | None:
@@ -539,11 +571,11 @@ class Prediction:
         """A few lines in words: what binds, by how much, and why."""
         w, g = self.workload, self.gpu
         lines = [f"{self.algorithm.label()} on {g.name}: {w.describe()}",
-                 f"predicted {self.seconds * 1e3:.3f} ms, {self.tflops:.1f} TFLOP/s "
+                 f"predicted {_ms(self.seconds)}, {self.tflops:.1f} TFLOP/s "
                  f"({100 * self.tflops * 1e12 / self.peak_flops_per_s:.0f} % "
                  f"of the {self.matmul_dtype()} matmul peak at this clock), "
-                 f"{self.counts.hbm_bytes / 1e9:.2f} GB "
-                 f"over HBM, peak memory {self.memory_bytes / 2**30:.2f} GiB."]
+                 f"{_gb(self.counts.hbm_bytes)} "
+                 f"over HBM, peak memory {_gib(self.memory_bytes)}."]
         share = 100 * self.bound_seconds.get(self.bound, 0) / self.seconds
         words = UNIT_WORDS.get(self.bound, self.bound)
         if self.bound == "fp32" and any(k.cost.eager_op == "sgemm" for k in self.kernels):
@@ -559,18 +591,18 @@ class Prediction:
                      "below)")
         lines.append(f"Bound by {words} for {share:.0f} % of the time.")
         ranked = sorted(UNITS, key=lambda u: -self.unit_seconds[u])
-        parts = ", ".join(f"{u} {self.unit_seconds[u] * 1e3:.3f} ms" for u in ranked
+        parts = ", ".join(f"{u} {_ms(self.unit_seconds[u])}" for u in ranked
                           if self.unit_seconds[u] > 0)
         reloads = sum(float(k.load_chain["load"]) for k in self.kernels
                       if k.load_chain is not None and k.load_chain.get("spills"))
         if reloads:
-            parts += f"; register-spill reloads {reloads * 1e3:.3f} ms (busiest SM)"
+            parts += f"; register-spill reloads {_ms(reloads)} (busiest SM)"
         lines.append(f"Each unit alone: {parts}.")
         terms = self.term_seconds()
         top = list(terms.items())[:TOP_TERMS]
         if top:
             lines.append("Largest terms (each alone on its unit): " + ", ".join(
-                f"{name} {t * 1e3:.3f} ms" for name, t in top) + ".")
+                f"{name} {_ms(t)}" for name, t in top) + ".")
             lines.extend(_padding_gap(self.unit_seconds, terms))
         for k in self.kernels:
             splits = k.cost.launch.get("num_splits", 1)
@@ -603,14 +635,14 @@ class Prediction:
             rate = g.spill_reload_bandwidth_bytes_per_s
             lines.append(
                 f"{heavy.cost.name} spills registers: its CTAs reload "
-                f"{float(heavy.cost.local_load_bytes) / 1e9:.2f} GB of spilled values from local "
+                f"{_gb(float(heavy.cost.local_load_bytes))} of spilled values from local "
                 f"memory in all (the bytes per thread and step are a compiled-kernel figure "
                 f"from an H200 profile, perfsim.validate.spill_facts), at {rate / 1e9:.1f} GB/s "
                 f"per SM ({g.id}'s spill-reload rate, "
                 f"{_source_kind(g, 'spill_reload_bandwidth_bytes_per_s')}). "
-                f"On the busiest SM the reloads take {parts['load'] * 1e3:.3f} ms "
+                f"On the busiest SM the reloads take {_ms(parts['load'])} "
                 f"({100 * float(share):.0f} % of the kernel), the rest of the kernel "
-                f"{parts['compute'] * 1e3:.3f} ms; "
+                f"{_ms(parts['compute'])}; "
                 + ("one CTA per SM, so the two add." if parts["in_flight"] == 1 else
                    f"{parts['in_flight']} CTAs per SM hide one's reloads behind the others' "
                    "work."))
@@ -619,13 +651,13 @@ class Prediction:
             in_flight = parts["in_flight"]
             lines.append(
                 f"{heavy.cost.name} is unpipelined: each CTA waits for its own loads at every "
-                f"step. On the busiest SM: load latency {parts['latency'] * 1e3:.3f} ms, load "
-                f"transfers {parts['load'] * 1e3:.3f} ms, compute {parts['compute'] * 1e3:.3f} "
+                f"step. On the busiest SM: load latency {_ms(parts['latency'])}, load "
+                f"transfers {_ms(parts['load'])}, compute {parts['compute'] * 1e3:.3f} "
                 "ms (its units one after another, shared memory included); "
                 + ("one CTA per SM, so the three add" if in_flight == 1 else
                    f"{in_flight} CTAs per SM overlap one's latency with the others' transfers "
                    "and compute (transfers and compute serve one CTA at a time)")
-                + (f"; HBM bandwidth ({heavy.unit_seconds['hbm'] * 1e3:.3f} ms) takes longer "
+                + (f"; HBM bandwidth ({_ms(heavy.unit_seconds['hbm'])}) takes longer "
                    "still and sets the time." if heavy.bound == "hbm" else "."))
         elif rule:
             lines.append(f"Overlap rule: {rule}.")
@@ -637,10 +669,10 @@ class Prediction:
             for station, adds in zip(stations, serial):
                 times = [heavy.unit_seconds[u] for u in station]
                 if adds and len(station) > 1:
-                    parts.append(f"{' + '.join(station)} {sum(times) * 1e3:.3f} ms (in turn)")
+                    parts.append(f"{' + '.join(station)} {_ms(sum(times))} (in turn)")
                 else:
                     top = max(station, key=lambda u: heavy.unit_seconds[u])
-                    parts.append(f"{'/'.join(station)} {max(times) * 1e3:.3f} ms ({top})")
+                    parts.append(f"{'/'.join(station)} {_ms(max(times))} ({top})")
             lines.append(f"{heavy.cost.name} is a closed cycle of two stations, "
                          f"{' and '.join(parts)}, with {float(tiles):g} in flight (tiles, or "
                          "CTAs times operand slices for mma.sync kernels): both stations set "
@@ -660,7 +692,7 @@ class Prediction:
                          f"{g.hbm_bytes / 2**30:.1f} GiB of HBM.")
         if len(self.kernels) > 1:
             lines.append(f"{len(self.kernels)} kernels; the longest is {heavy.cost.name} "
-                         f"({heavy.seconds * 1e3:.3f} ms, bound by {heavy.bound}).")
+                         f"({_ms(heavy.seconds)}, bound by {heavy.bound}).")
         lines.extend(getattr(self.algorithm, "explain_lines", lambda p: [])(self))
         return "\n".join(lines)
 

@@ -18,6 +18,8 @@ elsewhere.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -40,7 +42,7 @@ from perfsim.predict import BOUNDS, evaluate
 from perfsim.prediction import Counts, convention_flops, credited_flops
 from perfsim.software import DEFAULT_SOFTWARE
 from perfsim.timing import TimingParams, check_timing
-from perfsim.whatif import expand_overrides, what_if
+from perfsim.whatif import expand_overrides, parse_overrides, what_if
 from perfsim.workload import MAX_SIZE, MAX_TENSOR_BYTES, AttentionWorkload
 
 #: Workload columns, in ``AttentionWorkload`` order.
@@ -122,6 +124,39 @@ def as_swept(algorithm: str | algos.Algorithm) -> algos.Algorithm:
     return algo
 
 
+def _clear_arguments(fn):
+    """``fn`` with a call's unknown or missing keyword arguments refused by one
+    :class:`PerfsimError` naming them and the fields a sweep takes (not Python's
+    ``TypeError``)."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError:
+            known = list(signature.parameters)
+            unknown = [k for k in kwargs if k not in signature.parameters]
+            missing = [k for k, p in signature.parameters.items()
+                       if p.default is inspect.Parameter.empty and k not in kwargs]
+            why = []
+            if args:
+                why.append("takes keyword arguments only")
+            if unknown:
+                varlen = [k for k in unknown if k in ("seqlens_q", "seqlens_k")]
+                why.append(f"unknown field{'s' * (len(unknown) > 1)} {', '.join(unknown)}"
+                           + (" (variable-length batches are perfsim.predict-only: sweeps "
+                              "evaluate fixed-length rows)" if varlen else ""))
+            if missing:
+                why.append(f"needs {', '.join(missing)}")
+            raise PerfsimError(f"{fn.__name__}: {'; '.join(why)}; fields: "
+                               f"{', '.join(known)}") from None
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@_clear_arguments
 def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
           head_dim_v=None, causal=False, dtype="bf16", phase="fwd", dropout_p=0.0,
           window=None, kv_dtype=None, page_size=None, softcap=0.0,
@@ -198,6 +233,7 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
     return out.frame()
 
 
+@_clear_arguments
 def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
                  head_dim_v=None, causal=False, dtype="bf16", phase="fwd", dropout_p=0.0,
                  window=None, kv_dtype=None, page_size=None, softcap=0.0,
@@ -357,7 +393,13 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
     grid_rows = (len(_listify(batch)) * len(_listify(heads)) * len(_listify(seqlen_q))
                  * (1 if kv_heads is None else len(_listify(kv_heads)))
                  * (1 if seqlen_k is None else len(_listify(seqlen_k))))
-    return scalars, specs, configs, expand_overrides(overrides or {}), grid_rows
+    variants = expand_overrides(overrides or {})
+    # a table entry a GPU lacks is a bad grid, found now (not when its rows are evaluated)
+    options = [o for option in parse_overrides(overrides or {}) for o in option]
+    for spec in specs:
+        for override in options:
+            override.apply(spec.model_dump())
+    return scalars, specs, configs, variants, grid_rows
 
 
 def count_rows(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,

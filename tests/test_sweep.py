@@ -304,7 +304,7 @@ def test_cli_sweep_window_strings(tmp_path):
     ("gpu = ['h200-sxm']\n", "unknown key(s) gpu"),
     ("[workload\n", "not valid TOML"),
     (CONFIG.replace("batch = 2", "batch = 'two'"), "batch must be integers"),
-    (CONFIG.replace("block_m = 64", "block_q = 64"), "fa2 option block_q"),
+    (CONFIG.replace("block_m = 64", "block_q = 64"), "fa2 has no option block_q"),
     (CONFIG.replace("head_dim = [64, 128]", "head_dim = 64\nheadim = 3"), "unknown field"),
     (CONFIG.replace("head_dim = [64, 128]", "head_dim = 64\nwindow = []"),
      "bad.toml: window is an empty list; give at least one value"),
@@ -360,3 +360,13 @@ def test_scale_factors_must_be_finite_and_positive(factor):
     with pytest.raises(perfsim.PerfsimError, match="scale factors must be finite numbers > 0"):
         sweep(batch=1, heads=1, seqlen_q=64, head_dim=64, gpus="h100-sxm5",
               algorithms="fa2", overrides={"clock_hz": {"scale": [factor]}})
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"headdim": 64}, "unknown field headdim; needs head_dim; fields: batch"),
+    ({"head_dim": 64, "seqlens_q": [1, 2]}, "seqlens_q .variable-length batches are "
+                                            "perfsim.predict-only"),
+])
+def test_unknown_or_missing_fields_are_one_clear_error(kwargs, match):
+    with pytest.raises(perfsim.PerfsimError, match=match):
+        sweep(batch=1, heads=1, seqlen_q=64, gpus="h100-sxm5", algorithms="fa2", **kwargs)

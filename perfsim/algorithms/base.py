@@ -451,6 +451,8 @@ def option_error(cls, exc: ValidationError) -> str:
     msg = err["msg"].removeprefix("Value error, ")
     if not loc:             # a rule across options (a model validator): its message says it
         return f"{cls.name} options: {msg}"
+    if err.get("type") == "extra_forbidden":      # pydantic's words for an unknown name
+        return f"{cls.name} has no option {loc}; options: {', '.join(cls.model_fields)}"
     value = err.get("input")
     got = "" if isinstance(value, dict) or "got" in msg else f" (got {repr(value)[:60]})"
     return (f"{cls.name} option {loc}: {msg}{got}; options: "

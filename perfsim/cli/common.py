@@ -157,6 +157,9 @@ def workload_from_args(args) -> AttentionWorkload:
             text = re.sub(rf"AttentionWorkload\.{field}\.(\d+):",
                           lambda m, flag=flag: f"{flag} (entry {int(m.group(1)) + 1}):", text)
             text = text.replace(f"AttentionWorkload.{field}:", f"{flag}:")
+            # a rule across fields names them by their Python names: say the flags
+            text = re.sub(rf"\b{field} is required\b", f"{flag} is required", text)
+            text = re.sub(rf"\bgive {field}\b", f"give {flag}", text)
         if text.startswith("--dropout:"):       # say what is allowed, whatever was wrong
             text += "; allowed: a probability in [0, 1)"
         raise PerfsimError(text.replace("AttentionWorkload: ", "")) from None
@@ -218,8 +221,8 @@ def _clock_arg(text: str):
     return mhz * 1e6
 
 
-_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"),
-             (1e-6, "µ"), (1e-9, "n"))
+_PREFIXES = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"),
+             (1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"))
 
 
 def si(value: float, unit: str, binary: bool = False) -> str:
