@@ -184,6 +184,10 @@ HOLDOUTS = {
                           "N 1024-8192, causal, GQA, fp16, new shapes; frozen for "
                           "FlexAttention's backward tile below head dim 64 (torch's sm_90 "
                           "rule: 64 x 64 with 4 warps, 182 registers)",
+    "external-holdout32": "one to four query tokens against 2k-16k keys, forward and backward "
+                          "(SDPA cuDNN and flash), head dims 64 and 128, fp16; frozen for "
+                          "cuDNN's backward of one query token on the training kernels (its "
+                          "decode kernel is forward-only)",
 }
 
 
