@@ -1153,6 +1153,24 @@ def _pipeline_unit(unit_seconds: dict, pipeline, exp_lead=0.0, shape=None):
     serial = pipeline[2] if len(pipeline) > 2 else None
     times = station_times(unit_seconds, stations, k, serial, exp_lead)
     cycle = closed_cycle(times[0], times[1], k)
+    if shape is None:                       # one call: the same rule on plain numbers
+        best, best_c = None, -1.0
+        for index, station in enumerate(stations):
+            own, other = float(times[index]), float(times[1 - index])
+            slow = own >= other if index == 0 else own > other
+            part = own if slow else float(cycle) - other
+            if _station_adds(serial, index, k):
+                for u in station:
+                    c = float(unit_seconds[u]) * part / own if own > 0 else 0.0
+                    if c > best_c:
+                        best, best_c = u, c
+                continue
+            for u in station:               # the first unit whose time is the station's
+                if float(unit_seconds[u]) + (exp_lead if u == "mufu" else 0.0) >= own:
+                    if part > best_c:
+                        best, best_c = u, part
+                    break
+        return UNITS.index(best)
     first_slow = times[0] >= times[1]
     candidates = []                                   # (unit, contribution)
     for index, station in enumerate(stations):
@@ -1170,8 +1188,6 @@ def _pipeline_unit(unit_seconds: dict, pipeline, exp_lead=0.0, shape=None):
             hit = t >= own if sets is None else np.logical_and(t >= own, np.logical_not(sets))
             candidates.append((u, where(hit, part, 0.0)))
             sets = hit if sets is None else np.logical_or(sets, hit)
-    if shape is None:
-        return UNITS.index(max(candidates, key=lambda c: c[1])[0])
     values = np.stack([np.broadcast_to(c, shape) for _, c in candidates])
     index = np.array([UNITS.index(u) for u, _ in candidates])
     return index[np.argmax(values, axis=0)]
