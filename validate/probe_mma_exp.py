@@ -99,56 +99,19 @@ def _kernel():
 
 
 def _ptx(compiled) -> dict:
+    """``probe_wgmma_exp``'s PTX counts plus the ``ldmatrix`` loads and barriers."""
+    from perfsim.validate.probe_wgmma_exp import _ptx as wgmma_ptx
+
     ptx = compiled.asm.get("ptx", "")
-    return {"wgmma": len(re.findall(r"wgmma\.mma_async", ptx)),
-            "mma_sync": len(re.findall(r"\bmma\.sync\.", ptx)),
-            "ldmatrix": len(re.findall(r"\bldmatrix\.sync", ptx)),
-            "ex2": len(re.findall(r"\bex2\.approx", ptx)),
+    return {**wgmma_ptx(compiled), "ldmatrix": len(re.findall(r"\bldmatrix\.sync", ptx)),
             "bar_sync": len(re.findall(r"\bbar\.sync\b", ptx))}
 
 
 def run(out_path: str, configs=CONFIGS, ctas_per_sm=CTAS_PER_SM) -> list[dict]:
-    import torch
+    """Time every configuration, mode and CTA count (``probe_util.time_tile_loops``)."""
+    from perfsim.validate.probe_util import time_tile_loops
 
-    from perfsim.validate.probe_util import back_to_back, nvml_handle, write_rows
-
-    handle = nvml_handle()
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    kernel = _kernel()
-    rows = []
-    for bm, bn, d, warps in configs:
-        a = torch.randn(bm, d, device="cuda", dtype=torch.bfloat16) / 8
-        b = torch.randn(d, bn, device="cuda", dtype=torch.bfloat16) / 8
-        c = torch.randn(bn, d, device="cuda", dtype=torch.bfloat16) / 8
-        for mode_index, mode in enumerate(MODES):
-            for ctas in ctas_per_sm:
-                grid = ctas * sms
-                y = torch.empty(grid * bm * d, device="cuda", dtype=torch.float32)
-                launch = {"BM": bm, "BN": bn, "D": d, "MODE": mode_index, "num_warps": warps}
-                base = {"bm": bm, "bn": bn, "d": d, "warps": warps, "mode": mode,
-                        "ctas_per_sm": ctas}
-                try:
-                    compiled = kernel[(grid,)](a, b, c, y, 4, **launch)
-                    torch.cuda.synchronize()
-                except Exception as exc:           # out of shared memory or registers
-                    rows.append({**base, "error": str(exc)[:200]})
-                    continue
-
-                def call(grid=grid, args=(a, b, c, y, ITERS), launch=launch):
-                    kernel[(grid,)](*args, **launch)
-
-                call()                                                        # warm
-                torch.cuda.synchronize()
-                timed = back_to_back(call, handle, 0.2)
-                rows.append({**base, "grid": grid, "iters": ITERS, **timed,
-                             "regs": getattr(compiled, "n_regs", None),
-                             "spills": getattr(compiled, "n_spills", None),
-                             "shared": compiled.metadata.shared, "ptx": _ptx(compiled),
-                             "cycles_per_iter_per_sm": timed["seconds"]
-                             * timed["sm_clock_mhz_mean"] * 1e6 / ITERS})
-                print(json.dumps(rows[-1]), flush=True)
-        write_rows(out_path, rows)            # after every configuration: a cut-off run keeps
-    return rows                               # what it measured
+    return time_tile_loops(_kernel(), out_path, configs, MODES, ctas_per_sm, ITERS, _ptx)
 
 
 def launch_once(ctas_per_sm=(1, 8), configs=((32, 128, 128, 4), (32, 64, 64, 4))) -> None:
@@ -156,12 +119,12 @@ def launch_once(ctas_per_sm=(1, 8), configs=((32, 128, 128, 4), (32, 64, 64, 4))
     run Nsight Compute profiles (``--once``), one kernel launch per row."""
     import torch
 
+    from perfsim.validate.probe_util import abc_tiles
+
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     kernel = _kernel()
     for bm, bn, d, warps in configs:
-        a = torch.randn(bm, d, device="cuda", dtype=torch.bfloat16) / 8
-        b = torch.randn(d, bn, device="cuda", dtype=torch.bfloat16) / 8
-        c = torch.randn(bn, d, device="cuda", dtype=torch.bfloat16) / 8
+        a, b, c = abc_tiles(bm, bn, d)
         for mode_index, mode in enumerate(MODES):
             for ctas in ctas_per_sm:
                 grid = ctas * sms

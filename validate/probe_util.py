@@ -70,3 +70,60 @@ def write_rows(out_path: str, rows: list, **extra) -> None:
         json.dump({"device": torch.cuda.get_device_name(0),
                    "sm_count": torch.cuda.get_device_properties(0).multi_processor_count,
                    "torch": torch.__version__, **extra, "rows": rows}, fh, indent=1)
+
+
+def abc_tiles(bm: int, bn: int, d: int):
+    """The A (BM x D), B (D x BN) and C (BN x D) bf16 tiles of the GEMM-exp-GEMM loop probes
+    (random, scaled by 1/8 so ``exp2`` of their products stays finite), on the GPU."""
+    import torch
+
+    return tuple(torch.randn(*shape, device="cuda", dtype=torch.bfloat16) / 8
+                 for shape in ((bm, d), (d, bn), (bn, d)))
+
+
+def time_tile_loops(kernel, out_path: str, configs, modes, ctas_per_sm, iters: int, ptx,
+                    launch_extra=None, row_extra=None) -> list[dict]:
+    """Time a Triton loop ``kernel(A, B, C, Y, iters, BM=, BN=, D=, MODE=, **launch_extra)``
+    (``probe_wgmma_exp``, ``probe_mma_exp``) for every ``(BM, BN, D, warps)`` of
+    ``configs``, mode and CTAs per SM (a grid of that many CTAs per SM), back to back with
+    NVML beside it. A configuration that does not compile (shared memory, registers) is a row
+    with its ``error``. Rows carry the compiled registers, spills, shared memory and
+    ``ptx(compiled)``, and cycles per loop iteration per SM at NVML's clock; the file is
+    written after every configuration, so a run cut off keeps what it measured."""
+    import torch
+
+    handle = nvml_handle()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = []
+    for bm, bn, d, warps in configs:
+        a, b, c = abc_tiles(bm, bn, d)
+        for mode_index, mode in enumerate(modes):
+            for ctas in ctas_per_sm:
+                grid = ctas * sms
+                y = torch.empty(grid * bm * d, device="cuda", dtype=torch.float32)
+                launch = {"BM": bm, "BN": bn, "D": d, "MODE": mode_index, "num_warps": warps,
+                          **(launch_extra or {})}
+                base = {"bm": bm, "bn": bn, "d": d, "warps": warps, "mode": mode,
+                        **(row_extra or {}), "ctas_per_sm": ctas}
+                try:
+                    compiled = kernel[(grid,)](a, b, c, y, 4, **launch)
+                    torch.cuda.synchronize()
+                except Exception as exc:           # out of shared memory or registers
+                    rows.append({**base, "error": str(exc)[:200]})
+                    continue
+
+                def call(grid=grid, args=(a, b, c, y, iters), launch=launch):
+                    kernel[(grid,)](*args, **launch)
+
+                call()                                                        # warm
+                torch.cuda.synchronize()
+                timed = back_to_back(call, handle, 0.2)
+                rows.append({**base, "grid": grid, "iters": iters, **timed,
+                             "regs": getattr(compiled, "n_regs", None),
+                             "spills": getattr(compiled, "n_spills", None),
+                             "shared": compiled.metadata.shared, "ptx": ptx(compiled),
+                             "cycles_per_iter_per_sm": timed["seconds"]
+                             * timed["sm_clock_mhz_mean"] * 1e6 / iters})
+                print(json.dumps(rows[-1]), flush=True)
+        write_rows(out_path, rows)
+    return rows

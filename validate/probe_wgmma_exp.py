@@ -25,7 +25,6 @@ imported inside functions.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 
@@ -85,48 +84,12 @@ def _ptx(compiled) -> dict:
 
 
 def run(out_path: str, carry: bool = True) -> list[dict]:
-    import torch
+    """Time every configuration, mode and CTA count (``probe_util.time_tile_loops``)."""
+    from perfsim.validate.probe_util import time_tile_loops
 
-    from perfsim.validate.probe_util import back_to_back, nvml_handle, write_rows
+    return time_tile_loops(_kernel(), out_path, CONFIGS, MODES, CTAS_PER_SM, ITERS, _ptx,
+                           launch_extra={"CARRY": carry}, row_extra={"carry": carry})
 
-    handle = nvml_handle()
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    kernel = _kernel()
-    rows = []
-    for bm, bn, d, warps in CONFIGS:
-        a = torch.randn(bm, d, device="cuda", dtype=torch.bfloat16) / 8
-        b = torch.randn(d, bn, device="cuda", dtype=torch.bfloat16) / 8
-        c = torch.randn(bn, d, device="cuda", dtype=torch.bfloat16) / 8
-        for mode_index, mode in enumerate(MODES):
-            for ctas in CTAS_PER_SM:
-                grid = ctas * sms
-                y = torch.empty(grid * bm * d, device="cuda", dtype=torch.float32)
-                launch = {"BM": bm, "BN": bn, "D": d, "MODE": mode_index, "CARRY": carry,
-                          "num_warps": warps}
-                try:
-                    compiled = kernel[(grid,)](a, b, c, y, 4, **launch)
-                    torch.cuda.synchronize()
-                except Exception as exc:           # out of shared memory or registers
-                    rows.append({"bm": bm, "bn": bn, "d": d, "warps": warps, "mode": mode,
-                                 "ctas_per_sm": ctas, "error": str(exc)[:200]})
-                    continue
-
-                def call(grid=grid, args=(a, b, c, y, ITERS), launch=launch):
-                    kernel[(grid,)](*args, **launch)
-
-                call()                                                        # warm
-                torch.cuda.synchronize()
-                timed = back_to_back(call, handle, 0.2)
-                rows.append({"bm": bm, "bn": bn, "d": d, "warps": warps, "mode": mode,
-                             "carry": carry, "ctas_per_sm": ctas, "grid": grid,
-                             "iters": ITERS, **timed,
-                             "regs": getattr(compiled, "n_regs", None),
-                             "shared": compiled.metadata.shared, "ptx": _ptx(compiled),
-                             "cycles_per_iter_per_sm": timed["seconds"]
-                             * timed["sm_clock_mhz_mean"] * 1e6 / ITERS})
-                print(json.dumps(rows[-1]), flush=True)
-    write_rows(out_path, rows)
-    return rows
 
 if __name__ == "__main__":
     run(sys.argv[1] if len(sys.argv) > 1 else "probe_wgmma_exp.json",
