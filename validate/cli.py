@@ -78,7 +78,9 @@ def register_validate(subparsers) -> None:
                    help="list the planned rows with their predictions; needs no GPU")
     p.add_argument("--json", action="store_true", help="with --dry-run: rows as JSON")
     p.add_argument("--report-only", metavar="DIR",
-                   help="only regenerate DIR's report from DIR/results.jsonl; needs no GPU")
+                   help="only regenerate DIR's report from DIR/results.jsonl, with the "
+                   "predictions stored in its rows (made by the perfsim of the run; "
+                   "--repredict: this perfsim's); needs no GPU")
     p.add_argument("--repredict", action="store_true",
                    help="with --report-only: recompute every prediction with this perfsim and "
                    "the profile recorded in the rows (or --gpu); the measurements are kept "
