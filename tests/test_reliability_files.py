@@ -636,3 +636,21 @@ def test_stream_summary_counts_each_gpu_and_algorithm_of_a_batched_frame():
         assert best == (good.tflops.max() if len(good) else float("-inf"))
         assert bounds == {b: int(k) for b, k in good.bound.astype(str).value_counts().items()}
     assert np.isneginf(summary.parts[("a100-sxm4-80gb", "fa3")][2])   # all infeasible
+
+
+def test_the_committed_report_is_what_repredict_gives_today(tmp_path, capsys):
+    """Issue 9: ``validate --report-only --repredict`` reproduces the committed H200 report
+    (every table row: the summary and each measured row's prediction), so a model change
+    that moves it fails here until the report is regenerated with the command it states."""
+    run = tmp_path / "h200"
+    run.mkdir()
+    shutil.copy(COMMITTED / "results.jsonl", run / "results.jsonl")
+    assert main(["validate", "--report-only", str(run), "--repredict"]) == 0
+    capsys.readouterr()
+    rows = [line for line in (run / "report.md").read_text().splitlines()
+            if line.startswith("|")]
+    committed = {line for line in (COMMITTED / "report.md").read_text().splitlines()
+                 if line.startswith("|")}
+    assert len(rows) > 400
+    stale = [line for line in rows if line not in committed]
+    assert not stale, stale[:5]
