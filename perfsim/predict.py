@@ -148,36 +148,48 @@ def evaluate(algo: Algorithm, dims: Dims, spec: GPUSpec, params: TimingParams):
     costs = [k for _, ks in parts for k in ks]
     clock_hz, power_w = call_clock(spec, costs, params, seconds_at)
     timed = [(phase, [kc.timing(clock_hz) for kc in kcs]) for phase, kcs in clocked]
-    host = sum(maximum(floors[phase] - sum(k.seconds for k in ks), 0.0) for phase, ks in timed)
+    host, floored = 0.0, []
+    for phase, ks in timed:
+        gpu_s = sum(k.seconds for k in ks)
+        host = host + maximum(floors[phase] - gpu_s, 0.0)
+        under = floors[phase] > gpu_s         # the host, not these kernels, sets the phase
+        floored += [under] * len(ks)
     kernels = [k for _, ks in timed for k in ks]
-    seconds, unit_seconds, bound_seconds, bound = aggregate(kernels, params, host)
+    seconds, unit_seconds, bound_seconds, bound = aggregate(kernels, params, host, floored)
     return kernels, seconds, unit_seconds, bound_seconds, bound, clock_hz, power_w
 
 
-def aggregate(kernels: list[KernelTiming], params: TimingParams, host_s=0.0):
+def aggregate(kernels: list[KernelTiming], params: TimingParams, host_s=0.0, floored=None):
     """Totals over kernels (scalars or numpy arrays, elementwise).
 
     Args:
         host_s: time the host adds beyond the kernels (the host floors' excess).
+        floored: per kernel, whether its phase runs under the host floor (a bool or, in a
+            sweep, an array): then the host sets that phase's time, and the kernel's time
+            counts as ``host`` in ``bound_seconds``, not as its own binding unit's.
 
     Returns:
         ``(seconds, unit_seconds, bound_seconds, bound)``: total time; per unit its time
         summed over kernels; per unit the kernel time during which it was the binding unit
-        (``launch`` for launch overheads, ``host`` for ``host_s``); and the unit with the
-        largest such time.
+        (``launch`` for launch overheads, ``host`` for ``host_s`` and the kernels of a phase
+        the host floor sets); and the unit with the largest such time.
     """
     seconds = sum(k.seconds for k in kernels) + host_s
     unit_seconds = {u: sum(k.unit_seconds[u] for k in kernels) for u in UNITS}
-    if _all_scalar(kernels, host_s):
-        return _aggregate_scalar(kernels, params, host_s, seconds, unit_seconds)
+    floored = floored if floored is not None else [False] * len(kernels)
+    if _all_scalar(kernels, host_s) and all(type(f) in (bool, np.bool_) for f in floored):
+        return _aggregate_scalar(kernels, params, host_s, seconds, unit_seconds, floored)
     bound_seconds = {b: 0.0 for b in BOUNDS}
-    for k in kernels:
+    for k, under in zip(kernels, floored):
         launched = np.asarray(k.cost.grid) > 0
         overhead = np.where(launched, params.launch_overhead_s, 0.0)
         body = k.seconds - overhead
-        for u in (b for b in BOUNDS if b != "launch"):
-            bound_seconds[u] = bound_seconds[u] + np.where(np.asarray(k.bound) == u, body, 0.0)
-        bound_seconds["launch"] = bound_seconds["launch"] + overhead
+        own = np.logical_not(under)
+        for u in (b for b in BOUNDS if b not in ("launch", "host")):
+            bound_seconds[u] = bound_seconds[u] + np.where(
+                (np.asarray(k.bound) == u) & own, body, 0.0)
+        bound_seconds["host"] = bound_seconds["host"] + np.where(own, 0.0, k.seconds)
+        bound_seconds["launch"] = bound_seconds["launch"] + np.where(own, overhead, 0.0)
     bound_seconds["host"] = bound_seconds["host"] + host_s
     # broadcast: a kernel's grid may depend on fewer sweep axes than its times
     stacked = np.stack(np.broadcast_arrays(*[np.asarray(bound_seconds[b], dtype=float)
@@ -203,12 +215,15 @@ def _all_scalar(kernels: list[KernelTiming], host_s) -> bool:
     return True
 
 
-def _aggregate_scalar(kernels, params, host_s, seconds, unit_seconds):
+def _aggregate_scalar(kernels, params, host_s, seconds, unit_seconds, floored):
     """:func:`aggregate` on plain numbers: the same sums in the same order, without numpy
     (``np.where``/``stack``/``argmax`` on single values); ties go to the first of
     ``BOUNDS`` as ``argmax`` does."""
     bound_seconds = {b: 0.0 for b in BOUNDS}
-    for k in kernels:
+    for k, under in zip(kernels, floored):
+        if under:                       # the host floor sets this kernel's phase
+            bound_seconds["host"] = bound_seconds["host"] + k.seconds
+            continue
         overhead = params.launch_overhead_s if k.cost.grid > 0 else 0.0
         body = k.seconds - overhead
         for u in BOUNDS:

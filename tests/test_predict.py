@@ -197,3 +197,18 @@ def test_the_pipeline_rule_is_the_same_on_sweep_arrays():
     for i, want in enumerate(got):
         one = {k: float(v[i]) for k, v in u.items()}
         assert binding_unit(one, (("hbm",),), (fa4, 16, (False, True))) == want
+
+
+def test_a_call_under_the_host_floor_is_bound_by_the_host():
+    """When the host floor sets a phase's time, its kernels do not: the whole phase counts as
+    ``host`` (a faster unit would not change the time), in predict and in a sweep alike."""
+    w = W(batch=4, heads=16, seqlen_q=1024, head_dim=64, causal=True, dtype="bf16")
+    p = perfsim.predict(w, gpu="b200", algorithm="fa4")
+    assert p.bound == "host" and p.bound_seconds["host"] == pytest.approx(p.seconds)
+    more_mufu = perfsim.load_gpu("b200").replace(mufu_ops_per_clk_per_sm=32)
+    assert perfsim.predict(w, gpu=more_mufu, algorithm="fa4").bound == "host"
+    df = perfsim.sweep(batch=4, heads=16, seqlen_q=[1024, 8192], head_dim=64, causal=True,
+                       gpus="b200", algorithms="fa4")
+    long = perfsim.predict(W(batch=4, heads=16, seqlen_q=8192, head_dim=64, causal=True,
+                             dtype="bf16"), gpu="b200", algorithm="fa4")
+    assert long.bound != "host" and list(df.bound) == ["host", long.bound]
