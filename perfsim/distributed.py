@@ -184,10 +184,22 @@ def _client(distributed, scheduler: str, workers: int | None):
     import logging
 
     if scheduler == "local":
+        import signal
+        import threading
+
         n = workers or os.cpu_count() or 1
-        cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                           dashboard_address=":0",
-                                           silence_logs=logging.CRITICAL)
+        # the worker processes start with Ctrl-C ignored (an ignored signal stays ignored in
+        # a child): the interrupt reaches this process alone, which closes the cluster, and
+        # no worker prints a KeyboardInterrupt traceback of its own
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1,
+                                               processes=True, dashboard_address=":0",
+                                               silence_logs=logging.CRITICAL)
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous)
         return distributed.Client(cluster), cluster
     if "://" not in scheduler or not scheduler.rsplit(":", 1)[-1].isdigit():
         raise PerfsimError(f"--dask {scheduler!r}: give 'local' or a scheduler address such as "

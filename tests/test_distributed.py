@@ -171,3 +171,24 @@ def test_window_pairs_empty_lists_and_damaged_partitions(tmp_path):
         assert not (tmp_path / "e").exists()
     with pytest.raises(PerfsimError, match="workers must be at least 1"):
         dask_sweep(pair, tmp_path / "e", "local", workers=0)
+
+
+def test_local_workers_leave_ctrl_c_to_the_command():
+    """``--dask local``: the workers start with SIGINT ignored, so an interrupt reaches the
+    perfsim process alone (one line, no worker tracebacks); this process keeps its own
+    handler."""
+    import signal
+
+    import distributed
+
+    from perfsim.distributed import _client
+
+    before = signal.getsignal(signal.SIGINT)
+    client, cluster = _client(distributed, "local", 1)
+    try:
+        assert signal.getsignal(signal.SIGINT) is before
+        handlers = client.run(lambda: signal.getsignal(signal.SIGINT) == signal.SIG_IGN)
+        assert handlers and all(handlers.values())
+    finally:
+        client.close()
+        cluster.close()
