@@ -206,10 +206,11 @@ def _default_options(algo, e: int) -> list[dict]:
     """Candidate options, most symbolic first: SRAM as ``M``, else tiles as ``B_r, B_c``
     (then ``B_c`` only, then the algorithm's own symbolic defaults)."""
     fields = type(algo).model_fields
-    if "sram_bytes" in fields:
+    given = algo.model_fields_set           # options the caller set: kept as they are
+    if "sram_bytes" in fields and "sram_bytes" not in given:
         return [{"sram_bytes": M * e, "q_splits": algo.q_splits or 1}
                 if "q_splits" in fields else {"sram_bytes": M * e}]
-    tiles = {k: v for k, v in TILE_SYMBOLS.items() if k in fields}
+    tiles = {k: v for k, v in TILE_SYMBOLS.items() if k in fields and k not in given}
     columns = {k: v for k, v in tiles.items() if v is B_c}
     return [tiles, columns, {}]
 
@@ -237,7 +238,11 @@ def smooth(expr: sympy.Expr) -> sympy.Expr:
 def evaluator(expr) -> Callable[..., float | dict]:
     """A fast numeric function of an expression (or of a dict of them, giving a dict),
     called with keywords named after the free symbols (``f(N_q=1024, d=64)``; extra ones
-    are ignored). Generated once by ``sympy.lambdify``; ``Sum`` terms run as Python loops."""
+    are ignored). Generated once by ``sympy.lambdify``; ``Sum`` terms run as Python loops.
+
+    Raises (when called):
+        perfsim.PerfsimError: a free symbol not given (the message lists them).
+    """
     many = isinstance(expr, dict)
     exprs = [sympy.sympify(e) for e in (expr.values() if many else [expr])]
     names = sorted(set().union(*(e.free_symbols for e in exprs)), key=str)
@@ -245,6 +250,10 @@ def evaluator(expr) -> Callable[..., float | dict]:
     keys = [str(n) for n in names]
 
     def evaluate(**values):
+        missing = [k for k in keys if k not in values]
+        if missing:
+            raise PerfsimError(f"evaluator: give {', '.join(missing)} (the expression's free "
+                               f"symbols: {', '.join(keys)})")
         out = [float(v) for v in fn(*(values[k] for k in keys))]
         return dict(zip(expr, out)) if many else out[0]
 

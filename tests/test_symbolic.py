@@ -215,3 +215,23 @@ def test_fa2_closed_forms_keep_d_and_d_v_apart(name):
     both left free builds (it once compared them)."""
     counts = symbolic.counts(name, "h200-sxm", phase="fwd")
     assert {s.name for s in counts["tensor_flops"].free_symbols} >= {"d", "d_v"}
+
+
+def test_a_configured_algorithm_keeps_its_tiles_and_missing_sizes_are_named():
+    """``counts(FA2(block_m=128, block_n=64))`` keeps the tiles the caller set (no ``B_r``,
+    ``B_c`` left) and equals ``predict`` with that config; the evaluator names the sizes it
+    was not given."""
+    from perfsim.algorithms import FA2
+
+    algo = FA2(block_m=128, block_n=64, num_splits=1, pack_gqa=False)
+    c = symbolic.counts(algo, "h200-sxm", d=64, d_v=64)
+    free = set().union(*(sympy.sympify(v).free_symbols for v in c.values()))
+    assert {str(s) for s in free} == {"B", "H", "H_kv", "N_q", "N_k"}
+    f = symbolic.evaluator(c)
+    with pytest.raises(perfsim.PerfsimError, match="give H, H_kv, N_k, N_q"):
+        f(B=2)
+    got = f(B=2, H=8, H_kv=8, N_q=1024, N_k=1024)
+    p = perfsim.predict(perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=1024,
+                                                  head_dim=64), gpu="h200-sxm", algorithm=algo)
+    assert got["tensor_flops"] == p.counts.tensor_flops
+    assert got["smem_bytes"] == p.counts.smem_bytes
