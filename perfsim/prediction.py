@@ -684,6 +684,12 @@ class Prediction:
         if load_path:
             lines.append(load_path)
         lines.append(self._clock_line())
+        if self.workload.phase == "fwd_bwd" and self.power_w is not None:
+            lines.append("The forward and the backward share that clock: the power limit "
+                         "acts on the call's average power (ASSUMED: a training step "
+                         "alternates the two faster than the board's power averaging), so "
+                         "fwd_bwd can differ from a forward and a backward predicted apart, "
+                         "each at its own clock.")
         host_line = self._host_line()
         if host_line:
             lines.append(host_line)

@@ -212,3 +212,13 @@ def test_a_call_under_the_host_floor_is_bound_by_the_host():
     long = perfsim.predict(W(batch=4, heads=16, seqlen_q=8192, head_dim=64, causal=True,
                              dtype="bf16"), gpu="b200", algorithm="fa4")
     assert long.bound != "host" and list(df.bound) == ["host", long.bound]
+
+
+def test_explain_says_fwd_bwd_shares_one_clock():
+    w = W(batch=3, heads=4, seqlen_q=3000, head_dim=256, causal=True, dtype="fp16",
+          phase="fwd_bwd")
+    text = perfsim.predict(w, gpu="h200-sxm", algorithm="fa1").explain()
+    assert "The forward and the backward share that clock" in text
+    assert "share that clock" not in perfsim.predict(
+        W(batch=3, heads=4, seqlen_q=3000, head_dim=256, dtype="fp16"), gpu="h200-sxm",
+        algorithm="fa1").explain()
