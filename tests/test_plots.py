@@ -252,3 +252,20 @@ def test_roofline_labels_do_not_overlap(tmp_path):
     boxes = [t.get_window_extent(renderer) for t in ax.texts]
     assert len(boxes) > 8
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_predicted_vs_measured_refuses_what_it_cannot_draw():
+    import numpy as np
+    import pandas as pd
+
+    from perfsim.plots import predicted_vs_measured
+
+    good = pd.DataFrame({"predicted_s": [1e-3, 2e-3, np.nan, 1e-3],
+                         "measured_s": [1.1e-3, 2e-3, 1e-3, 0.0], "algorithm": list("aabb")})
+    fig, ax = predicted_vs_measured(good)
+    assert "(n=2)" in ax.get_title()                 # the NaN prediction and zero time left out
+    with pytest.raises(perfsim.PerfsimError, match="no column algorithm"):
+        predicted_vs_measured(good.drop(columns="algorithm"))
+    predicted_vs_measured(good.drop(columns="algorithm"), hue=None)
+    with pytest.raises(perfsim.PerfsimError, match="no row with a finite, positive"):
+        predicted_vs_measured(good.iloc[2:])

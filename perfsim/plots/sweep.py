@@ -210,13 +210,24 @@ def predicted_vs_measured(df: pd.DataFrame, predicted: str = "predicted_s",
     """Predicted against measured time (log-log) with the y = x line and a ±``band`` band;
     the title gives the median and largest |error| (error = predicted / measured − 1).
 
+    Rows without a finite, positive predicted and measured time (an infeasible prediction,
+    a failed measurement) are left out; the title counts the rows drawn.
+
     Raises:
-        perfsim.PerfsimError: the frame lacks the ``predicted`` or ``measured`` column.
+        perfsim.PerfsimError: the frame lacks the ``predicted``, ``measured`` or ``hue``
+            column, or has no row with both times.
     """
-    missing = [c for c in (predicted, measured) if c not in df]
+    missing = [c for c in (predicted, measured, hue) if c is not None and c not in df]
     if missing:
         raise PerfsimError(f"predicted_vs_measured: no column {', '.join(missing)}; "
-                           f"columns: {', '.join(df.columns)}")
+                           f"columns: {', '.join(map(str, df.columns))} (hue=None draws "
+                           "without groups)")
+    times = df[[predicted, measured]].apply(pd.to_numeric, errors="coerce")
+    usable = np.isfinite(times).all(axis=1) & (times > 0).all(axis=1)
+    df = df[usable]
+    if df.empty:
+        raise PerfsimError(f"predicted_vs_measured: no row with a finite, positive "
+                           f"{predicted} and {measured}")
     fig, ax = figure(width=5.5, height=5)
     groups = df.groupby(hue, observed=True) if hue else [("", df)]
     for i, (name, part) in enumerate(groups):
