@@ -76,7 +76,9 @@ class Explorer(param.Parameterized):
     window_left = param.Integer(default=-1, bounds=(-1, 1 << 22),
                                 doc="sliding window: keys [i - left, i]; -1: none")
     hbm_bandwidth_bytes_per_s = param.Number(default=1.0, bounds=(0.1, 10), step=0.05)
-    clock_hz = param.Number(default=1.0, bounds=(0.1, 3), step=0.05)
+    # at most 1.95: the catalog's fastest boost clock (2.55 GHz) times it stays under the
+    # 5 GHz a GPUSpec accepts (perfsim.gpu.FIELD_RANGES), so every GPU stays valid
+    clock_hz = param.Number(default=1.0, bounds=(0.1, 1.95), step=0.05)
     mufu_ops_per_clk_per_sm = param.Number(default=1.0, bounds=(0.1, 10), step=0.05)
     sm_count = param.Number(default=1.0, bounds=(0.1, 4), step=0.05)
     smem_bandwidth_bytes_per_clk_per_sm = param.Number(default=1.0, bounds=(0.1, 10),

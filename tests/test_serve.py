@@ -123,3 +123,14 @@ def test_explorer_in_a_real_browser(tmp_path):
             server.wait(timeout=10)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def test_the_clock_slider_keeps_every_catalog_gpu_valid():
+    """The slider's top scale times each catalog GPU's boost clock stays within the range a
+    GPUSpec accepts, so no position of it turns the explorer's views into errors."""
+    from perfsim.gpu import FIELD_RANGES
+    from perfsim.serve import Explorer
+
+    top = Explorer.param["clock_hz"].bounds[1]
+    assert all(perfsim.load_gpu(g).max_clock_hz * top <= FIELD_RANGES["max_clock_hz"][1]
+               for g in perfsim.gpus())
