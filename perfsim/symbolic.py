@@ -27,7 +27,12 @@ multiple of its tile (``FusedAttention.bound_check_terms``: ALU and FMA-pipe ins
 score element), so ``alu_ops`` and ``fp32_flops`` agree where the checks do not run — lengths
 that are multiples of the tile (of 128 for FlexAttention and cuDNN), and for flash-attn 2's
 backward also a compiled head dim of at most 128 equal to the call's, no window, no varlen.
-The other counts (tensor FLOPs, bytes, exps) agree everywhere (``tests/test_symbolic.py``).
+The other counts (tensor FLOPs, bytes, exps) agree everywhere for the same tiles
+(``tests/test_symbolic.py``). Tiles left to FA2 (``options={}``) are fixed stand-ins while the
+sizes are symbols (``fa2.SYMBOLIC_FWD_TILE``, ``SYMBOLIC_BWD_TILE``: flash-attn 2's launch table
+is not consulted, even at a numeric head dim), so its shared-memory bytes differ from
+``predict`` where that table picks another tile or warp layout (the backward at d = 64: 128 x 128
+there, 64 x 128 here); give the tiles, or keep them as ``B_r``/``B_c``, to compare.
 The crossovers compare unit times: an unpipelined kernel's load waits
 (``KernelCost.load_chain``, e.g. ``FA1(pipelined=False)``) are not part of them.
 
