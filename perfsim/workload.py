@@ -324,6 +324,9 @@ def _one_line(exc: ValidationError) -> str:
     msg = err["msg"].removeprefix("Value error, ")
     if not field:                       # a rule across fields: its message names them
         return f"AttentionWorkload: {msg}"
+    if err["type"] == "extra_forbidden":         # pydantic's words for an unknown name
+        return (f"AttentionWorkload has no field {field}; fields: "
+                f"{', '.join(AttentionWorkload.model_fields)}")
     value = err.get("input")
     if err["type"] == "less_than_equal" and field != "dropout_p":
         msg += " (2**45: sizes are bounded by what any GPU could hold)"

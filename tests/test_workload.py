@@ -24,7 +24,7 @@ def test_defaults_follow_the_query_side():
     ({"batch": 0}, "batch", "greater than or equal to 1"),
     ({"dropout_p": 1.0}, "dropout_p", "less than 1"),
     ({"head_dim": -64}, "head_dim", "greater than or equal to 1"),
-    ({"flash": True}, "flash", "Extra inputs are not permitted"),
+    ({"flash": True}, "flash", "has no field flash; fields: batch, heads"),
 ])
 def test_bad_values_name_the_field(kwargs, field, allowed):
     base = dict(batch=2, heads=8, seqlen_q=100, head_dim=64)
