@@ -19,6 +19,7 @@ from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.mathops import where
 from perfsim.tiles import visible_pairs
 from perfsim.timing import REDUCTION_BYTES, KernelTiming, memory_path_seconds, rates
+from perfsim.units import si
 from perfsim.workload import AttentionWorkload
 
 UNIT_WORDS = {
@@ -37,37 +38,24 @@ UNIT_WORDS = {
 SGEMM_WORDS = "FP32/FMA pipes (the matmuls, run as SIMT SGEMMs, and the non-matmul math)"
 
 
-
 def _ms(seconds) -> str:
     """A time for explain(): milliseconds to three decimals from 1 ms up (as every figure
-    above 1 ms always read), microseconds or nanoseconds to three significant digits below."""
+    above 1 ms always read), an SI prefix below (:func:`perfsim.units.si`)."""
     s = float(seconds)
-    if s >= 1e-3 or s <= 0:
-        return f"{s * 1e3:.3f} ms" if s else "0 ms"
-    return f"{s * 1e6:.3g} µs" if s >= 1e-6 else f"{s * 1e9:.3g} ns"
+    return f"{s * 1e3:.3f} ms" if s >= 1e-3 else si(s, "s")
 
 
 def _gb(nbytes) -> str:
-    """Bytes for explain(): GB to two decimals from 1 GB up, MB / kB / B (three significant
-    digits) below."""
+    """Bytes for explain(): GB to two decimals from 1 GB up, an SI prefix below."""
     b = float(nbytes)
-    if b >= 1e9 or b <= 0:
-        return f"{b / 1e9:.2f} GB" if b else "0 B"
-    for scale, unit in ((1e6, "MB"), (1e3, "kB")):
-        if b >= scale:
-            return f"{b / scale:.3g} {unit}"
-    return f"{b:.0f} B"
+    return f"{b / 1e9:.2f} GB" if b >= 1e9 else si(b, "B")
 
 
 def _gib(nbytes) -> str:
-    """A footprint for explain(): GiB to two decimals from 1 GiB up, MiB / KiB below."""
+    """A footprint for explain(): GiB to two decimals from 1 GiB up, a binary prefix below."""
     b = float(nbytes)
-    if b >= 2**30 or b <= 0:
-        return f"{b / 2**30:.2f} GiB" if b else "0 B"
-    for scale, unit in ((2**20, "MiB"), (2**10, "KiB")):
-        if b >= scale:
-            return f"{b / scale:.3g} {unit}"
-    return f"{b:.0f} B"
+    return f"{b / 2**30:.2f} GiB" if b >= 2**30 else si(b, "B", binary=True)
+
 
 def _positive(value) -> bool:
     """Whether a count (number or array) is positive anywhere."""
@@ -652,8 +640,8 @@ class Prediction:
             lines.append(
                 f"{heavy.cost.name} is unpipelined: each CTA waits for its own loads at every "
                 f"step. On the busiest SM: load latency {_ms(parts['latency'])}, load "
-                f"transfers {_ms(parts['load'])}, compute {parts['compute'] * 1e3:.3f} "
-                "ms (its units one after another, shared memory included); "
+                f"transfers {_ms(parts['load'])}, compute {_ms(parts['compute'])} "
+                "(its units one after another, shared memory included); "
                 + ("one CTA per SM, so the three add" if in_flight == 1 else
                    f"{in_flight} CTAs per SM overlap one's latency with the others' transfers "
                    "and compute (transfers and compute serve one CTA at a time)")

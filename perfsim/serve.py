@@ -57,6 +57,16 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds * 1e6:.4g} µs" if seconds < 1e-3 else f"{seconds * 1e3:.4g} ms"
 
 
+def _clock_scale_top() -> float:
+    """The SM-clock slider's top: the largest multiple of its 0.05 step at which every catalog
+    GPU's maximum boost clock stays within the range a ``GPUSpec`` accepts
+    (``perfsim.gpu.FIELD_RANGES``), so no position of it makes a GPU invalid."""
+    from perfsim.gpu import FIELD_RANGES
+
+    fastest = max(load_gpu(g).max_clock_hz for g in catalog())
+    return int(FIELD_RANGES["max_clock_hz"][1] / fastest / 0.05) * 0.05
+
+
 class Explorer(param.Parameterized):
     """The explorer's state: every widget is one of these parameters, and every view a
     function of them (usable without a browser: set the parameters, call the views)."""
@@ -76,9 +86,7 @@ class Explorer(param.Parameterized):
     window_left = param.Integer(default=-1, bounds=(-1, 1 << 22),
                                 doc="sliding window: keys [i - left, i]; -1: none")
     hbm_bandwidth_bytes_per_s = param.Number(default=1.0, bounds=(0.1, 10), step=0.05)
-    # at most 1.95: the catalog's fastest boost clock (2.55 GHz) times it stays under the
-    # 5 GHz a GPUSpec accepts (perfsim.gpu.FIELD_RANGES), so every GPU stays valid
-    clock_hz = param.Number(default=1.0, bounds=(0.1, 1.95), step=0.05)
+    clock_hz = param.Number(default=1.0, bounds=(0.1, _clock_scale_top()), step=0.05)
     mufu_ops_per_clk_per_sm = param.Number(default=1.0, bounds=(0.1, 10), step=0.05)
     sm_count = param.Number(default=1.0, bounds=(0.1, 4), step=0.05)
     smem_bandwidth_bytes_per_clk_per_sm = param.Number(default=1.0, bounds=(0.1, 10),

@@ -42,7 +42,7 @@ from perfsim.predict import BOUNDS, evaluate
 from perfsim.prediction import Counts, convention_flops, credited_flops
 from perfsim.software import DEFAULT_SOFTWARE
 from perfsim.timing import TimingParams, check_timing
-from perfsim.whatif import expand_overrides, parse_overrides, what_if
+from perfsim.whatif import parse_overrides, what_if
 from perfsim.workload import MAX_SIZE, MAX_TENSOR_BYTES, AttentionWorkload
 
 #: Workload columns, in ``AttentionWorkload`` order.
@@ -393,13 +393,12 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
     grid_rows = (len(_listify(batch)) * len(_listify(heads)) * len(_listify(seqlen_q))
                  * (1 if kv_heads is None else len(_listify(kv_heads)))
                  * (1 if seqlen_k is None else len(_listify(seqlen_k))))
-    variants = expand_overrides(overrides or {})
+    options = parse_overrides(overrides or {})
     # a table entry a GPU lacks is a bad grid, found now (not when its rows are evaluated)
-    options = [o for option in parse_overrides(overrides or {}) for o in option]
     for spec in specs:
-        for override in options:
+        for override in (o for option in options for o in option):
             override.apply(spec.model_dump())
-    return scalars, specs, configs, variants, grid_rows
+    return scalars, specs, configs, list(itertools.product(*options)), grid_rows
 
 
 def count_rows(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,

@@ -1153,41 +1153,27 @@ def _pipeline_unit(unit_seconds: dict, pipeline, exp_lead=0.0, shape=None):
     serial = pipeline[2] if len(pipeline) > 2 else None
     times = station_times(unit_seconds, stations, k, serial, exp_lead)
     cycle = closed_cycle(times[0], times[1], k)
-    if shape is None:                       # one call: the same rule on plain numbers
-        best, best_c = None, -1.0
-        for index, station in enumerate(stations):
-            own, other = float(times[index]), float(times[1 - index])
-            slow = own >= other if index == 0 else own > other
-            part = own if slow else float(cycle) - other
-            if _station_adds(serial, index, k):
-                for u in station:
-                    c = float(unit_seconds[u]) * part / own if own > 0 else 0.0
-                    if c > best_c:
-                        best, best_c = u, c
-                continue
-            for u in station:               # the first unit whose time is the station's
-                if float(unit_seconds[u]) + (exp_lead if u == "mufu" else 0.0) >= own:
-                    if part > best_c:
-                        best, best_c = u, part
-                    break
-        return UNITS.index(best)
     first_slow = times[0] >= times[1]
     candidates = []                                   # (unit, contribution)
     for index, station in enumerate(stations):
         own, other = times[index], times[1 - index]
-        slow = first_slow if index == 0 else np.logical_not(first_slow)
-        part = where(slow, own, cycle - other)
-        adds = _station_adds(serial, index, k)
-        safe = where(own > 0, own, 1.0)
-        if adds:
+        part = where(first_slow if index == 0 else _not(first_slow), own, cycle - other)
+        if _station_adds(serial, index, k):
+            safe = where(own > 0, own, 1.0)
             candidates += [(u, unit_seconds[u] * part / safe) for u in station]
             continue
-        sets = None                                   # the unit whose time is the station's
+        sets = False                                  # the first unit whose time is the station's
         for u in station:
-            t = unit_seconds[u] + (exp_lead if u == "mufu" else 0.0)
-            hit = t >= own if sets is None else np.logical_and(t >= own, np.logical_not(sets))
+            hit = (unit_seconds[u] + (exp_lead if u == "mufu" else 0.0) >= own) & _not(sets)
             candidates.append((u, where(hit, part, 0.0)))
-            sets = hit if sets is None else np.logical_or(sets, hit)
+            sets = sets | hit
+    if shape is None:                                 # one call: the first maximum, as argmax
+        return UNITS.index(max(candidates, key=lambda c: c[1])[0])
     values = np.stack([np.broadcast_to(c, shape) for _, c in candidates])
     index = np.array([UNITS.index(u) for u, _ in candidates])
     return index[np.argmax(values, axis=0)]
+
+
+def _not(flag):
+    """Logical not of a plain or numpy boolean, or elementwise of a boolean array."""
+    return ~flag if isinstance(flag, np.ndarray) else not flag

@@ -8,7 +8,6 @@ name addresses one entry of a table field (``tensor_flops_per_clk_per_sm.bf16``,
 
 from __future__ import annotations
 
-import itertools
 import math
 import types
 import typing
@@ -160,11 +159,6 @@ def _is_table(field: str) -> bool:
              else (kind,))
     return any(typing.get_origin(k) is dict or k is dict
                or (isinstance(k, type) and hasattr(k, "model_fields")) for k in kinds)
-
-
-def expand_overrides(spec: dict) -> list[tuple[Override, ...]]:
-    """Every combination of the override options (``[()]`` when there are none)."""
-    return list(itertools.product(*parse_overrides(spec)))
 
 
 def what_if(spec: GPUSpec, ovs: tuple[Override, ...]) -> tuple[GPUSpec | None, str]:

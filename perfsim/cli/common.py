@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from perfsim.errors import PerfsimError
 from perfsim.gpu import DTYPES
+from perfsim.units import si  # noqa: F401 - the CLI's tables format with it
 
 if TYPE_CHECKING:
     from perfsim.workload import AttentionWorkload
@@ -220,24 +221,4 @@ def _clock_arg(text: str):
         raise PerfsimError(f"--clock {text}: a clock lock must be 100 to 5000 MHz")
     return mhz * 1e6
 
-
-_PREFIXES = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"),
-             (1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"))
-
-
-def si(value: float, unit: str, binary: bool = False) -> str:
-    """``value`` with an SI prefix chosen for it and three significant digits, e.g.
-    ``si(2.42e-5, "s")`` → ``"24.2 µs"``, ``si(3.38e10, "B")`` → ``"33.8 GB"``; ``binary``
-    uses powers of 1024 (``"1.51 GiB"``). Zero prints as ``"0 <unit>"``."""
-    if value == 0:
-        return f"0 {unit}"
-    if binary:
-        for scale, prefix in ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
-            if abs(value) >= scale:
-                return f"{value / scale:.3g} {prefix}{unit}"
-        return f"{value:.3g} {unit}"
-    for scale, prefix in _PREFIXES:
-        if abs(value) >= scale * 0.9995:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
 
