@@ -34,6 +34,9 @@ from perfsim.errors import InfeasibleError, PerfsimError
 
 Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8_e4m3"]
 DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
+#: Keys of ``GPUSpec.tma_segment_seconds``: segment bytes, and ``/half`` for rows 16 bytes off a
+#: whole number of 32-byte sectors.
+TMA_SEGMENT_KEYS: tuple[str, ...] = ("128", "64", "32", "128/half", "64/half", "32/half")
 BYTES_PER_ELEMENT: dict[str, int] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1}
 
 #: Tensor-core instruction families. ``mma_sync`` is the warp-level Ampere-style MMA (what FA2's
@@ -399,6 +402,14 @@ class GPUSpec(BaseModel):
         "reductions), bytes of payload per second; they share the memory path with the HBM "
         "stream, so a kernel's HBM time grows by its reduction payload at this rate "
         "(perfsim.timing.memory_path_seconds). None where not measured: no such term")
+    tma_segment_seconds: dict[str, float] | None = Field(
+        default=None, description="seconds the L2 takes per TMA row segment a kernel loads, "
+        "by segment width in bytes ('128', '64', '32': the shared-memory swizzle of the tile, "
+        "perfsim.algorithms.common.tma_segment_bytes) and by the tensor's row size: a key "
+        "alone for rows that are whole 32-byte sectors, with '/half' for rows 16 bytes off "
+        "(half of such rows start half a sector in). The time the L2 needs for a kernel's TMA "
+        "loads is a floor under its memory path (KernelCost.l2_request_seconds); not scaled "
+        "with the SM clock. None where not measured: no such floor")
     tmem_bytes_per_sm: int = Field(ge=0, description="Blackwell tensor memory per SM (0: none)")
     load_latency_s: float = Field(
         gt=0, description="an unpipelined CTA's global-load step (4 warps load a tile, wait, "
@@ -456,6 +467,15 @@ class GPUSpec(BaseModel):
                     for k, v in value.items()}
         return strict_number(value, allowed, integer=annotation is int)
 
+    @field_validator("tma_segment_seconds", mode="before")
+    @classmethod
+    def _strict_segment_seconds(cls, value):
+        """A table of numbers (no strings, booleans or NaN), each named in an error."""
+        if not isinstance(value, dict):
+            return value
+        return {k: strict_number(v, "seconds per segment (between 0 and 1e-6)",
+                                 label=f"tma_segment_seconds[{k}] ") for k, v in value.items()}
+
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> GPUSpec:
         for table in ("tensor_flops_per_clk_per_sm", "mma_sync_flops_per_clk_per_sm"):
@@ -465,6 +485,13 @@ class GPUSpec(BaseModel):
                                      f"{', '.join(DTYPES)}")
                 if not value > 0:
                     raise ValueError(f"{table}[{key}] must be > 0, got {value}")
+        for key, value in (self.tma_segment_seconds or {}).items():
+            if key not in TMA_SEGMENT_KEYS:
+                raise ValueError(f"tma_segment_seconds: unknown key {key!r}; allowed: "
+                                 f"{', '.join(TMA_SEGMENT_KEYS)}")
+            if not 0 < value < 1e-6:
+                raise ValueError(f"tma_segment_seconds[{key}] must be between 0 and 1e-6 s, "
+                                 f"got {value}")
         if self.smem_bytes_per_block > self.smem_bytes_per_sm:
             raise ValueError("smem_bytes_per_block must not exceed smem_bytes_per_sm")
         if self.smem_reserved_per_cta_bytes >= self.smem_bytes_per_sm:

@@ -134,6 +134,11 @@ class KernelCost:
             ``GPUSpec.cta_load_bandwidth_bytes_per_s`` and, by Little's law, its bytes in
             flight per ``GPUSpec.load_latency_s``, so small grids (decode) cannot reach
             the peak bandwidth.
+        l2_request_seconds: seconds the L2 needs to serve the kernel's TMA loads, one
+            request per row segment of each box (``GPUSpec.tma_segment_seconds``: by the
+            segment width the tile's shared-memory swizzle sets, and by whether the tensor's
+            rows are whole 32-byte sectors; ``perfsim.algorithms.common.tma_request_seconds``):
+            a floor under the kernel's memory path, not scaled with the SM clock. 0: none.
         exp_after: names of ``terms`` whose work each thread of the softmax finishes before
             its exps can start: the row max the exps subtract (and a scale kept apart from
             the exp argument). Where a ``pipeline``'s softmax station overlaps its pipes, the
@@ -182,6 +187,7 @@ class KernelCost:
     unit_edges_exposed: bool = False
     load_chain: tuple | None = None
     bytes_in_flight: object = None
+    l2_request_seconds: object = 0
     exp_after: tuple[str, ...] = ()
     terms: dict = field(default_factory=dict)
     launch: dict = field(default_factory=dict)

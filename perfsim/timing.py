@@ -511,6 +511,10 @@ class KernelClock:
             per_cta = minimum(gpu.cta_load_bandwidth_bytes_per_s,
                               cost.bytes_in_flight / gpu.load_latency_s)
             hbm = maximum(hbm, (cost.hbm_read_bytes + cost.l2_hit_bytes) / (resident * per_cta))
+        if not (isinstance(cost.l2_request_seconds, (int, float))
+                and cost.l2_request_seconds == 0):
+            # the L2's time for the kernel's TMA row segments (KernelCost.l2_request_seconds)
+            hbm = maximum(hbm, cost.l2_request_seconds)
         self.ceiling = ceiling = eager_ceiling(cost, params)
         if ceiling is not None and ceiling[0] == "hbm":
             hbm = hbm / ceiling[1]

@@ -188,6 +188,10 @@ HOLDOUTS = {
                           "(SDPA cuDNN and flash), head dims 64 and 128, fp16; frozen for "
                           "cuDNN's backward of one query token on the training kernels (its "
                           "decode kernel is forward-only)",
+    "external-holdout33": "head dims 56-248 whose rows are 16 bytes off whole 32-byte sectors "
+                          "or whose flash_attn.cute forward tile takes a 32- or 64-byte "
+                          "swizzle, N 2k-8k, causal, GQA, fp16; frozen for the L2's time per "
+                          "TMA row segment (GPUSpec.tma_segment_seconds)",
 }
 
 

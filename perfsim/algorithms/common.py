@@ -228,3 +228,48 @@ def power_of_two_warps(v):
     if v is not None and v & (v - 1):
         raise ValueError(f"warps per CTA must be a power of two (1, 2, 4, 8, 16, 32), got {v}")
     return v
+
+
+#: Bytes of one TMA row segment by the shared-memory swizzle a tile's rows take: CUTLASS's
+#: sm90 layout atoms (``cutlass.utils.hopper_helpers.get_smem_layout_atom``, the CuTe DSL
+#: flash_attn.cute builds its tiles with, and ``ss_smem_selector`` in flash-attn 3's C++)
+#: pick the 128-byte swizzle when a row of the tile is a multiple of 1024 bits, else 64 bytes
+#: at 512 bits, else 32 bytes at 256 bits; a TMA box is then loaded as boxes of the swizzle's
+#: width, one request per row segment.
+TMA_SWIZZLE_BITS = ((1024, 128), (512, 64), (256, 32))
+
+
+def tma_segment_bytes(row_elements, element_bytes) -> int:
+    """Bytes per TMA row segment of a shared-memory tile whose rows hold ``row_elements``
+    elements of ``element_bytes`` bytes (:data:`TMA_SWIZZLE_BITS`; 32 below 256 bits: not
+    measured, ASSUMED)."""
+    bits = int(row_elements) * int(element_bytes) * 8
+    return next((seg for unit, seg in TMA_SWIZZLE_BITS if bits % unit == 0), 32)
+
+
+def tma_request_seconds(gpu, loads) -> float:
+    """Seconds the L2 needs for a kernel's TMA loads (``KernelCost.l2_request_seconds``): for
+    each ``(rows, tile_elements, row_elements, element_bytes)`` of ``loads`` — rows loaded
+    (every visit counted), the shared-memory tile's row width (the compiled head dim), the
+    tensor's own row width (the call's head dim) and the element size — the row segments
+    (``⌈tile row bytes / segment bytes⌉`` of :func:`tma_segment_bytes`) times
+    ``gpu.tma_segment_seconds`` for that width, the ``/half`` entry where the tensor's rows
+    are 16 bytes off whole 32-byte sectors (half of them then start half a sector in). 0 on a
+    GPU without that table. ``rows`` may be numpy arrays (sweeps).
+
+    Evidence (not attention timing): ``validate/probe_tma_rows.py`` on the H200 (the table's
+    source in ``hardware/h200-sxm.toml``); Nsight Compute has flash_attn.cute's forward at
+    head dim 240 (32-byte segments) at 86 % of the L2's peak throughput for 2.1 GB, against
+    36 % for 1.5 GB at 256 (``validate/reports/h200/probes/ncu/summary-cute-headdims.json``).
+    """
+    table = gpu.tma_segment_seconds
+    if not table:
+        return 0.0
+    total = 0.0
+    for rows, tile_elements, row_elements, element_bytes in loads:
+        seg = tma_segment_bytes(tile_elements, element_bytes)
+        half = (int(row_elements) * int(element_bytes)) % 32 == 16
+        key = f"{seg}/half" if half else str(seg)
+        segments = cdiv(int(tile_elements) * int(element_bytes), seg)
+        total = total + rows * segments * table[key]
+    return total

@@ -556,6 +556,10 @@ class FusedAttention(Algorithm):
             pipeline=self.pipeline("fwd", gpu, resident_per_sm(v.q_tiles * bh, ctas, gpu),
                                    warps),
             bytes_in_flight=self.kv_in_flight(dims, b_c), exp_after=EXP_AFTER,
+            l2_request_seconds=self.tma_l2_seconds(dims, gpu, (
+                (bh * dims.N_q, kd, dims.d, e),
+                (kv_total / (ekv * dkv), kd, dims.d, ekv),
+                (kv_total / (ekv * dkv), kd_v, dims.d_v, ekv))),
             launch={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
                    "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail,
                    "packed_heads": dims.group, **self._padded_head_dims(dims)},
@@ -616,6 +620,12 @@ class FusedAttention(Algorithm):
         of ``perfsim.symbolic`` leave it out): not for these kernels (TMA or flash-attn's
         copies, not profiled)."""
         return False
+
+    def tma_l2_seconds(self, dims: Dims, gpu: GPUSpec, loads) -> object:
+        """``KernelCost.l2_request_seconds`` of a kernel whose ``loads`` are ``(rows, tile
+        row elements, tensor row elements, element bytes)``: 0 here — flash-attn 2's and
+        Triton's copies are not TMA row segments (FA3 overrides it)."""
+        return 0
 
     def _fwd_smem_bytes(self, dims: Dims, gpu: GPUSpec, b_r, b_c, kd, kd_v):
         """Shared memory per forward CTA: the Q tile and :meth:`fwd_kv_stages` K/V tiles,
@@ -718,6 +728,7 @@ class FusedAttention(Algorithm):
         b_r, b_c, warps, atoms = launch.block_m, launch.block_n, launch.warps, launch.atoms
         e, bh = dims.e, dims.B * dims.H
         d, d_v = dims.d, dims.d_v
+        kd, kd_v = self.kernel_head_dims(dims)
         rows = bh * dims.N_q
         # A kernel with a dQ pass (Triton's tutorial, FlexAttention) writes dQ from its own
         # loop in the input dtype: no fp32 accumulator to zero, add into or convert (their
@@ -876,6 +887,11 @@ class FusedAttention(Algorithm):
             # (they share shared memory: timing.persistent_unit_seconds)
             unit_edges_exposed=self.persistent_grid(),
             gemms=gemms,
+            # Q and dO at every (query row, key tile) pair, K and V once
+            l2_request_seconds=self.tma_l2_seconds(dims, gpu, (
+                (q_side, kd, d, e), (q_side, kd_v, d_v, e),
+                (bh * dims.kv_rows_read(b_c), kd, d, dims.e_kv),
+                (bh * dims.kv_rows_read(b_c), kd_v, d_v, dims.e_kv))),
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.bwd_registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,

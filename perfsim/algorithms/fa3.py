@@ -46,6 +46,7 @@ from perfsim.algorithms.common import (
     check_fused_inputs,
     check_training_inputs,
     pick_tile,
+    tma_request_seconds,
     wgmma_operand_reads,  # noqa: F401 (re-exported: the WGMMA operand rule's old home)
 )
 from perfsim.algorithms.fa2 import FusedAttention, fwd_smem_bytes
@@ -182,6 +183,20 @@ class FA3(FusedAttention):
         """``(d, d_v)`` the compiled kernel runs at: :func:`kernel_head_dims` of the
         ``compiled_head_dims`` option."""
         return kernel_head_dims(self.compiled_head_dims, dims)
+
+    def tma_l2_seconds(self, dims: Dims, gpu: GPUSpec, loads) -> object:
+        """The L2's time for the TMA row segments of ``loads``
+        (:func:`~perfsim.algorithms.common.tma_request_seconds`): flash-attn 3, its CuTe-DSL
+        port (flash_attn.cute) and cuDNN's sm90 kernels load Q, K, V and dO with TMA (their
+        ``UTMALDG`` instructions in Nsight Compute's opcode counts,
+        ``validate/reports/h200/probes/ncu/summary.json``), in tiles as wide as the compiled
+        head dims, laid out by CUTLASS's swizzle rule (cuDNN's layout is closed source: the
+        same rule ASSUMED; its compiled head dims, multiples of 64, take the 128-byte
+        segments). Numeric shapes only: the closed forms of ``perfsim.symbolic`` leave it
+        out."""
+        if dims.symbolic:
+            return 0
+        return tma_request_seconds(gpu, loads)
 
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)``: flash-attn 3's forward tile for the head dim and mask (a

@@ -1,0 +1,85 @@
+"""The L2's time per TMA row segment (GPUSpec.tma_segment_seconds,
+perfsim.algorithms.common.tma_request_seconds): the swizzle rule, the sector rule, the floor it
+puts under a kernel's memory path, and where it does not apply. Rules, not figures."""
+
+from __future__ import annotations
+
+import pytest
+
+import perfsim
+from perfsim.algorithms.common import tma_request_seconds, tma_segment_bytes
+from perfsim.errors import PerfsimError
+
+H200 = perfsim.load_gpu("h200-sxm")
+NO_TABLE = H200.replace(tma_segment_seconds=None)
+
+
+@pytest.mark.parametrize(("elements", "element_bytes", "segment"), [
+    (256, 2, 128), (192, 2, 128), (128, 2, 128), (64, 2, 128),   # rows of 1024-bit multiples
+    (224, 2, 64), (160, 2, 64), (96, 2, 64),                     # 512-bit multiples
+    (240, 2, 32), (208, 2, 32), (144, 2, 32), (80, 2, 32),       # 256-bit multiples
+    (256, 1, 128), (128, 1, 128), (64, 1, 64), (96, 1, 32)])     # fp8 rows
+def test_segment_width_follows_cutlass_swizzle_rule(elements, element_bytes, segment):
+    assert tma_segment_bytes(elements, element_bytes) == segment
+
+
+def test_rows_sixteen_bytes_off_a_sector_take_the_half_entry():
+    table = H200.tma_segment_seconds
+    # a 240-wide tile (32-byte segments, 15 per row) over rows of 232 elements (464 bytes)
+    assert tma_request_seconds(H200, [(1000, 240, 232, 2)]) == pytest.approx(
+        1000 * 15 * table["32/half"])
+    # ... and over rows of 240 (480 bytes: whole sectors)
+    assert tma_request_seconds(H200, [(1000, 240, 240, 2)]) == pytest.approx(
+        1000 * 15 * table["32"])
+    # a 256-wide tile over 232-element rows: four 128-byte segments per row
+    assert tma_request_seconds(H200, [(10, 256, 232, 2)]) == pytest.approx(
+        10 * 4 * table["128/half"])
+    assert tma_request_seconds(NO_TABLE, [(10, 256, 232, 2)]) == 0
+
+
+def test_the_table_is_checked():
+    for bad, why in (({"256": 1e-11}, "unknown key"), ({"128": "1e-11"}, "number"),
+                     ({"128": -1e-11}, "between"), ({"128": True}, "number")):
+        with pytest.raises((PerfsimError, ValueError), match=why):
+            H200.replace(tma_segment_seconds=bad)
+
+
+def _fwd(d, gpu, algo="flash-attn-cute", phase="fwd"):
+    w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=4096, head_dim=d, phase=phase)
+    return perfsim.predict(w, gpu=gpu, algorithm=algo)
+
+
+def test_a_thirty_two_byte_swizzle_on_offset_rows_binds_the_forward():
+    # head dim 232: flash_attn.cute's forward tile is 240 wide (32-byte swizzle) over rows of
+    # 464 bytes; the L2's time for its K/V segments is the longest part of the kernel
+    with_floor, without = _fwd(232, H200), _fwd(232, NO_TABLE)
+    main = max(with_floor.kernels, key=lambda k: k.seconds)
+    assert main.cost.l2_request_seconds > 0
+    assert main.bound == "hbm"
+    assert with_floor.seconds > 1.2 * without.seconds
+
+
+@pytest.mark.parametrize("d", [256, 192, 128, 64])
+def test_whole_sector_rows_in_128_byte_segments_leave_the_forward_alone(d):
+    assert _fwd(d, H200).seconds == pytest.approx(_fwd(d, NO_TABLE).seconds, rel=1e-12)
+
+
+def test_only_tma_kernels_on_gpus_with_the_table_pay_it():
+    # flash-attn 2 and FlexAttention load with cp.async: no floor
+    for algo in ("fa2", "flex", "sdpa-flash"):
+        cost = max(_fwd(232, H200, algo).kernels, key=lambda k: k.seconds).cost
+        assert cost.l2_request_seconds == 0
+    # FA3 on a GPU without the table (the A100 has no TMA; the B200 runs FA4): none
+    assert perfsim.load_gpu("a100-sxm4-80gb").tma_segment_seconds is None
+    assert perfsim.load_gpu("b200").tma_segment_seconds is None
+
+
+def test_the_floor_is_a_fixed_time_not_scaled_with_the_clock():
+    w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=4096, head_dim=232)
+    slow = perfsim.predict(w, H200, "flash-attn-cute",
+                           timing=perfsim.timing_for(H200, "flash-attn-cute", clock=1.2e9))
+    fast = perfsim.predict(w, H200, "flash-attn-cute",
+                           timing=perfsim.timing_for(H200, "flash-attn-cute", clock=1.8e9))
+    floor = max(fast.kernels, key=lambda k: k.seconds).cost.l2_request_seconds
+    assert max(slow.kernels, key=lambda k: k.seconds).cost.l2_request_seconds == floor
+    assert fast.unit_seconds["hbm"] >= floor
