@@ -1,18 +1,24 @@
-"""TMA tile loads from L2 by row size: how fast does the L2 serve ``[64, 256]`` bf16 boxes of a
-row-major ``[M, d]`` tensor when the row (``2 d`` bytes) is not a multiple of 128 bytes?
+"""TMA tile loads from L2 by segment width and row size: how fast does the L2 serve the row
+segments of 64-row TMA boxes of a row-major ``[M, d]`` bf16 tensor, by the box's width (the
+swizzle a tile takes: 128-, 64- or 32-byte segments) and by whether the ``2 d``-byte rows are
+whole 32-byte sectors?
 
-flash_attn.cute's sm90 kernels load Q, K, V and dO with TMA in boxes as wide as their
+flash_attn.cute's sm90 kernels load Q, K, V and dO with TMA in tiles as wide as their
 ``tile_hdim`` (the head dim rounded up to 16 in the forward, 64 in the backward above 128),
-from tensors whose rows are the call's own ``2 d`` bytes. The Nsight Compute profiles of its
-backward at head dim 232 against 256 (``reports/h200/probes/ncu/summary-cute-headdims.json``:
-the same tile, grid and instructions) show the same L2 bytes taking 31 % longer, and its
-forward at 240 moving 1.45x the bytes at 86 % of the L2's peak throughput against 36 % at
-256. This microbenchmark has no attention in it: a Triton kernel (TMA descriptors on sm_90)
-loads 64-row boxes, 256 columns wide, round robin from an L2-resident tensor of ``d``
-columns (the columns past ``d`` are TMA's out-of-bounds zeros), feeds each box to a small
-WGMMA (``[64, 256] x [256, 16]``, the way the attention kernels consume their tiles from
-shared memory) so that the load is used, and repeats; ``programs_per_sm`` programs per SM.
-Useful bytes (the ``d`` columns that exist) per second, per row size.
+laid out with CUTLASS's swizzle rule, from tensors whose rows are the call's own ``2 d``
+bytes. Nsight Compute has its forward at head dim 240 (a 32-byte swizzle) moving 1.45x the
+bytes of 256 at 86 % of the L2's peak throughput against 36 %, and its backward at 232 taking
+31 % longer than at 256 with the same tile, grid and instructions
+(``reports/h200/probes/ncu/summary-cute-headdims.json``). This microbenchmark has no
+attention in it: a Triton kernel (TMA descriptors on sm_90) loads, round robin from an
+L2-resident tensor of ``d`` columns, 64-row tiles as ``⌈d / BC⌉`` boxes of ``BC`` = 64, 32 or
+16 columns side by side (Triton gives such boxes the 128-, 64- or 32-byte swizzle; columns
+past ``d`` are TMA's out-of-bounds zeros), feeds each box to a WGMMA against a ``[BC, 16]``
+slice of a weight matrix (the way the attention kernels consume their tiles from shared
+memory) so that the loads are used, and repeats; ``programs_per_sm`` programs per SM. Per
+configuration: box rows (segments) per second and useful bytes (the ``d`` columns) per second.
+``probe_tma_rows-one-box.json`` is an earlier run with one 256-column box per tile (128-byte
+segments only), at 1 and 2 programs per SM.
 
     python -m perfsim.validate.probe_tma_rows OUT.json
 
