@@ -359,6 +359,10 @@ class Prediction:
         if not self.timing:
             return None
         taken, path, alone = self._memory_path(heavy)
+        floor = heavy.cost.l2_request_seconds
+        if (not (isinstance(floor, (int, float)) and floor == 0) and taken > path * 1.05
+                and float(floor) >= taken * (1 - 1e-9)):
+            return "l2 requests", taken, path, alone
         if heavy.cost.bytes_in_flight is not None and taken > path * 1.05:
             return "load path", taken, path, alone
         if heavy.bound == "hbm" and path - alone > 0.05 * path and taken <= path * 1.05:
@@ -374,6 +378,14 @@ class Prediction:
             return None
         cost = heavy.cost
         kind, taken, path, hbm_alone = reading
+        if kind == "l2 requests":
+            return (f"{cost.name}'s 'hbm' time ({_ms(taken)}) is the L2 serving its TMA loads "
+                    "row segment by row segment (KernelCost.l2_request_seconds: segments as "
+                    "wide as its tiles' shared-memory swizzle"
+                    ", at GPUSpec.tma_segment_seconds, more per segment on rows that are not "
+                    "whole 32-byte sectors; perfsim.algorithms.common.tma_request_seconds), not "
+                    f"HBM bandwidth: the {_gb(float(cost.hbm_bytes))} that cross HBM alone "
+                    f"would take {_ms(hbm_alone)}.")
         if kind == "reductions":
             return (f"{cost.name}'s 'hbm' time ({_ms(taken)}) is its memory path: the "
                     f"{_gb(float(cost.hbm_bytes))} that cross HBM "
@@ -577,6 +589,8 @@ class Prediction:
         elif kind == "reductions":
             words = ("the memory path (the 'hbm' unit: HBM bytes and fp32 reductions into L2, "
                      "below)")
+        elif kind == "l2 requests":
+            words = "the L2's TMA requests (the 'hbm' unit: row segments, below)"
         lines.append(f"Bound by {words} for {share:.0f} % of the time.")
         ranked = sorted(UNITS, key=lambda u: -self.unit_seconds[u])
         parts = ", ".join(f"{u} {_ms(self.unit_seconds[u])}" for u in ranked

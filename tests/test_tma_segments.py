@@ -83,3 +83,10 @@ def test_the_floor_is_a_fixed_time_not_scaled_with_the_clock():
     floor = max(fast.kernels, key=lambda k: k.seconds).cost.l2_request_seconds
     assert max(slow.kernels, key=lambda k: k.seconds).cost.l2_request_seconds == floor
     assert fast.unit_seconds["hbm"] >= floor
+
+
+def test_explain_names_the_l2_requests_when_they_bind():
+    text = _fwd(232, H200).explain()
+    assert "Bound by the L2's TMA requests" in text
+    assert "tma_segment_seconds" in text
+    assert "L2's TMA requests" not in _fwd(256, H200).explain()
