@@ -473,8 +473,9 @@ class GPUSpec(BaseModel):
         """A table of numbers (no strings, booleans or NaN), each named in an error."""
         if not isinstance(value, dict):
             return value
-        return {k: strict_number(v, "seconds per segment (between 0 and 1e-6)",
-                                 label=f"tma_segment_seconds[{k}] ") for k, v in value.items()}
+        return {str(k): strict_number(v, "seconds per segment (between 0 and 1e-6)",
+                                      label=f"tma_segment_seconds[{k}] ")
+                for k, v in value.items()}
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> GPUSpec:
@@ -485,6 +486,11 @@ class GPUSpec(BaseModel):
                                      f"{', '.join(DTYPES)}")
                 if not value > 0:
                     raise ValueError(f"{table}[{key}] must be > 0, got {value}")
+        missing = [k for k in TMA_SEGMENT_KEYS if self.tma_segment_seconds
+                   and k not in self.tma_segment_seconds]
+        if missing:
+            raise ValueError(f"tma_segment_seconds needs every entry ({', '.join(TMA_SEGMENT_KEYS)}"
+                             f") or none; missing: {', '.join(missing)}")
         for key, value in (self.tma_segment_seconds or {}).items():
             if key not in TMA_SEGMENT_KEYS:
                 raise ValueError(f"tma_segment_seconds: unknown key {key!r}; allowed: "

@@ -360,7 +360,7 @@ class Prediction:
             return None
         taken, path, alone = self._memory_path(heavy)
         floor = heavy.cost.l2_request_seconds
-        if (not (isinstance(floor, (int, float)) and floor == 0) and taken > path * 1.05
+        if (not (isinstance(floor, (int, float)) and floor == 0) and taken > path
                 and float(floor) >= taken * (1 - 1e-9)):
             return "l2 requests", taken, path, alone
         if heavy.cost.bytes_in_flight is not None and taken > path * 1.05:
@@ -535,7 +535,9 @@ class Prediction:
         prediction's clock: ``{"kernel: field/what": seconds}``, largest first. Tensor,
         FMA-pipe, ALU, MUFU, shared-memory and HBM terms, and fp32 reductions into L2 on the
         memory path (``perfsim.timing.memory_path_seconds``; on a GPU with a measured
-        reduction rate); L2 hits and emulated exps take no time of their own here (the
+        reduction rate), and the L2's time for a TMA kernel's row segments
+        (``l2 requests/TMA row segments``, ``KernelCost.l2_request_seconds``: a floor under
+        the memory path, not a count); L2 hits and emulated exps take no time of their own here (the
         latter are counted in FMA-pipe terms). The counts
         as counted, without whole-tile padding or tail effects, so the terms of one unit add
         up to at most that unit's time; an eager kernel's HBM terms at its measured ceiling
@@ -565,6 +567,10 @@ class Prediction:
                 seconds = float(value) / float(rate[unit]) if unit else 0.0
                 if seconds > 0:
                     out[f"{k.cost.name}: {key}"] = out.get(f"{k.cost.name}: {key}", 0) + seconds
+            floor = float(k.cost.l2_request_seconds)
+            if floor > 0:
+                # the L2's time for the kernel's TMA row segments (a floor on its memory path)
+                out[f"{k.cost.name}: l2 requests/TMA row segments"] = floor
         return dict(sorted(out.items(), key=lambda item: -item[1]))
 
     def explain(self) -> str:
@@ -685,6 +691,14 @@ class Prediction:
         load_path = self._load_path_line(heavy, reading)     # heavy is heavy_hbm
         if load_path:
             lines.append(load_path)
+        for other in self.kernels:
+            # another kernel of the call (a fwd_bwd's forward) whose memory path is the
+            # L2's TMA row segments, when it is a noticeable part of the call
+            if other is heavy or other.seconds < 0.05 * self.seconds:
+                continue
+            other_reading = self._hbm_reading(other)
+            if other_reading and other_reading[0] == "l2 requests":
+                lines.append(self._load_path_line(other, other_reading))
         lines.append(self._clock_line())
         if self.workload.phase == "fwd_bwd" and self.power_w is not None:
             lines.append("The forward and the backward share that clock: the power limit "

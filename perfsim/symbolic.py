@@ -22,11 +22,14 @@ Closed forms count the tiles as visited; the numeric path also times the padding
 tiles on the SM units (``perfsim.algorithms.base.with_whole_tiles``), and flash-attn 2 and
 FlexAttention run a head dim between compiled ones at the next compiled width (closed forms
 keep d and d_v as they are), so SM-side times agree at tile multiples and compiled head dims.
-Closed forms also leave out the per-tile bound checks a kernel runs when a length is not a
-multiple of its tile (``FusedAttention.bound_check_terms``: ALU and FMA-pipe instructions per
-score element), so ``alu_ops`` and ``fp32_flops`` agree where the checks do not run — lengths
-that are multiples of the tile (of 128 for FlexAttention and cuDNN), and for flash-attn 2's
-backward also a compiled head dim of at most 128 equal to the call's, no window, no varlen.
+Closed forms leave out the floor the L2's TMA row segments put under an FA3-class kernel's
+memory path (``KernelCost.l2_request_seconds``, numeric shapes only;
+:func:`compute_bound_seqlen`, which evaluates numeric lengths, includes it). They also leave
+out the per-tile bound checks a kernel runs when a length is not a multiple of its tile
+(``FusedAttention.bound_check_terms``: ALU and FMA-pipe instructions per score element), so
+``alu_ops`` and ``fp32_flops`` agree where the checks do not run — lengths that are
+multiples of the tile (of 128 for FlexAttention and cuDNN), and for flash-attn 2's backward
+also a compiled head dim of at most 128 equal to the call's, no window, no varlen.
 The other counts (tensor FLOPs, bytes, exps) agree everywhere for the same tiles
 (``tests/test_symbolic.py``). Tiles left to FA2 (``options={}``) are fixed stand-ins while the
 sizes are symbols (``fa2.SYMBOLIC_FWD_TILE``, ``SYMBOLIC_BWD_TILE``: flash-attn 2's launch table
@@ -142,17 +145,27 @@ def unit_seconds(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16"
 
 def _unit_totals(kernels, gpu, params) -> dict:
     """Per unit, Σ demand / rate over ``kernels`` (the demand and rates of
-    ``perfsim.timing.time_kernel``, without its tail effect)."""
+    ``perfsim.timing.time_kernel``, without its tail effect). The ``hbm`` unit is each
+    kernel's memory path, or the L2's time for its TMA row segments where that is longer
+    (``KernelCost.l2_request_seconds``: numeric shapes only, 0 in a closed form); not the
+    CTAs' load path."""
     out = dict.fromkeys(UNITS, 0)
     for k in kernels:
         rate = rates(gpu, k, params)
         demand = {**k.sm_demand(), "hbm": k.hbm_bytes}
         for u in UNITS:
-            out[u] = out[u] + (cuda_core_seconds(demand["fp32"], demand.get("alu", 0), rate)
-                               if u == "fp32" else
-                               gemm_seconds(k, demand[u], rate) if u == "tensor" and k.gemms
-                               else memory_path_seconds(k, gpu, rate[u]) if u == "hbm"
-                               else demand[u] / rate[u])
+            if u == "hbm":
+                value = memory_path_seconds(k, gpu, rate[u])
+                floor = k.l2_request_seconds
+                if not (isinstance(floor, (int, float)) and floor == 0):
+                    value = max(value, floor)
+            elif u == "fp32":
+                value = cuda_core_seconds(demand["fp32"], demand.get("alu", 0), rate)
+            elif u == "tensor" and k.gemms:
+                value = gemm_seconds(k, demand[u], rate)
+            else:
+                value = demand[u] / rate[u]
+            out[u] = out[u] + value
     return out
 
 
@@ -283,7 +296,8 @@ def compute_bound_seqlen(algorithm, gpu, *, batch: int, heads: int, head_dim: in
     the arithmetic intensity passes the GPU's ridge point (the 5090 post's roofline
     criterion). Evaluated on the kernels ``predict`` times (the algorithm's own tile choice
     for ``head_dim``), unit by unit as :func:`unit_seconds` (no tail effect, no launch
-    overhead), by bisection on ``N``; ``io_model`` as in :func:`counts`.
+    overhead; the HBM side is the memory path, or the L2's TMA row segments where longer),
+    by bisection on ``N``; ``io_model`` as in :func:`counts`.
 
     Returns:
         ``N``, or ``None`` if the tensor time stays below the HBM time up to ``max_seqlen``

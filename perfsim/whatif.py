@@ -62,6 +62,10 @@ class Override:
         if "." in self.field:
             key_top, key = self.field.split(".", 1)
             holder = data[key_top]
+            if holder is None:
+                raise PerfsimError(f"GPU override {self.field!r}: {data.get('id', 'this GPU')} "
+                                   f"has no {key_top} table (None: not measured there); "
+                                   f"set the whole table ({key_top} = {{...}}) instead")
             if not isinstance(holder, dict):
                 raise PerfsimError(f"GPU override {self.field!r}: {key_top} is a single "
                                    "value, not a table of entries")

@@ -38,10 +38,41 @@ def test_rows_sixteen_bytes_off_a_sector_take_the_half_entry():
 
 
 def test_the_table_is_checked():
-    for bad, why in (({"256": 1e-11}, "unknown key"), ({"128": "1e-11"}, "number"),
-                     ({"128": -1e-11}, "between"), ({"128": True}, "number")):
+    full = dict(H200.tma_segment_seconds)
+    for bad, why in (({**full, "256": 1e-11}, "unknown key"),
+                     ({**full, "128": "1e-11"}, "number"),
+                     ({**full, "128": -1e-11}, "between"), ({**full, "128": True}, "number"),
+                     ({"128": 1.4e-11}, "missing: 64, 32, 128/half")):
         with pytest.raises((PerfsimError, ValueError), match=why):
             H200.replace(tma_segment_seconds=bad)
+    # integer keys read as their text; an empty table is no table
+    assert H200.replace(tma_segment_seconds={int(k) if k.isdigit() else k: v
+                                             for k, v in full.items()}
+                        ).tma_segment_seconds == full
+    assert _fwd(232, H200.replace(tma_segment_seconds={})).seconds == pytest.approx(
+        _fwd(232, NO_TABLE).seconds, rel=1e-12)
+
+
+def test_a_dotted_override_on_a_gpu_without_the_table_says_so():
+    with pytest.raises(PerfsimError, match="b200 has no tma_segment_seconds table"):
+        perfsim.sweep(batch=2, heads=8, seqlen_q=4096, head_dim=232, gpus=["b200"],
+                      algorithms="flash-attn-cute",
+                      overrides={"tma_segment_seconds.32": [1e-11]})
+
+
+def test_paged_kv_gathered_with_cp_async_adds_no_segments():
+    def floor(page_size):
+        w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=4096, head_dim=232,
+                                      page_size=page_size)
+        p = perfsim.predict(w, gpu=H200, algorithm="flash-attn-cute")
+        return max(p.kernels, key=lambda k: k.seconds).cost.l2_request_seconds
+    # the forward's key tile at head dim 232 is 80 rows: a page of 80 keeps TMA
+    assert floor(80) == pytest.approx(floor(None))
+    assert 0 < floor(16) < 0.05 * floor(None)          # Q's rows only
+
+
+def test_rows_tma_cannot_describe_add_nothing():
+    assert tma_request_seconds(H200, [(1000, 80, 72, 1)]) == 0      # 72-byte fp8 rows
 
 
 def _fwd(d, gpu, algo="flash-attn-cute", phase="fwd"):
@@ -90,3 +121,16 @@ def test_explain_names_the_l2_requests_when_they_bind():
     assert "Bound by the L2's TMA requests" in text
     assert "tma_segment_seconds" in text
     assert "L2's TMA requests" not in _fwd(256, H200).explain()
+    # a fwd_bwd whose forward is bound there names it beside the backward
+    both = _fwd(232, H200, phase="fwd_bwd").explain()
+    assert "fa3_fwd's 'hbm' time" in both and "TMA loads row segment" in both
+
+
+def test_the_compute_bound_length_sees_the_floor():
+    from perfsim.symbolic import compute_bound_seqlen
+
+    at = dict(batch=2, heads=8, head_dim=232, max_seqlen=2**16)
+    # without the table the tensor time passes the HBM time; with it the L2's segments
+    # stay longer than the MMAs at every length
+    assert compute_bound_seqlen("flash-attn-cute", NO_TABLE, **at) is not None
+    assert compute_bound_seqlen("flash-attn-cute", H200, **at) is None

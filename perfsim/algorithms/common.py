@@ -255,7 +255,8 @@ def tma_request_seconds(gpu, loads) -> float:
     (``⌈tile row bytes / segment bytes⌉`` of :func:`tma_segment_bytes`) times
     ``gpu.tma_segment_seconds`` for that width, the ``/half`` entry where the tensor's rows
     are 16 bytes off whole 32-byte sectors (half of them then start half a sector in). 0 on a
-    GPU without that table. ``rows`` may be numpy arrays (sweeps).
+    GPU without that table; a load whose rows are not a multiple of 16 bytes (which TMA cannot
+    describe) adds nothing. ``rows`` may be numpy arrays (sweeps).
 
     Evidence (not attention timing): ``validate/probe_tma_rows.py`` on the H200 (the table's
     source in ``hardware/h200-sxm.toml``); Nsight Compute has flash_attn.cute's forward at
@@ -267,6 +268,9 @@ def tma_request_seconds(gpu, loads) -> float:
         return 0.0
     total = 0.0
     for rows, tile_elements, row_elements, element_bytes in loads:
+        if (int(row_elements) * int(element_bytes)) % 16:
+            # TMA needs 16-byte row strides: such rows are loaded another way (no segments)
+            continue
         seg = tma_segment_bytes(tile_elements, element_bytes)
         half = (int(row_elements) * int(element_bytes)) % 32 == 16
         key = f"{seg}/half" if half else str(seg)

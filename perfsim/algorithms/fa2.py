@@ -558,8 +558,12 @@ class FusedAttention(Algorithm):
             bytes_in_flight=self.kv_in_flight(dims, b_c), exp_after=EXP_AFTER,
             l2_request_seconds=self.tma_l2_seconds(dims, gpu, (
                 (bh * dims.N_q, kd, dims.d, e),
-                (kv_total / (ekv * dkv), kd, dims.d, ekv),
-                (kv_total / (ekv * dkv), kd_v, dims.d_v, ekv))),
+                # paged K/V gathered with cp.async unless a page is one key tile
+                # (flash_attn.cute's flash_fwd_sm90.py: TMA for "paged with page_size ==
+                # n_block_size", else the cp.async path): those rows are no TMA segments
+                *(() if dims.page_size and dims.page_size != b_c else (
+                    (kv_total / (ekv * dkv), kd, dims.d, ekv),
+                    (kv_total / (ekv * dkv), kd_v, dims.d_v, ekv))))),
             launch={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
                    "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail,
                    "packed_heads": dims.group, **self._padded_head_dims(dims)},
