@@ -1004,8 +1004,16 @@ def _tutorial_limits(dims) -> None:
         raise InfeasibleError("the tutorial kernel has no dropout")
 
 
+#: The library calls take Q, K and V already in fp8 (flash-attn 3's ``hopper/flash_api.cpp``
+#: with optional descale factors, flash_attn.cute's ``interface.py`` with
+#: ``torch.float8_e4m3fn`` tensors): quantising them is the caller's work, so the presets run
+#: FA3 without its preparation kernel (``FA3(quantize_inputs=False)``; the ``fa3`` algorithm
+#: keeps FA3 §3.3's Hadamard rotation and block quantisation of 16-bit inputs).
+LIBRARY_FP8_INPUTS_QUANTISED = True
+
+
 def _flash_attn_3(dims, gpu):
-    return algos.FA3()
+    return algos.FA3(quantize_inputs=not LIBRARY_FP8_INPUTS_QUANTISED)
 
 
 def _cute(dims, gpu):
@@ -1043,7 +1051,8 @@ def _cute(dims, gpu):
     # self.is_causal or self.is_local``, flash_fwd_sm90.py): no in-order tail
     return algos.FA3(block_m=block_m, block_n=block_n, bwd_block_m=bwd_m, bwd_block_n=bwd_n,
                      num_splits=1, pack_gqa=pack, persistent=False,
-                     compiled_head_dims="cute-sm90", lpt_scheduling=True)
+                     compiled_head_dims="cute-sm90", lpt_scheduling=True,
+                     quantize_inputs=not LIBRARY_FP8_INPUTS_QUANTISED)
 
 
 #: name -> (f(dims, gpu) -> algorithm config, what it is, extra Implementation fields[,

@@ -493,6 +493,11 @@ class Prediction:
         note = stand_in(self.gpu, self.workload) if stand_in else None
         if note:
             out.append(note)
+        if any(k.cost.name == "fp8_prepare" for k in self.kernels):
+            out.append("includes fp8_prepare: FlashAttention-3 §3.3's Hadamard rotation and "
+                       "block quantisation of 16-bit Q, K and V before the fp8 kernel "
+                       "(FA3(quantize_inputs=True)); for a call on fp8 tensors quantised "
+                       "beforehand use FA3(quantize_inputs=False) or the flash-attn-3 preset")
         if not self.fits_memory:
             out.append(f"does not fit: needs {self.memory_bytes / 2**30:.1f} GiB, "
                        f"{self.gpu.id} has {self.gpu.hbm_bytes / 2**30:.1f} GiB")

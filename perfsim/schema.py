@@ -64,17 +64,17 @@ class InfeasibleRecord(BaseModel):
 
 
 def schema() -> dict:
-    """JSON Schema of one ``--json`` record (a list of them for ``all`` / ``presets``): one of
-    the two record layouts, their shared definitions under the root's ``$defs`` (so standard
-    validators resolve every ``$ref``)."""
+    """JSON Schema of what ``--json`` prints: one record (one of the two record layouts), or
+    for ``--algorithm all`` / ``presets`` a list of them; the layouts' shared definitions sit
+    under the root's ``$defs`` (so standard validators resolve every ``$ref``)."""
     from pydantic.json_schema import models_json_schema
 
     refs, top = models_json_schema([(PredictionRecord, "validation"),
                                     (InfeasibleRecord, "validation")])
+    record = [refs[(PredictionRecord, "validation")], refs[(InfeasibleRecord, "validation")]]
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "title": "perfsim prediction", "$defs": top["$defs"],
-            "oneOf": [refs[(PredictionRecord, "validation")],
-                      refs[(InfeasibleRecord, "validation")]]}
+            "oneOf": [*record, {"type": "array", "items": {"oneOf": record}}]}
 
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "docs" / "prediction.schema.json"

@@ -1212,3 +1212,27 @@ def test_profiled_shared_memory_is_taken_less_the_profiling_gpus_reservation():
 
     assert impls.NCU_DRIVER_SMEM_BYTES == perfsim.load_gpu("h200-sxm").smem_reserved_per_cta_bytes
     assert impls.FLEX_BWD_SMEM[63] + impls.NCU_DRIVER_SMEM_BYTES == 67_584   # as profiled
+
+
+def test_fp8_library_calls_take_quantised_inputs_and_fa3_says_when_it_quantises():
+    """flash-attn 3's and flash_attn.cute's calls take fp8 tensors (quantising is the
+    caller's): the presets launch the attention kernel alone; the ``fa3`` algorithm keeps FA3
+    §3.3's preparation kernel and says so in its notes (a fresh user found 403 MB of bf16
+    reads charged to a workload declared fp8)."""
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=8192, head_dim=128,
+                                  dtype="fp8_e4m3")
+    for preset in ("flash-attn-3", "flash-attn-cute"):
+        p = perfsim.predict(w, gpu="h100-sxm5", algorithm=preset)
+        assert [k.cost.name for k in p.kernels] == ["fa3_fwd"]
+        assert not any("fp8_prepare" in n for n in p.notes())
+    paper = perfsim.predict(w, gpu="h100-sxm5", algorithm="fa3")
+    assert paper.kernels[0].cost.name == "fp8_prepare"
+    assert any("quantize_inputs=False" in n for n in paper.notes())
+
+
+def test_fa4_head_dims_whose_q_and_o_crowd_out_the_kv_ring_are_refused_with_the_reason():
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=256,
+                                  head_dim_v=128)
+    with pytest.raises(perfsim.InfeasibleError,
+                       match=r"room for 1 K/V stage\(s\) of 65536 B where it needs 2"):
+        perfsim.predict(w, gpu="b200", algorithm="fa4")

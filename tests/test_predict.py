@@ -151,10 +151,15 @@ def test_cli_json_output_validates_against_the_committed_schema_file(extra, caps
     assert main(["predict", "--gpu", "h100-sxm5", "--batch", "2", "--heads", "8",
                  "--seqlen", "1024", "--head-dim", "128", "--json", *extra]) == 0
     out = json.loads(capsys.readouterr().out)
+    # the whole output (one record, or the list of ``all`` / ``presets``) as printed
+    jsonschema.validate(out, committed)
     records = out if isinstance(out, list) else [out]
     assert records
     for record in records:
         jsonschema.validate(record, committed)
+    if isinstance(out, list):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate([{"algorithm": "fa2"}], committed)
 
 
 # ----------------------------------------------------------------- the unit a pipeline names

@@ -257,8 +257,18 @@ class FA4(Algorithm):
         q_tiles, b_c = self.fwd_tiles(dims, gpu) if dims.fwd else self.tmem_tiles(dims, gpu)
         b_r = MMA_ROWS * q_tiles
         smem, stages, stage_bytes = self.fwd_smem(dims, q_tiles, b_c)
-        if not dims.symbolic and (smem > gpu.smem_bytes_per_block or stages < KV_STAGES):
-            raise InfeasibleError(f"fa4 tiles need {max(smem, 0)} B of shared memory with "
+        if not dims.symbolic and stages < KV_STAGES:
+            # sm100: Q and O leave the K/V ring fewer than two stages of the 224 KiB budget
+            q_o = smem - max(stages, 0) * stage_bytes
+            raise InfeasibleError(
+                f"fa4's forward CTA of {q_tiles} Q tile(s) of {MMA_ROWS} rows at head dims "
+                f"({dims.d}, {dims.d_v}) keeps Q and O in {q_o} B of its {FWD_SMEM_BUDGET} B "
+                f"shared-memory budget, room for {max(stages, 0)} K/V stage(s) of "
+                f"{stage_bytes} B where it needs {KV_STAGES} (flash_fwd_sm100.py); the "
+                "reference itself takes head dims up to 128, (192, 128), (256, 256) and "
+                "d_v = 512 on sm100 (interface.py _validate_head_dims)")
+        if not dims.symbolic and smem > gpu.smem_bytes_per_block:
+            raise InfeasibleError(f"fa4 tiles need {smem} B of shared memory with "
                                   f"{KV_STAGES} K/V stages; {gpu.id} allows "
                                   f"{gpu.smem_bytes_per_block} B per CTA")
         out = []
