@@ -386,13 +386,9 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
         if not chosen:
             raise PerfsimError(f"{name}: an empty list; give at least one, or leave it out "
                                f"for all")
-    for name, value in (("batch", batch), ("heads", heads), ("seqlen_q", seqlen_q),
-                        ("kv_heads", kv_heads), ("seqlen_k", seqlen_k)):
-        if value is not None:
-            _ints(name, value)
-    grid_rows = (len(_listify(batch)) * len(_listify(heads)) * len(_listify(seqlen_q))
-                 * (1 if kv_heads is None else len(_listify(kv_heads)))
-                 * (1 if seqlen_k is None else len(_listify(seqlen_k))))
+    _ints("batch", batch)
+    grid_rows = (len(_listify(batch)) * len(_pairs("heads", heads, "kv_heads", kv_heads))
+                 * len(_pairs("seqlen_q", seqlen_q, "seqlen_k", seqlen_k)))
     options = parse_overrides(overrides or {})
     # a table entry a GPU lacks is a bad grid, found now (not when its rows are evaluated)
     for spec in specs:
@@ -766,12 +762,19 @@ def _ints(name: str, value) -> np.ndarray:
 
 
 def _pairs(first: str, a, second: str, b) -> np.ndarray:
-    """``(n, 2)`` pairs: ``a`` with itself when ``b`` is None, else ``a × b``."""
+    """``(n, 2)`` pairs: ``a`` with itself when ``b`` is None, else ``a × b``, where a ``None``
+    entry of a list ``b`` pairs each ``a`` with itself (``kv_heads=[None, 2]``: every head
+    count as multi-head attention and with 2 K/V heads); a pair given twice is kept once."""
     a = _ints(first, a)
     if b is None:
         return np.stack([a, a], axis=1)
-    b = _ints(second, b)
-    return np.array(list(itertools.product(a, b)), dtype=np.int64).reshape(-1, 2)
+    listed = _listify(b)
+    numbers = [v for v in listed if v is not None]
+    checked = iter(_ints(second, numbers).tolist() if numbers else [])
+    b = [None if v is None else next(checked) for v in listed]
+    pairs = dict.fromkeys((int(x), int(x) if y is None else y)
+                          for x, y in itertools.product(a.tolist(), b))
+    return np.array(list(pairs), dtype=np.int64).reshape(-1, 2)
 
 
 class _Grid:

@@ -370,3 +370,27 @@ def test_scale_factors_must_be_finite_and_positive(factor):
 def test_unknown_or_missing_fields_are_one_clear_error(kwargs, match):
     with pytest.raises(perfsim.PerfsimError, match=match):
         sweep(batch=1, heads=1, seqlen_q=64, gpus="h100-sxm5", algorithms="fa2", **kwargs)
+
+
+def test_none_in_a_kv_heads_or_seqlen_k_list_follows_heads_or_seqlen_q():
+    """``kv_heads=[None, 2]``: each head count as multi-head attention and with 2 K/V heads
+    (a fresh user found MHA and GQA could not share one sweep); each row as ``predict``."""
+    df = perfsim.sweep(batch=2, heads=[8, 16], kv_heads=[None, 2], seqlen_q=[1024, 2048],
+                       seqlen_k=[None, 4096], head_dim=64, gpus="h100-sxm5",
+                       algorithms="fa2")
+    assert len(df) == 16
+    assert sorted(set(zip(df.heads, df.kv_heads))) == [(8, 2), (8, 8), (16, 2), (16, 16)]
+    assert sorted(set(zip(df.seqlen_q, df.seqlen_k))) == [(1024, 1024), (1024, 4096),
+                                                          (2048, 2048), (2048, 4096)]
+    for row in df.itertuples():
+        w = perfsim.AttentionWorkload(batch=2, heads=row.heads, kv_heads=row.kv_heads,
+                                      seqlen_q=row.seqlen_q, seqlen_k=row.seqlen_k,
+                                      head_dim=64)
+        assert row.seconds == pytest.approx(
+            perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2").seconds, rel=1e-9)
+    # a pair named twice is one row; a bad entry beside None is still refused
+    assert len(perfsim.sweep(batch=1, heads=8, kv_heads=[None, 8], seqlen_q=512, head_dim=64,
+                             gpus="h100-sxm5", algorithms="fa2")) == 1
+    with pytest.raises(perfsim.PerfsimError, match="kv_heads must be integers"):
+        perfsim.sweep(batch=1, heads=8, kv_heads=[None, 0], seqlen_q=512, head_dim=64,
+                      gpus="h100-sxm5", algorithms="fa2")
