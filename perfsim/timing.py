@@ -16,7 +16,9 @@ For one kernel on one GPU:
   they take turns with the HBM stream); for a kernel that
   states its loads in flight per CTA (``KernelCost.bytes_in_flight``) the rate is at most
   ``resident CTAs × bytes_in_flight / load_latency_s`` (Little's law: a small grid, as in
-  decode, cannot keep enough bytes in flight to reach the peak).
+  decode, cannot keep enough bytes in flight to reach the peak); and never less than the
+  L2's time for a TMA kernel's row segments (``KernelCost.l2_request_seconds``,
+  ``GPUSpec.tma_segment_seconds``).
 * Overlap: the kernel's rule groups units; units in a group add, groups overlap (max).
 * Unpipelined kernels (``KernelCost.load_chain``): per SM, the resident CTAs circulate
   through a load latency (``GPUSpec.load_latency_s`` per wait; the waits of different CTAs
