@@ -1073,7 +1073,7 @@ IMPLEMENTATIONS: dict[str, tuple] = {
     "eager": (lambda dims, gpu: algos.Standard(mask_op="masked_fill"),
               "eager PyTorch: matmul, scale, masked_fill, softmax, matmul",
               {"software": "sdpa-math"}),
-    "flex": (_flex, "torch.compile(flex_attention)", {}, _flex_limits),
+    "flex": (_flex, "torch.compile(flex_attention)", {"software": "flex"}, _flex_limits),
     "flash-attn-2": (lambda dims, gpu: algos.FA2(), "flash_attn.flash_attn_func (v2)", {},
                      _flash_attn_2_limits),
     "flash-attn-3": (_flash_attn_3, "flash_attn_interface.flash_attn_func (v3, Hopper)", {},

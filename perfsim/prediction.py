@@ -417,8 +417,11 @@ class Prediction:
         if not host:
             return None
         t = self.timing
+        unmasked = ("" if t.host_floor_fwd_unmasked_s is None else
+                    f" ({t.host_floor_fwd_unmasked_s * 1e6:.1f} us with no mask)")
         return (f"The host sets a floor: a forward call takes at least "
-                f"{t.host_floor_fwd_s * 1e6:.1f} us and a backward {t.host_floor_bwd_s * 1e6:.1f} "
+                f"{t.host_floor_fwd_s * 1e6:.1f} us{unmasked} and a backward "
+                f"{t.host_floor_bwd_s * 1e6:.1f} "
                 f"us (software profile; hardware/software/*.toml), so {host * 1e6:.1f} us of "
                 f"this call is the GPU waiting for the host. Kernels alone: "
                 f"{(self.seconds - host) * 1e6:.1f} us (TimingParams host floors 0, or "

@@ -5,7 +5,8 @@ An attention call from PyTorch is more than its kernels' GPU time:
 * each kernel launch leaves a gap on the GPU (``launch_overhead_s``);
 * the host needs some time per call to dispatch it (Python, the dispatcher, autograd for the
   backward); when the GPU work is shorter than that, calls issued back to back are paced by
-  the host, so a call takes ``max(GPU time, host floor)`` — per phase (``host_floor_*_s``);
+  the host, so a call takes ``max(GPU time, host floor)`` — per phase (``host_floor_*_s``;
+  a forward without any mask may have its own, ``host_floor_fwd_unmasked_s``);
 * PyTorch's own elementwise kernels (the eager path) reach only a fraction of the HBM copy
   bandwidth: ``torch.softmax`` by row length, ``masked_fill_`` with a broadcast mask.
 
@@ -45,6 +46,11 @@ class SoftwareProfile(BaseModel):
                                     "a call takes at least this long (s)")
     host_floor_bwd_s: float = Field(ge=0, le=1.0, description="host time per backward call "
                                     "(autograd included) (s)")
+    host_floor_fwd_unmasked_s: float | None = Field(
+        default=None, ge=0, le=1.0, description="host time per forward call of attention "
+        "with no mask (no causal mask, no window), where the call path does more host work "
+        "than with one (FlexAttention without a BlockMask builds an empty one in every call) "
+        "(s); None: host_floor_fwd_s")
     eager_softmax: dict[int, float] = Field(
         default_factory=dict, description="row length -> fraction of the HBM copy bandwidth "
         "torch.softmax reaches (interpolated in log2 of the row length)")

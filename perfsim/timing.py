@@ -145,6 +145,9 @@ class TimingParams(BaseModel):
             fraction below it, 1 past the last; empty = 1.
         host_floor_fwd_s, host_floor_bwd_s: host time per forward / backward call; a call's
             phase takes at least this long (software profile).
+        host_floor_fwd_unmasked_s: host time per forward call of attention with no mask (no
+            causal mask, no window), where the software's call path differs (FlexAttention
+            without a BlockMask); ``None``: ``host_floor_fwd_s``.
         clock: the SM clock the call runs at. ``"sustained"`` (default): where the GPU's
             power model (``GPUSpec.power``, :mod:`perfsim.power`) puts it under this call's
             load — its ceiling when the call stays under the board power limit, lower when
@@ -172,6 +175,7 @@ class TimingParams(BaseModel):
     sgemm_width: tuple[tuple[float, float], ...] = ()
     host_floor_fwd_s: float = Field(default=0.0, ge=0)
     host_floor_bwd_s: float = Field(default=0.0, ge=0)
+    host_floor_fwd_unmasked_s: float | None = Field(default=None, ge=0)
     clock: Literal["sustained", "boost", "datasheet"] | float = "sustained"
 
     def __init__(self, **fields):
@@ -215,10 +219,11 @@ class TimingParams(BaseModel):
     @field_validator("hbm_efficiency", "tensor_efficiency", "launch_overhead_s",
                      "cta_overhead_s", "eager_broadcast_fill", "eager_strided_copy",
                      "sgemm_peak_fraction", "sgemm_tile_overhead_k", "host_floor_fwd_s",
-                     "host_floor_bwd_s", mode="before")
+                     "host_floor_bwd_s", "host_floor_fwd_unmasked_s", mode="before")
     @classmethod
     def _number(cls, value, info):
-        if value is None and info.field_name in ("hbm_efficiency", "cta_overhead_s"):
+        if value is None and info.field_name in ("hbm_efficiency", "cta_overhead_s",
+                                                 "host_floor_fwd_unmasked_s"):
             return value
         return _finite(value)
 
@@ -264,6 +269,7 @@ class TimingParams(BaseModel):
         base = {"launch_overhead_s": sw.launch_overhead_s,
                 "host_floor_fwd_s": sw.host_floor_fwd_s,
                 "host_floor_bwd_s": sw.host_floor_bwd_s,
+                "host_floor_fwd_unmasked_s": sw.host_floor_fwd_unmasked_s,
                 "eager_softmax": sw.table("eager_softmax"),
                 "eager_softmax_masked": sw.table("eager_softmax_masked"),
                 "eager_broadcast_fill": sw.eager_broadcast_fill,
@@ -285,8 +291,21 @@ class TimingParams(BaseModel):
                                               else _measured_share("eager_broadcast_fill",
                                                                    cal.eager_broadcast_fill,
                                                                    bw)))
+        if "host_floor_fwd_s" in overrides and "host_floor_fwd_unmasked_s" not in overrides:
+            # a forward floor set by hand (0 for kernel time alone) holds for every forward
+            base["host_floor_fwd_unmasked_s"] = None
         base.update(overrides)
         return cls(**base)
+
+    def host_floor(self, phase: str, masked: bool) -> float:
+        """Host seconds per call of ``phase`` (``"fwd"`` or ``"bwd"``): the forward floor of
+        attention without a mask (``masked`` false) is ``host_floor_fwd_unmasked_s`` when
+        that is set."""
+        if phase == "bwd":
+            return self.host_floor_bwd_s
+        if not masked and self.host_floor_fwd_unmasked_s is not None:
+            return self.host_floor_fwd_unmasked_s
+        return self.host_floor_fwd_s
 
     def eager_efficiency(self, cost: KernelCost):
         """Reachable fraction of HBM bandwidth for an eager kernel (1 when not measured)."""

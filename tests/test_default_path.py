@@ -21,6 +21,7 @@ from perfsim.algorithms.fa2_launch import (
 from perfsim.algorithms.fa3 import wgmma_operand_reads
 from perfsim.implementations import implementations
 from perfsim.queueing import closed_cycle
+from perfsim.software import load_software
 from perfsim.timing import TimingParams, edge_seconds
 
 W = perfsim.AttentionWorkload
@@ -168,6 +169,46 @@ def test_host_floor_bounds_a_tiny_call():
     both = perfsim.predict(w.model_copy(update={"phase": "fwd_bwd"}), "h200-sxm", "fa2")
     assert both.seconds == pytest.approx(params.host_floor_fwd_s + params.host_floor_bwd_s)
     assert both.bound == "host"
+
+
+def test_flex_floors_are_its_own_and_an_unmasked_forward_pays_the_empty_mask():
+    """FlexAttention's call path (torch.compile's guards, the BlockMask) costs more host time
+    than SDPA's: its profile's floors, measured on the smallest prefill-template call
+    (hardware/software/flex.toml); without a mask it builds an empty one every forward."""
+    flex = load_software("flex")
+    assert flex.host_floor_fwd_s < flex.host_floor_fwd_unmasked_s
+    tiny = W(batch=1, heads=1, seqlen_q=128, head_dim=64, dtype="bf16")
+    cases = ((tiny.model_copy(update={"causal": True}), flex.host_floor_fwd_s),
+             (tiny.model_copy(update={"window": (32, 0)}), flex.host_floor_fwd_s),
+             (tiny, flex.host_floor_fwd_unmasked_s),
+             (tiny.model_copy(update={"phase": "bwd"}), flex.host_floor_bwd_s),
+             (tiny.model_copy(update={"phase": "bwd", "causal": True}), flex.host_floor_bwd_s))
+    for w, floor in cases:
+        p = perfsim.predict(w, "h200-sxm", "flex")
+        assert p.bound == "host" and p.seconds == pytest.approx(floor, rel=1e-12), w
+    both = perfsim.predict(tiny.model_copy(update={"phase": "fwd_bwd"}), "h200-sxm", "flex")
+    assert both.seconds == pytest.approx(flex.host_floor_fwd_unmasked_s
+                                         + flex.host_floor_bwd_s, rel=1e-12)
+    assert "with no mask" in perfsim.predict(tiny, "h200-sxm", "flex").explain()
+    # SDPA's forward has one floor, masked or not
+    sdpa = [perfsim.predict(w, "h200-sxm", "sdpa-flash").seconds
+            for w in (tiny, tiny.model_copy(update={"causal": True}))]
+    assert sdpa[0] == sdpa[1] == pytest.approx(load_software("sdpa-flash")
+                                               .host_floor_fwd_s, rel=1e-12)
+
+
+def test_a_forward_floor_set_by_hand_holds_masked_or_not():
+    """Kernel time alone (``--kernel-only``: both floors 0) must not keep the profile's
+    unmasked forward floor."""
+    h200 = perfsim.load_gpu("h200-sxm")
+    tiny = W(batch=1, heads=1, seqlen_q=128, head_dim=64, dtype="bf16")
+    bare = perfsim.timing_for(h200, "flex", host_floor_fwd_s=0.0, host_floor_bwd_s=0.0)
+    assert bare.host_floor_fwd_unmasked_s is None and bare.host_floor("fwd", False) == 0.0
+    assert perfsim.predict(tiny, h200, "flex", timing=bare).seconds < 20e-6
+    own = perfsim.timing_for(h200, "flex", host_floor_fwd_unmasked_s=1e-3)
+    assert perfsim.predict(tiny, h200, "flex", timing=own).seconds == pytest.approx(1e-3)
+    with pytest.raises(perfsim.PerfsimError, match="host_floor_fwd_unmasked_s"):
+        TimingParams.for_gpu(h200, host_floor_fwd_unmasked_s=-1.0)
 
 
 def test_eager_ceilings_apply_to_catalog_gpus():

@@ -192,6 +192,10 @@ HOLDOUTS = {
                           "or whose flash_attn.cute forward tile takes a 32- or 64-byte "
                           "swizzle, N 2k-8k, causal, GQA, fp16; frozen for the L2's time per "
                           "TMA row segment (GPUSpec.tma_segment_seconds)",
+    "external-holdout34": "small causal grids whose busiest SM holds all its CTAs at once "
+                          "(2 CTAs per SM resident, 2 per SM launched: B = 1-4, N 1k-4k, head "
+                          "dims 64 and 128, GQA) and their non-causal twins; measured with "
+                          "the model frozen at 5c69548 to test base.in_order_tail there",
 }
 
 
