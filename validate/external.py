@@ -196,6 +196,9 @@ HOLDOUTS = {
                           "(2 CTAs per SM resident, 2 per SM launched: B = 1-4, N 1k-4k, head "
                           "dims 64 and 128, GQA) and their non-causal twins; measured with "
                           "the model frozen at 5c69548 to test base.in_order_tail there",
+    "external-holdout35": "small calls (B = 1-8, N 256-3072, head dims 64-128, causal, GQA, "
+                          "fp16), FlexAttention beside SDPA flash, cuDNN and memory-efficient; "
+                          "frozen at a0f2aeb for FlexAttention's host floors (flex.toml)",
 }
 
 
