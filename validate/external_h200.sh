@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Timing the attention kernels users call (validate/external.py) on the lent H200, from the repo
 # root, through the device tool's `run`. MODE (first argument):
-#   first  stash flash-attn-4 part A (.fa4/part-a carried), power microbenchmarks, then rows
-#   cute   install flash-attn-4 (validate/fa4_install.sh: part B whole, or in two runs when the
-#          tree with it is over the 64 MiB a run carries), then rows
+#   first  stash the flash-attn-4 pieces carried (.fa4/s/run-NN; validate/fa4_install.sh
+#          plan), power microbenchmarks, then rows
+#   cute   install flash-attn-4 (validate/fa4_install.sh install, carrying the last piece),
+#          then rows
 #   rows   rows only
 # Always carried: .whl (pydantic wheels) and .ext (Triton's tutorial kernel). Knobs: LIMIT
 # (seconds for the rows, default 400), GRID (external | external-holdout[2..13]), IMPLS (default all),
@@ -44,9 +45,9 @@ py() { (cd /tmp && python3 "$@"); }
 
 case "$MODE" in
   first)
-    step "stash flash-attn-4 part A"
-    if [ -d .fa4/part-a ]; then
-        bash validate/fa4_install.sh stash-a 2>&1 | tee -a "$LOG"
+    step "stash flash-attn-4 pieces"
+    if [ -d .fa4/s ]; then
+        bash validate/fa4_install.sh stash 2>&1 | tee -a "$LOG"
     fi
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit \
         --format=csv,noheader 2>&1 | tee -a "$LOG"
