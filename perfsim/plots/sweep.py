@@ -43,11 +43,25 @@ def _select(df: pd.DataFrame, facet) -> pd.DataFrame:
     return df[mask]
 
 
-def _title(facet) -> str:
-    return ", ".join(f"{v}" if f in ("gpu", "algorithm", "overrides") else
-                     f"{f}={v if v != '' else 'none'}" for f, v in facet)
+def _title(facet, width: int | None = None) -> str:
+    """A panel's title: its facet's values, wrapped at ``width`` characters between items
+    (a long title would run into the next panel's)."""
+    items = [f"{v}" if f in ("gpu", "algorithm", "overrides") else
+             f"{f}={v if v != '' else 'none'}" for f, v in facet]
+    if width is None:
+        return ", ".join(items)
+    lines, line = [], ""
+    for item in items:
+        if line and len(line) + 2 + len(item) > width:
+            lines.append(line + ",")
+            line = item
+        else:
+            line = f"{line}, {item}" if line else item
+    return "\n".join([*lines, line] if line else lines)
 
 
+#: Characters per line of a panel's title (panels 4.5 inches wide, 8-point type).
+TITLE_WIDTH = 48
 #: A sweep's text columns whose empty cells a CSV reader gives back as NaN.
 _TEXT_COLUMNS = ("infeasible", "bound", "window", "overrides", "kv_dtype")
 
@@ -105,7 +119,8 @@ def tflops_vs_seqlen(df: pd.DataFrame, x: str = "seqlen_q"):
                 ax.set_xticks(range(len(xs)), [_k(v) for v in xs])
             else:
                 ax.set_xscale("log", base=2)
-            ax.set(xlabel=x, ylabel="TFLOP/s", title=_title(row_facet + col_facet))
+            ax.set(xlabel=x, ylabel="TFLOP/s")
+            ax.set_title(_title(row_facet + col_facet, TITLE_WIDTH), fontsize=8)
             if not ax.get_legend_handles_labels()[0]:   # every row infeasible: say so
                 ax.text(0.5, 0.5, "no feasible rows", ha="center", va="center",
                         transform=ax.transAxes)
@@ -194,7 +209,8 @@ def _category_map(df, column: str, colors: dict, col_fields: list, x: str, y: st
                       origin="lower")
             ax.set_xticks(range(len(xs)), [_k(v) for v in xs], rotation=45, fontsize=7)
             ax.set_yticks(range(len(ys)), ys, fontsize=7)
-            ax.set(xlabel=x, ylabel=y, title=_title(row_facet + col_facet) or column)
+            ax.set(xlabel=x, ylabel=y)
+            ax.set_title(_title(row_facet + col_facet, TITLE_WIDTH) or column, fontsize=8)
     shown = [n for n in colors if n and (df[column].astype(str) == n).any()]
     if "infeasible" in df and (df["infeasible"].astype(str) != "").any():
         shown.append("")                               # the grey cells: "infeasible"
