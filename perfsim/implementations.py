@@ -532,7 +532,10 @@ class Implementation(Algorithm):
                                else workload.seqlens_q)) < FLEX_DECODING_BELOW):
             return ("FlexAttention runs its decoding template (flex_decoding, split over the "
                     f"keys) for fewer than {FLEX_DECODING_BELOW} query rows; perfsim has no "
-                    "model of it and times the prefill template in its place")
+                    "model of it and times the prefill template in its place, with the "
+                    "prefill call's host floor (the decoding call's host time measured "
+                    "148-216 us per forward at 64 query rows on the H200, "
+                    "validate/reports/h200/probes/probe_host_floor-flex-n64.json)")
         if (self.preset == "sdpa-cudnn" and workload is not None
                 and explicit_mask(Dims.of(workload)).any()):
             return ("SDPA's is_causal is the top-left mask when N_q < N_k, so the "

@@ -418,14 +418,17 @@ class Prediction:
             return None
         t = self.timing
         unmasked = ("" if t.host_floor_fwd_unmasked_s is None else
-                    f" ({t.host_floor_fwd_unmasked_s * 1e6:.1f} us with no mask)")
+                    f" ({t.host_floor_fwd_unmasked_s * 1e6:.1f} us with no mask passed)")
+        # the kernels' own time; the rest of the call is the GPU waiting for the host
+        # (bound_seconds["host"] also holds the kernel time of the phases a floor sets)
+        kernels = sum(k.seconds for k in self.kernels)
         return (f"The host sets a floor: a forward call takes at least "
                 f"{t.host_floor_fwd_s * 1e6:.1f} us{unmasked} and a backward "
                 f"{t.host_floor_bwd_s * 1e6:.1f} "
-                f"us (software profile; hardware/software/*.toml), so {host * 1e6:.1f} us of "
-                f"this call is the GPU waiting for the host. Kernels alone: "
-                f"{(self.seconds - host) * 1e6:.1f} us (TimingParams host floors 0, or "
-                "--kernel-only).")
+                f"us (software profile; hardware/software/*.toml), so "
+                f"{(self.seconds - kernels) * 1e6:.1f} us of this call is the GPU waiting for "
+                f"the host. Kernels alone: {kernels * 1e6:.1f} us (TimingParams host floors "
+                "0, or --kernel-only).")
 
     def _one_split_line(self, splits: int) -> list[str]:
         """Where the split count came from the reference's heuristic (``num_splits="auto"``),

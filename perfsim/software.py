@@ -82,6 +82,17 @@ class SoftwareProfile(BaseModel):
                              "starts from")
     sources: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("launch_overhead_s", "host_floor_fwd_s", "host_floor_bwd_s",
+                     "host_floor_fwd_unmasked_s", mode="before")
+    @classmethod
+    def _seconds(cls, value, info):
+        """A time in seconds: a real number (not a bool or a string)."""
+        if value is None and info.field_name == "host_floor_fwd_unmasked_s":
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{info.field_name} must be a number of seconds, got {value!r}")
+        return value
+
     @field_validator("eager_softmax", "eager_softmax_masked", "sgemm_width")
     @classmethod
     def _fractions(cls, table, info):
@@ -122,6 +133,9 @@ def load_software(profile: str = DEFAULT_SOFTWARE) -> SoftwareProfile:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
         if data.get("base"):
             base = load_software(data["base"]).model_dump()
+            if "host_floor_fwd_s" in data and "host_floor_fwd_unmasked_s" not in data:
+                # a profile that sets its own forward floor sets it for every forward
+                base["host_floor_fwd_unmasked_s"] = None
             sources = {**base["sources"], **data.get("sources", {})}
             data = {**base, **data, "sources": sources}
         for table in ("eager_softmax", "eager_softmax_masked", "sgemm_width"):

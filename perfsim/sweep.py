@@ -564,6 +564,8 @@ def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> di
     worst = float(np.prod([block[k].max() for k in ("batch", "heads", "seqlen_q", "seqlen_k")],
                           dtype=float)) * (scalar["head_dim"] + scalar["head_dim_v"])
     wide = np.float64 if worst >= _INT64_SAFE else np.int64
+    given_causal, given_window = scalar.get("_given_mask") or (scalar["causal"],
+                                                                tuple(scalar["_window"]))
     dims = algos.Dims(block["batch"].astype(wide), block["heads"].astype(wide),
                       block["kv_heads"].astype(wide), block["seqlen_q"], block["seqlen_k"],
                       scalar["head_dim"], scalar["head_dim_v"], scalar["causal"],
@@ -571,12 +573,11 @@ def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> di
                       window=scalar["_window"], softcap=scalar["softcap"],
                       kv_dtype=(scalar["kv_dtype"] if scalar["kv_dtype"] != scalar["dtype"]
                                 else None),
-                      page_size=scalar["page_size"] or None)
+                      page_size=scalar["page_size"] or None,
+                      mask_given=bool(given_causal) or tuple(given_window) != (None, None))
     kernels, seconds, unit_seconds, _, bound, clock_hz, power_w = evaluate(algo, dims, gpu,
                                                                            params)
     counts = Counts.total(kernels)
-    given_causal, given_window = scalar.get("_given_mask") or (scalar["causal"],
-                                                                tuple(scalar["_window"]))
     flops = convention_flops(block["batch"].astype(float), block["heads"], block["seqlen_q"],
                              block["seqlen_k"], scalar["head_dim"], scalar["head_dim_v"],
                              given_causal, given_window, scalar["phase"])

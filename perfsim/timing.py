@@ -145,9 +145,11 @@ class TimingParams(BaseModel):
             fraction below it, 1 past the last; empty = 1.
         host_floor_fwd_s, host_floor_bwd_s: host time per forward / backward call; a call's
             phase takes at least this long (software profile).
-        host_floor_fwd_unmasked_s: host time per forward call of attention with no mask (no
-            causal mask, no window), where the software's call path differs (FlexAttention
-            without a BlockMask); ``None``: ``host_floor_fwd_s``.
+        host_floor_fwd_unmasked_s: host time per forward call that passes no mask (no
+            causal mask, no window, fixed lengths), where the software's call path differs
+            (FlexAttention without a BlockMask); ``None``: ``host_floor_fwd_s``.
+            :meth:`for_gpu` overrides of ``host_floor_fwd_s`` reset it unless it is given
+            too; a ``model_copy`` or a constructor call sets each field as given.
         clock: the SM clock the call runs at. ``"sustained"`` (default): where the GPU's
             power model (``GPUSpec.power``, :mod:`perfsim.power`) puts it under this call's
             load — its ceiling when the call stays under the board power limit, lower when
@@ -300,7 +302,14 @@ class TimingParams(BaseModel):
     def host_floor(self, phase: str, masked: bool) -> float:
         """Host seconds per call of ``phase`` (``"fwd"`` or ``"bwd"``): the forward floor of
         attention without a mask (``masked`` false) is ``host_floor_fwd_unmasked_s`` when
-        that is set."""
+        that is set.
+
+        Raises:
+            perfsim.PerfsimError: ``phase`` is neither ``"fwd"`` nor ``"bwd"`` (a
+                ``fwd_bwd`` call pays both floors, one per phase)."""
+        if phase not in ("fwd", "bwd"):
+            raise PerfsimError(f"TimingParams.host_floor: phase must be 'fwd' or 'bwd' (a "
+                               f"fwd_bwd call pays one floor per phase), got {phase!r}")
         if phase == "bwd":
             return self.host_floor_bwd_s
         if not masked and self.host_floor_fwd_unmasked_s is not None:

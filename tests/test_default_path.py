@@ -180,6 +180,10 @@ def test_flex_floors_are_its_own_and_an_unmasked_forward_pays_the_empty_mask():
     tiny = W(batch=1, heads=1, seqlen_q=128, head_dim=64, dtype="bf16")
     cases = ((tiny.model_copy(update={"causal": True}), flex.host_floor_fwd_s),
              (tiny.model_copy(update={"window": (32, 0)}), flex.host_floor_fwd_s),
+             # a window that hides nothing is still a BlockMask handed to the call
+             (tiny.model_copy(update={"window": (4096, 4096)}), flex.host_floor_fwd_s),
+             (W(batch=2, heads=1, seqlen_q=128, head_dim=64, dtype="bf16",
+                seqlens_q=(96, 128)), flex.host_floor_fwd_s),
              (tiny, flex.host_floor_fwd_unmasked_s),
              (tiny.model_copy(update={"phase": "bwd"}), flex.host_floor_bwd_s),
              (tiny.model_copy(update={"phase": "bwd", "causal": True}), flex.host_floor_bwd_s))
@@ -189,7 +193,12 @@ def test_flex_floors_are_its_own_and_an_unmasked_forward_pays_the_empty_mask():
     both = perfsim.predict(tiny.model_copy(update={"phase": "fwd_bwd"}), "h200-sxm", "flex")
     assert both.seconds == pytest.approx(flex.host_floor_fwd_unmasked_s
                                          + flex.host_floor_bwd_s, rel=1e-12)
-    assert "with no mask" in perfsim.predict(tiny, "h200-sxm", "flex").explain()
+    p = perfsim.predict(tiny, "h200-sxm", "flex")
+    kernels = sum(k.seconds for k in p.kernels)
+    assert 0 < kernels < p.seconds
+    assert "with no mask" in p.explain()
+    assert (f"so {(p.seconds - kernels) * 1e6:.1f} us of this call is the GPU waiting"
+            in p.explain()) and f"Kernels alone: {kernels * 1e6:.1f} us" in p.explain()
     # SDPA's forward has one floor, masked or not
     sdpa = [perfsim.predict(w, "h200-sxm", "sdpa-flash").seconds
             for w in (tiny, tiny.model_copy(update={"causal": True}))]
@@ -209,6 +218,13 @@ def test_a_forward_floor_set_by_hand_holds_masked_or_not():
     assert perfsim.predict(tiny, h200, "flex", timing=own).seconds == pytest.approx(1e-3)
     with pytest.raises(perfsim.PerfsimError, match="host_floor_fwd_unmasked_s"):
         TimingParams.for_gpu(h200, host_floor_fwd_unmasked_s=-1.0)
+    with pytest.raises(perfsim.PerfsimError, match="phase must be 'fwd' or 'bwd'"):
+        bare.host_floor("fwd_bwd", True)
+    # a profile's floors are numbers of seconds, not flags
+    from perfsim.software import SoftwareProfile
+    data = {**load_software("flex").model_dump(), "host_floor_fwd_unmasked_s": True}
+    with pytest.raises(ValueError, match="number of seconds"):
+        SoftwareProfile.model_validate(data)
 
 
 def test_eager_ceilings_apply_to_catalog_gpus():

@@ -119,6 +119,10 @@ class Dims:
     #: one group of a variable-length batch, run by a ``cu_seqlens`` kernel
     #: (:func:`varlen_groups`).
     varlen: bool = False
+    #: the call hands the library a mask: causal, a window (even one that hides nothing, which
+    #: the kernels drop) or variable lengths — what a software path that builds a mask object
+    #: per call sees (FlexAttention's ``BlockMask``; ``TimingParams.host_floor``).
+    mask_given: bool = False
 
     @classmethod
     def of(cls, w: AttentionWorkload) -> Dims:
@@ -128,7 +132,7 @@ class Dims:
         return cls(w.batch, w.heads, w.kv_heads, w.seqlen_q, w.seqlen_k, w.head_dim,
                    w.head_dim_v, causal, w.dtype, w.phase, w.dropout_p, window, 1,
                    w.softcap, w.kv_dtype if w.kv_dtype != w.dtype else None, w.page_size,
-                   seqlens)
+                   seqlens, mask_given=w.masked or w.varlen)
 
     @property
     def e(self) -> int:
