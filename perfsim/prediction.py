@@ -463,7 +463,8 @@ class Prediction:
 
     def to_dict(self) -> dict:
         """The prediction as plain JSON-ready data (what ``perfsim predict --json`` prints):
-        workload, algorithm label, GPU id, time (s), TFLOP/s, binding unit, clock (Hz) and
+        workload, algorithm label, GPU id, time (s), TFLOP/s, binding unit and the time each
+        bound set, clock (Hz) and
         power (W), counts, memory, per kernel its times, grid, waves and named terms, and the
         :meth:`notes`. ``SCHEMA_VERSION`` names the layout."""
         c = self.counts
@@ -476,6 +477,7 @@ class Prediction:
             "executed_flops": self.executed_flops,
             "peak_tflops": self.peak_flops_per_s / 1e12,
             "unit_seconds": self.unit_seconds,
+            "bound_seconds": {b: float(t) for b, t in self.bound_seconds.items()},
             "counts": {k: float(getattr(c, k)) for k in c.__dataclass_fields__},
             "memory_bytes": self.memory_bytes, "fits_memory": self.fits_memory,
             "kernels": [{"name": k.cost.name, "seconds": float(k.seconds),

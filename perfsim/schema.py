@@ -43,6 +43,9 @@ class PredictionRecord(BaseModel):
     executed_flops: float
     peak_tflops: float
     unit_seconds: dict[str, float]
+    bound_seconds: dict[str, float] = Field(
+        description="per bound (a unit, latency, launch, host) the time it set (s); host: "
+        "the host floor's wait and the kernels of the phases a floor sets")
     counts: dict[str, float]
     memory_bytes: float
     fits_memory: bool
