@@ -162,7 +162,7 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
           window=None, kv_dtype=None, page_size=None, softcap=0.0,
           gpus: Iterable[str | GPUSpec] | str | GPUSpec | None = None,
           algorithms: Iterable[str | algos.Algorithm] | str | None = None,
-          overrides: dict | None = None, timing: TimingParams | None = None,
+          overrides: dict | None = None, timing: TimingParams | dict | None = None,
           progress: Progress | None = None,
           max_memory_bytes: int | None = None) -> pd.DataFrame:
     """Predict every combination of the values given; one DataFrame row each.
@@ -196,7 +196,10 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
             ``{field: [values]}`` sets a ``GPUSpec`` field, ``{field: {"scale": [factors]}}``
             multiplies it (every entry of a per-dtype table; integers are rounded); a dotted
             ``field.key`` addresses one table entry (``tensor_flops_per_clk_per_sm.bf16``).
-        timing: efficiency factors; default ``TimingParams.for_gpu`` of each GPU.
+        timing: a :class:`TimingParams` used for every group, or a dict of its fields set on
+            each (GPU, algorithm)'s defaults (``{"host_floor_fwd_s": 0,
+            "host_floor_bwd_s": 0}``: kernel time alone; ``{"clock": "boost"}``); default
+            ``TimingParams.for_gpu`` of each GPU under each algorithm's software profile.
         progress: called as ``progress(rows_done, rows_total)`` after each block.
         max_memory_bytes: refuse a sweep whose result needs more (about
             :data:`BYTES_PER_ROW` per row); default: half the memory available now.
@@ -219,7 +222,7 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
             memory (checked before any work: the message gives rows and bytes); ``timing``
             not a ``TimingParams``.
     """
-    check_timing(timing)
+    _check_timing(timing)
     grid, groups, evaluated = _evaluated_blocks(
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
         phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides,
@@ -239,7 +242,7 @@ def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=No
                  window=None, kv_dtype=None, page_size=None, softcap=0.0,
                  gpus: Iterable[str | GPUSpec] | str | GPUSpec | None = None,
                  algorithms: Iterable[str | algos.Algorithm] | str | None = None,
-                 overrides: dict | None = None, timing: TimingParams | None = None,
+                 overrides: dict | None = None, timing: TimingParams | dict | None = None,
                  progress: Progress | None = None) -> Iterator[pd.DataFrame]:
     """:func:`sweep`'s rows as a stream of DataFrames, one per evaluated block (at most
     :data:`CHUNK_ROWS` rows each), in :func:`sweep`'s row order and with its columns: memory
@@ -260,7 +263,7 @@ def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=No
             the iterator is returned); a GPU what-if is checked when its rows are reached
             (an invalid one gives infeasible rows, as in :func:`sweep`).
     """
-    check_timing(timing)
+    _check_timing(timing)
     grid, groups, evaluated = _evaluated_blocks(
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
         phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides,
@@ -346,8 +349,7 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
             if key not in whatifs:
                 whatifs[key] = what_if(spec, ovs)
             gpu, why = whatifs[key]
-            params = timing or TimingParams.for_gpu(
-                gpu or spec, getattr(algo, "software", DEFAULT_SOFTWARE))
+            params = _params(timing, gpu or spec, algo)
             unpacked = _unpacked(algo)
             for block in grid.blocks():
                 # pack_gqa=True changes nothing where H == H_kv: evaluate unpacked there (the
@@ -557,6 +559,26 @@ def _evaluate_mask(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict,
         mask = np.broadcast_to(mask, shape)
         reasons[mask & (reasons == "")] = reason
     return results, reasons
+
+
+def _check_timing(timing) -> None:
+    """``timing`` of a sweep: ``None``, a :class:`TimingParams` or a dict of its fields.
+
+    Raises:
+        perfsim.PerfsimError: anything else, or a dict a TimingParams refuses."""
+    if isinstance(timing, dict):
+        TimingParams(**timing)          # one clear error for a bad field, before any work
+        return
+    check_timing(timing)
+
+
+def _params(timing, gpu: GPUSpec, algo) -> TimingParams:
+    """The timing of one (GPU, algorithm) group: ``timing`` itself, or the GPU's defaults under
+    the algorithm's software profile with ``timing``'s fields (a dict) set on them."""
+    if isinstance(timing, TimingParams):
+        return timing
+    return TimingParams.for_gpu(gpu, getattr(algo, "software", DEFAULT_SOFTWARE),
+                                **(timing or {}))
 
 
 def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> dict:

@@ -163,3 +163,23 @@ def test_power_over_the_limit_is_a_note_saying_why(capsys):
     assert any("floor clock" in n for n in notes)
     assert main(["predict", "--gpu", "h100-sxm5", *shape, "--clock", "boost"]) == 0
     assert "clock 'boost' ignores the power limit" in capsys.readouterr().out
+
+
+def test_sweep_kernel_only_and_clock_as_predict(tmp_path, capsys):
+    """``perfsim sweep --kernel-only --clock MHz``: each row as ``perfsim predict`` with the
+    same flags (no host floor, the lock)."""
+    import json
+
+    import perfsim
+
+    config = tmp_path / "s.toml"
+    config.write_text('gpus = ["h200-sxm"]\nalgorithms = ["flex"]\n[workload]\nbatch = [1]\n'
+                      'heads = [8]\nseqlen_q = [128]\nhead_dim = [64]\n')
+    assert main(["sweep", str(config), "--kernel-only", "--clock", "1500", "--json",
+                 "--quiet"]) in (0, None)
+    row, = json.loads(capsys.readouterr().out)
+    w = perfsim.AttentionWorkload(batch=1, heads=8, seqlen_q=128, head_dim=64)
+    p = perfsim.predict(w, "h200-sxm", "flex", timing=perfsim.timing_for(
+        "h200-sxm", "flex", host_floor_fwd_s=0.0, host_floor_bwd_s=0.0, clock=1.5e9))
+    assert row["seconds"] == pytest.approx(p.seconds, rel=1e-12) and row["bound"] != "host"
+    assert main(["sweep", str(config), "--clock", "fast", "--quiet"]) == 2

@@ -394,3 +394,28 @@ def test_none_in_a_kv_heads_or_seqlen_k_list_follows_heads_or_seqlen_q():
     with pytest.raises(perfsim.PerfsimError, match="kv_heads must be integers"):
         perfsim.sweep(batch=1, heads=8, kv_heads=[None, 0], seqlen_q=512, head_dim=64,
                       gpus="h100-sxm5", algorithms="fa2")
+
+
+def test_timing_fields_apply_to_each_group_defaults():
+    """A dict of TimingParams fields is set on each (GPU, algorithm)'s own defaults — each
+    keeps its software profile's other fields — and every row equals predict with the same
+    fields; a TimingParams object is used as it is."""
+    kernel_only = {"host_floor_fwd_s": 0.0, "host_floor_bwd_s": 0.0}
+    # (grids big enough that the split-KV heuristic picks one split, as sweeps take it)
+    df = sweep(batch=1, heads=[8, 16], seqlen_q=[128, 2048], head_dim=64,
+               causal=[False, True], gpus=["h200-sxm", "a100-sxm4-80gb"],
+               algorithms=["flex", "sdpa-flash", "fa2"], timing=kernel_only)
+    assert (df["bound"] != "host").all()
+    for row in df.itertuples():
+        w = perfsim.AttentionWorkload(batch=1, heads=row.heads, seqlen_q=row.seqlen_q,
+                                      head_dim=64, causal=row.causal)
+        p = perfsim.predict(w, row.gpu, row.algorithm,
+                            timing=perfsim.timing_for(row.gpu, row.algorithm, **kernel_only))
+        assert row.seconds == pytest.approx(p.seconds, rel=1e-12) and row.bound == p.bound
+    locked = sweep(batch=1, heads=8, seqlen_q=4096, head_dim=64, gpus=["h200-sxm"],
+                   algorithms=["fa2"], timing={"clock": 1.5e9})
+    assert locked["clock_hz"].iloc[0] <= 1.5e9
+    with pytest.raises(perfsim.PerfsimError, match="TimingParams.clock"):
+        sweep(batch=1, heads=8, seqlen_q=128, head_dim=64, timing={"clock": "fast"})
+    with pytest.raises(perfsim.PerfsimError, match="TimingParams"):
+        sweep(batch=1, heads=8, seqlen_q=128, head_dim=64, timing={"no_such_field": 1})

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from perfsim import algorithms
-from perfsim.cli.common import print_table
+from perfsim.cli.common import _clock_arg, print_table
 from perfsim.errors import PerfsimError
 from perfsim.files import (
     FIGURE_EXTENSIONS,
@@ -176,6 +176,11 @@ def register_sweep(subparsers) -> None:
                    "summary then gives no medians). Chosen by itself, with a note, when the "
                    "rows would not fit in half the memory available")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary")
+    p.add_argument("--kernel-only", action="store_true",
+                   help="GPU time of the kernels alone: no host floor per call")
+    p.add_argument("--clock", default="sustained",
+                   help="SM clock: sustained (the power model), boost, datasheet, or a clock "
+                   "lock in MHz (as perfsim predict --clock)")
     p.set_defaults(func=_cmd_sweep)
 
 
@@ -184,6 +189,11 @@ def _cmd_sweep(args) -> int:
     from perfsim.sweep import sweep
 
     kwargs = load_sweep_config(args.config)
+    timing = {"host_floor_fwd_s": 0.0, "host_floor_bwd_s": 0.0} if args.kernel_only else {}
+    if args.clock != "sustained":
+        timing["clock"] = _clock_arg(args.clock)
+    if timing:
+        kwargs["timing"] = timing
     if args.dask and args.stream:
         raise PerfsimError("--stream goes without --dask: the Dask path writes its partitions "
                            "to --out DIR as they finish already")
