@@ -43,20 +43,51 @@ LONG, SHORT = 4096, 512
 PATTERNS = ("alone", "all_long", "all_short", "first_long", "even_long")
 
 
+def _placement(stamps) -> dict:
+    """What one launch's per-CTA stamps ``[(start ns, end ns, SM id), ...]`` (index order)
+    show: each CTA's SM, start and end (µs from the first start), the CTAs of each SM, and
+    how far apart in index order the CTAs that share an SM are (a histogram)."""
+    first = min(start for start, _, _ in stamps)
+    by_sm: dict[int, list[int]] = {}
+    for i, (_, _, sm) in enumerate(stamps):
+        by_sm.setdefault(int(sm), []).append(i)
+    gaps: dict[int, int] = {}
+    for ctas in by_sm.values():
+        for lo, hi in zip(ctas, ctas[1:]):
+            gaps[hi - lo] = gaps.get(hi - lo, 0) + 1
+    return {"cta_sm": [int(sm) for _, _, sm in stamps],
+            "cta_start_us": [round((st - first) / 1e3, 2) for st, _, _ in stamps],
+            "cta_end_us": [round((en - first) / 1e3, 2) for _, en, _ in stamps],
+            "sms_used": len(by_sm), "ctas_per_sm_max": max(map(len, by_sm.values())),
+            "index_gaps_on_one_sm": dict(sorted(gaps.items(), key=lambda kv: -kv[1])[:8])}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
-    ap.add_argument("--per-sm", default="2,4")
+    ap.add_argument("--per-sm", default="2,3,4")
     args = ap.parse_args(argv)
 
     import torch
     import triton
     import triton.language as tl
 
-    from perfsim.validate.probe_util import abc_tiles, back_to_back, nvml_handle, write_rows
+    from perfsim.validate.probe_util import (
+        abc_tiles,
+        attn_tile_step,
+        back_to_back,
+        nvml_handle,
+        smid_reader,
+        tick_readers,
+        write_rows,
+    )
+
+    step = attn_tile_step()
+    gtimer, _clock = tick_readers()
+    smid = smid_reader()
 
     @triton.jit
-    def loop(A, B, C, Y, long_iters, short_iters, sms, PATTERN: tl.constexpr,
+    def loop(A, B, C, Y, T, long_iters, short_iters, sms, PATTERN: tl.constexpr,
              BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr):
         pid = tl.program_id(0)
         if PATTERN == 0 or PATTERN == 1:          # alone, all_long
@@ -67,6 +98,8 @@ def main(argv=None) -> int:
             iters = tl.where(pid < sms, long_iters, short_iters)
         else:                                     # even_long
             iters = tl.where(pid % 2 == 0, long_iters, short_iters)
+        t0 = gtimer(pid)
+        sm = smid(pid)
         rm, rn, rd = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, D)
         a = tl.load(A + rm[:, None] * D + rd[None, :])
         b = tl.load(B + rd[:, None] * BN + rn[None, :])
@@ -76,18 +109,14 @@ def main(argv=None) -> int:
         l_i = tl.zeros((BM,), dtype=tl.float32)
         s = tl.zeros((BM, BN), dtype=tl.float32)
         for _ in range(iters):
-            # ``s * 0.0`` as the accumulator keeps ``A @ B`` in the loop (probe_mma_exp)
-            s = tl.dot(a, b, s * 0.0)
-            t = s * 0.0009765625
-            m_new = tl.maximum(m_i, tl.max(t, 1))
-            alpha = tl.exp2(m_i - m_new)
-            p = tl.exp2(t - m_new[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None]
-            acc = tl.dot(p.to(tl.bfloat16), c, acc)
-            m_i = m_new
+            s, acc, m_i, l_i = step(a, b, c, s, acc, m_i, l_i)
         acc = acc / l_i[:, None]
         tl.store(Y + pid.to(tl.int64) * BM * D + rm[:, None] * D + rd[None, :], acc)
+        # the loop's result is needed before the end stamp
+        t1 = gtimer(pid + (tl.sum(l_i, 0) > 1e30).to(tl.int32))
+        tl.store(T + pid * 3, t0)
+        tl.store(T + pid * 3 + 1, t1)
+        tl.store(T + pid * 3 + 2, sm.to(tl.int64))
 
     handle = nvml_handle()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -99,10 +128,11 @@ def main(argv=None) -> int:
             for index, pattern in enumerate(PATTERNS):
                 grid = sms if pattern == "alone" else per_sm * sms
                 y = torch.empty(grid * bm * d, device="cuda", dtype=torch.float32)
+                stamps = torch.zeros(grid * 3, device="cuda", dtype=torch.int64)
 
-                def call(grid=grid, y=y, index=index, tiles=(a, b, c_tile),
+                def call(grid=grid, y=y, stamps=stamps, index=index, tiles=(a, b, c_tile),
                          shape=(bm, bn, d, warps)):
-                    return loop[(grid,)](*tiles, y, LONG, SHORT, sms, PATTERN=index,
+                    return loop[(grid,)](*tiles, y, stamps, LONG, SHORT, sms, PATTERN=index,
                                          BM=shape[0], BN=shape[1], D=shape[2],
                                          num_warps=shape[3])
 
@@ -110,6 +140,9 @@ def main(argv=None) -> int:
                 torch.cuda.synchronize()
                 t = back_to_back(call, handle)
                 seconds[pattern] = t["seconds"]
+                call()                      # one more launch: its stamps are kept
+                torch.cuda.synchronize()
+                t.update(_placement(stamps.view(grid, 3).cpu().tolist()))
                 rows.append({"bm": bm, "bn": bn, "d": d, "warps": warps,
                              "ctas_per_sm": per_sm, "pattern": pattern, "grid": grid,
                              "long": LONG, "short": SHORT,
@@ -117,7 +150,7 @@ def main(argv=None) -> int:
                              "shared_bytes": getattr(compiled, "metadata", None) and
                              getattr(compiled.metadata, "shared", None), **t})
                 print(bm, bn, d, warps, per_sm, pattern, round(t["seconds"] * 1e6, 1), "us",
-                      flush=True)
+                      "gaps", t["index_gaps_on_one_sm"], flush=True)
             t1 = seconds["alone"] / LONG
             tc = seconds["all_long"] / LONG
             rows[-2]["readings_s"] = {

@@ -53,6 +53,10 @@ def _kernel():
     import triton
     import triton.language as tl
 
+    from perfsim.validate.probe_util import attn_tile_step
+
+    attn_tile = attn_tile_step()
+
     @triton.jit
     def loop(A, B, C, Y, iters, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
              MODE: tl.constexpr):
@@ -80,15 +84,7 @@ def _kernel():
             elif MODE == 2:                                  # exp: the exps alone
                 x = tl.exp2(x * 0.5 - 0.25)
             else:                                            # attn: one online-softmax tile
-                s = tl.dot(a, b, s * 0.0)
-                t = s * 0.0009765625
-                m_new = tl.maximum(m_i, tl.max(t, 1))
-                alpha = tl.exp2(m_i - m_new)
-                p = tl.exp2(t - m_new[:, None])
-                l_i = l_i * alpha + tl.sum(p, 1)
-                acc = acc * alpha[:, None]
-                acc = tl.dot(p.to(tl.bfloat16), c, acc)
-                m_i = m_new
+                s, acc, m_i, l_i = attn_tile(a, b, c, s, acc, m_i, l_i)
         if MODE == 2:
             acc += tl.sum(x, axis=1)[:, None]
         if MODE == 3:

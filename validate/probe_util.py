@@ -29,6 +29,44 @@ def tick_readers():
     return globaltimer, clock64
 
 
+def smid_reader():
+    """A Triton device function ``f(dummy) -> int32`` reading ``%smid``, the SM a CTA runs on
+    (``dummy``: any int tensor). Not pure."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def smid(dummy):
+        return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [dummy],
+                                         dtype=tl.int32, is_pure=False, pack=1)
+
+    return smid
+
+
+def attn_tile_step():
+    """A Triton device function ``f(a, b, c, s, acc, m_i, l_i) -> (s, acc, m_i, l_i)``: one
+    tile of the GEMM → online softmax → GEMM loop of ``probe_mma_exp`` (mode ``attn``) and
+    ``probe_cta_lone``: ``s = A B`` (with the last ``s`` times zero as its accumulator, so
+    the compiler cannot hoist it out of a loop), the row max, ``exp2(s − m)``, the row sum, the
+    rescale of ``acc``, then ``acc += P C``."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def step(a, b, c, s, acc, m_i, l_i):
+        s = tl.dot(a, b, s * 0.0)
+        t = s * 0.0009765625
+        m_new = tl.maximum(m_i, tl.max(t, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(t - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(tl.bfloat16), c, acc)
+        return s, acc, m_new, l_i
+
+    return step
+
+
 def nvml_handle():
     """NVML's handle of GPU 0 (NVML initialised)."""
     import pynvml
