@@ -24,7 +24,7 @@ from perfsim.workload import AttentionWorkload
 
 
 def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5",
-            algorithm: str | Algorithm = "fa2", timing: TimingParams | None = None,
+            algorithm: str | Algorithm = "fa2", timing: TimingParams | dict | None = None,
             ) -> Prediction:
     """Predict the time of ``algorithm`` running ``workload`` on ``gpu``.
 
@@ -38,27 +38,29 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
             ``perfsim.implementations``).
         timing: efficiency factors and overheads; default
             :func:`timing_for` ``(gpu, algorithm)`` (the GPU under the algorithm's software
-            profile). To change one field keep the rest with
-            ``perfsim.timing_for(gpu, algorithm, clock=1.5e9)``: a ``TimingParams`` given
-            here replaces all of them.
+            profile). To change one field and keep the rest, give a dict of the fields
+            (``timing={"clock": 1.5e9}``, as ``perfsim.timing_for(gpu, algorithm,
+            clock=1.5e9)``): a ``TimingParams`` given here replaces all of them.
 
     Returns:
         A :class:`perfsim.prediction.Prediction` (seconds, TFLOP/s, binding unit, counts,
         memory footprint, per-kernel breakdown, ``explain()``).
 
     Raises:
-        perfsim.PerfsimError: unknown GPU or algorithm name, or ``timing`` not a
-            ``TimingParams``.
+        perfsim.PerfsimError: unknown GPU or algorithm name, or ``timing`` neither a
+            ``TimingParams`` nor a dict of its fields (or a field it refuses).
         perfsim.InfeasibleError: the configuration cannot run on this workload/GPU.
     """
     if not isinstance(workload, AttentionWorkload):
         raise PerfsimError(f"predict() needs an AttentionWorkload, got "
                            f"{type(workload).__name__} (build one with "
                            "perfsim.AttentionWorkload(batch=..., heads=..., ...))")
-    check_timing(timing)
+    if not isinstance(timing, dict):
+        check_timing(timing)
     spec = load_gpu(gpu)
     algo = resolve(algorithm)
-    params = timing or timing_for(spec, algo)
+    params = (timing_for(spec, algo, **timing) if isinstance(timing, dict)
+              else timing or timing_for(spec, algo))
     dims = Dims.of(workload)
     kernels, seconds, unit_seconds, bound_seconds, bound, clock_hz, power_w = evaluate(
         algo, dims, spec, params)

@@ -473,15 +473,35 @@ def test_sweep_json_keeps_full_float_precision(tmp_path, capsys):
     assert any(len(repr(r["seconds"])) > 12 for r in rows)      # not rounded
 
 
-@pytest.mark.parametrize("timing", [{"clock": 1.5e9}, "boost", 1.5e9])
+@pytest.mark.parametrize("timing", ["boost", 1.5e9, ["clock"]])
 def test_timing_that_is_not_timing_params_is_one_error(timing):
-    """A dict, a string or a number for ``timing`` is refused by predict, sweep and the
-    closed forms with one PerfsimError naming timing_for (it leaked an AttributeError)."""
+    """A string, a number or a list for ``timing`` is refused by predict and sweep with one
+    PerfsimError naming timing_for (it leaked an AttributeError); a dict is a set of
+    TimingParams fields (below)."""
     w = AttentionWorkload(batch=1, heads=8, seqlen_q=1024, head_dim=64)
     for call in (lambda: predict(w, timing=timing),
                  lambda: perfsim.sweep(batch=1, heads=8, seqlen_q=1024, head_dim=64,
                                        timing=timing)):
         with pytest.raises(PerfsimError, match="timing_for"):
+            call()
+
+
+def test_timing_as_a_dict_sets_fields_on_the_defaults():
+    """``timing={"clock": 1.5e9}`` in predict and sweep is ``timing_for(gpu, algorithm,
+    clock=1.5e9)``; a field TimingParams refuses is one PerfsimError naming it."""
+    # (a grid of 2048 CTAs: one split, as sweeps take the split heuristic)
+    w = AttentionWorkload(batch=1, heads=32, seqlen_q=4096, head_dim=64)
+    locked = predict(w, "h100-sxm5", "fa2", timing={"clock": 1.5e9})
+    same = predict(w, "h100-sxm5", "fa2",
+                   timing=perfsim.timing_for("h100-sxm5", "fa2", clock=1.5e9))
+    assert locked.seconds == same.seconds and locked.timing == same.timing
+    row = perfsim.sweep(batch=1, heads=32, seqlen_q=4096, head_dim=64, gpus=["h100-sxm5"],
+                        algorithms=["fa2"], timing={"clock": 1.5e9})
+    assert row["seconds"].iloc[0] == pytest.approx(same.seconds, rel=1e-12)
+    for call in (lambda: predict(w, timing={"clock": "fast"}),
+                 lambda: perfsim.sweep(batch=1, heads=8, seqlen_q=1024, head_dim=64,
+                                       timing={"clock": "fast"})):
+        with pytest.raises(PerfsimError, match="TimingParams.clock"):
             call()
 
 
