@@ -738,20 +738,27 @@ def _flex(case: Case) -> Built:
     right = 0 if s.causal else case.window_right
 
     def mask_mod(b, h, q_idx, kv_idx):
-        keep = kv_idx <= q_idx + off + right
+        # a side without a bound (None) keeps every key on that side
+        keep = kv_idx >= 0
+        if right is not None:
+            keep = keep & (kv_idx <= q_idx + off + right)
         if left is not None:
             keep = keep & (kv_idx >= q_idx + off - left)
         return keep
 
-    block_mask = create_block_mask(mask_mod, B=None, H=None, Q_LEN=s.seqlen_q,
-                                   KV_LEN=s.seqlen_k, device=DEVICE)
+    # no mask at all: no BlockMask, as an unmasked call passes it (block_mask=None)
+    block_mask = (None if left is None and right is None else
+                  create_block_mask(mask_mod, B=None, H=None, Q_LEN=s.seqlen_q,
+                                    KV_LEN=s.seqlen_k, device=DEVICE))
     extra = {"enable_gqa": True} if s.kv_heads != s.heads else {}
     cfg = {"backend": "torch.compile(flex_attention, dynamic=False)", "torch": torch.__version__,
-           "block_mask": f"sliding window ({left}, {right}) bottom-right", "layout": "bhnd",
+           "block_mask": (None if block_mask is None else
+                          f"sliding window ({left}, {right}) bottom-right"), "layout": "bhnd",
            **extra}
     try:
-        cfg["block_mask_sparsity_pct"] = float(block_mask.sparsity())
-        cfg["block_mask_block_size"] = list(block_mask.BLOCK_SIZE)
+        if block_mask is not None:
+            cfg["block_mask_sparsity_pct"] = float(block_mask.sparsity())
+            cfg["block_mask_block_size"] = list(block_mask.BLOCK_SIZE)
     except Exception:  # noqa: BLE001
         pass
 
