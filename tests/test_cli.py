@@ -183,3 +183,15 @@ def test_sweep_kernel_only_and_clock_as_predict(tmp_path, capsys):
         "h200-sxm", "flex", host_floor_fwd_s=0.0, host_floor_bwd_s=0.0, clock=1.5e9))
     assert row["seconds"] == pytest.approx(p.seconds, rel=1e-12) and row["bound"] != "host"
     assert main(["sweep", str(config), "--clock", "fast", "--quiet"]) == 2
+
+
+def test_sweep_says_when_auto_splits_are_taken_as_one(tmp_path, capsys):
+    config = tmp_path / "s.toml"
+    body = '\n[workload]\nbatch = [1]\nheads = [8]\nseqlen_q = [1024]\nhead_dim = [64]\n'
+    config.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2", "standard"]' + body)
+    assert main(["sweep", str(config)]) in (0, None)
+    out = capsys.readouterr().out
+    assert "note: fa2: num_splits and pack_gqa 'auto' are taken as one split" in out
+    config.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["standard"]' + body)
+    assert main(["sweep", str(config)]) in (0, None)
+    assert "note:" not in capsys.readouterr().out
