@@ -14,8 +14,9 @@ launch of the first timed iteration (a CUDA event recorded on an idle GPU at tha
 
 Benchmarks (:data:`BENCHES`): idle; a one-CTA FMA spin kernel (clock up, almost no work);
 HBM copy 512 MiB fp32 (``Tensor.copy_``, two buffer pairs rotated); cuBLAS GEMM 8192^3 bf16 and
-fp16 on random normal data; bf16 on zeros; fp8 e4m3 ``torch._scaled_mm``; the MUFU exp2 and
-FP32 FMA register-loop Triton kernels of ``_bench_kernels.py`` (8 CTAs x 4 warps per SM); and
+fp16 on random normal data; bf16 on zeros, and with only B zero; fp8 e4m3
+``torch._scaled_mm``; the MUFU exp2 and FP32 FMA register-loop Triton kernels of
+``_bench_kernels.py`` (8 CTAs x 4 warps per SM); and
 bf16 GEMM 4096^3 alternating with ``torch.cuda._sleep`` of about the same length (about half
 utilisation); an L2-resident read walk (``probe_l2``); a WGMMA loop with both operands in shared
 memory (``probe_mma_smem``'s kernel on a 64 x 256 x 64 tile) at 1 and 2 CTAs per SM. torch,
@@ -37,14 +38,17 @@ def _benches():
     """name -> setup() returning (step, ops_per_iteration, unit, description)."""
     import torch
 
-    def gemm(dtype, n=8192, zeros=False):
+    def gemm(dtype, n=8192, zeros=False, b_zeros=False):
         def setup():
             mk = torch.zeros if zeros else torch.randn
-            a, b = (mk(n, n, device="cuda", dtype=dtype) for _ in range(2))
+            a = mk(n, n, device="cuda", dtype=dtype)
+            b = (torch.zeros if zeros or b_zeros else torch.randn)(n, n, device="cuda",
+                                                                    dtype=dtype)
             out = torch.empty(n, n, device="cuda", dtype=dtype)
+            data = ("zeros" if zeros else "A random normal, B zeros" if b_zeros
+                    else "random normal")
             return (lambda: torch.mm(a, b, out=out), 2.0 * n**3, "FLOP",
-                    f"torch.mm {n}^3 {str(dtype).replace('torch.', '')} "
-                    f"{'zeros' if zeros else 'random normal'}")
+                    f"torch.mm {n}^3 {str(dtype).replace('torch.', '')} {data}")
         return setup
 
     def fp8():
@@ -170,6 +174,9 @@ def _benches():
         "gemm_bf16": gemm(torch.bfloat16),
         "gemm_fp16": gemm(torch.float16),
         "gemm_bf16_zeros": gemm(torch.bfloat16, zeros=True),
+        # one operand zero, as a tile's padding where only one side is zero-filled (the
+        # padded d columns of V against a nonzero P; padded query rows of Q against K)
+        "gemm_bf16_b_zeros": gemm(torch.bfloat16, b_zeros=True),
         "gemm_fp8_e4m3": fp8,
         "mufu_exp2": regloop("exp2", iters=1024),
         "fp32_fma": regloop("fma", iters=4096),
@@ -178,6 +185,7 @@ def _benches():
 
 
 BENCHES = ("idle", "spin_1cta", "hbm_copy", "gemm_bf16", "gemm_fp16", "gemm_bf16_zeros",
+           "gemm_bf16_b_zeros",
            "gemm_fp8_e4m3", "mufu_exp2", "fp32_fma", "gemm_bf16_half_duty", "l2_read",
            "wgmma_smem_1cta", "wgmma_smem_2cta")
 
