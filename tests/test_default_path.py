@@ -1293,3 +1293,28 @@ def test_fa4_head_dims_whose_q_and_o_crowd_out_the_kv_ring_are_refused_with_the_
     with pytest.raises(perfsim.InfeasibleError,
                        match=r"room for 1 K/V stage\(s\) of 65536 B where it needs 2"):
         perfsim.predict(w, gpu="b200", algorithm="fa4")
+
+
+def test_a_profile_that_sets_its_own_forward_floor_sets_it_for_every_forward(tmp_path,
+                                                                               monkeypatch):
+    """A profile built on ``flex`` that gives only ``host_floor_fwd_s`` does not inherit
+    flex's unmasked-forward floor; one that gives neither inherits both."""
+    import shutil
+
+    import perfsim.software as software
+
+    for path in software._software_dir().iterdir():
+        if path.name.endswith(".toml"):
+            shutil.copy(path, tmp_path / path.name)
+    (tmp_path / "own.toml").write_text('id = "own"\nname = "own"\nbase = "flex"\n'
+                                       'host_floor_fwd_s = 5e-05\n')
+    (tmp_path / "same.toml").write_text('id = "same"\nname = "same"\nbase = "flex"\n')
+    monkeypatch.setattr(software, "_software_dir", lambda: tmp_path)
+    software.load_software.cache_clear()
+    try:
+        own, same = software.load_software("own"), software.load_software("same")
+        flex = software.load_software("flex")
+        assert own.host_floor_fwd_unmasked_s is None and own.host_floor_fwd_s == 5e-05
+        assert same.host_floor_fwd_unmasked_s == flex.host_floor_fwd_unmasked_s
+    finally:
+        software.load_software.cache_clear()
