@@ -6,8 +6,9 @@ One query token per sequence (a decode step), Llama-3-8B-like heads (H = 32, H_k
 d = 128, bf16) on an H100 SXM5, flash-attn 2 (``FA2``) four ways: the reference's choices
 (``num_splits="auto"``, ``pack_gqa="auto"``), split-KV alone, packing alone, and neither.
 Kernel time only (``host_floor_*_s = 0``), so the launch floor does not hide the kernels.
-Each point is one ``perfsim.predict`` call: the split and packing heuristics resolve per shape,
-which a vectorised ``perfsim.sweep`` does not do.
+Each point is one ``perfsim.predict`` call, for the main kernel's grid, split count and packing,
+which sweep rows do not carry; ``perfsim.sweep`` over the same grid gives the same seconds (it
+makes the split and packing choices per row as ``predict`` does).
 """
 
 from __future__ import annotations

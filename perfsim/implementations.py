@@ -442,6 +442,14 @@ class Implementation(Algorithm):
             inner = type(inner)(**{**fields, **self.options})
         return inner
 
+    def element_keys(self, dims: Dims, gpu: GPUSpec):
+        """Sweeps: an integer per element of array dims, equal for elements that this preset
+        runs with the same configuration (:meth:`config`), or None when one configuration
+        serves them all. Only ``sdpa-cudnn`` picks per element today: its decode kernel for
+        one query token on Hopper (:data:`ELEMENT_KEYS`)."""
+        keys = ELEMENT_KEYS.get(self.preset)
+        return None if keys is None or self.batch_config is not None else keys(dims, gpu)
+
     def varlen_config(self, dims: Dims, gpu: GPUSpec) -> Algorithm:
         """The preset with its inner configuration's batch-wide choices (split-KV, packing)
         fixed as options, for every sequence of a variable-length batch."""
@@ -672,8 +680,11 @@ def _sdpa_cudnn(dims, gpu):
     if (gpu.features.wgmma and gpu.features.tma and _one_query_token(dims)
             and dims.phase == "fwd"):
         block_m, block_n, warps = CUDNN_DECODE_TILE
-        splits = min(CUDNN_DECODE_MAX_SPLITS, max(1, CUDNN_DECODE_CTAS // (dims.B * dims.H_kv)),
-                     cdiv(dims.N_k, block_n))
+        splits = np.unique(_cudnn_decode_splits(dims))
+        if len(splits) != 1:                # a sweep block is grouped by _sdpa_cudnn_keys
+            raise PerfsimError("sdpa-cudnn: the decode kernel's split count differs across "
+                               "this block (perfsim.sweep evaluates each count apart)")
+        splits = int(splits[0])
         return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, num_splits=splits,
                          pack_gqa=True, registers_per_thread=CUDNN_DECODE_REGISTERS)
     if gpu.features.wgmma and gpu.features.tma:
@@ -788,9 +799,26 @@ def _triton_tutorial(dims, gpu):
 
 
 def _one_query_token(dims) -> bool:
-    """A decode step with one query token (scalar sizes only: sweeps take the prefill path)."""
-    return (not dims.symbolic and np.ndim(dims.N_q) == 0 and int(dims.N_q) == 1
-            and dims.seqlens is None)
+    """A decode step with one query token; on arrays (a sweep block), every element one
+    (``perfsim.sweep`` groups a block's elements by :func:`_sdpa_cudnn_keys` first)."""
+    return (not dims.symbolic and dims.seqlens is None
+            and bool(np.all(np.asarray(dims.N_q) == 1)))
+
+
+def _cudnn_decode_splits(dims):
+    """Splits of cuDNN's decode kernel (per element on arrays)."""
+    return np.minimum(np.minimum(CUDNN_DECODE_MAX_SPLITS, np.maximum(
+        1, CUDNN_DECODE_CTAS // (dims.B * dims.H_kv))), cdiv(dims.N_k, CUDNN_DECODE_TILE[1]))
+
+
+def _sdpa_cudnn_keys(dims, gpu):
+    """Per element of array dims, which of ``_sdpa_cudnn``'s configurations runs it: 0 the
+    sm90 training kernel (or another GPU's path), else the decode kernel's split count
+    (``Implementation.element_keys``)."""
+    if not (gpu.features.wgmma and gpu.features.tma) or dims.phase == "bwd":
+        return None             # (the forward of a fwd_bwd call is timed as a forward)
+    one = np.asarray(dims.N_q) == 1
+    return np.where(one, _cudnn_decode_splits(dims), 0)
 
 
 def _efficient(dims, gpu):
@@ -1029,8 +1057,10 @@ def _cute(dims, gpu):
     # sm90: flash_attn.cute packs the query heads of a K/V head whenever H > H_kv and
     # refuses split-KV (interface.py: ``assert not is_split_kv, "SplitKV not supported on
     # SM 9.0"``), so the preset runs one split
-    pack = (not dims.symbolic and np.ndim(dims.H) == 0 and np.ndim(dims.H_kv) == 0
-            and bool(dims.H != dims.H_kv))
+    # it packs the query heads of a K/V head whenever H > H_kv; on arrays (sweeps) that is
+    # pack_gqa=True, which packs exactly the elements with H > H_kv (perfsim.sweep groups them)
+    pack = not dims.symbolic and (np.ndim(dims.H) > 0 or np.ndim(dims.H_kv) > 0
+                                  or bool(dims.H != dims.H_kv))
     d = max(dims.d, dims.d_v)
     block_m, block_n = _tile(CUTE_SM90_FWD_TILES, d)
     local = any(side is not None for side in dims.window)
@@ -1086,6 +1116,11 @@ IMPLEMENTATIONS: dict[str, tuple] = {
     "triton-tutorial": (_triton_tutorial, "Triton tutorial 06-fused-attention",
                         {"software": "triton-tutorial"}, _tutorial_limits),
 }
+
+
+#: preset -> f(array dims, gpu) -> per-element configuration keys or None
+#: (:meth:`Implementation.element_keys`)
+ELEMENT_KEYS = {"sdpa-cudnn": _sdpa_cudnn_keys}
 
 
 def implementations() -> list[str]:

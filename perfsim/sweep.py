@@ -33,6 +33,7 @@ if TYPE_CHECKING:   # pandas: imported when a sweep builds its frame, not by `im
 from perfsim import algorithms as algos
 from perfsim.algorithms.base import collect_infeasible, effective_mask
 from perfsim.errors import InfeasibleError, PerfsimError
+from perfsim.frozen import replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.gpu_catalog import gpus as catalog
 from perfsim.gpu_catalog import load_gpu
@@ -98,13 +99,21 @@ UNSPLIT_PRESETS = ("sdpa-math", "eager")
 
 
 def as_swept(algorithm: str | algos.Algorithm) -> algos.Algorithm:
-    """The configuration a sweep evaluates for ``algorithm``: the same, with
-    ``num_splits="auto"`` / ``pack_gqa="auto"`` taken as one split and no packing (see
-    :func:`sweep`); for an implementation preset running FA2/FA3/FA4 (every one but
-    :data:`UNSPLIT_PRESETS`), the same set through its ``options`` (explicit options are
-    kept). Use it to compare a sweep row with :func:`perfsim.predict` (except the
-    ``sdpa-cudnn`` decode kernel, which ``predict`` picks for one query token on Hopper and a
-    sweep never does)."""
+    """The configuration a sweep evaluates for ``algorithm``: ``algorithm`` itself. A sweep
+    makes the split-KV and GQA-packing choices (``"auto"``) and an implementation preset's
+    per-shape pick (sdpa-cudnn's decode kernel, FA4's one-Q-tile launch) per row, as
+    :func:`perfsim.predict` makes them, so a row equals ``predict`` of the same
+    configuration. Kept for callers written when sweeps took ``"auto"`` as one split; for
+    that configuration (what the closed forms of :mod:`perfsim.symbolic` assume) use
+    :func:`single_split`."""
+    return resolve(algorithm)
+
+
+def single_split(algorithm: str | algos.Algorithm) -> algos.Algorithm:
+    """``algorithm`` with ``num_splits="auto"`` / ``pack_gqa="auto"`` fixed to one split and
+    no packing (explicit options kept); an implementation preset running FA2, FA3 or FA4
+    (every one but :data:`UNSPLIT_PRESETS`) gets them as ``options``. The configuration the
+    closed forms of :mod:`perfsim.symbolic` describe."""
     from perfsim.implementations import Implementation
 
     algo = resolve(algorithm)
@@ -167,18 +176,17 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
           max_memory_bytes: int | None = None) -> pd.DataFrame:
     """Predict every combination of the values given; one DataFrame row each.
 
-    Rows are evaluated as numpy arrays, so one kernel structure serves a whole block: the
-    split-KV and GQA-packing heuristics (``num_splits="auto"``, ``pack_gqa="auto"`` of
-    ``FA2``/``FA3``/``FA4``) are taken as one split and no packing here; set
-    ``num_splits`` explicitly to sweep it, and use :func:`perfsim.predict` for the
-    reference's per-shape choice (decode shapes). ``pack_gqa=True`` is refused unless every
-    row has ``heads == kv_heads`` (where it changes nothing). Implementation presets run
-    their prefill configuration: ``sdpa-cudnn``'s one-query-token decode kernel (chosen per
-    shape by ``predict`` on Hopper) is never used in a sweep, and ``FA4`` keeps
-    ``q_tiles_per_cta`` Q tiles per CTA where ``predict`` launches one for query rows that fit
-    a 128-row tile (the reference's ``q_stage`` rule, ``FA4.forward_q_tiles``). Windows,
-    paged or narrower K/V caches and softcap sweep like any field; only variable-length
-    batches (``seqlens_q``/``seqlens_k``) are ``predict``-only.
+    Each row is what :func:`perfsim.predict` gives for its shape. Rows are evaluated as
+    numpy arrays, one kernel structure per set of rows: the choices ``predict`` makes per
+    shape — the split-KV and GQA-packing heuristics (``num_splits="auto"``,
+    ``pack_gqa="auto"`` or ``True`` of ``FA2``/``FA3``/``FA4`` and the presets running them),
+    ``sdpa-cudnn``'s one-query-token decode kernel on Hopper, ``FA4``'s one Q tile per CTA
+    for query rows that fit a 128-row tile — are made for every row
+    (:func:`perfsim.algorithms.splits.choice_arrays`), and the rows of each choice are
+    evaluated together. A grid of many small shapes (decode, short sequences, few heads)
+    holds many choices and runs slower than one of large shapes. Windows, paged or narrower
+    K/V caches and softcap sweep like any field; only variable-length batches
+    (``seqlens_q``/``seqlens_k``) are ``predict``-only.
 
     Args:
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
@@ -485,12 +493,13 @@ def _evaluate(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict, why:
     masks = _effective_masks(scalar, block)
     if len(masks) == 1:
         (eff, _), = masks.items()
-        return _evaluate_mask(algo, gpu, params, _with_mask(scalar, eff), block, why)
+        return _evaluate_choices(algo, gpu, params, _with_mask(scalar, eff), block, why)
     shape = np.broadcast_shapes(*(v.shape for v in block.values()))
     merged, reasons = {}, np.full(shape, "", dtype=object)
     for eff, cols in masks.items():
         sub = {k: v[..., cols] if v.shape[-1] > 1 else v for k, v in block.items()}
-        part, why_not = _evaluate_mask(algo, gpu, params, _with_mask(scalar, eff), sub, why)
+        part, why_not = _evaluate_choices(algo, gpu, params, _with_mask(scalar, eff), sub,
+                                          why)
         sub_shape = np.broadcast_shapes(*(v.shape for v in sub.values()))
         reasons[..., cols] = np.broadcast_to(why_not, sub_shape)
         for key, value in part.items():
@@ -537,6 +546,133 @@ def _with_mask(scalar: dict, eff: tuple) -> dict:
         scalar.get("_given_mask") or (scalar["causal"], tuple(scalar["_window"])))}
 
 
+def _evaluate_choices(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict,
+                      why: str):
+    """One block of one group with one mask, the split-KV and GQA-packing choices
+    (``num_splits="auto"``, ``pack_gqa="auto"`` or ``True``) made per element as
+    :func:`perfsim.predict` makes them (:func:`_choice_parts`): the elements of each choice
+    are evaluated together with that choice given explicitly, and put back in place.
+    ``(results, reasons)`` as :func:`_evaluate_mask`."""
+    parts = None if why or gpu is None else _choice_parts(algo, gpu, scalar, block)
+    if parts is None:
+        return _evaluate_mask(algo, gpu, params, scalar, block, why)
+    if len(parts) == 1:
+        return _evaluate_mask(parts[0][0], gpu, params, scalar, block, why)
+    shape = np.broadcast_shapes(*(v.shape for v in block.values()))
+    size = int(np.prod(shape))
+    flat = {k: np.broadcast_to(v, shape).ravel() for k, v in block.items()}
+    merged, reasons = {}, np.full(size, "", dtype=object)
+    # the most common choice on the whole block as it is (its broadcast layout is the
+    # cheap one), then the other choices' elements on their own, written over theirs;
+    # where the common choice refuses the whole block, every choice on its own elements
+    parts = sorted(parts, key=lambda part: -len(part[1]))
+    common = {}
+    if parts[0][2]:         # its configuration gives each element what it gives it alone
+        try:
+            common, why_not = _evaluate_mask(parts[0][0], gpu, params, scalar, block, why)
+        except PerfsimError:
+            pass
+    if common:
+        reasons[:] = np.broadcast_to(why_not, shape).ravel()
+        for key, value in common.items():
+            value = np.asarray(value)
+            merged[key] = np.array(np.broadcast_to(value, shape).ravel(),
+                                   dtype=object if value.dtype.kind in "USO" else value.dtype)
+        parts = parts[1:]
+    for run, index, _ in parts:
+        # the part's elements laid out along the heads axis, as a block of its own
+        sub = {k: v[index].reshape(1, -1, 1) for k, v in flat.items()}
+        part, why_not = _evaluate_mask(run, gpu, params, scalar, sub, why)
+        reasons[index] = np.broadcast_to(why_not, (1, len(index), 1)).ravel()
+        for key, value in part.items():
+            value = np.broadcast_to(np.asarray(value), (1, len(index), 1)).ravel()
+            if key not in merged:
+                kind = value.dtype.kind
+                merged[key] = np.full(size, np.nan if kind == "f" else (
+                    "" if kind in "USO" else 0), dtype=object if kind in "USO" else value.dtype)
+            merged[key][index] = value
+    return {k: v.reshape(shape) for k, v in merged.items()}, reasons.reshape(shape)
+
+
+def _choice_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):
+    """``[(configuration, flat element indices), ...]``: the block's elements grouped by the
+    configuration :func:`perfsim.predict` runs each with — an implementation preset's
+    per-element pick (``Implementation.element_keys``: sdpa-cudnn's decode kernel), then the
+    split-KV and packing choice (``split_choices`` of FA2/FA3/FA4:
+    :func:`perfsim.algorithms.splits.choice_arrays`) — each group's configuration with that
+    choice fixed (on a preset, as options set on it, so that each phase still picks its own
+    configuration). None when one configuration serves the whole block as it is (a backward
+    alone, an algorithm without the options, options that fix one choice), or when the
+    configuration refuses the block (the evaluation then says why)."""
+    from perfsim.implementations import Implementation
+
+    if scalar["phase"] == "bwd":
+        return None
+    shape = np.broadcast_shapes(*(v.shape for v in block.values()))
+    every = np.arange(int(np.prod(shape)))
+    groups = [(every, block)]
+    if isinstance(algo, Implementation):
+        try:
+            keys = algo.element_keys(_block_dims(scalar, block), gpu)
+        except PerfsimError:
+            return None
+        if keys is not None:
+            keys = np.broadcast_to(np.asarray(keys), shape).ravel()
+            if len(np.unique(keys)) > 1:
+                flat = {k: np.broadcast_to(v, shape).ravel() for k, v in block.items()}
+                groups = []
+                for key in np.unique(keys):
+                    index = np.flatnonzero(keys == key)
+                    groups.append((index, {k: v[index].reshape(1, -1, 1)
+                                           for k, v in flat.items()}))
+    parts = []
+    for index, sub in groups:
+        chosen = _split_parts(algo, gpu, scalar, sub)
+        if chosen is None:
+            parts.append((algo, index, False))
+        else:
+            parts.extend((run, index[local], whole and len(groups) == 1)
+                         for run, local, whole in chosen)
+    if len(parts) == 1 and parts[0][0] is algo:
+        return None
+    return parts
+
+
+def _split_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):
+    """``[(configuration, flat indices of the block's elements), ...]`` by split-KV and
+    packing choice, or None (nothing to choose, or the configuration refuses the block)."""
+    from perfsim.implementations import Implementation
+
+    dims = replace(_block_dims(scalar, block), phase="fwd")     # the choices are the forward's
+    try:
+        inner = algo.config(dims, gpu) if isinstance(algo, Implementation) else algo
+        choose = getattr(inner, "split_choices", None)
+        chosen = choose(dims, gpu) if choose is not None else None
+    except PerfsimError:            # InfeasibleError included: the evaluation reports it
+        return None
+    if chosen is None:
+        return None
+    shape = np.broadcast_shapes(*(v.shape for v in block.values()))
+    splits, group, extra = (np.broadcast_to(np.asarray(c, dtype=np.int64), shape).ravel()
+                            for c in chosen)
+    # one integer key per choice: splits ≤ 128 (8 bits), the extra key 0/1, then the group
+    key = splits + (extra + 2 * group) * 256
+    if key.min() == key.max():
+        values, inverse = key[:1], np.zeros(key.shape, np.int64)
+    else:
+        values, inverse = np.unique(key, return_inverse=True)
+        inverse = inverse.ravel()
+    parts = []
+    for j, value in enumerate(values):
+        choice = {"num_splits": int(value % 256), "pack_gqa": bool(value // 512 > 1)}
+        run = (algo.model_copy(update={"options": {**algo.options, **choice}})
+               if isinstance(algo, Implementation) else type(inner)(**{**inner.model_dump(),
+                                                                       **choice}))
+        # a choice without the extra key (0) evaluates alike on the whole block
+        parts.append((run, np.flatnonzero(inverse == j), (value // 256) % 2 == 0))
+    return parts
+
+
 def _evaluate_mask(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict, why: str):
     """One block of one group with one mask: ``(results, reasons)``. ``results``:
     broadcastable arrays (empty if the whole block is infeasible); ``reasons``: an object
@@ -581,14 +717,14 @@ def _params(timing, gpu: GPUSpec, algo) -> TimingParams:
                                 **(timing or {}))
 
 
-def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> dict:
-    """``perfsim.predict`` on arrays: the same kernels, timing and aggregation."""
+def _block_dims(scalar: dict, block: dict) -> algos.Dims:
+    """The array ``Dims`` of one block of one group (what the kernels see)."""
     worst = float(np.prod([block[k].max() for k in ("batch", "heads", "seqlen_q", "seqlen_k")],
                           dtype=float)) * (scalar["head_dim"] + scalar["head_dim_v"])
     wide = np.float64 if worst >= _INT64_SAFE else np.int64
     given_causal, given_window = scalar.get("_given_mask") or (scalar["causal"],
                                                                 tuple(scalar["_window"]))
-    dims = algos.Dims(block["batch"].astype(wide), block["heads"].astype(wide),
+    return algos.Dims(block["batch"].astype(wide), block["heads"].astype(wide),
                       block["kv_heads"].astype(wide), block["seqlen_q"], block["seqlen_k"],
                       scalar["head_dim"], scalar["head_dim_v"], scalar["causal"],
                       scalar["dtype"], scalar["phase"], scalar["dropout_p"],
@@ -597,6 +733,13 @@ def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> di
                                 else None),
                       page_size=scalar["page_size"] or None,
                       mask_given=bool(given_causal) or tuple(given_window) != (None, None))
+
+
+def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> dict:
+    """``perfsim.predict`` on arrays: the same kernels, timing and aggregation."""
+    given_causal, given_window = scalar.get("_given_mask") or (scalar["causal"],
+                                                                tuple(scalar["_window"]))
+    dims = _block_dims(scalar, block)
     kernels, seconds, unit_seconds, _, bound, clock_hz, power_w = evaluate(algo, dims, gpu,
                                                                            params)
     counts = Counts.total(kernels)

@@ -41,7 +41,7 @@ The crossovers compare unit times: an unpipelined kernel's load waits
 
 Closed forms take one split-KV part and no GQA packing (``num_splits="auto"`` and
 ``pack_gqa="auto"`` resolve per shape, which a symbol cannot do): they equal
-``perfsim.predict`` with ``num_splits=1, pack_gqa=False`` (``perfsim.sweep.as_swept``).
+``perfsim.predict`` with ``num_splits=1, pack_gqa=False`` (``perfsim.sweep.single_split``).
 
 Length: one module for the closed forms because every helper here (symbols, substitution,
 crossover solving, the rendered table) works on the same sympy expressions of

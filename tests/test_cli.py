@@ -185,13 +185,24 @@ def test_sweep_kernel_only_and_clock_as_predict(tmp_path, capsys):
     assert main(["sweep", str(config), "--clock", "fast", "--quiet"]) == 2
 
 
-def test_sweep_says_when_auto_splits_are_taken_as_one(tmp_path, capsys):
+def test_sweep_rows_take_the_automatic_split_count_as_predict_does(tmp_path, capsys):
+    """A decode shape whose small grid flash-attn 2 splits: the sweep's row is predict's
+    (sweeps took "auto" as one split until 2026-12-03 and printed a note saying so)."""
+    import json
+
+    import pandas as pd
+
     config = tmp_path / "s.toml"
-    body = '\n[workload]\nbatch = [1]\nheads = [8]\nseqlen_q = [1024]\nhead_dim = [64]\n'
-    config.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2", "standard"]' + body)
-    assert main(["sweep", str(config)]) in (0, None)
-    out = capsys.readouterr().out
-    assert "note: fa2: num_splits and pack_gqa 'auto' are taken as one split" in out
-    config.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["standard"]' + body)
-    assert main(["sweep", str(config)]) in (0, None)
+    config.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2"]\n[workload]\nbatch = [1]\n'
+                      'heads = [8]\nkv_heads = [1]\nseqlen_q = [1]\nseqlen_k = [10000]\n'
+                      'head_dim = [64]\n')
+    out = tmp_path / "rows.csv"
+    assert main(["sweep", str(config), "--out", str(out), "--quiet"]) in (0, None)
     assert "note:" not in capsys.readouterr().out
+    row = pd.read_csv(out).iloc[0]
+    assert main(["predict", "--gpu", "h100-sxm5", "-a", "fa2", "--batch", "1", "--heads", "8",
+                 "--kv-heads", "1", "--seqlen-q", "1", "--seqlen-k", "10000", "--head-dim", "64",
+                 "--json"]) in (0, None)
+    p = json.loads(capsys.readouterr().out)
+    assert row.seconds == pytest.approx(p["seconds"], rel=1e-9)
+    assert [k["name"] for k in p["kernels"]] == ["fa2_fwd", "fa2_fwd_combine"]   # split

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import perfsim
 from perfsim.algorithms import FA1, FA2
-from perfsim.sweep import as_swept
+from perfsim.sweep import single_split
 
 GPUS = ["a100-sxm4-80gb", "h100-sxm5", "h200-sxm"]
 ALGOS = ["standard", "fa1", "fa2"]
@@ -26,7 +26,7 @@ def run(w, gpu, algo):
     if not isinstance(algo, str):
         fixed = algo
     else:
-        fixed = FA1(q_splits=1) if algo == "fa1" else as_swept(algo)   # FA1's split heuristic
+        fixed = FA1(q_splits=1) if algo == "fa1" else single_split(algo)   # FA1's split heuristic
     return perfsim.predict(perfsim.AttentionWorkload(**w), gpu=gpu, algorithm=fixed)
 
 
@@ -38,7 +38,7 @@ def test_longer_sequences_never_cost_less(w, gpu, algo, extra):
     # than N = 4096, a real effect (tests/test_default_path.py). The property holds with the
     # checks held alike, off for both.
     if algo == "fa2":
-        algo = as_swept("fa2").model_copy(update={"bound_checks": "none"})
+        algo = single_split("fa2").model_copy(update={"bound_checks": "none"})
     a, b = run(w, gpu, algo), run({**w, "seqlen_q": w["seqlen_q"] + extra}, gpu, algo)
     assert b.counts.flops >= a.counts.flops
     assert b.counts.hbm_bytes >= a.counts.hbm_bytes * (1 - 1e-12)

@@ -165,15 +165,14 @@ def test_fuzz_gpu_values_are_refused_or_give_physical_predictions(gpu, changes, 
 def test_fuzz_sweep_rows_agree_with_predict(w, other, gpu, algo):
     """Each sweep row is feasible exactly when predict is, with the same time (a block
     mixing feasible and infeasible lengths is handled element by element)."""
-    from perfsim.sweep import as_swept, sweep
+    from perfsim.sweep import sweep
 
     lengths = sorted({w.seqlen_q, other})
     df = sweep(batch=w.batch, heads=w.heads, kv_heads=w.kv_heads, seqlen_q=lengths,
                seqlen_k=w.seqlen_k, head_dim=w.head_dim, head_dim_v=w.head_dim_v,
                causal=w.causal, dtype=w.dtype, phase=w.phase, dropout_p=w.dropout_p,
                gpus=gpu, algorithms=[algo])
-    # sweeps take the split/packing heuristics as one split and no packing (sweep docstring)
-    algo = as_swept(algo)
+    # (a sweep makes the split/packing choices per row, as predict does)
     for row in df.itertuples():
         one = w.replace(seqlen_q=int(row.seqlen_q), seqlen_k=w.seqlen_k)
         try:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import perfsim
-from perfsim.sweep import COUNT_COLUMNS, WORKLOAD_FIELDS, as_swept, sweep
+from perfsim.sweep import COUNT_COLUMNS, WORKLOAD_FIELDS, as_swept, single_split, sweep
 
 # the module (``perfsim.sweep`` is the function)
 sweep_module = importlib.import_module("perfsim.sweep")
@@ -53,7 +53,7 @@ def test_rows_equal_predict_on_a_random_sample(frame):
     assert (feasible.kv_heads < feasible.heads).any()
     assert (feasible.seqlen_q != feasible.seqlen_k).any()
     for row in feasible.sample(150, random_state=0).itertuples():
-        p = perfsim.predict(_workload(row), gpu=row.gpu, algorithm=as_swept(row.algorithm))
+        p = perfsim.predict(_workload(row), gpu=row.gpu, algorithm=row.algorithm)
         _assert_row_matches(row, p)
 
 
@@ -68,7 +68,7 @@ def test_infeasible_rows_are_kept_with_their_reason(frame):
     others = bad[bad.heads % bad.kv_heads == 0]
     for row in others.sample(min(20, len(others)), random_state=1).itertuples():
         with pytest.raises(perfsim.InfeasibleError):
-            perfsim.predict(_workload(row), gpu=row.gpu, algorithm=as_swept(row.algorithm))
+            perfsim.predict(_workload(row), gpu=row.gpu, algorithm=row.algorithm)
 
 
 def test_blocks_of_any_shape_give_the_same_rows(monkeypatch):
@@ -85,7 +85,7 @@ def test_huge_counts_do_not_overflow():
                                   phase="fwd_bwd")
     df = sweep(batch=w.batch, heads=w.heads, seqlen_q=w.seqlen_q, head_dim=w.head_dim,
                phase=w.phase, gpus="b200", algorithms="fa2")
-    p = perfsim.predict(w, gpu="b200", algorithm=as_swept("fa2"))
+    p = perfsim.predict(w, gpu="b200", algorithm="fa2")
     _assert_row_matches(next(df.itertuples()), p)
 
 
@@ -104,7 +104,7 @@ def test_overrides_scale_and_set_gpu_fields():
         gpu = base.replace(sm_count=row.sm_count, mma_sync_flops_per_clk_per_sm=table,
                            hbm_bandwidth_bytes_per_s=base.hbm_bandwidth_bytes_per_s
                            * row.hbm_bandwidth_bytes_per_s_scale)
-        _assert_row_matches(row, perfsim.predict(w, gpu=gpu, algorithm=as_swept("fa2")))
+        _assert_row_matches(row, perfsim.predict(w, gpu=gpu, algorithm="fa2"))
         assert row.gpu == "h200-sxm" and "sm_count=" in row.overrides
 
 
@@ -150,48 +150,94 @@ def test_window_takes_the_csv_columns_format(window, labels):
         sweep(batch=1, heads=8, seqlen_q=1, head_dim=64, gpus="h200-sxm", window="1,2,3")
 
 
-def test_as_swept_presets_fix_splits_and_packing():
+def test_single_split_presets_fix_splits_and_packing():
     from perfsim.implementations import Implementation, implementations
 
     for name in implementations():
-        preset = as_swept(name)
+        assert as_swept(name) == perfsim.implementations.resolve(name)
+        preset = single_split(name)
         if name in ("sdpa-math", "eager"):         # Standard: no such options
             assert preset.options == {}
         else:
             assert preset.options == {"num_splits": 1, "pack_gqa": False}
-    kept = as_swept(Implementation(preset="flash-attn-2", options={"num_splits": 4}))
+    kept = single_split(Implementation(preset="flash-attn-2", options={"num_splits": 4}))
     assert kept.options == {"num_splits": 4, "pack_gqa": False}
-    # preset rows equal predict(as_swept(preset)), GQA and decode shapes included, except
-    # sdpa-cudnn's one-token decode kernel on Hopper and FA4's one-Q-tile launch for query
-    # rows that fit one 128-row tile on Blackwell (per shape: never in a sweep) and presets
-    # without grouped-query attention at H != H_kv (that refusal is checked on scalar shapes
-    # only: implementations.py)
+
+
+def test_preset_rows_equal_predict_on_decode_and_gqa_shapes():
+    """Every preset's rows equal predict's, GQA and decode shapes included: the split-KV and
+    packing choices, sdpa-cudnn's one-token decode kernel on Hopper and FA4's one-Q-tile
+    launch on Blackwell are made per row (until 2026-12-03 a sweep took the prefill path
+    there). Presets without grouped-query attention refuse H != H_kv on scalar shapes only
+    (implementations.py)."""
+    from perfsim.implementations import implementations
+
     df = sweep(batch=[1, 4], heads=32, kv_heads=[8, 32], seqlen_q=[1, 16, 1000],
                seqlen_k=4096, head_dim=128, gpus=["a100-sxm4-80gb", "h200-sxm", "b200"],
-               algorithms=implementations())
-    skip = (((df.algorithm == "sdpa-cudnn") & (df.gpu == "h200-sxm") & (df.seqlen_q == 1))
-            | ((df.algorithm == "flash-attn-cute") & (df.gpu == "b200") & (df.seqlen_q <= 128)
-               & df.phase.isin(["fwd", "fwd_bwd"])))
-    feasible = df[(df.infeasible == "") & ~skip]
+               algorithms=implementations(), phase=["fwd", "fwd_bwd"])
+    feasible = df[df.infeasible == ""]
     # (the tutorial takes one sequence length for Q and K/V: none of these shapes)
     assert set(feasible.algorithm) == set(implementations()) - {"triton-tutorial"}
     assert (df[df.algorithm == "triton-tutorial"].infeasible.str.contains("one sequence "
                                                                          "length")).all()
+    decode = feasible[(feasible.algorithm == "sdpa-cudnn") & (feasible.gpu == "h200-sxm")
+                      & (feasible.seqlen_q == 1)]
+    assert len(decode) == 8
     for row in feasible.itertuples():
         try:
-            p = perfsim.predict(_workload(row), gpu=row.gpu, algorithm=as_swept(row.algorithm))
+            p = perfsim.predict(_workload(row), gpu=row.gpu, algorithm=row.algorithm)
         except perfsim.InfeasibleError as exc:
             assert row.heads != row.kv_heads and "grouped-query" in str(exc)
             continue
         _assert_row_matches(row, p)
 
 
-def test_pack_gqa_true_sweeps_where_heads_equal_kv_heads():
+def test_split_and_packing_choices_equal_predicts_element_by_element():
+    """choice_arrays against decide on every element: the three references' rules, GQA,
+    windows, dropout, masks, several GPUs; the sweep's rows against predict's on the same
+    grid (split counts from 1 to the maximum appear)."""
+    from perfsim.algorithms import FA2, FA3, FA4
+    from perfsim.algorithms.base import Dims
+
+    sizes = dict(batch=[1, 2, 7, 64], heads=[8, 32], kv_heads=[1, 8],
+                 seqlen_q=[1, 3, 64, 200, 4096], seqlen_k=[100, 1000, 33000, 262144])
+    grid = np.stack(np.meshgrid(*sizes.values(), indexing="ij")).reshape(5, -1)
+    seen = set()
+    for gpu_id, algo, extra in (("h100-sxm5", FA2(), {}), ("a100-sxm4-80gb", FA2(), {}),
+                                ("h100-sxm5", FA3(), {}), ("h100-sxm5", FA3(), {"causal": True}),
+                                ("b200", FA4(), {}), ("b200", FA4(), {"window": (256, 0)}),
+                                ("h100-sxm5", FA2(), {"dropout_p": 0.1})):
+        gpu = perfsim.load_gpu(gpu_id)
+        arrays = Dims(*grid, 128, 128, extra.get("causal", False), "bf16", "fwd",
+                      extra.get("dropout_p", 0.0), window=extra.get("window", (None, None)))
+        splits, group, _ = algo.split_choices(arrays, gpu)
+        for i in range(grid.shape[1]):
+            b, h, hkv, nq, nk = (int(x) for x in grid[:, i])
+            one = Dims(b, h, hkv, nq, nk, 128, 128, extra.get("causal", False), "bf16", "fwd",
+                       extra.get("dropout_p", 0.0), window=extra.get("window", (None, None)))
+            if isinstance(algo, FA4):
+                q_tiles, b_c = algo.fwd_tiles(one, gpu)
+                from perfsim.algorithms.splits import decide
+                chosen = decide(one, gpu, algo.num_splits, algo.pack_gqa, "cute", 128 * q_tiles,
+                                b_c)
+            else:
+                chosen = algo.forward_dims(one, gpu)
+            assert (splits.ravel()[i], group.ravel()[i]) == (chosen.splits, chosen.group), (
+                gpu_id, algo.name, extra, (b, h, hkv, nq, nk))
+            seen.add(int(chosen.splits))
+    assert len(seen) > 5 and max(seen) > 16
+    rows = sweep(**sizes, head_dim=128, gpus="h100-sxm5", algorithms=["fa2", "fa3"])
+    for row in rows[rows.infeasible == ""].sample(60, random_state=2).itertuples():
+        _assert_row_matches(row, perfsim.predict(_workload(row), gpu=row.gpu,
+                                                 algorithm=row.algorithm))
+
+
+def test_pack_gqa_true_sweeps_every_head_ratio():
     from perfsim.algorithms import FA2
     from perfsim.implementations import Implementation
 
-    args = dict(batch=[1, 8], heads=32, seqlen_q=[1, 100], seqlen_k=4096, head_dim=128,
-                gpus="h200-sxm")
+    args = dict(batch=[1, 8], heads=32, kv_heads=[4, 8, 32], seqlen_q=[1, 100],
+                seqlen_k=4096, head_dim=128, gpus="h200-sxm")
     configs = {a.label(): a for a in (FA2(pack_gqa=True), Implementation(
         preset="flash-attn-2", options={"pack_gqa": True}))}
     packed = sweep(**args, algorithms=list(configs.values()))
@@ -199,12 +245,12 @@ def test_pack_gqa_true_sweeps_where_heads_equal_kv_heads():
     assert list(packed.algorithm.unique()) == ["fa2(pack_gqa=True)",
                                                "flash-attn-2(pack_gqa=True)"]
     assert (packed.infeasible == "").all()
-    np.testing.assert_array_equal(packed.seconds, plain.seconds)
+    same = (packed.heads == packed.kv_heads).to_numpy()
+    np.testing.assert_array_equal(packed.seconds[same], plain.seconds[same])
+    assert (packed.seconds[~same].to_numpy() != plain.seconds[~same].to_numpy()).any()
     for row in packed.itertuples():
         _assert_row_matches(row, perfsim.predict(_workload(row), gpu=row.gpu,
-                                                 algorithm=as_swept(configs[row.algorithm])))
-    with pytest.raises(perfsim.PerfsimError, match="pack_gqa=True is not vectorised"):
-        sweep(**{**args, "kv_heads": [8, 32]}, algorithms=FA2(pack_gqa=True))
+                                                 algorithm=configs[row.algorithm]))
 
 
 def test_docstring_says_only_varlen_is_predict_only():
@@ -338,8 +384,7 @@ def test_a_window_takes_the_mask_the_kernels_see_for_each_row():
         window = tuple(None if side == "none" else int(side) for side in r.window.split(","))
         w = perfsim.AttentionWorkload(batch=1, heads=8, kv_heads=1, seqlen_q=17,
                                       seqlen_k=r.seqlen_k, head_dim=128, window=window)
-        # (a sweep takes the automatic split count as one split: compare with as_swept)
-        p = perfsim.predict(w, "rtx-4090", as_swept("fa2"))
+        p = perfsim.predict(w, "rtx-4090", "fa2")
         assert r.mufu_seconds == pytest.approx(p.unit_seconds["mufu"], rel=1e-9)
         assert r.exp_ops == pytest.approx(p.counts.exp_ops, rel=1e-9)
 
@@ -419,3 +464,27 @@ def test_timing_fields_apply_to_each_group_defaults():
         sweep(batch=1, heads=8, seqlen_q=128, head_dim=64, timing={"clock": "fast"})
     with pytest.raises(perfsim.PerfsimError, match="TimingParams"):
         sweep(batch=1, heads=8, seqlen_q=128, head_dim=64, timing={"no_such_field": 1})
+
+
+def test_a_sweep_reproduces_the_decode_example():
+    """examples/decode_splits.csv was written by one predict call per point (the reference's
+    split and packing choices, each alone, neither); a sweep of the same grid gives the same
+    seconds to 1e-9 (sweeps took "auto" as one split and no packing until 2026-12-03)."""
+    from pathlib import Path
+
+    from perfsim.algorithms import FA2
+
+    committed = pd.read_csv(Path(__file__).parent.parent / "examples" / "decode_splits.csv")
+    configs = {"reference (auto splits, auto packing)": FA2(),
+               "split-KV only": FA2(pack_gqa=False), "packing only": FA2(num_splits=1),
+               "neither": FA2(num_splits=1, pack_gqa=False)}
+    rows = sweep(batch=sorted(set(committed.batch)), heads=32, kv_heads=8, seqlen_q=1,
+                 seqlen_k=sorted(set(committed.seqlen_k)), head_dim=128, gpus="h100-sxm5",
+                 algorithms=list(configs.values()),
+                 timing={"host_floor_fwd_s": 0.0, "host_floor_bwd_s": 0.0})
+    rows["config"] = rows.algorithm.map({a.label(): name for name, a in configs.items()})
+    both = committed.merge(rows[["batch", "seqlen_k", "config", "seconds"]],
+                           on=["batch", "seqlen_k", "config"], suffixes=("", "_sweep"))
+    assert len(both) == len(committed) == 108
+    np.testing.assert_allclose(both.seconds_sweep, both.seconds, rtol=1e-9)
+    assert both[both.config == "reference (auto splits, auto packing)"].num_splits.max() > 1

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import perfsim
 from perfsim import algorithms, symbolic
-from perfsim.sweep import as_swept
+from perfsim.sweep import single_split
 from perfsim.symbolic import L_2, B_c, B_r, H, M, N_q, d
 
 pytestmark = pytest.mark.slow      # sympy closed forms: ~40 s (run with -m slow; CI runs them)
@@ -55,7 +55,7 @@ def test_closed_forms_equal_numeric_counts(name, causal, phase, io_model, batch,
     gpu = perfsim.load_gpu(GPU.get(name, "h200-sxm"))
     algo = algorithms.REGISTRY[name](**OPTIONS.get(name, {}))
     try:
-        p = perfsim.predict(w, gpu.replace(l2_bytes=1) if io_model else gpu, as_swept(algo))
+        p = perfsim.predict(w, gpu.replace(l2_bytes=1) if io_model else gpu, single_split(algo))
     except perfsim.InfeasibleError:
         assume(False)
     values = {"B": batch, "H": w.heads, "H_kv": kv_heads, "N_q": seqlen_q, "N_k": seqlen_k,
@@ -71,7 +71,7 @@ def test_bound_checks_vanish_at_tile_multiples():
     """With flash-attn 2's bound checks on (FA2's default), counts equal the closed forms at
     lengths that fill whole tiles, and exceed them by the checks elsewhere."""
     options = {k: v for k, v in OPTIONS["fa2"].items() if k != "bound_checks"}
-    algo = as_swept(algorithms.FA2(**options))
+    algo = single_split(algorithms.FA2(**options))
     forms = _closed_forms("fa2", False, "bwd")
     for n, equal in ((1024, True), (1000, False)):
         w = perfsim.AttentionWorkload(batch=2, heads=4, seqlen_q=n, head_dim=64, phase="bwd")

@@ -73,6 +73,7 @@ from perfsim.algorithms.fa2_launch import (
 from perfsim.algorithms.splits import (
     check_num_splits,
     check_pack_gqa,
+    choice_arrays,
     combine_kernel,
     decide,
     frozen_choice,
@@ -412,6 +413,21 @@ class FusedAttention(Algorithm):
                                      else dims, gpu)
         return decide(dims, gpu, self.num_splits, self.pack_gqa, self.split_rule, b_r, b_c,
                       can_split=self.can_split(gpu))
+
+    def split_choices(self, dims: Dims, gpu: GPUSpec):
+        """Sweeps: the split-KV and packing choice of each element of array dims, as
+        :meth:`forward_dims` makes it for that element alone — ``(splits, group, 0)`` integer
+        arrays (:func:`perfsim.algorithms.splits.choice_arrays`; the last is a further
+        grouping key, none here) — or None when the options fix one choice for every
+        element (a split count given and no packing)."""
+        if self.num_splits != "auto" and self.pack_gqa is False:
+            return None
+        fdims = replace(dims, phase="fwd")
+        b_r, b_c, _ = self.fwd_tiles(replace(fdims, splits=2) if self.split_rule == "fa2"
+                                     else fdims, gpu)
+        splits, group = choice_arrays(fdims, gpu, self.num_splits, self.pack_gqa,
+                                      self.split_rule, b_r, b_c, can_split=self.can_split(gpu))
+        return splits, group, 0
 
     def kv_in_flight(self, dims: Dims, b_c):
         """Global-load bytes one forward CTA keeps in flight: flash-attn 2 prefetches the next

@@ -68,6 +68,7 @@ from perfsim.algorithms.fa4_softmax import (
 from perfsim.algorithms.splits import (
     check_num_splits,
     check_pack_gqa,
+    choice_arrays,
     combine_kernel,
     decide,
     frozen_choice,
@@ -205,11 +206,16 @@ class FA4(Algorithm):
         rows exceed one tile, and never on sm90 (flash-attn-4 4.0.0b36 ``interface.py``:
         ``q_stage = 2 if seqlen_q_packgqa > tile_m and head_dim_v != 256 else 1`` for
         sm100/sm110, else 1; the head-dim-256 case is :meth:`tmem_tiles`'). Arrays of rows
-        (sweeps) and symbols keep ``q_tiles_per_cta``."""
+        (sweeps) take one tile where every element fits one (``perfsim.sweep`` groups the
+        elements by that, :meth:`split_choices`), else ``q_tiles_per_cta``; symbols keep
+        ``q_tiles_per_cta``."""
         if self.variant == "sm90":
             return 1
-        if is_symbolic(rows) or np.ndim(rows) > 0:
+        if is_symbolic(rows):
             return self.q_tiles_per_cta
+        if np.ndim(rows) > 0:
+            # a sweep block whose rows all fit one tile (perfsim.sweep groups them so)
+            return 1 if np.all(np.asarray(rows) <= MMA_ROWS) else self.q_tiles_per_cta
         return self.q_tiles_per_cta if int(rows) > MMA_ROWS else 1
 
     def emulation(self, dims: Dims, gpu: GPUSpec) -> float:
@@ -292,6 +298,21 @@ class FA4(Algorithm):
             out.append(dq_convert_kernel(dims, self.name))
             out.append(gqa_reduce_kernel(dims))
         return out
+
+    def split_choices(self, dims: Dims, gpu: GPUSpec):
+        """Sweeps: each element's split count, packing group (as :meth:`kernels` decides them
+        for that element alone) and whether its packed query rows fit one 128-row tile (1)
+        or not (0), which sets the forward's Q tiles per CTA (:meth:`forward_q_tiles`):
+        ``(splits, group, one_tile)`` integer arrays
+        (:func:`perfsim.algorithms.splits.choice_arrays`)."""
+        fdims = replace(dims, phase="fwd")
+        q_tmem, b_c = self.tmem_tiles(fdims, gpu)
+        _, group = choice_arrays(fdims, gpu, 1, self.pack_gqa, "cute", MMA_ROWS * q_tmem, b_c)
+        one_tile = (np.asarray(dims.N_q) * group <= MMA_ROWS) & (self.variant != "sm90")
+        q_tiles = np.where(one_tile, 1, min(q_tmem, self.forward_q_tiles(MMA_ROWS + 1)))
+        splits, group = choice_arrays(fdims, gpu, self.num_splits, self.pack_gqa, "cute",
+                                      MMA_ROWS * q_tiles, b_c)
+        return splits, group, one_tile.astype(np.int64)
 
     def varlen_config(self, dims: Dims, gpu: GPUSpec):
         """Split-KV and packing decided once for the whole variable-length batch."""

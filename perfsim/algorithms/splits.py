@@ -28,12 +28,18 @@ The ``"auto"`` choices follow the references (facts read from their sources):
   key tiles, else ``max(1, min(SMs // total_mblocks, 128, key tiles))``, the key tiles of a
   window counting ``left + right + 1 + B_r`` keys; sm90 refuses splits
   (``assert not is_split_kv``).
+
+Length: each rule is written twice, once per shape (:func:`decide`) and once for every
+element of a sweep block at a time (:func:`choice_arrays`), and the two must be read side by
+side; ``tests/test_sweep.py`` checks that they agree element by element.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+
+import numpy as np
 
 from perfsim.algorithms.base import FP32_BYTES, STAT_BYTES, Dims, l2_filtered
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
@@ -225,22 +231,107 @@ def decide(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int, block
 
 
 def _decide_arrays(dims: Dims, num_splits, pack_gqa, can_split: bool) -> Dims:
-    """Vectorised sweeps: the kernel structure must be one for the whole block, so
-    ``"auto"`` is taken as one split and no packing there (``perfsim.sweep`` says so); an
-    explicit split count applies as given (not capped by the key tiles).
+    """Array dims (sweeps): one kernel structure serves the whole block, so the block must
+    hold elements of one choice. ``perfsim.sweep`` makes that so: it resolves ``"auto"`` per
+    element (:func:`choice_arrays`) and evaluates each choice's elements with that choice
+    given explicitly; ``"auto"`` that reaches here is taken as one split and no packing (the
+    closed forms, ``perfsim.symbolic``). An explicit split count applies as given (not capped
+    by the key tiles), as :func:`decide` applies it.
 
     Raises:
-        PerfsimError: ``pack_gqa=True`` on arrays (packing changes the tile rows per element;
-            use ``perfsim.predict``).
+        PerfsimError: ``pack_gqa=True`` on a block whose elements have different
+            ``H / H_kv`` ratios (the sweep never builds one).
     """
     from perfsim.errors import PerfsimError
 
     if pack_gqa is True:
-        raise PerfsimError("pack_gqa=True is not vectorised: sweep with pack_gqa=False or "
-                           "'auto' (taken as False in sweeps), or call perfsim.predict per shape")
-    if num_splits == "auto" or not can_split:
+        groups = np.unique(np.asarray(dims.H // dims.H_kv))
+        if len(groups) != 1:
+            raise PerfsimError("pack_gqa=True on arrays needs one H / H_kv ratio per block "
+                               "(perfsim.sweep evaluates each ratio apart)")
+        if groups[0] > 1 and dims.group == 1:
+            g = int(groups[0])
+            dims = replace(dims, H=dims.H_kv, N_q=dims.N_q * g, group=g)
+    if num_splits == "auto" or not can_split or dims.bwd and not dims.fwd:
         return dims
     return replace(dims, splits=int(num_splits))
+
+
+def choice_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int,
+                  block_n: int, can_split: bool = True):
+    """:func:`decide` for every element of array dims at once (sweeps): ``(splits, group)``,
+    integer arrays of the broadcast shape of ``B, H, H_kv, N_q, N_k`` — the split count and
+    the packing group (``H / H_kv`` where the heads are packed, else 1) that :func:`decide`
+    picks for that element alone (``tests/test_sweep.py`` checks them element by element).
+    The sweep evaluates each set of elements with one choice as one block
+    (``perfsim.sweep``). Fixed-length rows only (the sweep has no variable-length batches).
+    The wave-efficiency scan (flash-attn 2 and 3) runs once per distinct
+    ``(query tiles, key tiles)`` pair, through the scalar rule."""
+    import numpy as np
+
+    B, H, H_kv, N_q, N_k = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (
+        dims.B, dims.H, dims.H_kv, dims.N_q, dims.N_k)))
+    # (an element whose H_kv does not divide H is refused by the evaluation; its group of 0
+    # must not raise here)
+    group = np.maximum(H // H_kv, 1)
+    gqa = group > 1
+    if pack_gqa == "auto":
+        if rule == "fa2":
+            pack = ((N_q == 1) & gqa if dims.window == (None, None) and not dims.dropout_p
+                    else np.zeros(gqa.shape, bool))
+        elif rule == "cute":
+            pack = gqa & (not (max(dims.d, dims.d_v) > 192
+                               and gpu.native_tensor_family == "tcgen05"))
+        elif num_splits not in ("auto", 1):
+            pack = gqa
+        else:
+            def use(rows):
+                return rows / (-(-rows // block_m) * block_m)
+            pack = gqa & (use(N_q) < 0.9 * use(N_q * group))
+    else:
+        pack = gqa & bool(pack_gqa)
+    rows_q = np.where(pack, N_q * group, N_q)
+    heads = np.where(pack, H_kv, H)
+    splits = np.ones(B.shape, np.int64)
+    if can_split and not (dims.bwd and not dims.fwd):
+        if num_splits != "auto":
+            splits[...] = int(num_splits)
+        elif not (rule == "fa2" and dims.dropout_p):
+            n_blocks = -(-N_k // block_n)
+            m_blocks = -(-rows_q // block_m)
+            mblocks = B * heads * m_blocks
+            sms = gpu.sm_count
+            if rule == "cute":
+                left, right = dims.window
+                if left is not None and right is not None:
+                    n_blocks = np.minimum(n_blocks, -(-(left + right + 1 + block_m) // block_n))
+                fill = np.maximum(1, np.minimum(np.minimum(sms // np.maximum(mblocks, 1),
+                                                           MAX_SPLITS), n_blocks))
+                splits = np.where(n_blocks <= 4, 1, fill)
+            else:
+                slots = 2 * sms if rule == "fa2" else sms
+                scan = mblocks < 0.8 * slots
+                if rule != "fa2":
+                    kv_head_bytes = N_k * (dims.d + dims.d_v) * dims.e_kv
+                    big = ((~scan) & (kv_head_bytes > FA3_ASSUMED_L2_BYTES)
+                           & (m_blocks >= 2 * sms) & (not dims.masked))
+                    splits = np.where(big, np.minimum(-(-kv_head_bytes // FA3_ASSUMED_L2_BYTES),
+                                                      MAX_SPLITS), 1)
+                    scan &= n_blocks > 4
+                if scan.any():
+                    # one key per (query tiles, key tiles) pair: the scanned query tiles are
+                    # fewer than 2 x SMs, the key tiles fewer than 2^32
+                    pair = mblocks[scan] * (1 << 32) + n_blocks[scan]
+                    uniq, inverse = np.unique(pair, return_inverse=True)
+                    best = np.array([_best_wave_split(int(k >> 32), slots,
+                                                      int(k & 0xFFFFFFFF), MAX_SPLITS)
+                                     for k in uniq], dtype=np.int64)
+                    splits = np.array(splits, dtype=np.int64)
+                    splits[scan] = best[inverse.ravel()]
+    splits = np.broadcast_to(np.asarray(splits, dtype=np.int64), B.shape)
+    if rule == "fa3" and pack_gqa == "auto":
+        pack = pack | ((splits > 1) & gqa)          # flash-attn 3 packs whenever it splits
+    return np.array(np.maximum(splits, 1)), np.where(pack, group, 1)
 
 
 def varlen_batch_dims(dims: Dims) -> Dims:

@@ -224,7 +224,6 @@ def _cmd_sweep(args) -> int:
         print(json.dumps(json_records(df), indent=1, default=str))
     elif not args.quiet:
         _summary(df, seconds)
-        _auto_note(df)
         for name, what in ((args.out, "rows"), (args.plot, "figure")):
             if name:
                 # the summary's seconds are the predictions' alone; the write is timed here
@@ -497,25 +496,6 @@ def _summary(df, seconds: float) -> None:
     print_table(f"{len(df)} predictions ({len(df) - len(ok)} infeasible) in {seconds:.2f} s",
                  ["gpu", "algorithm", "rows", "infeasible", "median TFLOP/s", "max TFLOP/s",
                   "bound (rows)"], rows)
-
-
-def _auto_note(df) -> None:
-    """Say when a swept algorithm leaves ``num_splits`` / ``pack_gqa`` to its heuristic: a
-    sweep takes one split and no packing there (:func:`perfsim.sweep.as_swept`), where
-    ``perfsim predict`` applies the reference's choice (it splits small grids)."""
-    from perfsim.sweep import as_swept
-
-    auto = []
-    for label in df["algorithm"].astype(str).unique():
-        try:
-            if as_swept(label) != resolve(label):
-                auto.append(label)
-        except PerfsimError:          # a label with options is not a name resolve takes
-            continue
-    if auto:
-        print(f"note: {', '.join(auto)}: num_splits and pack_gqa 'auto' are taken as one "
-              "split and no packing in a sweep (perfsim predict applies the reference's "
-              "heuristics, which split small grids); set them in the config to sweep them")
 
 
 #: ``register(subparsers)`` for the command line (:mod:`perfsim.cli`).
