@@ -136,7 +136,8 @@ def evaluate(algo: Algorithm, dims: Dims, spec: GPUSpec, params: TimingParams):
         # drop kernels not launched (scalar grid 0); array grids are handled by aggregate
         parts.append((phase, [k for k in kernels_for(algo, part, spec)
                               if isinstance(k.grid, np.ndarray) or k.grid]))
-    floors = {phase: params.host_floor(phase, dims.masked or dims.mask_given)
+    floors = {phase: params.host_floor(phase, dims.masked or dims.mask_given,
+                                       paged=bool(dims.page_size))
               for phase in phases}
     # each kernel's clock-free timing once; the clock search evaluates the rest per clock
     clocked = [(phase, [KernelClock(k, spec, params) for k in ks]) for phase, ks in parts]

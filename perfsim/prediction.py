@@ -419,6 +419,9 @@ class Prediction:
         t = self.timing
         unmasked = ("" if t.host_floor_fwd_unmasked_s is None else
                     f" ({t.host_floor_fwd_unmasked_s * 1e6:.1f} us with no mask passed)")
+        if t.host_floor_fwd_paged_extra_s and self.workload.page_size:
+            unmasked += (f" plus {t.host_floor_fwd_paged_extra_s * 1e6:.1f} us with a paged "
+                         "K/V cache,")
         # the kernels' own time; the rest of the call is the GPU waiting for the host
         # (bound_seconds["host"] also holds the kernel time of the phases a floor sets)
         kernels = sum(k.seconds for k in self.kernels)

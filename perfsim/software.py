@@ -6,7 +6,8 @@ An attention call from PyTorch is more than its kernels' GPU time:
 * the host needs some time per call to dispatch it (Python, the dispatcher, autograd for the
   backward); when the GPU work is shorter than that, calls issued back to back are paced by
   the host, so a call takes ``max(GPU time, host floor)`` — per phase (``host_floor_*_s``;
-  a forward without any mask may have its own, ``host_floor_fwd_unmasked_s``);
+  a forward without any mask may have its own, ``host_floor_fwd_unmasked_s``, and a forward
+  through a paged K/V cache adds ``host_floor_fwd_paged_extra_s``);
 * PyTorch's own elementwise kernels (the eager path) reach only a fraction of the HBM copy
   bandwidth: ``torch.softmax`` by row length, ``masked_fill_`` with a broadcast mask.
 
@@ -51,6 +52,9 @@ class SoftwareProfile(BaseModel):
         "with no mask (no causal mask, no window), where the call path does more host work "
         "than with one (FlexAttention without a BlockMask builds an empty one in every call) "
         "(s); None: host_floor_fwd_s")
+    host_floor_fwd_paged_extra_s: float = Field(
+        default=0.0, ge=0, le=1.0, description="host time a forward call with a paged K/V "
+        "cache (a page table passed) adds to its forward floor (s)")
     eager_softmax: dict[int, float] = Field(
         default_factory=dict, description="row length -> fraction of the HBM copy bandwidth "
         "torch.softmax reaches (interpolated in log2 of the row length)")
@@ -83,7 +87,8 @@ class SoftwareProfile(BaseModel):
     sources: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("launch_overhead_s", "host_floor_fwd_s", "host_floor_bwd_s",
-                     "host_floor_fwd_unmasked_s", mode="before")
+                     "host_floor_fwd_unmasked_s", "host_floor_fwd_paged_extra_s",
+                     mode="before")
     @classmethod
     def _seconds(cls, value, info):
         """A time in seconds: a real number (not a bool or a string)."""
@@ -136,6 +141,8 @@ def load_software(profile: str = DEFAULT_SOFTWARE) -> SoftwareProfile:
             if "host_floor_fwd_s" in data and "host_floor_fwd_unmasked_s" not in data:
                 # a profile that sets its own forward floor sets it for every forward
                 base["host_floor_fwd_unmasked_s"] = None
+            if "host_floor_fwd_s" in data and "host_floor_fwd_paged_extra_s" not in data:
+                base["host_floor_fwd_paged_extra_s"] = 0.0
             sources = {**base["sources"], **data.get("sources", {})}
             data = {**base, **data, "sources": sources}
         for table in ("eager_softmax", "eager_softmax_masked", "sgemm_width"):

@@ -150,6 +150,9 @@ class TimingParams(BaseModel):
             (FlexAttention without a BlockMask); ``None``: ``host_floor_fwd_s``.
             :meth:`for_gpu` overrides of ``host_floor_fwd_s`` reset it unless it is given
             too; a ``model_copy`` or a constructor call sets each field as given.
+        host_floor_fwd_paged_extra_s: host time a forward call with a paged K/V cache adds to
+            its forward floor (flash_attn.cute passes and checks a page table); reset by
+            :meth:`for_gpu` overrides of ``host_floor_fwd_s`` as the unmasked floor is.
         clock: the SM clock the call runs at. ``"sustained"`` (default): where the GPU's
             power model (``GPUSpec.power``, :mod:`perfsim.power`) puts it under this call's
             load — its ceiling when the call stays under the board power limit, lower when
@@ -178,6 +181,7 @@ class TimingParams(BaseModel):
     host_floor_fwd_s: float = Field(default=0.0, ge=0)
     host_floor_bwd_s: float = Field(default=0.0, ge=0)
     host_floor_fwd_unmasked_s: float | None = Field(default=None, ge=0)
+    host_floor_fwd_paged_extra_s: float = Field(default=0.0, ge=0)
     clock: Literal["sustained", "boost", "datasheet"] | float = "sustained"
 
     def __init__(self, **fields):
@@ -221,7 +225,8 @@ class TimingParams(BaseModel):
     @field_validator("hbm_efficiency", "tensor_efficiency", "launch_overhead_s",
                      "cta_overhead_s", "eager_broadcast_fill", "eager_strided_copy",
                      "sgemm_peak_fraction", "sgemm_tile_overhead_k", "host_floor_fwd_s",
-                     "host_floor_bwd_s", "host_floor_fwd_unmasked_s", mode="before")
+                     "host_floor_bwd_s", "host_floor_fwd_unmasked_s",
+                     "host_floor_fwd_paged_extra_s", mode="before")
     @classmethod
     def _number(cls, value, info):
         if value is None and info.field_name in ("hbm_efficiency", "cta_overhead_s",
@@ -272,6 +277,7 @@ class TimingParams(BaseModel):
                 "host_floor_fwd_s": sw.host_floor_fwd_s,
                 "host_floor_bwd_s": sw.host_floor_bwd_s,
                 "host_floor_fwd_unmasked_s": sw.host_floor_fwd_unmasked_s,
+                "host_floor_fwd_paged_extra_s": sw.host_floor_fwd_paged_extra_s,
                 "eager_softmax": sw.table("eager_softmax"),
                 "eager_softmax_masked": sw.table("eager_softmax_masked"),
                 "eager_broadcast_fill": sw.eager_broadcast_fill,
@@ -296,13 +302,16 @@ class TimingParams(BaseModel):
         if "host_floor_fwd_s" in overrides and "host_floor_fwd_unmasked_s" not in overrides:
             # a forward floor set by hand (0 for kernel time alone) holds for every forward
             base["host_floor_fwd_unmasked_s"] = None
+        if "host_floor_fwd_s" in overrides and "host_floor_fwd_paged_extra_s" not in overrides:
+            base["host_floor_fwd_paged_extra_s"] = 0.0
         base.update(overrides)
         return cls(**base)
 
-    def host_floor(self, phase: str, masked: bool) -> float:
+    def host_floor(self, phase: str, masked: bool, paged: bool = False) -> float:
         """Host seconds per call of ``phase`` (``"fwd"`` or ``"bwd"``): the forward floor of
         attention without a mask (``masked`` false) is ``host_floor_fwd_unmasked_s`` when
-        that is set.
+        that is set; a forward through a paged K/V cache (``paged``) adds
+        ``host_floor_fwd_paged_extra_s``.
 
         Raises:
             perfsim.PerfsimError: ``phase`` is neither ``"fwd"`` nor ``"bwd"`` (a
@@ -312,9 +321,10 @@ class TimingParams(BaseModel):
                                f"fwd_bwd call pays one floor per phase), got {phase!r}")
         if phase == "bwd":
             return self.host_floor_bwd_s
+        extra = self.host_floor_fwd_paged_extra_s if paged else 0.0
         if not masked and self.host_floor_fwd_unmasked_s is not None:
-            return self.host_floor_fwd_unmasked_s
-        return self.host_floor_fwd_s
+            return self.host_floor_fwd_unmasked_s + extra
+        return self.host_floor_fwd_s + extra
 
     def eager_efficiency(self, cost: KernelCost):
         """Reachable fraction of HBM bandwidth for an eager kernel (1 when not measured)."""

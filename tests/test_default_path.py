@@ -227,6 +227,36 @@ def test_a_forward_floor_set_by_hand_holds_masked_or_not():
         SoftwareProfile.model_validate(data)
 
 
+def test_a_paged_cute_forward_pays_the_page_tables_host_time():
+    """flash_attn.cute's forward through a paged K/V cache costs about 10 us more host time
+    than the same call on a contiguous cache (validate/probe_call_split.py --decode); the
+    backward, other presets and a floor set by hand do not take it."""
+    cute = load_software("flash-attn-cute")
+    extra = cute.host_floor_fwd_paged_extra_s
+    assert 5e-6 < extra < 20e-6
+    step = W(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=1024, head_dim=128)
+    paged = step.model_copy(update={"page_size": 256})
+    plain_s = perfsim.predict(step, "h200-sxm", "flash-attn-cute").seconds
+    paged_p = perfsim.predict(paged, "h200-sxm", "flash-attn-cute")
+    assert plain_s == pytest.approx(cute.host_floor_fwd_s, rel=1e-12)
+    assert paged_p.seconds == pytest.approx(cute.host_floor_fwd_s + extra, rel=1e-12)
+    assert f"plus {extra * 1e6:.1f} us with a paged K/V cache" in paged_p.explain()
+    assert "paged K/V cache" not in perfsim.predict(step, "h200-sxm",
+                                                     "flash-attn-cute").explain()
+    # no other profile measured one
+    from perfsim.software import software_profiles
+    assert [p for p in software_profiles()
+            if load_software(p).host_floor_fwd_paged_extra_s] == ["flash-attn-cute"]
+    h200 = perfsim.load_gpu("h200-sxm")
+    bare = perfsim.timing_for(h200, "flash-attn-cute", host_floor_fwd_s=0.0,
+                              host_floor_bwd_s=0.0)
+    assert bare.host_floor("fwd", True, paged=True) == 0.0
+    timing = perfsim.timing_for(h200, "flash-attn-cute")
+    assert timing.host_floor("bwd", True, paged=True) == timing.host_floor_bwd_s
+    assert timing.host_floor("fwd", False, paged=True) == pytest.approx(
+        cute.host_floor_fwd_s + extra)
+
+
 def test_eager_ceilings_apply_to_catalog_gpus():
     """torch.softmax's measured fraction of copy bandwidth is a software fact: it slows the
     eager softmax on every GPU, not only on the calibrated H200."""

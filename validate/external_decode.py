@@ -2,7 +2,8 @@
 :mod:`perfsim.validate.external` (same row schema, same timing and NVML sampling).
 
     python -m perfsim.validate.external_decode --out DIR --limit-seconds S
-        [--grid main|holdout|mask-holdout] [--kinds decode window varlen paged] [--retry-errors]
+        [--grid main|holdout|mask-holdout|paged-holdout]
+        [--kinds decode window varlen paged] [--retry-errors]
     python -m perfsim.validate.external_decode --plan [--grid ...] [--kinds ...]  # no GPU
     python -m perfsim.validate.external_decode --summary DIR/results.jsonl
 
@@ -437,6 +438,20 @@ def mask_holdout_cases() -> list[Case]:
             for b, h, hkv, nq, nk, d in MASK_HOLDOUT_SHAPES for causal in (False, True)]
 
 
+#: Paged hold-out (``--grid paged-holdout``; measured after flash_attn.cute's paged host
+#: time, ``host_floor_fwd_paged_extra_s``, was frozen, 2026-12-03): (B, H, H_kv, N_k), each
+#: through flash_attn.cute with pages of 64 and 256 tokens and on a contiguous cache; none of
+#: these shapes in the grids above.
+PAGED_HOLDOUT_SHAPES = ((16, 48, 6, 40), (16, 48, 6, 600), (16, 48, 6, 3000),
+                        (128, 32, 8, 100), (4, 64, 8, 12000))
+PAGED_HOLDOUT_SIZES = (64, 256, None)
+
+
+def paged_holdout_cases() -> list[Case]:
+    return [Case("paged", _shape(b, h, hkv, 1, nk, False), "cute", page_size=p)
+            for b, h, hkv, nk in PAGED_HOLDOUT_SHAPES for p in PAGED_HOLDOUT_SIZES]
+
+
 def _none() -> list[Case]:
     return []
 
@@ -448,7 +463,9 @@ HOLDOUT_CASES = {"decode": holdout_decode_cases, "window": holdout_window_cases,
 #: ``--grid`` name -> kind -> case builder.
 GRIDS = {"main": CASES, "holdout": HOLDOUT_CASES,
          "mask-holdout": {"decode": mask_holdout_cases, "window": _none, "varlen": _none,
-                          "paged": _none}}
+                          "paged": _none},
+         "paged-holdout": {"decode": _none, "window": _none, "varlen": _none,
+                           "paged": paged_holdout_cases}}
 
 
 def plan(kinds=KINDS, grid: str = "main") -> list[Case]:

@@ -23,7 +23,9 @@ case "$GRID" in
     main) NAME=decode ;;
     holdout) NAME=decode-holdout ;;
     mask-holdout) NAME=decode-mask-holdout ;;
-    *) echo "GRID must be main, holdout or mask-holdout, not '$GRID'" >&2; exit 2 ;;
+    paged-holdout) NAME=decode-paged-holdout ;;
+    *) echo "GRID must be main, holdout, mask-holdout or paged-holdout, not '$GRID'" >&2
+       exit 2 ;;
 esac
 LOG=$OUT/run.log
 mkdir -p "$OUT/$NAME"

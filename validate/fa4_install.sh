@@ -42,7 +42,7 @@ case "${1:-}" in
     if PYTHONPATH=/tmp/site python3 -c "import flash_attn.cute" 2>/dev/null; then
       echo "flash_attn.cute already installed"; exit 0
     fi
-    if [ -d .fa4/s ]; then "$0" stash; fi
+    if [ -d .fa4/s ]; then bash "$0" stash; fi
     have=$(ls "$STASH"/fa4.tar.* 2>/dev/null | wc -l)
     want=$(cat "$STASH"/pieces 2>/dev/null || echo "?")
     [ "$have" = "$want" ] || {
