@@ -239,7 +239,10 @@ def test_varlen_batch_is_one_launch_over_its_sequences():
 
 # ------------------------------------------------------------------ committed H200 scores
 @pytest.mark.parametrize("folder, score", [("h200-decode", "score-h200-sxm"),
-                                           ("h200-decode-holdout", "score-h200-sxm")])
+                                           ("h200-decode-holdout", "score-h200-sxm"),
+                                           ("h200-decode-paged-holdout", "score-h200-sxm"),
+                                           ("h200-decode-paged-holdout",
+                                            "score-frozen-f465d09")])
 def test_committed_decode_scores_are_reproducible(folder, score):
     """The committed scores of the inference-shaped H200 rows are what the current model
     gives. (``h200-decode-holdout/score-frozen`` is the hold-out scored by the model frozen
