@@ -550,14 +550,12 @@ def _evaluate_choices(algo, gpu: GPUSpec | None, params, scalar: dict, block: di
                       why: str):
     """One block of one group with one mask, the split-KV and GQA-packing choices
     (``num_splits="auto"``, ``pack_gqa="auto"`` or ``True``) made per element as
-    :func:`perfsim.predict` makes them (:func:`_choice_parts`): the elements of each choice
-    are evaluated together with that choice given explicitly, and put back in place.
-    ``(results, reasons)`` as :func:`_evaluate_mask`."""
+    :func:`perfsim.predict` makes them (:func:`_choice_parts`): the elements of each kernel
+    structure are evaluated together and put back in place. ``(results, reasons)`` as
+    :func:`_evaluate_mask`."""
     parts = None if why or gpu is None else _choice_parts(algo, gpu, scalar, block)
     if parts is None:
         return _evaluate_mask(algo, gpu, params, scalar, block, why)
-    if len(parts) == 1:
-        return _evaluate_mask(parts[0][0], gpu, params, scalar, block, why)
     shape = np.broadcast_shapes(*(v.shape for v in block.values()))
     size = int(np.prod(shape))
     flat = {k: np.broadcast_to(v, shape).ravel() for k, v in block.items()}
@@ -567,9 +565,9 @@ def _evaluate_choices(algo, gpu: GPUSpec | None, params, scalar: dict, block: di
     # where the common choice refuses the whole block, every choice on its own elements
     parts = sorted(parts, key=lambda part: -len(part[1]))
     common = {}
-    if parts[0][2]:         # its configuration gives each element what it gives it alone
+    if parts[0][2] is not None:     # a configuration that holds for its elements anywhere
         try:
-            common, why_not = _evaluate_mask(parts[0][0], gpu, params, scalar, block, why)
+            common, why_not = _evaluate_mask(parts[0][2], gpu, params, scalar, block, why)
         except PerfsimError:
             pass
     if common:
@@ -629,18 +627,25 @@ def _choice_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):
     for index, sub in groups:
         chosen = _split_parts(algo, gpu, scalar, sub)
         if chosen is None:
-            parts.append((algo, index, False))
+            parts.append((algo, index, None))
         else:
-            parts.extend((run, index[local], whole and len(groups) == 1)
+            parts.extend((run, index[local], whole if len(groups) == 1 else None)
                          for run, local, whole in chosen)
-    if len(parts) == 1 and parts[0][0] is algo:
+    if len(parts) == 1:
         return None
     return parts
 
 
 def _split_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):
-    """``[(configuration, flat indices of the block's elements), ...]`` by split-KV and
-    packing choice, or None (nothing to choose, or the configuration refuses the block)."""
+    """``[(configuration, flat indices of the block's elements, whole-block configuration or
+    None), ...]``: the block's elements grouped by kernel structure — split or not, packing
+    group, the algorithm's further key (``split_choices``) — or None (nothing to choose, or
+    the configuration refuses the block). Each group runs the configuration itself: on arrays
+    :func:`perfsim.algorithms.splits.decide` makes every element's choice, its split count
+    included (it may differ by element within a group). A group of unsplit, unpacked or
+    uniformly packed elements without the further key also gets a configuration with that
+    choice fixed, which gives its elements the same on the whole block (the cheap broadcast
+    layout)."""
     from perfsim.implementations import Implementation
 
     dims = replace(_block_dims(scalar, block), phase="fwd")     # the choices are the forward's
@@ -655,8 +660,8 @@ def _split_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):
     shape = np.broadcast_shapes(*(v.shape for v in block.values()))
     splits, group, extra = (np.broadcast_to(np.asarray(c, dtype=np.int64), shape).ravel()
                             for c in chosen)
-    # one integer key per choice: splits ≤ 128 (8 bits), the extra key 0/1, then the group
-    key = splits + (extra + 2 * group) * 256
+    # one integer key per structure: split or not (1 bit), the extra key (0/1), the group
+    key = (splits > 1) + 2 * extra + 4 * group
     if key.min() == key.max():
         values, inverse = key[:1], np.zeros(key.shape, np.int64)
     else:
@@ -664,12 +669,13 @@ def _split_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):
         inverse = inverse.ravel()
     parts = []
     for j, value in enumerate(values):
-        choice = {"num_splits": int(value % 256), "pack_gqa": bool(value // 512 > 1)}
-        run = (algo.model_copy(update={"options": {**algo.options, **choice}})
-               if isinstance(algo, Implementation) else type(inner)(**{**inner.model_dump(),
-                                                                       **choice}))
-        # a choice without the extra key (0) evaluates alike on the whole block
-        parts.append((run, np.flatnonzero(inverse == j), (value // 256) % 2 == 0))
+        whole = None
+        if value % 4 == 0:          # unsplit, no extra key: fixed, it holds on any block
+            choice = {"num_splits": 1, "pack_gqa": bool(value // 4 > 1)}
+            whole = (algo.model_copy(update={"options": {**algo.options, **choice}})
+                     if isinstance(algo, Implementation)
+                     else type(inner)(**{**inner.model_dump(), **choice}))
+        parts.append((algo, np.flatnonzero(inverse == j), whole))
     return parts
 
 

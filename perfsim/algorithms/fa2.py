@@ -71,6 +71,7 @@ from perfsim.algorithms.fa2_launch import (
     kernel_head_dim,
 )
 from perfsim.algorithms.splits import (
+    any_split,
     check_num_splits,
     check_pack_gqa,
     choice_arrays,
@@ -335,7 +336,8 @@ class FusedAttention(Algorithm):
             b_r, b_c, warps = SYMBOLIC_FWD_TILE
         else:
             d = max(self.kernel_head_dims(dims))
-            b_r, b_c, warps = (splitkv_tile(d) if dims.splits > 1 or dims.page_size
+            b_r, b_c, warps = (splitkv_tile(d) if any_split(dims.splits)
+                               or dims.page_size
                                else fwd_launch(d, dims.causal, bool(dims.dropout_p), gpu))
         return self.block_m or b_r, self.block_n or b_c, self.fwd_warps_option() or warps
 
@@ -460,7 +462,7 @@ class FusedAttention(Algorithm):
             main = with_whole_tiles(lambda x: self._forward(x, gpu), fdims, b_r, b_c,
                                     self.kernel_head_dims(fdims))
             out.append(split_forward(main, fdims, fdims.splits))
-            if fdims.splits > 1:
+            if any_split(fdims.splits):
                 out.append(combine_kernel(fdims, fdims.splits, f"{self.name}_fwd_combine", gpu))
         if dims.bwd:
             b_r, b_c, _ = self.bwd_tiles(dims, gpu)

@@ -66,6 +66,7 @@ from perfsim.algorithms.fa4_softmax import (
     shipped_emulation_fraction,
 )
 from perfsim.algorithms.splits import (
+    any_split,
     check_num_splits,
     check_pack_gqa,
     choice_arrays,
@@ -285,7 +286,7 @@ class FA4(Algorithm):
                 lambda x: self._forward(x, gpu, b_r, b_c, smem, stages * stage_bytes),
                 fdims, b_r, b_c)
             out.append(split_forward(main, fdims, fdims.splits))
-            if fdims.splits > 1:
+            if any_split(fdims.splits):
                 out.append(combine_kernel(fdims, fdims.splits, "fa4_fwd_combine", gpu))
         if dims.bwd:
             # flash_attn.cute's _flash_attn_bwd launches, on every architecture, a preprocess

@@ -92,6 +92,27 @@ def _best_wave_split(mblocks: int, slots: int, n_blocks: int, max_splits: int) -
     return next((s for s, e in sorted(eff.items()) if e >= 0.85 * best), 1)
 
 
+def _best_wave_split_arrays(mblocks, slots: int, n_blocks, max_splits: int):
+    """:func:`_best_wave_split` for arrays of ``mblocks`` and ``n_blocks`` (the same
+    arithmetic on every candidate split count at once, in row blocks that bound memory)."""
+    out = np.ones(len(mblocks), dtype=np.int64)
+    counts = np.arange(1, max_splits + 1, dtype=np.int64)[None, :]
+    for lo in range(0, len(mblocks), 8192):
+        m = np.asarray(mblocks[lo:lo + 8192], dtype=np.int64)[:, None]
+        n = np.asarray(n_blocks[lo:lo + 8192], dtype=np.int64)[:, None]
+        limit = np.minimum(min(max_splits, slots), n)
+        previous = np.maximum(counts - 1, 1)
+        eligible = (counts == 1) | (-(-n // counts) != -(-n // previous))
+        valid = (counts <= limit) & eligible
+        waves = m * counts / slots
+        with np.errstate(invalid="ignore", divide="ignore"):    # (no grid: m = 0)
+            eff = np.where(valid, waves / np.ceil(waves), -np.inf)
+        best = np.maximum(eff.max(axis=1), 0.0)[:, None]
+        ok = valid & (eff >= 0.85 * best)
+        out[lo:lo + 8192] = np.where(ok.any(axis=1), ok.argmax(axis=1) + 1, 1)
+    return out
+
+
 def fa2_num_splits(mblocks: int, sm_count: int, n_blocks: int) -> int:
     """flash-attn 2's ``num_splits_heuristic`` (called with ``2 × SMs`` slots)."""
     slots = 2 * sm_count
@@ -129,6 +150,11 @@ def should_pack_gqa(varlen: bool, seqlen_q: int, group: int, block_m: int) -> bo
     return use(seqlen_q) < 0.9 * use(seqlen_q * group)
 
 
+def any_split(splits) -> bool:
+    """Whether a forward is split (``Dims.splits`` > 1; on arrays, any element)."""
+    return splits > 1 if type(splits) is int else bool(np.any(np.asarray(splits) > 1))
+
+
 def split_forward(cost: KernelCost, dims: Dims, splits: int) -> KernelCost:
     """A forward kernel's cost with its key range cut into ``splits`` CTAs per query tile.
 
@@ -137,7 +163,7 @@ def split_forward(cost: KernelCost, dims: Dims, splits: int) -> KernelCost:
     ``O`` plus its logsumexp instead of ``O`` in the input dtype (those writes counted to
     HBM, a stated simplification: small decode partials may stay in L2).
     """
-    if splits <= 1:
+    if not any_split(splits):
         return cost
     e, rows = dims.e, dims.B * dims.H * dims.N_q
     extra_q = (splits - 1) * e * rows * dims.d
@@ -183,9 +209,9 @@ def decide(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int, block
     Symbolic dims keep one split and no packing."""
     if dims.symbolic:
         return dims
-    import numpy as np
     if any(isinstance(x, np.ndarray) for x in (dims.B, dims.H, dims.H_kv, dims.N_q, dims.N_k)):
-        return _decide_arrays(dims, num_splits, pack_gqa, can_split)
+        return _decide_arrays(dims, gpu, num_splits, pack_gqa, rule, block_m, block_n,
+                              can_split)
     group = dims.H // dims.H_kv
     if pack_gqa == "auto":
         if rule == "fa2":
@@ -230,31 +256,37 @@ def decide(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int, block
     return replace(out, splits=max(splits, 1))
 
 
-def _decide_arrays(dims: Dims, num_splits, pack_gqa, can_split: bool) -> Dims:
-    """Array dims (sweeps): one kernel structure serves the whole block, so the block must
-    hold elements of one choice. ``perfsim.sweep`` makes that so: it resolves ``"auto"`` per
-    element (:func:`choice_arrays`) and evaluates each choice's elements with that choice
-    given explicitly; ``"auto"`` that reaches here is taken as one split and no packing (the
-    closed forms, ``perfsim.symbolic``). An explicit split count applies as given (not capped
-    by the key tiles), as :func:`decide` applies it.
+def _decide_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int,
+                   block_n: int, can_split: bool) -> Dims:
+    """:func:`decide` on array dims (sweeps): every element's choice is :func:`decide`'s for
+    that element alone (:func:`choice_arrays`), and one kernel structure must serve the whole
+    block: one packing group, and either no element split or every element split (the
+    split count itself may differ by element, ``Dims.splits`` an array). ``perfsim.sweep``
+    groups a block's elements so (``sweep._choice_parts``).
 
     Raises:
-        PerfsimError: ``pack_gqa=True`` on a block whose elements have different
-            ``H / H_kv`` ratios (the sweep never builds one).
+        PerfsimError: a block that mixes packing groups, or split and unsplit elements.
     """
     from perfsim.errors import PerfsimError
 
-    if pack_gqa is True:
-        groups = np.unique(np.asarray(dims.H // dims.H_kv))
-        if len(groups) != 1:
-            raise PerfsimError("pack_gqa=True on arrays needs one H / H_kv ratio per block "
-                               "(perfsim.sweep evaluates each ratio apart)")
-        if groups[0] > 1 and dims.group == 1:
-            g = int(groups[0])
-            dims = replace(dims, H=dims.H_kv, N_q=dims.N_q * g, group=g)
-    if num_splits == "auto" or not can_split or dims.bwd and not dims.fwd:
-        return dims
-    return replace(dims, splits=int(num_splits))
+    splits, group = choice_arrays(dims, gpu, num_splits, pack_gqa, rule, block_m, block_n,
+                                  can_split)
+    groups = np.unique(group)
+    if len(groups) != 1:
+        raise PerfsimError("the GQA packing choice differs across this block of rows "
+                           "(perfsim.sweep evaluates each packing group apart)")
+    g = int(groups[0])
+    out = replace(dims, H=dims.H_kv, N_q=dims.N_q * g, group=g) if g > 1 and dims.group == 1 \
+        else dims
+    if not can_split or dims.bwd and not dims.fwd:
+        return out
+    first = int(splits.flat[0])
+    if np.all(splits == first):
+        return replace(out, splits=first)
+    if np.any(splits == 1):
+        raise PerfsimError("this block of rows mixes split and unsplit forwards "
+                           "(perfsim.sweep evaluates them apart)")
+    return replace(out, splits=splits)
 
 
 def choice_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int,
@@ -323,9 +355,8 @@ def choice_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int
                     # fewer than 2 x SMs, the key tiles fewer than 2^32
                     pair = mblocks[scan] * (1 << 32) + n_blocks[scan]
                     uniq, inverse = np.unique(pair, return_inverse=True)
-                    best = np.array([_best_wave_split(int(k >> 32), slots,
-                                                      int(k & 0xFFFFFFFF), MAX_SPLITS)
-                                     for k in uniq], dtype=np.int64)
+                    best = _best_wave_split_arrays(uniq >> 32, slots, uniq & 0xFFFFFFFF,
+                                                   MAX_SPLITS)
                     splits = np.array(splits, dtype=np.int64)
                     splits[scan] = best[inverse.ravel()]
     splits = np.broadcast_to(np.asarray(splits, dtype=np.int64), B.shape)
