@@ -8,11 +8,11 @@ on each partition on a Dask worker, and writes each partition's rows to its own 
 of one dataset directory::
 
     OUT/part-00000.parquet ... part-NNNNN.parquet
-    OUT/manifest.json          # written last: partitions, rows per file, the config's key
+    OUT/_manifest.json         # written last: partitions, rows per file, the config's key
 
 A partition file is written to a temporary name and renamed, and partitions whose file
 already exists are not recomputed, so an interrupted run (a lost worker, Ctrl-C) resumes
-where it stopped: run the same command again. ``manifest.json`` records the partitioning, so a
+where it stopped: run the same command again. ``_manifest.json`` records the partitioning, so a
 second run with another config or partition size into the same directory is refused.
 
 The rows are those of the single-machine sweep of the same config, value for value (each
@@ -53,7 +53,17 @@ ROWS_PER_PARTITION = 50_000
 SPLIT_FIELDS = ("seqlen_q", "batch", "heads", "seqlen_k", "kv_heads", "head_dim",
                 "head_dim_v", "causal", "dtype", "phase", "dropout_p", "window", "kv_dtype",
                 "page_size", "softcap")
-MANIFEST = "manifest.json"
+MANIFEST = "_manifest.json"
+#: the name datasets written before 2026-12-03 carry (read, never written): Parquet readers
+#: (pyarrow.dataset, pandas.read_parquet, Spark, DuckDB) skip files whose names start with "_"
+#: or ".", so the folder now reads as a dataset as it is
+OLD_MANIFEST = "manifest.json"
+
+
+def _manifest_path(out: Path) -> Path:
+    """The dataset's manifest (its current name, else the old one where only that exists)."""
+    new, old = out / MANIFEST, out / OLD_MANIFEST
+    return old if old.exists() and not new.exists() else new
 
 
 def _need_dask():
@@ -266,9 +276,9 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
     marker = out / ".config.json"
     if out.exists():
         recorded = {marker.read_text()} if marker.exists() else set()
-        if (out / MANIFEST).exists():
+        if _manifest_path(out).exists():
             try:
-                recorded.add(json.loads((out / MANIFEST).read_text())["key"])
+                recorded.add(json.loads(_manifest_path(out).read_text())["key"])
             except (ValueError, KeyError, TypeError):
                 recorded.add("unknown")
         stray = any(out.glob("part-*.parquet"))
@@ -321,10 +331,10 @@ def read_dataset(out: str | Path):
     import pyarrow.parquet as pq
 
     out = Path(out)
-    if not (out / MANIFEST).exists():
+    if not _manifest_path(out).exists():
         raise PerfsimError(f"{out}: no {MANIFEST}: the sweep has not finished (run it again "
                            "to resume)")
-    manifest = json.loads((out / MANIFEST).read_text())
+    manifest = json.loads(_manifest_path(out).read_text())
     frames = []
     for p in manifest["partitions"]:
         try:

@@ -38,10 +38,15 @@ def test_dask_rows_equal_the_local_sweep_on_1e5_rows(tmp_path):
     run's."""
     assert count_rows(BIG) == 100_800
     out = dask_sweep(BIG, tmp_path / "ds", "local", workers=2, rows_per_partition=10_000)
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = json.loads((out / "_manifest.json").read_text())
     assert manifest["rows"] == 100_800 and len(manifest["partitions"]) >= 8
     pd.testing.assert_frame_equal(_canonical(read_dataset(out)), _canonical(sweep(**BIG)),
                                   check_exact=True)
+    # Parquet readers take the folder as it is (the manifest's "_" name is skipped)
+    assert len(pd.read_parquet(out)) == 100_800
+    # a dataset written before the manifest's rename still reads
+    (out / "_manifest.json").rename(out / "manifest.json")
+    assert len(read_dataset(out)) == 100_800
 
 
 def test_partitions_cover_the_grid_once():
@@ -65,7 +70,7 @@ def test_an_interrupted_run_resumes_and_other_configs_are_refused(tmp_path):
     first = read_dataset(out)
     lost = out / "part-00003.parquet"
     lost.unlink()
-    (out / "manifest.json").unlink()
+    (out / "_manifest.json").unlink()
     with pytest.raises(PerfsimError, match="has not finished"):
         read_dataset(out)
     kept = {p.name: p.stat().st_mtime_ns for p in out.glob("part-*.parquet")}
@@ -159,7 +164,7 @@ def test_window_pairs_empty_lists_and_damaged_partitions(tmp_path):
     first = read_dataset(out)
     assert len(first) == 3
     (out / "part-00001.parquet").write_bytes(b"")          # a damaged partition
-    (out / "manifest.json").unlink()
+    (out / "_manifest.json").unlink()
     dask_sweep(pair, out, "local", workers=1, rows_per_partition=1)
     pd.testing.assert_frame_equal(read_dataset(out), first, check_exact=True)
     for empty in ({**pair, "gpus": []}, {**pair, "algorithms": []}, {**pair, "seqlen_q": []}):

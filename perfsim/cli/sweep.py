@@ -400,7 +400,8 @@ def _cmd_dask_sweep(args, kwargs) -> int:
     with _progress_bars(args) as track:
         out = dask_sweep(kwargs, args.out, args.dask, args.workers, size, track("partitions"))
     if not args.quiet:
-        manifest = json.loads((out / "manifest.json").read_text())
+        from perfsim.distributed import MANIFEST
+        manifest = json.loads((out / MANIFEST).read_text())
         print(f"wrote {manifest['rows']} rows in {len(manifest['partitions'])} Parquet "
               f"partitions to {out} in {time.perf_counter() - start:.1f} s")
     return 0
