@@ -575,7 +575,7 @@ def _evaluate_choices(algo, gpu: GPUSpec | None, params, scalar: dict, block: di
         for key, value in common.items():
             value = np.asarray(value)
             merged[key] = np.array(np.broadcast_to(value, shape).ravel(),
-                                   dtype=object if value.dtype.kind in "USO" else value.dtype)
+                                   dtype=_merged_dtype(value.dtype))
         parts = parts[1:]
     for run, index, _ in parts:
         # the part's elements laid out along the heads axis, as a block of its own
@@ -585,11 +585,20 @@ def _evaluate_choices(algo, gpu: GPUSpec | None, params, scalar: dict, block: di
         for key, value in part.items():
             value = np.broadcast_to(np.asarray(value), (1, len(index), 1)).ravel()
             if key not in merged:
-                kind = value.dtype.kind
+                kind = _merged_dtype(value.dtype).kind
                 merged[key] = np.full(size, np.nan if kind == "f" else (
-                    "" if kind in "USO" else 0), dtype=object if kind in "USO" else value.dtype)
+                    "" if kind == "O" else 0), dtype=_merged_dtype(value.dtype))
             merged[key][index] = value
     return {k: v.reshape(shape) for k, v in merged.items()}, reasons.reshape(shape)
+
+
+def _merged_dtype(dtype) -> np.dtype:
+    """The type of a result column put together from parts: text as objects, flags as bools,
+    every number as float64 (one part's counts may be int64 and another's floats past 2^63,
+    as the sweep's own columns hold them)."""
+    if dtype.kind in "USO":
+        return np.dtype(object)
+    return np.dtype(bool) if dtype.kind == "b" else np.dtype(np.float64)
 
 
 def _choice_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):

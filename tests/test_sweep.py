@@ -488,3 +488,33 @@ def test_a_sweep_reproduces_the_decode_example():
     assert len(both) == len(committed) == 108
     np.testing.assert_allclose(both.seconds_sweep, both.seconds, rtol=1e-9)
     assert both[both.config == "reference (auto splits, auto packing)"].num_splits.max() > 1
+
+
+def test_counts_past_int64_and_key_tiles_past_2_to_32_stay_right():
+    """A fresh user's finds (2026-12-03): a block whose split choices differ put a later
+    part's counts above 2^63 into the first part's int64 column (-9.2e18), and the split
+    heuristic's (query tiles, key tiles) key wrapped at 2^32 key tiles (a 194x slower row)."""
+    w = perfsim.AttentionWorkload(batch=32, heads=64, seqlen_q=4 * 2**20, head_dim=128)
+    rows = sweep(batch=32, heads=64, seqlen_q=[1, 2, 4, w.seqlen_q], head_dim=128,
+                 gpus="b200", algorithms="fa4")
+    _assert_row_matches(next(rows[rows.seqlen_q == w.seqlen_q].itertuples()),
+                        perfsim.predict(w, gpu="b200", algorithm="fa4"))
+    huge = perfsim.AttentionWorkload(batch=1, heads=1, seqlen_q=1, seqlen_k=2**41, head_dim=8)
+    rows = sweep(batch=1, heads=1, seqlen_q=1, seqlen_k=2**41, head_dim=8, gpus="h100-sxm5",
+                 algorithms=["fa2", "fa3"])
+    for row in rows.itertuples():
+        assert row.seconds == pytest.approx(
+            perfsim.predict(huge, gpu="h100-sxm5", algorithm=row.algorithm).seconds, rel=1e-9)
+
+
+def test_the_vectorised_wave_scan_is_the_scalar_one():
+    from perfsim.algorithms.splits import _best_wave_split, _best_wave_split_arrays
+
+    rng = np.random.default_rng(3)
+    m = rng.integers(1, 400, 3000)
+    n = np.concatenate([rng.integers(0, 20, 1000), rng.integers(0, 5000, 1000),
+                        rng.integers(0, 2**40, 1000)])
+    for slots in (20, 132, 264, 296):
+        got = _best_wave_split_arrays(m, slots, n, 128)
+        assert [_best_wave_split(int(a), slots, int(b), 128) for a, b in zip(m, n)] == \
+            got.tolist()

@@ -352,8 +352,10 @@ def choice_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int
                     scan &= n_blocks > 4
                 if scan.any():
                     # one key per (query tiles, key tiles) pair: the scanned query tiles are
-                    # fewer than 2 x SMs, the key tiles fewer than 2^32
-                    pair = mblocks[scan] * (1 << 32) + n_blocks[scan]
+                    # fewer than 2 x SMs; the key tiles are taken at most 2^20, which gives the
+                    # same choice (from 128 x 127 key tiles on every count up to 128 is
+                    # eligible, and the limit is the 128 splits)
+                    pair = mblocks[scan] * (1 << 32) + np.minimum(n_blocks[scan], 1 << 20)
                     uniq, inverse = np.unique(pair, return_inverse=True)
                     best = _best_wave_split_arrays(uniq >> 32, slots, uniq & 0xFFFFFFFF,
                                                    MAX_SPLITS)
