@@ -47,6 +47,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
+from pydantic import model_validator
 
 from perfsim import algorithms as algos
 from perfsim.algorithms import softmax_costs as sc
@@ -403,6 +404,20 @@ class Implementation(Algorithm):
     #: the configuration chosen once for a whole variable-length batch (``varlen_config``);
     #: ``None``: chosen per shape
     batch_config: Algorithm | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_defaults(cls, data):
+        """A preset built by hand (``Implementation(preset="sdpa-math")``) takes its preset's
+        software profile and upcast as :func:`resolve_implementation` gives them, unless it
+        sets them; an unknown preset is refused."""
+        if isinstance(data, dict) and "preset" in data:
+            key = str(data["preset"]).lower().replace("_", "-")
+            if key not in IMPLEMENTATIONS:
+                raise ValueError(f"unknown preset {data['preset']!r}; presets: "
+                                 f"{', '.join(IMPLEMENTATIONS)}")
+            data = {**IMPLEMENTATIONS[key][2], **data, "preset": key}
+        return data
 
     def label(self) -> str:
         """The preset's name, with the options set on it (``sdpa-flash(block_m=64)``)."""

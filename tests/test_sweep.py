@@ -518,3 +518,16 @@ def test_the_vectorised_wave_scan_is_the_scalar_one():
         got = _best_wave_split_arrays(m, slots, n, 128)
         assert [_best_wave_split(int(a), slots, int(b), 128) for a, b in zip(m, n)] == \
             got.tolist()
+
+
+def test_a_preset_built_by_hand_is_the_preset():
+    """Implementation(preset=...) takes its preset's software profile and upcast (a fresh
+    user's sdpa-math rows ran 86 us where the preset's floor is 190 us, labelled alike)."""
+    from perfsim.implementations import Implementation, implementations, resolve
+
+    for name in implementations():
+        assert Implementation(preset=name) == resolve(name)
+    assert Implementation(preset="sdpa_math").software == "sdpa-math"
+    assert Implementation(preset="sdpa-math", software="pytorch").software == "pytorch"
+    with pytest.raises(perfsim.PerfsimError, match="unknown preset 'nope'"):
+        Implementation(preset="nope")
