@@ -1029,8 +1029,9 @@ def _tutorial_limits(dims) -> None:
         if np.ndim(dims.N_q) or np.ndim(dims.N_k) or dims.N_q != dims.N_k:
             infeasible_where(np.asarray(dims.N_q) != np.asarray(dims.N_k),
                              "the tutorial takes one sequence length for Q and K/V (its "
-                             f"N_CTX), got N_q {dims.N_q if np.ndim(dims.N_q) == 0 else '...'} "
-                             f"and N_k {dims.N_k if np.ndim(dims.N_k) == 0 else '...'}")
+                             "N_CTX), got " + (f"N_q {dims.N_q} and N_k {dims.N_k}"
+                                               if np.ndim(dims.N_q) == 0 == np.ndim(dims.N_k)
+                                               else "N_q different from N_k"))
     if dims.bwd and not dims.symbolic:
         # element-wise for sweeps (N_q, N_k and causal may be arrays)
         # one check per condition, so the message names the one that failed

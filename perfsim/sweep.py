@@ -944,12 +944,15 @@ def _ints(name: str, value) -> np.ndarray:
 
 def _pairs(first: str, a, second: str, b) -> np.ndarray:
     """``(n, 2)`` pairs: ``a`` with itself when ``b`` is None, else ``a × b``, where a ``None``
-    entry of a list ``b`` pairs each ``a`` with itself (``kv_heads=[None, 2]``: every head
-    count as multi-head attention and with 2 K/V heads); a pair given twice is kept once."""
+    (or ``"none"``, TOML's spelling) entry of a list ``b`` pairs each ``a`` with itself
+    (``kv_heads=[None, 2]``: every head count as multi-head attention and with 2 K/V heads); a
+    pair given twice is kept once."""
     a = _ints(first, a)
     if b is None:
         return np.stack([a, a], axis=1)
-    listed = _listify(b)
+    # "none" (any case) is None, as TOML, which has no null, writes it
+    listed = [None if isinstance(v, str) and v.strip().lower() == "none" else v
+              for v in _listify(b)]
     numbers = [v for v in listed if v is not None]
     checked = iter(_ints(second, numbers).tolist() if numbers else [])
     b = [None if v is None else next(checked) for v in listed]

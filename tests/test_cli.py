@@ -185,24 +185,35 @@ def test_sweep_kernel_only_and_clock_as_predict(tmp_path, capsys):
     assert main(["sweep", str(config), "--clock", "fast", "--quiet"]) == 2
 
 
+def _sweep_csv(tmp_path, workload: str):
+    """Rows of ``perfsim sweep`` on fa2 / H100 with the TOML ``[workload]`` lines given."""
+    import pandas as pd
+
+    config = tmp_path / "s.toml"
+    config.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2"]\n[workload]\n' + workload)
+    out = tmp_path / "rows.csv"
+    assert main(["sweep", str(config), "--out", str(out), "--quiet"]) in (0, None)
+    return pd.read_csv(out)
+
+
 def test_sweep_rows_take_the_automatic_split_count_as_predict_does(tmp_path, capsys):
     """A decode shape whose small grid flash-attn 2 splits: the sweep's row is predict's
     (sweeps took "auto" as one split until 2026-12-03 and printed a note saying so)."""
     import json
 
-    import pandas as pd
-
-    config = tmp_path / "s.toml"
-    config.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2"]\n[workload]\nbatch = [1]\n'
-                      'heads = [8]\nkv_heads = [1]\nseqlen_q = [1]\nseqlen_k = [10000]\n'
-                      'head_dim = [64]\n')
-    out = tmp_path / "rows.csv"
-    assert main(["sweep", str(config), "--out", str(out), "--quiet"]) in (0, None)
+    row = _sweep_csv(tmp_path, "batch = [1]\nheads = [8]\nkv_heads = [1]\nseqlen_q = [1]\n"
+                     "seqlen_k = [10000]\nhead_dim = [64]\n").iloc[0]
     assert "note:" not in capsys.readouterr().out
-    row = pd.read_csv(out).iloc[0]
     assert main(["predict", "--gpu", "h100-sxm5", "-a", "fa2", "--batch", "1", "--heads", "8",
                  "--kv-heads", "1", "--seqlen-q", "1", "--seqlen-k", "10000", "--head-dim", "64",
                  "--json"]) in (0, None)
     p = json.loads(capsys.readouterr().out)
     assert row.seconds == pytest.approx(p["seconds"], rel=1e-9)
     assert [k["name"] for k in p["kernels"]] == ["fa2_fwd", "fa2_fwd_combine"]   # split
+
+
+def test_a_toml_list_follows_heads_with_none(tmp_path):
+    """TOML has no null: "none" in a kv_heads or seqlen_k list is the follower."""
+    rows = _sweep_csv(tmp_path, 'batch = [1]\nheads = [8]\nkv_heads = ["none", 1]\n'
+                      'seqlen_q = [128]\nseqlen_k = ["None", 256]\nhead_dim = [64]\n')
+    assert sorted(zip(rows.kv_heads, rows.seqlen_k)) == [(1, 128), (1, 256), (8, 128), (8, 256)]

@@ -531,3 +531,4 @@ def test_a_preset_built_by_hand_is_the_preset():
     assert Implementation(preset="sdpa-math", software="pytorch").software == "pytorch"
     with pytest.raises(perfsim.PerfsimError, match="unknown preset 'nope'"):
         Implementation(preset="nope")
+
