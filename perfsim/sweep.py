@@ -953,6 +953,9 @@ def _pairs(first: str, a, second: str, b) -> np.ndarray:
     # "none" (any case) is None, as TOML, which has no null, writes it
     listed = [None if isinstance(v, str) and v.strip().lower() == "none" else v
               for v in _listify(b)]
+    if not listed:
+        raise PerfsimError(f"{second}: an empty list; give at least one value (None or "
+                           f"\"none\" to follow {first}), or leave it out")
     numbers = [v for v in listed if v is not None]
     checked = iter(_ints(second, numbers).tolist() if numbers else [])
     b = [None if v is None else next(checked) for v in listed]

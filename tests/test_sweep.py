@@ -532,3 +532,10 @@ def test_a_preset_built_by_hand_is_the_preset():
     with pytest.raises(perfsim.PerfsimError, match="unknown preset 'nope'"):
         Implementation(preset="nope")
 
+
+
+@pytest.mark.parametrize("field", ["kv_heads", "seqlen_k"])
+def test_an_empty_follower_list_is_one_clear_error(field):
+    with pytest.raises(perfsim.PerfsimError, match=f"{field}: an empty list"):
+        sweep(batch=1, heads=8, seqlen_q=4, head_dim=64, gpus="h100-sxm5", algorithms="fa2",
+              **{field: []})
