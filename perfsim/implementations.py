@@ -481,23 +481,29 @@ class Implementation(Algorithm):
         try:
             return self._kernels(dims, gpu)
         except InfeasibleError as exc:
-            # the inner model's refusals name the model ("fa2 needs ..."): the user asked
-            # for the preset, so the preset leads and the model is named after the reason
-            text, model = str(exc), None
-            try:
-                inner = self.config(dims, gpu)
-                names = {type(inner).__name__.lower(), inner.name}
-            except PerfsimError:            # no configuration for these dims: say it as is
-                names = set()
-            for name in sorted(names, key=len, reverse=True):
-                if text.startswith(name + " ") or text.startswith(name + ": "):
-                    text, model = text[len(name):].lstrip(": "), name
-                    break
-                if text.startswith(name + "'s "):         # "fa3's backward takes ..."
-                    text, model = "its " + text[len(name) + 3:], name
-                    break
-            note = f" (perfsim models it with {model})" if model else ""
-            raise InfeasibleError(f"{self.preset}: {text}{note}") from None
+            raise InfeasibleError(self.reason(str(exc), dims, gpu)) from None
+
+    def reason(self, text: str, dims: Dims, gpu: GPUSpec) -> str:
+        """A refusal as the user who asked for the preset reads it: the preset leads, and a
+        reason that names the inner model ("fa2 needs ...") names it after the reason. The
+        same words for a whole call (:meth:`kernels`) and for some rows of a sweep block."""
+        if text.startswith(self.preset + ": "):
+            return text
+        model = None
+        try:
+            inner = self.config(dims, gpu)
+            names = {type(inner).__name__.lower(), inner.name}
+        except PerfsimError:            # no configuration for these dims: say it as is
+            names = set()
+        for name in sorted(names, key=len, reverse=True):
+            if text.startswith(name + " ") or text.startswith(name + ": "):
+                text, model = text[len(name):].lstrip(": "), name
+                break
+            if text.startswith(name + "'s "):         # "fa3's backward takes ..."
+                text, model = "its " + text[len(name) + 3:], name
+                break
+        note = f" (perfsim models it with {model})" if model else ""
+        return f"{self.preset}: {text}{note}"
 
     def _kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         check = IMPLEMENTATIONS[self.preset][3] if len(IMPLEMENTATIONS[self.preset]) > 3 \

@@ -706,8 +706,11 @@ def _evaluate_mask(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict,
         return {}, np.where(reasons == "", str(exc), reasons)
     shape = np.broadcast_shapes(*(v.shape for v in block.values()))
     reasons = np.broadcast_to(reasons, shape).copy()
+    reword = getattr(algo, "reason", None)      # a preset words its rows' refusals as predict
     for mask, reason in partial:
         mask = np.broadcast_to(mask, shape)
+        if reword is not None:
+            reason = reword(reason, _block_dims(scalar, block), gpu)
         reasons[mask & (reasons == "")] = reason
     return results, reasons
 

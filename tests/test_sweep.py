@@ -539,3 +539,15 @@ def test_an_empty_follower_list_is_one_clear_error(field):
     with pytest.raises(perfsim.PerfsimError, match=f"{field}: an empty list"):
         sweep(batch=1, heads=8, seqlen_q=4, head_dim=64, gpus="h100-sxm5", algorithms="fa2",
               **{field: []})
+
+
+def test_a_presets_row_reason_does_not_depend_on_the_rest_of_the_grid():
+    """A row refused alone in its block and a row refused beside feasible ones read alike,
+    as predict words it (a fresh user's find: the preset's name was missing in the second)."""
+    w = perfsim.AttentionWorkload(batch=1, heads=32, kv_heads=8, seqlen_q=128, head_dim=64)
+    with pytest.raises(perfsim.InfeasibleError) as exc:
+        perfsim.predict(w, gpu="h100-sxm5", algorithm="sdpa-efficient")
+    for kv in (8, [8, 32]):
+        rows = sweep(batch=1, heads=32, kv_heads=kv, seqlen_q=128, head_dim=64,
+                     gpus="h100-sxm5", algorithms="sdpa-efficient")
+        assert rows[rows.kv_heads == 8].infeasible.tolist() == [str(exc.value)]
