@@ -1155,7 +1155,7 @@ def resolve_implementation(name: str) -> Implementation | None:
     key = name.lower().replace("_", "-")
     if key not in IMPLEMENTATIONS:
         return None
-    return Implementation(preset=key, **IMPLEMENTATIONS[key][2])
+    return Implementation(preset=key)       # its software profile and upcast: _preset_defaults
 
 
 def resolve(algorithm: str | Algorithm) -> Algorithm:

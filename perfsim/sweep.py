@@ -578,8 +578,7 @@ def _evaluate_choices(algo, gpu: GPUSpec | None, params, scalar: dict, block: di
                                    dtype=_merged_dtype(value.dtype))
         parts = parts[1:]
     for run, index, _ in parts:
-        # the part's elements laid out along the heads axis, as a block of its own
-        sub = {k: v[index].reshape(1, -1, 1) for k, v in flat.items()}
+        sub = _sub_block(flat, index)
         part, why_not = _evaluate_mask(run, gpu, params, scalar, sub, why)
         reasons[index] = np.broadcast_to(why_not, (1, len(index), 1)).ravel()
         for key, value in part.items():
@@ -592,6 +591,12 @@ def _evaluate_choices(algo, gpu: GPUSpec | None, params, scalar: dict, block: di
     return {k: v.reshape(shape) for k, v in merged.items()}, reasons.reshape(shape)
 
 
+def _sub_block(flat: dict, index) -> dict:
+    """The elements ``index`` of a flattened block, laid out along the heads axis as a block
+    of their own (``(1, n, 1)``: :func:`_evaluate_mask` reads the head pairs on that axis)."""
+    return {k: v[index].reshape(1, -1, 1) for k, v in flat.items()}
+
+
 def _merged_dtype(dtype) -> np.dtype:
     """The type of a result column put together from parts: text as objects, flags as bools,
     every number as float64 (one part's counts may be int64 and another's floats past 2^63,
@@ -602,15 +607,13 @@ def _merged_dtype(dtype) -> np.dtype:
 
 
 def _choice_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):
-    """``[(configuration, flat element indices), ...]``: the block's elements grouped by the
-    configuration :func:`perfsim.predict` runs each with — an implementation preset's
-    per-element pick (``Implementation.element_keys``: sdpa-cudnn's decode kernel), then the
-    split-KV and packing choice (``split_choices`` of FA2/FA3/FA4:
-    :func:`perfsim.algorithms.splits.choice_arrays`) — each group's configuration with that
-    choice fixed (on a preset, as options set on it, so that each phase still picks its own
-    configuration). None when one configuration serves the whole block as it is (a backward
-    alone, an algorithm without the options, options that fix one choice), or when the
-    configuration refuses the block (the evaluation then says why)."""
+    """``[(configuration, flat element indices, whole-block configuration or None), ...]``
+    (:func:`_split_parts`): the block's elements grouped by the kernel structure
+    :func:`perfsim.predict` runs each with — an implementation preset's per-element pick
+    (``Implementation.element_keys``: sdpa-cudnn's decode kernel), then the split-KV and
+    packing structure (``split_choices`` of FA2/FA3/FA4). None when one structure serves the
+    whole block (a backward alone, an algorithm without the options, options that fix one
+    choice), or when the configuration refuses the block (the evaluation then says why)."""
     from perfsim.implementations import Implementation
 
     if scalar["phase"] == "bwd":
@@ -627,11 +630,8 @@ def _choice_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):
             keys = np.broadcast_to(np.asarray(keys), shape).ravel()
             if len(np.unique(keys)) > 1:
                 flat = {k: np.broadcast_to(v, shape).ravel() for k, v in block.items()}
-                groups = []
-                for key in np.unique(keys):
-                    index = np.flatnonzero(keys == key)
-                    groups.append((index, {k: v[index].reshape(1, -1, 1)
-                                           for k, v in flat.items()}))
+                groups = [(index, _sub_block(flat, index))
+                          for index in (np.flatnonzero(keys == key) for key in np.unique(keys))]
     parts = []
     for index, sub in groups:
         chosen = _split_parts(algo, gpu, scalar, sub)
@@ -707,10 +707,11 @@ def _evaluate_mask(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict,
     shape = np.broadcast_shapes(*(v.shape for v in block.values()))
     reasons = np.broadcast_to(reasons, shape).copy()
     reword = getattr(algo, "reason", None)      # a preset words its rows' refusals as predict
+    dims = _block_dims(scalar, block) if partial and reword is not None else None
     for mask, reason in partial:
         mask = np.broadcast_to(mask, shape)
-        if reword is not None:
-            reason = reword(reason, _block_dims(scalar, block), gpu)
+        if dims is not None:
+            reason = reword(reason, dims, gpu)
         reasons[mask & (reasons == "")] = reason
     return results, reasons
 

@@ -37,7 +37,6 @@ side; ``tests/test_sweep.py`` checks that they agree element by element.
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
@@ -79,22 +78,20 @@ def _eligible(n_blocks: int, splits: int) -> bool:
 
 @functools.lru_cache(maxsize=1024)
 def _best_wave_split(mblocks: int, slots: int, n_blocks: int, max_splits: int) -> int:
-    """The smallest eligible split count whose wave efficiency is within 85 % of the best.
-    A function of its four integers alone, kept for the last 1024 of them (a decode call
-    scans up to 128 candidates; a serving loop asks the same shapes again)."""
-    max_splits = min(max_splits, slots, n_blocks)
-    eff = {}
-    for s in range(1, max_splits + 1):
-        if _eligible(n_blocks, s):
-            waves = mblocks * s / slots
-            eff[s] = waves / math.ceil(waves)
-    best = max(eff.values(), default=0.0)
-    return next((s for s, e in sorted(eff.items()) if e >= 0.85 * best), 1)
+    """The smallest eligible split count whose wave efficiency is within 85 % of the best
+    (:func:`_best_wave_split_arrays` on one element). A function of its four integers alone,
+    kept for the last 1024 of them (a serving loop asks the same shapes again)."""
+    return int(_best_wave_split_arrays(np.array([mblocks]), slots, np.array([n_blocks]),
+                                       max_splits)[0])
 
 
 def _best_wave_split_arrays(mblocks, slots: int, n_blocks, max_splits: int):
-    """:func:`_best_wave_split` for arrays of ``mblocks`` and ``n_blocks`` (the same
-    arithmetic on every candidate split count at once, in row blocks that bound memory)."""
+    """flash-attn 2's and 3's wave scan for arrays of ``mblocks`` (query tiles of the grid)
+    and ``n_blocks`` (key tiles): for each element, the smallest eligible split count
+    (``1`` or one that changes ``⌈n_blocks / splits⌉``, at most ``min(max_splits, slots,
+    n_blocks)``) whose wave efficiency ``waves / ⌈waves⌉``, ``waves = mblocks · splits /
+    slots``, is within 85 % of the best; 1 where none is eligible. Every candidate count at
+    once, in row blocks that bound memory."""
     out = np.ones(len(mblocks), dtype=np.int64)
     counts = np.arange(1, max_splits + 1, dtype=np.int64)[None, :]
     for lo in range(0, len(mblocks), 8192):
@@ -295,12 +292,8 @@ def choice_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int
     integer arrays of the broadcast shape of ``B, H, H_kv, N_q, N_k`` — the split count and
     the packing group (``H / H_kv`` where the heads are packed, else 1) that :func:`decide`
     picks for that element alone (``tests/test_sweep.py`` checks them element by element).
-    The sweep evaluates each set of elements with one choice as one block
-    (``perfsim.sweep``). Fixed-length rows only (the sweep has no variable-length batches).
-    The wave-efficiency scan (flash-attn 2 and 3) runs once per distinct
-    ``(query tiles, key tiles)`` pair, through the scalar rule."""
-    import numpy as np
-
+    Fixed-length rows only (the sweep has no variable-length batches). The wave-efficiency
+    scan (flash-attn 2 and 3) runs once per distinct ``(query tiles, key tiles)`` pair."""
     B, H, H_kv, N_q, N_k = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (
         dims.B, dims.H, dims.H_kv, dims.N_q, dims.N_k)))
     # (an element whose H_kv does not divide H is refused by the evaluation; its group of 0
