@@ -227,6 +227,7 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "hbm_efficiency": (0.01, 1, "(a share of hbm_bandwidth_bytes_per_s)"),
     "l2_bandwidth_bytes_per_s": (1e9, 1e15, "bytes/s (1 GB/s to 1 PB/s)"),
     "l2_reduction_bytes_per_s": (1e9, 1e15, "bytes/s (1 GB/s to 1 PB/s)"),
+    "l2_reduction_segment_share": (0, 1, "(a share of the reductions' own L2 time)"),
     "tmem_bytes_per_sm": (0, 2**30, "bytes"),
     "load_latency_s": (1e-9, 1e-3, "s (1 ns to 1 ms)"),
     "cta_load_bandwidth_bytes_per_s": (1e6, 1e14, "bytes/s (1 MB/s to 100 TB/s)"),
@@ -402,13 +403,23 @@ class GPUSpec(BaseModel):
         "reductions), bytes of payload per second; they share the memory path with the HBM "
         "stream, so a kernel's HBM time grows by its reduction payload at this rate "
         "(perfsim.timing.memory_path_seconds). None where not measured: no such term")
+    l2_reduction_segment_share: float | None = Field(
+        default=None, ge=0, le=1, description="in a kernel that loads TMA row segments and "
+        "sends fp32 reductions into L2 (an FA3-class backward: Q and dO tiles in, dQ partial "
+        "tiles added into the accumulator), the share of the reductions' own L2 time "
+        "(l2_reduction_bytes_per_s) during which the L2 serves none of the kernel's row "
+        "segments: the L2 then takes max(reductions, segments + share x reductions) "
+        "(perfsim.timing.l2_request_path_seconds; 1: they take strict turns, 0: the segments "
+        "hide behind the reductions). None where not measured: the segments' time alone is "
+        "the floor")
     tma_segment_seconds: dict[str, float] | None = Field(
         default=None, description="seconds the L2 takes per TMA row segment a kernel loads, "
         "by segment width in bytes ('128', '64', '32': the shared-memory swizzle of the tile, "
         "perfsim.algorithms.common.tma_segment_bytes) and by the tensor's row size: a key "
         "alone for rows that are whole 32-byte sectors, with '/half' for rows 16 bytes off "
         "(half of such rows start half a sector in). The time the L2 needs for a kernel's TMA "
-        "loads is a floor under its memory path (KernelCost.l2_request_seconds); not scaled "
+        "loads, with its fp32 reductions into L2 (l2_reduction_segment_share), is a floor under "
+        "its memory path (perfsim.timing.l2_request_path_seconds); not scaled "
         "with the SM clock. None where not measured: no such floor")
     tmem_bytes_per_sm: int = Field(ge=0, description="Blackwell tensor memory per SM (0: none)")
     load_latency_s: float = Field(

@@ -138,7 +138,9 @@ class KernelCost:
             request per row segment of each box (``GPUSpec.tma_segment_seconds``: by the
             segment width the tile's shared-memory swizzle sets, and by whether the tensor's
             rows are whole 32-byte sectors; ``perfsim.algorithms.common.tma_request_seconds``):
-            a floor under the kernel's memory path, not scaled with the SM clock. 0: none.
+            with the kernel's fp32 reductions (which take turns with the loads,
+            ``perfsim.timing.l2_request_path_seconds``) a floor under the kernel's memory
+            path, not scaled with the SM clock. 0: none.
         exp_after: names of ``terms`` whose work each thread of the softmax finishes before
             its exps can start: the row max the exps subtract (and a scale kept apart from
             the exp argument). Where a ``pipeline``'s softmax station overlaps its pipes, the

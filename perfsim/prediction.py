@@ -18,7 +18,14 @@ from perfsim.gpu import GPUSpec
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.mathops import where
 from perfsim.tiles import visible_pairs
-from perfsim.timing import REDUCTION_BYTES, KernelTiming, memory_path_seconds, rates
+from perfsim.timing import (
+    REDUCTION_BYTES,
+    KernelTiming,
+    l2_request_path_seconds,
+    memory_path_seconds,
+    rates,
+    reduction_seconds,
+)
 from perfsim.units import si
 from perfsim.workload import AttentionWorkload
 
@@ -359,7 +366,7 @@ class Prediction:
         if not self.timing:
             return None
         taken, path, alone = self._memory_path(heavy)
-        floor = heavy.cost.l2_request_seconds
+        floor = l2_request_path_seconds(heavy.cost, self.gpu)
         if (not (isinstance(floor, (int, float)) and floor == 0) and taken > path
                 and float(floor) >= taken * (1 - 1e-9)):
             return "l2 requests", taken, path, alone
@@ -379,11 +386,21 @@ class Prediction:
         cost = heavy.cost
         kind, taken, path, hbm_alone = reading
         if kind == "l2 requests":
+            segments = float(cost.l2_request_seconds)
+            reductions = float(reduction_seconds(cost, self.gpu))
+            share = self.gpu.l2_reduction_segment_share
+            also = (f", taking turns with its {_gb(float(cost.atomics) * REDUCTION_BYTES)} of "
+                    f"fp32 reductions into L2 ({_ms(reductions)} alone), which hold the L2 "
+                    f"from the loads for {share:.0%} of that (GPUSpec.l2_reduction_segment_share"
+                    ", perfsim.timing.l2_request_path_seconds)"
+                    ) if reductions > 0 and share is not None else ""
             return (f"{cost.name}'s 'hbm' time ({_ms(taken)}) is the L2 serving its TMA loads "
-                    "row segment by row segment (KernelCost.l2_request_seconds: segments as "
+                    f"row segment by row segment ({_ms(segments)}; "
+                    "KernelCost.l2_request_seconds: segments as "
                     "wide as its tiles' shared-memory swizzle"
                     ", at GPUSpec.tma_segment_seconds, more per segment on rows that are not "
-                    "whole 32-byte sectors; perfsim.algorithms.common.tma_request_seconds), not "
+                    "whole 32-byte sectors; perfsim.algorithms.common.tma_request_seconds)"
+                    f"{also}, not "
                     f"HBM bandwidth: the {_gb(float(cost.hbm_bytes))} that cross HBM alone "
                     f"would take {_ms(hbm_alone)}.")
         if kind == "reductions":
@@ -552,8 +569,9 @@ class Prediction:
         FMA-pipe, ALU, MUFU, shared-memory and HBM terms, and fp32 reductions into L2 on the
         memory path (``perfsim.timing.memory_path_seconds``; on a GPU with a measured
         reduction rate), and the L2's time for a TMA kernel's row segments
-        (``l2 requests/TMA row segments``, ``KernelCost.l2_request_seconds``: a floor under
-        the memory path, not a count); L2 hits and emulated exps take no time of their own here (the
+        (``l2 requests/TMA row segments``, ``KernelCost.l2_request_seconds``: with the
+        reductions, a floor under the memory path, ``perfsim.timing.l2_request_path_seconds``;
+        not a count); L2 hits and emulated exps take no time of their own here (the
         latter are counted in FMA-pipe terms). The counts
         as counted, without whole-tile padding or tail effects, so the terms of one unit add
         up to at most that unit's time; an eager kernel's HBM terms at its measured ceiling

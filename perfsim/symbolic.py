@@ -70,6 +70,7 @@ from perfsim.timing import (
     check_timing,
     cuda_core_seconds,
     gemm_seconds,
+    l2_request_path_seconds,
     memory_path_seconds,
     rates,
 )
@@ -146,9 +147,9 @@ def unit_seconds(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16"
 def _unit_totals(kernels, gpu, params) -> dict:
     """Per unit, Σ demand / rate over ``kernels`` (the demand and rates of
     ``perfsim.timing.time_kernel``, without its tail effect). The ``hbm`` unit is each
-    kernel's memory path, or the L2's time for its TMA row segments where that is longer
-    (``KernelCost.l2_request_seconds``: numeric shapes only, 0 in a closed form); not the
-    CTAs' load path."""
+    kernel's memory path, or the L2's time for its TMA row segments and fp32 reductions where
+    that is longer (``perfsim.timing.l2_request_path_seconds``; the segments are numeric
+    shapes only, 0 in a closed form); not the CTAs' load path."""
     out = dict.fromkeys(UNITS, 0)
     for k in kernels:
         rate = rates(gpu, k, params)
@@ -156,7 +157,7 @@ def _unit_totals(kernels, gpu, params) -> dict:
         for u in UNITS:
             if u == "hbm":
                 value = memory_path_seconds(k, gpu, rate[u])
-                floor = k.l2_request_seconds
+                floor = l2_request_path_seconds(k, gpu)
                 if not (isinstance(floor, (int, float)) and floor == 0):
                     value = max(value, floor)
             elif u == "fp32":

@@ -554,7 +554,8 @@ class KernelClock:
         if not (isinstance(cost.l2_request_seconds, (int, float))
                 and cost.l2_request_seconds == 0):
             # the L2's time for the kernel's TMA row segments (KernelCost.l2_request_seconds)
-            hbm = maximum(hbm, cost.l2_request_seconds)
+            # and its fp32 reductions, which take turns with them (l2_request_path_seconds)
+            hbm = maximum(hbm, l2_request_path_seconds(cost, gpu))
         self.ceiling = ceiling = eager_ceiling(cost, params)
         if ceiling is not None and ceiling[0] == "hbm":
             hbm = hbm / ceiling[1]
@@ -851,10 +852,42 @@ def memory_path_seconds(cost: KernelCost, gpu: GPUSpec, hbm_rate):
     cuDNN and flash_attn.cute send their dQ that way (``REDG``, ``UTMAREDG``, ``UBLKRED``
     in Nsight Compute's opcode counts, ``validate/reports/h200/probes/ncu/summary.json``).
     Works on numbers, numpy arrays and sympy expressions."""
-    seconds = cost.hbm_bytes / hbm_rate
-    if gpu.l2_reduction_bytes_per_s:
-        seconds = seconds + cost.atomics * REDUCTION_BYTES / gpu.l2_reduction_bytes_per_s
-    return seconds
+    return cost.hbm_bytes / hbm_rate + reduction_seconds(cost, gpu)
+
+
+def reduction_seconds(cost: KernelCost, gpu: GPUSpec):
+    """Seconds the L2 takes for ``cost``'s fp32 reductions (``KernelCost.atomics``, 4 bytes of
+    payload each) at ``GPUSpec.l2_reduction_bytes_per_s``; 0 where the GPU has no measured
+    rate. Works on numbers, numpy arrays and sympy expressions."""
+    if not gpu.l2_reduction_bytes_per_s:
+        return 0
+    return cost.atomics * REDUCTION_BYTES / gpu.l2_reduction_bytes_per_s
+
+
+def l2_request_path_seconds(cost: KernelCost, gpu: GPUSpec):
+    """The L2's time for a TMA kernel's row segments (``KernelCost.l2_request_seconds``) with
+    its fp32 reductions into L2 (:func:`reduction_seconds`), which take turns with them:
+    ``max(R, S + share · R)`` for segments ``S`` and reductions ``R``, ``share`` =
+    ``GPUSpec.l2_reduction_segment_share`` (where not measured: ``S`` alone). A floor under
+    the kernel's memory path (0 for a kernel without TMA row segments).
+
+    Evidence (not attention timing): ``validate/probe_l2_tma_mix.py`` on the H200
+    (``validate/reports/h200/probes/probe_l2_tma_mix.json``) runs TMA loads of 64 x 64 bf16
+    boxes from an L2-resident tensor (fed to WGMMAs) and fp32 ``[64, 128]`` tile reductions
+    into an L2-resident accumulator in one Triton kernel, alone and together, at head dims
+    128-256, 1-2 programs per SM and 1-2 reduced tiles per loaded tile: the pair took 0.79-0.97
+    of the sum of its parts' times and 1.06-1.45 of the longer one; the reductions' share
+    ``(pair - loads) / reductions`` was 0.83-0.96 with TMA bulk reductions and 0.68-0.97
+    with ``red.global.add`` (median of all 40 pairs 0.885: the H200's
+    ``l2_reduction_segment_share``). Works on numbers, numpy arrays and sympy expressions."""
+    floor = cost.l2_request_seconds
+    if isinstance(floor, (int, float)) and floor == 0:
+        return 0
+    share = gpu.l2_reduction_segment_share
+    if share is None:
+        return floor
+    reductions = reduction_seconds(cost, gpu)
+    return maximum(reductions, floor + share * reductions)
 
 
 def cta_edge_seconds(cost: KernelCost, gpu: GPUSpec, params: TimingParams):

@@ -3,6 +3,8 @@ cuDNN's sm90 forward launch (implementations.CUDNN_SM90_FWD_TILE): the rules, no
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import perfsim
@@ -150,3 +152,62 @@ def test_read_only_rereads_leave_l2_gradually_and_written_data_at_once():
     t = [perfsim.predict(w, gpu=a10g.replace(sm_count=n), algorithm="fa1").seconds
          for n in (126, 127)]
     assert t[1] / t[0] < 1.05
+
+
+# ------------------------------------------------ TMA row segments taking turns with reductions
+CUTE_BWD = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=8192, head_dim=232,
+                                     causal=True, dtype="bf16", phase="bwd")
+
+
+def test_segments_and_reductions_take_turns_by_the_gpus_share():
+    from perfsim.timing import l2_request_path_seconds, reduction_seconds
+
+    h200 = perfsim.load_gpu("h200-sxm")
+    cost = _main_bwd(perfsim.predict(CUTE_BWD, h200, "flash-attn-cute")).cost
+    segments, reductions = cost.l2_request_seconds, reduction_seconds(cost, h200)
+    assert segments > 0 and reductions > 0
+    share = h200.l2_reduction_segment_share
+    assert l2_request_path_seconds(cost, h200) == pytest.approx(segments + share * reductions)
+    # strict turns, no overlap credit, and the field unset (the segments alone, as before it)
+    assert l2_request_path_seconds(cost, h200.replace(l2_reduction_segment_share=1.0)) == \
+        pytest.approx(segments + reductions)
+    assert l2_request_path_seconds(cost, h200.replace(l2_reduction_segment_share=0.0)) == \
+        pytest.approx(max(segments, reductions))
+    assert l2_request_path_seconds(cost, h200.replace(l2_reduction_segment_share=None)) == \
+        segments
+    # a kernel without row segments has no such floor
+    assert l2_request_path_seconds(dataclasses.replace(cost, l2_request_seconds=0), h200) == 0
+
+
+def test_a_cute_backward_on_offset_rows_is_bound_by_the_l2_and_says_why():
+    h200 = perfsim.load_gpu("h200-sxm")
+    turns = perfsim.predict(CUTE_BWD, h200, "flash-attn-cute")
+    alone = perfsim.predict(CUTE_BWD, h200.replace(l2_reduction_segment_share=None),
+                            "flash-attn-cute")
+    assert turns.seconds > alone.seconds
+    assert _main_bwd(turns).bound == "hbm"
+    assert "taking turns with its" in turns.explain()
+
+
+def test_the_catalog_share_is_the_median_of_the_committed_probe():
+    """hardware/h200-sxm.toml's l2_reduction_segment_share is what the committed probe run
+    (validate/probe_l2_tma_mix.py) gives: (pair - loads alone) / reductions alone, median of
+    every pair of the run; H100 and GH200 take it as ASSUMED (the same GH100 L2)."""
+    import json
+    import statistics
+    from pathlib import Path
+
+    from perfsim import validate
+
+    run = json.loads((Path(validate.__file__).resolve().parent
+                      / "reports/h200/probes/probe_l2_tma_mix.json").read_text())
+    t = {(r["mode"], r["head_dim"], r["programs_per_sm"], r["red_tiles_per_step"]): r["seconds"]
+         for r in run["rows"]}
+    shares = [(s - t[("load", d, p, 0)]) / t[(m.split("+")[1], d, p, n)]
+              for (m, d, p, n), s in t.items() if m.startswith("load+")]
+    assert len(shares) == 40
+    for gpu in ("h200-sxm", "h100-sxm5", "gh200"):
+        assert perfsim.load_gpu(gpu).l2_reduction_segment_share == \
+            pytest.approx(statistics.median(shares), abs=5e-4)
+    with pytest.raises(perfsim.PerfsimError):
+        perfsim.load_gpu("h200-sxm").replace(l2_reduction_segment_share=1.5)

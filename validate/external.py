@@ -199,6 +199,10 @@ HOLDOUTS = {
     "external-holdout35": "small calls (B = 1-8, N 256-3072, head dims 64-128, causal, GQA, "
                           "fp16), FlexAttention beside SDPA flash, cuDNN and memory-efficient; "
                           "frozen at a0f2aeb for FlexAttention's host floors (flex.toml)",
+    "external-holdout36": "head dims 160-256 (200-248 between flash_attn.cute's backward tile "
+                          "widths, rows of whole 32-byte sectors and 16 bytes off), N 1k-9k, "
+                          "causal, GQA, fp16; frozen for TMA row segments taking turns with "
+                          "the dQ reductions in the L2 (GPUSpec.l2_reduction_segment_share)",
 }
 
 
