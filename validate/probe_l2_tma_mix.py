@@ -26,6 +26,10 @@ slices, or the SM's TMA unit), about their sum. Rows: seconds, segments and redu
 per call, the NVML SM clock and board power (``probe_util.back_to_back``).
 
     python3 validate/probe_l2_tma_mix.py OUT.json [--dims 232,256,128] [--programs-per-sm 1,2]
+        [--group 8]   # 8 programs at a time walk the same tiles in step
+
+(The committed ``probe_l2_tma_mix.json`` has ``--group 1``, every program on its own tiles;
+``probe_l2_tma_mix-group8.json`` the grouped walk.)
 
 torch, triton and pynvml are imported inside ``main``.
 """
@@ -52,6 +56,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dims", default="232,256,128")
     ap.add_argument("--programs-per-sm", default="1,2")
     ap.add_argument("--red-tiles", default="1,2", help="reduced [BM, 128] tiles per step")
+    ap.add_argument("--group", type=int, default=1,
+                    help="programs walking the same tiles in step (1: each its own)")
     args = ap.parse_args(argv)
 
     import torch
@@ -64,9 +70,11 @@ def main(argv=None) -> int:
     def mix(desc, w_ptr, ACC, out, n_tiles, n_acc_tiles, ITERS: tl.constexpr,
             BM: tl.constexpr, BC: tl.constexpr, NSUB: tl.constexpr, BN: tl.constexpr,
             RED_COLS: tl.constexpr, RED_TILES: tl.constexpr, LOAD: tl.constexpr,
-            RED: tl.constexpr, BULK: tl.constexpr):
-        pid = tl.program_id(0)
-        nprog = tl.num_programs(0)
+            RED: tl.constexpr, BULK: tl.constexpr, GROUP: tl.constexpr):
+        # GROUP consecutive programs walk the same tiles in step (as the CTAs of one head
+        # of an FA3-class backward walk the same Q/dO and dQ tiles); 1: every program its own
+        pid = tl.program_id(0) // GROUP
+        nprog = tl.num_programs(0) // GROUP
         acc = tl.zeros([BM, BN], tl.float32)
         ones = tl.full([BM, RED_COLS], 1.0, tl.float32)
         acc_desc = tl.make_tensor_descriptor(ACC, shape=[n_acc_tiles * BM, RED_COLS],
@@ -89,7 +97,7 @@ def main(argv=None) -> int:
                     else:
                         tl.atomic_add(ACC + a.to(tl.int64) * BM * RED_COLS + rows, ones,
                                       sem="relaxed")
-        tl.store(out + pid * BM * BN + tl.arange(0, BM)[:, None] * BN
+        tl.store(out + tl.program_id(0) * BM * BN + tl.arange(0, BM)[:, None] * BN
                  + tl.arange(0, BN)[None, :], acc)
 
     triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8,
@@ -118,7 +126,8 @@ def main(argv=None) -> int:
                         mix[(grid,)](desc, w, accum, out, ROWS // BM, n_acc_tiles,
                                      ITERS=ITERS, BM=BM, BC=BC, NSUB=nsub, BN=BN,
                                      RED_COLS=RED_COLS, RED_TILES=red_tiles, LOAD=load,
-                                     RED=red, BULK=bulk, num_warps=4, num_stages=3)
+                                     RED=red, BULK=bulk, GROUP=args.group, num_warps=4,
+                                     num_stages=3)
 
                     accum.zero_()
                     call()
@@ -129,7 +138,8 @@ def main(argv=None) -> int:
                         < 1e-6 * payload
                     t = back_to_back(call, handle)
                     segments = grid * ITERS * nsub * BM if load else 0
-                    rec = {"mode": mode, "head_dim": d, "row_bytes": 2 * d,
+                    rec = {"mode": mode, "group": args.group, "head_dim": d,
+                           "row_bytes": 2 * d,
                            "programs_per_sm": per_sm, "grid": grid, "iters": ITERS,
                            "red_tiles_per_step": red_tiles if red else 0,
                            "segments_128B": segments, "reduction_payload_bytes": payload,
