@@ -391,7 +391,8 @@ class Prediction:
             share = self.gpu.l2_reduction_segment_share
             also = (f", taking turns with its {_gb(float(cost.atomics) * REDUCTION_BYTES)} of "
                     f"fp32 reductions into L2 ({_ms(reductions)} alone), which hold the L2 "
-                    f"from the loads for {share:.0%} of that (GPUSpec.l2_reduction_segment_share"
+                    f"from the loads for {100 * share:.1f} % of that "
+                    "(GPUSpec.l2_reduction_segment_share"
                     ", perfsim.timing.l2_request_path_seconds)"
                     ) if reductions > 0 and share is not None else ""
             return (f"{cost.name}'s 'hbm' time ({_ms(taken)}) is the L2 serving its TMA loads "
@@ -630,7 +631,11 @@ class Prediction:
             words = ("the memory path (the 'hbm' unit: HBM bytes and fp32 reductions into L2, "
                      "below)")
         elif kind == "l2 requests":
-            words = "the L2's TMA requests (the 'hbm' unit: row segments, below)"
+            with_reductions = (self.gpu.l2_reduction_segment_share is not None
+                               and float(reduction_seconds(heavy_hbm.cost, self.gpu)) > 0)
+            words = ("the L2's TMA requests (the 'hbm' unit: row segments"
+                     + (" taking turns with fp32 reductions" if with_reductions else "")
+                     + ", below)")
         lines.append(f"Bound by {words} for {share:.0f} % of the time.")
         ranked = sorted(UNITS, key=lambda u: -self.unit_seconds[u])
         parts = ", ".join(f"{u} {_ms(self.unit_seconds[u])}" for u in ranked

@@ -869,17 +869,26 @@ def l2_request_path_seconds(cost: KernelCost, gpu: GPUSpec):
     its fp32 reductions into L2 (:func:`reduction_seconds`), which take turns with them:
     ``max(R, S + share · R)`` for segments ``S`` and reductions ``R``, ``share`` =
     ``GPUSpec.l2_reduction_segment_share`` (where not measured: ``S`` alone). A floor under
-    the kernel's memory path (0 for a kernel without TMA row segments).
+    the kernel's memory path: 0 for a kernel whose ``l2_request_seconds`` is the number 0 (no
+    TMA row segments); on arrays, an element without segments gets ``R`` alone, which its
+    memory path (HBM bytes plus ``R``) already covers.
 
     Evidence (not attention timing): ``validate/probe_l2_tma_mix.py`` on the H200
     (``validate/reports/h200/probes/probe_l2_tma_mix.json``) runs TMA loads of 64 x 64 bf16
     boxes from an L2-resident tensor (fed to WGMMAs) and fp32 ``[64, 128]`` tile reductions
     into an L2-resident accumulator in one Triton kernel, alone and together, at head dims
-    128-256, 1-2 programs per SM and 1-2 reduced tiles per loaded tile: the pair took 0.79-0.97
-    of the sum of its parts' times and 1.06-1.45 of the longer one; the reductions' share
+    128, 224, 232, 240 and 256, 1-2 programs per SM and 1-2 reduced tiles per loaded tile:
+    the pair took 0.79-0.97 of the sum of its parts' times and 1.06-1.45 of the longer one;
+    the reductions' share
     ``(pair - loads) / reductions`` was 0.83-0.96 with TMA bulk reductions and 0.68-0.97
     with ``red.global.add`` (median of all 40 pairs 0.885: the H200's
-    ``l2_reduction_segment_share``). Works on numbers, numpy arrays and sympy expressions."""
+    ``l2_reduction_segment_share``). By group the share was lower with one reduced tile per
+    loaded tile (medians: bulk 0.85, ``red.global`` 0.77) than with two (0.91, 0.89); the
+    FA3-class backwards (one dQ tile per Q/dO pair) lie nearer the first, so the median may
+    over-charge them a little. At one program per SM the probe's loads alone ran slower than
+    the segment table (16.7-20.0 ps per 128-byte segment against 13.9 and 18.9) and its
+    reductions alone at 3.88-3.90 TB/s against the catalog's 3.68. Works on numbers, numpy
+    arrays and sympy expressions."""
     floor = cost.l2_request_seconds
     if isinstance(floor, (int, float)) and floor == 0:
         return 0

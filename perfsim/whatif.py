@@ -126,9 +126,15 @@ def parse_overrides(spec: dict) -> list[list[Override]]:
                     raise PerfsimError(f"GPU override {name!r}: scale factors must be finite "
                                        f"numbers > 0, got {v!r}")
         top = name.split(".", 1)[0]
+        optional = "." not in name and GPUSpec.model_fields[top].default is None
+        if optional and not scale:
+            # an optional field (None: not measured, its term or floor left out) may be set
+            # back to None: None, or "none" from a TOML file, which has no null
+            values = [None if v is None or (isinstance(v, str) and v.lower() == "none")
+                      else v for v in values]
         if top in FIELD_RANGES and not scale:       # numbers only: no true, no "132"
             for v in values:
-                if not isinstance(v, dict):
+                if not (optional and v is None) and not isinstance(v, dict):
                     try:
                         strict_number(v, range_text(top),
                                       integer=GPUSpec.model_fields[top].annotation is int)

@@ -83,14 +83,23 @@ def test_explain_names_the_memory_path_only_where_that_kernel_binds_on_it():
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm, d", [("fa3", 192), ("fa3", 256), ("sdpa-cudnn", 128)])
 def test_symbolic_memory_path_matches_the_numeric_timing(algorithm, d):
+    """The closed form has the memory path (HBM bytes and reductions), not the TMA row
+    segments (numeric shapes only): it equals the numeric timing where the segments are set
+    aside (l2_reduction_segment_share None: the segments alone, which do not bind here) and
+    is a floor under it with them (FA3's segments taking turns with its reductions bind)."""
     from perfsim import symbolic
 
+    h200 = perfsim.load_gpu("h200-sxm")
+    apart = h200.replace(l2_reduction_segment_share=None)
     sizes = dict(B=4, H=8, H_kv=8, N_q=1024, N_k=1024, d=d, d_v=d)
-    closed = symbolic.unit_seconds(algorithm, "h200-sxm", phase="bwd", **sizes)["hbm"]
+    closed = float(symbolic.unit_seconds(algorithm, apart, phase="bwd", **sizes)["hbm"])
+    assert closed == float(symbolic.unit_seconds(algorithm, h200, phase="bwd",
+                                                 **sizes)["hbm"])
     w = perfsim.AttentionWorkload(batch=4, heads=8, seqlen_q=1024, head_dim=d, dtype="bf16",
                                   phase="bwd")
-    numeric = perfsim.predict(w, "h200-sxm", algorithm)
-    assert float(closed) == pytest.approx(numeric.unit_seconds["hbm"], rel=1e-9)
+    assert closed == pytest.approx(perfsim.predict(w, apart, algorithm).unit_seconds["hbm"],
+                                   rel=1e-9)
+    assert closed <= perfsim.predict(w, h200, algorithm).unit_seconds["hbm"] * (1 + 1e-9)
 
 
 def test_xformers_backward_loads_and_stores_its_accumulator_instead_of_reducing():
@@ -211,3 +220,19 @@ def test_the_catalog_share_is_the_median_of_the_committed_probe():
             pytest.approx(statistics.median(shares), abs=5e-4)
     with pytest.raises(perfsim.PerfsimError):
         perfsim.load_gpu("h200-sxm").replace(l2_reduction_segment_share=1.5)
+
+
+def test_an_optional_field_can_be_swept_back_to_none():
+    """A sweep's override may set an optional GPU field to None ("none" from TOML): the rows
+    equal predict on the GPU without the field; a required field still refuses None."""
+    rows = perfsim.sweep(gpus="h200-sxm", algorithms="flash-attn-cute", batch=2, heads=8,
+                         seqlen_q=8192, head_dim=232, causal=True, phase="bwd",
+                         overrides={"l2_reduction_segment_share": [0.885, None, "none"]})
+    h200 = perfsim.load_gpu("h200-sxm")
+    want = [perfsim.predict(CUTE_BWD, h200.replace(l2_reduction_segment_share=s),
+                            "flash-attn-cute").seconds for s in (0.885, None, None)]
+    assert list(rows.seconds) == pytest.approx(want, rel=1e-12)
+    assert want[0] > want[1]
+    with pytest.raises(perfsim.PerfsimError, match="sm_count"):
+        perfsim.sweep(gpus="h200-sxm", algorithms="fa2", batch=2, heads=8, seqlen_q=1024,
+                      head_dim=64, overrides={"sm_count": [None]})
