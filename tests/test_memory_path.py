@@ -236,3 +236,36 @@ def test_an_optional_field_can_be_swept_back_to_none():
     with pytest.raises(perfsim.PerfsimError, match="sm_count"):
         perfsim.sweep(gpus="h200-sxm", algorithms="fa2", batch=2, heads=8, seqlen_q=1024,
                       head_dim=64, overrides={"sm_count": [None]})
+
+
+
+def _by_suffix(prediction, suffix):
+    return next(k.cost for k in prediction.kernels if k.cost.name.endswith(suffix))
+
+
+@pytest.mark.parametrize("algo, d, kd", [
+    ("flash-attn-cute", 200, 256),   # sm90 backward: head dims 129-256 to a multiple of 64
+    ("flash-attn-cute", 136, 192),
+    ("sdpa-cudnn", 72, 128),         # cuDNN's sm90 kernels: multiples of 64
+    ("sdpa-flash", 80, 96),          # PyTorch's flash-attn 2 kernels
+    ("sdpa-flash", 200, 256),
+    ("fa2", 160, 160),               # flash-attn 2 compiles a 160 kernel: nothing padded
+])
+def test_the_dq_accumulator_is_as_wide_as_the_compiled_kernel(algo, d, kd):
+    """The backward adds whole B_r x kd fp32 tiles into a dQ accumulator allocated at the
+    compiled kernel's head dim (flash-attn 2's unpredicated atomicAdd loop; FA3's and
+    flash_attn.cute's TMA bulk reduction of a tile_m x tile_hdim tile), so the zeroing, the
+    adds and the read-back are those of a call at kd; dQ itself is written at the call's d."""
+    def bwd(h):
+        w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=2048, head_dim=h,
+                                      dtype="bf16", phase="bwd")
+        return perfsim.predict(w, "h200-sxm", algo)
+    p, at_kd = bwd(d), bwd(kd)
+    rows = 2 * 8 * 2048
+    assert _main_bwd(p).cost.atomics == _main_bwd(at_kd).cost.atomics > 0
+    assert _main_bwd(p).cost.atomics % (rows * kd) == 0      # whole rows of kd columns
+    assert _by_suffix(p, "_bwd_preprocess").terms["hbm_write/zeroed fp32 dQ accumulator"] == \
+        rows * 4 * kd
+    convert = _by_suffix(p, "_bwd_convert_dq").terms
+    assert convert["hbm_read/fp32 dQ"] == rows * 4 * kd
+    assert convert["hbm_write/dQ"] == rows * 2 * d

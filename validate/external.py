@@ -203,6 +203,11 @@ HOLDOUTS = {
                           "widths, rows of whole 32-byte sectors and 16 bytes off), N 1k-9k, "
                           "causal, GQA, fp16; frozen for TMA row segments taking turns with "
                           "the dQ reductions in the L2 (GPUSpec.l2_reduction_segment_share)",
+    "external-holdout37": "head dims 72-248 that are not a compiled kernel's (flash_attn.cute's "
+                          "backward at 136-248, SDPA flash's and cuDNN's padded kernels), N "
+                          "1k-7k, causal, GQA, fp16; frozen for the dQ accumulator as wide as "
+                          "the compiled kernel's head dim (its zeroing, reductions and "
+                          "read-back)",
 }
 
 

@@ -120,18 +120,20 @@ def check_training_inputs(dims: Dims, algorithm: str, reference: str) -> None:
 
 
 def bwd_preprocess_kernel(dims: Dims, name: str, zero_dq: bool = True,
-                          lse_log2: bool = False) -> KernelCost:
+                          lse_log2: bool = False, dq_width=None) -> KernelCost:
     """The backward's preprocess kernel: ``D = rowsum(dO ∘ O)`` per query row (reads dO and
     O, writes D), and, where the main kernel adds dQ into a global fp32 accumulator
-    (``zero_dq``), that accumulator zeroed; ``lse_log2``: the logsumexp read and written back
-    times log2(e) as well (flash_attn.cute's ``FlashAttentionBackwardPreprocess``). One CTA
-    per 128 query rows, 4 warps (flash-attn 2's ``compute_dot_do_o``, FA3's and
-    flash_attn.cute's preprocess)."""
+    (``zero_dq``), that accumulator zeroed — ``dq_width`` columns per row (the compiled
+    kernel's head dim; default the call's ``d``); ``lse_log2``: the logsumexp read and
+    written back times log2(e) as well (flash_attn.cute's
+    ``FlashAttentionBackwardPreprocess``). One CTA per 128 query rows, 4 warps (flash-attn
+    2's ``compute_dot_do_o``, FA3's and flash_attn.cute's preprocess)."""
     rows = dims.B * dims.H * dims.N_q
     terms = {"fp32/D = rowsum(dO∘O)": 2 * rows * dims.d_v,
              "hbm_read/dO,O": 2 * dims.e * rows * dims.d_v, "hbm_write/D": rows * STAT_BYTES}
     if zero_dq:
-        terms["hbm_write/zeroed fp32 dQ accumulator"] = rows * FP32_BYTES * dims.d
+        width = dims.d if dq_width is None else dq_width
+        terms["hbm_write/zeroed fp32 dQ accumulator"] = rows * FP32_BYTES * width
     if lse_log2:
         terms["hbm_read/logsumexp"] = rows * STAT_BYTES
         terms["hbm_write/logsumexp · log2(e)"] = rows * STAT_BYTES
@@ -139,14 +141,16 @@ def bwd_preprocess_kernel(dims: Dims, name: str, zero_dq: bool = True,
                          warps_per_cta=4)
 
 
-def dq_convert_kernel(dims: Dims, name: str) -> KernelCost:
-    """The backward's postprocess kernel: the fp32 dQ accumulator read, dQ written in the
-    input dtype (flash-attn 2's ``convert_dQ``, FA3's and flash_attn.cute's
+def dq_convert_kernel(dims: Dims, name: str, dq_width=None) -> KernelCost:
+    """The backward's postprocess kernel: the fp32 dQ accumulator read (``dq_width``
+    columns per row: the compiled kernel's head dim; default the call's ``d``), dQ written
+    in the input dtype (flash-attn 2's ``convert_dQ``, FA3's and flash_attn.cute's
     ``FlashAttentionBackwardPostprocess``). One CTA per 128 query rows, 4 warps."""
     rows = dims.B * dims.H * dims.N_q
+    width = dims.d if dq_width is None else dq_width
     return KernelCost.of(
         f"{name}_bwd_convert_dq",
-        {"hbm_read/fp32 dQ": FP32_BYTES * rows * dims.d, "hbm_write/dQ": dims.e * rows * dims.d},
+        {"hbm_read/fp32 dQ": FP32_BYTES * rows * width, "hbm_write/dQ": dims.e * rows * dims.d},
         grid=cdiv(rows, 128), warps_per_cta=4)
 
 

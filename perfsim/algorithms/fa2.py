@@ -756,7 +756,13 @@ class FusedAttention(Algorithm):
         # loop in the input dtype: no fp32 accumulator to zero, add into or convert (their
         # Nsight Compute kernel lists: a delta preprocess and the main kernel only).
         again = 1 if self.recomputes_dq() else 0
-        pre = bwd_preprocess_kernel(dims, self.name, zero_dq=not again)
+        # The fp32 dQ accumulator is as wide as the compiled kernel's head dim: the kernel adds
+        # whole B_r x kd tiles into it (flash-attn 2's unpredicated ``atomicAdd`` loop over
+        # ``acc_dq``, csrc/flash_attn/src/flash_bwd_kernel.h; FA3's and flash_attn.cute's TMA
+        # bulk reduction of a ``tile_m x tile_hdim`` fp32 tile, flash_bwd_sm90.py, into a
+        # ``dq_accum`` allocated at ``head_dim_rounded``, interface.py), so its zeroing, its
+        # adds and its read-back are counted at kd, not at the call's d.
+        pre = bwd_preprocess_kernel(dims, self.name, zero_dq=not again, dq_width=kd)
         # Q and dO tiles, K_j/V_j resident, P and dS staged in shared memory (the
         # reference's kernel traits: BwdLaunch.smem_bytes)
         smem = self.bwd_smem_bytes(launch, dims)
@@ -809,10 +815,10 @@ class FusedAttention(Algorithm):
                         "hbm_write/dQ": e * rows * d}
         else:
             # fp32 dQ adds are resolved in L2; the accumulator crosses HBM once each way
-            adds = q_side * d
+            adds = q_side * kd
             # (the rows some key tile adds into: rows_read, as Q's compulsory reads)
             dq_read, dq_write, dq_hits = accumulator_traffic(
-                adds, bh * rows_read(dims, b_r) * FP32_BYTES * d, window * FP32_BYTES * d,
+                adds, bh * rows_read(dims, b_r) * FP32_BYTES * kd, window * FP32_BYTES * kd,
                 gpu)
             if self.reduces_dq():
                 dq_terms = {"atomics/dQ (fp32)": adds, "hbm_read/dQ accumulator": dq_read,
@@ -932,7 +938,7 @@ class FusedAttention(Algorithm):
                  "hbm_read/K": dims.e_kv * k_elems, "hbm_write/scaled K": dims.e_kv * k_elems},
                 grid=cdiv(k_elems, 1024), warps_per_cta=4))
         if not again:
-            out.append(dq_convert_kernel(dims, self.name))
+            out.append(dq_convert_kernel(dims, self.name, dq_width=kd))
         out.append(gqa_reduce_kernel(dims))
         return out
 

@@ -414,8 +414,9 @@ class FA3(FusedAttention):
         """FA3 (and FA4) write each tile's fp32 dQ partial to shared memory and a TMA bulk
         reduction adds it to global memory, reading it back: ``B_r x d`` fp32 each way per
         tile (the ``Md/16`` "dQ fp32 write + TMA read-back" term of FA4 §3.2.1's backward
-        shared-memory count)."""
-        return FP32_BYTES * dims.B * dims.H * v.tiles * b_r * dims.d
+        shared-memory count), as wide as the compiled kernel's head dim (``sdQaccum`` is
+        ``tile_m x tile_hdim``, flash_bwd_sm90.py)."""
+        return FP32_BYTES * dims.B * dims.H * v.tiles * b_r * self.kernel_head_dims(dims)[0]
 
     def _fp8_prepare(self, dims: Dims) -> KernelCost:
         """Hadamard-rotate Q and K (incoherent processing) and block-quantise Q, K, V from
