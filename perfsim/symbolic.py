@@ -21,7 +21,9 @@ every re-read goes to HBM, as in the FA1 paper's IO analysis (Theorem 2), which 
 Closed forms count the tiles as visited; the numeric path also times the padding of partial
 tiles on the SM units (``perfsim.algorithms.base.with_whole_tiles``), and flash-attn 2 and
 FlexAttention run a head dim between compiled ones at the next compiled width (closed forms
-keep d and d_v as they are), so SM-side times agree at tile multiples and compiled head dims.
+keep d and d_v as they are), so SM-side times agree at tile multiples and compiled head dims;
+so do the backward's dQ accumulator bytes (zeroed, reduced into and read back at the compiled
+kernel's head dim by ``predict``, at ``d`` here).
 Closed forms leave out the floor the L2's TMA row segments put under an FA3-class kernel's
 memory path (``KernelCost.l2_request_seconds``, numeric shapes only;
 :func:`compute_bound_seqlen`, which evaluates numeric lengths, includes it). They also leave
