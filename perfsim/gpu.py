@@ -601,6 +601,17 @@ class GPUSpec(BaseModel):
         data.update({k: (v.model_dump() if isinstance(v, BaseModel) else v)
                      for k, v in fields.items()})
         changed = sorted(k for k in fields if k not in ("id", "name", "sources", "calibration"))
+        if changed and "sources" not in fields:
+            # a changed number no longer comes from the catalog's source: say where it came
+            # from (keys "field" and "field.sub" for a table field)
+            sources = {key: text for key, text in (data.get("sources") or {}).items()
+                       if key.split(".", 1)[0] not in changed}
+            for key in changed:
+                old = getattr(self, key)
+                was = (f"{old!r}" if old is None or isinstance(old, (int, float, str))
+                       else "a table")
+                sources[key] = f"what-if: set by GPUSpec.replace() (was {was} in {self.id})"
+            data["sources"] = sources
         if changed and "id" not in fields:      # label a what-if as one, unless named
             data["id"] = f"{self.id}*"
         if changed and "name" not in fields:

@@ -392,10 +392,18 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
         algorithms, algorithms) if isinstance(algorithms, str) else algorithms
     configs = [resolve(a) for a in _listify(algos.names() if algorithms is None
                                                   else algorithms)]
-    for name, chosen in (("gpus", specs), ("algorithms", configs)):
+    for name, chosen, labels in (("gpus", specs, [s.id for s in specs]),
+                                 ("algorithms", configs, [c.label() for c in configs])):
         if not chosen:
             raise PerfsimError(f"{name}: an empty list; give at least one, or leave it out "
                                f"for all")
+        twice = sorted({x for x in labels if labels.count(x) > 1})
+        if twice:
+            # the rows of a repeated entry would be indistinguishable copies
+            hint = (" (what-if GPUs: name each with .replace(id=...))" if name == "gpus"
+                    else "")
+            raise PerfsimError(f"{name}: {', '.join(map(repr, twice))} given more than once: "
+                               f"its rows could not be told apart; give each once{hint}")
     _ints("batch", batch)
     grid_rows = (len(_listify(batch)) * len(_pairs("heads", heads, "kv_heads", kv_heads))
                  * len(_pairs("seqlen_q", seqlen_q, "seqlen_k", seqlen_k)))
@@ -472,11 +480,13 @@ def _check_tensor_sizes(grid: _Grid, scalars: list[dict]) -> None:
     """Every combination's Q, K, V, O within :data:`MAX_TENSOR_BYTES` (checked on the largest
     value of each size, which bounds every combination)."""
     e = max(BYTES_PER_ELEMENT[s["dtype"]] for s in scalars)
+    # K and V in their own dtype (a narrower cache: kv_dtype, default the dtype)
+    e_kv = max(BYTES_PER_ELEMENT[s.get("kv_dtype") or s["dtype"]] for s in scalars)
     d = max(max(s["head_dim"], s["head_dim_v"]) for s in scalars)
     b = int(grid.batch.max())
-    for heads, seqlen, label in ((grid.heads[:, 0], grid.seqlens[:, 0], "Q/O"),
-                                 (grid.heads[:, 1], grid.seqlens[:, 1], "K/V")):
-        size = b * int(heads.max()) * int(seqlen.max()) * d * e
+    for heads, seqlen, label, width in ((grid.heads[:, 0], grid.seqlens[:, 0], "Q/O", e),
+                                        (grid.heads[:, 1], grid.seqlens[:, 1], "K/V", e_kv)):
+        size = b * int(heads.max()) * int(seqlen.max()) * d * width
         if size > MAX_TENSOR_BYTES:
             raise PerfsimError(
                 f"sweep: the largest {label} tensor would hold {size:.3g} bytes; at most "

@@ -208,12 +208,13 @@ class AttentionWorkload(BaseModel):
                 object.__setattr__(self, name, getattr(self, source))
         if self.heads % self.kv_heads:
             raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
-        e = BYTES_PER_ELEMENT[self.dtype]
-        for tensor, rows, heads, cols in (("Q", self.seqlen_q, self.heads, self.head_dim),
-                                          ("K", self.seqlen_k, self.kv_heads, self.head_dim),
-                                          ("V", self.seqlen_k, self.kv_heads, self.head_dim_v),
-                                          ("O", self.seqlen_q, self.heads, self.head_dim_v)):
-            size = self.batch * heads * rows * cols * e
+        e, e_kv = BYTES_PER_ELEMENT[self.dtype], BYTES_PER_ELEMENT[self.kv_dtype]
+        for tensor, rows, heads, cols, width in (
+                ("Q", self.seqlen_q, self.heads, self.head_dim, e),
+                ("K", self.seqlen_k, self.kv_heads, self.head_dim, e_kv),
+                ("V", self.seqlen_k, self.kv_heads, self.head_dim_v, e_kv),
+                ("O", self.seqlen_q, self.heads, self.head_dim_v, e)):
+            size = self.batch * heads * rows * cols * width
             if size > MAX_TENSOR_BYTES:
                 raise ValueError(
                     f"{tensor} would hold {size:.3g} bytes; at most 2**45 = {MAX_TENSOR_BYTES} "

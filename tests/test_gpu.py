@@ -56,6 +56,23 @@ def test_replace_gives_a_validated_what_if():
         perfsim.load_gpu("b200").replace(hbm_tbps=8)
 
 
+def test_a_what_if_says_where_its_changed_numbers_come_from():
+    """A replaced number no longer has the catalog's source (a fresh user's review: `gpu show`
+    and explain() quoted the catalog's datasheet for a what-if value); the others keep
+    theirs, and a table field's per-entry sources go with it."""
+    h200 = perfsim.load_gpu("h200-sxm")
+    tma = dict(h200.tma_segment_seconds)
+    what_if = h200.replace(sm_count=100, tma_segment_seconds=tma)
+    assert what_if.sources["sm_count"].startswith("what-if") and "was 132" in \
+        what_if.sources["sm_count"]
+    assert not any(k.startswith("tma_segment_seconds.") for k in what_if.sources)
+    assert what_if.sources["tma_segment_seconds"].startswith("what-if")
+    assert what_if.sources["clock_hz"] == h200.sources["clock_hz"]
+    # sources given with the change are kept as given
+    assert h200.replace(sm_count=100, sources={"sm_count": "mine"}).sources == \
+        {"sm_count": "mine"}
+
+
 def test_spec_is_frozen():
     spec = perfsim.load_gpu("h100-sxm5")
     with pytest.raises(ValidationError, match="frozen"):

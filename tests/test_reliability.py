@@ -51,6 +51,23 @@ def test_tensor_bound_is_per_tensor_and_stated():
     assert MAX_TENSOR_BYTES == 2**45
 
 
+def test_the_tensor_bound_sizes_k_and_v_in_the_cache_dtype():
+    """K and V are counted at ``kv_dtype``: a one-byte cache twice the bf16 bound's length is
+    a valid call, and a sweep of it too (the bound took Q's dtype for every tensor)."""
+    big = dict(batch=1, heads=1, seqlen_q=1, seqlen_k=2**45 // 64, head_dim=64)
+    AttentionWorkload(**big, dtype="bf16", kv_dtype="fp8_e4m3")
+    with pytest.raises(PerfsimError, match="K would hold"):
+        AttentionWorkload(**big, dtype="bf16")
+    import perfsim
+    rows = perfsim.sweep(gpus=["h100-sxm5"], algorithms=["fa2"], batch=[1], heads=[1],
+                         seqlen_q=[1], seqlen_k=[2**45 // 64], head_dim=64, dtype="bf16",
+                         kv_dtype="fp8_e4m3")
+    assert len(rows) == 1
+    with pytest.raises(PerfsimError, match="K/V tensor"):
+        perfsim.sweep(gpus=["h100-sxm5"], algorithms=["fa2"], batch=[1], heads=[1],
+                      seqlen_q=[1], seqlen_k=[2**45 // 64], head_dim=64, dtype="bf16")
+
+
 def test_largest_allowed_workload_predicts_finite_numbers():
     w = AttentionWorkload(batch=1, heads=1, seqlen_q=2**44, head_dim=1, dtype="fp8_e4m3",
                           phase="fwd_bwd")

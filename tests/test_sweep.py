@@ -123,6 +123,11 @@ def test_invalid_what_if_gpu_is_an_infeasible_row():
     ({"gpus": "h900"}, "unknown GPU"),
     ({"overrides": {"warp_speed": [2]}}, "unknown GPU override"),
     ({"overrides": {"sm_count": {"times": [2]}}}, "scale"),
+    # a repeated entry's rows could not be told apart (a fresh user's review)
+    ({"algorithms": ["fa2", "fa2"]}, "'fa2' given more than once"),
+    ({"gpus": ["h200-sxm", "h200-sxm"]}, "'h200-sxm' given more than once"),
+    ({"gpus": [perfsim.load_gpu("h200-sxm").replace(sm_count=100),
+               perfsim.load_gpu("h200-sxm").replace(sm_count=120)]}, r"replace\(id="),
 ])
 def test_bad_grids_raise_one_clear_error(kwargs, match):
     args = {"batch": 1, "heads": 8, "seqlen_q": 512, "head_dim": 64, "gpus": "h200-sxm"}
