@@ -601,22 +601,54 @@ class GPUSpec(BaseModel):
         data.update({k: (v.model_dump() if isinstance(v, BaseModel) else v)
                      for k, v in fields.items()})
         changed = sorted(k for k in fields if k not in ("id", "name", "sources", "calibration"))
-        if changed and "sources" not in fields:
-            # a changed number no longer comes from the catalog's source: say where it came
-            # from (keys "field" and "field.sub" for a table field)
-            sources = {key: text for key, text in (data.get("sources") or {}).items()
-                       if key.split(".", 1)[0] not in changed}
+        if changed:
+            # a changed number no longer comes from its source: say where it came from, entry
+            # by entry in a table field ("field.sub" keys); unchanged values keep theirs, and
+            # sources given with the change are merged over the result
+            sources = dict(self.sources or {})
             for key in changed:
                 old = getattr(self, key)
-                was = (f"{old!r}" if old is None or isinstance(old, (int, float, str))
-                       else "a table")
-                sources[key] = f"what-if: set by GPUSpec.replace() (was {was} in {self.id})"
+                old = old.model_dump() if isinstance(old, BaseModel) else old
+                new = data[key]
+                if not (isinstance(old, dict) and isinstance(new, dict)):
+                    # a whole field (a number, or a table set or cleared)
+                    if old == new:
+                        continue
+                    for stale in [s for s in sources if s.startswith(key + ".")]:
+                        del sources[stale]
+                    was = "a table" if isinstance(old, dict) else repr(old)
+                    sources[key] = f"what-if: set by GPUSpec.replace() (was {was} in {self.id})"
+                    continue
+                before, after = dict(_leaves(key, old)), dict(_leaves(key, new))
+                for leaf in sorted(set(before) | set(after)):
+                    if before.get(leaf, _MISSING) == after.get(leaf, _MISSING):
+                        continue
+                    for stale in [s for s in sources if s == leaf or s.startswith(leaf + ".")]:
+                        del sources[stale]
+                    if leaf in after:       # (an entry dropped from the table has no source)
+                        was = repr(before[leaf]) if leaf in before else "absent"
+                        sources[leaf] = (f"what-if: set by GPUSpec.replace() (was {was} in "
+                                         f"{self.id})")
+            sources.update(fields.get("sources") or {})
             data["sources"] = sources
         if changed and "id" not in fields:      # label a what-if as one, unless named
             data["id"] = f"{self.id}*"
         if changed and "name" not in fields:
             data["name"] = f"{self.name} (what-if: {', '.join(changed)})"
         return _validate_spec(data, where=f"{self.id}.replace()")
+
+
+_MISSING = object()
+
+
+def _leaves(key: str, value):
+    """``(dotted key, value)`` of every entry of a (nested) table field, or the field itself:
+    the keys ``GPUSpec.sources`` uses."""
+    if isinstance(value, dict) and value:
+        for sub, item in value.items():
+            yield from _leaves(f"{key}.{sub}", item)
+    else:
+        yield key, value
 
 
 def _validate_spec(data: dict, where: str) -> GPUSpec:

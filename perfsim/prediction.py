@@ -412,7 +412,8 @@ class Prediction:
                     f"into L2 (the dQ accumulation) at "
                     f"{self.gpu.l2_reduction_bytes_per_s / 1e12:.2f} TB/s "
                     f"({_ms((path - hbm_alone))}; GPUSpec.l2_reduction_bytes_per_s, "
-                    "its source in the GPU's file), which take turns rather than overlap "
+                    f"{_source_kind(self.gpu, 'l2_reduction_bytes_per_s')}), which take "
+                    "turns rather than overlap "
                     "(perfsim.timing.memory_path_seconds).")
         pulled = float(cost.hbm_read_bytes + cost.l2_hit_bytes)
         return (f"{cost.name}'s 'hbm' time ({_ms(taken)}) is its CTAs' load path, not "
@@ -668,9 +669,11 @@ class Prediction:
             if "kernel_head_dims" in k.cost.launch:
                 kd, kd_v = k.cost.launch["kernel_head_dims"]
                 wide = f"{kd}" if kd == kd_v else f"{kd} / {kd_v}"
+                acc = (f" (but the fp32 dQ accumulator, zeroed, reduced into and read back "
+                       f"{kd} wide)" if k.cost.atomics else "")
                 lines.append(f"{k.cost.name} runs the kernel compiled for head dim {wide}: "
                              "its MMAs and shared-memory tiles that wide, HBM traffic at "
-                             f"the call's head dim {w.head_dim}.")
+                             f"the call's head dim {w.head_dim}{acc}.")
         heavy = heavy_hbm
         from perfsim.algorithms.base import Dims
 

@@ -386,7 +386,8 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
     sweep, every value validated (one clear error for a bad or empty one)."""
     scalars = _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p, window,
                              kv_dtype, page_size, softcap)
-    specs = [load_gpu(g) for g in _listify(catalog() if gpus is None else gpus)]
+    given_gpus = _listify(catalog() if gpus is None else gpus)
+    specs = [load_gpu(g) for g in given_gpus]
     # "all" and "presets" as on the command line (perfsim.cli.predict_cmd)
     algorithms = {"all": algos.names(), "presets": implementations()}.get(
         algorithms, algorithms) if isinstance(algorithms, str) else algorithms
@@ -400,8 +401,12 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
         twice = sorted({x for x in labels if labels.count(x) > 1})
         if twice:
             # the rows of a repeated entry would be indistinguishable copies
-            hint = (" (what-if GPUs: name each with .replace(id=...))" if name == "gpus"
-                    else "")
+            hint = ""
+            if name == "gpus":
+                entries = [f"GPUSpec {g.id!r}" if isinstance(g, GPUSpec) else str(g)
+                           for g, spec in zip(given_gpus, specs) if spec.id in twice]
+                hint = (f" (given as {', '.join(entries)}: give each GPU file its own `id`, "
+                        "or name what-if GPUSpec objects with .replace(id=...))")
             raise PerfsimError(f"{name}: {', '.join(map(repr, twice))} given more than once: "
                                f"its rows could not be told apart; give each once{hint}")
     _ints("batch", batch)

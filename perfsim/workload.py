@@ -216,9 +216,10 @@ class AttentionWorkload(BaseModel):
                 ("O", self.seqlen_q, self.heads, self.head_dim_v, e)):
             size = self.batch * heads * rows * cols * width
             if size > MAX_TENSOR_BYTES:
+                dtype = self.kv_dtype if tensor in "KV" else self.dtype
                 raise ValueError(
-                    f"{tensor} would hold {size:.3g} bytes; at most 2**45 = {MAX_TENSOR_BYTES} "
-                    "bytes (32 TiB) per tensor, far beyond any GPU's memory")
+                    f"{tensor} would hold {size} bytes ({dtype}); at most 2**45 = "
+                    f"{MAX_TENSOR_BYTES} bytes (32 TiB) per tensor, far beyond any GPU's memory")
         return self
 
     def _varlen_defaults(self) -> None:

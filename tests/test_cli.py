@@ -217,3 +217,21 @@ def test_a_toml_list_follows_heads_with_none(tmp_path):
     rows = _sweep_csv(tmp_path, 'batch = [1]\nheads = [8]\nkv_heads = ["none", 1]\n'
                       'seqlen_q = [128]\nseqlen_k = ["None", 256]\nhead_dim = [64]\n')
     assert sorted(zip(rows.kv_heads, rows.seqlen_k)) == [(1, 128), (1, 256), (8, 128), (8, 256)]
+
+
+@pytest.mark.parametrize("names", ['"presets"', '"all"'])
+def test_a_sweep_file_takes_all_and_presets_as_the_api_does(tmp_path, names):
+    """``algorithms = "presets"`` / ``"all"`` in a sweep TOML (a fresh user's review: the
+    file refused them as unknown algorithm names while perfsim.sweep takes them)."""
+    import pandas as pd
+
+    from perfsim import algorithms
+    from perfsim.implementations import implementations
+
+    config = tmp_path / "s.toml"
+    config.write_text(f'gpus = ["h200-sxm"]\nalgorithms = {names}\n[workload]\nbatch = 1\n'
+                      'heads = 8\nseqlen_q = 1024\nhead_dim = 64\n')
+    out = tmp_path / "rows.csv"
+    assert main(["sweep", str(config), "--out", str(out), "--quiet"]) in (0, None)
+    want = implementations() if names == '"presets"' else algorithms.names()
+    assert len(pd.read_csv(out)) == len(want)

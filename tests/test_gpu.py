@@ -58,19 +58,24 @@ def test_replace_gives_a_validated_what_if():
 
 def test_a_what_if_says_where_its_changed_numbers_come_from():
     """A replaced number no longer has the catalog's source (a fresh user's review: `gpu show`
-    and explain() quoted the catalog's datasheet for a what-if value); the others keep
-    theirs, and a table field's per-entry sources go with it."""
+    and explain() quoted the catalog's datasheet for a what-if value): each changed value,
+    entry by entry in a table, says it is a what-if; unchanged values keep their sources;
+    sources given with the change are merged over the result."""
     h200 = perfsim.load_gpu("h200-sxm")
-    tma = dict(h200.tma_segment_seconds)
-    what_if = h200.replace(sm_count=100, tma_segment_seconds=tma)
+    tensor = {**h200.tensor_flops_per_clk_per_sm, "bf16": 1024.0}
+    what_if = h200.replace(sm_count=100, tensor_flops_per_clk_per_sm=tensor,
+                           clock_hz=h200.clock_hz)
     assert what_if.sources["sm_count"].startswith("what-if") and "was 132" in \
         what_if.sources["sm_count"]
-    assert not any(k.startswith("tma_segment_seconds.") for k in what_if.sources)
-    assert what_if.sources["tma_segment_seconds"].startswith("what-if")
-    assert what_if.sources["clock_hz"] == h200.sources["clock_hz"]
-    # sources given with the change are kept as given
-    assert h200.replace(sm_count=100, sources={"sm_count": "mine"}).sources == \
-        {"sm_count": "mine"}
+    assert what_if.sources["tensor_flops_per_clk_per_sm.bf16"].startswith("what-if")
+    for kept in ("tensor_flops_per_clk_per_sm.fp16", "clock_hz", "hbm_bandwidth_bytes_per_s"):
+        assert what_if.sources[kept] == h200.sources[kept]
+    cleared = h200.replace(tma_segment_seconds=None)
+    assert cleared.sources["tma_segment_seconds"].startswith("what-if") and \
+        "was a table" in cleared.sources["tma_segment_seconds"]
+    assert not any(k.startswith("tma_segment_seconds.") for k in cleared.sources)
+    mine = h200.replace(sm_count=100, sources={"sm_count": "mine"}).sources
+    assert mine["sm_count"] == "mine" and mine["clock_hz"] == h200.sources["clock_hz"]
 
 
 def test_spec_is_frozen():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -126,6 +127,8 @@ def test_invalid_what_if_gpu_is_an_infeasible_row():
     # a repeated entry's rows could not be told apart (a fresh user's review)
     ({"algorithms": ["fa2", "fa2"]}, "'fa2' given more than once"),
     ({"gpus": ["h200-sxm", "h200-sxm"]}, "'h200-sxm' given more than once"),
+    ({"gpus": ["h200-sxm", str(Path(__file__).parent.parent / "hardware" / "h200-sxm.toml")]},
+     "give each GPU file its own `id`"),
     ({"gpus": [perfsim.load_gpu("h200-sxm").replace(sm_count=100),
                perfsim.load_gpu("h200-sxm").replace(sm_count=120)]}, r"replace\(id="),
 ])

@@ -984,12 +984,15 @@ class FusedAttention(Algorithm):
         return tuple(out)
 
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
-        """Peak footprint (bytes): ``common.fused_memory_bytes``, without the fp32 dQ
-        accumulator for a backward with a dQ pass (:meth:`recomputes_dq`: dQ is written in
-        the input dtype) and with the scaled copy of K of :meth:`prescales_k`."""
+        """Peak footprint (bytes): ``common.fused_memory_bytes`` with the fp32 dQ accumulator
+        as wide as the compiled kernel's head dim (as :meth:`_backward` zeroes and reduces
+        into it), without it for a backward with a dQ pass (:meth:`recomputes_dq`: dQ is
+        written in the input dtype), and with the scaled copy of K of :meth:`prescales_k`."""
         total = fused_memory_bytes(dims)
-        if dims.bwd and self.recomputes_dq():
-            total = total - FP32_BYTES * dims.B * dims.H * dims.N_q * dims.d
+        if dims.bwd:
+            accumulator = FP32_BYTES * dims.B * dims.H * dims.N_q
+            total = total + accumulator * (
+                -dims.d if self.recomputes_dq() else self.kernel_head_dims(dims)[0] - dims.d)
         if dims.bwd and self.prescales_k():
             total = total + dims.e_kv * dims.B * dims.H_kv * dims.N_k * dims.d
         return total

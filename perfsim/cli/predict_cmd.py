@@ -106,7 +106,8 @@ def _print_predictions(w, gpu, results) -> None:
     print("time per call; TFLOP/s by the FlashAttention convention (4·B·H·N²·d forward, half "
           "when causal); clock: the SM clock the call runs at (--clock; by default where the "
           "power model puts it); FLOPs (matmul and FP32 slots) and exps of the visited tiles "
-          "(padding to whole tiles and compiled head dims is timed, not counted); HBM and "
+          "(padding to whole tiles and compiled head dims is timed, not counted; a "
+          "backward's fp32 dQ accumulator is counted at the kernel's width); HBM and "
           "shared-memory bytes moved; memory: peak footprint")
     for note in notes:
         print(note)

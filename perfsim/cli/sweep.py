@@ -4,6 +4,7 @@
 
     gpus = ["a100-sxm4-80gb", "h200-sxm"]       # default: every catalog GPU
     algorithms = ["standard", "fa2", {name = "fa2", block_m = 64}]   # default: all
+                                        # ("all": every algorithm, "presets": every preset)
 
     [workload]                                  # AttentionWorkload fields: a value or a list
     batch = 4
@@ -103,7 +104,11 @@ def load_sweep_config(path: str | Path) -> dict:
         raise PerfsimError(f"{path}: [workload] needs {', '.join(missing)}")
     kwargs = dict(workload, gpus=data.get("gpus"), overrides=data.get("overrides"))
     names = data.get("algorithms")
-    if names is not None:
+    if names in ("all", "presets"):
+        # every algorithm / every implementation preset, as `perfsim predict --algorithm`
+        # and perfsim.sweep take them
+        kwargs["algorithms"] = names
+    elif names is not None:
         kwargs["algorithms"] = [_algorithm(a, path) for a in
                                 (names if isinstance(names, list) else [names])]
     from perfsim.sweep import count_rows
