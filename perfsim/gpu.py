@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from typing import Literal
 
 from pydantic import (
@@ -332,7 +333,9 @@ class GPUSpec(BaseModel):
     id: str = Field(description="catalog id, e.g. 'h100-sxm5'")
     name: str = Field(description="marketing name")
     arch: str = Field(description="architecture: ampere, hopper, blackwell, blackwell-geforce")
-    compute_capability: str = Field(description="CUDA compute capability, e.g. '9.0'")
+    compute_capability: str = Field(
+        description="CUDA compute capability, e.g. '9.0' (an architecture-specific suffix "
+        "such as '9.0a' is allowed)")
     sm_count: int = Field(gt=0, description="streaming multiprocessors")
     clock_hz: float = Field(gt=0, description="clock at which the per-clock rates give the "
                             "vendor's peaks (the 'datasheet' clock; predictions run at the "
@@ -477,6 +480,14 @@ class GPUSpec(BaseModel):
             return {k: strict_number(v, allowed, label=f"{info.field_name}[{k}] ")
                     for k, v in value.items()}
         return strict_number(value, allowed, integer=annotation is int)
+
+    @field_validator("compute_capability")
+    @classmethod
+    def _compute_capability(cls, value: str) -> str:
+        if not re.fullmatch(r"[0-9]+\.[0-9]+[a-z]?", value):
+            raise ValueError(f"must be MAJOR.MINOR with an optional letter, e.g. '9.0' or "
+                             f"'9.0a', got {value!r}")
+        return value
 
     @field_validator("tma_segment_seconds", mode="before")
     @classmethod
@@ -636,6 +647,13 @@ class GPUSpec(BaseModel):
         if changed and "name" not in fields:
             data["name"] = f"{self.name} (what-if: {', '.join(changed)})"
         return _validate_spec(data, where=f"{self.id}.replace()")
+
+
+def compute_capability_numbers(text: str) -> tuple[int, int]:
+    """``(major, minor)`` of a compute capability such as ``"9.0"`` or ``"9.0a"`` (the
+    suffix names architecture-specific features and does not change the numbers)."""
+    major, minor = text.split(".", 1)
+    return int(major), int(minor.rstrip("abcdefghijklmnopqrstuvwxyz"))
 
 
 _MISSING = object()

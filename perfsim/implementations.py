@@ -56,7 +56,7 @@ from perfsim.algorithms.fa2 import fwd_smem_bytes, next_power_of_two
 from perfsim.algorithms.fa3 import kernel_head_dims
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.frozen import replace
-from perfsim.gpu import GPUSpec
+from perfsim.gpu import GPUSpec, compute_capability_numbers
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv
 from perfsim.software import DEFAULT_SOFTWARE, load_software
@@ -201,7 +201,7 @@ def flex_arch(gpu: GPUSpec) -> str | None:
     """The key of FlexAttention's per-architecture tables for ``gpu``'s compute capability:
     ``"sm120"`` (11.0 and up), ``"sm100"`` (10.x), ``"sm90"`` (9.0), ``"sm80"`` (8.x and 9.x
     other than 9.0), else ``None`` (the defaults)."""
-    major, minor = (int(x) for x in gpu.compute_capability.split(".")[:2])
+    major, minor = compute_capability_numbers(gpu.compute_capability)
     if major >= 11:
         return "sm120"
     if major == 10:
@@ -844,10 +844,10 @@ def _sdpa_cudnn_keys(dims, gpu):
 
 def _efficient(dims, gpu):
     hdim = max(dims.d, dims.d_v)
-    block_m, block_n, warps = _lookup(EFFICIENT_FWD_TILES, hdim)
-    fwd_smem = _lookup(EFFICIENT_FWD_SMEM, hdim)
-    bwd_m, bwd_n, bwd_warps, profiled_smem, registers, spill = _lookup(EFFICIENT_BWD_KERNELS,
-                                                                       hdim)
+    block_m, block_n, warps = _tile(EFFICIENT_FWD_TILES, hdim)
+    fwd_smem = _tile(EFFICIENT_FWD_SMEM, hdim)
+    bwd_m, bwd_n, bwd_warps, profiled_smem, registers, spill = _tile(EFFICIENT_BWD_KERNELS,
+                                                                     hdim)
     smem = profiled_smem - NCU_DRIVER_SMEM_BYTES       # the kernel's own (_own_smem)
     bwd = {"bwd_spill_bytes": spill}
     if smem <= gpu.smem_bytes_per_block:

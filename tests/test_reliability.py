@@ -829,3 +829,27 @@ def test_cudnn_explicit_mask_waits_for_a_bias_tile_per_key_tile():
     square = AttentionWorkload(batch=1, heads=32, seqlen_q=4096, head_dim=128, causal=True)
     assert predict(square, "h200-sxm", "sdpa-cudnn").kernels[0].cost.serial_loads == (0, 0)
     assert predict(w, "h200-sxm", "fa3").kernels[0].cost.serial_loads == (0, 0)
+
+
+# ------------------------------------------------------------------ a fuzzing helper's finds
+def test_edge_inputs_found_by_fuzzing_get_one_clear_error():
+    """Each of these crashed with a traceback or returned inf counts (2026-12-03)."""
+    import perfsim
+    from perfsim.algorithms import FA1, FA4
+
+    w = AttentionWorkload(batch=1, heads=1, seqlen_q=4096, head_dim=192, dtype="fp16")
+    with pytest.raises(perfsim.InfeasibleError, match="not one row"):
+        predict(w, gpu="h100-sxm5", algorithm=FA1(sram_bytes=1024))       # zero-row tile
+    with pytest.raises(perfsim.InfeasibleError, match="above the largest"):
+        predict(AttentionWorkload(batch=1, heads=1, seqlen_q=128, head_dim=131072),
+                gpu="h100-sxm5", algorithm="sdpa-efficient")
+    with pytest.raises(PerfsimError, match="finite"):
+        FA4(rescales_per_row=float("inf"))
+    h200 = perfsim.load_gpu("h200-sxm")
+    with pytest.raises(PerfsimError, match="MAJOR.MINOR"):
+        h200.replace(compute_capability="nine")
+    # an architecture-specific suffix is a valid capability (FlexAttention's tables read it)
+    sm90a = h200.replace(compute_capability="9.0a")
+    w64 = AttentionWorkload(batch=1, heads=8, seqlen_q=1024, head_dim=64)
+    assert predict(w64, gpu=sm90a, algorithm="flex").seconds == \
+        predict(w64, gpu=h200, algorithm="flex").seconds

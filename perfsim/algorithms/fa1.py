@@ -151,6 +151,11 @@ class FA1(Algorithm):
         if not dims.symbolic and m < dims.d:
             raise InfeasibleError(f"SRAM of {m} elements is below d = {dims.d} "
                                   "(Theorem 2 needs d <= M)")
+        if not dims.symbolic and np.any(np.minimum(b_r, b_c) < 1):
+            raise InfeasibleError(
+                f"fa1: not one row of Q, K, V and O fits the {m * dims.e} bytes of SRAM at "
+                f"head dims {dims.d}/{dims.d_v} (each tile needs 2·(d + d_v)·{dims.e} bytes "
+                "per row); give more SRAM (sram_bytes) or smaller head dims")
         # K_j, V_j, Q_i, O_i tiles on chip (Algorithm 1 sizes them so 4·B_c·d <= M).
         smem = dims.e * (b_c * (dims.d + dims.d_v) + b_r * (dims.d + dims.d_v))
         ctas = resident_ctas(gpu, smem, self.warps, self.registers_per_thread)

@@ -19,7 +19,7 @@ import functools
 from typing import NamedTuple
 
 from perfsim.errors import InfeasibleError
-from perfsim.gpu import GPUSpec
+from perfsim.gpu import GPUSpec, compute_capability_numbers
 from perfsim.mathops import maximum
 
 KIB = 1024
@@ -27,8 +27,8 @@ KIB = 1024
 
 def is_sm8x(gpu: GPUSpec) -> bool:
     """flash-attn 2's ``is_sm8x``: compute capability 8.x with minor > 0 (sm_86, sm_89)."""
-    major, _, minor = gpu.compute_capability.partition(".")
-    return major == "8" and minor not in ("", "0")
+    major, minor = compute_capability_numbers(gpu.compute_capability)
+    return major == 8 and minor != 0
 
 
 #: The head dims flash-attn 2 compiles kernels for (``HEADDIM_SWITCH``,

@@ -141,7 +141,7 @@ class FA4(Algorithm):
     emulate_fraction: float | None = Field(default=None, ge=0, le=1)
     poly_degree: int = Field(default=3, ge=1, le=8)
     rescale_threshold: float = Field(default=8.0, ge=0)
-    rescales_per_row: float = Field(default=1.0, ge=0)
+    rescales_per_row: float = Field(default=1.0, ge=0, allow_inf_nan=False)
     two_cta_backward: bool = True
     lpt_scheduling: bool = True
     persistent: bool = True
