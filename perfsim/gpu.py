@@ -620,24 +620,15 @@ class GPUSpec(BaseModel):
             for key in changed:
                 old = getattr(self, key)
                 old = old.model_dump() if isinstance(old, BaseModel) else old
-                new = data[key]
-                if not (isinstance(old, dict) and isinstance(new, dict)):
-                    # a whole field (a number, or a table set or cleared)
-                    if old == new:
-                        continue
-                    for stale in [s for s in sources if s.startswith(key + ".")]:
-                        del sources[stale]
-                    was = "a table" if isinstance(old, dict) else repr(old)
-                    sources[key] = f"what-if: set by GPUSpec.replace() (was {was} in {self.id})"
-                    continue
-                before, after = dict(_leaves(key, old)), dict(_leaves(key, new))
+                before, after = dict(_leaves(key, old)), dict(_leaves(key, data[key]))
                 for leaf in sorted(set(before) | set(after)):
                     if before.get(leaf, _MISSING) == after.get(leaf, _MISSING):
                         continue
                     for stale in [s for s in sources if s == leaf or s.startswith(leaf + ".")]:
                         del sources[stale]
                     if leaf in after:       # (an entry dropped from the table has no source)
-                        was = repr(before[leaf]) if leaf in before else "absent"
+                        was = (repr(before[leaf]) if leaf in before else
+                               "a table" if isinstance(old, dict) else "absent")
                         sources[leaf] = (f"what-if: set by GPUSpec.replace() (was {was} in "
                                          f"{self.id})")
             sources.update(fields.get("sources") or {})
