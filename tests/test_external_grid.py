@@ -3,7 +3,10 @@ no shape with the main grid, and the plan puts the late implementations last."""
 
 from __future__ import annotations
 
+import pytest
+
 from perfsim.validate import external
+from perfsim.validate.shapes import Shape
 
 
 def _base(shape):
@@ -73,3 +76,28 @@ def test_every_holdout_is_new():
         for s in shapes:
             s.workload()
         seen |= keys
+
+
+def test_a_dropout_shape_keeps_the_keys_of_shapes_without():
+    """Hold-out 38 times dropout: a shape with ``dropout_p`` gets its own key and field, and a
+    shape without keeps the key and fields earlier runs recorded (their rows resume)."""
+    plain = Shape(batch=2, heads=8, seqlen_q=1024, head_dim=64, causal=True)
+    drop = Shape(batch=2, heads=8, seqlen_q=1024, head_dim=64, causal=True, dropout_p=0.1)
+    assert plain.key == "b2_h8_hkv8_q1024_k1024_d64_causal_bf16_fwd"
+    assert drop.key == plain.key + "_drop0.1"
+    assert "dropout_p" not in plain.fields()
+    assert drop.fields()["dropout_p"] == 0.1
+    assert drop.with_phase("bwd").dropout_p == 0.1
+    assert drop.workload().dropout_p == 0.1
+
+
+def test_a_dropout_row_must_differ_from_the_reference_by_a_dropout_sized_amount():
+    """The mask is drawn inside the kernel: a row whose outputs match the no-dropout reference
+    (dropout ignored) or miss it wildly (a broken kernel) is incorrect."""
+    from perfsim.validate.external import _check_dropout
+
+    shape = Shape(batch=1, heads=1, seqlen_q=128, head_dim=64, causal=False, dropout_p=0.1)
+    ok = _check_dropout(shape, {}, {"o": 0.3}, 2e-2)
+    assert "status" not in ok and ok["correctness_tolerance"] == [2e-2, pytest.approx(4 / 3)]
+    for bad in (0.01, 5.0):
+        assert _check_dropout(shape, {}, {"o": bad}, 2e-2)["status"] == "incorrect"

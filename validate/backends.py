@@ -10,6 +10,9 @@
 
 Causal masks: every shape here has ``N_q == N_k``, where SDPA's top-left ``is_causal`` equals the
 bottom-right convention of the own kernels.
+
+Dropout: a shape's ``dropout_p`` goes to SDPA as ``dropout_p`` (every SDPA backend draws the
+mask inside its kernel); FlexAttention has none and refuses it.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ def _sdpa(row: Row, q, k, v) -> Impl:
         raise Unsupported(f"SDPBackend.{name} does not exist in torch {torch.__version__}")
     s = row.shape
     extra = {"enable_gqa": True} if s.kv_heads != s.heads else {}
+    if s.dropout_p:
+        extra["dropout_p"] = s.dropout_p    # drawn inside the fused kernels (Philox)
 
     def f(a, b, c):
         return F.scaled_dot_product_attention(a, b, c, is_causal=s.causal, **extra)
@@ -103,6 +108,8 @@ def _flex(row: Row, q, k, v) -> Impl:
     except Exception as exc:  # noqa: BLE001 - any import/compile setup failure
         raise Unsupported(f"flex_attention unavailable: {type(exc).__name__}: {exc}") from None
     s = row.shape
+    if s.dropout_p:
+        raise Unsupported("flex_attention has no dropout")
     offset = s.seqlen_k - s.seqlen_q
     block_mask = None
     if s.causal:

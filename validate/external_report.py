@@ -76,7 +76,8 @@ def score(rows: list[dict], gpu: str = "h200-sxm", timing=None) -> list[dict]:
         w = perfsim.AttentionWorkload(
             batch=r["batch"], heads=r["heads"], kv_heads=r["kv_heads"],
             seqlen_q=r["seqlen_q"], seqlen_k=r["seqlen_k"], head_dim=r["head_dim"],
-            causal=r["causal"], dtype=r["dtype"], phase=r["phase"])
+            causal=r["causal"], dtype=r["dtype"], phase=r["phase"],
+            dropout_p=r.get("dropout_p", 0.0))
         try:
             p = perfsim.predict(w, gpu=gpu, algorithm=PRESETS[r["impl"]], timing=timing)
         except (InfeasibleError, PerfsimError) as exc:
@@ -103,8 +104,9 @@ def score(rows: list[dict], gpu: str = "h200-sxm", timing=None) -> list[dict]:
 
 
 def _ids(r: dict) -> dict:
-    return {k: r[k] for k in ("impl", "phase", "batch", "heads", "kv_heads", "seqlen_q",
-                              "seqlen_k", "head_dim", "causal", "dtype")}
+    return {**{k: r[k] for k in ("impl", "phase", "batch", "heads", "kv_heads", "seqlen_q",
+                                 "seqlen_k", "head_dim", "causal", "dtype")},
+            **({"dropout_p": r["dropout_p"]} if r.get("dropout_p") else {})}
 
 
 def _median(values):
@@ -147,6 +149,8 @@ def ranking(scored: list[dict]) -> dict:
             continue
         key = tuple(s[k] for k in ("phase", "batch", "heads", "kv_heads", "seqlen_q",
                                    "head_dim", "causal", "dtype"))
+        if s.get("dropout_p"):            # a dropout call is another shape
+            key += (f"dropout {s['dropout_p']:g}",)
         by_shape.setdefault(key, []).append(s)
     n = agree = 0
     misses = []

@@ -14,7 +14,8 @@ torch only) or
 importable: ``probe_ncu.sh`` links it as ``validate/external_h200.sh`` does), PHASE in
 {fwd, bwd, dec, pre}, D any head dim (default set 64, 128, 256), and an optional ``-nN`` suffix
 for another sequence length (``flex-fwd-d96-n4000``), ``-bB`` and ``-hH`` for another batch
-and head count, and an optional ``-c`` suffix for a causal mask (``cudnn-bwd-d128-c``); the
+and head count, ``-pP`` for dropout of P percent (SDPA fwd/bwd cases: ``flash-bwd-d128-p10``),
+and an optional ``-c`` suffix for a causal mask (``cudnn-bwd-d128-c``); the
 shape is B = 1 (or B), H = 4096 // D (or H), N = 4096 (or N), non-causal unless ``-c``
 (causal for the tutorial's backward, which has no other mode), bf16
 (``dec``: a decode step, :data:`DECODE`; ``pre``: a few query rows against a long cache,
@@ -124,19 +125,22 @@ def main(argv=None) -> int:
     causal = parts[-1] == "c"
     if causal:
         parts = parts[:-1]
-    extra = {"n": SEQLEN, "b": 1, "h": None, "q": 16, "g": None}
+    extra = {"n": SEQLEN, "b": 1, "h": None, "q": 16, "g": None, "p": 0}
     ok = len(parts) >= 3 and parts[2].startswith("d") and parts[2][1:].isdigit()
     for token in parts[3:]:
         ok = ok and token[:1] in extra and token[1:].isdigit()
         if ok:
             extra[token[0]] = int(token[1:])
     if not ok:
-        raise SystemExit(f"case {argv[0]!r}: expected IMPL-PHASE-dD[-nN][-bB][-hH][-c] "
+        raise SystemExit(f"case {argv[0]!r}: expected IMPL-PHASE-dD[-nN][-bB][-hH][-pP][-c] "
                          "(e.g. flex-fwd-d96-n4000, cudnn-bwd-d128-n256-b64-h16-c)")
     impl, phase, dname = parts[:3]
     d = int(dname[1:])
     seqlen, batch = extra["n"], extra["b"]
     heads = extra["h"] or HEADS_TOTAL * 64 // d
+    dropout_p = extra["p"] / 100
+    if dropout_p and (impl in EXTERNAL or phase in ("dec", "pre")):
+        raise SystemExit(f"case {argv[0]!r}: -pP (dropout) goes with an SDPA fwd/bwd case")
     if phase == "dec" and len(parts) > 3:
         raise SystemExit(f"case {argv[0]!r}: a decode case takes its shape from DECODE")
     if phase == "pre" and impl in ("flash", "cudnn", "efficient"):
@@ -160,7 +164,8 @@ def main(argv=None) -> int:
         gqa = True
     with sdpa_kernel(backend):
         def call():
-            out = F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa, is_causal=causal)
+            out = F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa, is_causal=causal,
+                                                 dropout_p=dropout_p)
             if phase == "bwd":
                 out.backward(torch.ones_like(out))
         _profile_once(call)

@@ -20,7 +20,7 @@ from perfsim.validate.models import (
 from perfsim.validate.shapes import Shape
 
 SHAPE_FIELDS = ("batch", "heads", "seqlen_q", "head_dim", "causal", "kv_heads", "seqlen_k",
-                "dtype", "phase")
+                "dtype", "phase", "dropout_p")
 
 
 def repredict(records: list[dict], gpu: GPUSpec, problems: list[str] | None = None,

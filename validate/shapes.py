@@ -47,6 +47,8 @@ class Shape:
     seqlen_k: int | None = None
     dtype: str = "bf16"
     phase: str = "fwd"
+    #: Dropout probability applied to P inside the kernel (SDPA's ``dropout_p``); 0 = none.
+    dropout_p: float = 0.0
 
     def __post_init__(self):
         if self.kv_heads is None:
@@ -56,26 +58,33 @@ class Shape:
 
     @property
     def key(self) -> str:
-        """Stable text key, e.g. ``b16_h16_hkv16_q1024_k1024_d128_causal_bf16_fwd``."""
+        """Stable text key, e.g. ``b16_h16_hkv16_q1024_k1024_d128_causal_bf16_fwd``
+        (``..._fwd_drop0.1`` with dropout; keys without dropout are those of earlier runs)."""
         mask = "causal" if self.causal else "full"
+        drop = f"_drop{self.dropout_p:g}" if self.dropout_p else ""
         return (f"b{self.batch}_h{self.heads}_hkv{self.kv_heads}_q{self.seqlen_q}_"
-                f"k{self.seqlen_k}_d{self.head_dim}_{mask}_{self.dtype}_{self.phase}")
+                f"k{self.seqlen_k}_d{self.head_dim}_{mask}_{self.dtype}_{self.phase}{drop}")
 
     def describe(self) -> str:
         gqa = f"/{self.kv_heads}" if self.kv_heads != self.heads else ""
         return (f"B={self.batch} H={self.heads}{gqa} N={self.seqlen_q} d={self.head_dim}"
-                f"{' causal' if self.causal else ''}")
+                f"{' causal' if self.causal else ''}"
+                f"{f' dropout {self.dropout_p:g}' if self.dropout_p else ''}")
 
     def fields(self) -> dict:
-        """The shape as flat JSON-ready fields (the columns of a result record)."""
-        return asdict(self)
+        """The shape as flat JSON-ready fields (the columns of a result record); ``dropout_p``
+        only when it is not 0, so that records without dropout read as they always did."""
+        out = asdict(self)
+        if not self.dropout_p:
+            del out["dropout_p"]
+        return out
 
     def workload(self) -> AttentionWorkload:
         """The matching :class:`perfsim.AttentionWorkload`."""
         return AttentionWorkload(batch=self.batch, heads=self.heads, kv_heads=self.kv_heads,
                                  seqlen_q=self.seqlen_q, seqlen_k=self.seqlen_k,
                                  head_dim=self.head_dim, causal=self.causal, dtype=self.dtype,
-                                 phase=self.phase)
+                                 phase=self.phase, dropout_p=self.dropout_p)
 
     def with_phase(self, phase: str) -> Shape:
         return Shape(**{**self.fields(), "phase": phase})
