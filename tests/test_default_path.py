@@ -1348,3 +1348,44 @@ def test_a_profile_that_sets_its_own_forward_floor_sets_it_for_every_forward(tmp
         assert same.host_floor_fwd_unmasked_s == flex.host_floor_fwd_unmasked_s
     finally:
         software.load_software.cache_clear()
+
+
+def _ncu_main_kernel(cases: dict, case: str) -> dict:
+    """The longest kernel of ``case`` that belongs to its phase (a backward case's call runs
+    the forward kernel too)."""
+    bwd = case.split("-")[1] == "bwd"
+    ks = [k for k in cases[case] if not bwd or any(
+        s in k["kernel"] for s in ("bprop", "bwd_dq_dk", "cutlassB"))]
+    return max(ks, key=lambda k: k["duration_s"])
+
+
+@pytest.mark.parametrize("impl,algorithm,phase,d", [
+    ("flash", "sdpa-flash", "fwd", 128), ("flash", "sdpa-flash", "fwd", 64),
+    ("flash", "sdpa-flash", "bwd", 128), ("cudnn", "sdpa-cudnn", "fwd", 128),
+    ("cudnn", "sdpa-cudnn", "fwd", 64), ("cudnn", "sdpa-cudnn", "bwd", 128),
+    ("efficient", "sdpa-efficient", "fwd", 128), ("efficient", "sdpa-efficient", "bwd", 128)])
+def test_dropout_instructions_match_the_ncu_census(impl, algorithm, phase, d):
+    """Dropout's extra ALU-pipe and FMA-pipe instructions per score element in the model's
+    main kernel against Nsight Compute's per-pipe counts on the H200 (the dropout 0.1 call
+    minus the same call without; ``summary-dropout.json``). SDPA flash's dropout launch has
+    half the key-tile width at these head dims, whose extra O-rescale FMULs both sides
+    count. Before the census every kernel was charged flash-attn 2's 7 FMA-pipe
+    instructions and no ALU ones: cuDNN's ALU +5.6 and xFormers' +15.5 / +29.2 went
+    uncounted. Tolerance 15 %: the census is one shape per head dim."""
+    import json
+
+    cases = json.loads((_NCU / "summary-dropout.json").read_text())["cases"]
+    base = f"{impl}-{phase}-d{d}"
+    on, off = _ncu_main_kernel(cases, base + "-p10"), _ncu_main_kernel(cases, base)
+    w = W(batch=1, heads=4096 // d, seqlen_q=4096, head_dim=d, dtype="bf16", phase=phase)
+    elems = w.batch * w.heads * w.seqlen_q * w.seqlen_k
+    measured = [32 * (on[f"inst_pipe_{p}"] - off[f"inst_pipe_{p}"]) / elems
+                for p in ("alu", "fma")]
+
+    def main(p):
+        return max(p.kernels, key=lambda k: k.seconds).cost
+
+    a = main(perfsim.predict(w.replace(dropout_p=0.1), "h200-sxm", algorithm))
+    b = main(perfsim.predict(w, "h200-sxm", algorithm))
+    modelled = [(a.alu_ops - b.alu_ops) / elems, (a.fp32_flops - b.fp32_flops) / 2 / elems]
+    assert modelled == pytest.approx(measured, rel=0.15), (modelled, measured)

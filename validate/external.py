@@ -212,6 +212,11 @@ HOLDOUTS = {
                           "causal, GQA, fp16), SDPA flash, cuDNN, memory-efficient and math: "
                           "the model's dropout (Philox draws per score element, set from "
                           "flash-attn's source) had never been timed; measured at 6b2a341",
+    "external-holdout39": "dropout 0.1-0.2 beside the same shapes without it (head dims "
+                          "64-160, N 1.8k-8k, one not a multiple of 128, causal, GQA, fp16), "
+                          "SDPA flash, cuDNN, memory-efficient and math; frozen for dropout "
+                          "counted from each kernel family's instruction census "
+                          "(softmax_costs.DROPOUT_INSTRUCTIONS)",
 }
 
 

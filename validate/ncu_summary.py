@@ -51,6 +51,13 @@ METRICS = {
     "sm_active_cycles_max": ("sm__cycles_active.max", 1.0),
     "sm_active_cycles_min": ("sm__cycles_active.min", 1.0),
     "sm_active_cycles_avg": ("sm__cycles_active.avg", 1.0),
+    # warp instructions executed per pipe (profiles from 2026-12-03 on; the dropout census)
+    "inst_pipe_fma": ("sm__inst_executed_pipe_fma.sum", 1.0),
+    "inst_pipe_alu": ("sm__inst_executed_pipe_alu.sum", 1.0),
+    "inst_pipe_fp16": ("sm__inst_executed_pipe_fp16.sum", 1.0),
+    "inst_pipe_xu": ("sm__inst_executed_pipe_xu.sum", 1.0),
+    "inst_pipe_lsu": ("sm__inst_executed_pipe_lsu.sum", 1.0),
+    "inst_pipe_uniform": ("sm__inst_executed_pipe_uniform.sum", 1.0),
 }
 
 

@@ -43,11 +43,8 @@ PHILOX_OPS_PER_CALL = 80
 #: 1/(1-p). ASSUMED: all on the FMA pipe (the multiplies are IMADs; the adds, xors and the
 #: compare would go to the ALU, a split not measured).
 DROPOUT_OPS_PER_ELEMENT = PHILOX_OPS_PER_CALL / 4 + 2
-#: Dropout inside the fused flash-attn kernels: an 8-bit keep threshold
-#: (``p_dropout_in_uint8_t`` in flash-attn's ``flash_api.cpp``), so one call's 128 bits
-#: decide 16 elements: 80 / 16 = 5, plus the compare and the scale. FA4 is ASSUMED to draw
-#: its random bits the same way.
-FUSED_DROPOUT_OPS_PER_ELEMENT = PHILOX_OPS_PER_CALL / 16 + 2
+#: Dropout inside the fused attention kernels is counted from their instruction census
+#: (``softmax_costs.DROPOUT_INSTRUCTIONS``).
 
 
 def forward_gemm_terms(elems, d, d_v) -> dict:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
     FP32_BYTES,
-    FUSED_DROPOUT_OPS_PER_ELEMENT,
     STAT_BYTES,
     Dims,
 )
@@ -189,10 +188,12 @@ SOFTCAP_FWD_FP32, SOFTCAP_BWD_FP32 = 2 * sc.FMA_SLOTS, 5 * sc.FMA_SLOTS
 PAGE_TABLE_ENTRY_BYTES = 4
 
 
-def backward_softmax_terms(dims: Dims, v, masked_elements) -> dict:
+def backward_softmax_terms(dims: Dims, v, masked_elements, dropout_family: str = "none") -> dict:
     """The backward's per-score work as named terms (FA2 Algorithm 2): ``P`` recomputed and
     ``dS`` formed on the FMA pipes, ``P`` and ``dS`` converted and the mask on the ALU, one
-    exp each, plus dropout and :func:`mask_extras`; ``masked_elements`` scores get the mask."""
+    exp each, plus dropout as ``dropout_family``'s kernels draw it
+    (``softmax_costs.DROPOUT_INSTRUCTIONS``) and :func:`mask_extras`; ``masked_elements``
+    scores get the mask."""
     bh = dims.B * dims.H
     elems = bh * v.elements
     terms = {"fp32/P = exp(S − LSE), dS = P∘(dP − D)": elems * sc.BWD_FLOPS_PER_SCORE,
@@ -200,7 +201,7 @@ def backward_softmax_terms(dims: Dims, v, masked_elements) -> dict:
              "alu/mask": masked_elements * sc.MASK_ALU_OPS_PER_SCORE,
              "mufu/exp(S − LSE)": elems}
     if dims.dropout_p:
-        terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
+        terms.update(sc.dropout_terms(dropout_family, "bwd", elems))
     terms.update(mask_extras(dims, v, bh, dims.d + dims.d_v, backward=True))
     return terms
 

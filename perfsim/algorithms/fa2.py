@@ -31,7 +31,6 @@ from pydantic import Field, field_validator
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
     FP32_BYTES,
-    FUSED_DROPOUT_OPS_PER_ELEMENT,
     OPERAND_PREFETCH_DEPTH,
     STAT_BYTES,
     Algorithm,
@@ -549,7 +548,7 @@ class FusedAttention(Algorithm):
         terms.update(self.bound_check_terms("fwd", dims, elems, b_r, b_c))
         terms.update(self.address_terms("fwd", dims, elems))
         if dims.dropout_p:
-            terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
+            terms.update(sc.dropout_terms(self.address_arithmetic, "fwd", elems))
         terms.update(mask_extras(dims, v, bh, dkv))
         exps = sum(t for key, t in terms.items() if key.startswith("mufu/"))
         terms.update(self.exp_fixup(exps))
@@ -831,7 +830,8 @@ class FusedAttention(Algorithm):
         kv_written = e * bh * dims.N_k * (d + d_v)
         elems = bh * v.elements
         # per score, once per pass (twice with a dQ pass that recomputes S and dP)
-        per_pass = backward_softmax_terms(dims, v, bh * v.masked_tiles * b_r * b_c)
+        per_pass = backward_softmax_terms(dims, v, bh * v.masked_tiles * b_r * b_c,
+                                          self.address_arithmetic)
         per_pass.update(self.exp_fixup(sum(t for key, t in per_pass.items()
                                            if key.startswith("mufu/"))))
         twice = self.sdp_issued_twice(dims)

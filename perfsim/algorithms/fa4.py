@@ -38,7 +38,6 @@ from pydantic import Field, field_validator
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
     FP32_BYTES,
-    FUSED_DROPOUT_OPS_PER_ELEMENT,
     STAT_BYTES,
     Algorithm,
     Dims,
@@ -127,8 +126,8 @@ class FA4(Algorithm):
         num_splits, pack_gqa: split-KV and GQA packing (``perfsim.algorithms.splits``);
             ``"auto"`` follows flash_attn.cute's rules (``interface.py``).
 
-    Dropout is charged as in flash-attn 2 (Philox, 8-bit keep threshold,
-    ``FUSED_DROPOUT_OPS_PER_ELEMENT``).
+    Dropout is charged as flash-attn 2's kernels draw it (Philox, 8-bit keep threshold;
+    ``softmax_costs.DROPOUT_INSTRUCTIONS["none"]``: ASSUMED, no sm100 census).
     """
 
     name: ClassVar[str] = "fa4"
@@ -375,8 +374,8 @@ class FA4(Algorithm):
             "mufu/exp(S) on MUFU": (1 - frac) * elems,
             "mufu/exp(m_old − m_new)": rescales,
             "emulated_exp/exp(S) on the FMA pipes": frac * elems}
-        if dims.dropout_p:
-            terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
+        if dims.dropout_p:      # ASSUMED drawn as flash-attn 2 draws it (no sm100 census)
+            terms.update(sc.dropout_terms("none", "fwd", elems))
         terms.update(mask_extras(dims, v, bh, dkv))
         kv_total = ekv * bh * v.q_outer_cols * dkv
         window = gpu.sm_count * in_flight

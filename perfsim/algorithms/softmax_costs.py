@@ -188,6 +188,45 @@ SOFTMAX_BWD_FMA_OPS = 4
 #:
 #: The causal and N = 1024 profiles issue 5-40 % more per score (masking, edges): not
 #: counted. Used wherever the preset runs cuDNN's sm90 kernels.
+#: Dropout's instructions per score element, by the reference kernel family: ALU-pipe and
+#: FMA-pipe lane instructions (the Philox draws, the keep test and the 1/(1-p) scale), forward
+#: and backward (the backward draws the mask again). From Nsight Compute's per-pipe executed
+#: instructions on the H200 (``sm__inst_executed_pipe_alu/fma``), the dropout call minus the
+#: same call without, per score element, d = 128 (and 64 forward), B = 1, H = 4096 / d,
+#: N = 4096, non-causal, dropout 0.1 (``validate/reports/h200/probes/ncu/summary-dropout.json``):
+#:
+#: - ``"none"`` (flash-attn 2, SDPA flash): forward ALU +3.40 and FMA +3.11 at d = 128, +3.86
+#:   and +1.34 at d = 64; its dropout launch has half the key-tile width (``fwd_launch``),
+#:   whose extra FMULs rescaling O (d_v / B_c per score: +2 at 128, +0.5 at 64) are counted
+#:   already, leaving FMA +1.11 and +0.84: taken as ALU 3.6, FMA 1.0. flash-attn keeps 8 random
+#:   bits per element (``p_dropout_in_uint8_t``): one Philox4x32-10 call (20 IMADs,
+#:   ``PHILOX_OPS_PER_CALL``) per 16 elements. Backward: ALU +6.37, FMA +1.43.
+#: - ``"cudnn"`` (cuDNN's sm90 kernels): forward ALU +5.56, FMA +5.17 (d = 64: +5.47, +5.11);
+#:   backward ALU +5.07, FMA +5.24.
+#: - ``"xformers"`` (SDPA's memory-efficient kernels): forward ALU +15.48, FMA +15.13 — one
+#:   ``curand_uniform4`` (a Philox call and four int-to-float conversions) per 4 elements in
+#:   PyTorch's ``mem_eff_attention`` kernels; backward ALU +29.20, FMA +17.77 (its dropout
+#:   kernel, ``..._dropout_sm80``, also spills: +6.65 local loads and stores per score, not
+#:   counted).
+#:
+#: Load/store and uniform-datapath instructions (+0.6-2.0 forward) are not counted. Kernels
+#: without their own census (FA1, FA4) are ASSUMED to draw as flash-attn 2 does.
+DROPOUT_INSTRUCTIONS = {
+    "none": {"fwd": (3.6, 1.0), "bwd": (6.37, 1.43)},
+    "cudnn": {"fwd": (5.5, 5.15), "bwd": (5.07, 5.24)},
+    "xformers": {"fwd": (15.48, 15.13), "bwd": (29.20, 17.77)},
+}
+
+
+def dropout_terms(family: str, phase: str, elems) -> dict:
+    """Named terms of dropout over ``elems`` score elements in a ``phase`` (``"fwd"`` or
+    ``"bwd"``) kernel of reference ``family`` (:data:`DROPOUT_INSTRUCTIONS`): ALU-pipe lane
+    instructions and FMA-pipe FLOP slots."""
+    alu, fma = DROPOUT_INSTRUCTIONS[family][phase]
+    return {"alu/dropout (Philox, keep test)": elems * alu,
+            "fp32/dropout (Philox, scale)": elems * FMA_SLOTS * fma}
+
+
 ADDRESS_ARITHMETIC = {
     "xformers": {"fwd": {64: (12.17, 3.80), 128: (13.75, 4.62), 65536: (25.58, 8.94)},
                  "bwd": {64: (20.84, 5.80), 128: (30.07, 11.19), 65536: (94.39, 41.26)}},
