@@ -732,6 +732,8 @@ def _sdpa_cudnn(dims, gpu):
                          stages=_cudnn_fwd_stages(dims, gpu),
                          bwd_block_m=bm, bwd_block_n=bn, address_arithmetic="cudnn",
                          num_splits=1, pack_gqa=False, dropout_supported=True,
+                         # with dropout its pipes run back to back (FA3.serial_stations)
+                         serial_stations=bool(dims.dropout_p),
                          fused_scale=False, bwd_sdp_twice_above=CUDNN_SDP_TWICE_ABOVE,
                          bound_checks="cudnn", bound_check_unless_multiple=CUDNN_SM90_TILE_MULTIPLE,
                          # closed source: the profiled kernels' names carry the head dim

@@ -1389,3 +1389,31 @@ def test_dropout_instructions_match_the_ncu_census(impl, algorithm, phase, d):
     b = main(perfsim.predict(w, "h200-sxm", algorithm))
     modelled = [(a.alu_ops - b.alu_ops) / elems, (a.fp32_flops - b.fp32_flops) / 2 / elems]
     assert modelled == pytest.approx(measured, rel=0.15), (modelled, measured)
+
+
+def test_cudnn_runs_its_pipes_back_to_back_with_dropout():
+    """The profile: cuDNN's sm90 forward with dropout keeps its tensor, FMA, ALU and MUFU
+    pipes busy for about its whole duration added up (nothing overlaps), and for half as much
+    again without (the softmax under the other warpgroup's MMAs). The model: with dropout
+    the forward's time is at least its tensor, MUFU and FP32 units' times added
+    (``FA3.serial_stations``); without, it is well under that sum."""
+    import json
+
+    cases = json.loads((_NCU / "summary-dropout.json").read_text())["cases"]
+    elems = 32 * 4096 * 4096
+
+    def busy_share(case):
+        k = _ncu_main_kernel(cases, case)
+        mufu_s = 32 * k["inst_pipe_xu"] / 16 / 132 / k["effective_clock_hz"]  # 16 lanes/clk/SM
+        pipes = sum(k[f"{p}_pipe_pct"] or 0 for p in ("tensor", "fma", "alu")) / 100
+        return pipes + mufu_s / k["duration_s"]
+
+    assert busy_share("cudnn-fwd-d128-p10") == pytest.approx(1.0, abs=0.08)
+    assert busy_share("cudnn-fwd-d128") > 1.4
+    w = W(batch=1, heads=32, seqlen_q=4096, head_dim=128, dtype="bf16")
+    assert w.batch * w.heads * w.seqlen_q ** 2 == elems
+    for dropout, serial in ((0.1, True), (0.0, False)):
+        k = perfsim.predict(w.replace(dropout_p=dropout), "h200-sxm", "sdpa-cudnn").kernels[0]
+        u = k.unit_seconds
+        added = u["tensor"] + u["mufu"] + u["fp32"]
+        assert (k.seconds >= 0.99 * added) is serial, (dropout, k.seconds, added)

@@ -217,6 +217,10 @@ HOLDOUTS = {
                           "SDPA flash, cuDNN, memory-efficient and math; frozen for dropout "
                           "counted from each kernel family's instruction census "
                           "(softmax_costs.DROPOUT_INSTRUCTIONS)",
+    "external-holdout40": "dropout 0.05-0.3 beside the same shapes without it (head dims "
+                          "64-256, N 1.1k-7k, causal, GQA, fp16), SDPA flash, cuDNN, "
+                          "memory-efficient and math; frozen for cuDNN's kernels running "
+                          "their stations back to back with dropout (FA3.serial_stations)",
 }
 
 

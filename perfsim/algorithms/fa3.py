@@ -157,8 +157,16 @@ class FA3(FusedAttention):
 
     stages: int = Field(default=2, ge=1, le=8)
     #: the kernel this configuration stands for has dropout (cuDNN's, in the ``sdpa-cudnn``
-    #: preset): charged as in flash-attn 2 (Philox per score) instead of refused
+    #: preset): charged from its census (``softmax_costs.DROPOUT_INSTRUCTIONS``) instead of
+    #: refused
     dropout_supported: bool = False
+    #: nothing overlaps: the MMA and softmax stations run with one tile in flight and the
+    #: softmax station's MUFU and FP32 work in turn, forward and backward. The ``sdpa-cudnn``
+    #: preset sets it for calls with dropout: Nsight Compute on the H200 has the busy times of
+    #: cuDNN's tensor, FMA, ALU and MUFU pipes adding to 103-104 % of its sm90 kernels'
+    #: duration with dropout and to 118-155 % without (``validate/reports/h200/probes/ncu/
+    #: summary-dropout.json``; ``validate/README.md``, hold-outs 38-40).
+    serial_stations: bool = False
     pingpong: bool = True
     intra_warpgroup_overlap: bool = True
     warp_specialized: bool = True
@@ -331,9 +339,11 @@ class FA3(FusedAttention):
         kernels, whose profile fits the serial sum: SDPA flash forward, tensor 56 %, MUFU
         20 %, FMA/ALU 18/20 %). What overlaps in both
         is one warpgroup's softmax with the other's (or its own next) GEMMs (FA3 §3.1, Fig.
-        1)."""
+        1). With ``serial_stations`` nothing does: one tile in flight, every station in turn."""
         mma = ("tensor", "smem") if self.warp_specialized or phase == "bwd" else (
             "tensor", "smem", "hbm")
+        if self.serial_stations:
+            return ((mma, ("mufu", "fp32")), 1, (False, True))
         if phase == "bwd":
             return ((mma, ("mufu", "fp32")), 2, (False, True))
         staggered = self.pingpong and self.warp_specialized
