@@ -44,7 +44,10 @@ PHILOX_OPS_PER_CALL = 80
 #: compare would go to the ALU, a split not measured).
 DROPOUT_OPS_PER_ELEMENT = PHILOX_OPS_PER_CALL / 4 + 2
 #: Dropout inside the fused attention kernels is counted from their instruction census
-#: (``softmax_costs.DROPOUT_INSTRUCTIONS``).
+#: (``softmax_costs.DROPOUT_INSTRUCTIONS``), except FA1's (no census of its kernels): an
+#: 8-bit keep threshold as in flash-attn 2 (``p_dropout_in_uint8_t``), one call's 128 bits
+#: deciding 16 elements (80 / 16 = 5), plus the compare and the scale, all on the FMA pipe.
+FUSED_DROPOUT_OPS_PER_ELEMENT = PHILOX_OPS_PER_CALL / 16 + 2
 
 
 def forward_gemm_terms(elems, d, d_v) -> dict:

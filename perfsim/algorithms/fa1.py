@@ -42,6 +42,7 @@ from pydantic import Field, field_validator
 
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import (
+    FUSED_DROPOUT_OPS_PER_ELEMENT,
     STAT_BYTES,
     Algorithm,
     Dims,
@@ -255,8 +256,8 @@ class FA1(Algorithm):
             "smem_read/K,V per tile": e * bh * v.tiles * b_c * dkv,
             "smem_read/P̃": e * elems,
             "smem_read/partial O rows (split-K warps)": 4 * self.warps * rows_steps * dims.d_v}
-        if dims.dropout_p:      # ASSUMED drawn as flash-attn 2 draws it (no census of v1)
-            terms.update(sc.dropout_terms("none", "fwd", elems))
+        if dims.dropout_p:
+            terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
         # a CTA's edges: its first K/V block and Q tile in (counted by the load chain when
         # the steps are unpipelined); O leaves inside the loop
         edge = 0 if not self.pipelined else e * b_c * (dims.d + dims.d_v) + e * b_r * dims.d
@@ -327,7 +328,7 @@ class FA1(Algorithm):
             "smem_read/K,V per tile": e * bh * v.tiles * b_c * (2 * d + d_v),
             "smem_read/P, dS, dP": e * 3 * elems}
         if dims.dropout_p:
-            terms.update(sc.dropout_terms("none", "bwd", elems))
+            terms["fp32/dropout (Philox)"] = elems * sc.FMA_SLOTS * FUSED_DROPOUT_OPS_PER_ELEMENT
         return KernelCost.of(
             "fa1_bwd", terms, grid=bh * splits, tiled=True, ctas_per_sm=ctas,
             edge_bytes=2 * e * b_c * (d + d_v),      # its K/V block in, dK and dV out

@@ -209,8 +209,9 @@ SOFTMAX_BWD_FMA_OPS = 4
 #:   kernel, ``..._dropout_sm80``, also spills: +6.65 local loads and stores per score, not
 #:   counted).
 #:
-#: Load/store and uniform-datapath instructions (+0.6-2.0 forward) are not counted. Kernels
-#: without their own census (FA1, FA4) are ASSUMED to draw as flash-attn 2 does.
+#: Load/store and uniform-datapath instructions (+0.6-2.0 forward) are not counted. FA4 (no
+#: sm100 census) is ASSUMED to draw as flash-attn 2 does; FA1 keeps its source count
+#: (``base.FUSED_DROPOUT_OPS_PER_ELEMENT``).
 DROPOUT_INSTRUCTIONS = {
     "none": {"fwd": (3.6, 1.0), "bwd": (6.37, 1.43)},
     "cudnn": {"fwd": (5.5, 5.15), "bwd": (5.07, 5.24)},
