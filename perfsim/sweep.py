@@ -388,9 +388,9 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
                              kv_dtype, page_size, softcap)
     given_gpus = _listify(catalog() if gpus is None else gpus)
     specs = [load_gpu(g) for g in given_gpus]
-    # "all" and "presets" as on the command line (perfsim.cli.predict_cmd)
+    # "all" and "presets" (any case) as on the command line (perfsim.cli.predict_cmd)
     algorithms = {"all": algos.names(), "presets": implementations()}.get(
-        algorithms, algorithms) if isinstance(algorithms, str) else algorithms
+        algorithms.lower(), algorithms) if isinstance(algorithms, str) else algorithms
     configs = [resolve(a) for a in _listify(algos.names() if algorithms is None
                                                   else algorithms)]
     for name, chosen, labels in (("gpus", specs, [s.id for s in specs]),

@@ -853,3 +853,125 @@ def test_edge_inputs_found_by_fuzzing_get_one_clear_error():
     w64 = AttentionWorkload(batch=1, heads=8, seqlen_q=1024, head_dim=64)
     assert predict(w64, gpu=sm90a, algorithm="flex").seconds == \
         predict(w64, gpu=h200, algorithm="flex").seconds
+
+
+# ------------------------------------------------------------------ a second fuzzing pass
+def test_serve_refuses_a_busy_port_and_a_bad_address_in_one_line(capsys):
+    """A port another server holds, an address that does not resolve or is not this
+    machine's, and an empty one printed tornado's OSError traceback."""
+    pytest.importorskip("panel")
+    import socket
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = str(busy.getsockname()[1])
+    try:
+        _one_line_exit_2(["serve", "--port", port], capsys, "port is in use",
+                         "choose another port")
+    finally:
+        busy.close()
+    for address, needle in (("nonexistent.invalid", "not a host name or IP address"),
+                            ("a" * 300, "not a host name or IP address"),
+                            ("", "address must be a host name or IP address")):
+        _one_line_exit_2(["serve", "--address", address, "--port", port], capsys, needle,
+                         "127.0.0.1")
+
+
+@pytest.mark.parametrize("out, needle", [("missing/ds", "folder '{tmp}/missing' does not "
+                                                        "exist"),
+                                         ("s.toml", "is a file, not a folder"),
+                                         ("/proc/ds", "cannot create a file in folder '/proc'")])
+def test_dask_out_folder_is_checked_before_any_cluster(out, needle, tmp_path, capsys,
+                                                       monkeypatch):
+    """``sweep --dask`` created missing parent folders (or died with a traceback in /proc)
+    after starting the cluster; it now checks --out as the local path does."""
+    from perfsim import distributed
+
+    if out.startswith("/proc") and not os.path.isdir("/proc/self"):
+        pytest.skip("needs Linux /proc")
+    cfg = tmp_path / "s.toml"
+    cfg.write_text("[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    monkeypatch.setattr(distributed, "_client", _must_not_run)
+    target = out if out.startswith("/") else str(tmp_path / out)
+    _one_line_exit_2(["sweep", str(cfg), "--dask", "local", "--out", target], capsys,
+                     needle.format(tmp=tmp_path))
+    assert not (tmp_path / "missing").exists()
+    pytest.importorskip("distributed")
+    with pytest.raises(PerfsimError, match=re.escape(needle.format(tmp=tmp_path))):
+        distributed.dask_sweep({"batch": 1, "heads": 1, "seqlen_q": 128, "head_dim": 64},
+                               target)
+
+
+def test_dask_workers_are_bounded_by_the_cores(tmp_path, capsys, monkeypatch):
+    """``--workers 1000000000`` asked the LocalCluster for a billion processes."""
+    from perfsim import distributed
+
+    cfg = tmp_path / "s.toml"
+    cfg.write_text("[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    monkeypatch.setattr(distributed, "_client", _must_not_run)
+    top = distributed.max_local_workers()
+    assert top == distributed.MAX_WORKERS_PER_CORE * (os.cpu_count() or 1)
+    for workers in (10**9, top + 1):
+        _one_line_exit_2(["sweep", str(cfg), "--dask", "local", "--workers", str(workers),
+                          "--out", str(tmp_path / "ds")], capsys, f"at most {top}", "per core")
+    pytest.importorskip("distributed")
+    for workers in (10**9, 0, 2.5, True):
+        with pytest.raises(PerfsimError, match=f"workers must be at least 1 and at most {top}"):
+            distributed.dask_sweep({"batch": 1, "heads": 1, "seqlen_q": 128, "head_dim": 64},
+                                   tmp_path / "ds", workers=workers)
+
+
+@pytest.mark.parametrize("argv", [["predict", *FLAGS, "--seqlen", "128", "--plot", ""],
+                                  ["predict", *FLAGS, "--seqlen", "128", "--plot= "],
+                                  ["sweep", "{cfg}", "--out", ""],
+                                  ["sweep", "{cfg}", "--plot="],
+                                  ["sweep", "{cfg}", "--dask", "local", "--out="]])
+def test_empty_output_paths_are_refused(argv, tmp_path, capsys, monkeypatch):
+    """``--out ""`` and ``--plot ""`` read as no output: the command ran and wrote nothing."""
+    import sys
+
+    cfg = tmp_path / "s.toml"
+    cfg.write_text("[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    monkeypatch.setattr("perfsim.cli.predict_cmd.predict", _must_not_run)
+    import perfsim.sweep  # noqa: F401 - the module whose sweep must not run
+
+    monkeypatch.setattr(sys.modules["perfsim.sweep"], "sweep", _must_not_run)
+    flag = "--plot" if any("--plot" in a for a in argv) else "--out"
+    _one_line_exit_2([a.format(cfg=cfg) for a in argv], capsys, f"argument {flag}: needs a path")
+
+
+def test_all_and_presets_are_taken_in_any_case(tmp_path, capsys):
+    """``-a FA2`` was taken and ``-a ALL`` refused as an unknown algorithm."""
+    for lower, other in (("all", "ALL"), ("presets", "Presets")):
+        assert main(["predict", *FLAGS, "--seqlen", "128", "-a", lower, "--json"]) == 0
+        want = capsys.readouterr().out
+        assert main(["predict", *FLAGS, "--seqlen", "128", "-a", other, "--json"]) == 0
+        assert capsys.readouterr().out == want and len(json.loads(want)) > 1
+    kw = dict(batch=1, heads=8, seqlen_q=1024, head_dim=64, gpus=["h100-sxm5"])
+    assert set(perfsim.sweep(**kw, algorithms="ALL")["algorithm"]) == set(
+        perfsim.sweep(**kw, algorithms="all")["algorithm"])
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('gpus = ["h100-sxm5"]\nalgorithms = "All"\n[workload]\nbatch = 1\n'
+                   "heads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    assert main(["sweep", str(cfg), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == len(perfsim.algorithms.names())
+
+
+def test_file_names_the_system_refuses_are_one_error(tmp_path, capsys, monkeypatch):
+    """A name longer than the file system allows raised OSError (File name too long) from
+    the config, the GPU profile, --out and --plot checks."""
+    monkeypatch.chdir(tmp_path)
+    long = "x" * 300
+    cfg = tmp_path / "s.toml"
+    cfg.write_text("[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    _one_line_exit_2(["sweep", f"{long}.toml"], capsys, "File name too long")
+    _one_line_exit_2(["sweep", str(cfg), "--out", f"{long}.csv"], capsys, "File name too long")
+    _one_line_exit_2(["sweep", str(cfg), "--out", f"{long[:250]}.csv"], capsys,
+                     "cannot create a file in folder '.' (File name too long)")
+    _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", "--plot", f"{long}.png"], capsys,
+                     "File name too long")
+    _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", "--gpu", long], capsys,
+                     "unknown GPU")
+    _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", "--gpu", f"{long}.toml"], capsys,
+                     "does not exist")
