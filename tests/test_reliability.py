@@ -975,3 +975,128 @@ def test_file_names_the_system_refuses_are_one_error(tmp_path, capsys, monkeypat
                      "unknown GPU")
     _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", "--gpu", f"{long}.toml"], capsys,
                      "does not exist")
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("tensor_efficiency", 5e-324, "from 0.01 to 1, got 5e-324"),
+    ("tensor_efficiency", 1e-300, "from 0.01 to 1"),
+    ("hbm_efficiency", 5e-324, "from 0.01 to 1"),
+    ("launch_overhead_s", 1e308, "from 0 to 1 s, got 1e+308"),
+    ("cta_overhead_s", 1e308, "from 0 to 1 s"),
+    ("host_floor_fwd_s", 1e308, "from 0 to 1 s"),
+    ("host_floor_bwd_s", 2.0, "from 0 to 1 s"),
+    ("host_floor_fwd_unmasked_s", 1e308, "from 0 to 1 s"),
+    ("host_floor_fwd_paged_extra_s", 1e308, "from 0 to 1 s"),
+    ("launch_overhead_s", 10**400, "integer too large for a float"),
+    ("clock", 10**5000, "an integer of about 5001 digits")],
+    ids=lambda v: "huge" if isinstance(v, int) and v > 10**100 else None)
+def test_timing_params_refuse_values_that_overflow_predictions(field, value, needle):
+    """A denormal efficiency or an overhead of 1e308 s gave inf, 1e294 s or a silently
+    unchanged time; a huge integer raised OverflowError."""
+    with pytest.raises(PerfsimError, match=re.escape(f"TimingParams.{field}: ") + ".*"
+                       + re.escape(needle)):
+        TimingParams(**{field: value})
+
+
+def test_timing_params_at_their_bounds_predict_finite_times():
+    w = AttentionWorkload(batch=2, heads=8, seqlen_q=1024, head_dim=64, phase="fwd_bwd")
+    params = perfsim.timing_for("h100-sxm5", "fa2", tensor_efficiency=0.01,
+                                hbm_efficiency=0.01, launch_overhead_s=1.0, cta_overhead_s=1.0,
+                                host_floor_fwd_s=1.0, host_floor_bwd_s=1.0)
+    p = predict(w, "h100-sxm5", "fa2", timing=params)
+    assert math.isfinite(p.seconds) and 2.0 <= p.seconds < 100 and math.isfinite(p.tflops)
+
+
+@pytest.mark.parametrize("field", ["softcap", "dropout_p"])
+@pytest.mark.parametrize("make", [lambda: 10**400, lambda: -10**400, lambda: 10**5000],
+                         ids=["1e400", "-1e400", "1e5000"])
+def test_huge_integers_for_float_fields_are_one_error(field, make):
+    """``softcap=10**400`` raised OverflowError (int too large to convert to float)."""
+    with pytest.raises(PerfsimError, match=f"AttentionWorkload.{field}: must be a finite "
+                       "number .got a.* integer of about"):
+        AttentionWorkload(batch=1, heads=1, seqlen_q=8, head_dim=64, **{field: make()})
+
+
+_WORKLOAD = AttentionWorkload(batch=1, heads=8, seqlen_q=1024, head_dim=64)
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda S: S.compute_bound_seqlen("fa2", "h100-sxm5", batch=1, heads=1, head_dim=64,
+                                      dtype=["bf16"]), "dtype ['bf16'] is not one of"),
+    (lambda S: S.compute_bound_seqlen("fa2", "h100-sxm5", batch=1, heads=1, head_dim=64,
+                                      causal="yes"), "causal must be True or False"),
+    (lambda S: S.compute_bound_seqlen("fa2", "h100-sxm5", batch=1, heads=1, head_dim=64,
+                                      max_seqlen=10**400), "max_seqlen must be a positive "
+     "integer up to 2**45, got an integer of about 401 digits"),
+    (lambda S: S.compute_bound_seqlen("fa2", "h100-sxm5", batch=S.B, heads=1, head_dim=64),
+     "batch must be a positive integer up to 2**45, got B"),
+    (lambda S: S.compute_bound_seqlen("fa2", "x" * 300, batch=1, heads=1, head_dim=64),
+     "unknown GPU"),
+    (lambda S: S.sram_crossover("h100-sxm5", batch=1, heads=1, seqlen=1024, head_dim=10**400),
+     "head_dim must be a positive integer up to 2**45"),
+    (lambda S: S.counts("fa2", phase={}), "phase {} is not one of"),
+    (lambda S: S.counts("fa2", dropout_p="x"), "dropout_p must be a probability in [0, 1)"),
+    (lambda S: S.counts("fa2", dropout_p=2.0), "dropout_p must be a probability in [0, 1)"),
+    (lambda S: S.counts("fa2", window=5), "window must be a (left, right) pair"),
+    (lambda S: S.counts("fa2", window=(1, 2, 3)), "window must be a (left, right) pair"),
+    (lambda S: S.counts("fa2", window=(0.5, 0)), "window sides must be None, an integer"),
+    (lambda S: S.counts("fa2", options=[1]), "options must be a dict"),
+    (lambda S: S.counts("fa2", keep_l2="no"), "keep_l2 must be True or False"),
+    (lambda S: S.unit_seconds("fa2", io_model=None), "io_model must be True or False"),
+    (lambda S: S.evaluator(1 / S.N_q)(N_q=0), "N_q must be > 0"),
+    (lambda S: S.evaluator(S.N_q * 2)(N_q="x"), "N_q must be a finite number"),
+    (lambda S: S.evaluator(S.N_q * 2)(N_q=10**400), "N_q must be a finite number"),
+    (lambda S: S.evaluator(S.N_q * S.d)(N_q=1e300, d=1e300), "not a finite float64"),
+    (lambda S: S.smooth(None), "smooth: expects a sympy expression"),
+    (lambda S: S.smooth("x+"), "smooth: expects a sympy expression"),
+    (lambda S: S.window_pairs(None), "seqlen must be a positive integer"),
+    (lambda S: S.window_pairs(128, True), "window must be an integer from 0"),
+    (lambda S: S.decode_kv_bytes("fp64"), "kv_dtype 'fp64' is not one of"),
+    (lambda S: S.mufu_crossover(_WORKLOAD, "b200", "fa4", rel="x"), "rel must be a finite"),
+])
+def test_closed_forms_refuse_bad_arguments_found_by_fuzzing(call, needle):
+    """perfsim.symbolic raised TypeError, KeyError, ValueError, OverflowError, OSError or
+    ZeroDivisionError for these, or read ``causal="yes"`` and ``dropout_p=2`` silently."""
+    from perfsim import symbolic
+
+    with pytest.raises(PerfsimError, match=re.escape(needle)):
+        call(symbolic)
+
+
+@pytest.fixture
+def predict_calls(monkeypatch):
+    """The predictions perfsim.symbolic makes, counted; past 200 the test fails (a
+    bisection that never ends fails instead of hanging)."""
+    from perfsim import symbolic
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 200:
+            raise AssertionError("the bisection did not stop")
+        return predict(*args, **kwargs)
+
+    monkeypatch.setattr(symbolic, "predict", counted)
+    return calls
+
+
+@pytest.mark.parametrize("rel", [0, -1e-6, float("nan"), float("inf"), True])
+def test_mufu_crossover_refuses_a_tolerance_it_cannot_reach(rel, predict_calls):
+    """``rel=0`` bisected forever (the interval stops shrinking at float64's resolution)."""
+    from perfsim import symbolic
+
+    w = AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+    with pytest.raises(PerfsimError, match="rel must be a finite number > 0"):
+        symbolic.mufu_crossover(w, "b200", "fa4", rel=rel)
+
+
+def test_mufu_crossover_bisection_is_bounded(predict_calls):
+    """The smallest positive tolerance ends at float64's resolution, within the step bound,
+    at the crossover the default tolerance finds."""
+    from perfsim import symbolic
+
+    w = AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+    rate = symbolic.mufu_crossover(w, "b200", "fa4", rel=5e-324)
+    assert len(predict_calls) <= symbolic.MUFU_BISECTION_STEPS + 50
+    assert rate == pytest.approx(symbolic.mufu_crossover(w, "b200", "fa4"), rel=1e-5)
