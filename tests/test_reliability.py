@@ -1100,3 +1100,55 @@ def test_mufu_crossover_bisection_is_bounded(predict_calls):
     rate = symbolic.mufu_crossover(w, "b200", "fa4", rel=5e-324)
     assert len(predict_calls) <= symbolic.MUFU_BISECTION_STEPS + 50
     assert rate == pytest.approx(symbolic.mufu_crossover(w, "b200", "fa4"), rel=1e-5)
+
+
+@pytest.mark.parametrize("field, values, shown", [
+    ("batch", [1, 1], "1"), ("seqlen_q", [1024, 2048, 1024], "1024"),
+    ("heads", [8, 8], "8"), ("kv_heads", [1, 1], "1"), ("kv_heads", [None, "none"], "None"),
+    ("seqlen_k", [512, 512], "512"), ("head_dim", [64, 64], "64"),
+    ("head_dim_v", [64, 64], "64"), ("causal", [True, True], "True"),
+    ("dtype", ["bf16", "bf16"], "'bf16'"), ("phase", ["fwd", "fwd"], "'fwd'"),
+    ("dropout_p", [0.0, 0], "0"), ("softcap", [0, 0.0], "0.0"),
+    ("window", [[1, 2], "1,2"], "(1, 2)"), ("kv_dtype", ["bf16", "bf16"], "'bf16'"),
+    ("page_size", [16, 16], "16"), ("page_size", [None, 0], "None")])
+def test_sweep_refuses_a_value_given_twice_in_one_list(field, values, shown):
+    """``seqlen_q = [1024, 1024]`` gave two rows no column told apart (as a GPU or an
+    algorithm given twice did, which was already refused)."""
+    kw = dict(batch=1, heads=8, seqlen_q=1024, head_dim=64, gpus=["h100-sxm5"],
+              algorithms=["fa2"])
+    with pytest.raises(PerfsimError, match=re.escape(f"sweep: {field}: {shown} given more "
+                                                     "than once")):
+        perfsim.sweep(**{**kw, field: values})
+
+
+def test_sweep_config_and_overrides_refuse_a_value_given_twice(tmp_path, capsys):
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2"]\n[workload]\nbatch = 1\n'
+                   "heads = 1\nseqlen_q = [1024, 1024]\nhead_dim = 64\n")
+    _one_line_exit_2(["sweep", str(cfg)], capsys, f"{cfg}: seqlen_q: 1024 given more than "
+                     "once: its rows could not be told apart; give each once")
+    kw = dict(batch=1, heads=8, seqlen_q=1024, head_dim=64, gpus=["h100-sxm5"],
+              algorithms=["fa2"])
+    for overrides, shown in (({"sm_count": [100, 132, 100]}, "sm_count=100"),
+                             ({"sm_count": {"scale": [1, 1.0]}}, "sm_count×1")):
+        with pytest.raises(PerfsimError, match=re.escape(f"GPU override 'sm_count': {shown} "
+                                                         "given more than once")):
+            perfsim.sweep(**kw, overrides=overrides)
+    assert len(perfsim.sweep(**kw, seqlen_k=[None, 1024], overrides={"sm_count": [100, 132]})
+               ) == 2           # a pair None/1024 makes is kept once, as documented
+
+
+def test_gpu_replace_with_the_same_values_is_no_what_if_and_chains_stay_readable():
+    """``replace(sm_count=<its own>)`` relabelled the GPU a what-if, and each chained
+    replace added a ``*`` and another "(what-if: ...)" to the name."""
+    h100 = load_gpu("h100-sxm5")
+    same = h100.replace(sm_count=h100.sm_count, power=h100.power,
+                        tensor_flops_per_clk_per_sm=dict(h100.tensor_flops_per_clk_per_sm))
+    assert same == h100 and same.id == "h100-sxm5"
+    chained = h100.replace(sm_count=100).replace(sm_count=120).replace(clock_hz=1.5e9)
+    assert chained.id == "h100-sxm5*"
+    assert chained.name == "NVIDIA H100 SXM5 80GB (what-if: clock_hz, sm_count)"
+    assert chained.sm_count == 120 and chained.clock_hz == 1.5e9
+    once = h100.replace(sm_count=100)
+    assert once.replace(sm_count=100) == once
+    assert h100.replace(id="mine").replace(sm_count=1).id == "mine*"
