@@ -39,6 +39,7 @@ import os
 from pathlib import Path
 
 from perfsim.errors import PerfsimError
+from perfsim.files import check_output_folder
 from perfsim.sweep import _windows
 from perfsim.sweep import count_rows as sweep_rows
 
@@ -238,6 +239,32 @@ def _client(distributed, scheduler: str, workers: int | None):
 
 #: Seconds to wait for a remote scheduler before giving up.
 CONNECT_TIMEOUT_S = 20
+#: Most local worker processes per core of this machine (``workers`` of a ``"local"``
+#: cluster): each worker is one single-threaded process of ~100 MB holding its partition, so
+#: past one per core they only share the cores; a few per core leave room for partitions
+#: that wait on their Parquet writes, and more is no sweep but a request to start millions
+#: of processes.
+MAX_WORKERS_PER_CORE = 4
+
+
+def max_local_workers() -> int:
+    """The most worker processes a ``"local"`` cluster may start here:
+    :data:`MAX_WORKERS_PER_CORE` per core (``os.cpu_count()``; 1 core where unknown)."""
+    return MAX_WORKERS_PER_CORE * (os.cpu_count() or 1)
+
+
+def check_workers(workers, flag: str = "workers") -> None:
+    """``workers`` is None (one per core) or an integer from 1 to :func:`max_local_workers`.
+
+    Raises:
+        perfsim.PerfsimError: naming ``flag``, the range and why it ends there."""
+    if workers is None:
+        return
+    top = max_local_workers()
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= top:
+        raise PerfsimError(f"{flag} must be at least 1 and at most {top} ({MAX_WORKERS_PER_CORE} "
+                           f"per core of the {os.cpu_count() or 1} here: more processes only "
+                           f"share the cores), got {workers!r}")
 
 
 def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
@@ -251,7 +278,8 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
         out: dataset directory (created; complete partitions of the same config already in
             it are kept and skipped, damaged ones recomputed).
         scheduler: ``"local"`` (a ``LocalCluster`` of ``workers`` processes, default: the
-            cores of this machine) or a scheduler address (``tcp://HOST:PORT``).
+            cores of this machine, at most :func:`max_local_workers`) or a scheduler address
+            (``tcp://HOST:PORT``).
         rows_per_partition: partition size (:func:`partitions`).
         progress: called as ``progress(partitions_done, partitions_total)``.
 
@@ -260,17 +288,16 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
 
     Raises:
         perfsim.PerfsimError: dask or pyarrow missing; an empty list in the config;
-            ``workers`` below 1; ``out`` a file, or a folder holding another sweep's
-            partitions; no scheduler at the address; a partition failed (the first error,
-            in one line; the other partitions are cancelled).
+            ``workers`` below 1 or above :func:`max_local_workers`; ``out`` a file, a new
+            folder whose parent is missing or not writable
+            (:func:`perfsim.files.check_output_folder`), or a folder holding another sweep's
+            partitions; no scheduler at the address; a partition failed (the first error, in
+            one line; the other partitions are cancelled).
     """
     distributed = _need_dask()
-    if workers is not None and workers < 1:
-        raise PerfsimError(f"workers must be at least 1, got {workers}")
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise PerfsimError(f"{out}: exists and is not a directory (the dataset is a folder of "
-                           "Parquet files)")
+    check_workers(workers)
+    # before any cluster: a folder that cannot be created or written costs no work
+    out = check_output_folder(out, "dataset folder")
     parts = partitions(kwargs, rows_per_partition)       # config errors before any cluster
     key = _config_key(kwargs, rows_per_partition)
     marker = out / ".config.json"

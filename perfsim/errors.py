@@ -4,6 +4,8 @@ Every error perfsim raises for bad input derives from :class:`PerfsimError` (its
 ``ValueError``), so callers and the CLI can catch one type and print one line.
 """
 
+import math
+
 
 class PerfsimError(ValueError):
     """Bad input: the message says what is wrong and what is allowed."""
@@ -16,3 +18,15 @@ class InfeasibleError(PerfsimError):
     reference implementation does not support, or a GPU without a feature (TMA, WGMMA,
     tcgen05) that the algorithm needs.
     """
+
+
+def short_repr(value) -> str:
+    """``repr(value)`` for an error message, shortened to 60 characters; a huge integer as its
+    number of digits (``repr`` of an integer past 4300 digits raises, and 10**400 fills a
+    screen)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        sign = "a negative" if value < 0 else "an"
+        digits = int(abs(value).bit_length() * math.log10(2)) + 1   # str() fails past 4300
+        return f"{sign} integer of about {digits} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -3,7 +3,8 @@
 * :func:`read_text` reads a UTF-8 text file or raises one :class:`~perfsim.PerfsimError` line
   (missing file, a folder, unreadable, not UTF-8 — with the byte offset).
 * :func:`check_output` checks an output path *before* any work is done: its folder exists, it
-  is not a folder itself, and its extension is one the writer knows.
+  is not a folder itself, and its extension is one the writer knows; :func:`check_output_folder`
+  the same for an output that is a folder of files (a Parquet dataset).
 * :func:`atomic_write` writes through a temporary file in the same folder and renames it over
   the target (``os.replace``, atomic on POSIX and Windows), so a write that is interrupted —
   an exception, Ctrl-C, SIGTERM (the CLI turns it into an exception), a full disk — never
@@ -31,9 +32,13 @@ def read_text(path: str | Path, what: str = "file") -> str:
         perfsim.PerfsimError: the file is missing, a folder, unreadable or not UTF-8.
     """
     path = Path(path)
-    if path.is_dir():
+    try:
+        folder, found = path.is_dir(), path.is_file()
+    except OSError as exc:          # a name the system refuses (too long)
+        raise PerfsimError(f"{what} {str(path)!r} cannot be read: {_why(exc)}") from None
+    if folder:
         raise PerfsimError(f"{what} {str(path)!r} is a folder, not a file")
-    if not path.is_file():
+    if not found:
         raise PerfsimError(f"{what} {str(path)!r} does not exist")
     try:
         data = path.read_bytes()
@@ -58,15 +63,51 @@ def check_output(path: str | Path, extensions: Iterable[str], what: str = "outpu
     """
     path = Path(path)
     extensions = tuple(extensions)
-    if str(path).endswith(("/", os.sep)) or path.is_dir():
+    if str(path).endswith(("/", os.sep)) or _is_dir(path, what):
         raise PerfsimError(f"{what} {str(path)!r} is a folder; give a file name ending in "
                            f"{', '.join(extensions)}")
     if path.suffix.lower() not in extensions:
         raise PerfsimError(f"{what} {str(path)!r}: unknown extension {path.suffix or '(none)'!r}"
                            f"; allowed: {', '.join(extensions)}")
-    folder = path.parent if str(path.parent) else Path(".")
+    # the probe is named as atomic_write's temporary file: a name too long for it is found now
+    _check_folder(path.parent if str(path.parent) else Path("."), path, what,
+                  prefix=f".{path.name}.")
+    return path
+
+
+def check_output_folder(path: str | Path, what: str = "output folder") -> Path:
+    """Check that the folder ``path`` (an output of several files, such as a Parquet
+    dataset) can be created, or written into where it exists, before the work that fills it
+    starts: as :func:`check_output` checks a file's folder. Nothing is created.
+
+    Raises:
+        perfsim.PerfsimError: ``path`` is a file; the folder above a new ``path`` is missing
+            or is a file; the folder (``path`` itself, else the one above) is not writable.
+    """
+    path = Path(path)
+    exists = _is_dir(path, what)
+    if not exists and path.exists():
+        raise PerfsimError(f"{what} {str(path)!r} is a file, not a folder")
+    _check_folder(path if exists else (path.parent if str(path.parent) else Path(".")),
+                  path, what)
+    return path
+
+
+def _is_dir(path: Path, what: str) -> bool:
+    """``path.is_dir()``, or one PerfsimError where the system refuses the name (too long)."""
+    try:
+        return path.is_dir()
+    except OSError as exc:
+        raise PerfsimError(f"{what} {str(path)!r}: {_why(exc)}") from None
+
+
+def _check_folder(folder: Path, path: Path, what: str, prefix: str = ".perfsim-probe.") -> None:
+    """``folder`` exists, is a folder, and a file named ``prefix...`` can be created in it
+    (for ``path``)."""
     for above in (folder, *folder.parents):     # 'f/x.csv' with f a file: say so
-        if above.exists() and not above.is_dir():
+        if _is_dir(above, what):
+            continue
+        if above.exists():
             raise PerfsimError(f"{what} {str(path)!r}: {str(above)!r} is a file, not a folder")
     if not folder.is_dir():
         raise PerfsimError(f"{what} {str(path)!r}: folder {str(folder)!r} does not exist")
@@ -75,14 +116,13 @@ def check_output(path: str | Path, extensions: Iterable[str], what: str = "outpu
     # os.access says yes to root everywhere, and /proc or /sys refuse new files to anyone:
     # create (and remove) a file there, as atomic_write will
     try:
-        fd, probe = tempfile.mkstemp(prefix=".perfsim-probe.", dir=folder)
+        fd, probe = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=folder)
     except OSError as exc:
         raise PerfsimError(f"{what} {str(path)!r}: cannot create a file in folder "
                            f"{str(folder)!r} ({_why(exc)})") from None
     os.close(fd)
     with contextlib.suppress(OSError):
         os.unlink(probe)
-    return path
 
 
 def _why(exc: OSError) -> str:

@@ -599,7 +599,10 @@ class GPUSpec(BaseModel):
         """A copy with ``fields`` changed, validated again (what-if GPUs).
 
         Example: ``load_gpu("b200").replace(mufu_ops_per_clk_per_sm=32, id="b300-like")``.
-        Without an explicit ``id``/``name`` the copy is labelled a what-if (``"b200*"``).
+        Without an explicit ``id``/``name`` a copy whose values differ is labelled a what-if
+        (``"b200*"``, name ``"... (what-if: mufu_ops_per_clk_per_sm)"``); a what-if of a
+        what-if keeps the one ``*`` and lists the fields changed so far once each. Values
+        equal to the current ones change nothing: the copy equals this spec, id included.
 
         Raises:
             perfsim.PerfsimError: an unknown field name or a value that fails validation.
@@ -611,7 +614,9 @@ class GPUSpec(BaseModel):
         data = self.model_dump()
         data.update({k: (v.model_dump() if isinstance(v, BaseModel) else v)
                      for k, v in fields.items()})
-        changed = sorted(k for k in fields if k not in ("id", "name", "sources", "calibration"))
+        # fields whose values differ (the same value again makes no what-if)
+        changed = sorted(k for k in fields if k not in ("id", "name", "sources", "calibration")
+                         and data[k] != _dumped(getattr(self, k)))
         if changed:
             # a changed number no longer comes from its source: say where it came from, entry
             # by entry in a table field ("field.sub" keys); unchanged values keep theirs, and
@@ -634,9 +639,14 @@ class GPUSpec(BaseModel):
             sources.update(fields.get("sources") or {})
             data["sources"] = sources
         if changed and "id" not in fields:      # label a what-if as one, unless named
-            data["id"] = f"{self.id}*"
+            data["id"] = self.id if self.id.endswith("*") else f"{self.id}*"
         if changed and "name" not in fields:
-            data["name"] = f"{self.name} (what-if: {', '.join(changed)})"
+            # a what-if of a what-if: one list of the fields changed so far, not one more
+            # "(what-if: ...)" per call
+            base, sep, before = self.name.partition(" (what-if: ")
+            if sep and before.endswith(")") and "(" not in before:
+                changed = sorted({*before[:-1].split(", "), *changed})
+            data["name"] = f"{base} (what-if: {', '.join(changed)})"
         return _validate_spec(data, where=f"{self.id}.replace()")
 
 
@@ -648,6 +658,11 @@ def compute_capability_numbers(text: str) -> tuple[int, int]:
 
 
 _MISSING = object()
+
+
+def _dumped(value):
+    """A field's value as ``model_dump`` writes it (a nested model as its dict)."""
+    return value.model_dump() if isinstance(value, BaseModel) else value
 
 
 def _leaves(key: str, value):

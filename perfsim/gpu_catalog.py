@@ -64,23 +64,32 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
                            "(or a path to a .toml profile)")
     if text.endswith(".toml") or "/" in text:
         path = Path(text)
-        if path.is_dir():
+        if _is(path, "dir"):
             raise PerfsimError(f"GPU profile {text!r} is a folder, not a .toml file")
-        if not path.is_file():
+        if not _is(path, "file"):
             raise PerfsimError(f"GPU profile file {text!r} does not exist")
         return _load_path(str(path.resolve()), path.stat().st_mtime_ns)
     text = text.lower()                 # catalog ids are lower case
     path = _catalog_dir() / f"{text}.toml"
-    if not path.is_file() and Path(str(gpu)).is_dir():
+    if not _is(path, "file") and _is(Path(str(gpu)), "dir"):
         raise PerfsimError(f"GPU profile {str(gpu)!r} is a folder, not a catalog id or a "
                            f".toml file; valid ids: {', '.join(gpus())}")
-    if not path.is_file():
+    if not _is(path, "file"):
         raise PerfsimError(f"unknown GPU {text!r}; valid ids: {', '.join(gpus())} "
                            "(or a path to a .toml profile)")
     spec = _load_path(str(path), path.stat().st_mtime_ns)
     if type(gpu) is str:
         _BY_ID[gpu] = spec
     return spec
+
+
+def _is(path: Path, kind: str) -> bool:
+    """``path.is_file()`` / ``is_dir()`` (``kind`` "file" / "dir"); False for a name the system
+    refuses (too long: no file can have it)."""
+    try:
+        return path.is_file() if kind == "file" else path.is_dir()
+    except OSError:
+        return False
 
 
 #: Catalog specs by the id string they were asked for (``load_gpu``'s fast path). The

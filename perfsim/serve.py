@@ -322,14 +322,57 @@ def create_app(explorer: Explorer | None = None):
     return pn.Row(widgets, main)
 
 
+def check_address(address: str, port: int) -> None:
+    """Check that the explorer can listen on ``address:port``, before it starts: bind the
+    sockets its server will bind (tornado's ``bind_sockets``, as Bokeh's server does) and
+    close them again.
+
+    Raises:
+        perfsim.PerfsimError: the port is not 1-65535; the address is empty, or not a host
+            name or IP address of this machine; the port is taken (another server listens
+            there) or refused (below 1024 without privileges): one line saying which and
+            what to give instead.
+    """
+    import errno
+    import socket
+
+    try:
+        from tornado.netutil import bind_sockets  # Panel's server (Bokeh) runs on tornado
+    except ImportError:
+        raise PerfsimError("perfsim serve needs panel (pip install panel)") from None
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise PerfsimError(f"port must be an integer from 1 to 65535, got {port!r}")
+    hint = "127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
+    if not isinstance(address, str) or not address.strip():
+        raise PerfsimError(f"address must be a host name or IP address of this machine, such "
+                           f"as {hint}; got {address!r}")
+    try:
+        sockets = bind_sockets(port, address)
+    except (socket.gaierror, UnicodeError):     # not a name or address (idna: a bad label)
+        raise PerfsimError(f"address {address!r} is not a host name or IP address this "
+                           f"machine can resolve; give one of its own, such as {hint}") from None
+    except OSError as exc:
+        why = {errno.EADDRINUSE: "the port is in use (another server listens there); choose "
+                                 "another port",
+               errno.EADDRNOTAVAIL: f"{address} is not an address of this machine; give one "
+                                    f"of its own, such as {hint}",
+               errno.EACCES: "permission denied (ports below 1024 need privileges); choose "
+                             "a port from 1024 up"}.get(exc.errno, exc.strerror)
+        raise PerfsimError(f"cannot listen on {address}:{port}: {why}") from None
+    for sock in sockets:
+        sock.close()
+
+
 def serve(port: int = 5006, address: str = "127.0.0.1", show: bool = False) -> None:
     """Serve the explorer at ``http://address:port/`` until interrupted.
 
     Raises:
-        perfsim.PerfsimError: Panel missing."""
+        perfsim.PerfsimError: Panel missing; an address or port it cannot listen on
+            (:func:`check_address`, before the server starts)."""
     try:
         import panel as pn
     except ImportError:
         raise PerfsimError("perfsim serve needs panel (pip install panel)") from None
+    check_address(address, port)
     pn.serve({"/": create_app}, port=port, address=address, show=show, title="perfsim",
              websocket_origin=[f"{address}:{port}", f"localhost:{port}"], threaded=False)

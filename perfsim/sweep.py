@@ -388,9 +388,9 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
                              kv_dtype, page_size, softcap)
     given_gpus = _listify(catalog() if gpus is None else gpus)
     specs = [load_gpu(g) for g in given_gpus]
-    # "all" and "presets" as on the command line (perfsim.cli.predict_cmd)
+    # "all" and "presets" (any case) as on the command line (perfsim.cli.predict_cmd)
     algorithms = {"all": algos.names(), "presets": implementations()}.get(
-        algorithms, algorithms) if isinstance(algorithms, str) else algorithms
+        algorithms.lower(), algorithms) if isinstance(algorithms, str) else algorithms
     configs = [resolve(a) for a in _listify(algos.names() if algorithms is None
                                                   else algorithms)]
     for name, chosen, labels in (("gpus", specs, [s.id for s in specs]),
@@ -412,6 +412,10 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
     _ints("batch", batch)
     grid_rows = (len(_listify(batch)) * len(_pairs("heads", heads, "kv_heads", kv_heads))
                  * len(_pairs("seqlen_q", seqlen_q, "seqlen_k", seqlen_k)))
+    _refuse_repeats(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen_q,
+                    seqlen_k=seqlen_k, head_dim=head_dim, head_dim_v=head_dim_v, causal=causal,
+                    dtype=dtype, phase=phase, dropout_p=dropout_p, window=window,
+                    kv_dtype=kv_dtype, page_size=page_size, softcap=softcap)
     options = parse_overrides(overrides or {})
     # a table entry a GPU lacks is a bad grid, found now (not when its rows are evaluated)
     for spec in specs:
@@ -949,6 +953,39 @@ def _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p, window
                        "page_size": w.page_size or 0, "softcap": w.softcap,
                        "_window": w.window})
     return combos
+
+
+def _refuse_repeats(**fields) -> None:
+    """Refuse a list that holds one value twice, as ``gpus`` and ``algorithms`` are refused:
+    its rows would be copies no column tells apart. Values are compared as the sweep reads
+    them (``"none"`` as None, a ``page_size`` of 0 as contiguous K/V, a window's
+    ``"LEFT,RIGHT"`` string as its pair, 1 as 1.0); the fields are validated before.
+
+    Raises:
+        perfsim.PerfsimError: naming the field and the repeated value(s)."""
+    def none(v):
+        return None if isinstance(v, str) and v.strip().lower() == "none" else v
+
+    for name, value in fields.items():
+        if not isinstance(value, (list, tuple, range, np.ndarray)):
+            continue
+        if name == "window":
+            values = _windows(value)
+        else:
+            values = [v.item() if isinstance(v, np.generic) else v for v in _listify(value)]
+            if name in ("kv_heads", "seqlen_k", "page_size"):
+                values = [none(v) for v in values]
+            if name == "page_size":
+                values = [None if v == 0 else v for v in values]
+        seen, twice = set(), []
+        for v in values:
+            key = tuple(v) if isinstance(v, list) else v
+            if key in seen and key not in twice:
+                twice.append(key)
+            seen.add(key)
+        if twice:
+            raise PerfsimError(f"sweep: {name}: {', '.join(map(repr, twice))} given more than "
+                               "once: its rows could not be told apart; give each once")
 
 
 def _ints(name: str, value) -> np.ndarray:

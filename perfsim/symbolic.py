@@ -61,6 +61,7 @@ import sympy
 
 from perfsim import algorithms as algos
 from perfsim.errors import PerfsimError
+from perfsim.errors import short_repr as _short
 from perfsim.gpu import BYTES_PER_ELEMENT
 from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import resolve
@@ -76,7 +77,7 @@ from perfsim.timing import (
     memory_path_seconds,
     rates,
 )
-from perfsim.workload import PHASES
+from perfsim.workload import MAX_SIZE, PHASES
 
 _int = {"positive": True, "integer": True}
 B, H, H_kv, N_q, N_k, d, d_v = sympy.symbols("B H H_kv N_q N_k d d_v", **_int)
@@ -117,12 +118,15 @@ def counts(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16", phas
     Raises:
         perfsim.PerfsimError: an unknown size or algorithm, or an algorithm whose code
             branches on a size left symbolic (the message names the condition; give that
-            size a number or set the option).
+            size a number or set the option); a bad argument (a size that is not a positive
+            integer up to 2**45, a flag that is not true or false, a ``dropout_p`` outside
+            [0, 1), a ``window`` that is not a pair, ``options`` that are not a dict).
         perfsim.InfeasibleError: the configuration cannot run on this GPU.
     """
+    _check_flags(causal=causal, io_model=io_model, keep_l2=keep_l2)
     kernels, memory = _kernels(algorithm, gpu, causal, dtype, phase, dropout_p,
                                "none" if io_model else "symbol" if keep_l2 else "gpu",
-                               options, sizes, tuple(window))
+                               options, sizes, _window(window))
     totals = Counts.of_costs(kernels)
     out = {name: sympy.sympify(getattr(totals, name)) for name in COUNTS[:-1]}
     return {**out, "memory_bytes": memory}
@@ -137,6 +141,7 @@ def unit_seconds(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16"
 
     Arguments as :func:`counts`; ``timing``: efficiency factors (default for the GPU).
     """
+    _check_flags(causal=causal, io_model=io_model, keep_l2=keep_l2)
     spec = load_gpu(gpu)
     kernels, _ = _kernels(algorithm, spec, causal, dtype, phase, dropout_p,
                           "none" if io_model else "symbol" if keep_l2 else "gpu",
@@ -172,23 +177,87 @@ def _unit_totals(kernels, gpu, params) -> dict:
     return out
 
 
-def _check_call(dtype, phase, **numbers) -> None:
+def _check_call(dtype, phase, numeric: bool = False, **numbers) -> None:
     """One PerfsimError for a dtype or phase perfsim does not know, or a size that is not a
-    positive integer (symbols and expressions pass: they are the point of this module).
+    positive integer up to 2**45 (``perfsim.workload.MAX_SIZE``; symbols and expressions
+    pass, unless ``numeric``: they are the point of this module).
 
     Raises:
         perfsim.PerfsimError: naming the argument and what is allowed."""
-    if dtype not in BYTES_PER_ELEMENT:
+    if not isinstance(dtype, str) or dtype not in BYTES_PER_ELEMENT:
         raise PerfsimError(f"dtype {dtype!r} is not one of {', '.join(BYTES_PER_ELEMENT)}")
-    if phase not in PHASES:
+    if not isinstance(phase, str) or phase not in PHASES:
         raise PerfsimError(f"phase {phase!r} is not one of {', '.join(PHASES)}")
+    _check_sizes(numeric, **numbers)
+
+
+def _check_sizes(numeric: bool = False, **numbers) -> None:
+    """Each of ``numbers`` a positive integer up to 2**45, or (unless ``numeric``) a sympy
+    expression.
+
+    Raises:
+        perfsim.PerfsimError: naming the argument and what is allowed."""
     for name, value in numbers.items():
-        if isinstance(value, sympy.Basic) and not value.is_number:
+        if isinstance(value, sympy.Basic) and not value.is_number and not numeric:
             continue
         if (isinstance(value, bool) or not isinstance(value, (int, np.integer, sympy.Integer))
-                or value < 1):
-            raise PerfsimError(f"{name} must be a positive integer (or a sympy expression), "
-                               f"got {value!r}")
+                or not 1 <= value <= MAX_SIZE):
+            also = "" if numeric else " (or a sympy expression)"
+            raise PerfsimError(f"{name} must be a positive integer up to 2**45{also}, got "
+                               f"{_short(value)}")
+
+
+def _check_flags(**flags) -> None:
+    """Each of ``flags`` is true or false (``causal="yes"`` was read as true).
+
+    Raises:
+        perfsim.PerfsimError: naming the flag."""
+    for name, value in flags.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise PerfsimError(f"{name} must be True or False, got {_short(value)}")
+
+
+def _window(window) -> tuple:
+    """``window`` as a ``(left, right)`` pair, each side None, an integer from 0 to 2**45 or
+    a sympy expression.
+
+    Raises:
+        perfsim.PerfsimError: not a pair, or a side that is none of those."""
+    if not isinstance(window, (tuple, list)) or len(window) != 2:
+        raise PerfsimError(f"window must be a (left, right) pair, got {_short(window)}")
+    for side in window:
+        if side is not None:
+            _check_side("window sides", side, "None, ")
+    return tuple(window)
+
+
+def _check_side(name: str, side, also: str = "") -> None:
+    """A window side: an integer from 0 to 2**45 or a sympy expression (``also``: what
+    else the message should list as allowed, e.g. ``"None, "``).
+
+    Raises:
+        perfsim.PerfsimError: naming ``name`` and what is allowed."""
+    if isinstance(side, sympy.Basic) and not side.is_number:
+        return
+    if (isinstance(side, bool) or not isinstance(side, (int, np.integer, sympy.Integer))
+            or not 0 <= side <= MAX_SIZE):
+        raise PerfsimError(f"{name} must be {also}an integer from 0 to 2**45 or a sympy "
+                           f"expression, got {_short(side)}")
+
+
+def _check_scalars(dropout_p, options) -> None:
+    """``dropout_p`` a probability in [0, 1) (``AttentionWorkload``'s rule), ``options`` a
+    dict or None.
+
+    Raises:
+        perfsim.PerfsimError: naming the argument and what is allowed."""
+    if (isinstance(dropout_p, (bool, np.bool_))
+            or not isinstance(dropout_p, (int, float, np.integer, np.floating))
+            or not 0 <= dropout_p < 1):
+        raise PerfsimError(f"dropout_p must be a probability in [0, 1), got {_short(dropout_p)}")
+    if options is not None and not isinstance(options, dict):
+        raise PerfsimError(f"options must be a dict of algorithm options (or None for the "
+                           f"tile symbols), got {_short(options)}")
 
 
 def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, sizes,
@@ -199,6 +268,7 @@ def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, 
     if unknown:
         raise PerfsimError(f"unknown size(s) {', '.join(unknown)}; sizes: {', '.join(SIZES)}")
     _check_call(dtype, phase, **sizes)
+    _check_scalars(dropout_p, options)
     spec = load_gpu(gpu)
     algo = resolve(algorithm)
     dims = algos.Dims(*(sympy.sympify(sizes.get(n, s)) for n, s in SIZES.items()),
@@ -252,7 +322,7 @@ def _map_counts(kernel, fn):
 def smooth(expr: sympy.Expr) -> sympy.Expr:
     """``expr`` with ``⌈x⌉`` and ``⌊x⌋`` replaced by ``x`` (whole tiles → fractional tiles):
     the asymptotic form, e.g. FA1's ``Θ(N² d² / M)``."""
-    return sympy.sympify(expr).replace(sympy.ceiling, lambda x: x).replace(
+    return _expression(expr, "smooth").replace(sympy.ceiling, lambda x: x).replace(
         sympy.floor, lambda x: x)
 
 
@@ -262,10 +332,13 @@ def evaluator(expr) -> Callable[..., float | dict]:
     are ignored). Generated once by ``sympy.lambdify``; ``Sum`` terms run as Python loops.
 
     Raises (when called):
-        perfsim.PerfsimError: a free symbol not given (the message lists them).
+        perfsim.PerfsimError: a free symbol not given (the message lists them); a value that
+            is not a finite real number, or not positive (non-negative) where the symbol is
+            (every size symbol is positive; ``W`` non-negative); a result outside float64's
+            range.
     """
     many = isinstance(expr, dict)
-    exprs = [sympy.sympify(e) for e in (expr.values() if many else [expr])]
+    exprs = [_expression(e, "evaluator") for e in (expr.values() if many else [expr])]
     names = sorted(set().union(*(e.free_symbols for e in exprs)), key=str)
     fn = sympy.lambdify(names, exprs, modules="math")
     keys = [str(n) for n in names]
@@ -275,10 +348,53 @@ def evaluator(expr) -> Callable[..., float | dict]:
         if missing:
             raise PerfsimError(f"evaluator: give {', '.join(missing)} (the expression's free "
                                f"symbols: {', '.join(keys)})")
-        out = [float(v) for v in fn(*(values[k] for k in keys))]
+        for name, key in zip(names, keys):
+            _check_value(key, values[key], name)
+        try:
+            out = [float(v) for v in fn(*(values[k] for k in keys))]
+        except (OverflowError, ZeroDivisionError):     # values past float64's range
+            out = [math.inf]
+        if not all(math.isfinite(v) for v in out):
+            raise PerfsimError("evaluator: the result is not a finite float64 at "
+                               + ", ".join(f"{k}={_short(values[k])}" for k in keys))
         return dict(zip(expr, out)) if many else out[0]
 
     return evaluate
+
+
+def _check_value(key: str, value, symbol: sympy.Symbol) -> None:
+    """A value for ``symbol`` in :func:`evaluator`: a finite real number, positive (or
+    non-negative) where the symbol is declared so.
+
+    Raises:
+        perfsim.PerfsimError: naming the symbol and what is allowed."""
+    number = isinstance(value, (int, float, np.integer, np.floating, sympy.Number)) \
+        and not isinstance(value, (bool, np.bool_))
+    try:
+        finite = number and math.isfinite(float(value))
+    except OverflowError:                   # an int past float's range
+        finite = False
+    if not finite:
+        raise PerfsimError(f"evaluator: {key} must be a finite number, got {_short(value)}")
+    if symbol.is_positive and not value > 0:
+        raise PerfsimError(f"evaluator: {key} must be > 0 (a size), got {_short(value)}")
+    if symbol.is_nonnegative and not value >= 0:
+        raise PerfsimError(f"evaluator: {key} must be >= 0, got {_short(value)}")
+
+
+def _expression(expr, who: str) -> sympy.Expr:
+    """``expr`` as a sympy expression (a number, a sympy expression, or text sympy parses).
+
+    Raises:
+        perfsim.PerfsimError: anything else (None, a list, a bool, text that does not parse)."""
+    if not isinstance(expr, (bool, np.bool_)):
+        try:
+            out = sympy.sympify(expr)
+        except (sympy.SympifyError, TypeError, SyntaxError):
+            out = None
+        if isinstance(out, sympy.Expr):
+            return out
+    raise PerfsimError(f"{who}: expects a sympy expression or a number, got {_short(expr)}")
 
 
 # ------------------------------------------------------------------ crossovers
@@ -305,9 +421,16 @@ def compute_bound_seqlen(algorithm, gpu, *, batch: int, heads: int, head_dim: in
     Returns:
         ``N``, or ``None`` if the tensor time stays below the HBM time up to ``max_seqlen``
         (e.g. standard attention, whose intensity tends to a constant).
+
+    Raises:
+        perfsim.PerfsimError: a size (or ``max_seqlen``) that is not an integer from 1 to
+            2**45, an unknown dtype, phase, algorithm or GPU, a flag that is not true or
+            false.
+        perfsim.InfeasibleError: the configuration cannot run on this GPU.
     """
-    _check_call(dtype, phase, batch=batch, heads=heads, head_dim=head_dim,
+    _check_call(dtype, phase, numeric=True, batch=batch, heads=heads, head_dim=head_dim,
                 max_seqlen=max_seqlen)
+    _check_flags(causal=causal, io_model=io_model)
     spec = load_gpu(gpu)
     if io_model:
         spec = spec.replace(l2_bytes=1)
@@ -329,9 +452,12 @@ def sram_crossover(gpu, *, batch: int, heads: int, seqlen: int, head_dim: int,
     ``M ≥ d`` with ``hbm(algorithm, M) ≤ hbm(baseline)``; ``None`` if none below 2⁴⁰.
 
     Raises:
-        perfsim.PerfsimError: ``algorithm`` has no SRAM option (``sram_bytes``).
+        perfsim.PerfsimError: ``algorithm`` has no SRAM option (``sram_bytes``); a size that
+            is not an integer from 1 to 2**45, an unknown dtype, phase, algorithm or GPU.
     """
-    _check_call(dtype, phase, batch=batch, heads=heads, seqlen=seqlen, head_dim=head_dim)
+    _check_call(dtype, phase, numeric=True, batch=batch, heads=heads, seqlen=seqlen,
+                head_dim=head_dim)
+    _check_flags(causal=causal)
     if "sram_bytes" not in type(resolve(algorithm)).model_fields:
         raise PerfsimError(f"{algorithm} has no sram_bytes option to vary")
     sizes = {"B": batch, "H": heads, "H_kv": heads, "N_q": seqlen, "N_k": seqlen,
@@ -353,7 +479,20 @@ def mufu_crossover(workload, gpu, algorithm="fa4", rel: float = 1e-6) -> float |
     r)``) by bisection in log r, because the exp demand itself may depend on the rate (FA4
     tunes its emulated-exp share to it). ``None`` if the kernel has no exps; ``inf`` if the
     exps still take longer at 2⁴⁰ times the GPU's rate.
+
+    ``rel``: the bisection's width in log r (a relative tolerance on the rate), a finite
+    number > 0; the bisection also stops after :data:`MUFU_BISECTION_STEPS` halvings or when
+    float64 cannot split the interval further (a tolerance below ~1e-15 is not reachable).
+
+    Raises:
+        perfsim.PerfsimError: ``rel`` not a finite number > 0 (0 never ended); a workload,
+            GPU or algorithm ``perfsim.predict`` refuses.
     """
+    if (isinstance(rel, (bool, np.bool_)) or not isinstance(rel, (int, float, np.integer,
+                                                                 np.floating))
+            or not 0 < rel < math.inf):             # (an int past float's range too)
+        raise PerfsimError(f"mufu_crossover: rel must be a finite number > 0 (the relative "
+                           f"tolerance on the rate, e.g. 1e-6), got {_short(rel)}")
     spec = load_gpu(gpu)
     base = spec.mufu_ops_per_clk_per_sm
 
@@ -374,10 +513,17 @@ def mufu_crossover(workload, gpu, algorithm="fa4", rel: float = 1e-6) -> float |
         hi += math.log(2)
         if hi > math.log(base) + 40 * math.log(2):
             return math.inf
-    while hi - lo > rel:
+    for _ in range(MUFU_BISECTION_STEPS):
         mid = (lo + hi) / 2
+        if hi - lo <= rel or not lo < mid < hi:     # done, or at float64's resolution
+            break
         lo, hi = (mid, hi) if excess(math.exp(mid)) > 0 else (lo, mid)
     return math.exp(hi)
+
+
+#: Most halvings :func:`mufu_crossover` makes: the bracket starts one factor of 2 wide
+#: (ln 2 in log r), and 64 halvings take it below float64's resolution (2⁻⁵² relative).
+MUFU_BISECTION_STEPS = 64
 
 
 __all__ = ["COUNTS", "L_2", "SIZES", "B", "B_c", "B_r", "H", "H_kv", "M", "N_k", "N_q",
@@ -394,6 +540,8 @@ def window_pairs(seqlen=N_q, window=W):
     ``N x N`` matrix: ``N·(w + 1) − w·(w + 1)/2`` for ``N > w`` (each row sees ``w + 1`` keys
     except the first ``w``), ``N·(N + 1)/2`` otherwise — linear in ``N·w``, against ``N²/2``
     for the causal mask. Equals ``perfsim.tiles.visible_pairs(N, N, w, 0)`` at every size."""
+    _check_sizes(seqlen=seqlen)
+    _check_side("window", window)
     n, w = sympy.sympify(seqlen), sympy.sympify(window)
     return sympy.Piecewise((n * (w + 1) - w * (w + 1) / 2, n > w), (n * (n + 1) / 2, True))
 
@@ -402,6 +550,7 @@ def decode_kv_bytes(kv_dtype="bf16"):
     """HBM bytes a decode step must read at least: the K/V cache, ``e_kv·B·H_kv·N_k·(d +
     d_v)`` — whatever the query heads and tokens, once each K/V tile is read once per K/V
     head (GQA packing)."""
-    from perfsim.gpu import BYTES_PER_ELEMENT
-
+    if not isinstance(kv_dtype, str) or kv_dtype not in BYTES_PER_ELEMENT:
+        raise PerfsimError(f"kv_dtype {_short(kv_dtype)} is not one of "
+                           f"{', '.join(BYTES_PER_ELEMENT)}")
     return BYTES_PER_ELEMENT[kv_dtype] * B * H_kv * N_k * (d + d_v)

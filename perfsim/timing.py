@@ -59,6 +59,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from perfsim.errors import PerfsimError
+from perfsim.errors import short_repr as _short
 from perfsim.frozen import fast_init
 from perfsim.gpu import BYTES_PER_ELEMENT, CalibratedTiming, GPUSpec
 from perfsim.kernel import UNITS, KernelCost
@@ -72,9 +73,23 @@ def _finite(value):
     if isinstance(value, (bool, np.bool_, str, bytes)) or not isinstance(value, (int, float,
                                                                                    np.number)):
         raise ValueError(f"must be a finite number, got {value!r}")
-    if not math.isfinite(float(value)):
+    try:
+        number = float(value)
+    except OverflowError:           # an int past float's range (10**400)
+        raise ValueError("must be a finite number, got an integer too large for a float") \
+            from None
+    if not math.isfinite(number):
         raise ValueError(f"must be a finite number, got {value!r}")
-    return float(value)
+    return number
+
+
+def _allowed(name: str) -> str:
+    """``"from LOW to HIGH"``: the bounds of the numeric ``TimingParams`` field ``name``
+    (with the unit ``s`` for a time, ``*_s``)."""
+    metadata = TimingParams.model_fields[name].metadata
+    low = next(m.ge for m in metadata if hasattr(m, "ge"))
+    high = next(m.le for m in metadata if hasattr(m, "le"))
+    return f"from {low:g} to {high:g}{' s' if name.endswith('_s') else ''}"
 
 
 def _measured_share(key: str, rate: float, bandwidth: float) -> float:
@@ -105,27 +120,39 @@ MAX_EAGER_FRACTION = 1.5
 #: Smallest fraction of a peak a measured table may hold: below 1 % it is not a measurement of
 #: a working kernel but a typo (and would turn a microsecond into seconds).
 MIN_FRACTION = 0.01
+#: Largest time a ``TimingParams`` overhead may hold (per launch, per wave of CTAs, per call):
+#: 1 s. The measured ones are microseconds (4.1 us per launch, host floors of 19-168 us per
+#: call; hardware/software/*.toml); a second is thousands of times any of them, a unit mistake
+#: (ms or us written as s) rather than an overhead, and larger numbers only drive predictions
+#: towards overflow (1e308 s per launch was inf for two kernels).
+MAX_OVERHEAD_S = 1.0
 
 
 class TimingParams(BaseModel):
     """Efficiency factors and overheads of the timing model (all named, all with defaults).
 
     Args:
-        hbm_efficiency: fraction of the datasheet HBM bandwidth a streaming kernel reaches;
+        hbm_efficiency: fraction of the datasheet HBM bandwidth a streaming kernel reaches,
+            in [``MIN_FRACTION`` = 0.01, 1] as ``GPUSpec.hbm_efficiency`` (below 1 % it is a
+            typo, not a memory system, and a denormal gave infinite times);
             ``None`` (default): the GPU's own ``GPUSpec.hbm_efficiency`` (on the H200 a
             measured device-to-device copy, 4.17 TB/s of the 4.8 TB/s datasheet rate;
             validate/reports/h200/probes/power-microbench.json, hbm_copy).
-        tensor_efficiency: a further factor on every tensor-core rate (default 1.0; the GPU's
+        tensor_efficiency: a further factor on every tensor-core rate, in [0.01, 1] (as
+            ``GPUSpec.tensor_sustained_fraction``; default 1.0; the GPU's
             own measured ``tensor_sustained_fraction`` is applied by :func:`rates` to its
             native instruction family, and the per-algorithm pipeline losses are modelled by
             the algorithms).
-        launch_overhead_s: time added per kernel launch (from the software profile,
+        launch_overhead_s: time added per kernel launch, from 0 to ``MAX_OVERHEAD_S`` = 1 s
+            (as every overhead and host floor here: measured ones are microseconds, a second
+            is a unit mistake; from the software profile,
             :mod:`perfsim.software`; ``perfsim calibrate`` measures it on the GPU at hand).
         cta_overhead_s: fixed time per wave of a tiled attention kernel's CTAs outside the
-            steady-state loop (``KernelCost.tiled``). ``None`` (default): modelled from the
-            GPU's load latency, per-CTA load rate and ``cta_wave_overhead_s`` and the kernel's
-            edge tiles (:func:`cta_edge_seconds`); a number replaces that model (a calibrated
-            profile's fitted figure, which says how it was obtained; 0 turns it off).
+            steady-state loop (``KernelCost.tiled``), 0 to 1 s. ``None`` (default): modelled
+            from the GPU's load latency, per-CTA load rate and ``cta_wave_overhead_s`` and the
+            kernel's edge tiles (:func:`cta_edge_seconds`); a number replaces that model (a
+            calibrated profile's fitted figure, which says how it was obtained; 0 turns it
+            off).
         eager_softmax: ``((row_length, efficiency), ...)``: the fraction of the reachable HBM
             bandwidth ``torch.softmax`` reaches at each row length (interpolated in log2 of
             the length); empty = 1. From the software profile (catalog GPUs) or a calibrated
@@ -143,8 +170,8 @@ class TimingParams(BaseModel):
             N columns wide sustains (cuBLAS launches narrower, less efficient tiles for narrow
             outputs instead of padding them); linear between entries, the first entry's
             fraction below it, 1 past the last; empty = 1.
-        host_floor_fwd_s, host_floor_bwd_s: host time per forward / backward call; a call's
-            phase takes at least this long (software profile).
+        host_floor_fwd_s, host_floor_bwd_s: host time per forward / backward call, 0 to 1 s;
+            a call's phase takes at least this long (software profile).
         host_floor_fwd_unmasked_s: host time per forward call that passes no mask (no
             causal mask, no window, fixed lengths), where the software's call path differs
             (FlexAttention without a BlockMask); ``None``: ``host_floor_fwd_s``.
@@ -167,10 +194,10 @@ class TimingParams(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    hbm_efficiency: float | None = Field(default=None, gt=0, le=1)
-    tensor_efficiency: float = Field(default=1.0, gt=0, le=1)
-    launch_overhead_s: float = Field(default=4e-6, ge=0)
-    cta_overhead_s: float | None = Field(default=None, ge=0)
+    hbm_efficiency: float | None = Field(default=None, ge=MIN_FRACTION, le=1)
+    tensor_efficiency: float = Field(default=1.0, ge=MIN_FRACTION, le=1)
+    launch_overhead_s: float = Field(default=4e-6, ge=0, le=MAX_OVERHEAD_S)
+    cta_overhead_s: float | None = Field(default=None, ge=0, le=MAX_OVERHEAD_S)
     eager_softmax: tuple[tuple[float, float], ...] = ()
     eager_softmax_masked: tuple[tuple[float, float], ...] = ()
     eager_broadcast_fill: float = Field(default=1.0, ge=MIN_FRACTION, le=MAX_EAGER_FRACTION)
@@ -178,10 +205,10 @@ class TimingParams(BaseModel):
     sgemm_peak_fraction: float = Field(default=1.0, ge=MIN_FRACTION, le=1)
     sgemm_tile_overhead_k: float = Field(default=0.0, ge=0, le=4096)
     sgemm_width: tuple[tuple[float, float], ...] = ()
-    host_floor_fwd_s: float = Field(default=0.0, ge=0)
-    host_floor_bwd_s: float = Field(default=0.0, ge=0)
-    host_floor_fwd_unmasked_s: float | None = Field(default=None, ge=0)
-    host_floor_fwd_paged_extra_s: float = Field(default=0.0, ge=0)
+    host_floor_fwd_s: float = Field(default=0.0, ge=0, le=MAX_OVERHEAD_S)
+    host_floor_bwd_s: float = Field(default=0.0, ge=0, le=MAX_OVERHEAD_S)
+    host_floor_fwd_unmasked_s: float | None = Field(default=None, ge=0, le=MAX_OVERHEAD_S)
+    host_floor_fwd_paged_extra_s: float = Field(default=0.0, ge=0, le=MAX_OVERHEAD_S)
     clock: Literal["sustained", "boost", "datasheet"] | float = "sustained"
 
     def __init__(self, **fields):
@@ -195,7 +222,9 @@ class TimingParams(BaseModel):
             msg = first["msg"].removeprefix("Value error, ")
             if where == "clock":
                 msg = ("must be 'sustained', 'boost', 'datasheet' or an SM clock in Hz "
-                       f"between 1e8 and 5e9, got {first.get('input')!r}")
+                       f"between 1e8 and 5e9, got {_short(first.get('input'))}")
+            elif first["type"] in ("greater_than_equal", "less_than_equal"):
+                msg = f"must be {_allowed(where)}, got {first.get('input')!r}"
             raise PerfsimError(f"TimingParams.{where}: {msg} (fields: "
                                f"{', '.join(type(self).model_fields)})") from None
 

@@ -140,7 +140,13 @@ def parse_overrides(spec: dict) -> list[list[Override]]:
                                       integer=GPUSpec.model_fields[top].annotation is int)
                     except ValueError as exc:
                         raise PerfsimError(f"GPU override {name!r}: {exc}") from None
-        options.append([Override(name, v, scale) for v in values])
+        chosen = [Override(name, v, scale) for v in values]
+        labels = [o.label() for o in chosen]
+        twice = list(dict.fromkeys(x for x in labels if labels.count(x) > 1))
+        if twice:       # the label is what tells a what-if's rows apart
+            raise PerfsimError(f"GPU override {name!r}: {', '.join(twice)} given more than "
+                               "once: its rows could not be told apart; give each once")
+        options.append(chosen)
     return options
 
 

@@ -37,6 +37,7 @@ from pydantic import (
 )
 
 from perfsim.errors import PerfsimError
+from perfsim.errors import short_repr as _short
 from perfsim.gpu import BYTES_PER_ELEMENT, Dtype
 
 Phase = Literal["fwd", "bwd", "fwd_bwd"]
@@ -68,7 +69,10 @@ def _strict_bool(value):
 def _strict_float(value):
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"must be a number, not {type(value).__name__}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:           # an int past float's range (10**400)
+        raise ValueError("must be a finite number") from None
     if not math.isfinite(value):
         raise ValueError("must be a finite number")
     return value
@@ -334,13 +338,3 @@ def _one_line(exc: ValidationError) -> str:
         msg += " (2**45: sizes are bounded by what any GPU could hold)"
     shown = "" if isinstance(value, dict) else f" (got {_short(value)})"
     return f"AttentionWorkload.{field}: {msg}{shown}"
-
-
-def _short(value) -> str:
-    """``repr(value)``, shortened; a huge integer as its number of digits."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
-        sign = "a negative" if value < 0 else "an"
-        digits = int(abs(value).bit_length() * math.log10(2)) + 1   # str() fails past 4300
-        return f"{sign} integer of about {digits} digits"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -853,3 +853,302 @@ def test_edge_inputs_found_by_fuzzing_get_one_clear_error():
     w64 = AttentionWorkload(batch=1, heads=8, seqlen_q=1024, head_dim=64)
     assert predict(w64, gpu=sm90a, algorithm="flex").seconds == \
         predict(w64, gpu=h200, algorithm="flex").seconds
+
+
+# ------------------------------------------------------------------ a second fuzzing pass
+def test_serve_refuses_a_busy_port_and_a_bad_address_in_one_line(capsys):
+    """A port another server holds, an address that does not resolve or is not this
+    machine's, and an empty one printed tornado's OSError traceback."""
+    pytest.importorskip("panel")
+    import socket
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = str(busy.getsockname()[1])
+    try:
+        _one_line_exit_2(["serve", "--port", port], capsys, "port is in use",
+                         "choose another port")
+    finally:
+        busy.close()
+    for address, needle in (("nonexistent.invalid", "not a host name or IP address"),
+                            ("a" * 300, "not a host name or IP address"),
+                            ("", "address must be a host name or IP address")):
+        _one_line_exit_2(["serve", "--address", address, "--port", port], capsys, needle,
+                         "127.0.0.1")
+
+
+@pytest.mark.parametrize("out, needle", [("missing/ds", "folder '{tmp}/missing' does not "
+                                                        "exist"),
+                                         ("s.toml", "is a file, not a folder"),
+                                         ("/proc/ds", "cannot create a file in folder '/proc'")])
+def test_dask_out_folder_is_checked_before_any_cluster(out, needle, tmp_path, capsys,
+                                                       monkeypatch):
+    """``sweep --dask`` created missing parent folders (or died with a traceback in /proc)
+    after starting the cluster; it now checks --out as the local path does."""
+    from perfsim import distributed
+
+    if out.startswith("/proc") and not os.path.isdir("/proc/self"):
+        pytest.skip("needs Linux /proc")
+    cfg = tmp_path / "s.toml"
+    cfg.write_text("[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    monkeypatch.setattr(distributed, "_client", _must_not_run)
+    target = out if out.startswith("/") else str(tmp_path / out)
+    _one_line_exit_2(["sweep", str(cfg), "--dask", "local", "--out", target], capsys,
+                     needle.format(tmp=tmp_path))
+    assert not (tmp_path / "missing").exists()
+    pytest.importorskip("distributed")
+    with pytest.raises(PerfsimError, match=re.escape(needle.format(tmp=tmp_path))):
+        distributed.dask_sweep({"batch": 1, "heads": 1, "seqlen_q": 128, "head_dim": 64},
+                               target)
+
+
+def test_dask_workers_are_bounded_by_the_cores(tmp_path, capsys, monkeypatch):
+    """``--workers 1000000000`` asked the LocalCluster for a billion processes."""
+    from perfsim import distributed
+
+    cfg = tmp_path / "s.toml"
+    cfg.write_text("[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    monkeypatch.setattr(distributed, "_client", _must_not_run)
+    top = distributed.max_local_workers()
+    assert top == distributed.MAX_WORKERS_PER_CORE * (os.cpu_count() or 1)
+    for workers in (10**9, top + 1):
+        _one_line_exit_2(["sweep", str(cfg), "--dask", "local", "--workers", str(workers),
+                          "--out", str(tmp_path / "ds")], capsys, f"at most {top}", "per core")
+    pytest.importorskip("distributed")
+    for workers in (10**9, 0, 2.5, True):
+        with pytest.raises(PerfsimError, match=f"workers must be at least 1 and at most {top}"):
+            distributed.dask_sweep({"batch": 1, "heads": 1, "seqlen_q": 128, "head_dim": 64},
+                                   tmp_path / "ds", workers=workers)
+
+
+@pytest.mark.parametrize("argv", [["predict", *FLAGS, "--seqlen", "128", "--plot", ""],
+                                  ["predict", *FLAGS, "--seqlen", "128", "--plot= "],
+                                  ["sweep", "{cfg}", "--out", ""],
+                                  ["sweep", "{cfg}", "--plot="],
+                                  ["sweep", "{cfg}", "--dask", "local", "--out="]])
+def test_empty_output_paths_are_refused(argv, tmp_path, capsys, monkeypatch):
+    """``--out ""`` and ``--plot ""`` read as no output: the command ran and wrote nothing."""
+    import sys
+
+    cfg = tmp_path / "s.toml"
+    cfg.write_text("[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    monkeypatch.setattr("perfsim.cli.predict_cmd.predict", _must_not_run)
+    import perfsim.sweep  # noqa: F401 - the module whose sweep must not run
+
+    monkeypatch.setattr(sys.modules["perfsim.sweep"], "sweep", _must_not_run)
+    flag = "--plot" if any("--plot" in a for a in argv) else "--out"
+    _one_line_exit_2([a.format(cfg=cfg) for a in argv], capsys, f"argument {flag}: needs a path")
+
+
+def test_all_and_presets_are_taken_in_any_case(tmp_path, capsys):
+    """``-a FA2`` was taken and ``-a ALL`` refused as an unknown algorithm."""
+    for lower, other in (("all", "ALL"), ("presets", "Presets")):
+        assert main(["predict", *FLAGS, "--seqlen", "128", "-a", lower, "--json"]) == 0
+        want = capsys.readouterr().out
+        assert main(["predict", *FLAGS, "--seqlen", "128", "-a", other, "--json"]) == 0
+        assert capsys.readouterr().out == want and len(json.loads(want)) > 1
+    kw = dict(batch=1, heads=8, seqlen_q=1024, head_dim=64, gpus=["h100-sxm5"])
+    assert set(perfsim.sweep(**kw, algorithms="ALL")["algorithm"]) == set(
+        perfsim.sweep(**kw, algorithms="all")["algorithm"])
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('gpus = ["h100-sxm5"]\nalgorithms = "All"\n[workload]\nbatch = 1\n'
+                   "heads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    assert main(["sweep", str(cfg), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == len(perfsim.algorithms.names())
+
+
+def test_file_names_the_system_refuses_are_one_error(tmp_path, capsys, monkeypatch):
+    """A name longer than the file system allows raised OSError (File name too long) from
+    the config, the GPU profile, --out and --plot checks."""
+    monkeypatch.chdir(tmp_path)
+    long = "x" * 300
+    cfg = tmp_path / "s.toml"
+    cfg.write_text("[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    _one_line_exit_2(["sweep", f"{long}.toml"], capsys, "File name too long")
+    _one_line_exit_2(["sweep", str(cfg), "--out", f"{long}.csv"], capsys, "File name too long")
+    _one_line_exit_2(["sweep", str(cfg), "--out", f"{long[:250]}.csv"], capsys,
+                     "cannot create a file in folder '.' (File name too long)")
+    _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", "--plot", f"{long}.png"], capsys,
+                     "File name too long")
+    _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", "--gpu", long], capsys,
+                     "unknown GPU")
+    _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", "--gpu", f"{long}.toml"], capsys,
+                     "does not exist")
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("tensor_efficiency", 5e-324, "from 0.01 to 1, got 5e-324"),
+    ("tensor_efficiency", 1e-300, "from 0.01 to 1"),
+    ("hbm_efficiency", 5e-324, "from 0.01 to 1"),
+    ("launch_overhead_s", 1e308, "from 0 to 1 s, got 1e+308"),
+    ("cta_overhead_s", 1e308, "from 0 to 1 s"),
+    ("host_floor_fwd_s", 1e308, "from 0 to 1 s"),
+    ("host_floor_bwd_s", 2.0, "from 0 to 1 s"),
+    ("host_floor_fwd_unmasked_s", 1e308, "from 0 to 1 s"),
+    ("host_floor_fwd_paged_extra_s", 1e308, "from 0 to 1 s"),
+    ("launch_overhead_s", 10**400, "integer too large for a float"),
+    ("clock", 10**5000, "an integer of about 5001 digits")],
+    ids=lambda v: "huge" if isinstance(v, int) and v > 10**100 else None)
+def test_timing_params_refuse_values_that_overflow_predictions(field, value, needle):
+    """A denormal efficiency or an overhead of 1e308 s gave inf, 1e294 s or a silently
+    unchanged time; a huge integer raised OverflowError."""
+    with pytest.raises(PerfsimError, match=re.escape(f"TimingParams.{field}: ") + ".*"
+                       + re.escape(needle)):
+        TimingParams(**{field: value})
+
+
+def test_timing_params_at_their_bounds_predict_finite_times():
+    w = AttentionWorkload(batch=2, heads=8, seqlen_q=1024, head_dim=64, phase="fwd_bwd")
+    params = perfsim.timing_for("h100-sxm5", "fa2", tensor_efficiency=0.01,
+                                hbm_efficiency=0.01, launch_overhead_s=1.0, cta_overhead_s=1.0,
+                                host_floor_fwd_s=1.0, host_floor_bwd_s=1.0)
+    p = predict(w, "h100-sxm5", "fa2", timing=params)
+    assert math.isfinite(p.seconds) and 2.0 <= p.seconds < 100 and math.isfinite(p.tflops)
+
+
+@pytest.mark.parametrize("field", ["softcap", "dropout_p"])
+@pytest.mark.parametrize("make", [lambda: 10**400, lambda: -10**400, lambda: 10**5000],
+                         ids=["1e400", "-1e400", "1e5000"])
+def test_huge_integers_for_float_fields_are_one_error(field, make):
+    """``softcap=10**400`` raised OverflowError (int too large to convert to float)."""
+    with pytest.raises(PerfsimError, match=f"AttentionWorkload.{field}: must be a finite "
+                       "number .got a.* integer of about"):
+        AttentionWorkload(batch=1, heads=1, seqlen_q=8, head_dim=64, **{field: make()})
+
+
+_WORKLOAD = AttentionWorkload(batch=1, heads=8, seqlen_q=1024, head_dim=64)
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda S: S.compute_bound_seqlen("fa2", "h100-sxm5", batch=1, heads=1, head_dim=64,
+                                      dtype=["bf16"]), "dtype ['bf16'] is not one of"),
+    (lambda S: S.compute_bound_seqlen("fa2", "h100-sxm5", batch=1, heads=1, head_dim=64,
+                                      causal="yes"), "causal must be True or False"),
+    (lambda S: S.compute_bound_seqlen("fa2", "h100-sxm5", batch=1, heads=1, head_dim=64,
+                                      max_seqlen=10**400), "max_seqlen must be a positive "
+     "integer up to 2**45, got an integer of about 401 digits"),
+    (lambda S: S.compute_bound_seqlen("fa2", "h100-sxm5", batch=S.B, heads=1, head_dim=64),
+     "batch must be a positive integer up to 2**45, got B"),
+    (lambda S: S.compute_bound_seqlen("fa2", "x" * 300, batch=1, heads=1, head_dim=64),
+     "unknown GPU"),
+    (lambda S: S.sram_crossover("h100-sxm5", batch=1, heads=1, seqlen=1024, head_dim=10**400),
+     "head_dim must be a positive integer up to 2**45"),
+    (lambda S: S.counts("fa2", phase={}), "phase {} is not one of"),
+    (lambda S: S.counts("fa2", dropout_p="x"), "dropout_p must be a probability in [0, 1)"),
+    (lambda S: S.counts("fa2", dropout_p=2.0), "dropout_p must be a probability in [0, 1)"),
+    (lambda S: S.counts("fa2", window=5), "window must be a (left, right) pair"),
+    (lambda S: S.counts("fa2", window=(1, 2, 3)), "window must be a (left, right) pair"),
+    (lambda S: S.counts("fa2", window=(0.5, 0)), "window sides must be None, an integer"),
+    (lambda S: S.counts("fa2", options=[1]), "options must be a dict"),
+    (lambda S: S.counts("fa2", keep_l2="no"), "keep_l2 must be True or False"),
+    (lambda S: S.unit_seconds("fa2", io_model=None), "io_model must be True or False"),
+    (lambda S: S.evaluator(1 / S.N_q)(N_q=0), "N_q must be > 0"),
+    (lambda S: S.evaluator(S.N_q * 2)(N_q="x"), "N_q must be a finite number"),
+    (lambda S: S.evaluator(S.N_q * 2)(N_q=10**400), "N_q must be a finite number"),
+    (lambda S: S.evaluator(S.N_q * S.d)(N_q=1e300, d=1e300), "not a finite float64"),
+    (lambda S: S.smooth(None), "smooth: expects a sympy expression"),
+    (lambda S: S.smooth("x+"), "smooth: expects a sympy expression"),
+    (lambda S: S.window_pairs(None), "seqlen must be a positive integer"),
+    (lambda S: S.window_pairs(128, True), "window must be an integer from 0"),
+    (lambda S: S.decode_kv_bytes("fp64"), "kv_dtype 'fp64' is not one of"),
+    (lambda S: S.mufu_crossover(_WORKLOAD, "b200", "fa4", rel="x"), "rel must be a finite"),
+])
+def test_closed_forms_refuse_bad_arguments_found_by_fuzzing(call, needle):
+    """perfsim.symbolic raised TypeError, KeyError, ValueError, OverflowError, OSError or
+    ZeroDivisionError for these, or read ``causal="yes"`` and ``dropout_p=2`` silently."""
+    from perfsim import symbolic
+
+    with pytest.raises(PerfsimError, match=re.escape(needle)):
+        call(symbolic)
+
+
+@pytest.fixture
+def predict_calls(monkeypatch):
+    """The predictions perfsim.symbolic makes, counted; past 200 the test fails (a
+    bisection that never ends fails instead of hanging)."""
+    from perfsim import symbolic
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 200:
+            raise AssertionError("the bisection did not stop")
+        return predict(*args, **kwargs)
+
+    monkeypatch.setattr(symbolic, "predict", counted)
+    return calls
+
+
+@pytest.mark.parametrize("rel", [0, -1e-6, float("nan"), float("inf"), True])
+def test_mufu_crossover_refuses_a_tolerance_it_cannot_reach(rel, predict_calls):
+    """``rel=0`` bisected forever (the interval stops shrinking at float64's resolution)."""
+    from perfsim import symbolic
+
+    w = AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+    with pytest.raises(PerfsimError, match="rel must be a finite number > 0"):
+        symbolic.mufu_crossover(w, "b200", "fa4", rel=rel)
+
+
+def test_mufu_crossover_bisection_is_bounded(predict_calls):
+    """The smallest positive tolerance ends at float64's resolution, within the step bound,
+    at the crossover the default tolerance finds."""
+    from perfsim import symbolic
+
+    w = AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+    rate = symbolic.mufu_crossover(w, "b200", "fa4", rel=5e-324)
+    assert len(predict_calls) <= symbolic.MUFU_BISECTION_STEPS + 50
+    assert rate == pytest.approx(symbolic.mufu_crossover(w, "b200", "fa4"), rel=1e-5)
+
+
+@pytest.mark.parametrize("field, values, shown", [
+    ("batch", [1, 1], "1"), ("seqlen_q", [1024, 2048, 1024], "1024"),
+    ("heads", [8, 8], "8"), ("kv_heads", [1, 1], "1"), ("kv_heads", [None, "none"], "None"),
+    ("seqlen_k", [512, 512], "512"), ("head_dim", [64, 64], "64"),
+    ("head_dim_v", [64, 64], "64"), ("causal", [True, True], "True"),
+    ("dtype", ["bf16", "bf16"], "'bf16'"), ("phase", ["fwd", "fwd"], "'fwd'"),
+    ("dropout_p", [0.0, 0], "0"), ("softcap", [0, 0.0], "0.0"),
+    ("window", [[1, 2], "1,2"], "(1, 2)"), ("kv_dtype", ["bf16", "bf16"], "'bf16'"),
+    ("page_size", [16, 16], "16"), ("page_size", [None, 0], "None")])
+def test_sweep_refuses_a_value_given_twice_in_one_list(field, values, shown):
+    """``seqlen_q = [1024, 1024]`` gave two rows no column told apart (as a GPU or an
+    algorithm given twice did, which was already refused)."""
+    kw = dict(batch=1, heads=8, seqlen_q=1024, head_dim=64, gpus=["h100-sxm5"],
+              algorithms=["fa2"])
+    with pytest.raises(PerfsimError, match=re.escape(f"sweep: {field}: {shown} given more "
+                                                     "than once")):
+        perfsim.sweep(**{**kw, field: values})
+
+
+def test_sweep_config_and_overrides_refuse_a_value_given_twice(tmp_path, capsys):
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2"]\n[workload]\nbatch = 1\n'
+                   "heads = 1\nseqlen_q = [1024, 1024]\nhead_dim = 64\n")
+    _one_line_exit_2(["sweep", str(cfg)], capsys, f"{cfg}: seqlen_q: 1024 given more than "
+                     "once: its rows could not be told apart; give each once")
+    kw = dict(batch=1, heads=8, seqlen_q=1024, head_dim=64, gpus=["h100-sxm5"],
+              algorithms=["fa2"])
+    for overrides, shown in (({"sm_count": [100, 132, 100]}, "sm_count=100"),
+                             ({"sm_count": {"scale": [1, 1.0]}}, "sm_count×1")):
+        with pytest.raises(PerfsimError, match=re.escape(f"GPU override 'sm_count': {shown} "
+                                                         "given more than once")):
+            perfsim.sweep(**kw, overrides=overrides)
+    assert len(perfsim.sweep(**kw, seqlen_k=[None, 1024], overrides={"sm_count": [100, 132]})
+               ) == 2           # a pair None/1024 makes is kept once, as documented
+
+
+def test_gpu_replace_with_the_same_values_is_no_what_if_and_chains_stay_readable():
+    """``replace(sm_count=<its own>)`` relabelled the GPU a what-if, and each chained
+    replace added a ``*`` and another "(what-if: ...)" to the name."""
+    h100 = load_gpu("h100-sxm5")
+    same = h100.replace(sm_count=h100.sm_count, power=h100.power,
+                        tensor_flops_per_clk_per_sm=dict(h100.tensor_flops_per_clk_per_sm))
+    assert same == h100 and same.id == "h100-sxm5"
+    chained = h100.replace(sm_count=100).replace(sm_count=120).replace(clock_hz=1.5e9)
+    assert chained.id == "h100-sxm5*"
+    assert chained.name == "NVIDIA H100 SXM5 80GB (what-if: clock_hz, sm_count)"
+    assert chained.sm_count == 120 and chained.clock_hz == 1.5e9
+    once = h100.replace(sm_count=100)
+    assert once.replace(sm_count=100) == once
+    assert h100.replace(id="mine").replace(sm_count=1).id == "mine*"

@@ -67,6 +67,14 @@ def float_arg(text: str) -> float:
     return float(text)
 
 
+def path_arg(text: str) -> str:
+    """An output path (``--out``, ``--plot``): not empty or blank, which read as "no output"
+    and silently wrote nothing."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"needs a path (a file name), got {text!r}")
+    return text
+
+
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     """The ``AttentionWorkload`` fields as options (shared by predict and validate)."""
     from perfsim.workload import PHASES

@@ -12,6 +12,7 @@ from perfsim.cli.common import (
     _algorithm_from_args,
     _clock_arg,
     add_workload_arguments,
+    path_arg,
     print_table,
     si,
     workload_from_args,
@@ -32,8 +33,9 @@ def _cmd_predict(args) -> int:
     gpu = load_gpu(args.gpu)
     from perfsim.implementations import implementations
 
+    # "all" and "presets" in any case, as algorithm names are taken
     names = {"all": algorithms.names(), "presets": implementations()}.get(
-        args.algorithm, [args.algorithm])
+        args.algorithm.lower(), [args.algorithm])
     if len(names) > 1 and args.set:
         raise PerfsimError(f"--set applies to one algorithm, not to --algorithm {args.algorithm}")
     results = []
@@ -156,8 +158,8 @@ def register(sub) -> None:
                    help="algorithm option, e.g. --set block_m=64 (repeatable)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--explain", action="store_true", help="say in words what binds and why")
-    p.add_argument("--plot", metavar="FILE", help="write a figure (PNG/SVG/PDF): see "
-                   "--plot-kind")
+    p.add_argument("--plot", metavar="FILE", type=path_arg,
+                   help="write a figure (PNG/SVG/PDF): see --plot-kind")
     p.add_argument("--plot-kind", choices=("time", "roofline"), default="time",
                    help="time: a bar of the time per kernel, each kernel coloured by the unit "
                    "that binds it; roofline: each kernel on the hierarchical roofline, placed "

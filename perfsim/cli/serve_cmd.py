@@ -6,10 +6,11 @@ from perfsim.errors import PerfsimError
 
 
 def _cmd_serve(args) -> int:
-    from perfsim.serve import serve
+    from perfsim.serve import check_address, serve
 
     if not 1 <= args.port <= 65535:
         raise PerfsimError(f"--port must be 1-65535, got {args.port}")
+    check_address(args.address, args.port)    # before the banner: a busy port is one line
     print(f"perfsim explorer at http://{args.address}:{args.port}/ (Ctrl-C stops it)",
           flush=True)
     serve(port=args.port, address=args.address, show=args.show)

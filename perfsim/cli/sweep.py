@@ -32,12 +32,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from perfsim import algorithms
-from perfsim.cli.common import _clock_arg, print_table
+from perfsim.cli.common import _clock_arg, path_arg, print_table
 from perfsim.errors import PerfsimError
 from perfsim.files import (
     FIGURE_EXTENSIONS,
     atomic_write,
     check_output,
+    check_output_folder,
     read_text,
     save_figure,
 )
@@ -104,7 +105,7 @@ def load_sweep_config(path: str | Path) -> dict:
         raise PerfsimError(f"{path}: [workload] needs {', '.join(missing)}")
     kwargs = dict(workload, gpus=data.get("gpus"), overrides=data.get("overrides"))
     names = data.get("algorithms")
-    if names in ("all", "presets"):
+    if isinstance(names, str) and names.lower() in ("all", "presets"):
         # every algorithm / every implementation preset, as `perfsim predict --algorithm`
         # and perfsim.sweep take them
         kwargs["algorithms"] = names
@@ -155,12 +156,12 @@ def register_sweep(subparsers) -> None:
         description="Predict every combination in a TOML config (see docs/sweeps.md); one "
         "row per combination, infeasible ones marked with their reason.")
     p.add_argument("config", help="TOML file: [workload] lists, gpus, algorithms, [overrides]")
-    p.add_argument("--out", metavar="FILE", help="write the rows to this file: .csv, or "
-                   ".parquet (needs pyarrow); written to a temporary file and renamed, so an "
-                   "interrupted sweep never leaves a partial file or loses the previous one "
-                   "(after SIGKILL, which cannot be caught, a hidden .FILE.*.tmp may remain "
-                   "beside it: delete it)")
-    p.add_argument("--plot", metavar="FILE", help="write a figure (PNG/SVG/PDF)")
+    p.add_argument("--out", metavar="FILE", type=path_arg,
+                   help="write the rows to this file: .csv, or .parquet (needs pyarrow); "
+                   "written to a temporary file and renamed, so an interrupted sweep never "
+                   "leaves a partial file or loses the previous one (after SIGKILL, which "
+                   "cannot be caught, a hidden .FILE.*.tmp may remain beside it: delete it)")
+    p.add_argument("--plot", metavar="FILE", type=path_arg, help="write a figure (PNG/SVG/PDF)")
     p.add_argument("--plot-kind", choices=PLOTS, default="tflops",
                    help="tflops: TFLOP/s vs sequence length per algorithm; bottleneck: the "
                    "unit that binds on sequence length x head_dim (seqlen_k where only it "
@@ -172,7 +173,7 @@ def register_sweep(subparsers) -> None:
                    "Parquet dataset, resumed when run again (perfsim.distributed; needs "
                    "perfsim[dask])")
     p.add_argument("--workers", type=int, metavar="N", help="with --dask local: worker "
-                   "processes (default: the cores of this machine)")
+                   "processes (default: the cores of this machine; at most 4 per core)")
     p.add_argument("--rows-per-partition", type=int, metavar="N",
                    help="with --dask: rows per partition (default 50,000)")
     p.add_argument("--stream", action="store_true", help="evaluate and write the rows block "
@@ -385,7 +386,7 @@ def write_frames(frames, path: str | Path, progress=None) -> Path:
 def _cmd_dask_sweep(args, kwargs) -> int:
     """``perfsim sweep CONFIG --dask SCHEDULER --out DIR``: a partitioned Parquet dataset."""
 
-    from perfsim.distributed import ROWS_PER_PARTITION, dask_sweep
+    from perfsim.distributed import ROWS_PER_PARTITION, check_workers, dask_sweep
 
     if not args.out:
         raise PerfsimError("--dask needs --out DIR: the folder that receives the Parquet "
@@ -395,12 +396,14 @@ def _cmd_dask_sweep(args, kwargs) -> int:
                            "perfsim.distributed.read_dataset(DIR) to plot or print it")
     if args.workers is not None and (args.workers < 1 or args.dask != "local"):
         raise PerfsimError("--workers must be at least 1 and goes with --dask local")
+    check_workers(args.workers, "--workers")
     size = ROWS_PER_PARTITION if args.rows_per_partition is None else args.rows_per_partition
     if size < 1:
         raise PerfsimError(f"--rows-per-partition must be at least 1, got {size}")
     if args.out.lower().endswith(".csv"):
         raise PerfsimError(f"--out {args.out}: with --dask the rows go to a folder of Parquet "
                            "files; give a folder name (e.g. rows/ or rows.parquet)")
+    check_output_folder(args.out, "--out")      # before the work, as a file --out is checked
     start = time.perf_counter()
     with _progress_bars(args) as track:
         out = dask_sweep(kwargs, args.out, args.dask, args.workers, size, track("partitions"))
