@@ -899,6 +899,16 @@ def _no_dropout(dims) -> None:
                               "has none)")
 
 
+def _cute_limits(dims) -> None:
+    """flash_attn.cute (flash-attn 4) has no dropout on any architecture: its
+    ``flash_attn_func`` takes no ``dropout_p`` (``flash_attn/cute/interface.py``). The ``fa4``
+    algorithm keeps dropout as a what-if (flash-attn 2's draw, ASSUMED)."""
+    if dims.dropout_p:
+        raise InfeasibleError("flash_attn.cute has no dropout (its flash_attn_func takes no "
+                              "dropout_p, on Hopper or Blackwell); algorithm fa4 models one "
+                              "as a what-if")
+
+
 def _lacks(dims, name: str, *features: str) -> None:
     """Raise InfeasibleError for the first of ``features`` the workload uses: ``window``,
     ``softcap``, ``paged``, ``kv_dtype`` (a K/V dtype of its own), ``gqa``, ``dropout``."""
@@ -1136,7 +1146,7 @@ IMPLEMENTATIONS: dict[str, tuple] = {
     "flash-attn-3": (_flash_attn_3, "flash_attn_interface.flash_attn_func (v3, Hopper)", {},
                      _no_dropout),
     "flash-attn-cute": (_cute, "flash_attn.cute.flash_attn_func (flash-attn 4)",
-                        {"software": "flash-attn-cute"}),
+                        {"software": "flash-attn-cute"}, _cute_limits),
     "triton-tutorial": (_triton_tutorial, "Triton tutorial 06-fused-attention",
                         {"software": "triton-tutorial"}, _tutorial_limits),
 }

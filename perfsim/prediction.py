@@ -31,7 +31,7 @@ from perfsim.workload import AttentionWorkload
 
 UNIT_WORDS = {
     "tensor": "tensor cores (matmul)",
-    "fp32": "FP32/FMA pipes (non-matmul math)",
+    "fp32": "CUDA-core pipes (FMA and ALU: non-matmul math)",
     "mufu": "the exp unit (MUFU)",
     "smem": "shared-memory bandwidth",
     "hbm": "HBM bandwidth",
@@ -723,10 +723,13 @@ class Prediction:
                 else:
                     top = max(station, key=lambda u: heavy.unit_seconds[u])
                     parts.append(f"{'/'.join(station)} {_ms(max(times))} ({top})")
+            pace = ("with one in flight nothing overlaps: its time is the two stations' "
+                    "sum, and the unit named as binding is that sum's largest term" if
+                    np.ndim(tiles) == 0 and tiles == 1 else
+                    "both stations set its pace, the slower one most")
             lines.append(f"{heavy.cost.name} is a closed cycle of two stations, "
                          f"{' and '.join(parts)}, with {float(tiles):g} in flight (tiles, or "
-                         "CTAs times operand slices for mma.sync kernels): both stations set "
-                         "its pace, the slower one most.")
+                         f"CTAs times operand slices for mma.sync kernels): {pace}.")
         edges_line = self._edges_line(heavy)
         if edges_line:
             lines.append(edges_line)

@@ -141,7 +141,10 @@ class AttentionWorkload(BaseModel):
         dtype: element type of Q, K, V, O: fp32, tf32 (fp32 storage, TF32 matmuls), fp16,
             bf16, fp8_e4m3.
         phase: ``fwd``, ``bwd`` (backward alone, forward outputs given) or ``fwd_bwd``.
-        dropout_p: attention dropout probability in [0, 1).
+        dropout_p: attention dropout probability in [0, 1). Each algorithm charges its
+            reference kernel's random draws (``softmax_costs.DROPOUT_INSTRUCTIONS``) or refuses
+            it; dropout can also change the launch (flash-attn 2 narrows its key tile and
+            never splits K/V with dropout), so a call with dropout is not always slower.
         window: ``(left, right)`` sliding window: query ``i`` sees keys
             ``[i + off − left, i + off + right]`` with ``off = N_k − N_q`` (the mask is
             aligned bottom-right, the FlashAttention ≥ 2.1 convention, also for ``N_q < N_k``);

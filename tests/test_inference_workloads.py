@@ -415,3 +415,17 @@ def test_cudnn_backward_of_one_query_token_runs_the_training_kernels(phase):
                               head_dim=64, phase=phase, gpus="h100-sxm5",
                               algorithms="sdpa-cudnn")
         assert float(swept["seconds"].iloc[0]) == pytest.approx(one.seconds, rel=1e-9)
+
+
+@pytest.mark.parametrize("gpu", ["h100-sxm5", "b200"])
+def test_flash_attn_cute_refuses_dropout_on_every_architecture(gpu):
+    """flash_attn.cute's flash_attn_func takes no dropout_p (flash-attn 4, Hopper and
+    Blackwell); the fa4 algorithm keeps dropout as a what-if (a fresh user's review: the
+    preset accepted it on Blackwell and cited FlashAttention-3's code on Hopper)."""
+    w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=1024, head_dim=128, dropout_p=0.1)
+    with pytest.raises(perfsim.InfeasibleError, match="flash_attn.cute has no dropout"):
+        perfsim.predict(w, gpu, "flash-attn-cute")
+    if gpu == "b200":
+        big = w.replace(batch=8, heads=16, seqlen_q=4096, seqlen_k=4096)
+        assert perfsim.predict(big, gpu, "fa4").seconds > perfsim.predict(
+            big.replace(dropout_p=0.0), gpu, "fa4").seconds

@@ -143,9 +143,15 @@ class FA3(FusedAttention):
         tensor_family: ``wgmma``.
         num_splits, pack_gqa: as ``FusedAttention``, with flash-attn 3's rules for ``"auto"``
             (``hopper/heuristics.h``, ``perfsim.algorithms.splits``).
-
-    No dropout: the reference has none (flash-attn issue #1251), so a workload with
-    ``dropout_p > 0`` raises ``InfeasibleError``.
+        dropout_supported: the kernel this configuration stands for has dropout (cuDNN's, in
+            the ``sdpa-cudnn`` preset), charged from its instruction census
+            (``softmax_costs.DROPOUT_INSTRUCTIONS`` for its ``address_arithmetic``). Default
+            ``False``: the reference has none (flash-attn issue #1251), so a workload with
+            ``dropout_p > 0`` raises ``InfeasibleError``.
+        serial_stations: nothing overlaps — the MMA and softmax stations run with one tile
+            in flight and the softmax station's MUFU and FP32 work in turn, forward and
+            backward (the ``sdpa-cudnn`` preset sets it for calls with dropout, from Nsight
+            Compute's pipe busy times on the H200). Default ``False``.
     """
 
     name: ClassVar[str] = "fa3"
@@ -250,8 +256,9 @@ class FA3(FusedAttention):
                 and bf16 only).
         """
         if dims.dropout_p and not self.dropout_supported:
-            raise InfeasibleError(f"{self.name} has no dropout (FlashAttention-3's hopper/ "
-                                  "kernels have none, flash-attn issue #1251)")
+            raise InfeasibleError(f"{self.name} with dropout_supported=False has no dropout "
+                                  "(FlashAttention-3's hopper/ kernels have none, flash-attn "
+                                  "issue #1251)")
         check_training_inputs(dims, self.name, "flash-attn 3's mha_bwd, hopper/flash_api.cpp, "
                               "and flash_attn.cute's _flash_attn_bwd: fp16/bf16 inputs of one "
                               "dtype, no page table")
