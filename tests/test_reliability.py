@@ -1152,3 +1152,53 @@ def test_gpu_replace_with_the_same_values_is_no_what_if_and_chains_stay_readable
     once = h100.replace(sm_count=100)
     assert once.replace(sm_count=100) == once
     assert h100.replace(id="mine").replace(sm_count=1).id == "mine*"
+
+
+# ------------------------------------------------------------------ a third fuzzing pass
+@pytest.mark.parametrize("address", ["::1", "::", "[::1]", "fe80::1%lo"])
+def test_serve_refuses_an_ipv6_address_in_one_line(address, capsys, monkeypatch):
+    """``--address ::1`` passed the listen check and died in Bokeh with a traceback
+    (``Invalid host value: ::1:5098``): its websocket origins are ``HOST:PORT`` and take no
+    IPv6 literal."""
+    pytest.importorskip("panel")
+    from perfsim import serve
+
+    monkeypatch.setattr(serve, "serve", _must_not_run)
+    _one_line_exit_2(["serve", "--address", address, "--port", "5098"], capsys,
+                     f"address {address!r} is an IPv6 address", "127.0.0.1")
+    with pytest.raises(PerfsimError, match="IPv6 address"):
+        serve.check_address(address, 5098)
+
+
+def test_a_set_option_given_twice_is_refused(capsys, monkeypatch):
+    """``--set block_m=64 --set block_m=128`` kept the last value silently."""
+    monkeypatch.setattr("perfsim.cli.predict_cmd.predict", _must_not_run)
+    for algorithm in ("fa2", "flash-attn-2"):
+        _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", "-a", algorithm, "--set",
+                          "block_m=64", "--set", "block_m=128"], capsys,
+                         "--set block_m given more than once")
+
+
+@pytest.mark.parametrize("dask", ["--dask=", "--dask= "])
+def test_an_empty_dask_scheduler_is_refused(dask, tmp_path, capsys, monkeypatch):
+    """``--dask ""`` read as no --dask: the sweep ran locally and failed on the dataset
+    folder as a file name ("unknown extension '(none)'")."""
+    import sys
+
+    import perfsim.sweep  # noqa: F401 - the module whose sweep must not run
+
+    cfg = tmp_path / "s.toml"
+    cfg.write_text("[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    monkeypatch.setattr(sys.modules["perfsim.sweep"], "sweep", _must_not_run)
+    _one_line_exit_2(["sweep", str(cfg), dask, "--out", str(tmp_path / "d1")], capsys,
+                     "argument --dask: needs a scheduler address (tcp://HOST:8786) or 'local'")
+
+
+def test_a_boolean_option_says_true_or_false(capsys):
+    """``--set serial_stations=1`` said "Input should be a valid boolean (got 1)"."""
+    for algorithm in ("fa3", "flash-attn-3"):
+        _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", "-a", algorithm, "--gpu",
+                          "h100-sxm5", "--set", "serial_stations=1"], capsys,
+                         "fa3 option serial_stations: must be true or false (got 1)")
+    with pytest.raises(PerfsimError, match=re.escape("must be true or false (got 'yes')")):
+        perfsim.algorithms.FA3(serial_stations="yes")
