@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from perfsim.errors import InfeasibleError, PerfsimError
+from perfsim.errors import InfeasibleError, PerfsimError, short_repr
 
 Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8_e4m3"]
 DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
@@ -324,8 +324,9 @@ class GPUSpec(BaseModel):
         perfsim.PerfsimError: on construction or :meth:`replace` with a non-positive rate, a
             value outside its plausible range or not finite (:data:`FIELD_RANGES`, the unit
             is in the message), ``max_clock_hz < clock_hz``, an unknown dtype key, a
-            per-block shared-memory size above the per-SM size, or a
-            ``native_tensor_family`` that the feature flags do not provide.
+            per-block shared-memory size above the per-SM size, a ``native_tensor_family``
+            that the feature flags do not provide, or an ``id`` that is empty or holds
+            whitespace or control characters.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -480,6 +481,15 @@ class GPUSpec(BaseModel):
             return {k: strict_number(v, allowed, label=f"{info.field_name}[{k}] ")
                     for k, v in value.items()}
         return strict_number(value, allowed, integer=annotation is int)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        """One printable word: the id is a table cell and a sweep's gpu column."""
+        if not value or not value.isprintable() or any(c.isspace() for c in value):
+            raise ValueError(f"must be a non-empty id without spaces or control characters, "
+                             f"e.g. 'h100-sxm5' or 'b300-like', got {short_repr(value)}")
+        return value
 
     @field_validator("compute_capability")
     @classmethod

@@ -1202,3 +1202,36 @@ def test_a_boolean_option_says_true_or_false(capsys):
                          "fa3 option serial_stations: must be true or false (got 1)")
     with pytest.raises(PerfsimError, match=re.escape("must be true or false (got 'yes')")):
         perfsim.algorithms.FA3(serial_stations="yes")
+
+
+def test_sweep_override_refuses_one_number_written_twice(tmp_path, capsys):
+    """``clock_hz = [1.5e9, 1500000000]`` gave two identical rows (the labels differed:
+    ``=1500000000.0`` and ``=1500000000``)."""
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2"]\n[workload]\nbatch = 1\n'
+                   "heads = 1\nseqlen_q = 128\nhead_dim = 64\n[overrides]\n"
+                   "clock_hz = [1.5e9, 1500000000]\n")
+    _one_line_exit_2(["sweep", str(cfg)], capsys, "GPU override 'clock_hz': clock_hz="
+                     "1500000000 given more than once")
+    kw = dict(batch=1, heads=8, seqlen_q=1024, head_dim=64, gpus=["h100-sxm5"],
+              algorithms=["fa2"])
+    with pytest.raises(PerfsimError, match="given more than once"):
+        perfsim.sweep(**kw, overrides={"tensor_flops_per_clk_per_sm.bf16": [1024, 1024.0]})
+    assert len(perfsim.sweep(**kw, overrides={"clock_hz": [1.5e9, 1.6e9]})) == 2
+
+
+@pytest.mark.parametrize("gpu_id", ["", "   ", "a\nb", "a b", "tab\there", "nul\x00"])
+def test_gpu_ids_are_one_printable_word(gpu_id):
+    """``replace(id="")`` or ``id="a\\nb"`` was taken, and a sweep wrote a blank or broken
+    gpu cell; construction and a profile file refuse them too."""
+    from pydantic import ValidationError
+
+    from perfsim.gpu import GPUSpec
+
+    h100 = load_gpu("h100-sxm5")
+    with pytest.raises(PerfsimError, match=r"h100-sxm5\.replace\(\): id: must be a non-empty "
+                       "id without spaces or control characters"):
+        h100.replace(id=gpu_id)
+    with pytest.raises(ValidationError, match="must be a non-empty id"):
+        GPUSpec(**{**h100.model_dump(), "id": gpu_id})
+    assert h100.replace(id="b300-like*").id == "b300-like*"
