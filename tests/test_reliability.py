@@ -1235,3 +1235,46 @@ def test_gpu_ids_are_one_printable_word(gpu_id):
     with pytest.raises(ValidationError, match="must be a non-empty id"):
         GPUSpec(**{**h100.model_dump(), "id": gpu_id})
     assert h100.replace(id="b300-like*").id == "b300-like*"
+
+
+@pytest.mark.parametrize("rel", [1, 1.0, 2.5, 10**400, 1e300],
+                         ids=["1", "1.0", "2.5", "1e400", "1e300"])
+def test_mufu_crossover_refuses_a_tolerance_of_one_or_more(rel, predict_calls):
+    """``rel=10**400`` passed ``0 < rel < inf`` (an integer past float's range compares
+    fine); a relative tolerance of 1 or more says nothing about the rate."""
+    from perfsim import symbolic
+
+    with pytest.raises(PerfsimError, match=re.escape("rel must be a finite number > 0 and < 1")):
+        symbolic.mufu_crossover(W, "b200", "fa4", rel=rel)
+    assert not predict_calls
+
+
+@pytest.mark.parametrize("options, needle", [
+    ({"block_m": -1}, "fa2 option block_m: Input should be a multiple of 16 (got -1)"),
+    ({"block_m": 0}, "fa2 option block_m: Input should be greater than or equal to 16"),
+    ({"block_m": 10**400}, "fa2 option block_m: must be at most 2**45 (as the sizes), got an "
+     "integer of about 401 digits"),
+    ({"nope": 1}, "fa2 has no option nope; options: block_m, block_n,"),
+    ({"warps": 3}, "fa2 option warps:"),
+    ({"dq_recompute": 1}, "fa2 option dq_recompute: must be true or false (got 1)")])
+def test_closed_form_options_are_checked_as_the_algorithm_checks_them(options, needle):
+    """``counts(options=...)`` built the config unchecked (``model_construct``): block_m -1
+    gave negative shared-memory bytes, 0 fell back to 128 silently (``FA2(block_m=0)`` is
+    refused), 10**400 and unknown names were taken."""
+    from perfsim import symbolic
+
+    with pytest.raises(PerfsimError, match=re.escape(needle)):
+        symbolic.counts("fa2", options=options)
+
+
+def test_closed_form_options_keep_symbols_and_numbers_of_any_kind():
+    import numpy as np
+    import sympy
+
+    from perfsim import symbolic
+
+    want = symbolic.counts("fa2", options={"block_m": 64})["smem_bytes"]
+    for value in (np.int64(64), sympy.Integer(64)):
+        assert symbolic.counts("fa2", options={"block_m": value})["smem_bytes"] == want
+    free = symbolic.counts("fa2", options={"block_m": 2 * symbolic.B_r})["smem_bytes"]
+    assert free.subs(symbolic.B_r, 32) == want
