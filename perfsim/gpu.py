@@ -659,6 +659,20 @@ class GPUSpec(BaseModel):
             data["name"] = f"{base} (what-if: {', '.join(changed)})"
         return _validate_spec(data, where=f"{self.id}.replace()")
 
+    def model_copy(self, *, update=None, deep: bool = False) -> GPUSpec:
+        """pydantic's ``model_copy``, with ``update`` validated as :meth:`replace` validates
+        it (pydantic's sets the values unchecked: a negative HBM bandwidth reached the timing
+        model); unlike :meth:`replace`, the copy keeps its id and name.
+
+        Raises:
+            perfsim.PerfsimError: an unknown field name or a value that fails validation.
+        """
+        if not update:
+            return super().model_copy(deep=deep)
+        data = self.model_dump()
+        data.update({k: _dumped(v) for k, v in update.items()})
+        return _validate_spec(data, where=f"{self.id}.model_copy()")
+
 
 def compute_capability_numbers(text: str) -> tuple[int, int]:
     """``(major, minor)`` of a compute capability such as ``"9.0"`` or ``"9.0a"`` (the

@@ -58,6 +58,7 @@ from dataclasses import replace
 
 import numpy as np
 import sympy
+from pydantic import BaseModel
 
 from perfsim import algorithms as algos
 from perfsim.errors import PerfsimError
@@ -281,7 +282,8 @@ def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, 
     for i, opts in enumerate(tries):
         config = type(algo).model_construct(**{**algo.model_dump(), **opts})
         try:
-            kernels = config.kernels(dims, spec.model_copy(update={"l2_bytes": L_2}))
+            # pydantic's unchecked copy: the L2 size is a symbol, no number GPUSpec takes
+            kernels = config.kernels(dims, BaseModel.model_copy(spec, update={"l2_bytes": L_2}))
             memory = sympy.sympify(config.memory_bytes(dims, spec))
         except TypeError as exc:   # the code branched on a symbol
             if i + 1 < len(tries):

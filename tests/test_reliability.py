@@ -1278,3 +1278,37 @@ def test_closed_form_options_keep_symbols_and_numbers_of_any_kind():
         assert symbolic.counts("fa2", options={"block_m": value})["smem_bytes"] == want
     free = symbolic.counts("fa2", options={"block_m": 2 * symbolic.B_r})["smem_bytes"]
     assert free.subs(symbolic.B_r, 32) == want
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda t, g: t.model_copy(update={"hbm_efficiency": -5}),
+     "TimingParams.hbm_efficiency: must be from 0.01 to 1, got -5"),
+    (lambda t, g: t.model_copy(update={"hbm_efficiency": 0}),
+     "TimingParams.hbm_efficiency: must be from 0.01 to 1, got 0"),
+    (lambda t, g: t.model_copy(update={"clock": -1.0}), "TimingParams.clock: must be"),
+    (lambda t, g: t.replace(tensor_efficiency=2.0), "TimingParams.tensor_efficiency: must be"),
+    (lambda t, g: t.replace(nope=1), "TimingParams.nope:"),
+    (lambda t, g: g.model_copy(update={"hbm_bandwidth_bytes_per_s": -1}),
+     "h100-sxm5.model_copy(): hbm_bandwidth_bytes_per_s:"),
+    (lambda t, g: g.model_copy(update={"sm_count": 0}), "h100-sxm5.model_copy(): sm_count:")])
+def test_copies_of_timing_params_and_gpus_are_validated(make, needle):
+    """``model_copy(update=...)`` (which the TimingParams docstring recommended) set values
+    unchecked: an efficiency of -5 predicted, 0 raised ZeroDivisionError, a clock of -1.0
+    TypeError, and a negative HBM bandwidth reached the timing model."""
+    t, g = perfsim.timing_for("h100-sxm5", "fa2"), load_gpu("h100-sxm5")
+    with pytest.raises(PerfsimError, match=re.escape(needle)):
+        make(t, g)
+
+
+def test_valid_copies_of_timing_params_and_gpus_predict_as_before():
+    t, g = perfsim.timing_for("h100-sxm5", "fa2"), load_gpu("h100-sxm5")
+    w = AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+    slower = t.replace(hbm_efficiency=0.5, tensor_efficiency=0.5)
+    assert t.model_copy(update={"hbm_efficiency": 0.5, "tensor_efficiency": 0.5}) == slower
+    assert predict(w, g, "fa2", timing=slower).seconds == predict(
+        w, g, "fa2", timing={"hbm_efficiency": 0.5, "tensor_efficiency": 0.5}).seconds
+    assert t.model_copy() == t and g.model_copy(deep=True) == g
+    fewer = g.model_copy(update={"sm_count": 100})
+    assert fewer.id == g.id and fewer.sm_count == 100
+    assert predict(w, fewer, "fa2").seconds == predict(
+        w, g.replace(sm_count=100), "fa2").seconds
