@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from perfsim.errors import InfeasibleError, PerfsimError
+from perfsim.errors import InfeasibleError, PerfsimError, short_repr
 
 Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8_e4m3"]
 DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
@@ -324,8 +324,9 @@ class GPUSpec(BaseModel):
         perfsim.PerfsimError: on construction or :meth:`replace` with a non-positive rate, a
             value outside its plausible range or not finite (:data:`FIELD_RANGES`, the unit
             is in the message), ``max_clock_hz < clock_hz``, an unknown dtype key, a
-            per-block shared-memory size above the per-SM size, or a
-            ``native_tensor_family`` that the feature flags do not provide.
+            per-block shared-memory size above the per-SM size, a ``native_tensor_family``
+            that the feature flags do not provide, or an ``id`` that is empty or holds
+            whitespace or control characters.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -480,6 +481,15 @@ class GPUSpec(BaseModel):
             return {k: strict_number(v, allowed, label=f"{info.field_name}[{k}] ")
                     for k, v in value.items()}
         return strict_number(value, allowed, integer=annotation is int)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        """One printable word: the id is a table cell and a sweep's gpu column."""
+        if not value or not value.isprintable() or any(c.isspace() for c in value):
+            raise ValueError(f"must be a non-empty id without spaces or control characters, "
+                             f"e.g. 'h100-sxm5' or 'b300-like', got {short_repr(value)}")
+        return value
 
     @field_validator("compute_capability")
     @classmethod
@@ -648,6 +658,20 @@ class GPUSpec(BaseModel):
                 changed = sorted({*before[:-1].split(", "), *changed})
             data["name"] = f"{base} (what-if: {', '.join(changed)})"
         return _validate_spec(data, where=f"{self.id}.replace()")
+
+    def model_copy(self, *, update=None, deep: bool = False) -> GPUSpec:
+        """pydantic's ``model_copy``, with ``update`` validated as :meth:`replace` validates
+        it (pydantic's sets the values unchecked: a negative HBM bandwidth reached the timing
+        model); unlike :meth:`replace`, the copy keeps its id and name.
+
+        Raises:
+            perfsim.PerfsimError: an unknown field name or a value that fails validation.
+        """
+        if not update:
+            return super().model_copy(deep=deep)
+        data = self.model_dump()
+        data.update({k: _dumped(v) for k, v in update.items()})
+        return _validate_spec(data, where=f"{self.id}.model_copy()")
 
 
 def compute_capability_numbers(text: str) -> tuple[int, int]:

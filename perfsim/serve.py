@@ -328,10 +328,10 @@ def check_address(address: str, port: int) -> None:
     close them again.
 
     Raises:
-        perfsim.PerfsimError: the port is not 1-65535; the address is empty, or not a host
-            name or IP address of this machine; the port is taken (another server listens
-            there) or refused (below 1024 without privileges): one line saying which and
-            what to give instead.
+        perfsim.PerfsimError: the port is not 1-65535; the address is empty, not a host
+            name or IP address of this machine, or an IPv6 address (Bokeh's websocket origins
+            take none); the port is taken (another server listens there) or refused (below
+            1024 without privileges): one line saying which and what to give instead.
     """
     import errno
     import socket
@@ -346,6 +346,10 @@ def check_address(address: str, port: int) -> None:
     if not isinstance(address, str) or not address.strip():
         raise PerfsimError(f"address must be a host name or IP address of this machine, such "
                            f"as {hint}; got {address!r}")
+    if _is_ipv6(address):       # Bokeh reads "HOST:PORT" origins and has no [::1]:PORT form
+        raise PerfsimError(f"address {address!r} is an IPv6 address, which the explorer's "
+                           "server (Bokeh) cannot take as a websocket origin; give an IPv4 "
+                           f"address or a host name, such as {hint}")
     try:
         sockets = bind_sockets(port, address)
     except (socket.gaierror, UnicodeError):     # not a name or address (idna: a bad label)
@@ -361,6 +365,16 @@ def check_address(address: str, port: int) -> None:
         raise PerfsimError(f"cannot listen on {address}:{port}: {why}") from None
     for sock in sockets:
         sock.close()
+
+
+def _is_ipv6(address: str) -> bool:
+    """Whether ``address`` is an IPv6 literal (``::1``, ``::``, ``fe80::1%eth0``)."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(address.strip("[]").split("%", 1)[0]).version == 6
+    except ValueError:
+        return False
 
 
 def serve(port: int = 5006, address: str = "127.0.0.1", show: bool = False) -> None:

@@ -58,6 +58,7 @@ from dataclasses import replace
 
 import numpy as np
 import sympy
+from pydantic import BaseModel
 
 from perfsim import algorithms as algos
 from perfsim.errors import PerfsimError
@@ -107,7 +108,8 @@ def counts(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16", phas
             (``perfsim.tiles.mask_visits``).
         io_model: no L2: every re-read goes to HBM (see the module docstring).
         keep_l2: leave the L2 size as the symbol ``L_2`` (bytes) instead of the GPU's.
-        options: algorithm options, numbers or sympy expressions (not validated); default
+        options: algorithm options, numbers or sympy expressions: names and numbers are
+            checked as the algorithm's class checks them (:func:`_check_options`); default
             the tile symbols described in the module docstring.
         **sizes: numbers or expressions for ``B, H, H_kv, N_q, N_k, d, d_v`` (e.g.
             ``N_k=N_q, d_v=d``); the others stay symbols.
@@ -120,7 +122,8 @@ def counts(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16", phas
             branches on a size left symbolic (the message names the condition; give that
             size a number or set the option); a bad argument (a size that is not a positive
             integer up to 2**45, a flag that is not true or false, a ``dropout_p`` outside
-            [0, 1), a ``window`` that is not a pair, ``options`` that are not a dict).
+            [0, 1), a ``window`` that is not a pair, ``options`` that are not a dict, name an
+            option the algorithm lacks or give one a value its class refuses).
         perfsim.InfeasibleError: the configuration cannot run on this GPU.
     """
     _check_flags(causal=causal, io_model=io_model, keep_l2=keep_l2)
@@ -273,11 +276,14 @@ def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, 
     algo = resolve(algorithm)
     dims = algos.Dims(*(sympy.sympify(sizes.get(n, s)) for n, s in SIZES.items()),
                       causal, dtype, phase, dropout_p, window=window)
+    if options is not None:
+        _check_options(algo, options)
     tries = [options] if options is not None else _default_options(algo, dims.e)
     for i, opts in enumerate(tries):
         config = type(algo).model_construct(**{**algo.model_dump(), **opts})
         try:
-            kernels = config.kernels(dims, spec.model_copy(update={"l2_bytes": L_2}))
+            # pydantic's unchecked copy: the L2 size is a symbol, no number GPUSpec takes
+            kernels = config.kernels(dims, BaseModel.model_copy(spec, update={"l2_bytes": L_2}))
             memory = sympy.sympify(config.memory_bytes(dims, spec))
         except TypeError as exc:   # the code branched on a symbol
             if i + 1 < len(tries):
@@ -291,6 +297,34 @@ def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, 
         return [_map_counts(k, sympy.sympify) for k in kernels], memory
     return [_map_counts(k, lambda e: sympy.sympify(e).subs(L_2, spec.l2_bytes))
             for k in kernels], memory
+
+
+def _check_options(algo, options: dict) -> None:
+    """``options`` as the algorithm's class takes them: each name one of its options, each
+    value without symbols (a sympy or numpy number as the Python number it is) valid by the
+    class's own rules (``FA2(block_m=0)`` is refused, and so is ``options={"block_m": 0}``),
+    an integer at most 2**45 as the sizes; expressions with symbols pass as they are.
+
+    Raises:
+        perfsim.PerfsimError: naming the option and what is allowed."""
+    cls = type(algo)
+    unknown = [k for k in options if k not in cls.model_fields]
+    if unknown:
+        raise PerfsimError(f"{cls.name} has no option {', '.join(map(str, unknown))}; options: "
+                           f"{', '.join(cls.model_fields)}")
+    concrete = {}
+    for key, value in options.items():
+        if isinstance(value, sympy.Basic):
+            if not value.is_number:
+                continue                # a symbol or an expression of symbols
+            value = int(value) if value.is_Integer else float(value) if value.is_real else value
+        elif isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SIZE:
+            raise PerfsimError(f"{cls.name} option {key}: must be at most 2**45 (as the "
+                               f"sizes), got {_short(value)}")
+        concrete[key] = value
+    cls(**{**{k: getattr(algo, k) for k in algo.model_fields_set}, **concrete})
 
 
 def _default_options(algo, e: int) -> list[dict]:
@@ -481,18 +515,19 @@ def mufu_crossover(workload, gpu, algorithm="fa4", rel: float = 1e-6) -> float |
     exps still take longer at 2⁴⁰ times the GPU's rate.
 
     ``rel``: the bisection's width in log r (a relative tolerance on the rate), a finite
-    number > 0; the bisection also stops after :data:`MUFU_BISECTION_STEPS` halvings or when
-    float64 cannot split the interval further (a tolerance below ~1e-15 is not reachable).
+    number > 0 and below 1 (a tolerance of 100 % or more says nothing about the rate); the
+    bisection also stops after :data:`MUFU_BISECTION_STEPS` halvings or when float64 cannot
+    split the interval further (a tolerance below ~1e-15 is not reachable).
 
     Raises:
-        perfsim.PerfsimError: ``rel`` not a finite number > 0 (0 never ended); a workload,
-            GPU or algorithm ``perfsim.predict`` refuses.
+        perfsim.PerfsimError: ``rel`` not a finite number > 0 and < 1 (0 never ended); a
+            workload, GPU or algorithm ``perfsim.predict`` refuses.
     """
     if (isinstance(rel, (bool, np.bool_)) or not isinstance(rel, (int, float, np.integer,
                                                                  np.floating))
-            or not 0 < rel < math.inf):             # (an int past float's range too)
-        raise PerfsimError(f"mufu_crossover: rel must be a finite number > 0 (the relative "
-                           f"tolerance on the rate, e.g. 1e-6), got {_short(rel)}")
+            or not 0 < rel < 1):                    # (an int past float's range too)
+        raise PerfsimError(f"mufu_crossover: rel must be a finite number > 0 and < 1 (the "
+                           f"relative tolerance on the rate, e.g. 1e-6), got {_short(rel)}")
     spec = load_gpu(gpu)
     base = spec.mufu_ops_per_clk_per_sm
 

@@ -176,7 +176,7 @@ class TimingParams(BaseModel):
             causal mask, no window, fixed lengths), where the software's call path differs
             (FlexAttention without a BlockMask); ``None``: ``host_floor_fwd_s``.
             :meth:`for_gpu` overrides of ``host_floor_fwd_s`` reset it unless it is given
-            too; a ``model_copy`` or a constructor call sets each field as given.
+            too; :meth:`replace` or a constructor call sets each field as given.
         host_floor_fwd_paged_extra_s: host time a forward call with a paged K/V cache adds to
             its forward floor (flash_attn.cute passes and checks a page table); reset by
             :meth:`for_gpu` overrides of ``host_floor_fwd_s`` as the unmasked floor is.
@@ -190,6 +190,10 @@ class TimingParams(BaseModel):
             ``"datasheet"``: ``clock_hz`` (the clock of the vendor's quoted peaks). A number:
             a clock lock in Hz (``nvidia-smi --lock-gpu-clocks``): the call runs at that clock
             unless the power limit holds it lower (a lock does not lift the power limit).
+
+    To change fields of one, use :meth:`replace` (``perfsim.timing_for("h100-sxm5", "fa2")
+    .replace(hbm_efficiency=0.8)``), which validates them as the constructor does
+    (``model_copy(update=...)`` does too here: pydantic's own sets the values unchecked).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -227,6 +231,23 @@ class TimingParams(BaseModel):
                 msg = f"must be {_allowed(where)}, got {first.get('input')!r}"
             raise PerfsimError(f"TimingParams.{where}: {msg} (fields: "
                                f"{', '.join(type(self).model_fields)})") from None
+
+    def replace(self, **changes) -> TimingParams:
+        """A copy with ``changes`` set, validated again as the constructor validates them (each
+        field as given: no :meth:`for_gpu` reset of the forward floors).
+
+        Raises:
+            perfsim.PerfsimError: an unknown field or a value out of its range (one line)."""
+        return type(self)(**{**self.model_dump(), **changes})
+
+    def model_copy(self, *, update=None, deep: bool = False) -> TimingParams:
+        """pydantic's ``model_copy``, with ``update`` validated (:meth:`replace`): pydantic's
+        sets the values unchecked, and an ``hbm_efficiency`` of -5 or 0 reached the timing
+        model (negative times, ZeroDivisionError).
+
+        Raises:
+            perfsim.PerfsimError: an unknown field or a value out of its range (one line)."""
+        return self.replace(**update) if update else super().model_copy(deep=deep)
 
     @field_validator("eager_softmax", "eager_softmax_masked", "sgemm_width", mode="before")
     @classmethod

@@ -141,13 +141,22 @@ def parse_overrides(spec: dict) -> list[list[Override]]:
                     except ValueError as exc:
                         raise PerfsimError(f"GPU override {name!r}: {exc}") from None
         chosen = [Override(name, v, scale) for v in values]
-        labels = [o.label() for o in chosen]
-        twice = list(dict.fromkeys(x for x in labels if labels.count(x) > 1))
-        if twice:       # the label is what tells a what-if's rows apart
+        # the label is what tells a what-if's rows apart; equal numbers written apart
+        # (1.5e9 and 1500000000) make the same GPU, so the same rows
+        twice = list(dict.fromkeys(o.label() for i, o in enumerate(chosen)
+                                   if any(_same(o, p) for p in chosen[:i])))
+        if twice:
             raise PerfsimError(f"GPU override {name!r}: {', '.join(twice)} given more than "
                                "once: its rows could not be told apart; give each once")
         options.append(chosen)
     return options
+
+
+def _same(a: Override, b: Override) -> bool:
+    """Two options of one field that make the same rows: the same label, or equal values
+    (numbers compared by value, ``True`` not taken for 1)."""
+    return a.label() == b.label() or (
+        a.value == b.value and isinstance(a.value, bool) == isinstance(b.value, bool))
 
 
 def _dotted(spec: dict) -> dict:

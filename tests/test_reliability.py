@@ -1152,3 +1152,163 @@ def test_gpu_replace_with_the_same_values_is_no_what_if_and_chains_stay_readable
     once = h100.replace(sm_count=100)
     assert once.replace(sm_count=100) == once
     assert h100.replace(id="mine").replace(sm_count=1).id == "mine*"
+
+
+# ------------------------------------------------------------------ a third fuzzing pass
+@pytest.mark.parametrize("address", ["::1", "::", "[::1]", "fe80::1%lo"])
+def test_serve_refuses_an_ipv6_address_in_one_line(address, capsys, monkeypatch):
+    """``--address ::1`` passed the listen check and died in Bokeh with a traceback
+    (``Invalid host value: ::1:5098``): its websocket origins are ``HOST:PORT`` and take no
+    IPv6 literal."""
+    pytest.importorskip("panel")
+    from perfsim import serve
+
+    monkeypatch.setattr(serve, "serve", _must_not_run)
+    _one_line_exit_2(["serve", "--address", address, "--port", "5098"], capsys,
+                     f"address {address!r} is an IPv6 address", "127.0.0.1")
+    with pytest.raises(PerfsimError, match="IPv6 address"):
+        serve.check_address(address, 5098)
+
+
+def test_a_set_option_given_twice_is_refused(capsys, monkeypatch):
+    """``--set block_m=64 --set block_m=128`` kept the last value silently."""
+    monkeypatch.setattr("perfsim.cli.predict_cmd.predict", _must_not_run)
+    for algorithm in ("fa2", "flash-attn-2"):
+        _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", "-a", algorithm, "--set",
+                          "block_m=64", "--set", "block_m=128"], capsys,
+                         "--set block_m given more than once")
+
+
+@pytest.mark.parametrize("dask", ["--dask=", "--dask= "])
+def test_an_empty_dask_scheduler_is_refused(dask, tmp_path, capsys, monkeypatch):
+    """``--dask ""`` read as no --dask: the sweep ran locally and failed on the dataset
+    folder as a file name ("unknown extension '(none)'")."""
+    import sys
+
+    import perfsim.sweep  # noqa: F401 - the module whose sweep must not run
+
+    cfg = tmp_path / "s.toml"
+    cfg.write_text("[workload]\nbatch = 1\nheads = 1\nseqlen_q = 128\nhead_dim = 64\n")
+    monkeypatch.setattr(sys.modules["perfsim.sweep"], "sweep", _must_not_run)
+    _one_line_exit_2(["sweep", str(cfg), dask, "--out", str(tmp_path / "d1")], capsys,
+                     "argument --dask: needs a scheduler address (tcp://HOST:8786) or 'local'")
+
+
+def test_a_boolean_option_says_true_or_false(capsys):
+    """``--set serial_stations=1`` said "Input should be a valid boolean (got 1)"."""
+    for algorithm in ("fa3", "flash-attn-3"):
+        _one_line_exit_2(["predict", *FLAGS, "--seqlen", "128", "-a", algorithm, "--gpu",
+                          "h100-sxm5", "--set", "serial_stations=1"], capsys,
+                         "fa3 option serial_stations: must be true or false (got 1)")
+    with pytest.raises(PerfsimError, match=re.escape("must be true or false (got 'yes')")):
+        perfsim.algorithms.FA3(serial_stations="yes")
+
+
+def test_sweep_override_refuses_one_number_written_twice(tmp_path, capsys):
+    """``clock_hz = [1.5e9, 1500000000]`` gave two identical rows (the labels differed:
+    ``=1500000000.0`` and ``=1500000000``)."""
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2"]\n[workload]\nbatch = 1\n'
+                   "heads = 1\nseqlen_q = 128\nhead_dim = 64\n[overrides]\n"
+                   "clock_hz = [1.5e9, 1500000000]\n")
+    _one_line_exit_2(["sweep", str(cfg)], capsys, "GPU override 'clock_hz': clock_hz="
+                     "1500000000 given more than once")
+    kw = dict(batch=1, heads=8, seqlen_q=1024, head_dim=64, gpus=["h100-sxm5"],
+              algorithms=["fa2"])
+    with pytest.raises(PerfsimError, match="given more than once"):
+        perfsim.sweep(**kw, overrides={"tensor_flops_per_clk_per_sm.bf16": [1024, 1024.0]})
+    assert len(perfsim.sweep(**kw, overrides={"clock_hz": [1.5e9, 1.6e9]})) == 2
+
+
+@pytest.mark.parametrize("gpu_id", ["", "   ", "a\nb", "a b", "tab\there", "nul\x00"])
+def test_gpu_ids_are_one_printable_word(gpu_id):
+    """``replace(id="")`` or ``id="a\\nb"`` was taken, and a sweep wrote a blank or broken
+    gpu cell; construction and a profile file refuse them too."""
+    from pydantic import ValidationError
+
+    from perfsim.gpu import GPUSpec
+
+    h100 = load_gpu("h100-sxm5")
+    with pytest.raises(PerfsimError, match=r"h100-sxm5\.replace\(\): id: must be a non-empty "
+                       "id without spaces or control characters"):
+        h100.replace(id=gpu_id)
+    with pytest.raises(ValidationError, match="must be a non-empty id"):
+        GPUSpec(**{**h100.model_dump(), "id": gpu_id})
+    assert h100.replace(id="b300-like*").id == "b300-like*"
+
+
+@pytest.mark.parametrize("rel", [1, 1.0, 2.5, 10**400, 1e300],
+                         ids=["1", "1.0", "2.5", "1e400", "1e300"])
+def test_mufu_crossover_refuses_a_tolerance_of_one_or_more(rel, predict_calls):
+    """``rel=10**400`` passed ``0 < rel < inf`` (an integer past float's range compares
+    fine); a relative tolerance of 1 or more says nothing about the rate."""
+    from perfsim import symbolic
+
+    with pytest.raises(PerfsimError, match=re.escape("rel must be a finite number > 0 and < 1")):
+        symbolic.mufu_crossover(W, "b200", "fa4", rel=rel)
+    assert not predict_calls
+
+
+@pytest.mark.parametrize("options, needle", [
+    ({"block_m": -1}, "fa2 option block_m: Input should be a multiple of 16 (got -1)"),
+    ({"block_m": 0}, "fa2 option block_m: Input should be greater than or equal to 16"),
+    ({"block_m": 10**400}, "fa2 option block_m: must be at most 2**45 (as the sizes), got an "
+     "integer of about 401 digits"),
+    ({"nope": 1}, "fa2 has no option nope; options: block_m, block_n,"),
+    ({"warps": 3}, "fa2 option warps:"),
+    ({"dq_recompute": 1}, "fa2 option dq_recompute: must be true or false (got 1)")])
+def test_closed_form_options_are_checked_as_the_algorithm_checks_them(options, needle):
+    """``counts(options=...)`` built the config unchecked (``model_construct``): block_m -1
+    gave negative shared-memory bytes, 0 fell back to 128 silently (``FA2(block_m=0)`` is
+    refused), 10**400 and unknown names were taken."""
+    from perfsim import symbolic
+
+    with pytest.raises(PerfsimError, match=re.escape(needle)):
+        symbolic.counts("fa2", options=options)
+
+
+def test_closed_form_options_keep_symbols_and_numbers_of_any_kind():
+    import numpy as np
+    import sympy
+
+    from perfsim import symbolic
+
+    want = symbolic.counts("fa2", options={"block_m": 64})["smem_bytes"]
+    for value in (np.int64(64), sympy.Integer(64)):
+        assert symbolic.counts("fa2", options={"block_m": value})["smem_bytes"] == want
+    free = symbolic.counts("fa2", options={"block_m": 2 * symbolic.B_r})["smem_bytes"]
+    assert free.subs(symbolic.B_r, 32) == want
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda t, g: t.model_copy(update={"hbm_efficiency": -5}),
+     "TimingParams.hbm_efficiency: must be from 0.01 to 1, got -5"),
+    (lambda t, g: t.model_copy(update={"hbm_efficiency": 0}),
+     "TimingParams.hbm_efficiency: must be from 0.01 to 1, got 0"),
+    (lambda t, g: t.model_copy(update={"clock": -1.0}), "TimingParams.clock: must be"),
+    (lambda t, g: t.replace(tensor_efficiency=2.0), "TimingParams.tensor_efficiency: must be"),
+    (lambda t, g: t.replace(nope=1), "TimingParams.nope:"),
+    (lambda t, g: g.model_copy(update={"hbm_bandwidth_bytes_per_s": -1}),
+     "h100-sxm5.model_copy(): hbm_bandwidth_bytes_per_s:"),
+    (lambda t, g: g.model_copy(update={"sm_count": 0}), "h100-sxm5.model_copy(): sm_count:")])
+def test_copies_of_timing_params_and_gpus_are_validated(make, needle):
+    """``model_copy(update=...)`` (which the TimingParams docstring recommended) set values
+    unchecked: an efficiency of -5 predicted, 0 raised ZeroDivisionError, a clock of -1.0
+    TypeError, and a negative HBM bandwidth reached the timing model."""
+    t, g = perfsim.timing_for("h100-sxm5", "fa2"), load_gpu("h100-sxm5")
+    with pytest.raises(PerfsimError, match=re.escape(needle)):
+        make(t, g)
+
+
+def test_valid_copies_of_timing_params_and_gpus_predict_as_before():
+    t, g = perfsim.timing_for("h100-sxm5", "fa2"), load_gpu("h100-sxm5")
+    w = AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+    slower = t.replace(hbm_efficiency=0.5, tensor_efficiency=0.5)
+    assert t.model_copy(update={"hbm_efficiency": 0.5, "tensor_efficiency": 0.5}) == slower
+    assert predict(w, g, "fa2", timing=slower).seconds == predict(
+        w, g, "fa2", timing={"hbm_efficiency": 0.5, "tensor_efficiency": 0.5}).seconds
+    assert t.model_copy() == t and g.model_copy(deep=True) == g
+    fewer = g.model_copy(update={"sm_count": 100})
+    assert fewer.id == g.id and fewer.sm_count == 100
+    assert predict(w, fewer, "fa2").seconds == predict(
+        w, g.replace(sm_count=100), "fa2").seconds

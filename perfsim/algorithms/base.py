@@ -457,6 +457,8 @@ def option_error(cls, exc: ValidationError) -> str:
         return f"{cls.name} options: {msg}"
     if err.get("type") == "extra_forbidden":      # pydantic's words for an unknown name
         return f"{cls.name} has no option {loc}; options: {', '.join(cls.model_fields)}"
+    if err.get("type") == "bool_type":      # as --set and TOML write them (1 is no boolean)
+        msg = "must be true or false"
     value = err.get("input")
     got = "" if isinstance(value, dict) or "got" in msg else f" (got {repr(value)[:60]})"
     return (f"{cls.name} option {loc}: {msg}{got}; options: "

@@ -204,12 +204,15 @@ def _algorithm_from_args(name: str, options: list[str]):
 
 
 def _options(options: list[str]) -> dict:
-    """``--set KEY=VALUE`` items as a dict (JSON values, else strings)."""
+    """``--set KEY=VALUE`` items as a dict (JSON values, else strings); a KEY given twice is
+    refused (the last value was kept silently)."""
     values = {}
     for item in options:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise PerfsimError(f"--set expects KEY=VALUE with a non-empty KEY, got {item!r}")
+        if key in values:
+            raise PerfsimError(f"--set {key} given more than once; give each option once")
         try:
             values[key] = json.loads(raw)
         except json.JSONDecodeError:

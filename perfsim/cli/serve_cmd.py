@@ -26,6 +26,7 @@ def register(subparsers) -> None:
         "curve and bottleneck map update; the URL holds the state.")
     p.add_argument("--port", type=int, default=5006, help="TCP port (default 5006)")
     p.add_argument("--address", default="127.0.0.1",
-                   help="interface to listen on (default 127.0.0.1: this machine only)")
+                   help="interface to listen on: an IPv4 address or a host name (default "
+                   "127.0.0.1: this machine only; 0.0.0.0: every interface)")
     p.add_argument("--show", action="store_true", help="open a browser tab")
     p.set_defaults(func=_cmd_serve)

@@ -24,6 +24,7 @@ summary; split apart, each path would repeat them.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import time
@@ -167,7 +168,8 @@ def register_sweep(subparsers) -> None:
                    "unit that binds on sequence length x head_dim (seqlen_k where only it "
                    "varies, as in decode sweeps; else seqlen_q)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON records")
-    p.add_argument("--dask", metavar="SCHEDULER", help="run the sweep in partitions on Dask: "
+    p.add_argument("--dask", metavar="SCHEDULER", type=_dask_arg,
+                   help="run the sweep in partitions on Dask: "
                    "'local' (a LocalCluster on this machine) or a scheduler address "
                    "(tcp://host:8786); --out is then a directory that receives a partitioned "
                    "Parquet dataset, resumed when run again (perfsim.distributed; needs "
@@ -188,6 +190,14 @@ def register_sweep(subparsers) -> None:
                    help="SM clock: sustained (the power model), boost, datasheet, or a clock "
                    "lock in MHz (as perfsim predict --clock)")
     p.set_defaults(func=_cmd_sweep)
+
+
+def _dask_arg(text: str) -> str:
+    """``--dask``: not empty or blank (``--dask ""`` read as no --dask and ran locally)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"needs a scheduler address (tcp://HOST:8786) or "
+                                         f"'local', got {text!r}")
+    return text
 
 
 def _cmd_sweep(args) -> int:
