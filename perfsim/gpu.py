@@ -622,8 +622,7 @@ class GPUSpec(BaseModel):
             raise PerfsimError(f"GPUSpec has no field(s) {', '.join(unknown)}; fields: "
                                f"{', '.join(type(self).model_fields)}")
         data = self.model_dump()
-        data.update({k: (v.model_dump() if isinstance(v, BaseModel) else v)
-                     for k, v in fields.items()})
+        data.update({k: _dumped(v) for k, v in fields.items()})
         # fields whose values differ (the same value again makes no what-if)
         changed = sorted(k for k in fields if k not in ("id", "name", "sources", "calibration")
                          and data[k] != _dumped(getattr(self, k)))
@@ -633,8 +632,7 @@ class GPUSpec(BaseModel):
             # sources given with the change are merged over the result
             sources = dict(self.sources or {})
             for key in changed:
-                old = getattr(self, key)
-                old = old.model_dump() if isinstance(old, BaseModel) else old
+                old = _dumped(getattr(self, key))
                 before, after = dict(_leaves(key, old)), dict(_leaves(key, data[key]))
                 for leaf in sorted(set(before) | set(after)):
                     if before.get(leaf, _MISSING) == after.get(leaf, _MISSING):

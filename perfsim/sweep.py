@@ -398,7 +398,7 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
         if not chosen:
             raise PerfsimError(f"{name}: an empty list; give at least one, or leave it out "
                                f"for all")
-        twice = sorted({x for x in labels if labels.count(x) > 1})
+        twice = sorted(_repeated(labels))
         if twice:
             # the rows of a repeated entry would be indistinguishable copies
             hint = ""
@@ -977,15 +977,20 @@ def _refuse_repeats(**fields) -> None:
                 values = [none(v) for v in values]
             if name == "page_size":
                 values = [None if v == 0 else v for v in values]
-        seen, twice = set(), []
-        for v in values:
-            key = tuple(v) if isinstance(v, list) else v
-            if key in seen and key not in twice:
-                twice.append(key)
-            seen.add(key)
+        twice = _repeated([tuple(v) if isinstance(v, list) else v for v in values])
         if twice:
             raise PerfsimError(f"sweep: {name}: {', '.join(map(repr, twice))} given more than "
                                "once: its rows could not be told apart; give each once")
+
+
+def _repeated(values) -> list:
+    """The values that occur more than once in ``values`` (hashable), each once, in order."""
+    seen, twice = set(), []
+    for v in values:
+        if v in seen and v not in twice:
+            twice.append(v)
+        seen.add(v)
+    return twice
 
 
 def _ints(name: str, value) -> np.ndarray:

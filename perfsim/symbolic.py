@@ -201,13 +201,24 @@ def _check_sizes(numeric: bool = False, **numbers) -> None:
     Raises:
         perfsim.PerfsimError: naming the argument and what is allowed."""
     for name, value in numbers.items():
-        if isinstance(value, sympy.Basic) and not value.is_number and not numeric:
-            continue
-        if (isinstance(value, bool) or not isinstance(value, (int, np.integer, sympy.Integer))
-                or not 1 <= value <= MAX_SIZE):
-            also = "" if numeric else " (or a sympy expression)"
-            raise PerfsimError(f"{name} must be a positive integer up to 2**45{also}, got "
-                               f"{_short(value)}")
+        _check_integer(name, value, 1, numeric)
+
+
+def _check_integer(name: str, value, low: int, numeric: bool = False, also: str = "") -> None:
+    """``value`` an integer from ``low`` to 2**45 (``perfsim.workload.MAX_SIZE``), or, unless
+    ``numeric``, a sympy expression with symbols (``also``: what else the message should list
+    as allowed, e.g. ``"None, "``).
+
+    Raises:
+        perfsim.PerfsimError: naming ``name`` and what is allowed."""
+    if isinstance(value, sympy.Basic) and not value.is_number and not numeric:
+        return
+    if (isinstance(value, bool) or not isinstance(value, (int, np.integer, sympy.Integer))
+            or not low <= value <= MAX_SIZE):
+        what = "a positive integer up to 2**45" if low == 1 else \
+            f"an integer from {low} to 2**45"
+        expr = "" if numeric else " (or a sympy expression)"
+        raise PerfsimError(f"{name} must be {also}{what}{expr}, got {_short(value)}")
 
 
 def _check_flags(**flags) -> None:
@@ -230,22 +241,8 @@ def _window(window) -> tuple:
         raise PerfsimError(f"window must be a (left, right) pair, got {_short(window)}")
     for side in window:
         if side is not None:
-            _check_side("window sides", side, "None, ")
+            _check_integer("window sides", side, 0, also="None, ")
     return tuple(window)
-
-
-def _check_side(name: str, side, also: str = "") -> None:
-    """A window side: an integer from 0 to 2**45 or a sympy expression (``also``: what
-    else the message should list as allowed, e.g. ``"None, "``).
-
-    Raises:
-        perfsim.PerfsimError: naming ``name`` and what is allowed."""
-    if isinstance(side, sympy.Basic) and not side.is_number:
-        return
-    if (isinstance(side, bool) or not isinstance(side, (int, np.integer, sympy.Integer))
-            or not 0 <= side <= MAX_SIZE):
-        raise PerfsimError(f"{name} must be {also}an integer from 0 to 2**45 or a sympy "
-                           f"expression, got {_short(side)}")
 
 
 def _check_scalars(dropout_p, options) -> None:
@@ -576,7 +573,7 @@ def window_pairs(seqlen=N_q, window=W):
     except the first ``w``), ``N·(N + 1)/2`` otherwise — linear in ``N·w``, against ``N²/2``
     for the causal mask. Equals ``perfsim.tiles.visible_pairs(N, N, w, 0)`` at every size."""
     _check_sizes(seqlen=seqlen)
-    _check_side("window", window)
+    _check_integer("window", window, 0)
     n, w = sympy.sympify(seqlen), sympy.sympify(window)
     return sympy.Piecewise((n * (w + 1) - w * (w + 1) / 2, n > w), (n * (n + 1) / 2, True))
 
