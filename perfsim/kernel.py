@@ -51,6 +51,11 @@ class KernelCost:
             conversion): half the FMA pipe's width on the GPUs in the catalog
             (``GPUSpec.alu_ops_per_clk_per_sm``). Timed with ``fp32_flops`` as the ``fp32``
             unit (the CUDA-core pipes; ``perfsim.timing.cuda_core_seconds``).
+        cuda_cores_in_turn: the FMA- and ALU-pipe instructions wait on each other, so the
+            ``fp32`` unit's time is the two pipes' times added rather than the busier one
+            (``perfsim.timing.cuda_core_seconds``): a kernel with one tile in flight whose
+            elementwise work is a dependent chain (cuDNN's sm90 kernels with dropout,
+            ``FA3.serial_stations``). Default ``False``: the pipes overlap.
         exp_ops: exponentials on the MUFU unit.
         emulated_exp_ops: exponentials computed in software on the FMA pipes (FA4 §3.1.3);
             their FMA cost is added to the ``fp32`` unit by the timing model.
@@ -191,6 +196,7 @@ class KernelCost:
     bytes_in_flight: object = None
     l2_request_seconds: object = 0
     exp_after: tuple[str, ...] = ()
+    cuda_cores_in_turn: bool = False
     terms: dict = field(default_factory=dict)
     launch: dict = field(default_factory=dict)
 

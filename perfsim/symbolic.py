@@ -171,7 +171,8 @@ def _unit_totals(kernels, gpu, params) -> dict:
                 if not (isinstance(floor, (int, float)) and floor == 0):
                     value = max(value, floor)
             elif u == "fp32":
-                value = cuda_core_seconds(demand["fp32"], demand.get("alu", 0), rate)
+                value = cuda_core_seconds(demand["fp32"], demand.get("alu", 0), rate,
+                                          k.cuda_cores_in_turn)
             elif u == "tensor" and k.gemms:
                 value = gemm_seconds(k, demand[u], rate)
             else:

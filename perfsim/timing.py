@@ -515,7 +515,7 @@ def _rates_at(f: _RateFactors, sm_clocks) -> dict:
 WARP_SIZE = 32
 
 
-def cuda_core_seconds(fp32_slots, alu_ops, rate: dict):
+def cuda_core_seconds(fp32_slots, alu_ops, rate: dict, in_turn: bool = False):
     """Seconds the CUDA-core pipes need for ``fp32_slots`` FMA-pipe FLOP slots (2 per lane
     instruction, ``KernelCost.fp32_flops``) and ``alu_ops`` ALU-pipe lane instructions at the
     ``rate``s of :func:`rates`: the busiest of the FMA pipe, the ALU pipe (half its width on
@@ -526,10 +526,22 @@ def cuda_core_seconds(fp32_slots, alu_ops, rate: dict):
     forward issues per score element 3 + d_v/B_c FMA-pipe instructions (FMUL scale, FADD
     row max, FADD row sum, FMUL rescale of O) and 1.5 ALU-pipe ones (FMNMX, half an F2FP),
     plus 2 and 1 more around each exp of a build without fast math
-    (``perfsim.algorithms.softmax_costs``)."""
+    (``perfsim.algorithms.softmax_costs``).
+
+    ``in_turn`` (``KernelCost.cuda_cores_in_turn``): the two pipes' times add instead — a
+    kernel whose FMA and ALU instructions form one dependent chain with nothing else in
+    flight. Measured on the H200 (Nsight Compute, each pipe's busy time; MUFU from its
+    instruction count): cuDNN's sm90 kernels with dropout keep the tensor, FMA, ALU and MUFU
+    pipes busy 102.5-103.8 % of their duration in sum (forward at d = 64 and 128, backward);
+    the busier of FMA and ALU in place of their sum accounts for 77-84 % of it
+    (``validate/reports/h200/probes/ncu/summary-dropout.json``). The Philox rounds of the
+    draw alternate integer multiplies (FMA pipe) with XORs (ALU pipe), each on the last one's
+    result (Philox4x32-10, Salmon et al., SC 2011)."""
     fma = fp32_slots / rate["fp32"]
     alu = alu_ops / rate["alu"]
     issue = (fp32_slots / 2 + alu_ops) / rate["issue"]
+    if in_turn:
+        return maximum(fma + alu, issue)
     return maximum(maximum(fma, alu), issue)
 
 
@@ -652,7 +664,8 @@ class KernelClock:
         scaled, demand = self.scaled, self.demand
         unit_seconds = {"tensor": scaled["tensor"] / unit_rate["tensor"],
                         "fp32": wave_factor * cuda_core_seconds(demand["fp32"], self.alu,
-                                                                unit_rate),
+                                                                unit_rate,
+                                                                cost.cuda_cores_in_turn),
                         "mufu": scaled["mufu"] / unit_rate["mufu"],
                         "smem": scaled["smem"] / unit_rate["smem"],
                         "hbm": self.hbm_seconds}

@@ -221,6 +221,12 @@ HOLDOUTS = {
                           "64-256, N 1.1k-7k, causal, GQA, fp16), SDPA flash, cuDNN, "
                           "memory-efficient and math; frozen for cuDNN's kernels running "
                           "their stations back to back with dropout (FA3.serial_stations)",
+    "external-holdout41": "dropout 0.1-0.2 beside the same shapes without it (head dims "
+                          "64-256, N 0.9k-8.4k, two not multiples of 128, causal, GQA, fp16), "
+                          "SDPA flash, cuDNN, memory-efficient and math; frozen for cuDNN's "
+                          "FMA and ALU pipes taking turns with dropout "
+                          "(KernelCost.cuda_cores_in_turn) and its shared memory beside the "
+                          "serial cycle",
 }
 
 

@@ -389,6 +389,15 @@ class FusedAttention(Algorithm):
             return (ASYNC_MMA_STATIONS, maximum(ctas_per_sm, 1), ASYNC_MMA_SERIAL)
         return warp_cycle(gpu, ctas_per_sm, warps, prefetch)
 
+    def cuda_cores_in_turn(self) -> bool:
+        """``KernelCost.cuda_cores_in_turn`` of the main kernels: ``False`` — the softmax's
+        FMA- and ALU-pipe instructions work on independent score elements of the warps in
+        flight, and overlap (SDPA flash's forward, Nsight Compute on the H200, d = 128: the
+        tensor, MUFU, FMA and ALU pipes busy 56 + 19 + 18 + 20 = 114 % of the duration in
+        sum, and with dropout 44 + 16 + 21 + 28 = 110 %;
+        ``validate/reports/h200/probes/ncu/summary-dropout.json``)."""
+        return False
+
     def check_masks(self, dims: Dims) -> None:
         """What the reference takes beyond plain attention (flash-attn 2: windows, softcap
         and dropout; paged K/V with pages of a multiple of 256 tokens, ``flash_api.cpp``).
@@ -573,6 +582,7 @@ class FusedAttention(Algorithm):
             pipeline=self.pipeline("fwd", gpu, resident_per_sm(v.q_tiles * bh, ctas, gpu),
                                    warps),
             bytes_in_flight=self.kv_in_flight(dims, b_c), exp_after=EXP_AFTER,
+            cuda_cores_in_turn=self.cuda_cores_in_turn(),
             l2_request_seconds=self.tma_l2_seconds(dims, gpu, (
                 (bh * dims.N_q, kd, dims.d, e),
                 # paged K/V gathered with cp.async unless a page is one key tile
@@ -926,6 +936,7 @@ class FusedAttention(Algorithm):
             overlap=self.overlap_groups("bwd", dims),
             pipeline=self.pipeline("bwd", gpu, resident_per_sm(v.kv_tiles * bh, ctas, gpu),
                                    warps, prefetch=self.bwd_prefetch(dims)),
+            cuda_cores_in_turn=self.cuda_cores_in_turn(),
             launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas,
                     "tail": tail, **self._padded_head_dims(dims)},
         )

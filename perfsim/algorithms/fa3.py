@@ -320,8 +320,15 @@ class FA3(FusedAttention):
 
     def overlap_groups(self, phase: str, dims: Dims):
         """HBM (fed by the producer warpgroup) overlaps the MMA ⇄ softmax cycle; without warp
-        specialisation the consumers wait for their own loads inside the MMA station."""
-        return (("hbm",),) if self.warp_specialized or phase == "bwd" else ()
+        specialisation the consumers wait for their own loads inside the MMA station. With
+        ``serial_stations`` shared memory overlaps the cycle too (:meth:`pipeline`)."""
+        hbm = (("hbm",),) if self.warp_specialized or phase == "bwd" else ()
+        return hbm + (("smem",),) if self.serial_stations else hbm
+
+    def cuda_cores_in_turn(self) -> bool:
+        """``KernelCost.cuda_cores_in_turn``: with ``serial_stations`` the FMA and ALU pipes
+        take turns as well (``perfsim.timing.cuda_core_seconds``)."""
+        return self.serial_stations
 
     def pipeline(self, phase: str, gpu: GPUSpec = None, ctas_per_sm=1, warps=None,
                  prefetch=None):
@@ -346,11 +353,21 @@ class FA3(FusedAttention):
         kernels, whose profile fits the serial sum: SDPA flash forward, tensor 56 %, MUFU
         20 %, FMA/ALU 18/20 %). What overlaps in both
         is one warpgroup's softmax with the other's (or its own next) GEMMs (FA3 §3.1, Fig.
-        1). With ``serial_stations`` nothing does: one tile in flight, every station in turn."""
+        1). With ``serial_stations`` nothing does: one tile in flight, the MMAs, the exps and
+        the FMA- and ALU-pipe work in turn, and the shared-memory traffic beside them (an
+        overlap group of its own, :meth:`overlap_groups`). Evidence, Nsight Compute on the
+        H200 (``validate/reports/h200/probes/ncu/summary-dropout.json``; B = 1, H = 32,
+        N = 4096, d = 128, dropout 0.1): cuDNN's sm90 backward keeps its tensor, FMA, ALU and
+        MUFU pipes busy 46.6 + 20.2 + 28.0 + 9.0 = 103.8 % of its duration, and its 220 M
+        shared-memory wavefronts (WGMMA operands, loads, stores: 59 % of the duration at one
+        per clock per SM) exceed the tensor pipe's 46.6 % — the reads and stores of the
+        softmax's own stage run while the FMA and ALU pipes work, so shared memory is not a
+        step of the MMA station's turn."""
         mma = ("tensor", "smem") if self.warp_specialized or phase == "bwd" else (
             "tensor", "smem", "hbm")
         if self.serial_stations:
-            return ((mma, ("mufu", "fp32")), 1, (False, True))
+            return ((tuple(u for u in mma if u != "smem"), ("mufu", "fp32")), 1,
+                    (False, True))
         if phase == "bwd":
             return ((mma, ("mufu", "fp32")), 2, (False, True))
         staggered = self.pingpong and self.warp_specialized
