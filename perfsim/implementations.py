@@ -109,6 +109,22 @@ CUDNN_SM90_BWD_TILES = {128: (64, 128), 256: (64, 64)}
 #: FA3 reference's per-head-dim table (``FWD_TILES``: 192 x 192 at d = 64, 128 x 176 at 128,
 #: 128 x 80 at 256).
 CUDNN_SM90_FWD_TILE = (128, 128)
+#: Local-memory bytes a thread of cuDNN's sm90 kernels reloads per tile step when the call
+#: has dropout, by compiled head dim (the call's rounded up to a multiple of 64): forward,
+#: and the backward's dK/dV loop. Nsight Compute on the H200 (B = 1, H = 4096 / d, N = 4096,
+#: dropout 0.1; ``validate/reports/h200/probes/ncu/summary-dropout.json`` and
+#: ``summary-dropout-spills.json``; ``python -m perfsim.validate.spill_facts``): the local
+#: loads over the kernel's tile steps and 384 threads — forward 0 at d = 64 and 128, 27.2 B
+#: at 192, 336.8 B at 256 (2.12 GB loaded and 2.05 GB stored back per call there); backward
+#: 20.1 B at 128, 30.2 B at 192, 112.9 B at 256, and 1.0 B at 64, which the kernel without
+#: dropout reloads as well (summary-smem.json) and is taken as none, as the kernels without
+#: dropout are (at most 1 B per thread and step; 0 at d = 192 and in the forwards).
+#: The Philox state and the keep mask of a tile need registers the kernels at 192 and 256
+#: (and the backward at 128) do not have (168 per thread in every profile).
+CUDNN_SM90_DROPOUT_SPILL_BYTES = {
+    "fwd": {128: 0.0, 192: 27.2, 256: 336.8},
+    "bwd": {64: 0.0, 128: 20.1, 192: 30.2, 256: 112.9},
+}
 #: Whether cuDNN's sm90 forward overlaps a warpgroup's softmax with its own next ``Q Kᵀ``
 #: (FA3 §3.2; ``FA3.intra_warpgroup_overlap``): ASSUMED not — two tiles in flight (the two
 #: consumer warpgroups' ping-pong), not FA3's three. Evidence, Nsight Compute on the H200
@@ -372,6 +388,17 @@ def _lookup(table: dict, d):
     """The entry of a table keyed by head dim for ``d``: the smallest key ≥ ``d``, or
     ``None`` above the largest."""
     return next((table[hdim] for hdim in sorted(table) if d <= hdim), None)
+
+
+def _cudnn_dropout_spills(dims) -> dict:
+    """``FA3``'s spill options for cuDNN's sm90 kernels (``CUDNN_SM90_DROPOUT_SPILL_BYTES``
+    by the call's head dim): none without dropout, or for a head dim left as a symbol."""
+    hdim = max(dims.d, dims.d_v)
+    if not dims.dropout_p or not getattr(hdim, "is_number", True):
+        return {}
+    table = CUDNN_SM90_DROPOUT_SPILL_BYTES
+    return {"fwd_spill_reload_bytes": _tile(table["fwd"], hdim),
+            "bwd_spill_reload_bytes": _tile(table["bwd"], hdim)}
 
 
 def _tile(table: dict, d):
@@ -734,6 +761,8 @@ def _sdpa_cudnn(dims, gpu):
                          num_splits=1, pack_gqa=False, dropout_supported=True,
                          # with dropout its pipes run back to back (FA3.serial_stations)
                          serial_stations=bool(dims.dropout_p),
+                         # ... and at the wider head dims spills registers
+                         **_cudnn_dropout_spills(dims),
                          fused_scale=False, bwd_sdp_twice_above=CUDNN_SDP_TWICE_ABOVE,
                          bound_checks="cudnn", bound_check_unless_multiple=CUDNN_SM90_TILE_MULTIPLE,
                          # closed source: the profiled kernels' names carry the head dim

@@ -133,6 +133,11 @@ class KernelCost:
             them at the SM's measured spill-reload rate
             (``GPUSpec.spill_reload_bandwidth_bytes_per_s``), hidden only by the work of the
             other CTAs resident on the SM (``perfsim.timing``).
+        spill_streams: instruction streams per CTA that reload their spilled registers
+            independently — the customers of the spill model with the resident CTAs
+            (``perfsim.timing``): 1 where a CTA's warps step through the loop together, as
+            the one 4-warp CTA per SM that measured the reload rate; a warp-specialised
+            kernel's consumer warpgroups each (FA3: 2).
         bytes_in_flight: bytes of global loads one CTA keeps in flight while it computes
             (its prefetched K/V tiles), or ``None``. With it the timing model bounds the
             loads by what the resident CTAs can pull: each at most
@@ -197,6 +202,7 @@ class KernelCost:
     l2_request_seconds: object = 0
     exp_after: tuple[str, ...] = ()
     cuda_cores_in_turn: bool = False
+    spill_streams: int = 1
     terms: dict = field(default_factory=dict)
     launch: dict = field(default_factory=dict)
 

@@ -1119,10 +1119,11 @@ def _spill_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, body, busiest, gri
     that reloads, accumulates into and stores back its spilled accumulators each step
     (``validate/probe_spill_cost.py``), so the rate includes the reload latency such a CTA
     cannot hide. The kernel's time without spills (``body``, the busiest SM's) is the compute
-    station; :func:`unpipelined_time` with the resident CTAs in flight joins the two (one
-    CTA per SM: they add). Bound ``latency`` when the reloads take longer than the rest."""
+    station; :func:`unpipelined_time` with the resident CTAs' spilling instruction streams
+    in flight (``KernelCost.spill_streams`` per CTA) joins the two (one stream per SM: they
+    add). Bound ``latency`` when the reloads take longer than the rest."""
     load = busiest * (cost.local_load_bytes / grid) / gpu.spill_reload_bandwidth_bytes_per_s
-    in_flight = minimum(cost.ctas_per_sm, busiest)
+    in_flight = minimum(cost.ctas_per_sm, busiest) * cost.spill_streams
     t, residence = unpipelined_time(0.0, load, body, in_flight)
     bound = np.where(residence[1] > residence[2], "latency",
                      binding_unit(unit_seconds, cost.overlap, cost.pipeline, edges,

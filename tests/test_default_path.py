@@ -994,6 +994,9 @@ def test_backward_hbm_bytes_match_the_ncu_dram_counters(impl, algorithm, rel):
     for case, kernel in cases.items():
         if impl == "flex" and int(case.split("-")[2][1:]) > 128:
             continue  # flex at d 192/256 spills to local memory (summary-spills.json)
+        if (kernel.get("local_store_bytes") or 0) > kernel["dram_bytes"]:
+            continue  # spilled registers, some of them written back to DRAM (cuDNN's with
+            #           dropout at d 192/256: summary-dropout-spills.json)
         p = perfsim.predict(_probe_workload(case), "h200-sxm", algorithm)
         main = max(p.kernels, key=lambda k: k.seconds).cost
         modelled = main.hbm_read_bytes + main.hbm_write_bytes
@@ -1447,3 +1450,40 @@ def test_cudnn_with_dropout_takes_its_fma_and_alu_pipes_in_turn(case):
     pipes = (k["fma_pipe_pct"] + k["alu_pipe_pct"]) / 100 * k["duration_s"]
     assert main.unit_seconds["fp32"] == pytest.approx(pipes, rel=0.15)
     assert main.seconds == pytest.approx(k["duration_s"], rel=0.10)
+
+
+@pytest.mark.parametrize("phase,d", [("fwd", 128), ("fwd", 192), ("fwd", 256), ("bwd", 64),
+                                     ("bwd", 128), ("bwd", 192), ("bwd", 256)])
+def test_cudnn_spills_registers_with_dropout_as_profiled(phase, d):
+    """cuDNN's sm90 kernels with dropout reload spilled registers (Nsight Compute's local
+    loads, ``summary-dropout*.json``): the model's main kernel reloads as many bytes (within
+    2 %; none where the profile has at most 1 B per thread and tile step), and none without
+    dropout."""
+    from perfsim.validate.spill_facts import facts
+
+    row = next(r for r in facts() if r["case"] == f"cudnn-{phase}-d{d}-p10")
+    w = W(batch=1, heads=4096 // d, seqlen_q=4096, head_dim=d, dtype="bf16", phase=phase)
+    spilled = [max(perfsim.predict(w.replace(dropout_p=p), "h200-sxm", "sdpa-cudnn").kernels,
+                   key=lambda t: t.seconds).cost.local_load_bytes for p in (0.1, 0.0)]
+    want = row["local_load_bytes"] if row["reload_bytes_per_thread_step"] > 1.5 else 0.0
+    assert spilled[0] == pytest.approx(want, rel=0.02, abs=1.0)
+    assert spilled[1] == 0
+
+
+@pytest.mark.parametrize("d", [192, 256])
+def test_cudnn_forward_spilling_with_dropout_takes_its_profiled_time(d):
+    """Where cuDNN's forward spills with dropout (d = 192, 256) its reloads queue at the
+    SM's measured reload rate, the two consumer warpgroups each a stream
+    (``KernelCost.spill_streams``): the model within 10 % of the profiled duration at the
+    profile's clock (one stream: +31 % at d = 256; no spills: -31 %)."""
+    import json
+
+    cases = json.loads((_NCU / "summary-dropout-spills.json").read_text())["cases"]
+    k = _ncu_main_kernel(cases, f"cudnn-fwd-d{d}-p10")
+    h200 = perfsim.load_gpu("h200-sxm")
+    unlimited = h200.replace(power=h200.power.model_copy(update={"tdp_w": 5000.0}))
+    w = W(batch=1, heads=4096 // d, seqlen_q=4096, head_dim=d, dtype="bf16", dropout_p=0.1)
+    p = perfsim.predict(w, unlimited, "sdpa-cudnn",
+                        timing=perfsim.timing_for(unlimited, "sdpa-cudnn",
+                                                  clock=k["effective_clock_hz"]))
+    assert max(t.seconds for t in p.kernels) == pytest.approx(k["duration_s"], rel=0.10)

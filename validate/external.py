@@ -227,6 +227,11 @@ HOLDOUTS = {
                           "FMA and ALU pipes taking turns with dropout "
                           "(KernelCost.cuda_cores_in_turn) and its shared memory beside the "
                           "serial cycle",
+    "external-holdout42": "dropout 0.1-0.2 beside the same shapes without it (head dims "
+                          "64-256, most above 128, N 1.4k-9.2k, causal, GQA, fp16), SDPA "
+                          "flash, cuDNN, memory-efficient and math; frozen for cuDNN's "
+                          "register spills with dropout (CUDNN_SM90_DROPOUT_SPILL_BYTES), "
+                          "one reload stream per consumer warpgroup (KernelCost.spill_streams)",
 }
 
 

@@ -15,9 +15,14 @@ the bytes one thread reloads per step. Only the dK/dV programs hold the two accu
 FlexAttention's dQ programs (the other half of its grid) hold one and are taken not to
 spill, and so is the tutorial's dQ loop.
 
-Sources: ``reports/h200/probes/ncu/summary.json`` (tutorial-bwd-d64/d128, flex-bwd-d128) and
-``summary-spills.json`` (flex-bwd-d64/d192/d256, ``probe_spills.sh``, 2026-12-01); kernel
-configurations in ``reports/h200/probes/flex_bwd_configs.json``.
+cuDNN's sm90 kernels spill only with dropout (the Philox state and keep mask beside the
+accumulators, 168 registers per thread): their rows are the loads per thread of all 384 and
+per tile step of the forward (128 x 128 tiles) and of the backward's dK/dV loop.
+
+Sources: ``reports/h200/probes/ncu/summary-dropout.json`` and
+``summary-dropout-spills.json`` (cuDNN, 2026-12-03); ``summary.json`` (tutorial-bwd-d64/d128,
+flex-bwd-d128) and ``summary-spills.json`` (flex-bwd-d64/d192/d256, ``probe_spills.sh``,
+2026-12-01); kernel configurations in ``reports/h200/probes/flex_bwd_configs.json``.
 """
 
 from __future__ import annotations
@@ -52,9 +57,21 @@ CASES = (
                       (96, (128, 64, 4)), (112, (128, 64, 4)), (128, (128, 64, 4)),
                       (160, (128, 64, 8)), (176, (128, 64, 8)), (192, (128, 64, 8)),
                       (200, (64, 64, 4)), (224, (64, 64, 4)), (256, (64, 64, 4)))),
+    # cuDNN's sm90 kernels with dropout 0.1 (384 threads: a producer and two consumer
+    # warpgroups; perfsim.implementations.CUDNN_SM90_FWD_TILE / CUDNN_SM90_BWD_TILES)
+    *((f"cudnn-fwd-d{d}-p10", path, (1, 4096 // d, 4096, d, False), (128, 128, 12))
+      for d, path in ((64, "ncu/summary-dropout.json"), (128, "ncu/summary-dropout.json"),
+                      (192, "ncu/summary-dropout-spills.json"),
+                      (256, "ncu/summary-dropout-spills.json"))),
+    *((f"cudnn-bwd-d{d}-p10", path, (1, 4096 // d, 4096, d, False), tile)
+      for d, path, tile in ((64, "ncu/summary-dropout-spills.json", (64, 128, 12)),
+                            (128, "ncu/summary-dropout.json", (64, 128, 12)),
+                            (192, "ncu/summary-dropout-spills.json", (64, 64, 12)),
+                            (256, "ncu/summary-dropout-spills.json", (64, 64, 12)))),
 )
 #: the main kernel in each profile (a backward call's; a forward call's)
-MAIN = ("_attn_bwd", "flex_attention_backward_1", "flash_bwd_dq_dk_dv_loop", "flash_fwd_kernel")
+MAIN = ("_attn_bwd", "flex_attention_backward_1", "flash_bwd_dq_dk_dv_loop", "_bprop_",
+        "flash_fwd_kernel", "_fprop_")
 
 
 def facts() -> list[dict]:
@@ -68,7 +85,7 @@ def facts() -> list[dict]:
         kernels = json.loads((PROBES / path).read_text())["cases"][case]
         # the tutorial's "_attn_bwd" by its exact name (its preprocess kernel shares the
         # prefix); the others by a part of theirs
-        names = MAIN[3:] if "-fwd-" in case else MAIN[1:3]
+        names = MAIN[4:] if "-fwd-" in case else MAIN[1:4]
         main = next(k for k in kernels if k["kernel"] == MAIN[0]
                     or any(name in k["kernel"] for name in names))
         dims = Dims.of(AttentionWorkload(batch=b, heads=h, seqlen_q=n, head_dim=d,

@@ -389,6 +389,11 @@ class FusedAttention(Algorithm):
             return (ASYNC_MMA_STATIONS, maximum(ctas_per_sm, 1), ASYNC_MMA_SERIAL)
         return warp_cycle(gpu, ctas_per_sm, warps, prefetch)
 
+    def spill_streams(self) -> int:
+        """``KernelCost.spill_streams`` of the main kernels: 1 — a CTA's warps step through
+        the tile loop together."""
+        return 1
+
     def cuda_cores_in_turn(self) -> bool:
         """``KernelCost.cuda_cores_in_turn`` of the main kernels: ``False`` — the softmax's
         FMA- and ALU-pipe instructions work on independent score elements of the warps in
@@ -582,7 +587,7 @@ class FusedAttention(Algorithm):
             pipeline=self.pipeline("fwd", gpu, resident_per_sm(v.q_tiles * bh, ctas, gpu),
                                    warps),
             bytes_in_flight=self.kv_in_flight(dims, b_c), exp_after=EXP_AFTER,
-            cuda_cores_in_turn=self.cuda_cores_in_turn(),
+            cuda_cores_in_turn=self.cuda_cores_in_turn(), spill_streams=self.spill_streams(),
             l2_request_seconds=self.tma_l2_seconds(dims, gpu, (
                 (bh * dims.N_q, kd, dims.d, e),
                 # paged K/V gathered with cp.async unless a page is one key tile
@@ -936,7 +941,7 @@ class FusedAttention(Algorithm):
             overlap=self.overlap_groups("bwd", dims),
             pipeline=self.pipeline("bwd", gpu, resident_per_sm(v.kv_tiles * bh, ctas, gpu),
                                    warps, prefetch=self.bwd_prefetch(dims)),
-            cuda_cores_in_turn=self.cuda_cores_in_turn(),
+            cuda_cores_in_turn=self.cuda_cores_in_turn(), spill_streams=self.spill_streams(),
             launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas,
                     "tail": tail, **self._padded_head_dims(dims)},
         )

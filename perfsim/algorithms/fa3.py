@@ -173,6 +173,14 @@ class FA3(FusedAttention):
     #: duration with dropout and to 118-155 % without (``validate/reports/h200/probes/ncu/
     #: summary-dropout.json``; ``validate/README.md``, hold-outs 38-40).
     serial_stations: bool = False
+    #: register spills of the compiled kernels: local-memory bytes each thread reloads per
+    #: tile step of the forward and of the backward's dK/dV loop (a compiled-kernel fact read
+    #: from a profile, timed at ``GPUSpec.spill_reload_bandwidth_bytes_per_s``: the
+    #: ``sdpa-cudnn`` preset's with dropout, ``CUDNN_SM90_DROPOUT_SPILL_BYTES``). Default 0:
+    #: the reference keeps its live values in registers. At most CUDA's 512 KiB of local
+    #: memory per thread.
+    fwd_spill_reload_bytes: float = Field(default=0.0, ge=0, le=512 * 1024)
+    bwd_spill_reload_bytes: float = Field(default=0.0, ge=0, le=512 * 1024)
     pingpong: bool = True
     intra_warpgroup_overlap: bool = True
     warp_specialized: bool = True
@@ -324,6 +332,26 @@ class FA3(FusedAttention):
         ``serial_stations`` shared memory overlaps the cycle too (:meth:`pipeline`)."""
         hbm = (("hbm",),) if self.warp_specialized or phase == "bwd" else ()
         return hbm + (("smem",),) if self.serial_stations else hbm
+
+    def fwd_spill_bytes(self, dims: Dims) -> float:
+        """Local-memory bytes a forward thread reloads per tile step: the
+        ``fwd_spill_reload_bytes`` option."""
+        return self.fwd_spill_reload_bytes
+
+    def spill_reload_bytes(self, dims: Dims) -> float:
+        """Local-memory bytes a backward thread reloads per dK/dV step: the
+        ``bwd_spill_reload_bytes`` option."""
+        return self.bwd_spill_reload_bytes
+
+    def spill_streams(self) -> int:
+        """``KernelCost.spill_streams``: each consumer warpgroup of a warp-specialised kernel
+        runs its own tiles (2, the ping-pong pair; FA3 §3.1), one stream without warp
+        specialisation. Checked where cuDNN's sm90 forward spills with dropout at d = 256
+        (Nsight Compute, ``summary-dropout-spills.json``): its tensor, FMA, ALU and MUFU
+        pipes are busy 67 % of its duration in sum, against 103-104 % at d = 64 and 128
+        where it does not spill — 318 µs of 965 waiting on 2.12 GB of reloads, 50 GB/s per
+        SM, twice the one-stream rate the probe measured (26.8 GB/s)."""
+        return 2 if self.warp_specialized else 1
 
     def cuda_cores_in_turn(self) -> bool:
         """``KernelCost.cuda_cores_in_turn``: with ``serial_stations`` the FMA and ALU pipes
