@@ -392,10 +392,11 @@ def _lookup(table: dict, d):
 
 def _cudnn_dropout_spills(dims) -> dict:
     """``FA3``'s spill options for cuDNN's sm90 kernels (``CUDNN_SM90_DROPOUT_SPILL_BYTES``
-    by the call's head dim): none without dropout, or for a head dim left as a symbol."""
-    hdim = max(dims.d, dims.d_v)
-    if not dims.dropout_p or not getattr(hdim, "is_number", True):
+    by the call's head dim): none without dropout, or for symbolic dims (closed forms,
+    ``perfsim.symbolic``, count no spills)."""
+    if not dims.dropout_p or dims.symbolic:
         return {}
+    hdim = max(dims.d, dims.d_v)
     table = CUDNN_SM90_DROPOUT_SPILL_BYTES
     return {"fwd_spill_reload_bytes": _tile(table["fwd"], hdim),
             "bwd_spill_reload_bytes": _tile(table["bwd"], hdim)}

@@ -132,7 +132,8 @@ class KernelCost:
             back after use). The timing model spreads them evenly over the CTAs and adds
             them at the SM's measured spill-reload rate
             (``GPUSpec.spill_reload_bandwidth_bytes_per_s``), hidden only by the work of the
-            other CTAs resident on the SM (``perfsim.timing``).
+            other spilling streams resident on the SM (CTAs times ``spill_streams``;
+            ``perfsim.timing``).
         spill_streams: instruction streams per CTA that reload their spilled registers
             independently — the customers of the spill model with the resident CTAs
             (``perfsim.timing``): 1 where a CTA's warps step through the loop together, as

@@ -686,16 +686,15 @@ class Prediction:
             lines.append(
                 f"{heavy.cost.name} spills registers: its CTAs reload "
                 f"{_gb(float(heavy.cost.local_load_bytes))} of spilled values from local "
-                f"memory in all (the bytes per thread and step are a compiled-kernel figure "
-                f"from an H200 profile, perfsim.validate.spill_facts), at {rate / 1e9:.1f} GB/s "
+                f"memory in all (the bytes per thread and step are a compiled-kernel figure: "
+                f"the presets' from H200 profiles, perfsim.validate.spill_facts), at "
+                f"{rate / 1e9:.1f} GB/s "
                 f"per SM ({g.id}'s spill-reload rate, "
                 f"{_source_kind(g, 'spill_reload_bandwidth_bytes_per_s')}). "
                 f"On the busiest SM the reloads take {_ms(parts['load'])} "
                 f"({100 * float(share):.0f} % of the kernel), the rest of the kernel "
                 f"{_ms(parts['compute'])}; "
-                + ("one CTA per SM, so the two add." if parts["in_flight"] == 1 else
-                   f"{parts['in_flight']} CTAs per SM hide one's reloads behind the others' "
-                   "work."))
+                + _spill_overlap_text(parts))
         elif heavy.load_chain is not None:
             parts = heavy.load_chain
             in_flight = parts["in_flight"]
@@ -805,3 +804,16 @@ def _source_kind(gpu, field: str) -> str:
     text = str((gpu.sources or {}).get(field, ""))
     return ("assumed" if text.startswith("ASSUMED") else
             "measured" if text.startswith(("M:", "M ")) else "given")
+
+def _spill_overlap_text(parts: dict) -> str:
+    """How a spilling kernel's reloads overlap its work (``timing._spill_time``'s parts)."""
+    ctas, streams = parts.get("ctas", parts["in_flight"]), parts.get("streams", 1)
+    if parts["in_flight"] == 1:
+        return "one CTA per SM, so the two add."
+    per_cta = (f"{ctas} CTAs per SM" if ctas != 1 else "one CTA per SM")
+    if streams == 1:
+        return f"{per_cta} hide one's reloads behind the others' work."
+    other = "the other's" if parts["in_flight"] == 2 else "the others'"
+    return (f"{per_cta}, each with {streams} consumer warpgroups that reload on their own: "
+            f"one warpgroup's reloads hide behind {other} work ({parts['in_flight']} in "
+            "flight).")

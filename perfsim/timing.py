@@ -29,8 +29,9 @@ For one kernel on one GPU:
   caps it.
 * Register spills (``KernelCost.local_load_bytes``): the kernel's time computed as above
   is the compute station of the same closed network, and its spill reloads, at the SM's
-  measured reload rate, the load station: one CTA per SM adds them; more resident CTAs hide
-  one's reloads behind the others' work.
+  measured reload rate, the load station: one spilling instruction stream per SM adds them;
+  more (resident CTAs times ``KernelCost.spill_streams``) hide one's reloads behind the
+  others' work.
 * Launch: ``launch_overhead_s`` per launched kernel (grid > 0).
 * Edges: a tiled attention kernel's CTAs load their first tiles and store their outputs
   outside the steady-state loop; each wave of resident CTAs adds that fixed time
@@ -1123,12 +1124,14 @@ def _spill_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, body, busiest, gri
     in flight (``KernelCost.spill_streams`` per CTA) joins the two (one stream per SM: they
     add). Bound ``latency`` when the reloads take longer than the rest."""
     load = busiest * (cost.local_load_bytes / grid) / gpu.spill_reload_bandwidth_bytes_per_s
-    in_flight = minimum(cost.ctas_per_sm, busiest) * cost.spill_streams
+    ctas = minimum(cost.ctas_per_sm, busiest)
+    in_flight = ctas * cost.spill_streams
     t, residence = unpipelined_time(0.0, load, body, in_flight)
     bound = np.where(residence[1] > residence[2], "latency",
                      binding_unit(unit_seconds, cost.overlap, cost.pipeline, edges,
                                   exp_lead=exp_lead))
-    parts = {"load": load, "compute": body, "in_flight": in_flight, "spills": True}
+    parts = {"load": load, "compute": body, "in_flight": in_flight, "spills": True,
+             "ctas": ctas, "streams": cost.spill_streams}
     return parts, (bound if bound.ndim else str(bound)), t
 
 

@@ -971,8 +971,9 @@ def _probe_workload(case: str) -> W:
     parts = case.split("-")
     d = int(parts[2][1:])
     n = next((int(p[1:]) for p in parts[3:] if p.startswith("n")), 4096)
+    dropout = next((int(p[1:]) / 100 for p in parts[3:] if p.startswith("p")), 0.0)
     return W(batch=1, heads=4096 // d, seqlen_q=n, head_dim=d, dtype="bf16", phase="bwd",
-             causal=case.endswith("-c") or parts[0] == "tutorial")
+             causal=case.endswith("-c") or parts[0] == "tutorial", dropout_p=dropout)
 
 
 @pytest.mark.parametrize("impl,algorithm,rel", [
@@ -994,9 +995,9 @@ def test_backward_hbm_bytes_match_the_ncu_dram_counters(impl, algorithm, rel):
     for case, kernel in cases.items():
         if impl == "flex" and int(case.split("-")[2][1:]) > 128:
             continue  # flex at d 192/256 spills to local memory (summary-spills.json)
-        if (kernel.get("local_store_bytes") or 0) > kernel["dram_bytes"]:
-            continue  # spilled registers, some of them written back to DRAM (cuDNN's with
-            #           dropout at d 192/256: summary-dropout-spills.json)
+        if case == "cudnn-bwd-d256-p10":
+            continue  # 2.2 GB of spilled registers stored back, some of them reaching DRAM:
+            #           0.383 GB measured, 0.305 GB counted (the write-backs are not)
         p = perfsim.predict(_probe_workload(case), "h200-sxm", algorithm)
         main = max(p.kernels, key=lambda k: k.seconds).cost
         modelled = main.hbm_read_bytes + main.hbm_write_bytes
@@ -1475,7 +1476,7 @@ def test_cudnn_forward_spilling_with_dropout_takes_its_profiled_time(d):
     """Where cuDNN's forward spills with dropout (d = 192, 256) its reloads queue at the
     SM's measured reload rate, the two consumer warpgroups each a stream
     (``KernelCost.spill_streams``): the model within 10 % of the profiled duration at the
-    profile's clock (one stream: +31 % at d = 256; no spills: -31 %)."""
+    profile's clock (one stream: +31 % at d = 256; no spills: -33 %)."""
     import json
 
     cases = json.loads((_NCU / "summary-dropout-spills.json").read_text())["cases"]

@@ -389,9 +389,16 @@ class FusedAttention(Algorithm):
             return (ASYNC_MMA_STATIONS, maximum(ctas_per_sm, 1), ASYNC_MMA_SERIAL)
         return warp_cycle(gpu, ctas_per_sm, warps, prefetch)
 
-    def spill_streams(self) -> int:
-        """``KernelCost.spill_streams`` of the main kernels: 1 — a CTA's warps step through
-        the tile loop together."""
+    def spill_term(self, phase: str) -> str:
+        """The named term of the ``phase``'s register-spill reloads: flash-attn 2's compiled
+        kernels spill in the forward where the call's head dim is below the kernel's
+        (predicated loads), in the backward their dK/dV accumulators."""
+        return ("local_load/register spills (head dim below the kernel's)" if phase == "fwd"
+                else "local_load/dK,dV accumulators (register spills)")
+
+    def spill_streams(self, phase: str) -> int:
+        """``KernelCost.spill_streams`` of the ``phase``'s main kernel: 1 — a CTA's warps
+        step through the tile loop together."""
         return 1
 
     def cuda_cores_in_turn(self) -> bool:
@@ -570,8 +577,7 @@ class FusedAttention(Algorithm):
         if spill:
             # every thread reloads its spilled registers once per tile its CTA visits
             # (REFERENCE_FWD_SPILL_BYTES: the kernel's predicated head-dim loads)
-            terms["local_load/register spills (head dim below the kernel's)"] = (
-                bh * v.tiles * warps * 32 * spill)
+            terms[self.spill_term("fwd")] = bh * v.tiles * warps * 32 * spill
         tail = in_order_tail(v, v.q_tiles * bh, gpu.sm_count, ctas, dims.masked,
                              self.lpt_scheduling)
         # a CTA's edges: its Q tile and first K/V tile in, its O tile out
@@ -587,7 +593,8 @@ class FusedAttention(Algorithm):
             pipeline=self.pipeline("fwd", gpu, resident_per_sm(v.q_tiles * bh, ctas, gpu),
                                    warps),
             bytes_in_flight=self.kv_in_flight(dims, b_c), exp_after=EXP_AFTER,
-            cuda_cores_in_turn=self.cuda_cores_in_turn(), spill_streams=self.spill_streams(),
+            cuda_cores_in_turn=self.cuda_cores_in_turn(),
+            spill_streams=self.spill_streams("fwd"),
             l2_request_seconds=self.tma_l2_seconds(dims, gpu, (
                 (bh * dims.N_q, kd, dims.d, e),
                 # paged K/V gathered with cp.async unless a page is one key tile
@@ -906,8 +913,7 @@ class FusedAttention(Algorithm):
             # — per loop step: a kernel that walks its masked tiles in steps of B_r / k rows
             # (bwd_masked_row_split = k) takes k steps for each
             steps = v.tiles + (self.masked_row_split() - 1) * v.masked_tiles
-            terms["local_load/dK,dV accumulators (register spills)"] = (
-                bh * steps * warps * 32 * spill)
+            terms[self.spill_term("bwd")] = bh * steps * warps * 32 * spill
         # a CTA's edges: its K/V block and first Q, dO, LSE and D tiles in, dK and dV out
         edge = 2 * e * b_c * (d + d_v) + b_r * (e * (d + d_v) + 2 * STAT_BYTES)
         if again:
@@ -941,7 +947,8 @@ class FusedAttention(Algorithm):
             overlap=self.overlap_groups("bwd", dims),
             pipeline=self.pipeline("bwd", gpu, resident_per_sm(v.kv_tiles * bh, ctas, gpu),
                                    warps, prefetch=self.bwd_prefetch(dims)),
-            cuda_cores_in_turn=self.cuda_cores_in_turn(), spill_streams=self.spill_streams(),
+            cuda_cores_in_turn=self.cuda_cores_in_turn(),
+            spill_streams=self.spill_streams("bwd"),
             launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas,
                     "tail": tail, **self._padded_head_dims(dims)},
         )

@@ -148,10 +148,15 @@ class FA3(FusedAttention):
             (``softmax_costs.DROPOUT_INSTRUCTIONS`` for its ``address_arithmetic``). Default
             ``False``: the reference has none (flash-attn issue #1251), so a workload with
             ``dropout_p > 0`` raises ``InfeasibleError``.
-        serial_stations: nothing overlaps — the MMA and softmax stations run with one tile
-            in flight and the softmax station's MUFU and FP32 work in turn, forward and
-            backward (the ``sdpa-cudnn`` preset sets it for calls with dropout, from Nsight
-            Compute's pipe busy times on the H200). Default ``False``.
+        serial_stations: the pipes take turns — the MMA and softmax stations run with one
+            tile in flight and the softmax station's MUFU, FMA and ALU work in turn, forward
+            and backward, with shared memory and HBM beside the cycle (the ``sdpa-cudnn``
+            preset sets it for calls with dropout, from Nsight Compute's pipe busy times on
+            the H200). Default ``False``.
+        fwd_spill_reload_bytes, bwd_spill_reload_bytes: register-spill reloads per thread
+            and tile step of the forward and of the backward's dK/dV loop (bytes; a
+            compiled-kernel fact: the ``sdpa-cudnn`` preset's with dropout,
+            ``perfsim.implementations.CUDNN_SM90_DROPOUT_SPILL_BYTES``). Default 0.
     """
 
     name: ClassVar[str] = "fa3"
@@ -166,8 +171,9 @@ class FA3(FusedAttention):
     #: preset): charged from its census (``softmax_costs.DROPOUT_INSTRUCTIONS``) instead of
     #: refused
     dropout_supported: bool = False
-    #: nothing overlaps: the MMA and softmax stations run with one tile in flight and the
-    #: softmax station's MUFU and FP32 work in turn, forward and backward. The ``sdpa-cudnn``
+    #: the MMA and softmax stations run with one tile in flight, the softmax station's MUFU,
+    #: FMA and ALU work in turn (``KernelCost.cuda_cores_in_turn``), forward and backward;
+    #: shared memory and HBM overlap the cycle (:meth:`pipeline`). The ``sdpa-cudnn``
     #: preset sets it for calls with dropout: Nsight Compute on the H200 has the busy times of
     #: cuDNN's tensor, FMA, ALU and MUFU pipes adding to 103-104 % of its sm90 kernels'
     #: duration with dropout and to 118-155 % without (``validate/reports/h200/probes/ncu/
@@ -343,15 +349,25 @@ class FA3(FusedAttention):
         ``bwd_spill_reload_bytes`` option."""
         return self.bwd_spill_reload_bytes
 
-    def spill_streams(self) -> int:
-        """``KernelCost.spill_streams``: each consumer warpgroup of a warp-specialised kernel
-        runs its own tiles (2, the ping-pong pair; FA3 §3.1), one stream without warp
-        specialisation. Checked where cuDNN's sm90 forward spills with dropout at d = 256
-        (Nsight Compute, ``summary-dropout-spills.json``): its tensor, FMA, ALU and MUFU
-        pipes are busy 67 % of its duration in sum, against 103-104 % at d = 64 and 128
-        where it does not spill — 318 µs of 965 waiting on 2.12 GB of reloads, 50 GB/s per
-        SM, twice the one-stream rate the probe measured (26.8 GB/s)."""
-        return 2 if self.warp_specialized else 1
+    def spill_term(self, phase: str) -> str:
+        """The named term of the register-spill reloads (``fwd_spill_reload_bytes``,
+        ``bwd_spill_reload_bytes``: cuDNN's with dropout hold the Philox state and keep mask
+        beside the accumulators)."""
+        return "local_load/register spills"
+
+    def spill_streams(self, phase: str) -> int:
+        """``KernelCost.spill_streams``: the two consumer warpgroups (the ping-pong pair;
+        FA3 §3.1) of a warp-specialised kernel, and of every backward (taken as
+        warp-specialised, as :meth:`pipeline` does); one stream otherwise. ASSUMED: one
+        warpgroup's waits on its reloads overlap the other's work — memory waits are not
+        ordered by the barriers that keep their compute in turn (``serial_stations``) —
+        so the spill model's closed network has two customers against the SM's one reload
+        path (``perfsim.timing``). A check, not a fit: where cuDNN's sm90 forward spills with
+        dropout at d = 256 (Nsight Compute, ``summary-dropout-spills.json``) its tensor,
+        FMA, ALU and MUFU pipes are busy 67 % of its 965 µs in sum, against 103-104 % where
+        it does not spill; the model gives the kernel 951 µs at the profile's clock, 1267
+        with one stream and 649 without the spills."""
+        return 2 if self.warp_specialized or phase == "bwd" else 1
 
     def cuda_cores_in_turn(self) -> bool:
         """``KernelCost.cuda_cores_in_turn``: with ``serial_stations`` the FMA and ALU pipes
@@ -386,11 +402,12 @@ class FA3(FusedAttention):
         overlap group of its own, :meth:`overlap_groups`). Evidence, Nsight Compute on the
         H200 (``validate/reports/h200/probes/ncu/summary-dropout.json``; B = 1, H = 32,
         N = 4096, d = 128, dropout 0.1): cuDNN's sm90 backward keeps its tensor, FMA, ALU and
-        MUFU pipes busy 46.6 + 20.2 + 28.0 + 9.0 = 103.8 % of its duration, and its 220 M
-        shared-memory wavefronts (WGMMA operands, loads, stores: 59 % of the duration at one
-        per clock per SM) exceed the tensor pipe's 46.6 % — the reads and stores of the
-        softmax's own stage run while the FMA and ALU pipes work, so shared memory is not a
-        step of the MMA station's turn."""
+        MUFU pipes busy 46.6 + 20.2 + 28.0 + 9.0 = 103.8 % of its duration, and its
+        shared-memory wavefronts (220 M summed over WGMMA operands, loads and stores, 176 M by
+        the all-operation counter: 59 or 47 % of the duration at one per clock per SM) match
+        or exceed the tensor pipe's 46.6 % while the four pipes already fill the duration —
+        the softmax stage's own loads and stores run while the FMA and ALU pipes work, so
+        shared memory is not a step of the MMA station's turn."""
         mma = ("tensor", "smem") if self.warp_specialized or phase == "bwd" else (
             "tensor", "smem", "hbm")
         if self.serial_stations:
