@@ -40,7 +40,8 @@ SCALED = {"hbm_bandwidth_bytes_per_s": "HBM bandwidth ×", "clock_hz": "SM clock
 #: Labels of the integer fields (entered as numbers).
 LABELS = {"batch": "batch B", "heads": "query heads H", "kv_heads": "K/V heads (0: = H)",
           "seqlen_q": "query length N_q", "seqlen_k": "key length N_k (0: = N_q)",
-          "head_dim": "head dim d", "window_left": "sliding window left (-1: none)"}
+          "head_dim": "head dim d", "window_left": "sliding window left (-1: none)",
+          "dropout_p": "dropout probability"}
 #: Sequence lengths of the TFLOP/s curve and the bottleneck map; head dims of the map.
 CURVE_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
 MAP_HEAD_DIMS = (64, 128, 256)
@@ -85,6 +86,8 @@ class Explorer(param.Parameterized):
     phase = param.Selector(default="fwd", objects=["fwd", "bwd", "fwd_bwd"])
     window_left = param.Integer(default=-1, bounds=(-1, 1 << 22),
                                 doc="sliding window: keys [i - left, i]; -1: none")
+    dropout_p = param.Number(default=0.0, bounds=(0.0, 0.95), step=0.05,
+                             doc="dropout probability (kernels without dropout refuse it)")
     hbm_bandwidth_bytes_per_s = param.Number(default=1.0, bounds=(0.1, 10), step=0.05)
     clock_hz = param.Number(default=1.0, bounds=(0.1, _clock_scale_top()), step=0.05)
     mufu_ops_per_clk_per_sm = param.Number(default=1.0, bounds=(0.1, 10), step=0.05)
@@ -117,7 +120,8 @@ class Explorer(param.Parameterized):
         fields = {"batch": self.batch, "heads": self.heads,
                   "kv_heads": self.kv_heads or self.heads, "seqlen_q": self.seqlen_q,
                   "seqlen_k": self.seqlen_k or self.seqlen_q, "head_dim": self.head_dim,
-                  "causal": self.causal, "dtype": self.dtype, "phase": self.phase}
+                  "causal": self.causal, "dtype": self.dtype, "phase": self.phase,
+                  "dropout_p": self.dropout_p}
         if self.window_left >= 0:
             fields["window"] = (self.window_left, 0)
             fields["causal"] = False
@@ -173,8 +177,8 @@ class Explorer(param.Parameterized):
         dims = sorted({*MAP_HEAD_DIMS, w.head_dim})
         kwargs = {"batch": w.batch, "heads": w.heads, "kv_heads": w.kv_heads,
                   "seqlen_q": list(CURVE_SEQLENS), "head_dim": dims, "causal": w.causal,
-                  "dtype": w.dtype, "phase": w.phase, "gpus": self.specs(),
-                  "algorithms": [self.algorithm]}
+                  "dtype": w.dtype, "phase": w.phase, "dropout_p": w.dropout_p,
+                  "gpus": self.specs(), "algorithms": [self.algorithm]}
         if w.window != (None, None):
             kwargs["window"] = w.window
         return sweep(**kwargs)
@@ -268,7 +272,8 @@ def create_app(explorer: Explorer | None = None):
                  **{f: {"type": pn.widgets.IntInput, "name": LABELS[f],
                         "css_classes": [f"w-{f}"]} for f in ints},
                  **{f: {"name": label, "css_classes": [f"w-{f}"]}
-                    for f, label in SCALED.items()}},
+                    for f, label in SCALED.items()},
+                 "dropout_p": {"name": LABELS["dropout_p"], "css_classes": ["w-dropout_p"]}},
         show_name=False, width=300, sizing_mode="fixed")
 
     def guarded(view):

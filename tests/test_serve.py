@@ -51,6 +51,13 @@ def test_views_render_and_bad_input_is_one_message():
     for fig in (ex.time_figure(), ex.roofline_figure(), ex.curve_figure(frame),
                 ex.map_figure(frame)):
         assert fig.axes
+    ex.param.update(algorithm="sdpa-cudnn", gpus=["h200-sxm"], causal=False, dropout_p=0.1)
+    (gid, p), = ex.predictions()                      # the dropout control reaches predict
+    assert p.seconds == perfsim.predict(ex.workload(), "h200-sxm", "sdpa-cudnn").seconds
+    assert p.workload.dropout_p == 0.1 and set(ex.sweep_frame().dropout_p) == {0.1}
+    ex.algorithm = "flash-attn-cute"                  # no dropout: refused in its row
+    assert "cannot run" in ex.table_html() and "dropout" in ex.table_html()
+    ex.param.update(algorithm="fa3", dropout_p=0.0)
     ex.kv_heads = 5                                   # does not divide 16
     with pytest.raises(perfsim.PerfsimError, match="kv_heads"):
         ex.workload()
