@@ -56,6 +56,8 @@ def test_preset_spill_figures_are_the_profiles_numbers():
             if case in got:
                 assert impls._tile(table, d) == (round(got[case], 1) if got[case] > 1.5
                                                  else 0.0)
+    for phase, table in impls.CUDNN_SM90_CAUSAL_DROPOUT_SPILL_BYTES.items():
+        assert table == {256: round(got[f"cudnn-{phase}-d256-p10-c"], 1)}
     below = {"bwd": {40: 64, 80: 96, 112: 128, 160: 192, 224: 256},
              "fwd": {40: 64, 80: 96, 112: 128, 160: 192, 176: 192, 200: 256, 224: 256}}
     for phase, table in (("bwd", fa2.REFERENCE_BWD_SPILL_BYTES),

@@ -232,6 +232,10 @@ HOLDOUTS = {
                           "flash, cuDNN, memory-efficient and math; frozen for cuDNN's "
                           "register spills with dropout (CUDNN_SM90_DROPOUT_SPILL_BYTES), "
                           "one reload stream per consumer warpgroup (KernelCost.spill_streams)",
+    "external-holdout43": "dropout 0.1-0.15 beside the same shapes without it, mostly causal at "
+                          "head dims 176-256 (N 2.3k-6.7k, GQA, fp16), SDPA flash and cuDNN; "
+                          "frozen for cuDNN's causal spill figures at head dim 256 "
+                          "(CUDNN_SM90_CAUSAL_DROPOUT_SPILL_BYTES)",
 }
 
 

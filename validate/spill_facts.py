@@ -68,6 +68,11 @@ CASES = (
                             (128, "ncu/summary-dropout.json", (64, 128, 12)),
                             (192, "ncu/summary-dropout-spills.json", (64, 64, 12)),
                             (256, "ncu/summary-dropout-spills.json", (64, 64, 12)))),
+    # ... and its causal kernels at d = 256 (per visited tile)
+    ("cudnn-fwd-d256-p10-c", "ncu/summary-dropout-causal.json", (1, 16, 4096, 256, True),
+     (128, 128, 12)),
+    ("cudnn-bwd-d256-p10-c", "ncu/summary-dropout-causal.json", (1, 16, 4096, 256, True),
+     (64, 64, 12)),
 )
 #: the main kernel in each profile (a backward call's; a forward call's)
 MAIN = ("_attn_bwd", "flex_attention_backward_1", "flash_bwd_dq_dk_dv_loop", "_bprop_",
