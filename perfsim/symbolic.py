@@ -94,8 +94,8 @@ SIZES = {"B": B, "H": H, "H_kv": H_kv, "N_q": N_q, "N_k": N_k, "d": d, "d_v": d_
 TILE_SYMBOLS = {"block_m": B_r, "block_r": B_r, "bwd_block_m": B_r,
                 "block_n": B_c, "block_c": B_c, "bwd_block_n": B_c}
 #: Totals returned by :func:`counts` (as ``Prediction.counts``) plus the footprint.
-COUNTS = ("flops", "tensor_flops", "fp32_flops", "alu_ops", "exp_ops", "emulated_exp_ops",
-          "hbm_bytes", "smem_bytes", "memory_bytes")
+COUNTS = ("flops", "tensor_flops", "fp32_flops", "exp_ops", "emulated_exp_ops", "hbm_bytes",
+          "smem_bytes", "memory_bytes")
 
 
 def counts(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16", phase="fwd",
