@@ -402,11 +402,10 @@ def _cudnn_dropout_spills(dims) -> dict:
     ``perfsim.symbolic``, count no spills)."""
     if not dims.dropout_p or dims.symbolic:
         return {}
-    hdim = max(dims.d, dims.d_v)
-    compiled = -(-int(hdim) // 64) * 64            # the kernel's head dim (cudnn-sm90)
+    compiled = max(kernel_head_dims("cudnn-sm90", dims))
     figures = {}
     for phase in ("fwd", "bwd"):
-        figure = _tile(CUDNN_SM90_DROPOUT_SPILL_BYTES[phase], hdim)
+        figure = _tile(CUDNN_SM90_DROPOUT_SPILL_BYTES[phase], compiled)
         if dims.causal:
             figure = CUDNN_SM90_CAUSAL_DROPOUT_SPILL_BYTES[phase].get(compiled, figure)
         figures[f"{phase}_spill_reload_bytes"] = figure

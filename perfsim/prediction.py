@@ -807,7 +807,7 @@ def _source_kind(gpu, field: str) -> str:
 
 def _spill_overlap_text(parts: dict) -> str:
     """How a spilling kernel's reloads overlap its work (``timing._spill_time``'s parts)."""
-    ctas, streams = parts.get("ctas", parts["in_flight"]), parts.get("streams", 1)
+    ctas, streams = parts["ctas"], parts["streams"]
     if parts["in_flight"] == 1:
         return "one CTA per SM, so the two add."
     per_cta = (f"{ctas} CTAs per SM" if ctas != 1 else "one CTA per SM")

@@ -337,7 +337,7 @@ class FA3(FusedAttention):
         specialisation the consumers wait for their own loads inside the MMA station. With
         ``serial_stations`` shared memory overlaps the cycle too (:meth:`pipeline`)."""
         hbm = (("hbm",),) if self.warp_specialized or phase == "bwd" else ()
-        return hbm + (("smem",),) if self.serial_stations else hbm
+        return (hbm + (("smem",),)) if self.serial_stations else hbm
 
     def fwd_spill_bytes(self, dims: Dims) -> float:
         """Local-memory bytes a forward thread reloads per tile step: the
