@@ -133,7 +133,8 @@ class PowerSpec(BaseModel):
             raise ValueError(f"power.static_w ({self.static_w} W) must be below tdp_w "
                              f"({self.tdp_w} W)")
         if self.min_clock_hz > self.reference_clock_hz:
-            raise ValueError("power.min_clock_hz must not exceed power.reference_clock_hz")
+            raise ValueError(f"power.min_clock_hz ({self.min_clock_hz:g} Hz) must not exceed "
+                             f"power.reference_clock_hz ({self.reference_clock_hz:g} Hz)")
         return self
 
 
@@ -531,7 +532,10 @@ class GPUSpec(BaseModel):
                 raise ValueError(f"tma_segment_seconds[{key}] must be between 0 and 1e-6 s, "
                                  f"got {value}")
         if self.smem_bytes_per_block > self.smem_bytes_per_sm:
-            raise ValueError("smem_bytes_per_block must not exceed smem_bytes_per_sm")
+            raise ValueError(f"smem_bytes_per_block ({self.smem_bytes_per_block} B, the most one "
+                             f"CTA may take) must not exceed smem_bytes_per_sm "
+                             f"({self.smem_bytes_per_sm} B): lower smem_bytes_per_block with "
+                             "it, or raise smem_bytes_per_sm")
         if self.smem_reserved_per_cta_bytes >= self.smem_bytes_per_sm:
             raise ValueError(f"smem_reserved_per_cta_bytes ({self.smem_reserved_per_cta_bytes}) "
                              f"must be below smem_bytes_per_sm ({self.smem_bytes_per_sm}): the "
@@ -707,4 +711,6 @@ def _validate_spec(data: dict, where: str) -> GPUSpec:
         last = str(first["loc"][-1]) if first["loc"] else ""
         if last and msg.startswith(last + "["):     # the message names the table entry
             loc = loc[:-len(last)].rstrip(".")
+        if "input" in first and "got" not in msg and not isinstance(first["input"], dict):
+            msg = f"{msg}, got {first['input']!r}"      # pydantic's own checks omit it
         raise PerfsimError(f"{where}: {loc + ': ' if loc else ''}{msg}") from None

@@ -142,18 +142,21 @@ def counts(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16", phas
 
 def unit_seconds(algorithm="fa2", gpu="h100-sxm5", *, causal=False, dtype="bf16",
                  phase="fwd", dropout_p=0.0, io_model=False, keep_l2=False,
-                 options: dict | None = None, timing: TimingParams | None = None,
+                 options: dict | None = None, timing: TimingParams | dict | None = None,
                  **sizes) -> dict[str, sympy.Expr]:
     """Each unit's time alone (s), summed over kernels: demand / rate with the demand and
     rates ``perfsim.timing.time_kernel`` uses, without its tail effect and launch overhead.
 
-    Arguments as :func:`counts`; ``timing``: efficiency factors (default for the GPU).
+    Arguments as :func:`counts`; ``timing``: efficiency factors (default for the GPU), a
+    ``TimingParams`` or a dict of fields replacing the GPU's defaults (as ``predict``).
     """
     _check_flags(causal=causal, io_model=io_model, keep_l2=keep_l2)
     spec = load_gpu(gpu)
     kernels, _ = _kernels(algorithm, spec, causal, dtype, phase, dropout_p,
                           "none" if io_model else "symbol" if keep_l2 else "gpu",
                           options, sizes)
+    if isinstance(timing, dict):        # as predict takes it: the GPU's defaults, replaced
+        timing = TimingParams.for_gpu(spec, **timing)
     check_timing(timing)
     totals = _unit_totals(kernels, spec, timing or TimingParams.for_gpu(spec))
     return {u: sympy.sympify(t) for u, t in totals.items()}

@@ -226,8 +226,11 @@ class TimingParams(BaseModel):
             where = str(first["loc"][0]) if first["loc"] else "fields"
             msg = first["msg"].removeprefix("Value error, ")
             if where == "clock":
+                given = first.get("input")
+                hint = (f" (in MHz? {given:g} MHz is {given * 1e6:g} Hz)"
+                        if isinstance(given, (int, float)) and 100 <= given <= 5000 else "")
                 msg = ("must be 'sustained', 'boost', 'datasheet' or an SM clock in Hz "
-                       f"between 1e8 and 5e9, got {_short(first.get('input'))}")
+                       f"between 1e8 and 5e9, got {_short(given)}{hint}")
             elif first["type"] in ("greater_than_equal", "less_than_equal"):
                 msg = f"must be {_allowed(where)}, got {first.get('input')!r}"
             raise PerfsimError(f"TimingParams.{where}: {msg} (fields: "
@@ -560,8 +563,9 @@ def check_timing(timing) -> None:
         perfsim.PerfsimError: naming what was given and how to build one."""
     if timing is not None and not isinstance(timing, TimingParams):
         raise PerfsimError(
-            f"timing must be a perfsim.TimingParams, got {type(timing).__name__}: build one "
-            "with perfsim.timing_for(gpu, algorithm, **overrides), e.g. "
+            f"timing must be a perfsim.TimingParams or a dict of its fields, got "
+            f"{type(timing).__name__}: e.g. timing={{'clock': 1.5e9}} (Hz), or build one with "
+            "perfsim.timing_for(gpu, algorithm, **overrides), e.g. "
             "perfsim.timing_for('h100-sxm5', 'fa2', clock=1.5e9)")
 
 

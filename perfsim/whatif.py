@@ -196,4 +196,5 @@ def what_if(spec: GPUSpec, ovs: tuple[Override, ...]) -> tuple[GPUSpec | None, s
     try:
         return spec.replace(**{o.top: data[o.top] for o in ovs}), ""
     except PerfsimError as exc:
-        return None, f"what-if GPU is invalid: {exc}"
+        given = "; ".join(o.label() for o in ovs)
+        return None, f"what-if GPU is invalid ({given}): {exc}"

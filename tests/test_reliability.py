@@ -1312,3 +1312,57 @@ def test_valid_copies_of_timing_params_and_gpus_predict_as_before():
     assert fewer.id == g.id and fewer.sm_count == 100
     assert predict(w, fewer, "fa2").seconds == predict(
         w, g.replace(sm_count=100), "fa2").seconds
+
+
+# ------------------------------------------------------------------ review of 2026-12-03
+def test_cli_window_of_two_empty_bounds_is_refused(capsys):
+    """``--window ,`` was read as no window at all (exit 0); each bound is an integer or
+    ``none``."""
+    with pytest.raises(SystemExit) as exc:      # argparse's own exit, one line on stderr
+        main(["predict", "-b", "1", "--heads", "8", "--seqlen", "1024", "--head-dim", "64",
+              "--window", ","])
+    assert exc.value.code == 2
+    assert "invalid window bound ''" in capsys.readouterr().err
+
+
+def test_cli_gpu_id_is_short_for_gpu_show(capsys):
+    """``perfsim gpu h100-sxm5`` failed with "choose from 'show'"."""
+    assert main(["gpu", "h100-sxm5"]) == 0
+    assert "H100" in capsys.readouterr().out
+    assert main(["gpu", "no-such-gpu"]) == 2
+    assert "unknown GPU 'no-such-gpu'" in capsys.readouterr().err
+
+
+def test_timing_errors_say_dicts_are_taken_and_hint_at_mhz():
+    """``timing="clock"`` was told only that a TimingParams was needed (a dict is taken too),
+    and ``timing={"clock": 1500}`` got no hint that the clock is in Hz."""
+    w = AttentionWorkload(batch=1, heads=8, seqlen_q=1024, head_dim=64)
+    with pytest.raises(PerfsimError, match="or a dict of its fields"):
+        predict(w, gpu="h100-sxm5", algorithm="fa2", timing="clock")
+    with pytest.raises(PerfsimError, match=r"in MHz\? 1500 MHz is 1\.5e\+09 Hz"):
+        predict(w, gpu="h100-sxm5", algorithm="fa2", timing={"clock": 1500})
+    from perfsim import symbolic
+
+    assert set(symbolic.unit_seconds("fa2", "h100-sxm5", timing={"clock": 1.5e9})) == {
+        "tensor", "fp32", "mufu", "smem", "hbm"}
+
+
+def test_gpu_field_errors_give_the_value_and_the_bound_fields():
+    """pydantic's own checks ("Input should be greater than 0") and the shared-memory bound
+    named no value."""
+    g = load_gpu("h100-sxm5")
+    with pytest.raises(PerfsimError, match=r"hbm_bandwidth_bytes_per_s: .* got -1\.0"):
+        g.replace(hbm_bandwidth_bytes_per_s=-1)
+    with pytest.raises(PerfsimError, match=r"smem_bytes_per_block \(\d+ B.*smem_bytes_per_sm "
+                                           r"\(1024 B\)"):
+        g.replace(smem_bytes_per_sm=1024)
+
+
+def test_sweep_rows_of_an_invalid_what_if_name_the_what_if():
+    """A scale that rounds sm_count to 0 gave "sm_count: Input should be greater than 0"
+    without the value or the scale behind it."""
+    df = perfsim.sweep(batch=1, heads=8, seqlen_q=1024, head_dim=64, gpus="h100-sxm5",
+                       algorithms="fa2", overrides={"sm_count": {"scale": [0.001, 1]}})
+    bad = df.infeasible[0]
+    assert "what-if GPU is invalid (sm_count×0.001)" in bad and "got 0" in bad
+    assert df.infeasible[1] == "" and df.seconds[1] > 0

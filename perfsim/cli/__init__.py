@@ -82,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     # a window value may start with "-" ("-1,0"): argparse would take it for an option and
     # say only "expected one argument"; joined, it reaches the window's own check
     argv = _join_dash_values(list(argv), ("--window",))
+    # ``perfsim gpu ID`` for ``perfsim gpu show ID`` (its one subcommand)
+    if len(argv) > 1 and argv[0] == "gpu" and argv[1] != "show" and not argv[1].startswith("-"):
+        argv = ["gpu", "show", *argv[1:]]
     # a known command builds only its own module's parser (its imports alone); anything else
     # (--help, --version, a typo) builds them all, so help and errors list every command
     own = COMMAND_OF.get(argv[0]) if argv else None

@@ -125,7 +125,7 @@ def window_arg(text: str) -> tuple:
     out = []
     for part in parts:
         part = part.strip().lower()
-        if part in ("none", "-", ""):
+        if part in ("none", "-"):
             out.append(None)
             continue
         if not _INT.fullmatch(part):
