@@ -1166,7 +1166,8 @@ def _cute(dims, gpu):
 #: f(dims) raising InfeasibleError where the real kernel cannot run])
 IMPLEMENTATIONS: dict[str, tuple] = {
     "sdpa-flash": (lambda dims, gpu: algos.FA2(fast_math=False, fused_scale=False,
-                                               compiled_head_dims="pytorch"),
+                                               compiled_head_dims="pytorch",
+                                               address_arithmetic="pytorch-flash"),
                    "torch SDPA, SDPBackend.FLASH_ATTENTION (flash-attn 2 CUDA kernels)",
                    {"software": "sdpa-flash"}, _flash_limits),
     "sdpa-cudnn": (_sdpa_cudnn, "torch SDPA, SDPBackend.CUDNN_ATTENTION",

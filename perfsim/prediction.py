@@ -19,12 +19,15 @@ from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.mathops import where
 from perfsim.tiles import visible_pairs
 from perfsim.timing import (
+    MUFU_BESIDE,
     REDUCTION_BYTES,
     KernelTiming,
+    exp_lead_seconds,
     l2_request_path_seconds,
     memory_path_seconds,
     rates,
     reduction_seconds,
+    station_times,
 )
 from perfsim.units import si
 from perfsim.workload import AttentionWorkload
@@ -720,9 +723,17 @@ class Prediction:
             serial = heavy.cost.pipeline[2] if len(heavy.cost.pipeline) > 2 else \
                 tuple(tiles == 1 and i > 0 for i in range(len(stations)))
             parts = []
-            for station, adds in zip(stations, serial):
+            for index, (station, adds) in enumerate(zip(stations, serial)):
                 times = [heavy.unit_seconds[u] for u in station]
-                if adds and len(station) > 1:
+                if adds and isinstance(adds, str) and adds == MUFU_BESIDE:
+                    lead = exp_lead_seconds(heavy.cost, rates(
+                        self.gpu, heavy.cost, self.timing, self.clock_hz or self.gpu.clock_hz),
+                        heavy.wave_factor)
+                    t = station_times(heavy.unit_seconds, stations, tiles, serial, lead)[index]
+                    rest = [u for u in station if u not in ("fp32", "mufu")]
+                    parts.append(f"{' + '.join(rest + ['fp32'])} {_ms(t)} (in turn, the "
+                                 "FMA and ALU pipes too; mufu beside the fp32 work)")
+                elif adds and len(station) > 1:
                     parts.append(f"{' + '.join(station)} {_ms(sum(times))} (in turn)")
                 else:
                     top = max(station, key=lambda u: heavy.unit_seconds[u])

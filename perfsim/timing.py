@@ -1174,6 +1174,12 @@ def station_times(unit_seconds: dict, stations, tiles_in_flight, serial=None,
     times = []
     for index, station in enumerate(stations):
         adds = _station_adds(serial, index, tiles_in_flight)
+        if adds and _mufu_beside(serial, index):
+            t = 0.0
+            for _, part in _beside_parts(unit_seconds, station, exp_lead):
+                t = t + part
+            times.append(t)
+            continue
         t = unit_seconds[station[0]]
         for u in station[1:]:
             t = t + unit_seconds[u] if adds else maximum(t, unit_seconds[u])
@@ -1183,11 +1189,37 @@ def station_times(unit_seconds: dict, stations, tiles_in_flight, serial=None,
     return times
 
 
+#: A station flag (``KernelCost.pipeline``'s third entry): the station's units take turns
+#: except the MUFU, whose exps (after their ``exp_lead``) run beside the FP32 pipes' work
+#: (:func:`station_times`: ``Σ others + max(fp32, mufu + lead)``). The ``mma.sync`` warp's
+#: compute station (``perfsim.algorithms.base.MMA_SYNC_SERIAL``).
+MUFU_BESIDE = "mufu beside"
+
+
+def _mufu_beside(serial, index) -> bool:
+    """Whether station ``index`` is flagged :data:`MUFU_BESIDE`."""
+    return serial is not None and isinstance(serial[index], str) and serial[index] == MUFU_BESIDE
+
+
+def _beside_parts(unit_seconds: dict, station, exp_lead=0.0) -> list:
+    """``(unit, seconds)`` parts whose sum is a :data:`MUFU_BESIDE` station's time: each unit
+    but the FP32 pipes and the MUFU alone, then the longer of those two (the MUFU with the
+    exps' lead), named by the one that sets it (arrays: elementwise, named ``fp32``)."""
+    parts = [(u, unit_seconds[u]) for u in station if u not in ("fp32", "mufu")]
+    fp32 = unit_seconds["fp32"] if "fp32" in station else 0.0
+    mufu = unit_seconds["mufu"] + exp_lead if "mufu" in station else 0.0
+    both = maximum(fp32, mufu)
+    name = "mufu" if np.ndim(both) == 0 and mufu > fp32 else "fp32"
+    parts.append((name, both))
+    return parts
+
+
 def _station_adds(serial, index, tiles_in_flight) -> bool:
-    """Whether station ``index`` adds its units' times: the flag ``serial`` gives it, or,
-    without flags, every station after the first at ``K = 1``."""
+    """Whether station ``index`` adds its units' times: the flag ``serial`` gives it (a
+    :data:`MUFU_BESIDE` station adds all but its MUFU), or, without flags, every station
+    after the first at ``K = 1``."""
     if serial is not None:
-        return serial[index]
+        return bool(serial[index])
     return np.ndim(tiles_in_flight) == 0 and tiles_in_flight == 1 and index > 0
 
 
@@ -1317,7 +1349,10 @@ def _pipeline_unit(unit_seconds: dict, pipeline, exp_lead=0.0, shape=None):
         part = where(first_slow if index == 0 else _not(first_slow), own, cycle - other)
         if _station_adds(serial, index, k):
             safe = where(own > 0, own, 1.0)
-            candidates += [(u, unit_seconds[u] * part / safe) for u in station]
+            parts = (_beside_parts(unit_seconds, station, exp_lead)
+                     if _mufu_beside(serial, index) else
+                     [(u, unit_seconds[u]) for u in station])
+            candidates += [(u, t * part / safe) for u, t in parts]
             continue
         sets = False                                  # the first unit whose time is the station's
         for u in station:

@@ -69,15 +69,19 @@ def test_unit_gpu_times_equal_counts(unit):
 
 def test_fa2_overlap_rule_adds_compute_units():
     """One 4-warp CTA per SM: one warp per scheduler with one operand slice prefetched, so
-    two customers cycle between shared memory and the warp's serial compute (MMA, FP32,
-    MUFU add); HBM overlaps."""
+    two customers cycle between shared memory and the warp's compute (the MMAs and the FP32
+    work add, the exps run beside the FP32 work after their lead); HBM overlaps."""
+    from perfsim.timing import exp_lead_seconds, rates
+
     gpu = unit_gpu(max_ctas_per_sm=1)
     w = W(batch=1, heads=1, seqlen_q=128, head_dim=16, dtype="fp16")
     # no launch gap and no CTA edges (perfsim.timing.cta_edge_seconds): the cycle alone
-    k = perfsim.predict(w, gpu=gpu, algorithm=FA2(block_m=128, block_n=128),
-                        timing=perfsim.TimingParams(launch_overhead_s=0.0,
-                                                    cta_overhead_s=0.0)).kernels[0]
-    serial = k.unit_seconds["tensor"] + k.unit_seconds["fp32"] + k.unit_seconds["mufu"]
+    p = perfsim.predict(w, gpu=gpu, algorithm=FA2(block_m=128, block_n=128),
+                        timing=perfsim.TimingParams(launch_overhead_s=0.0, cta_overhead_s=0.0))
+    k = p.kernels[0]
+    lead = exp_lead_seconds(k.cost, rates(gpu, k.cost, p.timing, p.clock_hz), k.wave_factor)
+    serial = k.unit_seconds["tensor"] + max(k.unit_seconds["fp32"],
+                                            k.unit_seconds["mufu"] + lead)
     _, in_flight, _ = k.cost.pipeline
     assert in_flight == 2
     assert k.seconds == pytest.approx(max(closed_cycle(k.unit_seconds["smem"], serial, 2),

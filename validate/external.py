@@ -236,6 +236,11 @@ HOLDOUTS = {
                           "head dims 176-256 (N 2.3k-6.7k, GQA, fp16), SDPA flash and cuDNN; "
                           "frozen for cuDNN's causal spill figures at head dim 256 "
                           "(CUDNN_SM90_CAUSAL_DROPOUT_SPILL_BYTES)",
+    "external-holdout44": "head dims 32-256, most at 96 and below (N 1.5k-6k, causal, fp16, one "
+                          "with dropout), SDPA flash, memory-efficient and cuDNN; frozen for the "
+                          "mma.sync warp's FMA and ALU pipes in turn with the MUFU beside them "
+                          "(base.MMA_SYNC_SERIAL) and SDPA flash's full ALU/FMA census "
+                          "(softmax_costs.ADDRESS_ARITHMETIC['pytorch-flash'])",
 }
 
 

@@ -524,10 +524,17 @@ class Algorithm(BaseModel):
 
 #: The two stations of an ``mma.sync`` kernel's warp (FA1, FA2 and their backward passes):
 #: shared memory (``ldmatrix`` of the MMA operands; one SM-wide port) and the warp's
-#: compute, where the synchronous MMAs, the FP32 softmax work and the exps issue from one
-#: instruction stream in program order (their times add).
+#: compute, where the synchronous MMAs and the FP32 softmax work issue from one instruction
+#: stream in program order (their times add) while the exps, once their lead is done, run on
+#: the MUFU beside the FP32 work (``perfsim.timing.MUFU_BESIDE``: ``tensor + max(fp32,
+#: mufu + lead)``). Evidence (not attention timing): Nsight Compute's pipe busy times of SDPA
+#: flash's forward on the H200 (``validate/reports/h200/probes/ncu/summary.json``,
+#: ``summary-small-headdims.json``, ``summary-flash-headdims.json``): tensor + FMA + ALU
+#: add to 99 / 97 / 97 / 94 % of the duration at head dims 32 / 64 / 96 / 128, where the
+#: MUFU's 46 / 32 / 24 / 19 % more would take the sum to 113-145 %: the MUFU overlaps, the
+#: FMA and ALU pipes do not (``FA2.cuda_cores_in_turn``).
 MMA_SYNC_STATIONS = (("smem",), ("tensor", "fp32", "mufu"))
-MMA_SYNC_SERIAL = (False, True)
+MMA_SYNC_SERIAL = (False, "mufu beside")
 
 
 #: Operand slices a CTA of flash-attn 2 keeps in flight while it computes: its GEMM loop

@@ -243,8 +243,10 @@ class FusedAttention(Algorithm):
             ``is_even_MN``).
         address_arithmetic: whose census of integer and predicate arithmetic per score
             element the kernels issue beside the softmax (``softmax_costs.ADDRESS_ARITHMETIC``:
-            ``"xformers"``, ``"cudnn"``), or ``"none"`` (default: left uncounted, a few per
-            cent of the issue of flash-attn 2's kernels).
+            ``"pytorch-flash"``, ``"xformers"``, ``"cudnn"``), or ``"none"`` (default: left
+            uncounted; flash-attn 2's own build was not profiled, PyTorch's copy of it issues
+            0.4-1.8 ALU and 0.2-0.7 FMA-pipe lane instructions more per score element in the
+            forward, ``"pytorch-flash"``).
     """
 
     name: ClassVar[str] = "fused"
@@ -270,7 +272,7 @@ class FusedAttention(Algorithm):
     scale_multiplies: int | None = Field(default=None, ge=0, le=4)
     bound_checks: Literal["none", "flash-attn", "cudnn", "flex"] = "none"
     bound_check_unless_multiple: int | None = Field(default=None, ge=1)
-    address_arithmetic: Literal["none", "xformers", "cudnn"] = "none"
+    address_arithmetic: Literal["none", "pytorch-flash", "xformers", "cudnn"] = "none"
 
     _splits = field_validator("num_splits", mode="before")(
         classmethod(lambda cls, v: check_num_splits(v)))
@@ -402,13 +404,15 @@ class FusedAttention(Algorithm):
         return 1
 
     def cuda_cores_in_turn(self) -> bool:
-        """``KernelCost.cuda_cores_in_turn`` of the main kernels: ``False`` — the softmax's
-        FMA- and ALU-pipe instructions work on independent score elements of the warps in
-        flight, and overlap (SDPA flash's forward, Nsight Compute on the H200, d = 128: the
-        tensor, MUFU, FMA and ALU pipes busy 56 + 19 + 18 + 20 = 114 % of the duration in
-        sum, and with dropout 44 + 16 + 21 + 28 = 110 %;
-        ``validate/reports/h200/probes/ncu/summary-dropout.json``)."""
-        return False
+        """``KernelCost.cuda_cores_in_turn`` of the main kernels: for ``mma.sync`` kernels
+        ``True`` — a warp's FMA- and ALU-pipe instructions take turns while the MUFU's exps
+        run beside them (``base.MMA_SYNC_SERIAL``): SDPA flash's forward on the H200 keeps
+        the tensor, FMA and ALU pipes busy 99 / 97 / 97 / 94 % of its duration in sum at head
+        dims 32 / 64 / 96 / 128 (Nsight Compute, ``summary-flash-headdims.json`` and the
+        profiles it lists; with dropout 44 + 21 + 28 = 93 % at d = 128,
+        ``summary-dropout.json``); ``False`` for the WGMMA kernels (Triton's on Hopper), whose
+        softmax station overlaps its pipes."""
+        return self.tensor_family == "mma_sync"
 
     def check_masks(self, dims: Dims) -> None:
         """What the reference takes beyond plain attention (flash-attn 2: windows, softcap
@@ -1109,10 +1113,11 @@ class FA2(FusedAttention):
 
     name: ClassVar[str] = "fa2"
     overlap_rule: ClassVar[str] = ("mma.sync: warps load MMA operands from shared memory, "
-                                   "then issue MMAs, softmax FP32 work and exps in program "
-                                   "order; the resident CTAs (each with a prefetched operand "
-                                   "slice) overlap one's loads with another's compute, a "
-                                   "closed cycle; HBM overlaps")
+                                   "then issue MMAs and softmax FP32 work in program order "
+                                   "(FMA and ALU pipes in turn), the exps on the MUFU beside "
+                                   "the FP32 work; the resident CTAs (each with a prefetched "
+                                   "operand slice) overlap one's loads with another's "
+                                   "compute, a closed cycle; HBM overlaps")
 
     warps: int | None = Field(default=None, ge=1, le=32)
     _power_of_two = field_validator("warps")(

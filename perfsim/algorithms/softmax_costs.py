@@ -214,6 +214,7 @@ SOFTMAX_BWD_FMA_OPS = 4
 #: (``base.FUSED_DROPOUT_OPS_PER_ELEMENT``).
 DROPOUT_INSTRUCTIONS = {
     "none": {"fwd": (3.6, 1.0), "bwd": (6.37, 1.43)},
+    "pytorch-flash": {"fwd": (3.6, 1.0), "bwd": (6.37, 1.43)},     # the same kernels
     "cudnn": {"fwd": (5.5, 5.15), "bwd": (5.07, 5.24)},
     "xformers": {"fwd": (15.48, 15.13), "bwd": (29.20, 17.77)},
 }
@@ -228,7 +229,19 @@ def dropout_terms(family: str, phase: str, elems) -> dict:
             "fp32/dropout (Philox, scale)": elems * FMA_SLOTS * fma}
 
 
+#: ``"pytorch-flash"`` (SDPA flash: PyTorch's build of flash-attn 2, by its compiled head dims
+#: 32, 64, 96, 128, 192, 256): the ALU- and FMA-pipe instructions its kernels issue beyond
+#: the counted softmax, conversions, exp guards and bound checks — integer address and loop
+#: arithmetic (IADD3, LEA, SHF, ISETP, IMAD), FSELs, and at d = 128 the MOVs beside its
+#: register spills (18 M of its 31 M extra ALU warp instructions) — per score element: Nsight
+#: Compute's ``sm__inst_executed_pipe_alu/fma`` minus the model's count at B = 1,
+#: H = 4096 / d, N = 4096, bf16, non-causal (``summary.json``, ``summary-small-headdims.json``,
+#: ``summary-flash-headdims.json``; the same per element at B = 4). Forward and backward.
 ADDRESS_ARITHMETIC = {
+    "pytorch-flash": {"fwd": {32: (0.42, 0.23), 64: (0.71, 0.26), 96: (0.65, 0.43),
+                              128: (1.81, 0.44), 192: (0.96, 0.67), 256: (1.18, 0.49)},
+                      "bwd": {32: (1.06, 0.75), 64: (1.87, 0.97), 96: (2.23, 1.73),
+                              128: (3.00, 1.36), 192: (6.04, 3.44), 256: (8.95, 4.26)}},
     "xformers": {"fwd": {64: (12.17, 3.80), 128: (13.75, 4.62), 65536: (25.58, 8.94)},
                  "bwd": {64: (20.84, 5.80), 128: (30.07, 11.19), 65536: (94.39, 41.26)}},
     "cudnn": {"fwd": {64: (0.46, 0.11), 128: (0.52, 0.16), 192: (0.62, 0.09),
