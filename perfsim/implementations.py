@@ -13,9 +13,10 @@ name                    what runs (and the perfsim configuration)
 ``sdpa-flash``          ``F.scaled_dot_product_attention`` with ``SDPBackend.FLASH_ATTENTION``:
                         flash-attn 2's CUDA kernels (``mma.sync`` on every GPU), built by
                         PyTorch without fast math → ``FA2(fast_math=False,
-                        fused_scale=False, compiled_head_dims="pytorch")`` (its
-                        instruction census, softmax_costs; its copy has no head-dim-160
-                        kernel, from the kernels profiled)
+                        fused_scale=False, compiled_head_dims="pytorch",
+                        address_arithmetic="pytorch-flash")`` (its instruction census,
+                        softmax_costs; its copy has no head-dim-160 kernel, from the
+                        kernels profiled)
 ``sdpa-cudnn``          ``SDPBackend.CUDNN_ATTENTION``: cuDNN's fused flash attention; on Hopper
                         a warp-specialised WGMMA kernel (FA3-class) → ``FA3()`` with the
                         forward and backward tiles its kernel names show and two forward

@@ -53,9 +53,9 @@ class KernelCost:
             unit (the CUDA-core pipes; ``perfsim.timing.cuda_core_seconds``).
         cuda_cores_in_turn: the FMA- and ALU-pipe instructions wait on each other, so the
             ``fp32`` unit's time is the two pipes' times added rather than the busier one
-            (``perfsim.timing.cuda_core_seconds``): a kernel with one tile in flight whose
-            elementwise work is a dependent chain (cuDNN's sm90 kernels with dropout,
-            ``FA3.serial_stations``). Default ``False``: the pipes overlap.
+            (``perfsim.timing.cuda_core_seconds``): the ``mma.sync`` warps of flash-attn
+            2-style kernels (``FA2.cuda_cores_in_turn``) and cuDNN's sm90 kernels with dropout
+            (``FA3.serial_stations``). Default ``False``: the pipes overlap.
         exp_ops: exponentials on the MUFU unit.
         emulated_exp_ops: exponentials computed in software on the FMA pipes (FA4 §3.1.3);
             their FMA cost is added to the ``fp32`` unit by the timing model.

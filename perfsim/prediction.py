@@ -730,15 +730,18 @@ class Prediction:
                         self.gpu, heavy.cost, self.timing, self.clock_hz or self.gpu.clock_hz),
                         heavy.wave_factor)
                     t = station_times(heavy.unit_seconds, stations, tiles, serial, lead)[index]
-                    rest = [u for u in station if u not in ("fp32", "mufu")]
-                    parts.append(f"{' + '.join(rest + ['fp32'])} {_ms(t)} (in turn, the "
-                                 "FMA and ALU pipes too; mufu beside the fp32 work)")
+                    u = heavy.unit_seconds
+                    rest = " + ".join(f"{x} {_ms(u[x])}" for x in station
+                                      if x not in ("fp32", "mufu"))
+                    parts.append(f"{rest} + the longer of fp32 {_ms(u['fp32'])} (FMA and ALU "
+                                 f"pipes in turn) and mufu {_ms(u['mufu'])} + its lead "
+                                 f"{_ms(lead)} (the exps beside the fp32 work): {_ms(t)}")
                 elif adds and len(station) > 1:
                     parts.append(f"{' + '.join(station)} {_ms(sum(times))} (in turn)")
                 else:
                     top = max(station, key=lambda u: heavy.unit_seconds[u])
                     parts.append(f"{'/'.join(station)} {_ms(max(times))} ({top})")
-            pace = ("with one in flight nothing overlaps: its time is the two stations' "
+            pace = ("with one in flight the two stations do not overlap: its time is their "
                     "sum, and the unit named as binding is that sum's largest term" if
                     np.ndim(tiles) == 0 and tiles == 1 else
                     "both stations set its pace, the slower one most")

@@ -44,7 +44,9 @@ register-spill reloads (``KernelCost.local_load_bytes``; the presets' compiled s
 are not taken for symbolic dims, e.g. ``sdpa-cudnn``'s with dropout). :func:`mufu_crossover`
 compares the MUFU with the slowest other unit; where a kernel's stations run in turn
 (``FA3.serial_stations``) every unit adds to the time and the crossover only says where the
-exps stop being the largest term.
+exps stop being the largest term, and on an ``mma.sync`` kernel (``base.MMA_SYNC_SERIAL``)
+the exps stop mattering only where the MUFU's time plus its lead falls under the FP32 work's,
+which the crossover, taken against the slowest other unit, does not solve for.
 
 Closed forms take one split-KV part and no GQA packing (``num_splits="auto"`` and
 ``pack_gqa="auto"`` resolve per shape, which a symbol cannot do): they equal

@@ -533,8 +533,11 @@ def cuda_core_seconds(fp32_slots, alu_ops, rate: dict, in_turn: bool = False):
     (``perfsim.algorithms.softmax_costs``).
 
     ``in_turn`` (``KernelCost.cuda_cores_in_turn``): the two pipes' times add instead — a
-    kernel whose FMA and ALU instructions form one dependent chain with nothing else in
-    flight. Measured on the H200 (Nsight Compute, each pipe's busy time; MUFU from its
+    kernel whose FMA and ALU instructions wait on each other: the ``mma.sync`` warps of
+    flash-attn 2's kernels (SDPA flash's forward keeps its tensor, FMA and ALU pipes busy
+    94-99 % of its duration in sum at head dims 32-128,
+    ``validate/reports/h200/probes/ncu/summary-flash-headdims.json``) and cuDNN's sm90
+    kernels with dropout. Measured on the H200 (Nsight Compute, each pipe's busy time; MUFU from its
     instruction count): cuDNN's sm90 kernels with dropout keep the tensor, FMA, ALU and MUFU
     pipes busy 102.5-103.8 % of their duration in sum (forward at d = 64 and 128, backward);
     the busier of FMA and ALU in place of their sum accounts for 77-84 % of it
@@ -1144,7 +1147,9 @@ def cycle_time(unit_seconds: dict, stations, tiles_in_flight, serial=None, exp_l
 
     A station's time is its slowest unit while several tiles are in flight (its units serve
     different tiles at once), or the sum of its units' times when one instruction stream
-    issues them in program order: the stations ``serial`` marks (one flag per station), and
+    issues them in program order: the stations ``serial`` marks (one flag per station; a
+    :data:`MUFU_BESIDE` flag adds all but the MUFU, whose exps after their lead run beside the
+    FP32 work: ``Σ others + max(fp32, mufu + lead)``), and
     — when ``serial`` is not given — every station after the first when ``K = 1`` (no
     ping-pong, no intra-warpgroup overlap, no warp specialisation: the FA2 rule, which the
     H200 validation of the FA2-style Triton kernel supports). Real stage times vary (bank
@@ -1204,13 +1209,16 @@ def _mufu_beside(serial, index) -> bool:
 def _beside_parts(unit_seconds: dict, station, exp_lead=0.0) -> list:
     """``(unit, seconds)`` parts whose sum is a :data:`MUFU_BESIDE` station's time: each unit
     but the FP32 pipes and the MUFU alone, then the longer of those two (the MUFU with the
-    exps' lead), named by the one that sets it (arrays: elementwise, named ``fp32``)."""
+    exps' lead), named by the one that sets it (on arrays, elementwise: an ``fp32`` and a
+    ``mufu`` part, one of them zero)."""
     parts = [(u, unit_seconds[u]) for u in station if u not in ("fp32", "mufu")]
     fp32 = unit_seconds["fp32"] if "fp32" in station else 0.0
     mufu = unit_seconds["mufu"] + exp_lead if "mufu" in station else 0.0
-    both = maximum(fp32, mufu)
-    name = "mufu" if np.ndim(both) == 0 and mufu > fp32 else "fp32"
-    parts.append((name, both))
+    if np.ndim(fp32) == 0 and np.ndim(mufu) == 0:
+        parts.append(("mufu", mufu) if mufu > fp32 else ("fp32", fp32))
+        return parts
+    exps = mufu > fp32                  # sweeps: elementwise, one of the two is zero
+    parts += [("fp32", where(exps, 0.0, fp32)), ("mufu", where(exps, mufu, 0.0))]
     return parts
 
 
@@ -1219,7 +1227,10 @@ def _station_adds(serial, index, tiles_in_flight) -> bool:
     :data:`MUFU_BESIDE` station adds all but its MUFU), or, without flags, every station
     after the first at ``K = 1``."""
     if serial is not None:
-        return bool(serial[index])
+        flag = serial[index]
+        if isinstance(flag, str) and flag != MUFU_BESIDE:
+            raise ValueError(f"station flag {flag!r}: a bool or {MUFU_BESIDE!r}")
+        return bool(flag)
     return np.ndim(tiles_in_flight) == 0 and tiles_in_flight == 1 and index > 0
 
 

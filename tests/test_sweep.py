@@ -574,3 +574,17 @@ def test_a_presets_row_reason_does_not_depend_on_the_rest_of_the_grid():
         rows = sweep(batch=1, heads=32, kv_heads=kv, seqlen_q=128, head_dim=64,
                      gpus="h100-sxm5", algorithms="sdpa-efficient")
         assert rows[rows.kv_heads == 8].infeasible.tolist() == [str(exc.value)]
+
+
+def test_sweep_names_the_mufu_where_predict_does_on_an_mma_sync_kernel():
+    """The mma.sync warp's station takes the longer of the FP32 work and the exps
+    (``timing.MUFU_BESIDE``); on arrays its binding unit was always named ``fp32``, so a
+    sweep said ``fp32`` where predict said ``mufu`` (FA2 at head dim 32 on an H100)."""
+    rows = sweep(batch=4, heads=16, seqlen_q=4096, head_dim=[32, 64, 128], gpus="h100-sxm5",
+                 algorithms="fa2")
+    for _, r in rows.iterrows():
+        p = perfsim.predict(perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096,
+                                                      head_dim=int(r.head_dim), dtype="bf16"),
+                            gpu="h100-sxm5", algorithm="fa2")
+        assert (r.bound, r.seconds) == (p.bound, pytest.approx(p.seconds, rel=1e-9))
+    assert rows.bound.tolist()[0] == "mufu"

@@ -549,8 +549,9 @@ def warp_cycle(gpu: GPUSpec, ctas_per_sm, warps_per_cta,
                prefetch: int = OPERAND_PREFETCH_DEPTH):
     """``KernelCost.pipeline`` of an ``mma.sync`` kernel: the SM's work circulates between the
     shared-memory station (``ldmatrix`` of the MMA operands; one SM-wide port) and the
-    compute station, where the synchronous MMAs, the FP32 softmax work and the exps issue
-    from one instruction stream in program order (their times add).
+    compute station, where the synchronous MMAs and the FP32 softmax work issue from one
+    instruction stream in program order (their times add) and the exps run on the MUFU
+    beside the FP32 work (:data:`MMA_SYNC_SERIAL`).
 
     Customers: the CTAs resident on the SM, each with ``1 + prefetch`` operand slices in
     flight. A CTA, not a warp, is one customer because these kernels put CTA-wide barriers

@@ -12,8 +12,9 @@ fp32 atomics; a last kernel converts ``dQ`` to the input dtype (and, for GQA, a 
 the per-query-head ``dK, dV`` into the key/value heads).
 
 Every warp runs its MMAs and its softmax one after the other (``mma.sync`` is synchronous), so
-the tensor, FP32 and MUFU times of a CTA add; shared-memory and HBM traffic overlap with them
-(cp.async double-buffering and other resident CTAs).
+the tensor and FP32 times of a CTA add (its FMA and ALU pipes' too), the exps running on the
+MUFU beside the FP32 work (``base.MMA_SYNC_SERIAL``); shared-memory and HBM traffic overlap
+with them (cp.async double-buffering and other resident CTAs).
 
 Length: one algorithm — FA2's options, forward, backward (five GEMMs, dQ accumulation,
 preprocessing and conversion kernels), split-KV decode and the mma.sync shared-memory traffic —
@@ -410,8 +411,9 @@ class FusedAttention(Algorithm):
         the tensor, FMA and ALU pipes busy 99 / 97 / 97 / 94 % of its duration in sum at head
         dims 32 / 64 / 96 / 128 (Nsight Compute, ``summary-flash-headdims.json`` and the
         profiles it lists; with dropout 44 + 21 + 28 = 93 % at d = 128,
-        ``summary-dropout.json``); ``False`` for the WGMMA kernels (Triton's on Hopper), whose
-        softmax station overlaps its pipes."""
+        ``summary-dropout.json``); ``False`` for the WGMMA and tcgen05 kernels (Triton's on
+        Hopper and Blackwell: their FMA and ALU pipes overlap, ASSUMED, not profiled for
+        it)."""
         return self.tensor_family == "mma_sync"
 
     def check_masks(self, dims: Dims) -> None:

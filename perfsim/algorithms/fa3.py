@@ -394,8 +394,8 @@ class FA3(FusedAttention):
         taking 7 % more cycles — which FP32 work hidden under the exps could not cause.
         Backward, and forward without warp specialisation: serial — one instruction stream
         issues the steps in turn, each needing the last one's result (as FA2's mma.sync
-        kernels, whose profile fits the serial sum: SDPA flash forward, tensor 56 %, MUFU
-        20 %, FMA/ALU 18/20 %). What overlaps in both
+        kernels, whose profile fits the tensor, FMA and ALU pipes' sum with the MUFU beside:
+        SDPA flash forward, tensor 56 %, FMA/ALU 18/20 %, MUFU 19 %). What overlaps in both
         is one warpgroup's softmax with the other's (or its own next) GEMMs (FA3 §3.1, Fig.
         1). With ``serial_stations`` nothing does: one tile in flight, the MMAs, the exps and
         the FMA- and ALU-pipe work in turn, and the shared-memory traffic beside them (an

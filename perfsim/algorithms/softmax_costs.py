@@ -150,8 +150,9 @@ SOFTMAX_BWD_FMA_OPS = 4
 #: loop and bound predicates, register moves) beyond the softmax counted above, by the code
 #: that runs it (``FusedAttention.address_arithmetic``): ``{phase: {largest head dim of the
 #: kernel: (ALU-pipe, FMA-pipe lane instructions per score element)}}``; a call takes the
-#: kernel for ``max(d, d_v)``. Every other kernel leaves it uncounted: flash-attn 2's census
-#: has ~1.5 such instructions per score (MOV, IADD3, LEA, IMAD), a few per cent of its issue.
+#: kernel for ``max(d, d_v)``. Kernels without a census leave it uncounted (flash-attn 2's own
+#: build, FlexAttention, the tutorial); PyTorch's build of flash-attn 2 issues 0.4-1.8 ALU and
+#: 0.2-0.7 FMA-pipe instructions per score forward (``"pytorch-flash"``, below).
 #: xFormers' CUTLASS kernels (SDPA's memory-efficient backend) issue ten to ninety times that.
 #: Census: Nsight Compute on the H200, torch 2.11, B = 1, H = 4096 / d, N = 4096, per score
 #: element of the call; ALU pipe = LOP3, ISETP, PLOP3, MOV, CS2R, LEA, P2R, VIADD, SEL, IADD3,
