@@ -1215,7 +1215,10 @@ def _beside_parts(unit_seconds: dict, station, exp_lead=0.0) -> list:
     fp32 = unit_seconds["fp32"] if "fp32" in station else 0.0
     mufu = unit_seconds["mufu"] + exp_lead if "mufu" in station else 0.0
     if np.ndim(fp32) == 0 and np.ndim(mufu) == 0:
-        parts.append(("mufu", mufu) if mufu > fp32 else ("fp32", fp32))
+        try:
+            parts.append(("mufu", mufu) if bool(mufu > fp32) else ("fp32", fp32))
+        except TypeError:       # sympy expressions the comparison cannot decide
+            parts.append(("fp32", maximum(fp32, mufu)))
         return parts
     exps = mufu > fp32                  # sweeps: elementwise, one of the two is zero
     parts += [("fp32", where(exps, 0.0, fp32)), ("mufu", where(exps, mufu, 0.0))]
