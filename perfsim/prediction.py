@@ -460,29 +460,36 @@ class Prediction:
                 f"the host. Kernels alone: {kernels * 1e6:.1f} us (TimingParams host floors "
                 "0, or --kernel-only).")
 
-    def _one_split_line(self, splits: int) -> list[str]:
-        """Where the split count came from the reference's heuristic (``num_splits="auto"``),
-        the same call with one split, in words: the heuristics (flash-attn's
-        ``num_splits_heuristic``, FA3's) weigh the waves of CTAs, not the combine kernel and
-        the partial outputs a split adds, so on small grids the choice can cost time."""
+    def _one_split_seconds(self) -> float | None:
+        """Seconds of the same call with one split where the split count came from the
+        reference's heuristic (``num_splits="auto"``), else ``None``."""
         from perfsim.algorithms.base import Dims
 
         if self.repredict is None:
-            return []
+            return None
         algo = self.algorithm
         options = getattr(algo, "options", None)
         if options is not None:                        # an implementation preset
             inner = algo.config(Dims.of(self.workload), self.gpu)
             if options.get("num_splits", getattr(inner, "num_splits", None)) != "auto":
-                return []
+                return None
             one = algo.model_copy(update={"options": {**options, "num_splits": 1}})
         elif getattr(algo, "num_splits", None) == "auto":
             one = algo.model_copy(update={"num_splits": 1})
         else:
-            return []
+            return None
         try:
-            t1 = self.repredict(one).seconds
+            return self.repredict(one).seconds
         except PerfsimError:
+            return None
+
+    def _one_split_line(self, splits: int) -> list[str]:
+        """Where the split count came from the reference's heuristic (``num_splits="auto"``),
+        the same call with one split, in words: the heuristics (flash-attn's
+        ``num_splits_heuristic``, FA3's) weigh the waves of CTAs, not the combine kernel and
+        the partial outputs a split adds, so on small grids the choice can cost time."""
+        t1 = self._one_split_seconds()
+        if t1 is None:
             return []
         change = self.seconds / t1 - 1
         why = (" (the heuristic weighs the waves of CTAs, not the combine kernel and the "
@@ -542,6 +549,16 @@ class Prediction:
         power = self._over_power_note()
         if power:
             out.append(power)
+        splits = max((int(k.cost.launch.get("num_splits", 1)) for k in self.kernels
+                      if k.cost.launch and np.ndim(k.cost.launch.get("num_splits", 1)) == 0),
+                     default=1)
+        if splits > 1:
+            t1 = self._one_split_seconds()
+            if t1 is not None and self.seconds > t1 * 1.005:
+                out.append(f"split over {splits} CTAs per query tile by the reference's "
+                           f"heuristic (num_splits='auto'), which weighs waves, not the "
+                           f"combine: one split would take {t1 * 1e6:.1f} us "
+                           f"({(1 - t1 / self.seconds) * 100:.0f} % less; --explain)")
         return out
 
     def _over_power_note(self) -> str | None:

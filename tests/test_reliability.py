@@ -1366,3 +1366,16 @@ def test_sweep_rows_of_an_invalid_what_if_name_the_what_if():
     bad = df.infeasible[0]
     assert "what-if GPU is invalid (sm_count×0.001)" in bad and "got 0" in bad
     assert df.infeasible[1] == "" and df.seconds[1] > 0
+
+
+def test_a_costly_split_from_the_heuristic_is_noted_under_the_table():
+    """The split-KV heuristic made time fall as N grew (81 µs at N = 768, 60 µs at 896 on an
+    RTX 4090) with only ``--explain`` pricing the choice; ``notes()`` (the lines under the
+    predict table, and ``to_dict``) now says what one split would take."""
+    w = AttentionWorkload(batch=2, heads=8, seqlen_q=768, head_dim=128, dtype="bf16")
+    p = predict(w, gpu="rtx-4090", algorithm="fa2")
+    one = predict(w, gpu="rtx-4090", algorithm=FA2(num_splits=1))
+    assert one.seconds < p.seconds
+    note = [n for n in p.notes() if "one split would take" in n]
+    assert note and f"{one.seconds * 1e6:.1f} us" in note[0]
+    assert not [n for n in one.notes() if "split" in n]
