@@ -742,7 +742,7 @@ class Prediction:
             parts = []
             for index, (station, adds) in enumerate(zip(stations, serial)):
                 times = [heavy.unit_seconds[u] for u in station]
-                if adds and isinstance(adds, str) and adds == MUFU_BESIDE:
+                if adds == MUFU_BESIDE:
                     lead = exp_lead_seconds(heavy.cost, rates(
                         self.gpu, heavy.cost, self.timing, self.clock_hz or self.gpu.clock_hz),
                         heavy.wave_factor)

@@ -1203,7 +1203,7 @@ MUFU_BESIDE = "mufu beside"
 
 def _mufu_beside(serial, index) -> bool:
     """Whether station ``index`` is flagged :data:`MUFU_BESIDE`."""
-    return serial is not None and isinstance(serial[index], str) and serial[index] == MUFU_BESIDE
+    return serial is not None and serial[index] == MUFU_BESIDE
 
 
 def _beside_parts(unit_seconds: dict, station, exp_lead=0.0) -> list:

@@ -215,10 +215,12 @@ SOFTMAX_BWD_FMA_OPS = 4
 #: (``base.FUSED_DROPOUT_OPS_PER_ELEMENT``).
 DROPOUT_INSTRUCTIONS = {
     "none": {"fwd": (3.6, 1.0), "bwd": (6.37, 1.43)},
-    "pytorch-flash": {"fwd": (3.6, 1.0), "bwd": (6.37, 1.43)},     # the same kernels
     "cudnn": {"fwd": (5.5, 5.15), "bwd": (5.07, 5.24)},
     "xformers": {"fwd": (15.48, 15.13), "bwd": (29.20, 17.77)},
 }
+#: SDPA flash's census name (``address_arithmetic="pytorch-flash"``) draws as flash-attn 2:
+#: the same kernels.
+DROPOUT_INSTRUCTIONS["pytorch-flash"] = DROPOUT_INSTRUCTIONS["none"]
 
 
 def dropout_terms(family: str, phase: str, elems) -> dict:
