@@ -237,6 +237,7 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "spill_reload_bandwidth_bytes_per_s": (1e6, 1e14, "bytes/s (1 MB/s to 100 TB/s)"),
     "tensor_sustained_fraction": (0.01, 1, "(a share of the per-clock tensor rate)"),
     "mma_sync_k8_fraction": (0.01, 1, "(a share of the mma.sync rate)"),
+    "wgmma_one_cta_fraction": (0.01, 1, "(a share of the WGMMA rate)"),
     "l2_usable_fraction": (0.001, 1, "(a share of l2_bytes)"),
     "l2_reuse_ramp_end": (0.001, 100, "(multiples of l2_bytes)"),
     "register_allocation_unit": (1, 65536, "registers"),
@@ -452,10 +453,17 @@ class GPUSpec(BaseModel):
         "an input: the power model (power) computes the clock under load")
     tensor_sustained_fraction: float = Field(
         default=1.0, gt=0, le=1, description="share of the native family's per-clock tensor "
-        "rates that a dense GEMM sustains, measured (cuBLAS on the GPU or its die); 1.0 where "
-        "not measured. The timing model scales the native family's rates by it "
+        "rates that the tensor pipe sustains in a kernel's main loop, measured per cycle the "
+        "SMs tick (a WGMMA loop on the GPU or its die); 1.0 where not measured. Not a whole "
+        "GEMM's efficiency: the model counts a kernel's padding to whole tiles and its wave "
+        "tail itself. The timing model scales the native family's rates by it "
         "(perfsim.timing.rates); a calibrated profile's tensor rates are measured already and "
         "carry 1.0")
+    wgmma_one_cta_fraction: float = Field(
+        default=1.0, gt=0, le=1, description="WGMMA rate that one CTA per SM sustains when "
+        "it issues its WGMMAs in program order and waits for each dot (Triton's loops, no "
+        "warp specialisation), as a share of the rate two such CTAs per SM reach together "
+        "(``KernelCost.tensor_issue_share``); 1.0 where not measured")
     mma_sync_k8_fraction: float = Field(
         default=1.0, gt=0, le=1, description="FLOP rate of mma.sync with the m16n8k8 shape "
         "(xFormers' CUTLASS kernels) as a share of ``mma_sync_flops_per_clk_per_sm`` "

@@ -699,6 +699,12 @@ class Prediction:
                 lines.append(f"{k.cost.name} runs the kernel compiled for head dim {wide}: "
                              "its MMAs and shared-memory tiles that wide, HBM traffic at "
                              f"the call's head dim {w.head_dim}{acc}.")
+            issue = k.cost.tensor_issue_share
+            if type(issue) in (int, float) and issue < 1:
+                lines.append(f"{k.cost.name} issues its WGMMAs from one CTA per SM, in program "
+                             "order and waiting for each dot: its tensor pipe runs at "
+                             f"{100 * issue:.0f} % of the rate a second CTA would reach "
+                             "(GPUSpec.wgmma_one_cta_fraction).")
         heavy = heavy_hbm
         from perfsim.algorithms.base import Dims
 

@@ -442,8 +442,19 @@ class KernelTiming:
 
 def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams, clock_hz=None) -> dict:
     """Per-GPU rate of each unit for this kernel (per second, whole GPU) at SM clock
-    ``clock_hz`` (default ``gpu.clock_hz``; a numpy array in sweeps)."""
-    return _rates_at(_RateFactors.of(gpu, cost, params), gpu.sm_clocks_per_s(clock_hz))
+    ``clock_hz`` (default ``gpu.clock_hz``; a numpy array in sweeps). The tensor rate is
+    the kernel's: the GPU's times ``KernelCost.tensor_issue_share``."""
+    return _issue_scaled(_rates_at(_RateFactors.of(gpu, cost, params),
+                                   gpu.sm_clocks_per_s(clock_hz)), cost)
+
+
+def _issue_scaled(rate: dict, cost: KernelCost) -> dict:
+    """``rate`` with its tensor rate times ``cost.tensor_issue_share`` (the same dict when the
+    share is a plain 1: ``GPUSpec.wgmma_one_cta_fraction``'s evidence there)."""
+    share = cost.tensor_issue_share
+    if type(share) in (int, float) and share == 1:
+        return rate
+    return {**rate, "tensor": rate["tensor"] * share}
 
 
 @dataclass(frozen=True)
@@ -668,7 +679,7 @@ class KernelClock:
         elif self._result is not None and clock_hz is self._clock:
             return self._result
         cost, gpu, wave_factor = self.cost, self.gpu, self.wave_factor
-        unit_rate = _rates_at(self.factors, gpu.sm_clocks_per_s(clock_hz))
+        unit_rate = _issue_scaled(_rates_at(self.factors, gpu.sm_clocks_per_s(clock_hz)), cost)
         scaled, demand = self.scaled, self.demand
         unit_seconds = {"tensor": scaled["tensor"] / unit_rate["tensor"],
                         "fp32": wave_factor * cuda_core_seconds(demand["fp32"], self.alu,

@@ -1550,3 +1550,61 @@ def test_mma_sync_warp_takes_fma_and_alu_in_turn_with_the_mufu_beside(case):
                                                   clock=k["effective_clock_hz"]))
     main = max(p.kernels, key=lambda t: t.seconds)
     assert main.seconds == pytest.approx(k["duration_s"], rel=0.06)
+
+
+def test_one_cta_wgmma_share_is_the_probe_median():
+    """``GPUSpec.wgmma_one_cta_fraction`` (0.88 on the GH100 parts) is the Triton WGMMA loop
+    probe's median ratio of one CTA's rate to two CTAs' per SM, tile by tile (N ≥ 64; the
+    N = 32 tiles are bound by the shared-memory port, not the issue); and two CTAs reach the
+    whole pipe per tick (0.908 of NVML's clock under tensor work), which is the catalog's
+    ``tensor_sustained_fraction`` 1.0."""
+    import json
+    import statistics
+
+    rows = json.loads((_PROBE / "probe_wgmma_smem.json").read_text())
+    rows = rows if isinstance(rows, list) else rows["rows"]
+    pairs: dict = {}
+    for r in rows:
+        if r["bn"] >= 64:
+            pairs.setdefault((r["bm"], r["bn"], r["bk"], r["warps"]), {})[
+                r["ctas_per_sm"]] = r["flop_per_clk_per_sm"]
+    ratio = statistics.median(v[1] / v[2] for v in pairs.values())
+    two = statistics.median(v[2] for v in pairs.values())
+    h200 = perfsim.load_gpu("h200-sxm")
+    assert len(pairs) == 11
+    assert h200.wgmma_one_cta_fraction == pytest.approx(ratio, abs=0.005)
+    assert two / 0.908 / 4096 == pytest.approx(h200.tensor_sustained_fraction, abs=0.02)
+    for gpu in ("h100-sxm5", "h100-pcie", "gh200", "h20"):
+        assert perfsim.load_gpu(gpu).wgmma_one_cta_fraction == h200.wgmma_one_cta_fraction
+
+
+@pytest.mark.parametrize("preset,gpu,d,batch,share", [
+    ("flex", "h200-sxm", 128, 4, 0.88),          # 1 CTA per SM (three K/V stages, 8 warps)
+    ("flex", "h200-sxm", 64, 4, 1.0),            # 2 CTAs per SM
+    ("flex", "h200-sxm", 64, 1, 0.88),           # 2 fit, but the small grid gives each SM 1
+    ("flash-attn-cute", "h200-sxm", 128, 4, 1.0),  # warp-specialised: async WGMMA
+    ("sdpa-cudnn", "h200-sxm", 128, 4, 1.0),
+    ("sdpa-flash", "h200-sxm", 128, 4, 1.0),     # mma.sync: its own warp cycle
+    ("flex", "b200", 128, 4, 1.0),               # tcgen05: not measured
+])
+def test_triton_wgmma_kernels_issue_at_the_one_cta_share(preset, gpu, d, batch, share):
+    """``KernelCost.tensor_issue_share``: a kernel issuing WGMMA in FA2's loop order (Triton's
+    FlexAttention and tutorial on Hopper) with one CTA on the busiest SM runs its tensor unit
+    at ``wgmma_one_cta_fraction`` of the rate; the tensor unit's time is the same kernel's
+    with the share at 1 over the share (the rest of the kernel unchanged)."""
+    w = W(batch=batch, heads=16, seqlen_q=1024 if batch == 1 else 4096, head_dim=d,
+          dtype="bf16")
+    p = perfsim.predict(w, gpu, preset)
+    main = max(p.kernels, key=lambda t: t.seconds)
+    assert main.cost.tensor_issue_share == pytest.approx(share)
+    if share < 1:
+        spec = perfsim.load_gpu(gpu)
+        whole = spec.replace(wgmma_one_cta_fraction=1.0)
+        q = perfsim.predict(w, whole, preset, timing=perfsim.timing_for(
+            whole, preset, clock=p.clock_hz))
+        other = max(q.kernels, key=lambda t: t.seconds)
+        assert other.cost.tensor_issue_share == 1.0
+        assert main.unit_seconds["tensor"] == pytest.approx(
+            other.unit_seconds["tensor"] / share, rel=1e-9)
+        assert main.unit_seconds["mufu"] == pytest.approx(other.unit_seconds["mufu"])
+        assert "one CTA per SM" in p.explain()

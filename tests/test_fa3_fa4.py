@@ -154,13 +154,14 @@ def _best_fwd_tflops(gpu, algo, dims=(64, 128, 256), total=16384, timing=None):
     return best
 
 
-def test_fa3_headline_within_15_percent_of_740():
+def test_fa3_headline_within_10_percent_of_740():
     """P3 v1: "up to 740 TFLOPs/s", measured with the v1 code of Table 2 and so checked on the
-    same power-limited H100 under the 1830 MHz lock. The model gives 662 (-10.5 %; the issue
-    asks for 10 %; 630 before the energy of L2 bytes was split from the GEMM's): the best
-    shape (d = 256, N = 16k) is held near 1.4 GHz by the power model. The camera-ready's
-    840 came from later kernels; the model is about 21 % below it."""
-    assert _best_fwd_tflops(_H100, "fa3", timing=LOCK_1830) == pytest.approx(740, rel=0.15)
+    same power-limited H100 under the 1830 MHz lock, within the issue's 10 %. The model gives
+    683 (-7.7 %; 662 while the catalog took a whole cuBLAS GEMM's 0.92 of the WGMMA peak as the
+    pipe's rate, 630 before the energy of L2 bytes was split from the GEMM's): the best shape
+    (d = 256, N = 16k) is held near 1.34 GHz by the power model. The camera-ready's 840 came
+    from later kernels; the model is about 19 % below it."""
+    assert _best_fwd_tflops(_H100, "fa3", timing=LOCK_1830) == pytest.approx(740, rel=0.10)
 
 
 def test_fa4_headline_within_15_percent_of_1613():

@@ -87,7 +87,9 @@ def test_kernel_clock_gives_each_clock_its_own_time():
     slow, fast = kc.seconds(1.0e9), kc.seconds(1.8e9)
     assert slow > fast
     assert kc.seconds(1.0e9) == slow          # not the last clock's result
-    assert kc.timing(1.8e9).seconds == fast
+    # 1.8 GHz was reached through the linear form read off the first clock (a sum in
+    # another order): the full timing agrees with it to rounding, not always bit for bit
+    assert kc.timing(1.8e9).seconds == pytest.approx(fast, rel=1e-14)
     assert kc.timing(1.0e9).seconds == slow   # a kept clock: its own result and bound
     assert kc.timing(1.0e9).bound == time_kernel(ks[0], spec, kc.params, 1.0e9).bound
 

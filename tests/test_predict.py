@@ -90,8 +90,10 @@ def test_explain_says_which_clock_and_why():
 
 
 def test_measured_gemm_efficiency_scales_only_the_native_family():
-    """H100: WGMMA (native) runs at 4096 x 0.92 FLOP/clk/SM (a cuBLAS GEMM per cycle the cores
-    tick), mma.sync at its own measured 2730, and an fp32 'matmul' on the FP32 pipes at 256."""
+    """H100: WGMMA (native) runs at the pipe's 4096 FLOP/clk/SM (tensor_sustained_fraction
+    1.0: a WGMMA loop per cycle the cores tick), a kernel that issues it from one CTA per SM at
+    its issue share of that, mma.sync at its own measured 2730, and an fp32 'matmul' on the
+    FP32 pipes at 256."""
     from perfsim.kernel import KernelCost
     from perfsim.timing import TimingParams, rates
 
@@ -101,8 +103,12 @@ def test_measured_gemm_efficiency_scales_only_the_native_family():
     wgmma = rates(h100, KernelCost("k", 1, tensor_dtype="bf16", tensor_family="wgmma"), params)
     mma = rates(h100, KernelCost("k", 1, tensor_dtype="bf16", tensor_family="mma_sync"), params)
     fp32 = rates(h100, KernelCost("k", 1, tensor_dtype="fp32", tensor_family="wgmma"), params)
-    assert h100.tensor_sustained_fraction == 0.92
-    assert wgmma["tensor"] == pytest.approx(4096 * 0.92 * per_sm)
+    one_cta = rates(h100, KernelCost("k", 1, tensor_dtype="bf16", tensor_family="wgmma",
+                                     tensor_issue_share=h100.wgmma_one_cta_fraction), params)
+    assert h100.tensor_sustained_fraction == 1.0 and h100.wgmma_one_cta_fraction == 0.88
+    assert wgmma["tensor"] == pytest.approx(4096 * per_sm)
+    assert one_cta["tensor"] == pytest.approx(4096 * 0.88 * per_sm)
+    assert one_cta["smem"] == wgmma["smem"]
     assert mma["tensor"] == pytest.approx(2730 * per_sm)
     assert fp32["tensor"] == pytest.approx(256 * per_sm)
 

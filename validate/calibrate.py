@@ -28,6 +28,7 @@ replaced field's ``sources`` entry reads ``M: measured by perfsim calibrate on <
 
 from __future__ import annotations
 
+import statistics
 import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -117,12 +118,18 @@ def build_profile(base: GPUSpec, measurements: list[Measurement], device: dict,
     measured_dtypes = {m.name.removeprefix("matmul_") for m in measurements
                        if m.name.startswith("matmul_") and m.value is not None}
     if measured_dtypes:
-        fraction = base.tensor_sustained_fraction
-        for dt in set(data["tensor_flops_per_clk_per_sm"]) - measured_dtypes:
-            data["tensor_flops_per_clk_per_sm"][dt] *= fraction
+        # an unmeasured dtype runs as efficiently as the GEMMs measured beside it: the
+        # median of their measured per-clock rates over the base's (datasheet) ones
+        table, base_table = data["tensor_flops_per_clk_per_sm"], base.tensor_flops_per_clk_per_sm
+        ratios = sorted(table[dt] / base_table[dt] for dt in measured_dtypes
+                        if base_table.get(dt))
+        fraction = (statistics.median(ratios) if ratios else base.tensor_sustained_fraction)
+        for dt in set(table) - measured_dtypes:
+            table[dt] *= fraction
             sources[f"tensor_flops_per_clk_per_sm.{dt}"] = (
-                f"I: not measured here: the base value x the base's tensor_sustained_fraction "
-                f"{fraction:g} ({base.sources.get(f'tensor_flops_per_clk_per_sm.{dt}', '')})")
+                f"I: not measured here: the base value x {fraction:.4g}, the measured GEMMs' "
+                f"median share of their base rates "
+                f"({base.sources.get(f'tensor_flops_per_clk_per_sm.{dt}', '')})")
         data["tensor_sustained_fraction"] = 1.0
         sources["tensor_sustained_fraction"] = (f"{tag}: the tensor rates above are measured "
                                                 "GEMM rates (or scaled as their sources say)")

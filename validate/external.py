@@ -241,6 +241,11 @@ HOLDOUTS = {
                           "mma.sync warp's FMA and ALU pipes in turn with the MUFU beside them "
                           "(base.MMA_SYNC_SERIAL) and SDPA flash's full ALU/FMA census "
                           "(softmax_costs.ADDRESS_ARITHMETIC['pytorch-flash'])",
+    "external-holdout45": "head dims 64-256 (N 1.3k-12k, causal, GQA, fp16), FlexAttention, "
+                          "flash_attn.cute, cuDNN and SDPA flash; frozen for the WGMMA pipe at "
+                          "its whole rate (GPUSpec.tensor_sustained_fraction 1.0 on GH100) and "
+                          "one Triton CTA per SM at 0.88 of it "
+                          "(GPUSpec.wgmma_one_cta_fraction, KernelCost.tensor_issue_share)",
 }
 
 

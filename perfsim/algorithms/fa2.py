@@ -404,6 +404,26 @@ class FusedAttention(Algorithm):
         step through the tile loop together."""
         return 1
 
+    def tensor_issue_share(self, gpu: GPUSpec, customers):
+        """``KernelCost.tensor_issue_share`` of the main kernels: for a kernel that issues
+        WGMMA (Triton's on Hopper) with one CTA resident on the busiest SM (``customers``, as
+        :meth:`pipeline` takes them), ``GPUSpec.wgmma_one_cta_fraction``: a CTA's warps
+        issue their dots in program order and wait for each (the K/V ring synchronises them
+        every tile), so one CTA leaves the tensor pipe idle between its dots and only another
+        CTA fills those gaps. 1.0 with two or more CTAs, for ``mma.sync`` (its warp cycle,
+        ``base.warp_cycle``, has its own customers) and for tcgen05 (not measured).
+
+        Evidence (not attention timing): ``validate/probe_wgmma_smem.py`` on the H200
+        (``validate/reports/h200/probes/probe_wgmma_smem.json``): a Triton loop ``acc += A @ B``
+        on shared-memory operands, N ≥ 64, 11 tiles with 4 or 8 warps, ran at 3101-3401
+        FLOP per NVML clock per SM with one CTA per SM and 3542-4109 with two (medians 3292
+        and 3669; per tick, at 0.908 of NVML's clock under tensor work, 0.885 and 0.987 of
+        the 4096 peak); one CTA's rate over two's, tile by tile, 0.81-0.94, median 0.88.
+        Eight warps in one CTA (two warpgroups that wait together) run as slowly as four."""
+        if self.tensor_family != "wgmma":
+            return 1.0
+        return where(customers <= 1, gpu.wgmma_one_cta_fraction, 1.0)
+
     def cuda_cores_in_turn(self) -> bool:
         """``KernelCost.cuda_cores_in_turn`` of the main kernels: for ``mma.sync`` kernels
         ``True`` — a warp's FMA- and ALU-pipe instructions take turns while the MUFU's exps
@@ -600,6 +620,8 @@ class FusedAttention(Algorithm):
                                    warps),
             bytes_in_flight=self.kv_in_flight(dims, b_c), exp_after=EXP_AFTER,
             cuda_cores_in_turn=self.cuda_cores_in_turn(),
+            tensor_issue_share=self.tensor_issue_share(
+                gpu, resident_per_sm(v.q_tiles * bh, ctas, gpu)),
             spill_streams=self.spill_streams("fwd"),
             l2_request_seconds=self.tma_l2_seconds(dims, gpu, (
                 (bh * dims.N_q, kd, dims.d, e),
@@ -954,6 +976,8 @@ class FusedAttention(Algorithm):
             pipeline=self.pipeline("bwd", gpu, resident_per_sm(v.kv_tiles * bh, ctas, gpu),
                                    warps, prefetch=self.bwd_prefetch(dims)),
             cuda_cores_in_turn=self.cuda_cores_in_turn(),
+            tensor_issue_share=self.tensor_issue_share(
+                gpu, resident_per_sm(v.kv_tiles * bh, ctas, gpu)),
             spill_streams=self.spill_streams("bwd"),
             launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas,
                     "tail": tail, **self._padded_head_dims(dims)},

@@ -369,6 +369,14 @@ class FA3(FusedAttention):
         with one stream and 649 without the spills."""
         return 2 if self.warp_specialized or phase == "bwd" else 1
 
+    def tensor_issue_share(self, gpu: GPUSpec, customers) -> float:
+        """``KernelCost.tensor_issue_share``: 1.0 — the consumer warpgroups issue their
+        WGMMAs asynchronously and a producer warp loads ahead (warp specialisation), so
+        one CTA per SM keeps the pipe fed; the cycle's tiles in flight (:meth:`pipeline`)
+        carry what is left. The catalog's ``tensor_sustained_fraction`` is the pipe's rate
+        in such a loop."""
+        return 1.0
+
     def cuda_cores_in_turn(self) -> bool:
         """``KernelCost.cuda_cores_in_turn``: with ``serial_stations`` the FMA and ALU pipes
         take turns as well (``perfsim.timing.cuda_core_seconds``)."""
