@@ -57,11 +57,12 @@ class KernelCost:
             2-style kernels (``FA2.cuda_cores_in_turn``) and cuDNN's sm90 kernels with dropout
             (``FA3.serial_stations``). Default ``False``: the pipes overlap.
         tensor_issue_share: the share of the tensor rate the kernel's own issue sustains
-            (a number, or an array in sweeps): ``GPUSpec.wgmma_one_cta_fraction`` for a
-            kernel that issues WGMMAs in program order from one CTA per SM and waits for
-            each dot (FlexAttention's and the tutorial's Triton loops, ``FA2.tensor_issue_share``),
-            1.0 otherwise (two or more such CTAs per SM, warp-specialised kernels, mma.sync,
-            tcgen05). Divides the ``tensor`` unit's rate (``perfsim.timing.rates``).
+            (a number; an array in sweeps, a sympy ``Piecewise`` in closed forms):
+            ``GPUSpec.wgmma_one_cta_fraction`` for a kernel that issues WGMMAs in program
+            order from one CTA per SM and waits for each dot (FlexAttention's and the
+            tutorial's Triton loops, ``FusedAttention.tensor_issue_share``), 1.0 otherwise
+            (two or more such CTAs per SM, FA3-class kernels, mma.sync, tcgen05). Multiplies
+            the ``tensor`` unit's rate, so divides its time (``perfsim.timing.rates``).
         exp_ops: exponentials on the MUFU unit.
         emulated_exp_ops: exponentials computed in software on the FMA pipes (FA4 §3.1.3);
             their FMA cost is added to the ``fp32`` unit by the timing model.

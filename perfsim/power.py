@@ -85,8 +85,8 @@ def tensor_energy_pj(gpu: GPUSpec, cost: KernelCost) -> float:
 #: Energy of a tensor FLOP on padding (the rows or columns of a whole tile past the end of
 #: the problem, zero-filled by the kernels) relative to one on data: the H200's cuBLAS bf16
 #: 8192^3 GEMM drew (407 W − 124 W static) / 779 TFLOP/s = 0.36 pJ per FLOP with zero
-#: operands against (690 − 124) / 651 = 0.87 pJ with random ones (hardware/h200-sxm.toml,
-#: ``tensor_sustained_fraction``; validate/reports/h200/probes/clocks-fa1.json): 0.42.
+#: operands against (690 − 124) / 651 = 0.87 pJ with random ones
+#: (validate/reports/h200/probes/clocks-fa1.json): 0.42.
 #: Measured on the H200 only and ASSUMED for every GPU (a property of zero operands in the
 #: multipliers, not of one chip); a per-GPU value belongs in ``PowerSpec`` once measured.
 PADDING_ENERGY_FRACTION = 0.42

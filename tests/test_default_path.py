@@ -1607,4 +1607,6 @@ def test_triton_wgmma_kernels_issue_at_the_one_cta_share(preset, gpu, d, batch, 
         assert main.unit_seconds["tensor"] == pytest.approx(
             other.unit_seconds["tensor"] / share, rel=1e-9)
         assert main.unit_seconds["mufu"] == pytest.approx(other.unit_seconds["mufu"])
-        assert "one CTA per SM" in p.explain()
+        assert "(GPUSpec.wgmma_one_cta_fraction)" in p.explain()
+    else:
+        assert "GPUSpec.wgmma_one_cta_fraction" not in p.explain()

@@ -88,6 +88,9 @@ def test_calibrated_profile_loads_and_holds_measured_rates(tmp_path):
     assert spec.cta_load_bandwidth_bytes_per_s == pytest.approx(7.0e10)
     assert spec.sources["load_latency_s"].startswith(tag)
     assert spec.tensor_sustained_fraction == 1.0
+    # whole measured GEMMs already run below the pipe, near one Triton CTA's share: not twice
+    assert base.wgmma_one_cta_fraction < 1 and spec.wgmma_one_cta_fraction == 1.0
+    assert spec.sources["wgmma_one_cta_fraction"].startswith(tag)
     # tf32 was not measured: its datasheet rate times the measured GEMMs' median share of
     # their datasheet rates (bf16, fp16, fp8 here)
     table, base_table = spec.tensor_flops_per_clk_per_sm, base.tensor_flops_per_clk_per_sm

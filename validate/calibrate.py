@@ -133,6 +133,13 @@ def build_profile(base: GPUSpec, measurements: list[Measurement], device: dict,
         data["tensor_sustained_fraction"] = 1.0
         sources["tensor_sustained_fraction"] = (f"{tag}: the tensor rates above are measured "
                                                 "GEMM rates (or scaled as their sources say)")
+        # whole GEMMs already run below the pipe's rate, about where one Triton CTA per SM
+        # does (the base's share, relative to the pipe): not charged twice
+        data["wgmma_one_cta_fraction"] = 1.0
+        sources["wgmma_one_cta_fraction"] = (
+            f"{tag}: 1.0, not the base's {base.wgmma_one_cta_fraction:g}: the tensor rates "
+            "above are whole measured GEMMs, which already run below the pipe's rate, near "
+            "what one Triton CTA per SM reaches; a share above 1 for two CTAs cannot be written")
     if data.get("power_capped_clock_hz") is not None:
         data["power_capped_clock_hz"] = None    # the measured rates ran at whatever clock
         sources.pop("power_capped_clock_hz", None)

@@ -253,7 +253,8 @@ def fit(doc: dict, mma_sync: dict | None = None, l2: dict | None = None,
     import perfsim
     from perfsim.gpu import TENSOR_ENERGY_SCALE
 
-    # the dense GEMM's tensor rate per clock (GPUSpec.tensor_sustained_fraction), at the
+    # the whole dense GEMM's tensor rate per clock (0.92 per tick on the H200, its tile padding
+    # and wave tail included; not GPUSpec.tensor_sustained_fraction, the pipe's rate), at the
     # clock the benchmark's clocks are in (the cores' with ``tick``)
     h200 = perfsim.load_gpu("h200-sxm")
     peak = h200.sm_count * h200.tensor_flops_per_clk("bf16", "wgmma")

@@ -371,10 +371,14 @@ class FA3(FusedAttention):
 
     def tensor_issue_share(self, gpu: GPUSpec, customers) -> float:
         """``KernelCost.tensor_issue_share``: 1.0 — the consumer warpgroups issue their
-        WGMMAs asynchronously and a producer warp loads ahead (warp specialisation), so
-        one CTA per SM keeps the pipe fed; the cycle's tiles in flight (:meth:`pipeline`)
-        carry what is left. The catalog's ``tensor_sustained_fraction`` is the pipe's rate
-        in such a loop."""
+        WGMMAs asynchronously (``wgmma.mma_async``, committed in groups and waited on a step
+        later) with a producer loading ahead, so one CTA per SM keeps the pipe fed; the
+        cycle's tiles in flight (:meth:`pipeline`) carry what is left. Without warp
+        specialisation (``warp_specialized=False``, the FA3 ablation) the MMAs stay
+        asynchronous and its single tile in flight already runs the stations in turn: 1.0
+        there too (ASSUMED; the one-CTA share was measured on Triton's synchronous loops,
+        ``GPUSpec.wgmma_one_cta_fraction``). The catalog's ``tensor_sustained_fraction`` is
+        the pipe's rate in a loop."""
         return 1.0
 
     def cuda_cores_in_turn(self) -> bool:
