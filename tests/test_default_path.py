@@ -1610,3 +1610,23 @@ def test_triton_wgmma_kernels_issue_at_the_one_cta_share(preset, gpu, d, batch, 
         assert "(GPUSpec.wgmma_one_cta_fraction)" in p.explain()
     else:
         assert "GPUSpec.wgmma_one_cta_fraction" not in p.explain()
+
+
+@pytest.mark.parametrize("algo", [FA2(num_splits=4), FA2(num_splits=8, tensor_family="wgmma")])
+def test_split_kv_cycle_customers_are_the_split_grids_ctas(algo):
+    """A split-KV forward launches its grid times the splits: the warp cycle's customers (and
+    the WGMMA one-CTA share) come from that grid's CTAs resident on the busiest SM, not the
+    unsplit grid's (which put one CTA per SM where the split grid has several)."""
+    from perfsim.algorithms.fa2 import resident_per_sm
+
+    h200 = perfsim.load_gpu("h200-sxm")
+    w = W(batch=2, heads=32, kv_heads=8, seqlen_q=16, seqlen_k=32768, head_dim=128,
+          dtype="bf16")
+    main = next(k for k in perfsim.predict(w, h200, algo).kernels
+                if k.cost.name == "fa2_fwd").cost
+    splits = main.launch["num_splits"]
+    customers = resident_per_sm(main.grid, main.ctas_per_sm, h200)
+    before = resident_per_sm(main.grid // splits, main.ctas_per_sm, h200)
+    assert splits > 1 and customers > before
+    assert main.pipeline == algo.pipeline("fwd", h200, customers, main.warps_per_cta)
+    assert main.tensor_issue_share == algo.tensor_issue_share(h200, customers)

@@ -246,6 +246,10 @@ HOLDOUTS = {
                           "its whole rate (GPUSpec.tensor_sustained_fraction 1.0 on GH100) and "
                           "one Triton CTA per SM at 0.88 of it "
                           "(GPUSpec.wgmma_one_cta_fraction, KernelCost.tensor_issue_share)",
+    "external-holdout46": "decode-sized calls (N_q 1-12 against N_k 6k-49k, GQA 1-12, B 1-4, "
+                          "head dims 64 and 128), SDPA flash (flash-attn 2's split-KV "
+                          "heuristic) and cuDNN; frozen for a split forward's cycle customers "
+                          "taken from the split grid's CTAs",
 }
 
 

@@ -507,7 +507,14 @@ class FusedAttention(Algorithm):
             b_r, b_c, _ = self.fwd_tiles(fdims, gpu)
             main = with_whole_tiles(lambda x: self._forward(x, gpu), fdims, b_r, b_c,
                                     self.kernel_head_dims(fdims))
-            out.append(split_forward(main, fdims, fdims.splits))
+            split = split_forward(main, fdims, fdims.splits)
+            if any_split(fdims.splits):
+                # the split grid's CTAs are the cycle's customers (and set the issue share)
+                customers = resident_per_sm(split.grid, main.ctas_per_sm, gpu)
+                split = replace(split, pipeline=self.pipeline("fwd", gpu, customers,
+                                                              main.warps_per_cta),
+                                tensor_issue_share=self.tensor_issue_share(gpu, customers))
+            out.append(split)
             if any_split(fdims.splits):
                 out.append(combine_kernel(fdims, fdims.splits, f"{self.name}_fwd_combine", gpu))
         if dims.bwd:
