@@ -1630,3 +1630,30 @@ def test_split_kv_cycle_customers_are_the_split_grids_ctas(algo):
     assert splits > 1 and customers > before
     assert main.pipeline == algo.pipeline("fwd", h200, customers, main.warps_per_cta)
     assert main.tensor_issue_share == algo.tensor_issue_share(h200, customers)
+
+
+def test_split_kv_causal_tail_is_the_split_grids():
+    """The causal tail factor (``base.in_order_tail``) of a split forward is taken for the
+    grid it launches: the same longest-over-average ratio, more CTAs on the busiest SM, so a
+    smaller factor than the unsplit grid's (which it kept before); unmasked calls keep 1."""
+    from perfsim.mathops import cdiv
+
+    h200 = perfsim.load_gpu("h200-sxm")
+    w = W(batch=1, heads=8, seqlen_q=2048, head_dim=128, causal=True, dtype="bf16")
+    one = next(k for k in perfsim.predict(w, h200, FA2(num_splits=1)).kernels
+               if k.cost.name == "fa2_fwd").cost
+    ratio = (one.launch["tail"] - 1) * cdiv(one.grid, 132) / min(one.ctas_per_sm,
+                                                                 cdiv(one.grid, 132))
+    tails = []
+    for splits in (2, 4, 8):
+        k = next(k for k in perfsim.predict(w, h200, FA2(num_splits=splits)).kernels
+                 if k.cost.name == "fa2_fwd").cost
+        busiest = cdiv(k.grid, 132)
+        assert k.launch["tail"] == pytest.approx(
+            1 + ratio * min(k.ctas_per_sm, busiest) / busiest)
+        tails.append(k.launch["tail"])
+    assert one.launch["tail"] > tails[0] > tails[1] > tails[2] > 1
+    flat = w.replace(causal=False)
+    k = next(k for k in perfsim.predict(flat, h200, FA2(num_splits=4)).kernels
+             if k.cost.name == "fa2_fwd").cost
+    assert k.launch["tail"] == 1

@@ -507,6 +507,8 @@ class FusedAttention(Algorithm):
             b_r, b_c, _ = self.fwd_tiles(fdims, gpu)
             main = with_whole_tiles(lambda x: self._forward(x, gpu), fdims, b_r, b_c,
                                     self.kernel_head_dims(fdims))
+            if any_split(fdims.splits):
+                main = self._split_tail(main, fdims, gpu)
             split = split_forward(main, fdims, fdims.splits)
             if any_split(fdims.splits):
                 # the split grid's CTAs are the cycle's customers (and set the issue share)
@@ -643,6 +645,28 @@ class FusedAttention(Algorithm):
                    "packed_heads": dims.group, **self._padded_head_dims(dims)},
         )
         return self.mma_shape(cost.padded(tail, fixed=self._fwd_row_work(dims)), gpu)
+
+    def _split_tail(self, main: KernelCost, dims: Dims, gpu: GPUSpec) -> KernelCost:
+        """``main`` (the unsplit forward) with its causal tail factor taken for the grid it
+        launches split (``Dims.splits`` CTAs per query tile): :func:`base.in_order_tail`'s
+        longest-over-average ratio is the same for the split CTAs (each split takes an even
+        share of its tile's key range; a causal tile's early splits are empty as its late
+        ones are full), but the busiest SM runs more of them, so less of its work waits on
+        the longest. The executed work (``KernelCost.padded``) is rescaled by the new factor
+        over the old, the once-per-row work left unscaled as before."""
+        old = main.launch.get("tail", 1)
+        if type(old) in (int, float) and old == 1:
+            return main
+        ctas = maximum(main.ctas_per_sm, 1)
+        before = cdiv(maximum(main.grid, 1), gpu.sm_count)
+        after = cdiv(maximum(main.grid * dims.splits, 1), gpu.sm_count)
+        ratio = (old - 1) * before / minimum(ctas, before)
+        new = 1 + ratio * minimum(ctas, after) / after
+        fixed = self._fwd_row_work(dims)
+        demand = main.sm_demand()
+        part = {u: minimum(fixed.get(u, 0), v) for u, v in demand.items()}
+        executed = {u: (v - part[u]) * new / old + part[u] for u, v in demand.items()}
+        return replace(main, executed=executed, launch={**main.launch, "tail": new})
 
     def _fwd_row_work(self, dims: Dims) -> dict:
         """Forward work done once per query row, whatever the keys it visits (O normalised,
