@@ -519,6 +519,7 @@ class Prediction:
             "memory_bytes": self.memory_bytes, "fits_memory": self.fits_memory,
             "kernels": [{"name": k.cost.name, "seconds": float(k.seconds),
                          "bound": str(k.bound), "grid": int(k.cost.grid), "waves": int(k.waves),
+                         "tensor_issue_share": float(k.cost.tensor_issue_share),
                          "unit_seconds": {u: float(t) for u, t in k.unit_seconds.items()},
                          "terms": {name: float(v) for name, v in k.cost.terms.items()}}
                         for k in self.kernels],
@@ -701,9 +702,10 @@ class Prediction:
                              f"the call's head dim {w.head_dim}{acc}.")
             issue = k.cost.tensor_issue_share
             if type(issue) in (int, float) and issue < 1:
+                share = f"{100 * issue:.1f}" if issue > 0.995 else f"{100 * issue:.0f}"
                 lines.append(f"{k.cost.name} issues its WGMMAs from one CTA per SM, in program "
                              "order and waiting for each dot: its tensor pipe runs at "
-                             f"{100 * issue:.0f} % of the rate a second CTA would reach "
+                             f"{share} % of the rate a second CTA would reach "
                              "(GPUSpec.wgmma_one_cta_fraction).")
         heavy = heavy_hbm
         from perfsim.algorithms.base import Dims

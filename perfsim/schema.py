@@ -21,6 +21,9 @@ class KernelRecord(BaseModel):
     bound: str = Field(description="the unit that binds it")
     grid: int = Field(description="CTAs launched")
     waves: int = Field(description="CTAs on the busiest SM")
+    tensor_issue_share: float = Field(
+        1.0, description="share of the tensor rate its own issue sustains "
+        "(GPUSpec.wgmma_one_cta_fraction for a Triton WGMMA kernel with one CTA per SM)")
     unit_seconds: dict[str, float] = Field(description="each unit's time alone (s)")
     terms: dict[str, float] = Field(description="named counts, '<field>/<what>'")
 

@@ -1597,6 +1597,8 @@ def test_triton_wgmma_kernels_issue_at_the_one_cta_share(preset, gpu, d, batch, 
     p = perfsim.predict(w, gpu, preset)
     main = max(p.kernels, key=lambda t: t.seconds)
     assert main.cost.tensor_issue_share == pytest.approx(share)
+    record = next(r for r in p.to_dict()["kernels"] if r["name"] == main.cost.name)
+    assert record["tensor_issue_share"] == pytest.approx(share)     # in --json too
     if share < 1:
         spec = perfsim.load_gpu(gpu)
         whole = spec.replace(wgmma_one_cta_fraction=1.0)
