@@ -450,7 +450,7 @@ def rates(gpu: GPUSpec, cost: KernelCost, params: TimingParams, clock_hz=None) -
 
 def _issue_scaled(rate: dict, cost: KernelCost) -> dict:
     """``rate`` with its tensor rate times ``cost.tensor_issue_share`` (the same dict when the
-    share is a plain 1: ``GPUSpec.wgmma_one_cta_fraction``'s evidence there)."""
+    share is a plain 1, as for every kernel but one-CTA Triton WGMMA ones)."""
     share = cost.tensor_issue_share
     if type(share) in (int, float) and share == 1:
         return rate

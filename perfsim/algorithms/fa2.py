@@ -508,17 +508,16 @@ class FusedAttention(Algorithm):
             main = with_whole_tiles(lambda x: self._forward(x, gpu), fdims, b_r, b_c,
                                     self.kernel_head_dims(fdims))
             if any_split(fdims.splits):
-                main = self._split_tail(main, fdims, gpu)
-            split = split_forward(main, fdims, fdims.splits)
-            if any_split(fdims.splits):
-                # the split grid's CTAs are the cycle's customers (and set the issue share)
+                # the split grid's CTAs set its causal tail, its cycle's customers and its
+                # issue share (the unsplit kernel's were taken for fewer CTAs)
+                split = split_forward(self._split_tail(main, fdims, gpu), fdims, fdims.splits)
                 customers = resident_per_sm(split.grid, main.ctas_per_sm, gpu)
-                split = replace(split, pipeline=self.pipeline("fwd", gpu, customers,
+                out += [replace(split, pipeline=self.pipeline("fwd", gpu, customers,
                                                               main.warps_per_cta),
-                                tensor_issue_share=self.tensor_issue_share(gpu, customers))
-            out.append(split)
-            if any_split(fdims.splits):
-                out.append(combine_kernel(fdims, fdims.splits, f"{self.name}_fwd_combine", gpu))
+                                tensor_issue_share=self.tensor_issue_share(gpu, customers)),
+                        combine_kernel(fdims, fdims.splits, f"{self.name}_fwd_combine", gpu)]
+            else:
+                out.append(main)
         if dims.bwd:
             b_r, b_c, _ = self.bwd_tiles(dims, gpu)
             ks = self._backward(dims, gpu)         # built once; once more on whole tiles
