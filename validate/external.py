@@ -250,8 +250,8 @@ HOLDOUTS = {
                           "head dims 64 and 128), SDPA flash (flash-attn 2's split-KV "
                           "heuristic) and cuDNN; frozen for a split forward's cycle customers "
                           "taken from the split grid's CTAs",
-    "external-holdout47": "small causal prefill calls (B = 1, 2-12 heads, N 1.5k-6k, head dims "
-                          "64 and 128) where flash-attn 2's heuristic splits the keys, and two "
+    "external-holdout47": "small causal prefill calls (B = 1, 2-8 heads, N 1.5k-6k, head dims "
+                          "64 and 128) where flash-attn 2's heuristic splits the keys, and one "
                           "where it does not; SDPA flash and cuDNN; frozen for a split "
                           "forward's causal tail factor taken for the split grid",
 }
