@@ -1561,6 +1561,8 @@ def test_one_cta_wgmma_share_is_the_probe_median():
     import json
     import statistics
 
+    from perfsim.validate.external_report import TENSOR_TICK_OVER_NVML
+
     rows = json.loads((_PROBE / "probe_wgmma_smem.json").read_text())
     rows = rows if isinstance(rows, list) else rows["rows"]
     pairs: dict = {}
@@ -1573,7 +1575,9 @@ def test_one_cta_wgmma_share_is_the_probe_median():
     h200 = perfsim.load_gpu("h200-sxm")
     assert len(pairs) == 11
     assert h200.wgmma_one_cta_fraction == pytest.approx(ratio, abs=0.005)
-    assert two / 0.908 / 4096 == pytest.approx(h200.tensor_sustained_fraction, abs=0.02)
+    peak = h200.tensor_flops_per_clk_per_sm["bf16"]
+    assert two / TENSOR_TICK_OVER_NVML / peak == pytest.approx(h200.tensor_sustained_fraction,
+                                                               abs=0.02)
     for gpu in ("h100-sxm5", "h100-pcie", "gh200", "h20"):
         assert perfsim.load_gpu(gpu).wgmma_one_cta_fraction == h200.wgmma_one_cta_fraction
 
@@ -1644,13 +1648,14 @@ def test_split_kv_causal_tail_is_the_split_grids():
     w = W(batch=1, heads=8, seqlen_q=2048, head_dim=128, causal=True, dtype="bf16")
     one = next(k for k in perfsim.predict(w, h200, FA2(num_splits=1)).kernels
                if k.cost.name == "fa2_fwd").cost
-    ratio = (one.launch["tail"] - 1) * cdiv(one.grid, 132) / min(one.ctas_per_sm,
-                                                                 cdiv(one.grid, 132))
+    sms = h200.sm_count
+    ratio = (one.launch["tail"] - 1) * cdiv(one.grid, sms) / min(one.ctas_per_sm,
+                                                                 cdiv(one.grid, sms))
     tails = []
     for splits in (2, 4, 8):
         k = next(k for k in perfsim.predict(w, h200, FA2(num_splits=splits)).kernels
                  if k.cost.name == "fa2_fwd").cost
-        busiest = cdiv(k.grid, 132)
+        busiest = cdiv(k.grid, sms)
         assert k.launch["tail"] == pytest.approx(
             1 + ratio * min(k.ctas_per_sm, busiest) / busiest)
         tails.append(k.launch["tail"])

@@ -651,8 +651,8 @@ class FusedAttention(Algorithm):
         longest-over-average ratio is the same for the split CTAs (each split takes an even
         share of its tile's key range; a causal tile's early splits are empty as its late
         ones are full), but the busiest SM runs more of them, so less of its work waits on
-        the longest. The executed work (``KernelCost.padded``) is rescaled by the new factor
-        over the old, the once-per-row work left unscaled as before."""
+        the longest. The executed work is rescaled by the new factor over the old
+        (``KernelCost.padded``: the once-per-row work left unscaled, as when it was built)."""
         old = main.launch.get("tail", 1)
         if type(old) in (int, float) and old == 1:
             return main
@@ -661,11 +661,8 @@ class FusedAttention(Algorithm):
         after = cdiv(maximum(main.grid * dims.splits, 1), gpu.sm_count)
         ratio = (old - 1) * before / minimum(ctas, before)
         new = 1 + ratio * minimum(ctas, after) / after
-        fixed = self._fwd_row_work(dims)
-        demand = main.sm_demand()
-        part = {u: minimum(fixed.get(u, 0), v) for u, v in demand.items()}
-        executed = {u: (v - part[u]) * new / old + part[u] for u, v in demand.items()}
-        return replace(main, executed=executed, launch={**main.launch, "tail": new})
+        rescaled = main.padded(new / old, fixed=self._fwd_row_work(dims))
+        return replace(rescaled, launch={**main.launch, "tail": new})
 
     def _fwd_row_work(self, dims: Dims) -> dict:
         """Forward work done once per query row, whatever the keys it visits (O normalised,
