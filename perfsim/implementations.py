@@ -602,15 +602,16 @@ class Implementation(Algorithm):
                     f"keys) for fewer than {FLEX_DECODING_BELOW} query rows; perfsim has no "
                     "model of it and times the prefill template in its place, with the "
                     "prefill call's host floor (the decoding call's host time measured "
-                    "148-216 us per forward at 64 query rows on the H200, "
+                    "148-216 µs per forward at 64 query rows on the H200, "
                     "validate/reports/h200/probes/probe_host_floor-flex-n64.json)")
         if (self.preset == "sdpa-cudnn" and workload is not None
+                and gpu.features.wgmma and gpu.features.tma
                 and explicit_mask(Dims.of(workload)).any()):
             return ("SDPA's is_causal is the top-left mask when N_q < N_k, so the "
                     "bottom-right causal mask reaches cuDNN as an explicit attn_mask: perfsim "
                     "charges the forward's per-key-tile bias loads (with_mask_bias_loads), "
                     "not torch's mask conversion kernels and their host time (short caches: "
-                    "tens of us) nor the backward's bias reads")
+                    "tens of µs) nor the backward's bias reads")
         if self.preset != "sdpa-cudnn" or (gpu.features.wgmma and gpu.features.tma):
             return None
         if gpu.native_tensor_family == "tcgen05":

@@ -445,19 +445,19 @@ class Prediction:
             return None
         t = self.timing
         unmasked = ("" if t.host_floor_fwd_unmasked_s is None else
-                    f" ({t.host_floor_fwd_unmasked_s * 1e6:.1f} us with no mask passed)")
+                    f" ({t.host_floor_fwd_unmasked_s * 1e6:.1f} µs with no mask passed)")
         if t.host_floor_fwd_paged_extra_s and self.workload.page_size:
-            unmasked += (f" plus {t.host_floor_fwd_paged_extra_s * 1e6:.1f} us with a paged "
+            unmasked += (f" plus {t.host_floor_fwd_paged_extra_s * 1e6:.1f} µs with a paged "
                          "K/V cache,")
         # the kernels' own time; the rest of the call is the GPU waiting for the host
         # (bound_seconds["host"] also holds the kernel time of the phases a floor sets)
         kernels = sum(k.seconds for k in self.kernels)
         return (f"The host sets a floor: a forward call takes at least "
-                f"{t.host_floor_fwd_s * 1e6:.1f} us{unmasked} and a backward "
+                f"{t.host_floor_fwd_s * 1e6:.1f} µs{unmasked} and a backward "
                 f"{t.host_floor_bwd_s * 1e6:.1f} "
-                f"us (software profile; hardware/software/*.toml), so "
-                f"{(self.seconds - kernels) * 1e6:.1f} us of this call is the GPU waiting for "
-                f"the host. Kernels alone: {kernels * 1e6:.1f} us (TimingParams host floors "
+                f"µs (software profile; hardware/software/*.toml), so "
+                f"{(self.seconds - kernels) * 1e6:.1f} µs of this call is the GPU waiting for "
+                f"the host. Kernels alone: {kernels * 1e6:.1f} µs (TimingParams host floors "
                 "0, or --kernel-only).")
 
     def _one_split_seconds(self) -> float | None:
@@ -495,7 +495,7 @@ class Prediction:
         why = (" (the heuristic weighs the waves of CTAs, not the combine kernel and the "
                "partial outputs a split adds)" if change > 0 else "")
         return [f"The {splits} splits are the reference's heuristic choice (num_splits='auto'); "
-                f"with one split perfsim predicts {t1 * 1e6:.1f} us, so the split is "
+                f"with one split perfsim predicts {t1 * 1e6:.1f} µs, so the split is "
                 f"{abs(change) * 100:.0f} % {'slower' if change > 0 else 'faster'}{why}."]
 
     def to_dict(self) -> dict:
@@ -558,7 +558,7 @@ class Prediction:
             if t1 is not None and self.seconds > t1 * 1.005:
                 out.append(f"split over {splits} CTAs per query tile by the reference's "
                            f"heuristic (num_splits='auto'), which weighs waves, not the "
-                           f"combine: one split would take {t1 * 1e6:.1f} us "
+                           f"combine: one split would take {t1 * 1e6:.1f} µs "
                            f"({(1 - t1 / self.seconds) * 100:.0f} % less; --explain)")
         return out
 

@@ -220,7 +220,9 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
         unit alone, summed over kernels); ``model_flops``; the counts of
         :data:`COUNT_COLUMNS`; ``memory_bytes`` (peak HBM footprint); ``fits_memory``
         (footprint ≤ GPU memory); ``infeasible`` (the reason, "" if feasible — such rows
-        have NaN results).
+        have NaN results); ``stand_in`` (an implementation preset's note where perfsim
+        times a kernel in place of one it has no model of — the first of
+        ``Prediction.notes()`` —, "" elsewhere).
 
     Raises:
         perfsim.PerfsimError: a bad value (the message names the field), an empty ``gpus``
@@ -504,6 +506,48 @@ def _check_tensor_sizes(grid: _Grid, scalars: list[dict]) -> None:
 
 
 def _evaluate(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict, why: str):
+    """One block of one group: ``(results, reasons)`` (:func:`_evaluate_masks`), with the
+    ``stand_in`` note of each row where an implementation preset times a kernel in place of
+    one perfsim has no model of (:func:`_stand_in`)."""
+    results, reasons = _evaluate_masks(algo, gpu, params, scalar, block, why)
+    if results:
+        notes = _stand_in(algo, gpu, scalar, block)
+        if notes is not None:
+            results = {**results, "stand_in": notes}
+    return results, reasons
+
+
+def _stand_in(algo, gpu: GPUSpec | None, scalar: dict, block: dict):
+    """Per row of a block, what ``Prediction.notes()`` says first for a preset that times a
+    stand-in kernel (``ImplementationPreset.stand_in_note``: FlexAttention's decoding template
+    under 128 query rows, cuDNN's explicit mask or its kernels off Hopper), ``""`` where it
+    says nothing; ``None`` for an algorithm that is not a preset. The notes depend on the
+    GPU, the phase, the mask and, of the sequence lengths, only on whether there are fewer
+    query rows than FlexAttention's decoding threshold, fewer than keys, or one (the last
+    two decide cuDNN's explicit mask): the rows fall into at most eight classes, and one row
+    of each is asked."""
+    note_of = getattr(algo, "stand_in_note", None)
+    if note_of is None or gpu is None:
+        return None
+    from perfsim.implementations import FLEX_DECODING_BELOW
+    from perfsim.workload import AttentionWorkload
+
+    shape = np.broadcast_shapes(*(v.shape for v in block.values()))
+    n_q = np.broadcast_to(block["seqlen_q"], shape).ravel()
+    n_k = np.broadcast_to(block["seqlen_k"], shape).ravel()
+    kind = ((n_q < FLEX_DECODING_BELOW).astype(np.int8) * 4 + (n_q < n_k).astype(np.int8) * 2
+            + (n_q == 1))
+    classes, first, inverse = np.unique(kind, return_index=True, return_inverse=True)
+    causal, window = scalar.get("_given_mask") or (scalar["causal"], tuple(scalar["_window"]))
+    notes = [note_of(gpu, AttentionWorkload(
+        batch=1, heads=1, seqlen_q=int(n_q[i]), seqlen_k=int(n_k[i]),
+        head_dim=scalar["head_dim"], head_dim_v=scalar["head_dim_v"], causal=bool(causal),
+        window=tuple(window), dtype=scalar["dtype"], phase=scalar["phase"])) or ""
+        for i in first]
+    return np.array(notes, dtype=object)[inverse.reshape(-1)].reshape(shape)
+
+
+def _evaluate_masks(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict, why: str):
     """One block of one group: ``(results, reasons)`` (:func:`_evaluate_mask`), the sequence
     lengths split by the mask the kernels see. A window side that hides nothing is dropped and
     a right edge of 0 is the causal mask (``perfsim.algorithms.base.effective_mask``, as
@@ -511,11 +555,11 @@ def _evaluate(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict, why:
     with one effective mask are evaluated together, with that mask."""
     masks = _effective_masks(scalar, block)
     if len(masks) == 1:
-        (eff, _), = masks.items()
+        ((*eff, _), _), = masks.items()
         return _evaluate_choices(algo, gpu, params, _with_mask(scalar, eff), block, why)
     shape = np.broadcast_shapes(*(v.shape for v in block.values()))
     merged, reasons = {}, np.full(shape, "", dtype=object)
-    for eff, cols in masks.items():
+    for (*eff, _), cols in masks.items():
         sub = {k: v[..., cols] if v.shape[-1] > 1 else v for k, v in block.items()}
         part, why_not = _evaluate_choices(algo, gpu, params, _with_mask(scalar, eff), sub,
                                           why)
@@ -533,24 +577,28 @@ def _evaluate(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict, why:
 
 
 def _effective_masks(scalar: dict, block: dict) -> dict:
-    """``{(causal, window): column indices}``: the block's sequence-length columns grouped by
-    the mask the kernels see (one group, all columns, without a window). Which window sides
-    a row drops depends only on its lengths, so the rows fall into at most four groups; each
-    is named by ``effective_mask`` on one of its rows."""
+    """``{(causal, window, one_row): column indices}``: the block's sequence-length columns
+    grouped by the mask the kernels see (one group, all columns, without a mask). Which
+    window sides a row drops depends only on its lengths, and a causal row with one query
+    row is apart (flash-attn 2's forward launches its unmasked kernel there:
+    ``FA2.launch_causal``), so the rows fall into at most eight groups; each is named by
+    ``effective_mask`` on one of its rows."""
     causal, window = scalar["causal"], tuple(scalar["_window"])
-    if window == (None, None):
-        return {(causal, window): slice(None)}
+    if window == (None, None) and not causal:
+        return {(causal, window, False): slice(None)}
     left, right = window
     n_q, n_k = block["seqlen_q"].ravel(), block["seqlen_k"].ravel()
     drops_left = (n_k - 1 <= left) if left is not None else np.zeros(n_q.shape, bool)
     drops_right = ((n_q - 1 <= right) & (not causal) if right is not None
                    else np.zeros(n_q.shape, bool))
-    kind = drops_left.astype(np.int8) * 2 + drops_right
+    one_row = n_q == 1
+    kind = one_row.astype(np.int8) * 4 + drops_left.astype(np.int8) * 2 + drops_right
     groups = {}
     for value in np.unique(kind):
         cols = np.flatnonzero(kind == value)
         first = cols[0]
-        key = effective_mask(causal, window, int(n_q[first]), int(n_k[first]))
+        key = (*effective_mask(causal, window, int(n_q[first]), int(n_k[first])),
+               bool(one_row[first]))
         groups[key] = np.sort(np.concatenate([groups[key], cols])) if key in groups else cols
     if len(groups) == 1:
         return {next(iter(groups)): slice(None)}
@@ -806,6 +854,8 @@ class _Table:
         self.columns["fits_memory"] = np.zeros(total, bool)
         self.reason_codes = np.zeros(total, np.int32)
         self.reasons: dict[str, int] = {"": 0}
+        self.stand_in_codes = np.zeros(total, np.int32)
+        self.stand_ins: dict[str, int] = {"": 0}
         self.rows = 0
 
     def __len__(self) -> int:
@@ -832,7 +882,14 @@ class _Table:
             else:
                 values = results[key]
             np.copyto(column[rows].reshape(shape), values, casting="unsafe")
+        if results and "stand_in" in results:
+            notes = np.asarray(results["stand_in"], dtype=object)
+            unique, inverse = np.unique(notes.astype(str), return_inverse=True)
+            codes = np.array([self.stand_ins.setdefault(str(n), len(self.stand_ins))
+                              for n in unique])[inverse].reshape(notes.shape)
+            np.copyto(self.stand_in_codes[rows].reshape(shape), codes)
         bad = self.reason_codes[rows] != 0
+        self.stand_in_codes[rows][bad] = 0
         if results and bad.any():
             for column in self.columns.values():
                 column[rows][bad] = column.dtype.type(np.nan if column.dtype.kind == "f" else 0)
@@ -854,6 +911,7 @@ class _Table:
         data.update(self.columns)
         data["bound"] = pd.Categorical.from_codes(self.columns["bound"], ("", *BOUNDS))
         data["infeasible"] = pd.Categorical.from_codes(self.reason_codes, list(self.reasons))
+        data["stand_in"] = pd.Categorical.from_codes(self.stand_in_codes, list(self.stand_ins))
         return pd.DataFrame(data, copy=False)
 
 
@@ -995,7 +1053,9 @@ def _repeated(values) -> list:
 
 def _ints(name: str, value) -> np.ndarray:
     values = _listify(value)
-    if not values or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+    if not values:
+        raise PerfsimError(f"sweep: {name} is an empty list; give at least one value")
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
                              and 1 <= v <= MAX_SIZE for v in values):
         shown = repr(value) if len(repr(value)) < 80 else repr(value)[:77] + "..."
         raise PerfsimError(f"sweep: {name} must be integers in [1, 2**45] (sizes are bounded "

@@ -10,6 +10,10 @@ skipped (FA2 §3.1.1 "Causal masking").
 All counts are closed forms built from :func:`clamped_floor_sum`, so they evaluate on Python
 ints, numpy arrays (vectorised sweeps) and sympy symbols (closed forms). The tests check them
 against a brute-force enumeration of tiles at odd sizes.
+
+Length: the one tile-range rule (issue 11) in one module — the closed forms, the enumeration
+for bands and packed rows and its symbolic twin share the same per-tile formulas, which split
+apart would have to be kept equal by hand.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfsim.frozen import fast_init
-from perfsim.mathops import cdiv, is_symbolic, maximum
+from perfsim.mathops import cdiv, is_symbolic, maximum, minimum
 
 
 def _floor_sum_scalar(n: int, m: int, a: int, b: int) -> int:
@@ -176,7 +180,7 @@ def visible_pairs(seqlen_q, seqlen_k, left=None, right=None, group: int = 1):
 
 
 def banded_visits(seqlen_q, seqlen_k, block_r, block_c, left=None, right=None,
-                  group: int = 1) -> TileVisits:
+                  group: int = 1, rows=None) -> TileVisits:
     """Tile-visit counts for any band mask ``[p + off − left, p + off + right]`` (see
     :func:`visible_pairs`), by enumerating the query tiles (one numpy pass; exact).
 
@@ -184,14 +188,17 @@ def banded_visits(seqlen_q, seqlen_k, block_r, block_c, left=None, right=None,
     (``get_n_block_min_max``): from the key tile of the first row's leftmost visible key to
     the key tile of the last row's rightmost one; a visited tile is *masked* when some of its
     elements inside the matrix are not visible. With ``group > 1`` the rows are the packed
-    (position, head) rows of GQA packing: ``N_q · group`` rows, position ``row // group``.
+    (position, head) rows of GQA packing: ``N_q · group`` rows, position ``row // group``;
+    ``rows`` caps them where whole-tile padding has rounded the packed rows up to a count
+    that is not a multiple of ``group`` (``⌈rows / group⌉ · group`` would add a query tile
+    the kernel never runs).
 
     Raises:
         PerfsimError: more than :data:`MAX_ENUMERATED_TILES` query tiles.
     """
     from perfsim.errors import PerfsimError
 
-    rows = seqlen_q * group
+    rows = seqlen_q * group if rows is None else min(rows, seqlen_q * group)
     t_r, t_c = cdiv(rows, block_r), cdiv(seqlen_k, block_c)
     if t_r > MAX_ENUMERATED_TILES:
         raise PerfsimError(f"a windowed or packed mask over {t_r} query tiles (seqlen_q "
@@ -231,10 +238,11 @@ def banded_visits(seqlen_q, seqlen_k, block_r, block_c, left=None, right=None,
 
 
 def mask_visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool, window=(None, None),
-                group: int = 1) -> TileVisits:
+                group: int = 1, rows=None) -> TileVisits:
     """:func:`visits` for any mask: the closed forms for none and plain causal (ints, arrays,
     sympy), :func:`banded_visits` for a window or packed GQA rows under a mask (ints;
-    numpy arrays element by element)."""
+    numpy arrays element by element). ``rows``: the packed rows when whole-tile padding made
+    them fewer than ``seqlen_q · group`` (:func:`banded_visits`)."""
     left, right = window
     if causal:
         right = 0 if right is None else min(right, 0)
@@ -242,21 +250,27 @@ def mask_visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool, window=(None
         if group == 1:
             return visits(seqlen_q, seqlen_k, block_r, block_c, right == 0)
         if right is None:
-            return visits(seqlen_q * group, seqlen_k, block_r, block_c, False)
+            return visits(seqlen_q * group if rows is None else minimum(rows, seqlen_q * group),
+                          seqlen_k, block_r, block_c, False)
     if is_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right):
+        # (closed forms: lengths never padded to whole tiles, so no cap on the rows)
         return _banded_visits_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right, group)
-    if isinstance(seqlen_q, np.ndarray) or isinstance(seqlen_k, np.ndarray):
-        nq, nk = np.broadcast_arrays(np.asarray(seqlen_q), np.asarray(seqlen_k))
+    if (isinstance(seqlen_q, np.ndarray) or isinstance(seqlen_k, np.ndarray)
+            or isinstance(rows, np.ndarray)):
+        cap = seqlen_q * group if rows is None else rows
+        nq, nk, nr = np.broadcast_arrays(np.asarray(seqlen_q), np.asarray(seqlen_k),
+                                         np.asarray(cap))
         # a sweep block repeats its (N_q, N_k) pairs along the other axes: enumerate each
-        # distinct pair once
-        pairs, inverse = np.unique(np.stack([nq.ravel(), nk.ravel()], axis=1), axis=0,
-                                   return_inverse=True)
-        parts = [banded_visits(int(a), int(b), block_r, block_c, left, right, group)
-                 for a, b in pairs]
+        # distinct pair (and row cap) once
+        pairs, inverse = np.unique(np.stack([nq.ravel(), nk.ravel(), nr.ravel()], axis=1),
+                                   axis=0, return_inverse=True)
+        parts = [banded_visits(int(a), int(b), block_r, block_c, left, right, group, int(c))
+                 for a, b, c in pairs]
         inverse = inverse.reshape(-1)
         return TileVisits(*(np.array([getattr(p, f) for p in parts])[inverse].reshape(nq.shape)
                             for f in TileVisits.__dataclass_fields__))
-    return banded_visits(int(seqlen_q), int(seqlen_k), block_r, block_c, left, right, group)
+    return banded_visits(int(seqlen_q), int(seqlen_k), block_r, block_c, left, right, group,
+                         None if rows is None else int(rows))
 
 
 def _banded_visits_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right,

@@ -137,7 +137,9 @@ class AttentionWorkload(BaseModel):
         seqlen_k: ``N_k`` ≥ 1; defaults to ``seqlen_q``.
         head_dim: ``d`` ≥ 1.
         head_dim_v: ``d_v``; defaults to ``head_dim``.
-        causal: bottom-right aligned causal mask.
+        causal: bottom-right aligned causal mask. With one query row (``N_q = 1``) it hides
+            no key; flash-attn 2's forward then launches its unmasked kernel (``mha_fwd``),
+            the other kernels keep their masked launch.
         dtype: element type of Q, K, V, O: fp32, tf32 (fp32 storage, TF32 matmuls), fp16,
             bf16, fp8_e4m3.
         phase: ``fwd``, ``bwd`` (backward alone, forward outputs given) or ``fwd_bwd``.

@@ -197,8 +197,8 @@ def test_flex_floors_are_its_own_and_an_unmasked_forward_pays_the_empty_mask():
     kernels = sum(k.seconds for k in p.kernels)
     assert 0 < kernels < p.seconds
     assert "with no mask" in p.explain()
-    assert (f"so {(p.seconds - kernels) * 1e6:.1f} us of this call is the GPU waiting"
-            in p.explain()) and f"Kernels alone: {kernels * 1e6:.1f} us" in p.explain()
+    assert (f"so {(p.seconds - kernels) * 1e6:.1f} µs of this call is the GPU waiting"
+            in p.explain()) and f"Kernels alone: {kernels * 1e6:.1f} µs" in p.explain()
     # SDPA's forward has one floor, masked or not
     sdpa = [perfsim.predict(w, "h200-sxm", "sdpa-flash").seconds
             for w in (tiny, tiny.model_copy(update={"causal": True}))]
@@ -240,7 +240,7 @@ def test_a_paged_cute_forward_pays_the_page_tables_host_time():
     paged_p = perfsim.predict(paged, "h200-sxm", "flash-attn-cute")
     assert plain_s == pytest.approx(cute.host_floor_fwd_s, rel=1e-12)
     assert paged_p.seconds == pytest.approx(cute.host_floor_fwd_s + extra, rel=1e-12)
-    assert f"plus {extra * 1e6:.1f} us with a paged K/V cache" in paged_p.explain()
+    assert f"plus {extra * 1e6:.1f} µs with a paged K/V cache" in paged_p.explain()
     assert "paged K/V cache" not in perfsim.predict(step, "h200-sxm",
                                                      "flash-attn-cute").explain()
     # no other profile measured one

@@ -104,6 +104,22 @@ def test_missing_feature_raises_infeasible():
         a100.tensor_flops_per_clk("fp8_e4m3", "mma_sync")
 
 
+def test_threads_per_sm_limit_residency_like_warp_slots():
+    """max_threads_per_sm is an occupancy limit (CUDA's resident threads per SM) beside the
+    warp slots: a what-if that lowers it alone makes a CTA that no longer fits infeasible and
+    lowers how many CTAs share an SM; the catalog's (32 threads per warp slot) changes
+    nothing (a fresh user's report: the field was validated and never read)."""
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=2048, head_dim=128)
+    h100 = perfsim.load_gpu("h100-sxm5")
+    assert h100.max_threads_per_sm == 32 * h100.max_warps_per_sm
+    few = h100.replace(max_threads_per_sm=128, id="few-threads")
+    with pytest.raises(perfsim.InfeasibleError, match="384 threads"):
+        perfsim.predict(w, few, "fa3")
+    cost = perfsim.predict(w, few, "fa2").kernels[0].cost
+    assert cost.warps_per_cta == 4 and cost.ctas_per_sm == 1     # 128 threads: one CTA
+    assert perfsim.predict(w, h100, "fa2").kernels[0].cost.ctas_per_sm == 2
+
+
 def test_gpuspec_rejects_bad_dtype_key():
     data = perfsim.load_gpu("h100-sxm5").model_dump()
     data["tensor_flops_per_clk_per_sm"]["fp4"] = 1.0

@@ -140,6 +140,59 @@ def test_fa2_packs_one_query_token_like_mha_fwd():
     assert off.kernels[0].cost.grid == 32
 
 
+def test_padded_packed_rows_under_a_mask_stay_in_their_query_tiles():
+    """Whole-tile padding rounds the packed rows (N_q · group) up to a tile; with a group
+    that does not divide the padded count, ⌈rows / group⌉ positions would add a query tile
+    the kernel never runs (a fresh user's report: causal decode with 28 heads on 4 K/V heads
+    came out 60 % slower than without the mask, identical counts)."""
+    dims = perfsim.algorithms.Dims.of(AttentionWorkload(
+        batch=2, heads=24, kv_heads=8, seqlen_q=16, seqlen_k=8192, head_dim=128,
+        causal=True)).packed()
+    from perfsim.algorithms.base import whole_tile_dims
+    padded = whole_tile_dims(dims, 128, 128)
+    assert padded.N_q == 128 and padded.group == 3
+    v = padded.tile_visits(128, 128)
+    assert v.q_tiles == 1 and v.tiles <= 8192 // 128
+    assert mask_visits(43, 8192, 128, 128, True, (None, None), 3, rows=128).q_tiles == 1
+    assert mask_visits(43, 8192, 128, 128, True, (None, None), 3).q_tiles == 2   # the cap
+    for gpu, algo, heads, kv, n_q, n_k in (("h100-sxm5", "flash-attn-cute", 28, 4, 2, 32768),
+                                           ("h100-sxm5", "flash-attn-cute", 28, 4, 1, 32768),
+                                           ("b200", "fa4", 24, 8, 16, 8192),
+                                           ("h100-sxm5", "fa2", 28, 4, 16, 32768)):
+        t = [perfsim.predict(AttentionWorkload(
+            batch=8, heads=heads, kv_heads=kv, seqlen_q=n_q, seqlen_k=n_k, head_dim=128,
+            causal=causal), gpu, algo, timing={"host_floor_fwd_s": 0.0}).seconds
+            for causal in (False, True)]
+        assert t[1] <= t[0] * 1.001, (gpu, algo)
+
+
+def test_one_query_row_launches_flash_attn_2s_unmasked_forward_like_mha_fwd():
+    """With N_q = 1 the bottom-right causal mask hides no key, and flash-attn 2's mha_fwd
+    sets is_causal = false before choosing a kernel: the A10G (sm86) must not switch to its
+    causal 64 x 64 tile (a fresh user's report: 'causal' decode 43 % faster). Kernels that
+    are not flash-attn 2's code keep their masked launch."""
+    for d in (72, 128):
+        a, b = (perfsim.predict(AttentionWorkload(batch=64, heads=3, seqlen_q=1,
+                                                  seqlen_k=100_000, head_dim=d, causal=c),
+                                "a10g", "fa2") for c in (False, True))
+        assert b.seconds == pytest.approx(a.seconds, rel=1e-3)
+        assert a.kernels[0].cost.launch == b.kernels[0].cost.launch
+    fa2 = FA2(num_splits=1)
+    w = AttentionWorkload(batch=2, heads=8, seqlen_q=1, seqlen_k=4096, head_dim=128,
+                          causal=True)
+    dims = perfsim.algorithms.Dims.of(w)
+    assert dims.causal and not fa2.launch_causal(dims)
+    assert perfsim.implementations.resolve("flash-attn-2").config(dims, perfsim.load_gpu(
+        "a10g")).launch_causal(dims) is False
+    stand_in = FA2(compiled_head_dims="exact")
+    assert stand_in.launch_causal(dims)
+    # more query rows keep it: the mask hides keys from every row but the last
+    two = [perfsim.predict(AttentionWorkload(batch=64, heads=3, seqlen_q=2, seqlen_k=100_000,
+                                             head_dim=72, causal=c), "a10g", "fa2")
+           for c in (False, True)]
+    assert two[1].kernels[0].cost.launch != two[0].kernels[0].cost.launch
+
+
 # ------------------------------------------------------------------ properties
 ALGOS = [FA2(num_splits=1, pack_gqa=False), FA3(num_splits=1, pack_gqa=False),
          FA4(num_splits=1, pack_gqa=False, emulate_fraction=0.125)]

@@ -95,6 +95,18 @@ def test_roofline_refuses_an_empty_list_and_mixed_gpus():
         plots.roofline(mixed)
 
 
+@pytest.mark.parametrize("call", [
+    lambda: plots.time_by_unit([]), lambda: plots.time_by_unit({}),
+    lambda: plots.unit_times([]), lambda: plots.unit_times([1.0]),
+    lambda: plots.cycle_chart([]), lambda: plots.cycle_chart({}),
+    lambda: plots.cycle_chart({"H100": {"mma": float("nan")}}),
+    lambda: plots.cycle_chart({"H100": []})])
+def test_every_plot_refuses_what_it_cannot_draw_in_one_message(call):
+    """A fresh user's report: empty lists and dicts crashed with IndexError/AttributeError."""
+    with pytest.raises(perfsim.PerfsimError):
+        call()
+
+
 def test_time_by_unit_stacks_every_kernel(tmp_path):
     w = W.replace(dtype="fp16", phase="fwd_bwd")
     preds = [perfsim.predict(w, "a100-sxm4-80gb", a) for a in ("standard", "fa1", "fa2")]

@@ -773,7 +773,7 @@ def test_explain_prices_the_references_split_choice_against_one_split():
     p = predict(w, "rtx-4090", "fa2")
     one = predict(w, "rtx-4090", FA2(num_splits=1))
     text = p.explain()
-    assert f"with one split perfsim predicts {one.seconds * 1e6:.1f} us" in text
+    assert f"with one split perfsim predicts {one.seconds * 1e6:.1f} µs" in text
     assert "slower (the heuristic weighs the waves" in text
     # presets compare with their own configuration; a fixed split count says nothing more
     assert "with one split" in predict(w, "rtx-4090", "sdpa-flash").explain()
@@ -1377,5 +1377,5 @@ def test_a_costly_split_from_the_heuristic_is_noted_under_the_table():
     one = predict(w, gpu="rtx-4090", algorithm=FA2(num_splits=1))
     assert one.seconds < p.seconds
     note = [n for n in p.notes() if "one split would take" in n]
-    assert note and f"{one.seconds * 1e6:.1f} us" in note[0]
+    assert note and f"{one.seconds * 1e6:.1f} µs" in note[0]
     assert not [n for n in one.notes() if "split" in n]

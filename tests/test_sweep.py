@@ -158,6 +158,25 @@ def test_window_takes_the_csv_columns_format(window, labels):
         sweep(batch=1, heads=8, seqlen_q=1, head_dim=64, gpus="h200-sxm", window="1,2,3")
 
 
+def test_stand_in_column_says_what_predict_notes_say():
+    """A fresh user's report: a sweep row of FlexAttention with fewer than 128 query rows
+    looked fully modelled, while predict() notes that perfsim times the prefill template in
+    place of flex_decoding. Each row's stand_in is the preset's note as predict() gives it
+    (its first note), "" where there is none."""
+    df = perfsim.sweep(batch=1, heads=16, seqlen_q=[16, 256], seqlen_k=4096, head_dim=128,
+                       causal=[False, True], gpus=["h100-sxm5", "a100-sxm4-80gb"],
+                       algorithms=["flex", "sdpa-cudnn", "fa2"])
+    assert set(df.stand_in.astype(str)) > {""}
+    for r in df.itertuples():
+        p = perfsim.predict(perfsim.AttentionWorkload(
+            batch=1, heads=16, seqlen_q=r.seqlen_q, seqlen_k=4096, head_dim=128,
+            causal=r.causal), r.gpu, r.algorithm)
+        note = p.algorithm.stand_in_note(p.gpu, p.workload) if r.algorithm != "fa2" else None
+        assert str(r.stand_in) == (note or ""), (r.gpu, r.algorithm, r.seqlen_q, r.causal)
+        if note:
+            assert p.notes()[0] == note
+
+
 def test_single_split_presets_fix_splits_and_packing():
     from perfsim.implementations import Implementation, implementations
 

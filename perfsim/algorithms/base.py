@@ -69,7 +69,9 @@ def effective_mask(causal: bool, window: tuple, seqlen_q, seqlen_k) -> tuple[boo
     choosing a kernel): a window side that hides nothing is dropped (``left >= N_k − 1`` or
     ``right >= N_q − 1`` with the bottom-right alignment), a right edge of 0 is the causal
     mask, and causal makes any wider right edge moot. For a variable-length batch the longest
-    lengths decide. Returns ``(causal, (left, right))``."""
+    lengths decide. Returns ``(causal, (left, right))``. (With one query row the causal mask
+    hides no key either, but only flash-attn 2's forward drops it, before choosing its tile:
+    ``FA2.launch_causal``.)"""
     left, right = window
     if left is not None and left >= seqlen_k - 1:
         left = None
@@ -152,14 +154,14 @@ class Dims:
     def tile_visits(self, block_r, block_c):
         """:class:`perfsim.tiles.TileVisits` of this mask in ``B_r x B_c`` tiles (the one
         tile-range rule, ``perfsim.tiles.mask_visits``); with packed heads the mask applies
-        to positions ``row // group`` of ``⌈N_q / group⌉``. Without a mask the rows are all
-        that counts: ``N_q`` of them, also when whole-tile padding has made ``N_q`` more than
-        the packed heads' rows (``whole_tile_dims``; ``⌈N_q / group⌉ · group`` would overshoot
-        the padded tile)."""
+        to positions ``row // group`` of ``⌈N_q / group⌉``, over ``N_q`` rows. The rows are
+        ``N_q`` with or without a mask, also when whole-tile padding has made ``N_q`` more than
+        the packed heads' rows and not a multiple of ``group`` (``whole_tile_dims``;
+        ``⌈N_q / group⌉ · group`` would overshoot the padded tile by a query tile)."""
         if self.group == 1 or not self.masked:
             return mask_visits(self.N_q, self.N_k, block_r, block_c, self.causal, self.window)
         return mask_visits(cdiv(self.N_q, self.group), self.N_k, block_r, block_c,
-                           self.causal, self.window, self.group)
+                           self.causal, self.window, self.group, rows=self.N_q)
 
     def kv_rows_read(self, block_c):
         """K/V rows per (batch, K/V head) that some query's mask reaches, in whole ``B_c``-key
@@ -411,12 +413,16 @@ def resident_ctas(gpu: GPUSpec, smem_bytes: int, warps: int, registers_per_threa
         raise InfeasibleError(
             f"a CTA of {warps} warps cannot be resident on one {gpu.id} SM: its "
             f"{gpu.registers_per_sm} registers give less than one register per thread")
-    if not is_symbolic(warps) and warps > gpu.max_warps_per_sm:
-        raise InfeasibleError(f"a CTA of {warps} warps exceeds {gpu.id}'s "
-                              f"{gpu.max_warps_per_sm} warps per SM")
+    # resident warps: the SM's warp slots and its thread limit, whichever is smaller (equal
+    # in the catalog, 32 threads per warp; a what-if may move one alone)
+    warp_slots = min(gpu.max_warps_per_sm, gpu.max_threads_per_sm // 32)
+    if not is_symbolic(warps) and warps > warp_slots:
+        raise InfeasibleError(f"a CTA of {warps} warps ({32 * warps} threads) exceeds "
+                              f"{gpu.id}'s {gpu.max_warps_per_sm} warps and "
+                              f"{gpu.max_threads_per_sm} threads per SM")
     limits = {
         "CTAs per SM": gpu.max_ctas_per_sm,
-        "warps per SM": gpu.max_warps_per_sm // warps,
+        "warps per SM": warp_slots // warps,
         "registers per SM": _register_limit(gpu, registers_per_thread, warps),
     }
     if smem_bytes:

@@ -340,8 +340,14 @@ class FusedAttention(Algorithm):
             d = max(self.kernel_head_dims(dims))
             b_r, b_c, warps = (splitkv_tile(d) if any_split(dims.splits)
                                or dims.page_size
-                               else fwd_launch(d, dims.causal, bool(dims.dropout_p), gpu))
+                               else fwd_launch(d, self.launch_causal(dims),
+                                               bool(dims.dropout_p), gpu))
         return self.block_m or b_r, self.block_n or b_c, self.fwd_warps_option() or warps
+
+    def launch_causal(self, dims: Dims) -> bool:
+        """Whether the forward launches its causal kernel (tile choice): the mask's
+        (``dims.causal``) unless :class:`FA2` says otherwise."""
+        return dims.causal
 
     def bwd_tiles(self, dims: Dims, gpu: GPUSpec) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)`` of the backward kernel (``B_r`` query rows, ``B_c`` key
@@ -1251,6 +1257,22 @@ class FA2(FusedAttention):
         kd = max(self.kernel_head_dims(dims))
         even, uneven = table.get(kd, (0.0, 0.0))
         return even if kd == max(dims.d, dims.d_v) else uneven
+
+    def launch_causal(self, dims: Dims) -> bool:
+        """flash-attn 2's own code (``compiled_head_dims`` its or PyTorch's) launches its
+        unmasked forward for one query row: ``mha_fwd`` sets ``is_causal = false`` there, the
+        mask hiding no key (``csrc/flash_attn/flash_api.cpp``: "causal=true is the same as
+        causal=false in this case"), before the tile is chosen (on sm8x its causal tiles are
+        narrower). The rows are the query positions, before GQA packing and whole-tile
+        padding. ``mha_varlen_fwd`` tests the longest sequence; perfsim's variable-length
+        groups (``base.varlen_groups``) each test their own (ASSUMED: a batch mixing one-row
+        and longer queries is rare). Other kernels run through this model keep the mask's
+        launch (their code was not read for it)."""
+        if not dims.causal or self.compiled_head_dims not in FLASH_ATTN_CODE or dims.symbolic:
+            return dims.causal
+        n_q = dims.unpadded[0] if dims.unpadded else dims.N_q
+        positions = n_q if dims.group == 1 else cdiv(n_q, dims.group)
+        return not bool(np.all(np.asarray(positions) == 1))
 
     def bwd_prefetch(self, dims: Dims) -> int:
         """Operand slices the backward's warps load ahead: none for the compiled kernels of

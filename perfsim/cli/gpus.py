@@ -49,7 +49,8 @@ def register(sub) -> None:
     p.set_defaults(func=_cmd_gpus)
 
     p = sub.add_parser("gpu", help="inspect one GPU: perfsim gpu ID (short for gpu show ID)")
-    gsub = p.add_subparsers(dest="gpu_command", required=True, parser_class=_Parser)
+    gsub = p.add_subparsers(dest="gpu_command", required=True, parser_class=_Parser,
+                            metavar="ID")
     show = gsub.add_parser("show", help="every field of a GPU with its source")
     show.add_argument("id", help="catalog id or .toml profile path")
     show.add_argument("--json", action="store_true")

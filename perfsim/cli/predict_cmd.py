@@ -105,12 +105,15 @@ def _print_predictions(w, gpu, results) -> None:
         if not isinstance(r, tuple):
             notes.extend(f"{r.algorithm.label()}: {note}" for note in r.notes())
     print_table(f"{gpu.name}: {w.describe()}", cols, rows)
-    print("time per call; TFLOP/s by the FlashAttention convention (4·B·H·N²·d forward, half "
-          "when causal); clock: the SM clock the call runs at (--clock; by default where the "
-          "power model puts it); FLOPs (matmul and FP32 slots) and exps of the visited tiles "
-          "(padding to whole tiles and compiled head dims is timed, not counted; a "
-          "backward's fp32 dQ accumulator is counted at the kernel's width); HBM and "
-          "shared-memory bytes moved; memory: peak footprint")
+    print("time per call; TFLOP/s by the FlashAttention convention (forward 2·B·H·(d + d_v) "
+          "FLOPs per score element the mask leaves: 4·B·H·N²·d, half when causal and "
+          "N_q = N_k; backward 2.5x, fwd_bwd 3.5x; at most the matmul FLOPs the kernels run); "
+          "clock: "
+          "the SM clock the call runs at (--clock; by default where the power model puts "
+          "it); FLOPs (matmul and FP32 slots) and exps of the visited tiles (padding to "
+          "whole tiles and compiled head dims is timed, not counted; a backward's fp32 dQ "
+          "accumulator is counted at the kernel's width); HBM and shared-memory bytes moved; "
+          "memory: peak footprint")
     for note in notes:
         print(note)
 

@@ -6,15 +6,23 @@ Each function returns ``(fig, ax)`` (``ax``: an array of axes for faceted plots,
 ``plt.subplots`` does) and never shows anything; ``fig.savefig(path)`` writes it. Figures are
 ``matplotlib.figure.Figure`` objects built without pyplot. Units are converted only here: ms,
 TFLOP/s, FLOP/byte.
+
+Length: one module for the figures of predictions because they share the label, colour and
+argument rules (``_predictions``, ``_labels``, ``UNIT_COLORS``); the sweep-frame figures live
+in ``perfsim.plots.sweep``.
 """
 
 from __future__ import annotations
+
+import math
+import numbers
 
 import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from perfsim.errors import PerfsimError
+from perfsim.errors import short_repr as _short
 from perfsim.kernel import UNITS
 from perfsim.plots.style import MARKERS, UNIT_COLORS, color_legend, figure
 from perfsim.plots.sweep import (
@@ -61,9 +69,7 @@ def roofline(predictions, dtype: str | None = None):
         PerfsimError: no prediction, or predictions on more than one GPU (each GPU has its
             own ceilings).
     """
-    preds = predictions if isinstance(predictions, (list, tuple)) else [predictions]
-    if not preds:
-        raise PerfsimError("roofline: no prediction to plot (give one Prediction or a list)")
+    preds = _predictions(predictions, "roofline")
     gpus = list(dict.fromkeys(p.gpu.id for p in preds))
     if len(gpus) > 1:
         raise PerfsimError(f"roofline: one GPU's ceilings per figure, got predictions on "
@@ -197,8 +203,12 @@ def time_by_unit(predictions, by: str = "kernel"):
         by: ``"kernel"`` — one segment per kernel in launch order, coloured by the unit that
             binds it, then the rest of the call (the host's per-call floor, where it binds);
             ``"unit"`` — one segment per binding unit (``Prediction.bound_seconds``).
+
+    Raises:
+        PerfsimError: no prediction, something that is not a ``Prediction``, or ``by``
+            neither ``"kernel"`` nor ``"unit"``.
     """
-    preds = predictions if isinstance(predictions, (list, tuple)) else [predictions]
+    preds = _predictions(predictions, "time_by_unit")
     if by not in ("kernel", "unit"):
         raise PerfsimError(f"time_by_unit: by must be 'kernel' or 'unit', got {by!r}")
     fig, ax = figure(width=8, height=1.2 + 0.7 * len(preds))
@@ -243,7 +253,17 @@ def cycle_chart(rows: dict, unit_label: str = "cycles", title: str = ""):
     Args:
         rows: ``{row label: {unit or bar label: value}}``; colours follow the unit names
             (``tensor``/``mma``, ``mufu``/``exp``, ``smem``, ``fp32``, ``hbm``).
+
+    Raises:
+        PerfsimError: ``rows`` empty or not a dict of dicts of finite numbers.
     """
+    if not isinstance(rows, dict) or not rows or not all(
+            isinstance(bars, dict) and bars and all(
+                isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+                for v in bars.values()) for bars in rows.values()):
+        raise PerfsimError("cycle_chart: rows must be a non-empty dict {row label: {bar label: "
+                           "number}} with finite numbers, e.g. {'H100': {'mma': 1024, "
+                           f"'exp': 768}}}}; got {_short(rows)}")
     alias = {"mma": "tensor", "exp": "mufu"}
     fig, ax = figure(width=7.5, height=0.8 + 0.3 * sum(len(v) + 1 for v in rows.values()))
     y, ticks = 0.0, []
@@ -262,11 +282,30 @@ def cycle_chart(rows: dict, unit_label: str = "cycles", title: str = ""):
 
 def unit_times(predictions, scale: float = 1e3, unit_label: str = "ms"):
     """Each unit's time had it run alone (``Prediction.unit_seconds × scale``) as a
-    :func:`cycle_chart`, one group per prediction (``scale=gpu.clock_hz``: cycles)."""
-    preds = predictions if isinstance(predictions, (list, tuple)) else [predictions]
+    :func:`cycle_chart`, one group per prediction (``scale=gpu.clock_hz``: cycles).
+
+    Raises:
+        PerfsimError: no prediction, or something that is not a ``Prediction``."""
+    preds = _predictions(predictions, "unit_times")
     rows = {label: {u: p.unit_seconds[u] * scale for u in UNITS}
             for label, p in zip(_labels(preds), preds)}
     return cycle_chart(rows, unit_label=f"time on each unit alone ({unit_label})")
+
+
+def _predictions(predictions, who: str) -> list:
+    """``predictions`` as a non-empty list of ``Prediction`` objects (one is taken as a list
+    of one), else one clear error naming the plot."""
+    from perfsim.prediction import Prediction
+
+    preds = (list(predictions) if isinstance(predictions, (list, tuple))
+             else [predictions])
+    if not preds:
+        raise PerfsimError(f"{who}: no prediction to plot (give one Prediction or a list)")
+    bad = [p for p in preds if not isinstance(p, Prediction)]
+    if bad:
+        raise PerfsimError(f"{who}: plots Prediction objects (perfsim.predict(...)), got "
+                           f"{type(bad[0]).__name__} {_short(bad[0])}")
+    return preds
 
 
 def _labels(preds) -> list[str]:
