@@ -19,7 +19,9 @@ fp16 on random normal data; bf16 on zeros, and with only B zero; fp8 e4m3
 ``_bench_kernels.py`` (8 CTAs x 4 warps per SM); and
 bf16 GEMM 4096^3 alternating with ``torch.cuda._sleep`` of about the same length (about half
 utilisation); an L2-resident read walk (``probe_l2``); a WGMMA loop with both operands in shared
-memory (``probe_mma_smem``'s kernel on a 64 x 256 x 64 tile) at 1 and 2 CTAs per SM. torch,
+memory (``probe_mma_smem``'s kernel on a 64 x 256 x 64 tile) at 1 and 2 CTAs per SM; fp32
+reductions into an L2-resident buffer (``probe_l2``'s walk: per-element atomic adds, and TMA
+bulk reductions). torch,
 triton and pynvml are imported inside functions.
 """
 
@@ -123,26 +125,47 @@ def _benches():
                 f"torch.mm {n}^3 bf16 random then torch.cuda._sleep({cycles} cycles); GEMM "
                 f"alone {t_gemm * 1e3:.3f} ms per call (so about half utilisation)")
 
-    def l2_read():
-        # probe_l2's read walk over a 16 MiB L2-resident buffer, 8 programs of 8 warps per SM
-        # (8.5 TB/s there): the energy of moving a byte from L2 into an SM (one FADD per 4 B
-        # rides along: the row's fp32 work, subtracted where the energy is derived)
-        from perfsim.validate.probe_l2 import BLOCK, ITERS
-        from perfsim.validate.probe_l2 import _kernels as l2_kernels
+    def l2_walk(mode):
+        # probe_l2's walk over a 16 MiB L2-resident fp32 buffer, 8 programs per SM:
+        # "read" loads the chunks (8.5 TB/s there: the energy of moving a byte from L2 into an
+        # SM; one FADD per 4 B rides along, subtracted where the energy is derived);
+        # "reduce" adds a tile into each chunk with tl.atomic_add (atom.global.add.v4.f32;
+        # flash-attn 2 sends its dQ this way, per element); "bulk_reduce" adds it as one TMA
+        # bulk reduction per chunk (cp.reduce.async.bulk, as FA3-class kernels send their dQ
+        # partial tiles). The added tile does not change inside the loop (no FP32 work per
+        # byte) and the buffer stays in L2 (no HBM traffic once resident).
+        def setup():
+            import triton
 
-        walk, _ = l2_kernels()
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
-        n_chunks = 16 * 2**20 // (4 * BLOCK)
-        buf = torch.zeros(n_chunks * BLOCK, device="cuda", dtype=torch.float32)
-        grid, iters = 8 * sms, 8 * ITERS
-        out = torch.empty(grid, device="cuda", dtype=torch.float32)
+            from perfsim.validate.probe_l2 import BLOCK, ITERS
+            from perfsim.validate.probe_l2 import _kernels as l2_kernels
 
-        def step():
-            walk[(grid,)](buf, out, n_chunks, grid, iters, BLOCK=BLOCK, REDUCE=False,
-                          num_warps=8)
-        return (step, float(grid * iters * BLOCK * 4), "B (L2 -> SM)",
-                f"probe_l2 read walk, 16 MiB buffer in L2, {grid} CTAs x 8 warps, "
-                f"{iters} chunks of {BLOCK * 4} B each")
+            walk, walk_bulk = l2_kernels()
+            if mode == "bulk_reduce":        # scratch for the in-kernel tensor descriptor
+                triton.set_allocator(lambda size, align, stream: torch.empty(
+                    size, dtype=torch.int8, device="cuda"))
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            n_chunks = 16 * 2**20 // (4 * BLOCK)
+            buf = torch.zeros(n_chunks * BLOCK, device="cuda", dtype=torch.float32)
+            grid, iters = 8 * sms, 8 * ITERS
+            out = torch.empty(grid, device="cuda", dtype=torch.float32)
+
+            def step():
+                if mode == "bulk_reduce":
+                    walk_bulk[(grid,)](buf, out, n_chunks, grid, iters, BLOCK=BLOCK,
+                                       num_warps=4)
+                else:
+                    walk[(grid,)](buf, out, n_chunks, grid, iters, BLOCK=BLOCK,
+                                  REDUCE=(mode == "reduce"), num_warps=8)
+            what = {"read": ("B (L2 -> SM)", "read walk", "8 warps"),
+                    "reduce": ("B (fp32 reduced into L2)", "reduction walk",
+                               "8 warps, tl.atomic_add per element"),
+                    "bulk_reduce": ("B (fp32 reduced into L2)", "reduction walk",
+                                    "4 warps, one TMA bulk reduction per chunk")}[mode]
+            return (step, float(grid * iters * BLOCK * 4), what[0],
+                    f"probe_l2 {what[1]}, 16 MiB buffer in L2, {grid} CTAs x {what[2]}, "
+                    f"{iters} chunks of {BLOCK * 4} B each")
+        return setup
 
     def wgmma_smem(ctas_per_sm):
         # probe_mma_smem's loop on its WGMMA tile (64 x 256 x 64, one warpgroup): both
@@ -166,7 +189,9 @@ def _benches():
         return setup
 
     return {
-        "l2_read": l2_read,
+        "l2_read": l2_walk("read"),
+        "l2_reduce": l2_walk("reduce"),
+        "l2_bulk_reduce": l2_walk("bulk_reduce"),
         "wgmma_smem_1cta": wgmma_smem(1),
         "wgmma_smem_2cta": wgmma_smem(2),
         "spin_1cta": regloop("fma", iters=100000, one_cta=True),
@@ -187,7 +212,7 @@ def _benches():
 BENCHES = ("idle", "spin_1cta", "hbm_copy", "gemm_bf16", "gemm_fp16", "gemm_bf16_zeros",
            "gemm_bf16_b_zeros",
            "gemm_fp8_e4m3", "mufu_exp2", "fp32_fma", "gemm_bf16_half_duty", "l2_read",
-           "wgmma_smem_1cta", "wgmma_smem_2cta")
+           "wgmma_smem_1cta", "wgmma_smem_2cta", "l2_reduce", "l2_bulk_reduce")
 
 
 def _trace(samples, t0):
