@@ -272,6 +272,11 @@ def _check_ranges(spec) -> None:
         raise ValueError(f"max_clock_hz ({spec.max_clock_hz:g} Hz) must be >= clock_hz "
                          f"({spec.clock_hz:g} Hz): a what-if that raises clock_hz raises "
                          "max_clock_hz with it (scale both)")
+    if spec.power is not None and spec.power.min_clock_hz > spec.max_clock_hz:
+        raise ValueError(f"power.min_clock_hz ({spec.power.min_clock_hz:g} Hz), the lowest "
+                         "clock the power controller settles at, must not exceed "
+                         f"max_clock_hz ({spec.max_clock_hz:g} Hz): a what-if that lowers "
+                         "the clocks below it lowers power.min_clock_hz too")
 
 
 class CalibratedTiming(BaseModel):

@@ -494,9 +494,11 @@ class Prediction:
         change = self.seconds / t1 - 1
         why = (" (the heuristic weighs the waves of CTAs, not the combine kernel and the "
                "partial outputs a split adds)" if change > 0 else "")
+        effect = (f"{change * 100:.0f} % slower" if change > 0 else
+                  f"{t1 / self.seconds:.3g}x faster ({-change * 100:.0f} % less time)")
         return [f"The {splits} splits are the reference's heuristic choice (num_splits='auto'); "
                 f"with one split perfsim predicts {t1 * 1e6:.1f} µs, so the split is "
-                f"{abs(change) * 100:.0f} % {'slower' if change > 0 else 'faster'}{why}."]
+                f"{effect}{why}."]
 
     def to_dict(self) -> dict:
         """The prediction as plain JSON-ready data (what ``perfsim predict --json`` prints):

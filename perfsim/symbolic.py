@@ -494,7 +494,8 @@ def sram_crossover(gpu, *, batch: int, heads: int, seqlen: int, head_dim: int,
     ``M ≥ d`` with ``hbm(algorithm, M) ≤ hbm(baseline)``; ``None`` if none below 2⁴⁰.
 
     Raises:
-        perfsim.PerfsimError: ``algorithm`` has no SRAM option (``sram_bytes``); a size that
+        perfsim.PerfsimError: ``algorithm`` has no SRAM option (``sram_bytes``); a baseline
+            whose HBM bytes the sizes do not fix (its tiles left as symbols); a size that
             is not an integer from 1 to 2**45, an unknown dtype, phase, algorithm or GPU.
     """
     _check_call(dtype, phase, numeric=True, batch=batch, heads=heads, seqlen=seqlen,
@@ -506,7 +507,14 @@ def sram_crossover(gpu, *, batch: int, heads: int, seqlen: int, head_dim: int,
              "d": head_dim, "d_v": head_dim}
     kw = {"causal": causal, "dtype": dtype, "phase": phase, "io_model": True, **sizes}
     ours = evaluator(counts(algorithm, gpu, **kw)["hbm_bytes"])
-    theirs = float(counts(baseline, gpu, **kw)["hbm_bytes"])
+    base = counts(baseline, gpu, **kw)["hbm_bytes"]
+    if getattr(base, "free_symbols", None):
+        names = ", ".join(sorted(str(x) for x in base.free_symbols))
+        raise PerfsimError(f"sram_crossover: the baseline {baseline!r}'s HBM bytes still hold "
+                           f"{names} at these sizes (its tiles are symbols); give a baseline "
+                           "whose traffic the sizes fix, e.g. 'standard', or compare two "
+                           "expressions of perfsim.symbolic.counts yourself")
+    theirs = float(base)
     return _first_true(lambda m: ours(M=m) <= theirs, head_dim, 2**40)
 
 

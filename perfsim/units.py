@@ -6,7 +6,7 @@ Shared by the CLI's tables (``perfsim.cli``) and ``Prediction.explain``.
 from __future__ import annotations
 
 _PREFIXES = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"),
-             (1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"))
+             (1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p"), (1e-15, "f"))
 
 
 def si(value: float, unit: str, binary: bool = False) -> str:

@@ -779,7 +779,8 @@ def test_explain_prices_the_references_split_choice_against_one_split():
     assert "with one split" in predict(w, "rtx-4090", "sdpa-flash").explain()
     assert "with one split" not in predict(w, "rtx-4090", FA2(num_splits=2)).explain()
     decode = AttentionWorkload(batch=1, heads=8, seqlen_q=1, seqlen_k=65536, head_dim=128)
-    assert "faster." in predict(decode, "h100-sxm5", "fa2").explain()
+    assert re.search(r"so the split is [0-9.]+x faster \([0-9]+ % less time\)\.",
+                     predict(decode, "h100-sxm5", "fa2").explain())
 
 
 def test_explain_says_why_a_unit_takes_longer_than_its_terms():
@@ -1379,3 +1380,58 @@ def test_a_costly_split_from_the_heuristic_is_noted_under_the_table():
     note = [n for n in p.notes() if "one split would take" in n]
     assert note and f"{one.seconds * 1e6:.1f} µs" in note[0]
     assert not [n for n in one.notes() if "split" in n]
+
+
+# ------------------------------------------------------------------ a second fresh user
+def test_more_sms_never_slow_fa1s_gqa_decode():
+    """FA1's K/V re-reads hit L2 while the resident CTAs' live tiles fit; the CTAs of one GQA
+    group read the same tile, and counting one per CTA made 2x the SMs up to 2x slower."""
+    w = AttentionWorkload(batch=8, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=32768,
+                          head_dim=128, causal=True)
+    for gid, more in (("rtx-3090", 164), ("h100-sxm5", 264), ("h100-sxm5", 528)):
+        gpu = load_gpu(gid)
+        base = predict(w, gpu, "fa1").seconds
+        bigger = gpu.replace(sm_count=more, id=f"{gid}-{more}")
+        assert predict(w, bigger, "fa1").seconds <= base * 1.0001, (gid, more)
+
+
+def test_sram_crossover_refuses_a_baseline_with_symbolic_tiles():
+    from perfsim import symbolic
+
+    with pytest.raises(PerfsimError, match="baseline 'fa2'"):
+        symbolic.sram_crossover("a100-sxm4-80gb", batch=1, heads=1, seqlen=4096, head_dim=64,
+                                baseline="fa2")
+    assert symbolic.sram_crossover("a100-sxm4-80gb", batch=1, heads=1, seqlen=4096,
+                                   head_dim=64) > 64
+
+
+def test_power_floor_above_the_maximum_clock_is_refused():
+    h100 = load_gpu("h100-sxm5")
+    with pytest.raises(PerfsimError, match="power.min_clock_hz"):
+        h100.replace(clock_hz=1e9, max_clock_hz=1e9)
+    slow = h100.replace(clock_hz=1e9, max_clock_hz=1e9,
+                        power=h100.power.model_copy(update={"min_clock_hz": 5e8}))
+    assert predict(AttentionWorkload(batch=1, heads=8, seqlen_q=1024, head_dim=64), slow,
+                   "fa2").clock_hz <= 1e9
+
+
+def test_report_only_refuses_a_folder_it_cannot_score(tmp_path, capsys):
+    """A decode folder (rows of validate/external_decode.py) or an empty results file gave
+    rc 0 and an empty report; now one error naming the scorer to use."""
+    folder = tmp_path / "decode"
+    folder.mkdir()
+    (folder / "results.jsonl").write_text(json.dumps({"kind": "decode", "key": "k"}) + "\n")
+    assert main(["validate", "--report-only", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "decode_report" in err and "Traceback" not in err
+    (folder / "results.jsonl").write_text("")
+    assert main(["validate", "--report-only", str(folder)]) == 2
+    assert "empty" in capsys.readouterr().err
+    assert not (folder / "report.md").exists()
+
+
+def test_sub_nanosecond_times_take_an_si_prefix():
+    from perfsim.units import si
+
+    assert si(1.02e-10, "s") == "102 ps" and si(3e-13, "s") == "300 fs"
+    assert si(2.5e-9, "s") == "2.5 ns"

@@ -434,9 +434,10 @@ def test_report_only_sends_external_rows_to_their_scorer(run, tmp_path, capsys):
 
 def test_one_line_non_utf8_results_is_not_called_truncated(tmp_path, capsys):
     (tmp_path / "results.jsonl").write_bytes(b'{"key": "a|fa2", "x": "\xff"}')
-    assert main(["validate", "--report-only", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "line 1: not UTF-8 (byte 23); skipped" in out and "truncated" not in out
+    # no readable row at all: one error that names the line (not an empty report)
+    assert main(["validate", "--report-only", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "line 1: not UTF-8 (byte 23); skipped" in err and "truncated" not in err
     (tmp_path / "results.jsonl").write_bytes(_rec("a").encode() + b'\n{"key": "b|fa2", "st')
     from perfsim.validate import report
 

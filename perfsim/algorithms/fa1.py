@@ -63,7 +63,7 @@ from perfsim.errors import InfeasibleError
 from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, minimum
+from perfsim.mathops import cdiv, maximum, minimum
 from perfsim.tiles import visits
 
 #: ℓ and m per row (FA1 keeps both, in fp32).
@@ -206,10 +206,12 @@ class FA1(Algorithm):
     def _kv_traffic(self, dims: Dims, gpu: GPUSpec, ctas, splits, b_c):
         """K, V streamed once by each CTA. The CTAs of one head (its splits) and of one GQA
         group are adjacent in the grid and walk K/V in step, so their re-reads hit L2 (live
-        set: a K/V tile per resident CTA)."""
+        set: a K/V tile per resident CTA, one for the ``H / H_kv`` CTAs of a GQA group, which
+        read the same tile: counted per CTA, more SMs made a GQA decode up to 2x slower)."""
         e, per_head = dims.e, dims.N_k * (dims.d + dims.d_v)
         total = e * dims.B * dims.H * splits * per_head
-        window = gpu.sm_count * ctas * e * b_c * (dims.d + dims.d_v)
+        sharers = maximum(dims.H // dims.H_kv, 1)
+        window = gpu.sm_count * ctas * e * b_c * (dims.d + dims.d_v) / sharers
         return l2_filtered(total, e * dims.B * dims.H_kv * per_head, window, gpu,
                            gpu.l2_usable_fraction)
 
