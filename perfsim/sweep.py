@@ -537,7 +537,7 @@ def _stand_in(algo, gpu: GPUSpec | None, scalar: dict, block: dict):
     n_k = np.broadcast_to(block["seqlen_k"], shape).ravel()
     kind = ((n_q < FLEX_DECODING_BELOW).astype(np.int8) * 4 + (n_q < n_k).astype(np.int8) * 2
             + (n_q == 1))
-    classes, first, inverse = np.unique(kind, return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(kind, return_index=True, return_inverse=True)
     causal, window = scalar.get("_given_mask") or (scalar["causal"], tuple(scalar["_window"]))
     notes = [note_of(gpu, AttentionWorkload(
         batch=1, heads=1, seqlen_q=int(n_q[i]), seqlen_k=int(n_k[i]),
@@ -861,17 +861,20 @@ class _Table:
     def __len__(self) -> int:
         return len(self.reason_codes)
 
-    def _code(self, reason: str) -> int:
-        return self.reasons.setdefault(reason, len(self.reasons))
+    @staticmethod
+    def _codes(values, categories: dict) -> np.ndarray:
+        """``values`` (strings, any shape) as codes of ``categories`` (``{text: code}``,
+        extended with the texts it lacks): a string column stored as a categorical's codes."""
+        values = np.asarray(values, dtype=object)
+        unique, inverse = np.unique(values.astype(str), return_inverse=True)
+        codes = [categories.setdefault(str(v), len(categories)) for v in unique]
+        return np.array(codes, dtype=np.int32)[inverse].reshape(values.shape)
 
     def add(self, block: dict, results: dict, reasons) -> None:
         shape = np.broadcast_shapes(*(v.shape for v in block.values()))
         rows = slice(self.rows, self.rows + int(np.prod(shape)))
         self.rows = rows.stop
-        unique, inverse = np.unique(np.asarray(reasons, dtype=str), return_inverse=True)
-        codes = np.array([self._code(str(r)) for r in unique])[inverse].reshape(
-            np.shape(reasons))
-        np.copyto(self.reason_codes[rows].reshape(shape), codes)
+        np.copyto(self.reason_codes[rows].reshape(shape), self._codes(reasons, self.reasons))
         for key, column in self.columns.items():
             if key == "bound" and results:
                 values = np.zeros(np.shape(results[key]), np.int8)
@@ -883,11 +886,8 @@ class _Table:
                 values = results[key]
             np.copyto(column[rows].reshape(shape), values, casting="unsafe")
         if results and "stand_in" in results:
-            notes = np.asarray(results["stand_in"], dtype=object)
-            unique, inverse = np.unique(notes.astype(str), return_inverse=True)
-            codes = np.array([self.stand_ins.setdefault(str(n), len(self.stand_ins))
-                              for n in unique])[inverse].reshape(notes.shape)
-            np.copyto(self.stand_in_codes[rows].reshape(shape), codes)
+            np.copyto(self.stand_in_codes[rows].reshape(shape),
+                      self._codes(results["stand_in"], self.stand_ins))
         bad = self.reason_codes[rows] != 0
         self.stand_in_codes[rows][bad] = 0
         if results and bad.any():

@@ -192,20 +192,6 @@ def _ms(seconds) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.4g} ms"
 
 
-def _raw_rows(path: Path) -> list:
-    """The JSON objects of a results file, lines that do not parse left out (only to name
-    what a file holds when none of it is a ``perfsim validate`` row)."""
-    import json
-
-    rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue
-    return rows
-
-
 def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = None,
                  force: bool = False) -> int:
     """Regenerate the report of ``out`` from its results.jsonl.
@@ -225,8 +211,10 @@ def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = 
         raise PerfsimError(f"no {RESULTS_FILE} in {out}")
     records, problems = report.load_checked(out)
     if not records:
-        kinds = sorted({str(r.get("kind")) for r in _raw_rows(out / RESULTS_FILE)
-                        if isinstance(r, dict) and r.get("kind")})
+        from perfsim.validate.external_report import load_rows
+
+        kinds = sorted({str(r["kind"]) for r in load_rows(out / RESULTS_FILE)
+                        if r.get("kind")})
         hint = (" (rows of kind 'decode': score them with `python -m "
                 f"perfsim.validate.decode_report {out} [--gpu ID]`)" if "decode" in kinds else
                 (f" (rows of kind {', '.join(kinds)})" if kinds else ""))
