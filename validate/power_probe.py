@@ -76,14 +76,14 @@ def _benches():
             dst.copy_(src)
         return step, 2.0 * nbytes, "B", "Tensor.copy_ 512 MiB fp32, 2 pairs rotated (read+write)"
 
-    def regloop(kind, grid_per_sm=8, iters=None, one_cta=False):
+    def regloop(kind, grid_per_sm=8, iters=None, one_cta=False, warps=4, chains=8,
+                sm_share=1.0):
         def setup():
             from perfsim.validate import _bench_kernels as bk
 
-            warps, chains = 4, 8
             block = warps * 32 * chains
             sms = torch.cuda.get_device_properties(0).multi_processor_count
-            grid = (1,) if one_cta else (sms * grid_per_sm,)
+            grid = (1,) if one_cta else (max(1, round(sms * sm_share)) * grid_per_sm,)
             x = torch.rand(grid[0] * block, device="cuda") * 0.5 - 1.0
             y = torch.empty_like(x)
             it = iters
@@ -91,14 +91,15 @@ def _benches():
                 def step():
                     bk.exp2_loop[grid](x, y, it, BLOCK=block, UNROLL=bk.UNROLL, num_warps=warps)
                 ops, unit = grid[0] * block * it * bk.UNROLL, "exp2"
-                desc = f"Triton exp2_loop, {grid[0]} CTAs x {warps} warps, iters {it}"
+                desc = (f"Triton exp2_loop, {grid[0]} CTAs x {warps} warps x {chains} chains, "
+                        f"iters {it}")
             else:
                 def step():
                     bk.fma_loop[grid](x, y, it, 0.9999, 1e-4, BLOCK=block, UNROLL=bk.UNROLL,
                                       num_warps=warps)
                 ops, unit = 2 * grid[0] * block * it * bk.UNROLL, "FLOP (fp32 FMA = 2)"
                 desc = (f"Triton fma_loop, {grid[0]} CTA{'s' if grid[0] > 1 else ''} x {warps} "
-                        f"warps, iters {it}")
+                        f"warps x {chains} chains, iters {it}")
             return step, float(ops), unit, desc
         return setup
 
@@ -206,13 +207,37 @@ def _benches():
         "mufu_exp2": regloop("exp2", iters=1024),
         "fp32_fma": regloop("fma", iters=4096),
         "gemm_bf16_half_duty": half_gemm,
+        # issue rate at fixed residency: one CTA per SM, `warps` warps, `chains` independent
+        # dependent chains per thread (FMA latency ~4 cycles: one chain per warp issues about
+        # one instruction per 4 cycles). Power against FMA rate at every SM resident, and at
+        # half the SMs: whether an SM that is resident and issuing draws power beyond its
+        # operations' (validate/README.md, "Power of a busy SM")
+        "fma_w1_c1": regloop("fma", grid_per_sm=1, iters=16384, warps=1, chains=1),
+        "fma_w4_c1": regloop("fma", grid_per_sm=1, iters=16384, warps=4, chains=1),
+        "fma_w4_c2": regloop("fma", grid_per_sm=1, iters=16384, warps=4, chains=2),
+        "fma_w4_c4": regloop("fma", grid_per_sm=1, iters=16384, warps=4, chains=4),
+        "fma_w8_c4": regloop("fma", grid_per_sm=1, iters=16384, warps=8, chains=4),
+        "fma_w4_c4_half": regloop("fma", grid_per_sm=1, iters=16384, warps=4, chains=4,
+                                  sm_share=0.5),
+        "fma_w1_c1_half": regloop("fma", grid_per_sm=1, iters=16384, warps=1, chains=1,
+                                  sm_share=0.5),
+        "fma_w4_c8": regloop("fma", grid_per_sm=1, iters=8192, warps=4, chains=8),
+        "fma_w32_c1": regloop("fma", grid_per_sm=1, iters=8192, warps=32, chains=1),
+        "fma_8x_w4_c4": regloop("fma", grid_per_sm=8, iters=4096, warps=4, chains=4),
+        "fma_8x_w1_c8": regloop("fma", grid_per_sm=8, iters=4096, warps=1, chains=8),
+        "fma_w16_c2": regloop("fma", grid_per_sm=1, iters=8192, warps=16, chains=2),
+        "exp2_w4_c1": regloop("exp2", grid_per_sm=1, iters=4096, warps=4, chains=1),
+        "exp2_w4_c4": regloop("exp2", grid_per_sm=1, iters=4096, warps=4, chains=4),
     }
 
 
 BENCHES = ("idle", "spin_1cta", "hbm_copy", "gemm_bf16", "gemm_fp16", "gemm_bf16_zeros",
            "gemm_bf16_b_zeros",
            "gemm_fp8_e4m3", "mufu_exp2", "fp32_fma", "gemm_bf16_half_duty", "l2_read",
-           "wgmma_smem_1cta", "wgmma_smem_2cta", "l2_reduce", "l2_bulk_reduce")
+           "wgmma_smem_1cta", "wgmma_smem_2cta", "l2_reduce", "l2_bulk_reduce",
+           "fma_w1_c1", "fma_w4_c1", "fma_w4_c2", "fma_w4_c4", "fma_w8_c4", "fma_w4_c4_half",
+           "fma_w1_c1_half", "fma_w4_c8", "fma_w32_c1", "fma_8x_w4_c4", "fma_8x_w1_c8",
+           "fma_w16_c2", "exp2_w4_c1", "exp2_w4_c4")
 
 
 def _trace(samples, t0):
