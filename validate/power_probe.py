@@ -40,14 +40,21 @@ def _benches():
     """name -> setup() returning (step, ops_per_iteration, unit, description)."""
     import torch
 
-    def gemm(dtype, n=8192, zeros=False, b_zeros=False):
+    def probs(n, dtype):
+        # softmax numerators as attention's P @ V feeds them: exp(s - rowmax) of scores
+        # s ~ N(0, 1) (what q, k ~ N(0, 1) give after the 1/sqrt(d) scale), in (0, 1]
+        s = torch.randn(n, n, device="cuda")
+        return torch.exp(s - s.amax(dim=1, keepdim=True)).to(dtype)
+
+    def gemm(dtype, n=8192, zeros=False, b_zeros=False, a_probs=False):
         def setup():
             mk = torch.zeros if zeros else torch.randn
-            a = mk(n, n, device="cuda", dtype=dtype)
+            a = probs(n, dtype) if a_probs else mk(n, n, device="cuda", dtype=dtype)
             b = (torch.zeros if zeros or b_zeros else torch.randn)(n, n, device="cuda",
                                                                     dtype=dtype)
             out = torch.empty(n, n, device="cuda", dtype=dtype)
             data = ("zeros" if zeros else "A random normal, B zeros" if b_zeros
+                    else "A softmax numerators exp(s - rowmax), B random normal" if a_probs
                     else "random normal")
             return (lambda: torch.mm(a, b, out=out), 2.0 * n**3, "FLOP",
                     f"torch.mm {n}^3 {str(dtype).replace('torch.', '')} {data}")
@@ -103,9 +110,11 @@ def _benches():
             return step, float(ops), unit, desc
         return setup
 
-    def half_gemm():
+    def half_gemm(a_probs=False):
         n = 4096
         a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        if a_probs:
+            a = probs(n, torch.bfloat16)
         out = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
         for _ in range(20):
             torch.mm(a, b, out=out)
@@ -123,7 +132,8 @@ def _benches():
             torch.mm(a, b, out=out)
             torch.cuda._sleep(cycles)
         return (step, 2.0 * n**3, "FLOP",
-                f"torch.mm {n}^3 bf16 random then torch.cuda._sleep({cycles} cycles); GEMM "
+                f"torch.mm {n}^3 bf16 {'A softmax numerators, B ' if a_probs else ''}random "
+                f"then torch.cuda._sleep({cycles} cycles); GEMM "
                 f"alone {t_gemm * 1e3:.3f} ms per call (so about half utilisation)")
 
     def l2_walk(mode):
@@ -207,6 +217,10 @@ def _benches():
         "mufu_exp2": regloop("exp2", iters=1024),
         "fp32_fma": regloop("fma", iters=4096),
         "gemm_bf16_half_duty": half_gemm,
+        # A as attention's P (exp(s - rowmax), all in (0, 1]): does the tensor energy per FLOP
+        # depend on P's narrower values, as it does on zeros?
+        "gemm_bf16_probs": gemm(torch.bfloat16, a_probs=True),
+        "gemm_bf16_probs_half_duty": lambda: half_gemm(a_probs=True),
         # issue rate at fixed residency: one CTA per SM, `warps` warps, `chains` independent
         # dependent chains per thread (FMA latency ~4 cycles: one chain per warp issues about
         # one instruction per 4 cycles). Power against FMA rate at every SM resident, and at
@@ -237,7 +251,8 @@ BENCHES = ("idle", "spin_1cta", "hbm_copy", "gemm_bf16", "gemm_fp16", "gemm_bf16
            "wgmma_smem_1cta", "wgmma_smem_2cta", "l2_reduce", "l2_bulk_reduce",
            "fma_w1_c1", "fma_w4_c1", "fma_w4_c2", "fma_w4_c4", "fma_w8_c4", "fma_w4_c4_half",
            "fma_w1_c1_half", "fma_w4_c8", "fma_w32_c1", "fma_8x_w4_c4", "fma_8x_w1_c8",
-           "fma_w16_c2", "exp2_w4_c1", "exp2_w4_c4")
+           "fma_w16_c2", "exp2_w4_c1", "exp2_w4_c4", "gemm_bf16_probs",
+           "gemm_bf16_probs_half_duty")
 
 
 def _trace(samples, t0):
