@@ -1215,16 +1215,77 @@ def resolve_implementation(name: str) -> Implementation | None:
 
 def resolve(algorithm: str | Algorithm) -> Algorithm:
     """An algorithm config from an algorithm name (``"fa2"``: its defaults), an
-    implementation preset's name (``"sdpa-flash"``) or a config (returned as is).
+    implementation preset's name (``"sdpa-flash"``), a label with options as
+    ``Prediction.algorithm`` and ``--json`` write them (``"fa2(block_m=64)"``,
+    ``"sdpa-cudnn(pack_gqa=False)"``: :func:`parse_label`) or a config (returned as is).
 
     Raises:
-        perfsim.PerfsimError: unknown name (the message lists the algorithms and presets).
+        perfsim.PerfsimError: unknown name (the message lists the algorithms and presets), a
+            malformed label, or an option the algorithm refuses.
     """
     if isinstance(algorithm, Algorithm) or str(algorithm).lower() in algos.REGISTRY:
         return algos.resolve(algorithm)
     preset = resolve_implementation(str(algorithm))
+    if preset is not None:
+        return preset
+    label = parse_label(str(algorithm))
+    if label is not None:
+        return configured(*label)
+    raise PerfsimError(f"unknown algorithm {algorithm!r}; known: "
+                       f"{', '.join(algos.names())}; implementations: "
+                       f"{', '.join(implementations())}")
+
+
+def configured(name: str, options: dict) -> Algorithm:
+    """Algorithm or preset ``name`` with ``options`` set (a preset's go to the configuration it
+    runs, as ``perfsim predict -a NAME --set KEY=VALUE`` sets them).
+
+    Raises:
+        perfsim.PerfsimError: unknown name, or an option the algorithm refuses."""
+    cls = algos.REGISTRY.get(name.lower())
+    if cls is not None:
+        return cls(**options)      # Algorithm.__init__ raises one PerfsimError line
+    preset = resolve_implementation(name)
     if preset is None:
-        raise PerfsimError(f"unknown algorithm {algorithm!r}; known: "
-                           f"{', '.join(algos.names())}; implementations: "
-                           f"{', '.join(implementations())}")
-    return preset
+        raise PerfsimError(f"unknown algorithm {name!r}; known: {', '.join(algos.names())}; "
+                           f"implementations: {', '.join(implementations())}")
+    return preset.model_copy(update={"options": dict(options)}) if options else preset
+
+
+def parse_label(text: str) -> tuple[str, dict] | None:
+    """``(name, options)`` of a label ``name(key=value, ...)`` as ``Algorithm.label`` writes
+    it, or ``None`` for text without parentheses. Each value is read as a Python literal
+    (``64``, ``0.5``, ``True``, ``None``, ``(64, 128)``), else kept as the string it is
+    (``compiled_head_dims=cudnn-sm90``), as ``--set`` reads its values.
+
+    Raises:
+        perfsim.PerfsimError: parentheses that do not close, or an item without ``=``."""
+    import ast
+
+    head, sep, rest = text.strip().partition("(")
+    if not sep:
+        return None
+    if not rest.endswith(")") or not head.strip():
+        raise PerfsimError(f"algorithm label {text!r} must read name(key=value, ...), e.g. "
+                           "fa2(block_m=64)")
+    items, depth, start, body = [], 0, 0, rest[:-1]
+    for i, ch in enumerate(body + ","):
+        depth += (ch in "([{") - (ch in ")]}")
+        if ch == "," and depth == 0:
+            if body[start:i].strip():
+                items.append(body[start:i].strip())
+            start = i + 1
+    if depth != 0:
+        raise PerfsimError(f"algorithm label {text!r}: unbalanced brackets")
+    options = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip():
+            raise PerfsimError(f"algorithm label {text!r}: {item!r} is not key=value")
+        if key.strip() in options:
+            raise PerfsimError(f"algorithm label {text!r}: {key.strip()} given twice")
+        try:
+            options[key.strip()] = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            options[key.strip()] = raw.strip()
+    return head.strip(), options

@@ -35,7 +35,8 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
             reference kernels' defaults), a config such as
             ``perfsim.algorithms.FA2(block_m=64)``, or an implementation preset
             (``sdpa-flash``, ``sdpa-cudnn``, ``flex``, ``flash-attn-cute``, ...:
-            ``perfsim.implementations``).
+            ``perfsim.implementations``), or a label with options as ``Prediction.to_dict()``
+            and ``--json`` write it (``"fa2(block_m=64)"``, ``"sdpa-cudnn(pack_gqa=False)"``).
         timing: efficiency factors and overheads; default
             :func:`timing_for` ``(gpu, algorithm)`` (the GPU under the algorithm's software
             profile). To change one field and keep the rest, give a dict of the fields

@@ -35,7 +35,8 @@ class PredictionRecord(BaseModel):
 
     schema_version: int
     workload: dict = Field(description="AttentionWorkload fields")
-    algorithm: str = Field(description="algorithm label with its non-default options")
+    algorithm: str = Field(description="algorithm label with its non-default options "
+                           "(predict and --algorithm take it back, e.g. fa2(block_m=64))")
     gpu: str = Field(description="GPU id")
     seconds: float = Field(description="predicted time per call (s)")
     tflops: float = Field(description="TFLOP/s by the FlashAttention convention")

@@ -279,6 +279,7 @@ def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, 
     if unknown:
         raise PerfsimError(f"unknown size(s) {', '.join(unknown)}; sizes: {', '.join(SIZES)}")
     _check_call(dtype, phase, **sizes)
+    _check_group(sizes.get("H"), sizes.get("H_kv"))
     _check_scalars(dropout_p, options)
     spec = load_gpu(gpu)
     algo = resolve(algorithm)
@@ -305,6 +306,19 @@ def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, 
         return [_map_counts(k, sympy.sympify) for k in kernels], memory
     return [_map_counts(k, lambda e: sympy.sympify(e).subs(L_2, spec.l2_bytes))
             for k in kernels], memory
+
+
+def _check_group(heads, kv_heads) -> None:
+    """With both given as numbers, ``H_kv`` divides ``H`` (each K/V head serves ``H / H_kv``
+    query heads: GQA), as ``AttentionWorkload`` requires.
+
+    Raises:
+        perfsim.PerfsimError: naming both sizes."""
+    numbers = [v for v in (heads, kv_heads)
+               if v is not None and not (isinstance(v, sympy.Basic) and not v.is_number)]
+    if len(numbers) == 2 and int(heads) % int(kv_heads):
+        raise PerfsimError(f"H_kv ({kv_heads}) must divide H ({heads}): each K/V head serves "
+                           "H / H_kv query heads (GQA)")
 
 
 def _check_options(algo, options: dict) -> None:

@@ -30,6 +30,47 @@ def test_predict_set_option(capsys):
     assert json.loads(capsys.readouterr().out)["algorithm"] == "fa2(block_m=64)"
 
 
+@pytest.mark.parametrize("algorithm, options", [
+    ("fa2", ["block_m=64"]),
+    ("fa3", ["block_m=64", "block_n=96", "stages=1", "compiled_head_dims=cudnn-sm90"]),
+    ("sdpa-cudnn", ["pack_gqa=false"]),
+    ("flash-attn-cute", ["pack_gqa=false", "block_n=128"]),
+])
+def test_json_algorithm_label_runs_again(capsys, algorithm, options):
+    """The "algorithm" --json writes is a label perfsim takes back (-a and the API): it named
+    an unknown algorithm before."""
+    import perfsim
+    from perfsim.workload import AttentionWorkload
+
+    args = [*PREDICT, "--gpu", "h100-sxm5", "--json"]
+    assert main([*args, "-a", algorithm, *[x for o in options for x in ("--set", o)]]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert "(" in first["algorithm"]
+    assert main([*args, "-a", first["algorithm"]]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["algorithm"], again["seconds"]) == (first["algorithm"], first["seconds"])
+    w = AttentionWorkload(**first["workload"])
+    assert perfsim.predict(w, gpu="h100-sxm5", algorithm=first["algorithm"]).seconds == \
+        first["seconds"]
+
+
+@pytest.mark.parametrize("algorithm, needle", [
+    ("fa2(block_m=64", "must read name(key=value, ...)"),
+    ("fa2(x)", "'x' is not key=value"),
+    ("fa2(block_m=(64)", "unbalanced brackets"),
+    ("nope(a=1)", "unknown algorithm 'nope'"),
+    ("fa2(block_m=0)", "fa2 option block_m"),
+])
+def test_malformed_algorithm_labels_are_one_error(capsys, algorithm, needle):
+    assert main([*PREDICT, "-a", algorithm]) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_label_and_set_may_not_name_one_option_twice(capsys):
+    assert main([*PREDICT, "-a", "fa2(block_m=64)", "--set", "block_m=128"]) == 2
+    assert "also given in --algorithm" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["predict", "--batch", "1"], "required"),
     ([*PREDICT, "--gpu", "h900"], "unknown GPU 'h900'"),
@@ -135,6 +176,21 @@ def test_sweep_takes_options_on_an_implementation_preset(tmp_path):
     w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=2048, head_dim=72)
     exact = perfsim.predict(w, "h100-sxm5", algo).seconds
     assert exact < perfsim.predict(w, "h100-sxm5", "flash-attn-3").seconds   # 72 runs as 96
+
+
+def test_sweep_takes_a_label_as_a_name(tmp_path):
+    """A label --json wrote is a sweep algorithm too, alone or with more options in a table
+    (a table's options had replaced the label's)."""
+    from perfsim.cli.sweep import _algorithm
+    from perfsim.errors import PerfsimError
+
+    assert _algorithm("fa2(block_m=64)", tmp_path).label() == "fa2(block_m=64)"
+    assert _algorithm({"name": "fa2(block_m=64)", "block_n": 64}, tmp_path).label() == \
+        "fa2(block_m=64, block_n=64)"
+    assert _algorithm({"name": "sdpa-flash(block_m=64)", "block_n": 64}, tmp_path).label() \
+        == "sdpa-flash(block_m=64, block_n=64)"
+    with pytest.raises(PerfsimError, match="given in the name"):
+        _algorithm({"name": "fa2(block_m=64)", "block_m": 32}, tmp_path)
 
 
 def test_dtype_and_phase_take_any_case_as_algorithm_and_gpu_do(capsys):

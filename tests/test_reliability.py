@@ -1042,6 +1042,9 @@ _WORKLOAD = AttentionWorkload(batch=1, heads=8, seqlen_q=1024, head_dim=64)
     (lambda S: S.counts("fa2", window=(1, 2, 3)), "window must be a (left, right) pair"),
     (lambda S: S.counts("fa2", window=(0.5, 0)), "window sides must be None, an integer"),
     (lambda S: S.counts("fa2", options=[1]), "options must be a dict"),
+    # H_kv must divide H, as AttentionWorkload requires (counted a 4/3 group before)
+    (lambda S: S.counts("fa2", H=4, H_kv=3), "H_kv (3) must divide H (4)"),
+    (lambda S: S.counts("fa2", H=4, H_kv=8), "H_kv (8) must divide H (4)"),
     (lambda S: S.counts("fa2", keep_l2="no"), "keep_l2 must be True or False"),
     (lambda S: S.unit_seconds("fa2", io_model=None), "io_model must be True or False"),
     (lambda S: S.evaluator(1 / S.N_q)(N_q=0), "N_q must be > 0"),

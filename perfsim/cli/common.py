@@ -188,7 +188,16 @@ def _workload(args) -> AttentionWorkload:
 
 def _algorithm_from_args(name: str, options: list[str]):
     from perfsim import algorithms
+    from perfsim.implementations import configured, parse_label
 
+    label = parse_label(name)       # "fa2(block_m=64)", as --json's "algorithm" writes it
+    if label is not None:
+        given = _options(options)
+        twice = sorted(set(given) & set(label[1]))
+        if twice:
+            raise PerfsimError(f"--set {', '.join(twice)} also given in --algorithm {name}; "
+                               "give each option once")
+        return configured(label[0], {**label[1], **given})
     cls = algorithms.REGISTRY.get(name.lower())
     if cls is None:
         from perfsim.implementations import implementations, resolve_implementation

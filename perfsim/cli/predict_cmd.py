@@ -151,7 +151,8 @@ def register(sub) -> None:
     p.add_argument("--algorithm", "-a", default="fa2",
                    help=f"an algorithm ({', '.join(algorithms.names())}), an implementation "
                    f"preset ({', '.join(implementations())}), all (every algorithm side by "
-                   "side) or presets (every implementation)")
+                   "side), presets (every implementation), or a label --json wrote, e.g. "
+                   "'fa2(block_m=64)'")
     p.add_argument("--kernel-only", action="store_true",
                    help="GPU time of the kernels alone: no host floor per call")
     p.add_argument("--clock", default="sustained",

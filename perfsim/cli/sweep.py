@@ -127,7 +127,7 @@ def _algorithm(entry, path: Path) -> algorithms.Algorithm:
     """A name, or a table ``{name = "fa2", block_m = 64}`` of options — for an
     implementation preset (``{name = "flash-attn-3", compiled_head_dims = "exact"}``) the
     options of the configuration it runs, as ``perfsim predict --set`` takes them."""
-    from perfsim.implementations import Implementation
+    from perfsim.implementations import Implementation, configured, parse_label
 
     def named(name):
         try:
@@ -141,7 +141,18 @@ def _algorithm(entry, path: Path) -> algorithms.Algorithm:
         raise PerfsimError(f"{path}: an algorithms entry must be a name or a table with a "
                            f"name, got {entry!r}")
     options = dict(entry)
-    base = named(options.pop("name"))
+    name = options.pop("name")
+    label = parse_label(name) if isinstance(name, str) else None
+    if label is not None:        # name = "fa2(block_m=64)", as --json writes it
+        twice = sorted(set(label[1]) & set(options))
+        if twice:
+            raise PerfsimError(f"{path}: {', '.join(twice)} given in the name {name!r} and "
+                               "in the table; give each option once")
+        try:
+            return configured(label[0], {**label[1], **options})
+        except PerfsimError as exc:
+            raise PerfsimError(f"{path}: {exc}") from None
+    base = named(name)
     if isinstance(base, Implementation):
         return base.model_copy(update={"options": options}) if options else base
     try:
