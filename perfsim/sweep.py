@@ -219,8 +219,8 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
         ``perfsim.prediction.model_flops``); ``bound``; ``{unit}_seconds`` per unit (each
         unit alone, summed over kernels); ``model_flops``; the counts of
         :data:`COUNT_COLUMNS`; ``memory_bytes`` (peak HBM footprint); ``fits_memory``
-        (footprint ≤ GPU memory); ``infeasible`` (the reason, "" if feasible — such rows
-        have NaN results); ``stand_in`` (an implementation preset's note where perfsim
+        (footprint ≤ GPU memory; a nullable boolean, ``<NA>`` on infeasible rows);
+        ``infeasible`` (the reason, "" if feasible — such rows have NaN results); ``stand_in`` (an implementation preset's note where perfsim
         times a kernel in place of one it has no model of — the first of
         ``Prediction.notes()`` —, "" elsewhere).
 
@@ -910,6 +910,10 @@ class _Table:
                 data[key] = _constant([g.get(key) for g in self.groups], n)
         data.update(self.columns)
         data["bound"] = pd.Categorical.from_codes(self.columns["bound"], ("", *BOUNDS))
+        # an infeasible row has no footprint: its fits_memory is missing (pandas' nullable
+        # boolean), not False
+        data["fits_memory"] = pd.arrays.BooleanArray(self.columns["fits_memory"],
+                                                     self.reason_codes != 0)
         data["infeasible"] = pd.Categorical.from_codes(self.reason_codes, list(self.reasons))
         data["stand_in"] = pd.Categorical.from_codes(self.stand_in_codes, list(self.stand_ins))
         return pd.DataFrame(data, copy=False)

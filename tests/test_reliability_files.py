@@ -501,7 +501,8 @@ def test_sweep_frames_concatenate_to_the_sweep(monkeypatch):
         if a.dtype.kind == "f":
             assert np.array_equal(a.to_numpy(), b.to_numpy(), equal_nan=True), column
         else:
-            assert (a.astype(str).to_numpy() == b.astype(str).to_numpy()).all(), column
+            assert a.astype("string").fillna("<NA>").tolist() == \
+                b.astype("string").fillna("<NA>").tolist(), column
 
 
 def test_streamed_sweep_writes_what_the_in_memory_sweep_writes(tmp_path, capsys):
