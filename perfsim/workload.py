@@ -285,7 +285,19 @@ class AttentionWorkload(BaseModel):
         return self.heads // self.kv_heads
 
     def replace(self, **fields) -> AttentionWorkload:
-        """A copy with ``fields`` changed (validated again)."""
+        """A copy with ``fields`` changed (validated again).
+
+        Raises:
+            perfsim.PerfsimError: a field fails validation, or ``seqlens_q=None`` on a
+                variable-length batch without the ``seqlen_q`` (and ``batch``) that replace it.
+        """
+        if self.varlen and "seqlens_q" in fields and fields["seqlens_q"] is None and not (
+                "seqlen_q" in fields and ("batch" in fields or fields.get("seqlens_k", 1))):
+            raise PerfsimError(
+                "AttentionWorkload.replace: seqlens_q=None drops the per-sequence query lengths; "
+                "give seqlen_q (and batch, unless seqlens_k stays) in the same call, e.g. "
+                f"replace(seqlens_q=None, seqlens_k=None, batch={self.batch}, "
+                f"seqlen_q={self.seqlen_q})")
         data = self.model_dump()
         # keep derived defaults derived when their source changes
         for name, source in (("kv_heads", "heads"), ("seqlen_k", "seqlen_q"),

@@ -482,3 +482,16 @@ def test_flash_attn_cute_refuses_dropout_on_every_architecture(gpu):
         big = w.replace(batch=8, heads=16, seqlen_q=4096, seqlen_k=4096)
         assert perfsim.predict(big, gpu, "fa4").seconds > perfsim.predict(
             big.replace(dropout_p=0.0), gpu, "fa4").seconds
+
+
+def test_replace_that_drops_varlen_query_lengths_says_what_to_give():
+    """``replace(seqlens_q=None)`` on a variable-length batch raised "batch is required" (or
+    "seqlen_q is required with seqlens_k alone") for fields the caller never touched."""
+    w = AttentionWorkload(heads=8, head_dim=64, seqlens_q=[100, 200], seqlens_k=[300, 400])
+    for fields in ({"seqlens_q": None}, {"seqlens_q": None, "seqlens_k": None}):
+        with pytest.raises(PerfsimError, match=r"seqlens_q=None drops the per-sequence query "
+                           r"lengths; give seqlen_q .* batch=2, seqlen_q=200\)"):
+            w.replace(**fields)
+    dense = w.replace(seqlens_q=None, seqlens_k=None, batch=2, seqlen_q=200)
+    assert (dense.batch, dense.seqlen_q, dense.seqlen_k, dense.varlen) == (2, 200, 200, False)
+    assert w.replace(seqlens_q=None, seqlen_q=7).seqlens_k == (300, 400)
