@@ -220,9 +220,9 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
         unit alone, summed over kernels); ``model_flops``; the counts of
         :data:`COUNT_COLUMNS`; ``memory_bytes`` (peak HBM footprint); ``fits_memory``
         (footprint ≤ GPU memory; a nullable boolean, ``<NA>`` on infeasible rows);
-        ``infeasible`` (the reason, "" if feasible — such rows have NaN results); ``stand_in`` (an implementation preset's note where perfsim
-        times a kernel in place of one it has no model of — the first of
-        ``Prediction.notes()`` —, "" elsewhere).
+        ``infeasible`` (the reason, "" if feasible — such rows have NaN results);
+        ``stand_in`` (an implementation preset's note where perfsim times a kernel in place
+        of one it has no model of — the first of ``Prediction.notes()`` —, "" elsewhere).
 
     Raises:
         perfsim.PerfsimError: a bad value (the message names the field), an empty ``gpus``
