@@ -6,6 +6,7 @@ The measuring function is a fake here; the GPU one is exercised on the H200 only
 from __future__ import annotations
 
 import json
+import re
 import sys
 import types
 
@@ -91,6 +92,29 @@ def test_grid_from_json_file(tmp_path):
 
 
 # ------------------------------------------------------------------ store and resume
+@pytest.mark.parametrize("text, needle", [
+    ("[]", "expected a non-empty JSON list of shapes"),
+    ('{"shapes": 3}', "expected a non-empty JSON list of shapes"),
+    ("[[1, 2]]", "shape 1 is [1, 2], not an object with the fields batch"),
+    ('[{"batch": 1}]', "shape 1: missing heads, seqlen_q, head_dim, causal"),
+    ('[{"batch": 1, "heads": 8, "seqlen": 128, "head_dim": 64, "causal": false}]',
+     "shape 1: unknown field(s) seqlen; missing seqlen_q"),
+    ('[{"batch": 1, "heads": 8, "seqlen_q": 128, "head_dim": 64, "causal": false},'
+     ' {"batch": 0, "heads": 8, "seqlen_q": 128, "head_dim": 64, "causal": false}]',
+     "shape 2: AttentionWorkload.batch"),
+])
+def test_malformed_grid_files_name_the_shape_and_field(tmp_path, text, needle):
+    """Python's own messages came through before ("Shape() argument after ** must be a
+    mapping, not str", "Shape.__init__() got an unexpected keyword argument 'seqlen'"), and
+    an empty list read as "no algorithms and no external backends selected"."""
+    from perfsim.errors import PerfsimError
+
+    path = tmp_path / "g.json"
+    path.write_text(text)
+    with pytest.raises(PerfsimError, match=re.escape(needle)):
+        grid(str(path))
+
+
 def test_store_appends_one_line_per_record_and_reads_last_per_key(tmp_path):
     store = ResultStore(tmp_path / RESULTS_FILE)
     store.append({"key": "a", "status": "error"})

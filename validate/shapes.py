@@ -14,7 +14,7 @@ Pure Python; no torch.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
 from perfsim.errors import PerfsimError
@@ -145,8 +145,39 @@ def grid(name: str, phase: str = "fwd") -> list[Shape]:
 
 
 def _from_json(path: Path) -> list[Shape]:
+    """The shapes a grid file lists: a JSON list of objects with :class:`Shape`'s fields
+    (``batch``, ``heads``, ``seqlen_q``, ``head_dim``, ``causal`` required).
+
+    Raises:
+        perfsim.PerfsimError: an unreadable file, not a non-empty list of objects, or an
+            object with a missing or unknown field (named, with the shape's position)."""
     try:
         items = json.loads(path.read_text())
-        return [Shape(**item) for item in items]
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError) as exc:
         raise PerfsimError(f"grid file {path}: {exc}") from None
+    names = [f.name for f in fields(Shape)]
+    required = [f.name for f in fields(Shape) if f.default is MISSING]
+    example = '[{"batch": 1, "heads": 8, "seqlen_q": 1024, "head_dim": 64, "causal": false}]'
+    if not isinstance(items, list) or not items:
+        raise PerfsimError(f"grid file {path}: expected a non-empty JSON list of shapes, e.g. "
+                           f"{example}; got {type(items).__name__ if items else 'an empty list'}")
+    shapes = []
+    for i, item in enumerate(items, start=1):
+        if not isinstance(item, dict):
+            raise PerfsimError(f"grid file {path}: shape {i} is {json.dumps(item)[:60]}, not an "
+                               f"object with the fields {', '.join(names)}")
+        unknown = [k for k in item if k not in names]
+        missing = [k for k in required if k not in item]
+        if unknown or missing:
+            what = "; ".join(x for x in (
+                unknown and f"unknown field(s) {', '.join(unknown)}",
+                missing and f"missing {', '.join(missing)}") if x)
+            raise PerfsimError(f"grid file {path}: shape {i}: {what}; fields: "
+                               f"{', '.join(names)} ({', '.join(required)} required)")
+        shape = Shape(**item)
+        try:
+            shape.workload()
+        except PerfsimError as exc:
+            raise PerfsimError(f"grid file {path}: shape {i}: {exc}") from None
+        shapes.append(shape)
+    return shapes
