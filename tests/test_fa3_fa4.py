@@ -7,6 +7,8 @@ paper (arXiv 2603.05451).
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import perfsim
@@ -16,7 +18,7 @@ from perfsim.algorithms.fa4_softmax import (
     estimate_rescales,
     shipped_emulation_fraction,
 )
-from perfsim.errors import PerfsimError
+from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.timing import TimingParams
 
 W = perfsim.AttentionWorkload
@@ -305,3 +307,23 @@ def test_fa4_backward_launches_the_preprocess_and_dq_convert_kernels():
     # the forward is one kernel, as before
     assert [k.cost.name for k in perfsim.predict(w.replace(phase="fwd"), "b200",
                                                   "fa4").kernels] == ["fa4_fwd"]
+
+
+@pytest.mark.parametrize("phase", ["fwd", "bwd"])
+@pytest.mark.parametrize("change, needle", [
+    ({"max_warps_per_sm": 8, "max_threads_per_sm": 256}, "a CTA of 16 warps"),
+    ({"registers_per_sm": 32768}, "registers per SM"),
+    ({"max_registers_per_thread": 64}, "128 registers per thread exceed"),
+])
+def test_fa4_refuses_a_what_if_sm_its_cta_does_not_fit(phase, change, needle):
+    """FA4's CTA is 16 warps launched at 128 registers a thread (the whole 64 Ki register file,
+    split by setmaxnreg: flash_fwd_sm100.py, flash_bwd_sm100.py); a what-if SM with 8 warp
+    slots or half the registers ran it as before."""
+    from perfsim.gpu_catalog import load_gpu
+
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128, causal=True,
+                                  phase=phase)
+    base = perfsim.predict(w, gpu="b200", algorithm="fa4").seconds
+    assert base > 0
+    with pytest.raises(InfeasibleError, match=re.escape(needle)):
+        perfsim.predict(w, gpu=load_gpu("b200").replace(**change), algorithm="fa4")

@@ -47,6 +47,7 @@ from perfsim.algorithms.base import (
     in_order_tail,
     l2_filtered,
     register_file_share,
+    resident_ctas,
     rows_read,
     with_whole_tiles,
 )
@@ -87,6 +88,13 @@ MMA_ROWS = 128
 TMEM_LANES = 128
 #: Warps per forward CTA: 2 softmax + 1 correction + 1 MMA/TMA warpgroups (P4 §3.1.2).
 FWD_WARPS = 16
+#: Registers per thread an FA4 CTA is launched with: its 16 warps then divide the whole 64 Ki
+#: register file between warpgroups with ``setmaxnreg`` — forward: softmax warpgroups
+#: 152-256, correction 64-160, the others ``min((512 − softmax·q_stage − correction) //
+#: (3 − q_stage), 65536 // threads_per_cta)`` (``flash_fwd_sm100.py``); backward: reduce +
+#: 2 × compute + load/MMA = 512 per lane across four warpgroups (``flash_bwd_sm100.py``). So a
+#: CTA needs 16 warp slots and 16 × 32 × 128 = 65536 registers of one SM.
+LAUNCH_REGISTERS = 128
 #: Shared-memory K/V stages of the forward pipeline.
 KV_STAGES = 2
 #: Shared memory the sm100 forward sizes its K/V ring against (``flash_fwd_sm100.py``:
@@ -277,6 +285,10 @@ class FA4(Algorithm):
             raise InfeasibleError(f"fa4 tiles need {smem} B of shared memory with "
                                   f"{KV_STAGES} K/V stages; {gpu.id} allows "
                                   f"{gpu.smem_bytes_per_block} B per CTA")
+        if not dims.symbolic:
+            # one CTA of 16 warps and the whole register file per SM (a what-if GPU with fewer
+            # warp slots or registers cannot launch it)
+            resident_ctas(gpu, smem, FWD_WARPS, LAUNCH_REGISTERS)
         out = []
         if dims.fwd:
             fdims = decide(replace(dims, phase="fwd"), gpu, self.num_splits, self.pack_gqa,

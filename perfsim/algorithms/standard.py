@@ -16,6 +16,13 @@ and the kernels autograd runs backward. GQA/MQA: K and V are expanded to ``H`` h
 Each kernel is a roofline (its units overlap); GEMMs move each operand once (cuBLAS tiles
 reuse operands through L2); elementwise kernels read and write whole tensors.
 
+Occupancy: these are library kernels (cuBLAS, PyTorch's softmax and elementwise kernels) whose
+launch configuration perfsim does not model, so a what-if GPU's residency limits (warp slots,
+threads, registers, shared memory per SM or CTA) do not change their times and never make them
+infeasible: ASSUMED the library picks a kernel that fits the GPU it runs on, as cuBLAS's
+heuristics and PyTorch's launch bounds do on every shipped GPU. The fused kernels (FA1-FA4)
+check their own CTAs against those limits.
+
 Length: one algorithm — the forward's and autograd's kernels for three softmax forms, three
 mask operations, softcap and dropout, the GEMMs' tile rules (cuBLAS's narrow tiles and SIMT
 SGEMMs), and the memory footprint; the profile facts each rule rests on are cited beside it.
