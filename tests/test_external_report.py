@@ -58,3 +58,14 @@ def test_committed_default_path_scores_are_reproducible(grid):
     for t in table:
         assert f"| {t['impl']}" in committed
         assert f"{100 * t['median_abs']:.1f} %" in committed, t
+
+
+def test_a_ranking_miss_carries_the_measured_gap():
+    """Each miss says how much longer the predicted fastest measured (most misses of the
+    committed grid are near ties: the report counts them)."""
+    base = {"phase": "fwd", "batch": 1, "heads": 8, "kv_heads": 8, "seqlen_q": 1024,
+            "head_dim": 64, "causal": False, "dtype": "bf16"}
+    scored = [{**base, "impl": "a", "measured_s": 1.00, "predicted_s": 1.1},
+              {**base, "impl": "b", "measured_s": 1.02, "predicted_s": 1.0}]
+    (miss,) = er.ranking(scored)["misses"]
+    assert miss[1:3] == ("a", "b") and miss[3] == pytest.approx(0.02)
