@@ -135,6 +135,18 @@ def test_holdout_keys_unique_and_disjoint_from_main():
     assert not {c.shape.key for c in hold} & {c.shape.key for c in main}
 
 
+def test_gqa_holdout_shapes_are_new_and_pack_partial_groups():
+    """--grid gqa-holdout: shapes in no other grid; each packs a group that does not divide a
+    64-row query tile (or has one query row), causal and not, through three kernels."""
+    gqa = ed.plan(grid="gqa-holdout")
+    assert len(gqa) == 42 and {c.impl for c in gqa} == {"cute", "sdpa_flash", "sdpa_cudnn"}
+    others = [c for g in ed.GRIDS if g != "gqa-holdout" for c in ed.plan(grid=g)]
+    assert not {c.shape.key for c in gqa} & {c.shape.key for c in others}
+    for c in gqa:
+        rows = c.shape.seqlen_q * c.shape.heads // c.shape.kv_heads
+        assert c.shape.seqlen_q == 1 or 64 % rows and rows % 64
+
+
 def test_main_keys_match_stored_results():
     """--grid main keeps its keys: the stored H200 rows resume (every planned key stored)."""
     import json

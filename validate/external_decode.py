@@ -2,7 +2,7 @@
 :mod:`perfsim.validate.external` (same row schema, same timing and NVML sampling).
 
     python -m perfsim.validate.external_decode --out DIR --limit-seconds S
-        [--grid main|holdout|mask-holdout|paged-holdout]
+        [--grid main|holdout|mask-holdout|paged-holdout|gqa-holdout]
         [--kinds decode window varlen paged] [--retry-errors]
     python -m perfsim.validate.external_decode --plan [--grid ...] [--kinds ...]  # no GPU
     python -m perfsim.validate.external_decode --summary DIR/results.jsonl
@@ -452,6 +452,24 @@ def paged_holdout_cases() -> list[Case]:
             for b, h, hkv, nk in PAGED_HOLDOUT_SHAPES for p in PAGED_HOLDOUT_SIZES]
 
 
+#: GQA hold-out (``--grid gqa-holdout``; measured after the packed-row cap under a mask and
+#: flash-attn 2's one-query causal launch were frozen, 2026-12-04): (B, H, H_kv, N_q, N_k, d)
+#: whose packed query rows (N_q · H / H_kv) are not a whole number of query groups per tile:
+#: groups of 3, 5 and 7 at N_q 2-6, and N_q = 1; each causal (bottom-right) and not, through
+#: flash_attn.cute (default pack_gqa), SDPA flash and SDPA cuDNN; none of these shapes in the
+#: grids above.
+GQA_HOLDOUT_SHAPES = ((4, 28, 4, 2, 16384, 128), (2, 40, 8, 3, 32768, 128),
+                      (8, 24, 8, 4, 8192, 128), (1, 56, 8, 5, 65536, 128),
+                      (16, 12, 4, 6, 4096, 64), (8, 32, 8, 1, 16384, 128),
+                      (32, 16, 16, 1, 4096, 64))
+
+
+def gqa_holdout_cases() -> list[Case]:
+    return [Case("decode", _shape(b, h, hkv, nq, nk, causal, d), impl)
+            for b, h, hkv, nq, nk, d in GQA_HOLDOUT_SHAPES for causal in (False, True)
+            for impl in ("cute", "sdpa_flash", "sdpa_cudnn")]
+
+
 def _none() -> list[Case]:
     return []
 
@@ -465,7 +483,9 @@ GRIDS = {"main": CASES, "holdout": HOLDOUT_CASES,
          "mask-holdout": {"decode": mask_holdout_cases, "window": _none, "varlen": _none,
                           "paged": _none},
          "paged-holdout": {"decode": _none, "window": _none, "varlen": _none,
-                           "paged": paged_holdout_cases}}
+                           "paged": paged_holdout_cases},
+         "gqa-holdout": {"decode": gqa_holdout_cases, "window": _none, "varlen": _none,
+                         "paged": _none}}
 
 
 def plan(kinds=KINDS, grid: str = "main") -> list[Case]:
@@ -1099,7 +1119,8 @@ def main(argv=None) -> int:
     ap.add_argument("--limit-seconds", type=float, default=360.0)
     ap.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     ap.add_argument("--grid", default="main", choices=tuple(GRIDS),
-                    help="main (default) or holdout (new shapes, none of them in main)")
+                    help="main (default), or a hold-out grid of new shapes (holdout, "
+                    "mask-holdout, paged-holdout, gqa-holdout)")
     ap.add_argument("--retry-errors", action="store_true")
     ap.add_argument("--plan", action="store_true", help="print the rows and estimate; no GPU")
     ap.add_argument("--summary", help="print the summary of a results.jsonl and exit")

@@ -7,7 +7,8 @@
 #            carried; part A stashed earlier on the same machine with
 #            `bash .fa4/install-on-device.sh stash`), then rows
 # Always carried: .whl (pydantic wheels). Knobs: LIMIT (seconds for the rows, default 330),
-# KINDS (default: decode window varlen paged), GRID (main, the default, or holdout: the
+# KINDS (default: decode window varlen paged), GRID (main, the default; holdout, mask-holdout,
+# paged-holdout or gqa-holdout: hold-out grids; holdout: the
 # hold-out shapes of --grid holdout). Outputs under $OUT: run.log, decode/results.jsonl
 # (GRID=holdout: decode-holdout/results.jsonl). Rows resume from /tmp/decode-results (a warm
 # machine) or else from the repo copy validate/reports/h200-decode/results.jsonl; GRID=holdout:
@@ -24,7 +25,8 @@ case "$GRID" in
     holdout) NAME=decode-holdout ;;
     mask-holdout) NAME=decode-mask-holdout ;;
     paged-holdout) NAME=decode-paged-holdout ;;
-    *) echo "GRID must be main, holdout, mask-holdout or paged-holdout, not '$GRID'" >&2
+    gqa-holdout) NAME=decode-gqa-holdout ;;
+    *) echo "GRID must be main, holdout, mask-holdout, paged-holdout or gqa-holdout, not '$GRID'" >&2
        exit 2 ;;
 esac
 LOG=$OUT/run.log
