@@ -648,23 +648,40 @@ def varlen_groups(dims: Dims) -> list[Dims]:
             for (q, k), c in counts.items()]
 
 
-def merge_kernels(lists: list[list[KernelCost]]) -> list[KernelCost]:
+def merge_kernels(lists: list[list[KernelCost]],
+                  whole: list[KernelCost] | None = None) -> list[KernelCost]:
     """One launch per kernel name over the groups of a variable-length batch (a
-    ``cu_seqlens`` kernel runs every sequence in one grid): counts, grids and executed work
-    add; occupancy is the smallest; the rest (overlap rule, pipeline) is the group with the
-    largest grid's. Per-group choices (tiles, splits, packing) stay as each group made them:
-    an approximation of the reference's one choice for the whole batch."""
+    ``cu_seqlens`` kernel runs every sequence in one grid): counts, grids, executed work and
+    the L2's time for TMA row segments add; occupancy is the smallest; the rest is taken from
+    ``whole`` — the kernels of the largest group built with as many sequences as make its grid
+    the merged grid's size (:func:`kernels_for`), so what depends on the grid (CTAs in flight
+    in the cycle, the causal tail, the issue share of one CTA per SM) is the merged launch's,
+    not one group's small grid's — or, without ``whole``, from the group with the largest
+    grid. Per-group choices (tiles, splits, packing) stay as each group made them: an
+    approximation of the reference's one choice for the whole batch. The executed work of
+    each group is taken without its own causal tail and the merged launch's applied (the
+    per-row work a tail leaves unscaled, ``KernelCost.padded``'s ``fixed``, is rescaled with
+    the rest: a small share, ASSUMED negligible)."""
     if len(lists) == 1:
         return lists[0]
     by_name: dict[str, list[KernelCost]] = {}
     for ks in lists:
         for k in ks:
             by_name.setdefault(k.name, []).append(k)
+    shapes = {k.name: k for k in whole or ()}
     out = []
-    for parts in by_name.values():
-        lead = max(parts, key=lambda k: k.grid)
+    for name, parts in by_name.items():
+        lead = shapes.get(name) or max(parts, key=lambda k: k.grid)
         sums = {f: sum(getattr(k, f) for k in parts) for f in ADDITIVE}
-        executed = {u: sum(k.sm_demand()[u] for k in parts) for u in lead.sm_demand()}
+        if name in shapes:
+            # each group's executed work carries its own small grid's causal tail
+            # (KernelCost.padded by base.in_order_tail); the merged launch has one tail, the
+            # whole grid's: the groups' work without theirs, times the merged launch's
+            tail = lead.launch.get("tail", 1)
+            executed = {u: tail * sum(k.sm_demand()[u] / k.launch.get("tail", 1)
+                                      for k in parts) for u in lead.sm_demand()}
+        else:
+            executed = {u: sum(k.sm_demand()[u] for k in parts) for u in lead.sm_demand()}
         terms: dict = {}
         for k in parts:
             for key, value in k.terms.items():
@@ -672,6 +689,7 @@ def merge_kernels(lists: list[list[KernelCost]]) -> list[KernelCost]:
         out.append(replace(lead, grid=sum(k.grid for k in parts), executed=executed,
                            ctas_per_sm=min(k.ctas_per_sm for k in parts), terms=terms,
                            launch={**lead.launch, "cta_work": _cta_work(parts)},
+                           l2_request_seconds=sum(k.l2_request_seconds for k in parts),
                            **sums))
     return out
 
@@ -698,7 +716,17 @@ def kernels_for(algo: Algorithm, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
     if len(groups) == 1 and dims.seqlens is None:
         return algo.kernels(groups[0], gpu)
     algo = algo.varlen_config(dims, gpu)
-    return merge_kernels([algo.kernels(g, gpu) for g in groups])
+    lists = [algo.kernels(g, gpu) for g in groups]
+    if len(lists) == 1:
+        return lists[0]
+    # the merged launch's shape: the largest group with as many sequences as give its grid
+    # the CTAs of the whole batch (its cycle's CTAs in flight, causal tail and issue share
+    # are functions of the grid; each group alone had a fraction of it)
+    grids = [sum(k.grid for k in ks) for ks in lists]
+    lead = max(range(len(lists)), key=grids.__getitem__)
+    batch = max(1, round(groups[lead].B * sum(grids) / max(grids[lead], 1)))
+    whole = algo.kernels(replace(groups[lead], B=batch), gpu)
+    return merge_kernels(lists, whole)
 
 
 def memory_for(algo: Algorithm, dims: Dims, gpu: GPUSpec):
