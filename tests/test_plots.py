@@ -215,6 +215,14 @@ def test_maps_plot_a_sweep_read_back_from_csv(tmp_path, frame):
     assert sum(len(ax.texts) for ax in axes) > 0
     fig, _ = plots.bottleneck_map(back[~back.causal])
     _png(fig, tmp_path / "map_csv.png")
+    # fits_memory is empty on infeasible rows (a nullable boolean): read back as objects,
+    # the plots take it as the boolean it was
+    from perfsim.plots.sweep import _as_swept
+
+    assert back.fits_memory.isna().any() and back.fits_memory.dtype == object
+    assert _as_swept(back).fits_memory.dtype == "boolean"
+    fig, _ = plots.tflops_vs_seqlen(back)
+    _png(fig, tmp_path / "tflops_csv.png")
 
 
 def test_cycle_chart_of_tile_cycles(tmp_path):

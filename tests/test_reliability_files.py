@@ -523,6 +523,10 @@ def test_streamed_sweep_writes_what_the_in_memory_sweep_writes(tmp_path, capsys)
             assert list(a.columns) == list(b.columns) and len(a) == len(b) == 576
             assert a.seconds.equals(b.seconds)
             assert (a.bound.astype(str) == b.bound.astype(str)).all()
+            # pandas' dtypes come back alike: the streamed file had lost the nullable
+            # boolean (fits_memory read back as object, so df[df.fits_memory] raised)
+            assert b.fits_memory.dtype == a.fits_memory.dtype == "boolean"
+            assert b.fits_memory.isna().sum() == 144
 
 
 @pytest.mark.parametrize("extra, words", [

@@ -377,7 +377,10 @@ def write_frames(frames, path: str | Path, progress=None) -> Path:
                             pa.field(f.name, pa.string()) if pa.types.is_null(f.type)
                             else pa.field(f.name, pa.dictionary(pa.int32(), pa.string()))
                             if pa.types.is_dictionary(f.type) else f
-                            for f in table.schema])
+                            for f in table.schema],
+                            # pandas' own metadata: its column dtypes (the nullable boolean
+                            # fits_memory) come back when the file is read
+                            metadata=table.schema.metadata)
                         writer = pq.ParquetWriter(tmp, schema)
                     pending.append(table.cast(schema))
                     rows += len(frame)

@@ -70,9 +70,15 @@ def _as_swept(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with the empty text cells a sweep wrote (``""``: feasible, no window, no
     override) restored where a CSV reader turned them into NaN (``pd.read_csv`` without
     ``keep_default_na=False``), so a frame read back from ``perfsim sweep --out rows.csv``
-    plots as the sweep's own frame does."""
+    plots as the sweep's own frame does; a ``fits_memory`` read as objects (True, False,
+    NaN) as the nullable boolean it was."""
     text = [c for c in _TEXT_COLUMNS if c in df and df[c].isna().any()]
-    return df.assign(**{c: df[c].astype(object).fillna("") for c in text}) if text else df
+    out = df.assign(**{c: df[c].astype(object).fillna("") for c in text}) if text else df
+    if "fits_memory" in out and out["fits_memory"].dtype == object:
+        # a CSV's empty cells (infeasible rows) made the column objects: pandas' nullable
+        # boolean again, as the sweep wrote it
+        out = out.assign(fits_memory=out["fits_memory"].astype("boolean"))
+    return out
 
 
 def tflops_vs_seqlen(df: pd.DataFrame, x: str = "seqlen_q"):
