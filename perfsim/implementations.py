@@ -421,6 +421,10 @@ def _tile(table: dict, d):
     return entry
 
 
+#: Fields of an :class:`Implementation` a label may set beside its configuration's options.
+PRESET_FIELDS = ("software", "upcast_16bit")
+
+
 class Implementation(Algorithm):
     """An implementation preset: an algorithm configuration chosen per GPU, plus a software
     profile and any kernels the framework adds. Use through :func:`resolve_implementation`
@@ -459,10 +463,16 @@ class Implementation(Algorithm):
         return data
 
     def label(self) -> str:
-        """The preset's name, with the options set on it (``sdpa-flash(block_m=64)``)."""
-        if not self.options:
+        """The preset's name, with the options set on it and any preset field that differs
+        from the preset's own (``sdpa-flash(block_m=64)``,
+        ``flash-attn-2(software=flex)``): :func:`resolve` takes it back."""
+        own = IMPLEMENTATIONS[self.preset][2]
+        fields = {k: getattr(self, k) for k in PRESET_FIELDS
+                  if getattr(self, k) != own.get(k, type(self).model_fields[k].default)}
+        items = {**fields, **self.options}
+        if not items:
             return self.preset
-        return f"{self.preset}(" + ", ".join(f"{k}={v}" for k, v in self.options.items()) + ")"
+        return f"{self.preset}(" + ", ".join(f"{k}={v}" for k, v in items.items()) + ")"
 
     def config(self, dims: Dims, gpu: GPUSpec) -> Algorithm:
         """The algorithm configuration this implementation runs for ``dims`` on ``gpu``.
@@ -1249,19 +1259,41 @@ def configured(name: str, options: dict) -> Algorithm:
     if preset is None:
         raise PerfsimError(f"unknown algorithm {name!r}; known: {', '.join(algos.names())}; "
                            f"implementations: {', '.join(implementations())}")
-    return preset.model_copy(update={"options": dict(options)}) if options else preset
+    fields = {k: v for k, v in options.items() if k in PRESET_FIELDS}
+    inner = {k: v for k, v in options.items() if k not in PRESET_FIELDS}
+    if fields:
+        # validated as the preset's own fields (an unknown software profile is refused)
+        preset = Implementation(preset=preset.preset, **fields)
+    return preset.model_copy(update={"options": inner}) if inner else preset
+
+
+def _label_value(raw: str):
+    """One value of a label (:func:`parse_label`)."""
+    import ast
+    import json
+
+    if raw in ("inf", "-inf", "nan"):          # how Python prints these floats
+        return float(raw)
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
 
 
 def parse_label(text: str) -> tuple[str, dict] | None:
     """``(name, options)`` of a label ``name(key=value, ...)`` as ``Algorithm.label`` writes
     it, or ``None`` for text without parentheses. Each value is read as a Python literal
-    (``64``, ``0.5``, ``True``, ``None``, ``(64, 128)``), else kept as the string it is
-    (``compiled_head_dims=cudnn-sm90``), as ``--set`` reads its values.
+    (``64``, ``0.5``, ``True``, ``None``, ``(64, 128)``, ``inf``), else as JSON (``false``,
+    ``null``: as ``--set`` reads its values), else kept as the string it is
+    (``compiled_head_dims=cudnn-sm90``).
 
     Raises:
-        perfsim.PerfsimError: parentheses that do not close, or an item without ``=``."""
-    import ast
-
+        perfsim.PerfsimError: parentheses that do not close, an empty item, or an item
+            without ``=``."""
     head, sep, rest = text.strip().partition("(")
     if not sep:
         return None
@@ -1272,9 +1304,12 @@ def parse_label(text: str) -> tuple[str, dict] | None:
     for i, ch in enumerate(body + ","):
         depth += (ch in "([{") - (ch in ")]}")
         if ch == "," and depth == 0:
-            if body[start:i].strip():
-                items.append(body[start:i].strip())
+            items.append(body[start:i].strip())
             start = i + 1
+    if items == [""]:               # name(): no options
+        items = []
+    if "" in items:
+        raise PerfsimError(f"algorithm label {text!r}: an empty item between commas")
     if depth != 0:
         raise PerfsimError(f"algorithm label {text!r}: unbalanced brackets")
     options = {}
@@ -1284,8 +1319,5 @@ def parse_label(text: str) -> tuple[str, dict] | None:
             raise PerfsimError(f"algorithm label {text!r}: {item!r} is not key=value")
         if key.strip() in options:
             raise PerfsimError(f"algorithm label {text!r}: {key.strip()} given twice")
-        try:
-            options[key.strip()] = ast.literal_eval(raw.strip())
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            options[key.strip()] = raw.strip()
+        options[key.strip()] = _label_value(raw.strip())
     return head.strip(), options

@@ -54,6 +54,27 @@ def test_json_algorithm_label_runs_again(capsys, algorithm, options):
         first["seconds"]
 
 
+def test_labels_round_trip_preset_fields_inf_and_json_literals():
+    """A reviewer's cases: a preset with another software profile labelled as the plain preset
+    (104 against 24 us back), 'inf' not read back as a float, JSON's false refused, a stray
+    comma accepted silently."""
+    import perfsim
+    from perfsim.algorithms import FA4
+    from perfsim.errors import PerfsimError
+    from perfsim.implementations import Implementation, resolve
+
+    w = perfsim.AttentionWorkload(batch=1, heads=1, seqlen_q=64, head_dim=64)
+    odd = Implementation(preset="flash-attn-2", software="flex")
+    assert odd.label() == "flash-attn-2(software=flex)"
+    assert perfsim.predict(w, "h100-sxm5", odd.label()).seconds == \
+        perfsim.predict(w, "h100-sxm5", odd).seconds
+    assert resolve("fa4(rescale_threshold=inf)") == FA4(rescale_threshold=float("inf"))
+    assert resolve("fa2(pack_gqa=false)").label() == "fa2(pack_gqa=False)"
+    assert resolve("fa2()").label() == "fa2"
+    with pytest.raises(PerfsimError, match="an empty item between commas"):
+        resolve("fa2(block_m=64,,)")
+
+
 @pytest.mark.parametrize("algorithm, needle", [
     ("fa2(block_m=64", "must read name(key=value, ...)"),
     ("fa2(x)", "'x' is not key=value"),
