@@ -288,16 +288,12 @@ class AttentionWorkload(BaseModel):
         """A copy with ``fields`` changed (validated again).
 
         Raises:
-            perfsim.PerfsimError: a field fails validation, or ``seqlens_q=None`` on a
-                variable-length batch without the ``seqlen_q`` (and ``batch``) that replace it.
+            perfsim.PerfsimError: a field fails validation, or ``seqlens_q=None`` on a batch
+                of unequal query lengths without the ``seqlen_q`` (and ``batch``) that
+                replace them.
         """
-        if self.varlen and "seqlens_q" in fields and fields["seqlens_q"] is None and not (
-                "seqlen_q" in fields and ("batch" in fields or fields.get("seqlens_k", 1))):
-            raise PerfsimError(
-                "AttentionWorkload.replace: seqlens_q=None drops the per-sequence query lengths; "
-                "give seqlen_q (and batch, unless seqlens_k stays) in the same call, e.g. "
-                f"replace(seqlens_q=None, seqlens_k=None, batch={self.batch}, "
-                f"seqlen_q={self.seqlen_q})")
+        if self.varlen and "seqlens_q" in fields and fields["seqlens_q"] is None:
+            fields = self._without_query_lengths(fields)
         data = self.model_dump()
         # keep derived defaults derived when their source changes
         for name, source in (("kv_heads", "heads"), ("seqlen_k", "seqlen_q"),
@@ -318,6 +314,30 @@ class AttentionWorkload(BaseModel):
             data["kv_dtype"] = None
         data.update(fields)
         return AttentionWorkload(**data)
+
+    def _without_query_lengths(self, fields: dict) -> dict:
+        """``replace``'s fields when they drop the per-sequence query lengths: equal lengths
+        become ``seqlen_q`` (and ``batch``, where the key lengths go too) by themselves;
+        unequal ones need ``seqlen_q`` given (and ``batch`` unless ``seqlens_k`` stays).
+
+        Raises:
+            perfsim.PerfsimError: naming what to give, with this batch's numbers."""
+        keys_stay = (fields["seqlens_k"] is not None if "seqlens_k" in fields
+                     else self.seqlens_k != self.seqlens_q)
+        lengths = set(self.seqlens_q)
+        if len(lengths) == 1:           # nothing but the batch's one length is dropped
+            return {"seqlen_q": self.seqlen_q, **({} if keys_stay else {"batch": self.batch}),
+                    **fields}
+        need = [f for f in ("seqlen_q", "batch")
+                if f not in fields and (f == "seqlen_q" or not keys_stay)]
+        if need:
+            example = ", ".join(f"{f}={getattr(self, f)}" for f in ("batch", "seqlen_q")
+                                if f in need)
+            raise PerfsimError(
+                "AttentionWorkload.replace: seqlens_q=None drops the per-sequence query "
+                f"lengths {self.seqlens_q}; give {' and '.join(need)} in the same call, e.g. "
+                f"replace(seqlens_q=None, {example})")
+        return fields
 
     def describe(self) -> str:
         """A one-line description, e.g. ``B=4, H=16, N=4096, d=128, bf16, causal, fwd``."""

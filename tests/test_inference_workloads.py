@@ -4,6 +4,8 @@ against brute force, the reference heuristics, physical properties)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -486,15 +488,27 @@ def test_flash_attn_cute_refuses_dropout_on_every_architecture(gpu):
 
 def test_replace_that_drops_varlen_query_lengths_says_what_to_give():
     """``replace(seqlens_q=None)`` on a variable-length batch raised "batch is required" (or
-    "seqlen_q is required with seqlens_k alone") for fields the caller never touched."""
+    "seqlen_q is required with seqlens_k alone") for fields the caller never touched; equal
+    lengths (or the derived ones of seqlen_q with seqlens_k) need nothing more."""
     w = AttentionWorkload(heads=8, head_dim=64, seqlens_q=[100, 200], seqlens_k=[300, 400])
-    for fields in ({"seqlens_q": None}, {"seqlens_q": None, "seqlens_k": None}):
-        with pytest.raises(PerfsimError, match=r"seqlens_q=None drops the per-sequence query "
-                           r"lengths; give seqlen_q .* batch=2, seqlen_q=200\)"):
-            w.replace(**fields)
+    with pytest.raises(PerfsimError, match=re.escape(
+            "seqlens_q=None drops the per-sequence query lengths (100, 200); give seqlen_q in "
+            "the same call, e.g. replace(seqlens_q=None, seqlen_q=200)")):
+        w.replace(seqlens_q=None)
+    with pytest.raises(PerfsimError, match="give seqlen_q and batch in the same call"):
+        w.replace(seqlens_q=None, seqlens_k=None)
     dense = w.replace(seqlens_q=None, seqlens_k=None, batch=2, seqlen_q=200)
     assert (dense.batch, dense.seqlen_q, dense.seqlen_k, dense.varlen) == (2, 200, 200, False)
     assert w.replace(seqlens_q=None, seqlen_q=7).seqlens_k == (300, 400)
+    # self-attention: the derived key lengths go with the query lengths, so batch is needed
+    self_attn = AttentionWorkload(heads=16, head_dim=128, seqlens_q=[100, 2000, 3000])
+    with pytest.raises(PerfsimError, match="give batch in the same call"):
+        self_attn.replace(seqlens_q=None, seqlen_q=512)
+    # nothing to give: one query length for every sequence
+    assert AttentionWorkload(heads=8, head_dim=64, seqlens_q=[100, 100]).replace(
+        seqlens_q=None).describe().startswith("B=2, H=8, N=100")
+    decode = AttentionWorkload(heads=16, head_dim=128, seqlen_q=1, seqlens_k=[100, 2000])
+    assert decode.replace(seqlens_q=None) == decode
 
 
 @pytest.mark.parametrize("algorithm", ["fa2", "fa3", "sdpa-flash", "sdpa-cudnn", "flex"])

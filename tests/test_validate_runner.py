@@ -95,6 +95,9 @@ def test_grid_from_json_file(tmp_path):
 @pytest.mark.parametrize("text, needle", [
     ("[]", "expected a non-empty JSON list of shapes"),
     ('{"shapes": 3}', "expected a non-empty JSON list of shapes"),
+    ("{}", 'got {} (a JSON object)'),
+    ("null", "got null (a JSON null)"),
+    ('""', 'got "" (a JSON string)'),
     ("[[1, 2]]", "shape 1 is [1, 2], not an object with the fields batch"),
     ('[{"batch": 1}]', "shape 1: missing heads, seqlen_q, head_dim, causal"),
     ('[{"batch": 1, "heads": 8, "seqlen": 128, "head_dim": 64, "causal": false}]',

@@ -144,6 +144,12 @@ def grid(name: str, phase: str = "fwd") -> list[Shape]:
     return out
 
 
+def _json_kind(value) -> str:
+    """The JSON name of a parsed value's type."""
+    return {dict: "object", str: "string", bool: "boolean", type(None): "null", int: "number",
+            float: "number"}.get(type(value), type(value).__name__)
+
+
 def _from_json(path: Path) -> list[Shape]:
     """The shapes a grid file lists: a JSON list of objects with :class:`Shape`'s fields
     (``batch``, ``heads``, ``seqlen_q``, ``head_dim``, ``causal`` required).
@@ -159,8 +165,10 @@ def _from_json(path: Path) -> list[Shape]:
     required = [f.name for f in fields(Shape) if f.default is MISSING]
     example = '[{"batch": 1, "heads": 8, "seqlen_q": 1024, "head_dim": 64, "causal": false}]'
     if not isinstance(items, list) or not items:
+        got = ("an empty list" if isinstance(items, list)
+               else f"{json.dumps(items)[:60]} (a JSON {_json_kind(items)})")
         raise PerfsimError(f"grid file {path}: expected a non-empty JSON list of shapes, e.g. "
-                           f"{example}; got {type(items).__name__ if items else 'an empty list'}")
+                           f"{example}; got {got}")
     shapes = []
     for i, item in enumerate(items, start=1):
         if not isinstance(item, dict):
