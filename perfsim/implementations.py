@@ -616,6 +616,13 @@ class Implementation(Algorithm):
                     "validate/reports/h200/probes/probe_host_floor-flex-n64.json)")
         if (self.preset == "sdpa-cudnn" and workload is not None
                 and gpu.features.wgmma and gpu.features.tma
+                and workload.seqlens_q is not None and max(workload.seqlens_q) == 1):
+            return ("a variable-length batch of one query token per sequence: perfsim times "
+                    "cuDNN's sm90 prefill kernel for it, as for any ragged batch; its "
+                    "one-token decode kernel is modelled for fixed-length calls only (ASSUMED: "
+                    "not profiled on nested-tensor inputs)")
+        if (self.preset == "sdpa-cudnn" and workload is not None
+                and gpu.features.wgmma and gpu.features.tma
                 and explicit_mask(Dims.of(workload)).any()):
             return ("SDPA's is_causal is the top-left mask when N_q < N_k, so the "
                     "bottom-right causal mask reaches cuDNN as an explicit attn_mask: perfsim "
@@ -668,8 +675,11 @@ def cast_kernel(name: str, elements, src_bytes: int, dst_bytes: int) -> KernelCo
 def explicit_mask(dims: Dims) -> np.ndarray:
     """Where (per row, for sweeps) a causal SDPA call has fewer queries than keys, so that its
     bottom-right mask reaches a backend as an explicit ``attn_mask`` (torch's ``is_causal``
-    is the top-left mask there); ``False`` for symbolic dims and variable-length batches."""
-    if dims.symbolic or dims.seqlens is not None or not dims.causal:
+    is the top-left mask there); ``False`` for symbolic dims and variable-length batches —
+    whole or one group of equal sequences (``Dims.varlen``): SDPA takes a ragged batch as a
+    nested tensor with ``is_causal``, no ``attn_mask`` tensor (the groups had carried the
+    mask and its bias loads: a one-token causal batch, whose mask hides nothing, 64 % slow)."""
+    if dims.symbolic or dims.seqlens is not None or dims.varlen or not dims.causal:
         return np.asarray(False)
     return np.asarray(dims.N_q) < np.asarray(dims.N_k)
 
