@@ -289,3 +289,21 @@ def test_predicted_vs_measured_refuses_what_it_cannot_draw():
     predicted_vs_measured(good.drop(columns="algorithm"), hue=None)
     with pytest.raises(perfsim.PerfsimError, match="no row with a finite, positive"):
         predicted_vs_measured(good.iloc[2:])
+
+
+def test_tflops_plot_refuses_more_series_than_a_legend_holds(tmp_path, capsys):
+    """A 96-series decode sweep drew collapsed axes with a raw matplotlib warning; the rows an
+    --out sweep wrote stay written and the error says so."""
+    from perfsim.cli import main
+
+    cfg = tmp_path / "d.toml"
+    cfg.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2", "fa3", "sdpa-cudnn", '
+                   '"flash-attn-cute"]\n[workload]\nbatch = [1, 8, 64]\nheads = [32]\n'
+                   'kv_heads = [8, 32]\nseqlen_q = [1, 4, 16]\n'
+                   'seqlen_k = [1024, 8192, 32768, 131072]\nhead_dim = [128]\n')
+    out = tmp_path / "rows.csv"
+    assert main(["sweep", str(cfg), "--out", str(out), "--plot", str(tmp_path / "f.png"),
+                 "--plot-kind", "tflops"]) == 2
+    err = capsys.readouterr().err
+    assert f"wrote rows to {out}; no figure: 96 series per panel" in err
+    assert out.stat().st_size > 0 and not (tmp_path / "f.png").exists()

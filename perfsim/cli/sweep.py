@@ -246,7 +246,12 @@ def _cmd_sweep(args) -> int:
             write_rows(df, args.out, track("write", len(df)))
         written = time.perf_counter() - written
     if args.plot:
-        _plot(df, args.plot, args.plot_kind)
+        try:
+            _plot(df, args.plot, args.plot_kind)
+        except PerfsimError as exc:
+            if not args.out:
+                raise
+            raise PerfsimError(f"wrote rows to {args.out}; no figure: {exc}") from None
     if args.json:
         print(json.dumps(json_records(df), indent=1, default=str))
     elif not args.quiet:

@@ -17,6 +17,10 @@ _WORKLOAD = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim", "
              "softcap")
 #: Most panels a faceted figure draws; more is refused with the fields to filter on.
 MAX_PANELS = 48
+#: Most series (lines or bar groups) a TFLOP/s panel draws, one legend entry each: past this
+#: the legend no longer fits beside the figure (a 96-series decode sweep collapsed its axes),
+#: so more is refused with the fields to filter on.
+MAX_SERIES = 40
 
 
 def _facets(df: pd.DataFrame, fields: list[str], always: tuple = ()) -> list[tuple]:
@@ -103,6 +107,11 @@ def tflops_vs_seqlen(df: pd.DataFrame, x: str = "seqlen_q"):
         [f for f in _WORKLOAD if f not in (x, "causal", "head_dim")])
     xs = sorted(df[x].unique())
     bars = len(xs) <= 8 and len(series_fields) == 1
+    count = len(_facets(df, series_fields, always=("algorithm",)))
+    if count > MAX_SERIES:
+        raise PerfsimError(f"{count} series per panel (more than {MAX_SERIES}: one per value "
+                           f"of {', '.join(series_fields)}); filter the frame to fewer values "
+                           f"of: {', '.join(series_fields)}")
     for r, row_facet in enumerate(rows):
         for c, col_facet in enumerate(cols):
             ax, part = grid[r, c], _select(ok, row_facet + col_facet)
