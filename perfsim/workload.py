@@ -114,6 +114,13 @@ def _lengths(value):
     return tuple(_strict_int(v) for v in value)
 
 
+def _contiguous_as_none(value):
+    """``page_size`` 0 (an integer, as sweeps write contiguous K/V) as ``None``."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value == 0:
+        return None
+    return value
+
+
 def _strict_str_or_none(value):
     return None if value is None else _strict_str(value)
 _SIZE_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim", "head_dim_v")
@@ -160,8 +167,10 @@ class AttentionWorkload(BaseModel):
             ``seqlens_q`` (self-attention).
         kv_dtype: element type of K and V (e.g. an ``fp8_e4m3`` cache under ``bf16``
             queries); defaults to ``dtype``.
-        page_size: ``None`` for contiguous K/V, else tokens per page of a paged KV cache
-            read through a page table (vLLM-style, as flash-attn's ``page_table``/``block_table``).
+        page_size: ``None`` for contiguous K/V (or 0, as a sweep's ``page_size`` column
+            writes it: a row reads back as its workload), else tokens per page of a paged KV
+            cache read through a page table (vLLM-style, as flash-attn's
+            ``page_table``/``block_table``).
         softcap: tanh score capping ``s ← c · tanh(s / c)`` (Gemma 2 style); 0 = none.
 
     Raises:
@@ -187,7 +196,7 @@ class AttentionWorkload(BaseModel):
     seqlens_q: Annotated[tuple[Size, ...] | None, BeforeValidator(_lengths)] = None
     seqlens_k: Annotated[tuple[Size, ...] | None, BeforeValidator(_lengths)] = None
     kv_dtype: Annotated[Dtype | None, BeforeValidator(_strict_str_or_none)] = None
-    page_size: Size | None = None
+    page_size: Annotated[Size | None, BeforeValidator(_contiguous_as_none)] = None
     softcap: Annotated[float, BeforeValidator(_strict_float)] = Field(default=0.0, ge=0.0)
 
     def __init__(self, **data):

@@ -84,7 +84,7 @@ def w(**kw):
 
 @pytest.mark.parametrize("bad, words", [
     (dict(window=(-1, 0)), "window"), (dict(window=(1,)), "(left, right)"),
-    (dict(window=("a", 0)), "integer"), (dict(page_size=0), "page_size"),
+    (dict(window=("a", 0)), "integer"), (dict(page_size=-1), "page_size"),
     (dict(softcap=-1.0), "softcap"), (dict(kv_dtype="int4"), "kv_dtype"),
     (dict(seqlens_q=[1, 2], batch=3), "number of sequences"),
     (dict(seqlens_q=[]), "non-empty"),
@@ -540,3 +540,13 @@ def test_cudnn_varlen_one_token_causal_is_charged_no_mask_and_says_which_kernel(
     assert causal.seconds == pytest.approx(plain.seconds, rel=2e-3)   # was +64 %
     assert all("explicit_mask" not in k.cost.launch for k in causal.kernels)
     assert "prefill kernel" in causal.notes()[0]
+
+
+def test_page_size_zero_is_contiguous_as_the_sweep_column_writes_it():
+    """A sweep row (page_size 0 for contiguous K/V) was refused as its own workload."""
+    row = perfsim.sweep(batch=1, heads=8, seqlen_q=128, head_dim=64, gpus="h100-sxm5",
+                        algorithms="fa2").iloc[0]
+    assert row.page_size == 0
+    w = AttentionWorkload(**{k: row[k] for k in ("batch", "heads", "kv_heads", "seqlen_q",
+                                                 "seqlen_k", "head_dim", "page_size")})
+    assert w.page_size is None

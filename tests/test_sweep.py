@@ -30,9 +30,8 @@ def frame() -> pd.DataFrame:
 
 
 def _workload(row) -> perfsim.AttentionWorkload:
-    fields = {k: getattr(row, k) for k in WORKLOAD_FIELDS}
-    fields["page_size"] = fields["page_size"] or None        # column: 0 = contiguous K/V
-    return perfsim.AttentionWorkload(**fields)
+    # the row as it is: its page_size column's 0 (contiguous K/V) reads as None
+    return perfsim.AttentionWorkload(**{k: getattr(row, k) for k in WORKLOAD_FIELDS})
 
 
 def _assert_row_matches(row, p) -> None:
