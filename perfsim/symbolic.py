@@ -297,7 +297,7 @@ def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, 
         except TypeError as exc:   # the code branched on a symbol
             if i + 1 < len(tries):
                 continue
-            raise PerfsimError(f"{algo.name}: {exc}; give that size a number or set the "
+            raise PerfsimError(f"{algo.label()}: {exc}; give that size a number or set the "
                                "option") from None
         break
     if l2 == "none":

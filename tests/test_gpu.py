@@ -182,3 +182,17 @@ def test_gpu_auto_uses_the_detected_gpu_and_refuses_an_unknown_one(monkeypatch):
     assert perfsim.load_gpu("auto").id == "h200-sxm"
     with pytest.raises(PerfsimError, match="no catalog entry"):
         gpu_module.catalog_id_for("NVIDIA Tesla K80")
+
+
+def test_a_wrong_type_in_a_gpu_file_is_named_once(tmp_path):
+    """'... not str 'lots', got 'lots'' named the value twice."""
+    import re
+
+    from perfsim.errors import PerfsimError
+    from perfsim.gpu_catalog import load_gpu
+
+    with pytest.raises(PerfsimError) as err:
+        load_gpu("h100-sxm5").replace(sm_count="lots")
+    assert str(err.value).count("'lots'") == 1
+    assert re.search(r"sm_count: must be an integer of SMs, from 1 to 4096, not str 'lots'$",
+                     str(err.value))
