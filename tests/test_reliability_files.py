@@ -291,6 +291,17 @@ def test_repredict_with_force_replaces_in_place(committed_copy, capsys):
     assert not (committed_copy / "repredicted").exists()
 
 
+def test_repredict_for_another_gpu_says_so(committed_copy, capsys):
+    """H200 rows re-predicted for an RTX 4090 were scored without a word."""
+    assert main(["validate", "--report-only", str(committed_copy), "--repredict",
+                 "--gpu", "rtx-4090"]) == 0
+    err = capsys.readouterr().err
+    assert "measured on NVIDIA H200; --repredict --gpu rtx-4090 predicts them for" in err
+    assert main(["validate", "--report-only", str(committed_copy), "--repredict",
+                 "--gpu", "h200-sxm"]) == 0
+    assert "another GPU" not in capsys.readouterr().err
+
+
 def test_repredict_without_a_recorded_profile_asks_for_gpu(tmp_path, capsys):
     (tmp_path / "results.jsonl").write_text(_rec("a", gpu_profile="my-lab-gpu") + "\n")
     assert main(["validate", "--report-only", str(tmp_path), "--repredict"]) == 2

@@ -232,6 +232,10 @@ def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = 
     if repredict_rows:
         gpu_arg = gpu_arg or _recorded_profile(records, out)
         gpu = load_gpu(gpu_arg)
+        other = _other_device(records, gpu)
+        if other:
+            print(f"note: the rows were measured on {other}; --repredict --gpu {gpu_arg} "
+                  f"predicts them for {gpu.name}, another GPU", file=sys.stderr)
     dest = out
     if not force and any((out / name).exists()
                          for name in ("report.md", "results.csv", "scatter.png")):
@@ -267,6 +271,17 @@ def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = 
     print("wrote " + ", ".join(str(p) for p in paths.values())
           + ("" if dest == out else f" (not over {out}'s report; --force to replace it)"))
     return 0
+
+
+def _other_device(records: list[dict], gpu) -> str | None:
+    """The measured device's name where it is not the GPU ``gpu`` describes (no word of the
+    device name past ``NVIDIA``, such as ``H200``, in the spec's name), else ``None``."""
+    devices = {r["device"] for r in records if isinstance(r.get("device"), str)}
+    for device in sorted(devices):
+        words = [w for w in device.upper().split() if w not in ("NVIDIA", "GEFORCE", "TESLA")]
+        if words and not any(w in gpu.name.upper().split() for w in words):
+            return device
+    return None
 
 
 def _lines(out: Path) -> dict[str, int]:
