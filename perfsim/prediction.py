@@ -505,7 +505,8 @@ class Prediction:
         workload, algorithm label, GPU id, time (s), TFLOP/s, binding unit and the time each
         bound set, clock (Hz) and
         power (W), counts, memory, per kernel its times, grid, waves and named terms, and the
-        :meth:`notes`. ``SCHEMA_VERSION`` names the layout."""
+        :meth:`notes`, and the timing fields that differ from the defaults
+        (:meth:`timing_overrides`). ``SCHEMA_VERSION`` names the layout."""
         c = self.counts
         return {
             "schema_version": SCHEMA_VERSION,
@@ -527,7 +528,19 @@ class Prediction:
                         for k in self.kernels],
             "term_seconds": self.term_seconds(),
             "notes": self.notes(),
+            "timing": self.timing_overrides(),
         }
+
+    def timing_overrides(self) -> dict:
+        """The ``TimingParams`` fields this prediction ran with that differ from
+        ``perfsim.timing_for(gpu, algorithm)``'s defaults, JSON-ready (``{}`` for a default
+        call; ``--kernel-only`` gives zero host floors, ``--clock`` its choice):
+        ``predict(workload, gpu, algorithm, timing=this)`` repeats the prediction."""
+        from perfsim.predict import timing_for
+
+        mine = self.timing.model_dump(mode="json")
+        default = timing_for(self.gpu, self.algorithm).model_dump(mode="json")
+        return {k: v for k, v in mine.items() if default.get(k) != v}
 
     def notes(self) -> list[str]:
         """What a reader of the numbers must know, in words (the lines ``perfsim predict``

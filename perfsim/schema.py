@@ -59,6 +59,10 @@ class PredictionRecord(BaseModel):
                              "the prediction: a kernel perfsim times in place of one it has "
                              "no model of, a footprint above the GPU's memory")
     explanation: str | None = Field(default=None, description="with --explain")
+    timing: dict = Field(default_factory=dict, description="TimingParams fields that differ "
+                         "from timing_for(gpu, algorithm)'s defaults (--kernel-only's zero host "
+                         "floors, a --clock choice): predict(..., timing=this) repeats the "
+                         "prediction")
 
 
 class InfeasibleRecord(BaseModel):

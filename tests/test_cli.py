@@ -54,6 +54,21 @@ def test_json_algorithm_label_runs_again(capsys, algorithm, options):
         first["seconds"]
 
 
+@pytest.mark.parametrize("extra", [[], ["--kernel-only"], ["--clock", "boost"],
+                                   ["--clock", "1500", "--kernel-only"]])
+def test_json_record_repeats_its_prediction(capsys, extra):
+    """--json did not record --kernel-only or --clock, so predicting the record again gave
+    other seconds; its 'timing' now holds what differs from the defaults."""
+    import perfsim
+
+    assert main([*PREDICT, "--gpu", "h200-sxm", "--json", *extra]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert bool(d["timing"]) == bool(extra)
+    again = perfsim.predict(perfsim.AttentionWorkload(**d["workload"]), d["gpu"],
+                            d["algorithm"], timing=d["timing"] or None)
+    assert again.seconds == d["seconds"]
+
+
 def test_labels_round_trip_preset_fields_inf_and_json_literals():
     """A reviewer's cases: a preset with another software profile labelled as the plain preset
     (104 against 24 us back), 'inf' not read back as a float, JSON's false refused, a stray
