@@ -327,3 +327,14 @@ def test_a_sweep_file_takes_all_and_presets_as_the_api_does(tmp_path, names):
     assert main(["sweep", str(config), "--out", str(out), "--quiet"]) in (0, None)
     want = implementations() if names == '"presets"' else algorithms.names()
     assert len(pd.read_csv(out)) == len(want)
+
+
+def test_an_unknown_option_is_the_error_reported(capsys):
+    """``perfsim predict --bogus`` named the missing required options, not the typo."""
+    with pytest.raises(SystemExit) as exc:
+        main(["predict", "--bogus"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized option(s): --bogus" in err and "required" not in err
+    # a unique prefix of a known option is still that option (argparse's abbreviations)
+    assert main(["predict", "--heads", "8", "--head-di", "64", "--seqlen", "128"]) == 0

@@ -74,6 +74,30 @@ def _join_dash_values(argv: list[str], options: tuple[str, ...]) -> list[str]:
     return out
 
 
+def _refuse_unknown_options(parser, argv: list[str]) -> None:
+    """An option the command does not have is the error argparse reports first (it named
+    the missing required options instead: ``perfsim predict --bogus``). Long options only,
+    as argparse abbreviates them (a unique prefix is known); exits 2 with the usage line."""
+    import argparse
+
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not argv or not actions or argv[0] not in actions[0].choices:
+        return
+    sub = actions[0].choices[argv[0]]
+    if any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+        return                  # a command with subcommands: argparse's own order
+    known = list(sub._option_string_actions)
+    unknown = []
+    for token in argv[1:]:
+        if token == "--":
+            break
+        name = token.split("=", 1)[0]
+        if name.startswith("--") and not any(k.startswith(name) for k in known):
+            unknown.append(name)
+    if unknown:
+        sub.error(f"unrecognized option(s): {' '.join(unknown)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """The ``perfsim`` command line; returns the exit code (2 for bad input)."""
     import signal
@@ -89,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     # (--help, --version, a typo) builds them all, so help and errors list every command
     own = COMMAND_OF.get(argv[0]) if argv else None
     parser = build_parser((own,) if own else COMMAND_MODULES)
+    _refuse_unknown_options(parser, argv)
     args = parser.parse_args(argv)
     try:        # SIGTERM unwinds like Ctrl-C; SIGKILL cannot be caught (files.atomic_write)
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
