@@ -337,4 +337,5 @@ def test_an_unknown_option_is_the_error_reported(capsys):
     err = capsys.readouterr().err
     assert "unrecognized option(s): --bogus" in err and "required" not in err
     # a unique prefix of a known option is still that option (argparse's abbreviations)
-    assert main(["predict", "--heads", "8", "--head-di", "64", "--seqlen", "128"]) == 0
+    assert main(["predict", "-b", "1", "--heads", "8", "--head-dim", "64", "--seqlen", "128",
+                 "--kern"]) == 0
