@@ -725,6 +725,7 @@ def _validate_spec(data: dict, where: str) -> GPUSpec:
         if last and msg.startswith(last + "["):     # the message names the table entry
             loc = loc[:-len(last)].rstrip(".")
         if ("input" in first and "got" not in msg and not isinstance(first["input"], dict)
-                and repr(first["input"]) not in msg):         # ours name the value already
+                # ours name a value of the wrong type already ("not str 'lots'")
+                and f"{type(first['input']).__name__} {first['input']!r}" not in msg):
             msg = f"{msg}, got {first['input']!r}"      # pydantic's own checks omit it
         raise PerfsimError(f"{where}: {loc + ': ' if loc else ''}{msg}") from None
