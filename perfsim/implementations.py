@@ -629,6 +629,12 @@ class Implementation(Algorithm):
                     "charges the forward's per-key-tile bias loads (with_mask_bias_loads), "
                     "not torch's mask conversion kernels and their host time (short caches: "
                     "tens of µs) nor the backward's bias reads")
+        if self.preset == "triton-tutorial" and flex_arch(gpu) != "sm90":
+            return ("the tutorial kernel's registers and shared memory were read from its "
+                    "sm_90 build only (TRITON_TUTORIAL_FWD_COMPILED); on "
+                    f"{gpu.arch} perfsim takes 255 registers per thread and the stage "
+                    "formula (ASSUMED), which may hold fewer CTAs per SM than the kernel "
+                    "Triton compiles there")
         if self.preset != "sdpa-cudnn" or (gpu.features.wgmma and gpu.features.tma):
             return None
         if gpu.native_tensor_family == "tcgen05":
