@@ -653,16 +653,16 @@ def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost] | None 
     """One launch per kernel name over the groups of a variable-length batch (a
     ``cu_seqlens`` kernel runs every sequence in one grid): counts, grids, executed work and
     the L2's time for TMA row segments add; occupancy is the smallest; the rest is taken from
-    ``whole`` — the kernels of the largest group built with as many sequences as make its grid
-    the merged grid's size (:func:`kernels_for`), so what depends on the grid (CTAs in flight
-    in the cycle, the causal tail, the issue share of one CTA per SM) is the merged launch's,
-    not one group's small grid's — or, without ``whole``, from the group with the largest
-    grid. Per-group choices (tiles, splits, packing) stay as each group made them: an
-    approximation of the reference's one choice for the whole batch. The executed work of
-    each group is taken without its own causal tail and the merged launch's tail applied
-    (:func:`_merged_tail`, with ``sm_count``; the per-row work a tail leaves unscaled,
-    ``KernelCost.padded``'s ``fixed``, is rescaled with the rest: a small share, ASSUMED
-    negligible)."""
+    ``whole`` — the kernels of the group with the heaviest CTAs rebuilt with as many sequences
+    as the batch's work holds CTAs of that weight (:func:`kernels_for`), so what depends on
+    the grid (CTAs in flight in the cycle, the issue share of one CTA per SM) is the merged
+    launch's, not one group's small grid's, and light CTAs (a short sequence) add little of
+    it — or, without ``whole``, from the group with the largest grid. Per-group choices (tiles,
+    splits, packing) stay as each group made them: an approximation of the reference's one
+    choice for the whole batch. The executed work of each group is taken without its own
+    causal tail and the merged launch's tail applied (:func:`_merged_tail`, with
+    ``sm_count``; the per-row work a tail leaves unscaled, ``KernelCost.padded``'s ``fixed``,
+    is rescaled with the rest: a small share, ASSUMED negligible)."""
     if len(lists) == 1:
         return lists[0]
     by_name: dict[str, list[KernelCost]] = {}
@@ -674,13 +674,13 @@ def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost] | None 
     for name, parts in by_name.items():
         lead = shapes.get(name) or max(parts, key=lambda k: k.grid)
         sums = {f: sum(getattr(k, f) for k in parts) for f in ADDITIVE}
+        untailed = {u: sum(k.sm_demand()[u] / k.launch.get("tail", 1) for k in parts)
+                    for u in lead.sm_demand()}
         if sm_count:
             # each group's executed work carries its own small grid's causal tail
-            # (KernelCost.padded by base.in_order_tail); the merged launch has one tail, the
-            # whole grid's: the groups' work without theirs, times the merged launch's
+            # (KernelCost.padded by base.in_order_tail); the merged launch has one tail
             tail = _merged_tail(parts, sm_count)
-            executed = {u: tail * sum(k.sm_demand()[u] / k.launch.get("tail", 1)
-                                      for k in parts) for u in lead.sm_demand()}
+            executed = {u: tail * v for u, v in untailed.items()}
             launch = {**lead.launch, "tail": tail}
         else:
             executed = {u: sum(k.sm_demand()[u] for k in parts) for u in lead.sm_demand()}
@@ -691,7 +691,7 @@ def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost] | None 
                 terms[key] = terms[key] + value if key in terms else value
         out.append(replace(lead, grid=sum(k.grid for k in parts), executed=executed,
                            ctas_per_sm=min(k.ctas_per_sm for k in parts), terms=terms,
-                           launch={**launch, "cta_work": _cta_work(parts)},
+                           launch={**launch, "cta_work": _cta_work(parts, untailed=True)},
                            l2_request_seconds=sum(k.l2_request_seconds for k in parts),
                            **sums))
     return out
@@ -699,48 +699,52 @@ def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost] | None 
 
 def _merged_tail(parts: list[KernelCost], sm_count: int):
     """:func:`in_order_tail`'s factor for one launch of a variable-length batch's groups
-    (``parts``, each built with its own grid's tail, ``launch["tail"]``): the longest CTA of
-    any group over the mean CTA of the merged grid, on the merged grid's waves. A group's
-    longest-over-mean ratio comes back from its own factor (``1 + (r − 1) · min(c, w) / w``
-    for its ``w`` waves and ``c`` resident CTAs); CTA work is :func:`_cta_work`'s measure
-    without the groups' tails. The busiest SM's extra, ``(longest − mean) · min(c, w)``
-    CTAs' worth, never shrinks when sequences are added (a shorter mean, more waves), so
-    neither does the launch: taking the largest group's ratio over the merged waves made a
-    causal batch faster with two more sequences (8192 alone 555 µs, with two of 2048
-    516 µs)."""
+    (``parts``, each built with its own grid's tail, ``launch["tail"]``). In-order launch
+    leaves the busiest SM ``(longest − mean) · min(c, w)`` of work past the balanced finish
+    (``c`` resident CTAs, ``w`` waves: the fixed-length rule). For the merged launch the
+    balanced finish is the uneven grid's busiest SM (``perfsim.timing.unequal_wave_factor``
+    of :func:`_cta_work`, the groups' tails taken out) and the excess is the largest any
+    group's longest CTA has over its own mean (recovered from that group's factor,
+    ``1 + (r − 1) · min(c, w) / w`` on its own waves), over the merged waves. So the
+    busiest SM's work never falls when a sequence is added or lengthened: the uneven grid's
+    busiest SM and the largest excess only grow, and so do the merged waves. One group gives
+    back :func:`in_order_tail`'s factor. The factor returned scales the groups' work without
+    their tails, so the timing's wave factor times it puts that excess on the busiest SM."""
+    from perfsim.timing import unequal_wave_factor
+
     if all(type(k.launch.get("tail", 1)) in (int, float) and k.launch.get("tail", 1) == 1
            for k in parts):
         return 1
     work = _cta_work(parts, untailed=True)
-    grids = [k for k in parts if k.grid]
     total = sum(c * w for c, w in work)
-    ctas = maximum(min(k.ctas_per_sm for k in parts), 1)
-    longest = 0.0
-    for k, (_ctas, w) in zip(grids, work):
+    if not total:
+        return 1
+    excess = 0.0
+    for k, (_ctas, mean) in zip([k for k in parts if k.grid], work):
+        ctas = maximum(k.ctas_per_sm, 1)
         waves = cdiv(maximum(k.grid, 1), sm_count)
         ratio = 1 + (k.launch.get("tail", 1) - 1) * waves / minimum(ctas, waves)
-        longest = maximum(longest, ratio * w)
+        excess = maximum(excess, (ratio - 1) * mean)
     grid = sum(c for c, _ in work)
-    mean = total / maximum(grid, 1)
-    if not mean:
-        return 1
     waves = cdiv(maximum(grid, 1), sm_count)
-    return 1 + (longest / mean - 1) * minimum(ctas, waves) / waves
+    ctas = maximum(min(k.ctas_per_sm for k in parts), 1)
+    balanced = unequal_wave_factor(work, sm_count) * total / sm_count
+    return 1 + excess * minimum(ctas, waves) / balanced
 
 
 def _cta_work(parts: list[KernelCost], untailed: bool = False) -> tuple:
     """``((CTAs, work per CTA), ...)`` of a merged variable-length kernel's groups, for the
     wave count (``perfsim.timing.KernelClock``): a group's CTAs differ from another's in work,
     and a wave of tiny CTAs (one short sequence) must not cost a wave of the longest. Work:
-    the group's executed tensor FLOPs per CTA, or its HBM bytes per CTA for a kernel without
-    matmuls."""
+    the group's executed tensor FLOPs per CTA (``untailed``: without the group's own causal
+    tail, ``launch["tail"]``), or its HBM bytes per CTA for a kernel without matmuls."""
     matmuls = any(k.sm_demand()["tensor"] for k in parts)
     out = []
     for k in parts:
         if not k.grid:
             continue
         work = k.sm_demand()["tensor"] if matmuls else k.hbm_read_bytes + k.hbm_write_bytes
-        if untailed and matmuls:        # the group's own causal tail taken out
+        if untailed and matmuls:
             work = work / k.launch.get("tail", 1)
         out.append((int(k.grid), float(work) / k.grid))
     return tuple(out)
@@ -755,12 +759,15 @@ def kernels_for(algo: Algorithm, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
     lists = [algo.kernels(g, gpu) for g in groups]
     if len(lists) == 1:
         return lists[0]
-    # the merged launch's shape: the largest group with as many sequences as give its grid
-    # the CTAs of the whole batch (its cycle's CTAs in flight, causal tail and issue share
-    # are functions of the grid; each group alone had a fraction of it)
-    grids = [sum(k.grid for k in ks) for ks in lists]
-    lead = max(range(len(lists)), key=grids.__getitem__)
-    batch = max(1, round(groups[lead].B * sum(grids) / max(grids[lead], 1)))
+    # the merged launch's shape: the group with the heaviest CTAs, with as many sequences as
+    # the batch's work holds CTAs of that weight (its cycle's CTAs in flight and issue share
+    # are functions of the grid; light CTAs of a short sequence add little of either)
+    weights = [_cta_work(ks, untailed=True) for ks in lists]
+    grids = [sum(c for c, _ in w) for w in weights]
+    per_cta = [sum(c * x for c, x in w) / max(g, 1) for w, g in zip(weights, grids)]
+    lead = max(range(len(lists)), key=lambda i: (per_cta[i], grids[i]))
+    equivalent = sum(g * x for g, x in zip(grids, per_cta)) / max(per_cta[lead], 1e-300)
+    batch = max(groups[lead].B, round(groups[lead].B * equivalent / max(grids[lead], 1)))
     whole = algo.kernels(replace(groups[lead], B=batch), gpu)
     return merge_kernels(lists, whole, gpu.sm_count)
 
