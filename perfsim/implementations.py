@@ -1278,7 +1278,8 @@ def configured(name: str, options: dict) -> Algorithm:
     fields = {k: v for k, v in options.items() if k in PRESET_FIELDS}
     inner = {k: v for k, v in options.items() if k not in PRESET_FIELDS}
     if fields:
-        # validated as the preset's own fields (an unknown software profile is refused)
+        # the preset's own fields (a software profile's name is checked when a prediction
+        # loads it)
         preset = Implementation(preset=preset.preset, **fields)
     return preset.model_copy(update={"options": inner}) if inner else preset
 

@@ -329,13 +329,18 @@ def test_a_sweep_file_takes_all_and_presets_as_the_api_does(tmp_path, names):
     assert len(pd.read_csv(out)) == len(want)
 
 
-def test_an_unknown_option_is_the_error_reported(capsys):
+def test_an_unknown_option_is_the_error_reported(capsys, tmp_path, monkeypatch):
     """``perfsim predict --bogus`` named the missing required options, not the typo."""
     with pytest.raises(SystemExit) as exc:
         main(["predict", "--bogus"])
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "unrecognized option(s): --bogus" in err and "required" not in err
+    # a value with a space is a value, as argparse reads it, whatever its first characters
+    monkeypatch.chdir(tmp_path)
+    assert main(["predict", "-b", "1", "--heads", "8", "--head-dim", "64", "--seqlen", "128",
+                 "--plot", "--a b.png"]) == 0
+    assert (tmp_path / "--a b.png").is_file()
     # a unique prefix of a known option is still that option (argparse's abbreviations)
     assert main(["predict", "-b", "1", "--heads", "8", "--head-dim", "64", "--seqlen", "128",
                  "--kern"]) == 0

@@ -302,6 +302,19 @@ def test_repredict_for_another_gpu_says_so(committed_copy, capsys):
     assert "another GPU" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("device, gpu, other", [
+    ("NVIDIA H100 80GB HBM3", "a100-sxm4-80gb", True),       # a shared '80GB' hid it
+    ("NVIDIA GeForce RTX 4090", "rtx-5090", True),           # a shared 'RTX' hid it
+    ("NVIDIA H100 PCIe", "a100-pcie-40gb", True),
+    ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb", False),      # hyphens: the same GPU
+    ("NVIDIA H200", "h200-sxm", False), ("NVIDIA GeForce RTX 4090", "rtx-4090", False)])
+def test_other_device_compares_model_numbers(device, gpu, other):
+    from perfsim.gpu_catalog import load_gpu
+    from perfsim.validate.cli import _other_device
+
+    assert (_other_device([{"device": device}], load_gpu(gpu)) is not None) == other
+
+
 def test_repredict_without_a_recorded_profile_asks_for_gpu(tmp_path, capsys):
     (tmp_path / "results.jsonl").write_text(_rec("a", gpu_profile="my-lab-gpu") + "\n")
     assert main(["validate", "--report-only", str(tmp_path), "--repredict"]) == 2

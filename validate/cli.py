@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -274,12 +275,20 @@ def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = 
 
 
 def _other_device(records: list[dict], gpu) -> str | None:
-    """The measured device's name where it is not the GPU ``gpu`` describes (no word of the
-    device name past ``NVIDIA``, such as ``H200``, in the spec's name), else ``None``."""
+    """The measured device's name where it is not the GPU ``gpu`` describes, else ``None``:
+    their model numbers (the words with a digit, split at spaces and hyphens, past memory
+    sizes, SXM/PCIe form factors and HBM generations: ``H200``, ``A100``, ``4090``) share
+    none."""
+    def models(name: str) -> set:
+        words = re.split(r"[\s\-_]+", name.upper())
+        return {w for w in words if any(ch.isdigit() for ch in w) and not w.endswith("GB")
+                and not w.startswith(("SXM", "PCIE", "HBM"))}
+
+    spec = models(gpu.name)
     devices = {r["device"] for r in records if isinstance(r.get("device"), str)}
     for device in sorted(devices):
-        words = [w for w in device.upper().split() if w not in ("NVIDIA", "GEFORCE", "TESLA")]
-        if words and not any(w in gpu.name.upper().split() for w in words):
+        measured = models(device)
+        if measured and spec and not measured & spec:
             return device
     return None
 

@@ -303,7 +303,7 @@ def catalog_power(gpu, h200: dict) -> tuple[dict, dict]:
                                 else "ASSUMED: the H200's value from its GEMM-inclusive fit "
                                 "(the GEMM's L2 and HBM energy left in its tensor energy, as "
                                 "this GPU's energies are; the H200's own L2-split fit gives "
-                                "0.889)"),
+                                "a larger one)"),
            "hbm_pj_per_byte": "ASSUMED: the H200's measured energy per HBM byte",
            "smem_pj_per_byte": "ASSUMED 0, as the H200 (GEMM energies include operand reads)",
            "l2_pj_per_byte": ("ASSUMED: the H200's measured energy per byte L2 serves"

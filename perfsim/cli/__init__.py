@@ -92,6 +92,8 @@ def _refuse_unknown_options(parser, argv: list[str]) -> None:
         if token == "--":
             break
         name = token.split("=", 1)[0]
+        if " " in name:            # argparse takes a dash-led token with a space for a value
+            continue
         if name.startswith("--") and not any(k.startswith(name) for k in known):
             unknown.append(name)
     if unknown:
