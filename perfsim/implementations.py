@@ -684,7 +684,9 @@ def explicit_mask(dims: Dims) -> np.ndarray:
     is the top-left mask there); ``False`` for symbolic dims and variable-length batches —
     whole or one group of equal sequences (``Dims.varlen``): SDPA takes a ragged batch as a
     nested tensor with ``is_causal``, no ``attn_mask`` tensor (the groups had carried the
-    mask and its bias loads: a one-token causal batch, whose mask hides nothing, 64 % slow)."""
+    mask and its bias loads: a one-token causal batch, whose mask hides nothing, 64 % slow).
+    ASSUMED: that path masks bottom-right, as the workload's ``causal`` means (not checked
+    against torch's nested-tensor dispatch; top-left would hide more keys, not fewer)."""
     if dims.symbolic or dims.seqlens is not None or dims.varlen or not dims.causal:
         return np.asarray(False)
     return np.asarray(dims.N_q) < np.asarray(dims.N_k)
