@@ -1256,20 +1256,28 @@ def resolve(algorithm: str | Algorithm) -> Algorithm:
     preset = resolve_implementation(str(algorithm))
     if preset is not None:
         return preset
-    label = parse_label(str(algorithm))
-    if label is not None:
-        return configured(*label)
-    raise PerfsimError(f"unknown algorithm {algorithm!r}; known: "
-                       f"{', '.join(algos.names())}; implementations: "
-                       f"{', '.join(implementations())}")
+    return configured(str(algorithm))
 
 
-def configured(name: str, options: dict) -> Algorithm:
-    """Algorithm or preset ``name`` with ``options`` set (a preset's go to the configuration it
-    runs, as ``perfsim predict -a NAME --set KEY=VALUE`` sets them).
+def configured(name: str, options: dict | None = None, where: str = "options") -> Algorithm:
+    """Algorithm or preset ``name`` — or a label, ``fa2(block_m=64)``, whose options join
+    ``options`` — with ``options`` set (a preset's go to the configuration it runs, as
+    ``perfsim predict -a NAME --set KEY=VALUE`` sets them; ``software`` and
+    ``upcast_16bit`` to the preset itself). The one path of ``resolve``, ``--algorithm`` /
+    ``--set`` and a sweep's algorithm tables.
 
     Raises:
-        perfsim.PerfsimError: unknown name, or an option the algorithm refuses."""
+        perfsim.PerfsimError: unknown name, a malformed label, an option given both in the
+            label and in ``options`` (named as ``where``), or an option the algorithm
+            refuses."""
+    options = dict(options or {})
+    label = parse_label(name)
+    if label is not None:
+        twice = sorted(set(label[1]) & set(options))
+        if twice:
+            raise PerfsimError(f"{', '.join(twice)} given both in the label {name!r} and in "
+                               f"{where}; give each option once")
+        name, options = label[0], {**label[1], **options}
     cls = algos.REGISTRY.get(name.lower())
     if cls is not None:
         return cls(**options)      # Algorithm.__init__ raises one PerfsimError line

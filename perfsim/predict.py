@@ -18,7 +18,7 @@ from perfsim.kernel import UNITS
 from perfsim.mathops import maximum
 from perfsim.power import call_clock
 from perfsim.prediction import Counts, Prediction, credited_flops, model_flops
-from perfsim.software import DEFAULT_SOFTWARE
+from perfsim.software import software_of
 from perfsim.timing import KernelClock, KernelTiming, TimingParams, check_timing
 from perfsim.workload import AttentionWorkload
 
@@ -96,21 +96,7 @@ def timing_for(gpu: str | Path | GPUSpec, algorithm: str | Algorithm = "fa2",
     Raises:
         perfsim.PerfsimError: unknown GPU or algorithm name, or an invalid override."""
     algo = resolve(algorithm)
-    return TimingParams.for_gpu(load_gpu(gpu), _software(algo), **overrides)
-
-
-#: Per algorithm class, whether its configs have a ``software`` profile (a field or a class
-#: attribute: a class's fields never change, and configs take no extra attributes).
-_HAS_SOFTWARE: dict[type, bool] = {}
-
-
-def _software(algo: Algorithm) -> str:
-    """``getattr(algo, "software", DEFAULT_SOFTWARE)``, without the exception a pydantic
-    model raises for a missing attribute on every call (which classes have it is kept)."""
-    has = _HAS_SOFTWARE.get(type(algo))
-    if has is None:
-        has = _HAS_SOFTWARE[type(algo)] = hasattr(algo, "software")
-    return algo.software if has else DEFAULT_SOFTWARE
+    return TimingParams.for_gpu(load_gpu(gpu), software_of(algo), **overrides)
 
 
 #: What a prediction can be bound by: a unit, the load latency of an unpipelined kernel

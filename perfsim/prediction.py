@@ -537,14 +537,12 @@ class Prediction:
         ``perfsim.timing_for(gpu, algorithm)``'s defaults, JSON-ready (``{}`` for a default
         call; ``--kernel-only`` gives zero host floors, ``--clock`` its choice):
         ``predict(workload, gpu, algorithm, timing=this)`` repeats the prediction."""
-        from perfsim.software import DEFAULT_SOFTWARE
+        from perfsim.software import software_of
 
-        # what perfsim.timing_for(gpu, algorithm) builds (the algorithm's software profile),
-        # without importing perfsim.predict, which imports this module
-        software = (self.algorithm.software if hasattr(self.algorithm, "software")
-                    else DEFAULT_SOFTWARE)
         mine = self.timing.model_dump(mode="json")
-        default = TimingParams.for_gpu(self.gpu, software).model_dump(mode="json")
+        # what perfsim.timing_for(gpu, algorithm) builds
+        default = TimingParams.for_gpu(self.gpu, software_of(self.algorithm)).model_dump(
+            mode="json")
         return {k: v for k, v in mine.items() if default.get(k) != v}
 
     def notes(self) -> list[str]:

@@ -114,6 +114,22 @@ class SoftwareProfile(BaseModel):
 
 
 
+#: Per algorithm class, whether its configs have a ``software`` profile (a field or a class
+#: attribute: a class's fields never change, and configs take no extra attributes).
+_HAS_SOFTWARE: dict[type, bool] = {}
+
+
+def software_of(algo) -> str:
+    """The software profile an algorithm config runs under (``perfsim.timing_for``'s
+    default): its ``software`` field, else :data:`DEFAULT_SOFTWARE`. ``getattr`` with a
+    default, without the exception a pydantic model raises for a missing attribute on every
+    call (which classes have it is kept)."""
+    has = _HAS_SOFTWARE.get(type(algo))
+    if has is None:
+        has = _HAS_SOFTWARE[type(algo)] = hasattr(algo, "software")
+    return algo.software if has else DEFAULT_SOFTWARE
+
+
 def _software_dir():
     return resources.files("perfsim.catalog") / "software"
 

@@ -648,8 +648,8 @@ def varlen_groups(dims: Dims) -> list[Dims]:
             for (q, k), c in counts.items()]
 
 
-def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost] | None = None,
-                  sm_count: int | None = None) -> list[KernelCost]:
+def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost],
+                  sm_count: int) -> list[KernelCost]:
     """One launch per kernel name over the groups of a variable-length batch (a
     ``cu_seqlens`` kernel runs every sequence in one grid): counts, grids, executed work and
     the L2's time for TMA row segments add; occupancy is the smallest; the rest is taken from
@@ -657,11 +657,11 @@ def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost] | None 
     as the batch's work holds CTAs of that weight (:func:`kernels_for`), so what depends on
     the grid (CTAs in flight in the cycle, the issue share of one CTA per SM) is the merged
     launch's, not one group's small grid's, and light CTAs (a short sequence) add little of
-    it — or, without ``whole``, from the group with the largest grid. Per-group choices (tiles,
+    it (a kernel ``whole`` lacks takes the group with the largest grid's). Per-group choices (tiles,
     splits, packing) stay as each group made them: an approximation of the reference's one
     choice for the whole batch. The executed work of each group is taken without its own
-    causal tail and the merged launch's tail applied (:func:`_merged_tail`, with
-    ``sm_count``; the per-row work a tail leaves unscaled, ``KernelCost.padded``'s ``fixed``,
+    causal tail and the merged launch's tail applied (:func:`_merged_tail` on ``sm_count``
+    SMs; the per-row work a tail leaves unscaled, ``KernelCost.padded``'s ``fixed``,
     is rescaled with the rest: a small share, ASSUMED negligible)."""
     if len(lists) == 1:
         return lists[0]
@@ -674,24 +674,18 @@ def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost] | None 
     for name, parts in by_name.items():
         lead = shapes.get(name) or max(parts, key=lambda k: k.grid)
         sums = {f: sum(getattr(k, f) for k in parts) for f in ADDITIVE}
-        untailed = {u: sum(k.sm_demand()[u] / k.launch.get("tail", 1) for k in parts)
+        # each group's executed work carries its own small grid's causal tail
+        # (KernelCost.padded by base.in_order_tail); the merged launch has one tail
+        tail = _merged_tail(parts, sm_count)
+        executed = {u: tail * sum(k.sm_demand()[u] / k.launch.get("tail", 1) for k in parts)
                     for u in lead.sm_demand()}
-        if sm_count:
-            # each group's executed work carries its own small grid's causal tail
-            # (KernelCost.padded by base.in_order_tail); the merged launch has one tail
-            tail = _merged_tail(parts, sm_count)
-            executed = {u: tail * v for u, v in untailed.items()}
-            launch = {**lead.launch, "tail": tail}
-        else:
-            executed = {u: sum(k.sm_demand()[u] for k in parts) for u in lead.sm_demand()}
-            launch = dict(lead.launch)
         terms: dict = {}
         for k in parts:
             for key, value in k.terms.items():
                 terms[key] = terms[key] + value if key in terms else value
         out.append(replace(lead, grid=sum(k.grid for k in parts), executed=executed,
                            ctas_per_sm=min(k.ctas_per_sm for k in parts), terms=terms,
-                           launch={**launch, "cta_work": _cta_work(parts, untailed=True)},
+                           launch={**lead.launch, "tail": tail, "cta_work": _cta_work(parts)},
                            l2_request_seconds=sum(k.l2_request_seconds for k in parts),
                            **sums))
     return out
@@ -715,7 +709,7 @@ def _merged_tail(parts: list[KernelCost], sm_count: int):
     if all(type(k.launch.get("tail", 1)) in (int, float) and k.launch.get("tail", 1) == 1
            for k in parts):
         return 1
-    work = _cta_work(parts, untailed=True)
+    work = _cta_work(parts)
     total = sum(c * w for c, w in work)
     if not total:
         return 1
@@ -732,19 +726,20 @@ def _merged_tail(parts: list[KernelCost], sm_count: int):
     return 1 + excess * minimum(ctas, waves) / balanced
 
 
-def _cta_work(parts: list[KernelCost], untailed: bool = False) -> tuple:
+def _cta_work(parts: list[KernelCost]) -> tuple:
     """``((CTAs, work per CTA), ...)`` of a merged variable-length kernel's groups, for the
     wave count (``perfsim.timing.KernelClock``): a group's CTAs differ from another's in work,
     and a wave of tiny CTAs (one short sequence) must not cost a wave of the longest. Work:
-    the group's executed tensor FLOPs per CTA (``untailed``: without the group's own causal
-    tail, ``launch["tail"]``), or its HBM bytes per CTA for a kernel without matmuls."""
+    the group's executed tensor FLOPs per CTA without its own causal tail (``launch["tail"]``,
+    which the merged launch replaces), or its HBM bytes per CTA for a kernel without
+    matmuls."""
     matmuls = any(k.sm_demand()["tensor"] for k in parts)
     out = []
     for k in parts:
         if not k.grid:
             continue
         work = k.sm_demand()["tensor"] if matmuls else k.hbm_read_bytes + k.hbm_write_bytes
-        if untailed and matmuls:
+        if matmuls:
             work = work / k.launch.get("tail", 1)
         out.append((int(k.grid), float(work) / k.grid))
     return tuple(out)
@@ -762,7 +757,7 @@ def kernels_for(algo: Algorithm, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
     # the merged launch's shape: the group with the heaviest CTAs, with as many sequences as
     # the batch's work holds CTAs of that weight (its cycle's CTAs in flight and issue share
     # are functions of the grid; light CTAs of a short sequence add little of either)
-    weights = [_cta_work(ks, untailed=True) for ks in lists]
+    weights = [_cta_work(ks) for ks in lists]
     grids = [sum(c for c, _ in w) for w in weights]
     per_cta = [sum(c * x for c, x in w) / max(g, 1) for w, g in zip(weights, grids)]
     lead = max(range(len(lists)), key=lambda i: (per_cta[i], grids[i]))

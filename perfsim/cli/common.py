@@ -188,28 +188,19 @@ def _workload(args) -> AttentionWorkload:
 
 def _algorithm_from_args(name: str, options: list[str]):
     from perfsim import algorithms
-    from perfsim.implementations import configured, parse_label
+    from perfsim.implementations import (
+        configured,
+        implementations,
+        parse_label,
+        resolve_implementation,
+    )
 
-    label = parse_label(name)       # "fa2(block_m=64)", as --json's "algorithm" writes it
-    if label is not None:
-        given = _options(options)
-        twice = sorted(set(given) & set(label[1]))
-        if twice:
-            raise PerfsimError(f"--set {', '.join(twice)} also given in --algorithm {name}; "
-                               "give each option once")
-        return configured(label[0], {**label[1], **given})
-    cls = algorithms.REGISTRY.get(name.lower())
-    if cls is None:
-        from perfsim.implementations import implementations, resolve_implementation
-
-        preset = resolve_implementation(name)
-        if preset is not None:
-            if options:        # options of the configuration the preset runs
-                return preset.model_copy(update={"options": _options(options)})
-            return preset
+    # a name, or a label as --json's "algorithm" writes it ("fa2(block_m=64)")
+    if (parse_label(name) is None and name.lower() not in algorithms.REGISTRY
+            and resolve_implementation(name) is None):
         raise PerfsimError(f"unknown algorithm {name!r}; known: {', '.join(algorithms.names())}"
                            f", all; implementations: {', '.join(implementations())}, presets")
-    return cls(**_options(options))  # Algorithm.__init__ raises one PerfsimError line
+    return configured(name, _options(options), where="--set")
 
 
 def _options(options: list[str]) -> dict:

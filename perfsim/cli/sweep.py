@@ -43,7 +43,6 @@ from perfsim.files import (
     read_text,
     save_figure,
 )
-from perfsim.implementations import resolve
 
 
 @contextmanager
@@ -127,36 +126,18 @@ def _algorithm(entry, path: Path) -> algorithms.Algorithm:
     """A name, or a table ``{name = "fa2", block_m = 64}`` of options — for an
     implementation preset (``{name = "flash-attn-3", compiled_head_dims = "exact"}``) the
     options of the configuration it runs, as ``perfsim predict --set`` takes them."""
-    from perfsim.implementations import Implementation, configured, parse_label
+    from perfsim.implementations import configured
 
-    def named(name):
-        try:
-            return resolve(name)
-        except PerfsimError as exc:
-            raise PerfsimError(f"{path}: {exc}") from None
-
-    if isinstance(entry, str):
-        return named(entry)
-    if not isinstance(entry, dict) or "name" not in entry:
+    if isinstance(entry, dict) and "name" in entry:
+        options = dict(entry)
+        name, where = options.pop("name"), "the table"
+    else:
+        name, options, where = entry, {}, ""
+    if not isinstance(name, str):
         raise PerfsimError(f"{path}: an algorithms entry must be a name or a table with a "
                            f"name, got {entry!r}")
-    options = dict(entry)
-    name = options.pop("name")
-    label = parse_label(name) if isinstance(name, str) else None
-    if label is not None:        # name = "fa2(block_m=64)", as --json writes it
-        twice = sorted(set(label[1]) & set(options))
-        if twice:
-            raise PerfsimError(f"{path}: {', '.join(twice)} given in the name {name!r} and "
-                               "in the table; give each option once")
-        try:
-            return configured(label[0], {**label[1], **options})
-        except PerfsimError as exc:
-            raise PerfsimError(f"{path}: {exc}") from None
-    base = named(name)
-    if isinstance(base, Implementation):
-        return base.model_copy(update={"options": options}) if options else base
-    try:
-        return type(base)(**options)
+    try:           # a name or a label ("fa2(block_m=64)", as --json writes it)
+        return configured(name, options, where=where)
     except PerfsimError as exc:  # Algorithm.__init__: one line naming the option
         raise PerfsimError(f"{path}: {exc}") from None
 
