@@ -48,6 +48,18 @@ def test_sweep_million_rows(benchmark):
     assert len(df) == 10**6
 
 
+@pytest.mark.parametrize("engine", ["numpy", "compiled"])
+def test_sweep_million_rows_by_engine(benchmark, engine):
+    """The same 10⁶ rows through each engine (perfsim.compiled: traced, compiled to native
+    loops; the first round pays for tracing and compiling, the minimum is the warm rate)."""
+    if engine == "compiled":
+        pytest.importorskip("llvmlite")
+        pytest.importorskip("numba")
+    df = benchmark.pedantic(perfsim.sweep, kwargs={**SWEEP, "engine": engine}, rounds=3,
+                            iterations=1)
+    assert len(df) == 10**6
+
+
 def test_parquet_write(benchmark, rows, tmp_path):
     pytest.importorskip("pyarrow")
     out = tmp_path / "rows.parquet"

@@ -160,16 +160,17 @@ def _config_key(kwargs: dict, rows_per_partition: int) -> str:
                       sort_keys=True, default=str)
 
 
-def run_partition(part: dict, path: str) -> int:
-    """Sweep one partition and write its rows to ``path`` (Parquet, through a temporary
-    file renamed over it); returns the row count. Runs on a worker."""
+def run_partition(part: dict, path: str, engine: str = "auto") -> int:
+    """Sweep one partition (with ``engine``, :func:`perfsim.sweep.sweep`) and write its rows
+    to ``path`` (Parquet, through a temporary file renamed over it); returns the row count.
+    Runs on a worker."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from perfsim.files import atomic_write
     from perfsim.sweep import sweep
 
-    df = sweep(**part)
+    df = sweep(**part, engine=engine)
     for column in df.columns:                 # per-partition categories would not align
         if str(df[column].dtype) == "category":
             df[column] = df[column].astype(str)
@@ -269,7 +270,7 @@ def check_workers(workers, flag: str = "workers") -> None:
 
 def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
                workers: int | None = None, rows_per_partition: int = ROWS_PER_PARTITION,
-               progress=None) -> Path:
+               progress=None, engine: str = "auto") -> Path:
     """Run the sweep ``kwargs`` (as :func:`perfsim.sweep.sweep` takes them) on Dask and write
     a partitioned Parquet dataset to the directory ``out`` (module docstring).
 
@@ -282,6 +283,8 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
             (``tcp://HOST:PORT``).
         rows_per_partition: partition size (:func:`partitions`).
         progress: called as ``progress(partitions_done, partitions_total)``.
+        engine: each partition's evaluation engine (``perfsim.sweep.sweep``'s ``engine``;
+            the rows do not depend on it, so a dataset resumes under another).
 
     Returns:
         The dataset directory.
@@ -319,7 +322,8 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
         out.mkdir(parents=True, exist_ok=True)
         marker.write_text(key)
         todo = [(p, str(path)) for p, path in zip(parts, paths) if not _readable(path)]
-        futures = [client.submit(run_partition, p, path, pure=False) for p, path in todo]
+        futures = [client.submit(run_partition, p, path, engine, pure=False)
+                   for p, path in todo]
         done = len(parts) - len(todo)
         if progress:
             progress(done, len(parts))

@@ -59,7 +59,7 @@ from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec, compute_capability_numbers
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv
+from perfsim.mathops import asarray, cdiv
 from perfsim.software import DEFAULT_SOFTWARE, load_software
 
 #: Shared memory the driver reserved beside every CTA in the Nsight Compute profiles on the
@@ -688,8 +688,8 @@ def explicit_mask(dims: Dims) -> np.ndarray:
     ASSUMED: that path masks bottom-right, as the workload's ``causal`` means (not checked
     against torch's nested-tensor dispatch; top-left would hide more keys, not fewer)."""
     if dims.symbolic or dims.seqlens is not None or dims.varlen or not dims.causal:
-        return np.asarray(False)
-    return np.asarray(dims.N_q) < np.asarray(dims.N_k)
+        return asarray(False)
+    return asarray(dims.N_q) < asarray(dims.N_k)
 
 
 def with_mask_bias_loads(cost: KernelCost, dims: Dims) -> KernelCost:
@@ -895,7 +895,7 @@ def _one_query_token(dims) -> bool:
     """A decode step with one query token; on arrays (a sweep block), every element one
     (``perfsim.sweep`` groups a block's elements by :func:`_sdpa_cudnn_keys` first)."""
     return (not dims.symbolic and dims.seqlens is None
-            and bool(np.all(np.asarray(dims.N_q) == 1)))
+            and bool(np.all(asarray(dims.N_q) == 1)))
 
 
 def _cudnn_decode_splits(dims):
@@ -910,7 +910,7 @@ def _sdpa_cudnn_keys(dims, gpu):
     (``Implementation.element_keys``)."""
     if not (gpu.features.wgmma and gpu.features.tma) or dims.phase == "bwd":
         return None             # (the forward of a fwd_bwd call is timed as a forward)
-    one = np.asarray(dims.N_q) == 1
+    one = asarray(dims.N_q) == 1
     return np.where(one, _cudnn_decode_splits(dims), 0)
 
 
@@ -991,7 +991,7 @@ def _lacks(dims, name: str, *features: str) -> None:
              "dropout": "no dropout"}
     for f in features:
         if f == "gqa" and not dims.symbolic:        # per element in sweeps
-            infeasible_where(np.asarray(dims.H) != np.asarray(dims.H_kv),
+            infeasible_where(asarray(dims.H) != asarray(dims.H_kv),
                              f"{name} has {words[f]}")
         elif used[f]:
             raise InfeasibleError(f"{name} has {words[f]}")
@@ -1072,7 +1072,7 @@ def _same_head_dims(dims, name: str) -> None:
     in its ``mha_fwd``; PyTorch's ``check_head_dim_size_flash`` asks the same of SDPA flash)."""
     if dims.symbolic:
         return
-    infeasible_where(np.asarray(dims.d) != np.asarray(dims.d_v),
+    infeasible_where(asarray(dims.d) != asarray(dims.d_v),
                      f"{name} takes one head dim for Q, K and V (head_dim_v must equal "
                      "head_dim)")
 
@@ -1093,7 +1093,7 @@ def _flex_limits(dims) -> None:
     _lacks(dims, "FlexAttention", "dropout", "paged", "kv_dtype")
     if not dims.symbolic:
         # flex_attention's input check: "embedding dimension ... must be at least 16"
-        infeasible_where(np.minimum(np.asarray(dims.d), np.asarray(dims.d_v))
+        infeasible_where(np.minimum(asarray(dims.d), asarray(dims.d_v))
                          < FLEX_MIN_HEAD_DIM,
                          f"FlexAttention takes head dims of at least {FLEX_MIN_HEAD_DIM}")
 
@@ -1108,14 +1108,14 @@ def _tutorial_limits(dims) -> None:
             scalar = np.ndim(value) == 0
             if scalar and value in TRITON_TUTORIAL_HEAD_DIMS:
                 continue            # one call: no array work on the common path
-            infeasible_where(~np.isin(np.asarray(value), TRITON_TUTORIAL_HEAD_DIMS),
+            infeasible_where(~np.isin(asarray(value), TRITON_TUTORIAL_HEAD_DIMS),
                              f"the tutorial takes {name} in "
                              f"{', '.join(map(str, TRITON_TUTORIAL_HEAD_DIMS))} (its forward "
                              "asserts a power of two from 16 to 256 and a key tile no wider "
                              "than the head dim; the 64-wide tile modelled needs 64 or more), "
                              f"got {value if scalar else 'others'}")
         if np.ndim(dims.N_q) or np.ndim(dims.N_k) or dims.N_q != dims.N_k:
-            infeasible_where(np.asarray(dims.N_q) != np.asarray(dims.N_k),
+            infeasible_where(asarray(dims.N_q) != asarray(dims.N_k),
                              "the tutorial takes one sequence length for Q and K/V (its "
                              "N_CTX), got " + (f"N_q {dims.N_q} and N_k {dims.N_k}"
                                                if np.ndim(dims.N_q) == 0 == np.ndim(dims.N_k)
@@ -1127,7 +1127,7 @@ def _tutorial_limits(dims) -> None:
                          "the tutorial's backward runs causal attention only (causal=False "
                          "given)")
         for name, n in (("N_q", dims.N_q), ("N_k", dims.N_k)):
-            infeasible_where(np.asarray(n) % 128 != 0,
+            infeasible_where(asarray(n) % 128 != 0,
                              f"the tutorial's backward needs {name} a multiple of 128 (its "
                              f"block), got {n if np.ndim(n) == 0 else 'other lengths'}")
     if dims.bwd and max(dims.d, dims.d_v) > TRITON_TUTORIAL_BWD_MAX_HEAD_DIM:

@@ -7,6 +7,7 @@ Every count formula in perfsim is written once with these helpers, so ``predict`
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import numpy as np
@@ -75,6 +76,64 @@ def maximum(a, b):
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return np.maximum(a, b)
     return max(a, b)
+
+
+def asarray(x, dtype=None):
+    """``np.asarray(x, dtype)`` that keeps an ndarray subclass (``np.asanyarray``) and
+    converts with ``astype``: the same values, and a traced array
+    (``perfsim.compiled``) stays traced."""
+    a = np.asanyarray(x)
+    return a if dtype is None or a.dtype == np.dtype(dtype) else a.astype(dtype)
+
+
+def elementwise(scalar_fn):
+    """Mark an array function as the vectorised form of ``scalar_fn`` (same arguments, one
+    element each; for a loop whose trip count depends on the values). Called with an
+    argument whose type has a ``_perfsim_call`` hook (``perfsim.compiled``'s traced arrays),
+    the hook records one call of ``scalar_fn`` per row instead of running the array code."""
+    def decorate(array_fn):
+        @functools.wraps(array_fn)
+        def wrapper(*args):
+            for arg in args:
+                hook = getattr(type(arg), "_perfsim_call", None)
+                if hook is not None:
+                    return hook(array_fn, scalar_fn, args)
+            return array_fn(*args)
+        wrapper.scalar = scalar_fn
+        return wrapper
+    return decorate
+
+
+def shortcut_all(test) -> bool:
+    """Whether every element of ``test`` is true, asked only to skip work whose result would
+    be the same either way (a plain ``bool`` as it is, an array reduced). An array type with
+    ``_perfsim_general_path`` set (``perfsim.compiled``'s traced arrays, which must record
+    code that holds for any rows) answers False: the general path."""
+    if type(test) is bool:
+        return test
+    if getattr(type(test), "_perfsim_general_path", False):
+        return False
+    return bool(np.all(test))
+
+
+def shortcut_none(test) -> bool:
+    """Whether no element of ``test`` is true, asked only to skip work whose result would be
+    the same either way (as :func:`shortcut_all`; a traced array answers False)."""
+    if type(test) is bool:
+        return not test
+    if getattr(type(test), "_perfsim_general_path", False):
+        return False
+    return not bool(np.any(test))
+
+
+def take(table, index):
+    """``np.asarray(table)[index]``: a constant table read at integer indices (numpy arrays
+    elementwise); an index type with a ``_perfsim_take`` hook (``perfsim.compiled``'s traced
+    arrays) reads it itself."""
+    hook = getattr(type(index), "_perfsim_take", None)
+    if hook is not None:
+        return hook(table, index)
+    return np.asarray(table)[index]
 
 
 def where(cond, a, b):

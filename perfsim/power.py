@@ -48,6 +48,10 @@ tensor-core work (:func:`clock_ceiling`). Kernels with no tensor-core work (FP32
 elementwise, softmax) keep ``max_clock_hz``. On GPUs whose tensor peak is quoted at the
 maximum clock (A100, RTX 3090/4090) the ceiling changes nothing; elsewhere it is ASSUMED to
 act as measured on the H200.
+
+Length: the energy of a call, the clock ceiling and the clock search (its scalar form and its
+array form, whose bisection reads tabulated powers of the clock) are one model of the
+sustained clock; split, each part would only serve the others.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ import numpy as np
 
 from perfsim.gpu import TENSOR_ENERGY_SCALE, GPUSpec
 from perfsim.kernel import KernelCost
+from perfsim.mathops import asarray, shortcut_none, take
 
 PICO = 1e-12
 #: Energy of one ALU-pipe lane instruction in FP32 FLOP slots: ASSUMED that of one FMA-pipe
@@ -103,8 +108,8 @@ def call_energy_j(gpu: GPUSpec, costs: list[KernelCost]):
     for cost in costs:
         work = cost.sm_demand()
         # (floats: a padded count beyond int64 as a Python int would overflow in numpy)
-        padding = np.maximum(np.asarray(work["tensor"], dtype=float)
-                             - np.asarray(cost.tensor_flops, dtype=float), 0.0)
+        padding = np.maximum(asarray(work["tensor"], dtype=float)
+                             - asarray(cost.tensor_flops, dtype=float), 0.0)
         tensor = work["tensor"] - padding * (1 - PADDING_ENERGY_FRACTION)
         e_sm = e_sm + PICO * (tensor * tensor_energy_pj(gpu, cost)
                               + (work["fp32"] + ALU_SLOTS * work.get("alu", 0))
@@ -133,8 +138,8 @@ def power_w(gpu: GPUSpec, energy, seconds, clock_hz):
         # one call (Python floats): the same arithmetic without numpy's per-op overhead
         scale = (clock_hz / power.reference_clock_hz) ** power.voltage_exponent
         return power.static_w + (e_sm * scale + e_hbm) / (seconds if seconds > 0 else 1.0)
-    scale = (np.asarray(clock_hz) / power.reference_clock_hz) ** power.voltage_exponent
-    busy = np.where(np.asarray(seconds) > 0, seconds, 1.0)
+    scale = (asarray(clock_hz) / power.reference_clock_hz) ** power.voltage_exponent
+    busy = np.where(asarray(seconds) > 0, seconds, 1.0)
     return power.static_w + (e_sm * scale + e_hbm) / busy
 
 
@@ -164,7 +169,7 @@ def sustained_clock(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock
         lo = min(power.min_clock_hz, hi) if type(hi) in _NUMBERS else np.minimum(
             power.min_clock_hz, hi)
     else:
-        if not np.any(capped):
+        if shortcut_none(capped):        # (the bisection would end at ``hi`` everywhere)
             return _out(hi, p_hi)
         shape = np.broadcast_shapes(np.shape(capped), np.shape(hi))
         lo = np.minimum(power.min_clock_hz, hi)
@@ -179,15 +184,77 @@ def sustained_clock(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock
             else:
                 lo_s = mid
         return _out(lo_s, power_w(gpu, energy, seconds_at(lo_s), lo_s))
-    lo_f = np.broadcast_to(np.asarray(lo, dtype=float), shape).copy()
-    hi_f = np.broadcast_to(np.asarray(hi, dtype=float), shape).copy()
-    for _ in range(BISECTION_STEPS):
-        mid = 0.5 * (lo_f + hi_f)
-        over = power_w(gpu, energy, seconds_at(mid), mid) > power.tdp_w
-        hi_f = np.where(over, mid, hi_f)
-        lo_f = np.where(over, lo_f, mid)
+    # Arrays: the same bisection per element. Every element starts from one of two brackets
+    # (its ceiling is ``clock_hz`` or the top clock, :func:`clock_ceiling`), so the clocks
+    # it can try at step k are among 2^k per bracket, and their (f / f_ref)^γ are tabulated
+    # once (:func:`_bisection_tables`: the same doubles numpy's elementwise ``**`` gives)
+    # instead of one ``**`` per element and step. ``path`` numbers each element's
+    # decisions so far.
+    low, top = _ceiling_pair(gpu, max_clock_hz)
+    on_low = asarray(hi) == low
+    tables = {c: _bisection_tables(power, c) for c in {low, top}}
+
+    def pick(key, step, path):
+        a, b = tables[low][key][step], tables[top][key][step]
+        return np.where(on_low, take(a, path), take(b, path)) if a is not b else take(a, path)
+
+    path = 0
+    for step in range(BISECTION_STEPS):
+        mid = pick("mid", step, path)
+        over = _power(power, energy, seconds_at(mid), pick("scale", step, path)) > power.tdp_w
+        path = 2 * path + np.where(over, 0, 1)
+    lo_f, lo_scale = pick("lo", 0, path), pick("lo_scale", 0, path)
+    hi_scale = np.where(on_low, tables[low]["hi_scale"], tables[top]["hi_scale"])
     clock = np.where(capped, lo_f, hi)
-    return _out(clock, power_w(gpu, energy, seconds_at(clock), clock))
+    scale = np.where(capped, lo_scale, hi_scale)
+    return _out(clock, _power(power, energy, seconds_at(clock), scale))
+
+
+def _ceiling_pair(gpu: GPUSpec, max_clock_hz=None):
+    """``(ceiling with tensor-core work, ceiling without)`` (:func:`clock_ceiling`)."""
+    top = gpu.max_clock_hz if max_clock_hz is None else min(max_clock_hz, gpu.max_clock_hz)
+    return min(top, gpu.clock_hz), top
+
+
+#: Bisection tables by (power spec, ceiling): see :func:`_bisection_tables`.
+_TABLES: dict = {}
+
+
+def _bisection_tables(power, ceiling: float) -> dict:
+    """The clocks :func:`sustained_clock`'s bisection can try from the bracket
+    ``[min(min_clock_hz, ceiling), ceiling]``: per step ``k`` a table of the ``2^k`` midpoints
+    (``"mid"``; entry ``2p`` follows entry ``p`` of step ``k-1`` when its power was over the
+    limit, ``2p + 1`` when not) and their ``(mid / reference_clock_hz) ** voltage_exponent``
+    (``"scale"``); the final lower ends (``"lo"``, ``"lo_scale"``, one table) and the
+    ceiling's scale. Computed with numpy's elementwise operations in the order the
+    per-element bisection uses them, so each value is the same double."""
+    key = (id(power), ceiling)
+    found = _TABLES.get(key)
+    if found is not None and found[0] is power:
+        return found[1]
+    ref, exponent = power.reference_clock_hz, power.voltage_exponent
+    lo = np.array([min(power.min_clock_hz, ceiling)], dtype=float)
+    hi = np.array([ceiling], dtype=float)
+    mids, scales = [], []
+    for _ in range(BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        mids.append(mid)
+        scales.append((mid / ref) ** exponent)
+        # over the limit: [lo, mid] (entry 2p); under: [mid, hi] (entry 2p + 1)
+        lo, hi = np.stack([lo, mid], axis=1).ravel(), np.stack([mid, hi], axis=1).ravel()
+    tables = {"mid": mids, "scale": scales, "lo": [lo], "lo_scale": [(lo / ref) ** exponent],
+              "hi_scale": ((np.array([ceiling], dtype=float) / ref) ** exponent)[0]}
+    if len(_TABLES) > 256:
+        _TABLES.clear()
+    _TABLES[key] = (power, tables)
+    return tables
+
+
+def _power(power, energy, seconds, scale):
+    """:func:`power_w` from the clock's ``(f / f_ref)^voltage_exponent`` (arrays)."""
+    e_sm, e_hbm = energy
+    busy = np.where(asarray(seconds) > 0, seconds, 1.0)
+    return power.static_w + (e_sm * scale + e_hbm) / busy
 
 
 def uses_tensor_cores(costs: list[KernelCost]):
@@ -203,8 +270,8 @@ def uses_tensor_cores(costs: list[KernelCost]):
         return total > 0
     total = 0.0
     for x in work:
-        total = total + np.asarray(x, dtype=float)
-    used = np.asarray(total) > 0
+        total = total + asarray(x, dtype=float)
+    used = asarray(total) > 0
     return bool(used) if used.ndim == 0 else used
 
 
@@ -229,7 +296,7 @@ def clock_ceiling(gpu: GPUSpec, costs: list[KernelCost], max_clock_hz=None):
 def _out(clock, watts):
     if type(clock) in _NUMBERS and type(watts) in _NUMBERS:   # one call: as the 0-d path
         return float(clock), float(watts)
-    clock, watts = np.asarray(clock, dtype=float), np.asarray(watts, dtype=float)
+    clock, watts = asarray(clock, dtype=float), asarray(watts, dtype=float)
     if clock.ndim == 0 and watts.ndim == 0:
         return float(clock), float(watts)
     return clock, watts

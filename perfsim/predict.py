@@ -15,7 +15,7 @@ from perfsim.gpu import GPUSpec
 from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import resolve
 from perfsim.kernel import UNITS
-from perfsim.mathops import maximum
+from perfsim.mathops import asarray, maximum, take
 from perfsim.power import call_clock
 from perfsim.prediction import Counts, Prediction, credited_flops, model_flops
 from perfsim.software import software_of
@@ -172,20 +172,20 @@ def aggregate(kernels: list[KernelTiming], params: TimingParams, host_s=0.0, flo
         return _aggregate_scalar(kernels, params, host_s, seconds, unit_seconds, floored)
     bound_seconds = {b: 0.0 for b in BOUNDS}
     for k, under in zip(kernels, floored):
-        launched = np.asarray(k.cost.grid) > 0
+        launched = asarray(k.cost.grid) > 0
         overhead = np.where(launched, params.launch_overhead_s, 0.0)
         body = k.seconds - overhead
         own = np.logical_not(under)
         for u in (b for b in BOUNDS if b not in ("launch", "host")):
             bound_seconds[u] = bound_seconds[u] + np.where(
-                (np.asarray(k.bound) == u) & own, body, 0.0)
+                (asarray(k.bound) == u) & own, body, 0.0)
         bound_seconds["host"] = bound_seconds["host"] + np.where(own, 0.0, k.seconds)
         bound_seconds["launch"] = bound_seconds["launch"] + np.where(own, overhead, 0.0)
     bound_seconds["host"] = bound_seconds["host"] + host_s
     # broadcast: a kernel's grid may depend on fewer sweep axes than its times
-    stacked = np.stack(np.broadcast_arrays(*[np.asarray(bound_seconds[b], dtype=float)
+    stacked = np.stack(np.broadcast_arrays(*[asarray(bound_seconds[b], dtype=float)
                                              for b in BOUNDS]))
-    bound = np.array(BOUNDS)[np.argmax(stacked, axis=0)]
+    bound = take(BOUNDS, np.argmax(stacked, axis=0))
     if stacked.ndim == 1:
         bound_seconds = {b: float(v) for b, v in bound_seconds.items()}
         return float(seconds), unit_seconds, bound_seconds, str(bound)

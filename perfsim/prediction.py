@@ -16,7 +16,7 @@ from perfsim.errors import PerfsimError
 from perfsim.frozen import fast_init
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import ADDITIVE, UNITS
-from perfsim.mathops import where
+from perfsim.mathops import asarray, where
 from perfsim.tiles import visible_pairs
 from perfsim.timing import (
     MUFU_BESIDE,
@@ -71,7 +71,7 @@ def _gib(nbytes) -> str:
 def _positive(value) -> bool:
     """Whether a count (number or array) is positive anywhere."""
     try:
-        return bool(np.any(np.asarray(value, dtype=float) > 0))
+        return bool(np.any(asarray(value, dtype=float) > 0))
     except (TypeError, ValueError):      # a sympy expression: symbolic counts are not zero
         return True
 
@@ -149,7 +149,7 @@ def credited_flops(model, tensor_flops, flops):
     TFLOP/s never exceeds the matmul peak (``Prediction.peak_flops_per_s``). Equal to
     ``model`` for every forward pass and for kernels that recompute. Works on numpy arrays
     (sweeps)."""
-    executed = where(np.asarray(tensor_flops) > 0, tensor_flops, flops)
+    executed = where(asarray(tensor_flops) > 0, tensor_flops, flops)
     return np.minimum(model, executed) if isinstance(executed, np.ndarray) else min(model,
                                                                                    executed)
 

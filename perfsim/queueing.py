@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfsim.mathops import maximum, where
+from perfsim.mathops import asarray, maximum, where
 
 
 def closed_cycle(a, b, k):
@@ -39,19 +39,19 @@ def unpipelined_time(latency, load, compute, k):
         ``(seconds, (latency, load residence, compute residence))`` — the residences per
         cycle scaled to the run, for naming the binding station. Works on numpy arrays.
     """
-    k = np.asarray(k)
+    k = asarray(k)
     q_load = q_comp = 0.0
     x = r_load = r_comp = None
     for n in range(1, max(int(np.max(k)), 1) + 1):
         rl, rc = load * (1 + q_load), compute * (1 + q_comp)
-        cycle = np.asarray(latency + rl + rc, dtype=float)
+        cycle = asarray(latency + rl + rc, dtype=float)
         xn = n / np.where(cycle > 0, cycle, 1.0)
         q_load, q_comp = xn * rl, xn * rc
         first = x is None
         x = xn if first else np.where(k == n, xn, x)
         r_load = rl if first else np.where(k == n, rl, r_load)
         r_comp = rc if first else np.where(k == n, rc, r_comp)
-    total = np.asarray(latency + load + compute, dtype=float)
+    total = asarray(latency + load + compute, dtype=float)
     seconds = np.where(total > 0, 1 / np.where(x > 0, x, 1.0), 0.0)
     if seconds.ndim == 0:
         return float(seconds), (float(latency), float(r_load), float(r_comp))

@@ -18,6 +18,7 @@ elsewhere.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import itertools
@@ -39,6 +40,7 @@ from perfsim.gpu_catalog import gpus as catalog
 from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import implementations, resolve
 from perfsim.kernel import UNITS
+from perfsim.mathops import asarray
 from perfsim.predict import BOUNDS, evaluate
 from perfsim.prediction import Counts, convention_flops, credited_flops
 from perfsim.software import DEFAULT_SOFTWARE
@@ -173,7 +175,7 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
           algorithms: Iterable[str | algos.Algorithm] | str | None = None,
           overrides: dict | None = None, timing: TimingParams | dict | None = None,
           progress: Progress | None = None,
-          max_memory_bytes: int | None = None) -> pd.DataFrame:
+          max_memory_bytes: int | None = None, engine: str = "auto") -> pd.DataFrame:
     """Predict every combination of the values given; one DataFrame row each.
 
     Each row is what :func:`perfsim.predict` gives for its shape. Rows are evaluated as
@@ -211,6 +213,13 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
         progress: called as ``progress(rows_done, rows_total)`` after each block.
         max_memory_bytes: refuse a sweep whose result needs more (about
             :data:`BYTES_PER_ROW` per row); default: half the memory available now.
+        engine: how rows are evaluated (:data:`ENGINES`; the rows are the same):
+            ``"numpy"`` — the model's code on numpy arrays; ``"compiled"`` — that code
+            traced once per kernel structure and compiled to a native loop
+            (:mod:`perfsim.compiled`, needs ``perfsim[fast]``; structures it cannot trace,
+            and blocks a trace's guard refuses, run on numpy); ``"auto"`` (default) —
+            compiled for sweeps of at least :data:`AUTO_MIN_ROWS` rows when numba and
+            llvmlite are installed, else numpy.
 
     Returns:
         DataFrame with the workload columns, ``gpu`` (base catalog id), ``algorithm`` (label),
@@ -227,16 +236,18 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
     Raises:
         perfsim.PerfsimError: a bad value (the message names the field), an empty ``gpus``
             or ``algorithms`` list, an unknown GPU,
-            algorithm or override field; sizes whose largest combination would exceed
+            algorithm or override field; an unknown ``engine``, or ``"compiled"`` without
+            numba and llvmlite; sizes whose largest combination would exceed
             :data:`perfsim.workload.MAX_TENSOR_BYTES` per tensor; a sweep too large for the
             memory (checked before any work: the message gives rows and bytes); ``timing``
             not a ``TimingParams``.
     """
     _check_timing(timing)
+    check_engine(engine)
     grid, groups, evaluated = _evaluated_blocks(
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
         phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides,
-        timing, max_memory_bytes, check_memory=True)
+        timing, max_memory_bytes, check_memory=True, engine=engine)
     out = _Table(grid, len(groups))
     out.groups.extend(groups)
     for _group, block, results, reasons in evaluated:
@@ -253,7 +264,8 @@ def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=No
                  gpus: Iterable[str | GPUSpec] | str | GPUSpec | None = None,
                  algorithms: Iterable[str | algos.Algorithm] | str | None = None,
                  overrides: dict | None = None, timing: TimingParams | dict | None = None,
-                 progress: Progress | None = None) -> Iterator[pd.DataFrame]:
+                 progress: Progress | None = None,
+                 engine: str = "auto") -> Iterator[pd.DataFrame]:
     """:func:`sweep`'s rows as a stream of DataFrames, one per evaluated block (at most
     :data:`CHUNK_ROWS` rows each), in :func:`sweep`'s row order and with its columns: memory
     stays bounded by one block however many rows the grid has (no ``max_memory_bytes``
@@ -265,8 +277,8 @@ def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=No
     :data:`CHUNK_ROWS` rows), so a sweep of many small groups does not pay for one frame per
     group.
 
-    Args: as :func:`sweep` (less ``max_memory_bytes``); ``progress(rows_done, rows_total)``
-        after each frame is produced.
+    Args: as :func:`sweep` (less ``max_memory_bytes``, ``engine`` included);
+        ``progress(rows_done, rows_total)`` after each frame is produced.
 
     Raises:
         perfsim.PerfsimError: as :func:`sweep`, when called (every value is checked before
@@ -274,10 +286,11 @@ def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=No
             (an invalid one gives infeasible rows, as in :func:`sweep`).
     """
     _check_timing(timing)
+    check_engine(engine)
     grid, groups, evaluated = _evaluated_blocks(
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
         phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides,
-        timing, None, check_memory=False)
+        timing, None, check_memory=False, engine=engine)
     return _frames(grid, groups, evaluated, progress)
 
 
@@ -331,7 +344,8 @@ def _frames(grid, groups, evaluated, progress):
 
 def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v,
                       causal, dtype, phase, dropout_p, window, kv_dtype, page_size, softcap,
-                      gpus, algorithms, overrides, timing, max_memory_bytes, check_memory):
+                      gpus, algorithms, overrides, timing, max_memory_bytes, check_memory,
+                      engine="auto"):
     """``(grid, group dicts, iterator of (group, block, results, reasons))``: every value
     checked (and the result's memory where ``check_memory``) before the iterator is made;
     the iterator evaluates one block of one group per step, in row order."""
@@ -366,7 +380,13 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
                 # vectorised path refuses packing); elsewhere the refusal stands
                 run = (unpacked if unpacked is not None
                        and np.array_equal(block["heads"], block["kv_heads"]) else algo)
-                yield (group, block, *_evaluate(run, gpu, params, scalar, block, why))
+                tokens = _ENGINE.set(engine), _SWEEP_ROWS.set(grid.size * len(plan))
+                try:
+                    evaluated_block = _evaluate(run, gpu, params, scalar, block, why)
+                finally:
+                    _ENGINE.reset(tokens[0])
+                    _SWEEP_ROWS.reset(tokens[1])
+                yield (group, block, *evaluated_block)
 
     return grid, groups, evaluated()
 
@@ -623,6 +643,13 @@ def _evaluate_choices(algo, gpu: GPUSpec | None, params, scalar: dict, block: di
     parts = None if why or gpu is None else _choice_parts(algo, gpu, scalar, block)
     if parts is None:
         return _evaluate_mask(algo, gpu, params, scalar, block, why)
+    if len(parts) == 1:
+        # one structure for the whole block, its choice fixed: the same rows without the
+        # per-element choice (and a configuration perfsim.compiled can trace)
+        try:
+            return _evaluate_mask(parts[0][2], gpu, params, scalar, block, why)
+        except PerfsimError:
+            return _evaluate_mask(algo, gpu, params, scalar, block, why)
     shape = np.broadcast_shapes(*(v.shape for v in block.values()))
     size = int(np.prod(shape))
     flat = {k: np.broadcast_to(v, shape).ravel() for k, v in block.items()}
@@ -678,8 +705,9 @@ def _choice_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):
     (:func:`_split_parts`): the block's elements grouped by the kernel structure
     :func:`perfsim.predict` runs each with — an implementation preset's per-element pick
     (``Implementation.element_keys``: sdpa-cudnn's decode kernel), then the split-KV and
-    packing structure (``split_choices`` of FA2/FA3/FA4). None when one structure serves the
-    whole block (a backward alone, an algorithm without the options, options that fix one
+    packing structure (``split_choices`` of FA2/FA3/FA4). One part when one structure serves
+    the whole block and a configuration fixes its choice; None when one structure serves it
+    and none does (a backward alone, an algorithm without the options, options that fix one
     choice), or when the configuration refuses the block (the evaluation then says why)."""
     from perfsim.implementations import Implementation
 
@@ -707,7 +735,7 @@ def _choice_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):
         else:
             parts.extend((run, index[local], whole if len(groups) == 1 else None)
                          for run, local, whole in chosen)
-    if len(parts) == 1:
+    if len(parts) == 1 and parts[0][2] is None:
         return None
     return parts
 
@@ -783,6 +811,22 @@ def _evaluate_mask(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict,
     return results, reasons
 
 
+#: Sweep evaluation engines (``sweep(engine=...)``).
+ENGINES = ("auto", "numpy", "compiled")
+
+
+def check_engine(engine) -> None:
+    """Raises PerfsimError for an engine not in :data:`ENGINES`, or ``"compiled"`` without
+    numba."""
+    if engine not in ENGINES:
+        raise PerfsimError(f"engine: {engine!r} is not one of {', '.join(ENGINES)}")
+    if engine == "compiled":
+        from perfsim.compiled import available
+        if not available():
+            raise PerfsimError("engine='compiled' needs numba and llvmlite: pip install "
+                               "'perfsim[fast]' (or engine='numpy')")
+
+
 def _check_timing(timing) -> None:
     """``timing`` of a sweep: ``None``, a :class:`TimingParams` or a dict of its fields.
 
@@ -803,11 +847,18 @@ def _params(timing, gpu: GPUSpec, algo) -> TimingParams:
                                 **(timing or {}))
 
 
-def _block_dims(scalar: dict, block: dict) -> algos.Dims:
-    """The array ``Dims`` of one block of one group (what the kernels see)."""
-    worst = float(np.prod([block[k].max() for k in ("batch", "heads", "seqlen_q", "seqlen_k")],
+def _wide(scalar: dict, block: dict):
+    """The integer type of a block's batch and heads: int64, or float64 where a count could
+    overflow int64 (:data:`_INT64_SAFE`)."""
+    worst = float(np.prod([np.max(block[k]) for k in ("batch", "heads", "seqlen_q",
+                                                      "seqlen_k")],
                           dtype=float)) * (scalar["head_dim"] + scalar["head_dim_v"])
-    wide = np.float64 if worst >= _INT64_SAFE else np.int64
+    return np.float64 if worst >= _INT64_SAFE else np.int64
+
+
+def _block_dims(scalar: dict, block: dict, wide=None) -> algos.Dims:
+    """The array ``Dims`` of one block of one group (what the kernels see)."""
+    wide = wide or _wide(scalar, block)
     given_causal, given_window = scalar.get("_given_mask") or (scalar["causal"],
                                                                 tuple(scalar["_window"]))
     return algos.Dims(block["batch"].astype(wide), block["heads"].astype(wide),
@@ -822,10 +873,21 @@ def _block_dims(scalar: dict, block: dict) -> algos.Dims:
 
 
 def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> dict:
-    """``perfsim.predict`` on arrays: the same kernels, timing and aggregation."""
+    """``perfsim.predict`` on arrays: the same kernels, timing and aggregation — compiled
+    (:mod:`perfsim.compiled`) where the sweep's engine allows it and the block's structure
+    compiles, else numpy."""
+    engine = _ENGINE.get()
+    if engine != "numpy":
+        results = _compiled_results(algo, gpu, params, scalar, block, engine)
+        if results is not None:
+            return results
+    return _results(algo, gpu, params, scalar, block, _block_dims(scalar, block))
+
+
+def _results(algo, gpu: GPUSpec, params, scalar: dict, block: dict, dims) -> dict:
+    """:func:`_predict_arrays` with numpy (arrays of ``block``, or traced ones)."""
     given_causal, given_window = scalar.get("_given_mask") or (scalar["causal"],
                                                                 tuple(scalar["_window"]))
-    dims = _block_dims(scalar, block)
     kernels, seconds, unit_seconds, _, bound, clock_hz, power_w = evaluate(algo, dims, gpu,
                                                                            params)
     counts = Counts.total(kernels)
@@ -838,7 +900,170 @@ def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> di
             "clock_hz": clock_hz, "power_w": np.nan if power_w is None else power_w,
             **{f"{u}_seconds": unit_seconds[u] for u in UNITS}, "model_flops": flops,
             **{c: getattr(counts, c) for c in COUNT_COLUMNS},
-            "memory_bytes": memory, "fits_memory": np.asarray(memory) <= gpu.hbm_bytes}
+            "memory_bytes": memory, "fits_memory": asarray(memory) <= gpu.hbm_bytes}
+
+
+#: The sweep's evaluation engine (``sweep(engine=...)``) and its rows (all groups), for
+#: :func:`_compiled_results`.
+_ENGINE: contextvars.ContextVar[str] = contextvars.ContextVar("perfsim_sweep_engine",
+                                                              default="numpy")
+_SWEEP_ROWS: contextvars.ContextVar[int] = contextvars.ContextVar("perfsim_sweep_rows",
+                                                                  default=0)
+#: ``engine="auto"`` leaves sweeps under this many rows to numpy. A process's first compiled
+#: structure costs about 1 s (numba's start-up for the primitives, ~0.6 s, then LLVM), each
+#: new structure 0.3-0.5 s and each traced group ~0.07 s, against ~0.4 s saved per 10⁶
+#: rows (docs/performance.md): below about 4 × 10⁶ rows compiling does not pay.
+AUTO_MIN_ROWS = 1 << 22
+#: Traced structures by (algorithm configuration, GPU, timing, scalar fields, integer type):
+#: the trace (or None: numpy), its programs per binding, and the objects the key's ids
+#: belong to (kept alive, so an id is not reused while its entry exists).
+_PROGRAMS: dict = {}
+_PROGRAMS_MAX = 512
+_TRACE_TRIES = 3
+
+
+def _compiled_results(algo, gpu: GPUSpec, params, scalar: dict, block: dict, engine: str):
+    """:func:`_predict_arrays` through a compiled kernel, or None (numpy then): the structure
+    does not trace, ``engine="auto"`` and the group is small, or a row of this block fails
+    one of the trace's guards."""
+    from perfsim import compiled
+
+    rows = _SWEEP_ROWS.get()
+    if engine == "auto" and (rows < AUTO_MIN_ROWS or not compiled.available()):
+        return None
+    wide = _wide(scalar, block)
+    # the configuration by content: the sweep builds a fixed-choice copy per block
+    key = (type(algo).__name__, repr(algo.model_dump()), id(gpu), id(params),
+           repr(sorted((k, v) for k, v in scalar.items())), np.dtype(wide).str)
+    entry = _PROGRAMS.get(key)
+    shape = np.broadcast_shapes(*(v.shape for v in block.values()))
+    if entry is None or (entry["trace"] is None and entry["tries"] < _TRACE_TRIES
+                         and entry["retry"]):
+        flat = {k: np.broadcast_to(block[k], shape).ravel() for k in ARRAY_FIELDS}
+        tries = 0 if entry is None else entry["tries"]
+        tr, retry = _trace_block(algo, gpu, params, scalar, flat, wide)
+        if len(_PROGRAMS) >= _PROGRAMS_MAX:
+            _PROGRAMS.clear()
+        entry = _PROGRAMS[key] = {"trace": tr, "programs": {}, "tries": tries + 1,
+                                  "retry": retry, "keep": (algo, gpu, params)}
+    if entry["trace"] is None:
+        return None
+    grid = _grid_axes(block)
+    binding = "grid" if grid else "flat"
+    program = entry["programs"].get(binding)
+    if program is None:
+        try:
+            program = compiled.generate(entry["trace"], grid)
+        except compiled.Untraceable:
+            program = False
+        entry["programs"][binding] = program
+    if program is False:
+        return None
+    try:
+        if not program.checked:
+            problem, compared = _check_program(program, algo, gpu, params, scalar, block,
+                                               wide, grid)
+            if problem:
+                compiled.warn_disagree(f"{algo.label()} on {gpu.id}", problem)
+                entry["programs"][binding] = False
+                return None
+            program.checked = compared      # else checked again on the next block
+        results = _run_program(program, block, grid, shape)
+    except Exception as exc:    # noqa: BLE001 - a compiler failure: numpy has the rows
+        compiled.warn_disagree(f"{algo.label()} on {gpu.id}",
+                               f"{type(exc).__name__}: {exc}")
+        entry["programs"][binding] = False
+        return None
+    if results is None:
+        return None
+    return {k: (v.reshape(shape) if isinstance(v, np.ndarray) else v)
+            for k, v in results.items()}
+
+
+#: The axis of each array field in ``_Grid.blocks`` (batch, heads, sequence lengths).
+_AXES = {"batch": 0, "heads": 1, "kv_heads": 1, "seqlen_q": 2, "seqlen_k": 2}
+
+
+def _grid_axes(block: dict) -> dict | None:
+    """:data:`_AXES` where every field of ``block`` varies along its own axis alone (a
+    ``_Grid`` block), else None (a list of rows: evaluated flat)."""
+    for name, axis in _AXES.items():
+        shape = np.shape(block[name])
+        if len(shape) != 3 or any(n != 1 for a, n in enumerate(shape) if a != axis):
+            return None
+    return dict(_AXES)
+
+
+def _run_program(program, block: dict, grid, shape):
+    from perfsim import compiled
+
+    if grid:
+        return compiled.run(program, {k: np.ravel(block[k]) for k in ARRAY_FIELDS},
+                            (shape[0], shape[1], shape[2]))
+    return compiled.run(program, {k: np.broadcast_to(block[k], shape).ravel()
+                                  for k in ARRAY_FIELDS})
+
+
+def _traced_fn(algo, gpu, params, scalar, wide):
+    def fn(t):
+        dims = _block_dims(scalar, t, wide)
+        return _results(algo, gpu, params, scalar, t, dims)
+    return fn
+
+
+def _sample(flat: dict, offset: int) -> dict:
+    n = len(flat["batch"])
+    from perfsim.compiled import SAMPLE_ROWS
+    index = np.unique((np.linspace(0, n - 1, SAMPLE_ROWS) + offset).astype(np.int64) % n)
+    return {k: v[index] for k, v in flat.items()}
+
+
+def _trace_block(algo, gpu, params, scalar, flat: dict, wide):
+    """``(Trace or None, whether another block may trace)`` for a block's structure."""
+    from perfsim import compiled
+
+    try:
+        return compiled.trace(_traced_fn(algo, gpu, params, scalar, wide),
+                              _sample(flat, 0)), False
+    except compiled.Untraceable as exc:
+        # sampled rows that differ on a decision may agree in another block
+        return None, "sampled rows differ" in str(exc)
+    except Exception:           # noqa: BLE001 - numpy evaluates the block and says what
+        return None, False
+
+
+def _check_program(program, algo, gpu, params, scalar, block: dict, wide, grid):
+    """``(what differs or None, whether anything was compared)`` between ``program`` and
+    numpy on parts of the block: two samples of its rows (flat), or a sub-grid of its axes
+    (grid). A part where a guard fails or a row is infeasible is not compared."""
+    from perfsim import compiled
+
+    shape = np.broadcast_shapes(*(v.shape for v in block.values()))
+    if grid:
+        picks = [np.unique(np.linspace(0, n - 1, m).astype(np.int64))
+                 for n, m in zip(shape, (3, 4, 12))]
+        parts = [{k: np.asarray(block[k])[tuple(
+            picks[a] if a == _AXES[k] else slice(None) for a in range(3))]
+            for k in ARRAY_FIELDS}]
+    else:
+        flat = {k: np.broadcast_to(block[k], shape).ravel() for k in ARRAY_FIELDS}
+        parts = [_sample(flat, 0), _sample(flat, 7)]
+    compared = False
+    for part in parts:
+        sub_shape = np.broadcast_shapes(*(v.shape for v in part.values()))
+        with collect_infeasible() as partial:
+            reference = _results(algo, gpu, params, scalar, part,
+                                 _block_dims(scalar, part, wide))
+        got = _run_program(program, part, grid, sub_shape)
+        if got is None or partial:
+            continue                # a guard fails on this part: nothing to compare
+        got = {k: (v.reshape(sub_shape) if isinstance(v, np.ndarray) else v)
+               for k, v in got.items()}
+        problem = compiled.same(got, reference)
+        if problem:
+            return problem, True
+        compared = True
+    return None, compared
 
 
 class _Table:
@@ -866,6 +1091,8 @@ class _Table:
         """``values`` (strings, any shape) as codes of ``categories`` (``{text: code}``,
         extended with the texts it lacks): a string column stored as a categorical's codes."""
         values = np.asarray(values, dtype=object)
+        if not values.any():        # every text empty (most blocks): no string conversion
+            return np.full(values.shape, categories.setdefault("", len(categories)), np.int32)
         unique, inverse = np.unique(values.astype(str), return_inverse=True)
         codes = [categories.setdefault(str(v), len(categories)) for v in unique]
         return np.array(codes, dtype=np.int32)[inverse].reshape(values.shape)

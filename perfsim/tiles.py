@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfsim.frozen import fast_init
-from perfsim.mathops import cdiv, is_symbolic, maximum, minimum
+from perfsim.mathops import asarray, cdiv, elementwise, is_symbolic, maximum, minimum
 
 
 def _floor_sum_scalar(n: int, m: int, a: int, b: int) -> int:
@@ -42,6 +42,7 @@ def _floor_sum_scalar(n: int, m: int, a: int, b: int) -> int:
         n, b, m, a = y_max // m, y_max % m, a, m
 
 
+@elementwise(_floor_sum_scalar)
 def _floor_sum_array(n, m, a, b):
     """Vectorised :func:`_floor_sum_scalar`; every argument broadcast to one shape."""
     n, m, a, b = (np.array(x, dtype=np.int64) for x in np.broadcast_arrays(n, m, a, b))
@@ -258,8 +259,8 @@ def mask_visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool, window=(None
     if (isinstance(seqlen_q, np.ndarray) or isinstance(seqlen_k, np.ndarray)
             or isinstance(rows, np.ndarray)):
         cap = seqlen_q * group if rows is None else rows
-        nq, nk, nr = np.broadcast_arrays(np.asarray(seqlen_q), np.asarray(seqlen_k),
-                                         np.asarray(cap))
+        nq, nk, nr = np.broadcast_arrays(asarray(seqlen_q), asarray(seqlen_k),
+                                         asarray(cap))
         # a sweep block repeats its (N_q, N_k) pairs along the other axes: enumerate each
         # distinct pair (and row cap) once
         pairs, inverse = np.unique(np.stack([nq.ravel(), nk.ravel(), nr.ravel()], axis=1),

@@ -64,7 +64,7 @@ from perfsim.errors import short_repr as _short
 from perfsim.frozen import fast_init
 from perfsim.gpu import BYTES_PER_ELEMENT, CalibratedTiming, GPUSpec
 from perfsim.kernel import UNITS, KernelCost
-from perfsim.mathops import cdiv, maximum, minimum, where
+from perfsim.mathops import asarray, cdiv, maximum, minimum, take, where
 from perfsim.queueing import closed_cycle, unpipelined_time
 from perfsim.software import DEFAULT_SOFTWARE, SoftwareProfile, load_software
 
@@ -415,7 +415,7 @@ def _log2_table(table: tuple) -> tuple:
     if hit is not None and hit[0] is table:
         return hit[1]
     lengths, fractions = zip(*table)
-    arrays = (np.log2(lengths), np.asarray(fractions, dtype=float))
+    arrays = (np.log2(lengths), asarray(fractions, dtype=float))
     if len(_LOG2_TABLES) >= 64:
         _LOG2_TABLES.clear()
     _LOG2_TABLES[id(table)] = (table, arrays)
@@ -1336,9 +1336,9 @@ def _largest_entry(unit_seconds: dict, overlap, totals, pipeline=None, exp_lead=
     group is its stations' units (:func:`_bound_groups`) and names the unit that contributes
     most to the cycle (:func:`_pipeline_unit`)."""
     if _any_array([unit_seconds[u] for u in UNITS]):
-        shape = np.broadcast(*[np.asarray(unit_seconds[u]) for u in UNITS]).shape
-        best = np.zeros(shape, dtype=np.intp)  # index into UNITS (ints: fast for sweeps)
+        shape = np.broadcast(*[asarray(unit_seconds[u]) for u in UNITS]).shape
         best_group = np.argmax(np.stack([np.broadcast_to(t, shape) for t in totals]), axis=0)
+        best = None
         for gi, group in enumerate(overlap):
             if pipeline is not None and gi == len(overlap) - 1:
                 pick = _pipeline_unit(unit_seconds, pipeline, exp_lead, shape)
@@ -1346,9 +1346,10 @@ def _largest_entry(unit_seconds: dict, overlap, totals, pipeline=None, exp_lead=
                 weighted = np.stack([np.broadcast_to(unit_seconds[u] * w, shape)
                                      for u, w in _entries(group)])
                 index = np.array([UNITS.index(u) for u, _ in _entries(group)])
-                pick = index[np.argmax(weighted, axis=0)]
-            best = np.where(best_group == gi, pick, best)
-        return np.array(UNITS)[best]
+                pick = take(index, np.argmax(weighted, axis=0))
+            # index into UNITS (ints: fast for sweeps); every element's group overwrites it
+            best = pick if best is None else np.where(best_group == gi, pick, best)
+        return take(UNITS, best)
     g = max(range(len(overlap)), key=lambda i: totals[i])
     if pipeline is not None and g == len(overlap) - 1:
         return UNITS[int(_pipeline_unit(unit_seconds, pipeline, exp_lead))]
@@ -1388,7 +1389,7 @@ def _pipeline_unit(unit_seconds: dict, pipeline, exp_lead=0.0, shape=None):
         return UNITS.index(max(candidates, key=lambda c: c[1])[0])
     values = np.stack([np.broadcast_to(c, shape) for _, c in candidates])
     index = np.array([UNITS.index(u) for u, _ in candidates])
-    return index[np.argmax(values, axis=0)]
+    return take(index, np.argmax(values, axis=0))
 
 
 def _not(flag):

@@ -26,7 +26,7 @@ from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.frozen import fast_init, replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import ADDITIVE, KernelCost
-from perfsim.mathops import cdiv, fdiv, is_symbolic, maximum, minimum, where
+from perfsim.mathops import cdiv, fdiv, is_symbolic, maximum, minimum, shortcut_all, where
 from perfsim.tiles import mask_visits
 from perfsim.workload import AttentionWorkload
 
@@ -624,16 +624,12 @@ def whole_tile_dims(dims: Dims, block_r, block_c, head_dims=None) -> Dims | None
         return None
     n_q, n_k = cdiv(dims.N_q, block_r) * block_r, cdiv(dims.N_k, block_c) * block_c
     d, d_v = head_dims or (dims.d, dims.d_v)
-    if (_all(n_q == dims.N_q) and _all(n_k == dims.N_k) and d == dims.d
+    # (skips rebuilding an unpadded kernel: the same result)
+    if (shortcut_all(n_q == dims.N_q) and shortcut_all(n_k == dims.N_k) and d == dims.d
             and d_v == dims.d_v):
         return None
     return replace(dims, N_q=n_q, N_k=n_k, d=d, d_v=d_v,
                    unpadded=dims.unpadded or (dims.N_q, dims.N_k, dims.d, dims.d_v))
-
-
-def _all(test) -> bool:
-    """``np.all`` of a comparison: a plain ``bool`` as it is (one call), an array reduced."""
-    return test if type(test) is bool else bool(np.all(test))
 
 
 def varlen_groups(dims: Dims) -> list[Dims]:

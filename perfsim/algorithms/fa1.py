@@ -63,7 +63,7 @@ from perfsim.errors import InfeasibleError
 from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, maximum, minimum
+from perfsim.mathops import asarray, cdiv, maximum, minimum
 from perfsim.tiles import visits
 
 #: ℓ and m per row (FA1 keeps both, in fp32).
@@ -184,7 +184,7 @@ class FA1(Algorithm):
             return self.q_splits or 1
         if isinstance(dims.B * dims.H, np.ndarray) or isinstance(q_tiles, np.ndarray):
             bh, tiles, slots = np.broadcast_arrays(dims.B * dims.H, q_tiles,
-                                                   gpu.sm_count * np.asarray(ctas))
+                                                   gpu.sm_count * asarray(ctas))
             keys, inverse = np.unique(np.stack([bh.ravel(), slots.ravel(), tiles.ravel()],
                                                axis=1), axis=0, return_inverse=True)
             out = np.array([fa1_num_splits(int(a), int(c), int(t)) for a, c, t in keys])

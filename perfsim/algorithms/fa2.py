@@ -85,7 +85,7 @@ from perfsim.errors import InfeasibleError
 from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, maximum, minimum, where
+from perfsim.mathops import asarray, cdiv, maximum, minimum, where
 
 #: Tiles for closed forms (symbolic dims): the A100/H100 head-dim-128 configuration.
 SYMBOLIC_FWD_TILE, SYMBOLIC_BWD_TILE = (128, 64, 4), BwdLaunch(64, 128, 8, (2, 4, 2))
@@ -155,7 +155,7 @@ def sector_split_factor(row_bytes) -> float:
             return 1.0
         aligned = math.ceil(row_bytes / SECTOR_BYTES)
         return (aligned + row_bytes / COPY_BYTES) / 2 * SECTOR_BYTES / row_bytes
-    row_bytes = np.asarray(row_bytes, dtype=float)      # sweeps: element by element
+    row_bytes = asarray(row_bytes, dtype=float)      # sweeps: element by element
     safe = np.where(np.isfinite(row_bytes) & (row_bytes > 0), row_bytes, 1.0)
     split = (np.ceil(safe / SECTOR_BYTES) + safe / COPY_BYTES) / 2 * SECTOR_BYTES / safe
     half = (safe == row_bytes) & (safe % COPY_BYTES == 0) & (safe % SECTOR_BYTES != 0)
@@ -1272,7 +1272,7 @@ class FA2(FusedAttention):
             return dims.causal
         n_q = dims.unpadded[0] if dims.unpadded else dims.N_q
         positions = n_q if dims.group == 1 else cdiv(n_q, dims.group)
-        return not bool(np.all(np.asarray(positions) == 1))
+        return not bool(np.all(asarray(positions) == 1))
 
     def bwd_prefetch(self, dims: Dims) -> int:
         """Operand slices the backward's warps load ahead: none for the compiled kernels of

@@ -80,7 +80,7 @@ from perfsim.errors import InfeasibleError
 from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, is_symbolic
+from perfsim.mathops import asarray, cdiv, is_symbolic
 
 #: MMA tile rows on Blackwell (tcgen05: 128 x N; P4 §2.2).
 MMA_ROWS = 128
@@ -223,7 +223,7 @@ class FA4(Algorithm):
             return self.q_tiles_per_cta
         if np.ndim(rows) > 0:
             # a sweep block whose rows all fit one tile (perfsim.sweep groups them so)
-            return 1 if np.all(np.asarray(rows) <= MMA_ROWS) else self.q_tiles_per_cta
+            return 1 if np.all(asarray(rows) <= MMA_ROWS) else self.q_tiles_per_cta
         return self.q_tiles_per_cta if int(rows) > MMA_ROWS else 1
 
     def emulation(self, dims: Dims, gpu: GPUSpec) -> float:
@@ -320,7 +320,7 @@ class FA4(Algorithm):
         fdims = replace(dims, phase="fwd")
         q_tmem, b_c = self.tmem_tiles(fdims, gpu)
         _, group = choice_arrays(fdims, gpu, 1, self.pack_gqa, "cute", MMA_ROWS * q_tmem, b_c)
-        one_tile = (np.asarray(dims.N_q) * group <= MMA_ROWS) & (self.variant != "sm90")
+        one_tile = (asarray(dims.N_q) * group <= MMA_ROWS) & (self.variant != "sm90")
         q_tiles = np.where(one_tile, 1, min(q_tmem, self.forward_q_tiles(MMA_ROWS + 1)))
         splits, group = choice_arrays(fdims, gpu, self.num_splits, self.pack_gqa, "cute",
                                       MMA_ROWS * q_tiles, b_c)

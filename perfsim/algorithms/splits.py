@@ -266,6 +266,13 @@ def _decide_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: in
     """
     from perfsim.errors import PerfsimError
 
+    if num_splits != "auto" and pack_gqa is False:
+        # the choice is fixed: no packing, ``num_splits`` parts everywhere (what the general
+        # path below finds element by element; this path keeps the rows' values out of the
+        # decision, so a traced evaluation, perfsim.compiled, holds for any rows)
+        if not can_split or dims.bwd and not dims.fwd:
+            return dims
+        return replace(dims, splits=max(int(num_splits), 1))
     splits, group = choice_arrays(dims, gpu, num_splits, pack_gqa, rule, block_m, block_n,
                                   can_split)
     groups = np.unique(group)

@@ -181,6 +181,12 @@ def register_sweep(subparsers) -> None:
     p.add_argument("--clock", default="sustained",
                    help="SM clock: sustained (the power model), boost, datasheet, or a clock "
                    "lock in MHz (as perfsim predict --clock)")
+    # perfsim.sweep.ENGINES (not imported here: building the parser loads no numpy)
+    p.add_argument("--engine", choices=("auto", "numpy", "compiled"), default="auto",
+                   help="how the rows are evaluated: numpy arrays, or kernels compiled from "
+                   "the same model code (perfsim.compiled; needs perfsim[fast]); auto "
+                   "compiles sweeps of at least 2^22 rows when it can (default: auto; the "
+                   "rows are the same)")
     p.set_defaults(func=_cmd_sweep)
 
 
@@ -194,7 +200,7 @@ def _dask_arg(text: str) -> str:
 
 def _cmd_sweep(args) -> int:
 
-    from perfsim.sweep import sweep
+    from perfsim.sweep import check_engine, sweep
 
     kwargs = load_sweep_config(args.config)
     timing = {"host_floor_fwd_s": 0.0, "host_floor_bwd_s": 0.0} if args.kernel_only else {}
@@ -202,6 +208,7 @@ def _cmd_sweep(args) -> int:
         timing["clock"] = _clock_arg(args.clock)
     if timing:
         kwargs["timing"] = timing
+    check_engine(args.engine)
     if args.dask and args.stream:
         raise PerfsimError("--stream goes without --dask: the Dask path writes its partitions "
                            "to --out DIR as they finish already")
@@ -220,7 +227,7 @@ def _cmd_sweep(args) -> int:
         return _cmd_stream_sweep(args, kwargs)
     start = time.perf_counter()
     with _progress_bars(args) as track:
-        df = sweep(**kwargs, progress=track("sweep"))
+        df = sweep(**kwargs, progress=track("sweep"), engine=args.engine)
         seconds = time.perf_counter() - start
         written = time.perf_counter()
         if args.out:
@@ -280,7 +287,8 @@ def _cmd_stream_sweep(args, kwargs) -> int:
     start = time.perf_counter()
     summary = _StreamSummary()
     with _progress_bars(args) as track:
-        frames = sweep_frames(**kwargs, progress=track("sweep", count_rows(**kwargs)))
+        frames = sweep_frames(**kwargs, progress=track("sweep", count_rows(**kwargs)),
+                              engine=args.engine)
         write_frames(summary.watch(frames), args.out)
     if not args.quiet:
         summary.print(time.perf_counter() - start)
@@ -416,7 +424,8 @@ def _cmd_dask_sweep(args, kwargs) -> int:
     check_output_folder(args.out, "--out")      # before the work, as a file --out is checked
     start = time.perf_counter()
     with _progress_bars(args) as track:
-        out = dask_sweep(kwargs, args.out, args.dask, args.workers, size, track("partitions"))
+        out = dask_sweep(kwargs, args.out, args.dask, args.workers, size, track("partitions"),
+                         engine=args.engine)
     if not args.quiet:
         from perfsim.distributed import MANIFEST
         manifest = json.loads((out / MANIFEST).read_text())

@@ -1,0 +1,308 @@
+"""perfsim.compiled: traced numpy code compiled to native loops gives numpy's results.
+
+Three layers: each operation the emitter knows against numpy on edge values (negative and
+zero divisors, NaN, infinities, ties); what a trace refuses or guards; and whole sweeps of
+every algorithm and preset, ``engine="compiled"`` against ``engine="numpy"``, with a check
+that the compiled path ran (``perfsim.compiled.STATS``)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("llvmlite")
+pytest.importorskip("numba")
+
+import perfsim  # noqa: E402
+from perfsim import compiled  # noqa: E402
+from perfsim.errors import PerfsimError  # noqa: E402
+from perfsim.implementations import implementations  # noqa: E402
+from perfsim.mathops import shortcut_all, take  # noqa: E402
+
+INTS = np.array([-7, -3, -1, 0, 1, 2, 3, 7, 10, 2**40, -(2**40)], dtype=np.int64)
+FLOATS = np.array([-7.5, -3.0, -1.0, -0.0, 0.0, 0.25, 1.0, 2.5, 7.0, 1e300, -1e-300,
+                   np.inf, -np.inf, np.nan])
+
+
+def _compile(fn, inputs: dict):
+    """``fn``'s trace on ``inputs``, compiled, run on the same inputs."""
+    tr = compiled.trace(fn, inputs)
+    return compiled.run(compiled.generate(tr), inputs)
+
+
+def _pairs(values):
+    a, b = np.meshgrid(values, values, indexing="ij")
+    return {"a": a.ravel().copy(), "b": b.ravel().copy()}
+
+
+def _same_bits(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape
+    if want.dtype.kind == "f":
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        ok = np.isnan(want) | (got == want)
+        # -0.0 and 0.0 compare equal: check the sign of zeros too
+        ok &= np.signbit(got) == np.signbit(want)
+        assert ok.all(), (got[~ok], want[~ok])
+    else:
+        assert np.array_equal(got.astype(want.dtype), want)
+
+
+BINARY = ["add", "subtract", "multiply", "true_divide", "floor_divide", "remainder",
+          "maximum", "minimum", "fmax", "fmin", "greater", "greater_equal", "less",
+          "less_equal", "equal", "not_equal", "power"]
+
+
+@pytest.mark.parametrize("name", BINARY)
+@pytest.mark.parametrize("values", [INTS, FLOATS], ids=["int64", "float64"])
+def test_binary_ufuncs_match_numpy(name, values):
+    if name == "power" and values.dtype.kind == "i":
+        pytest.skip("integer power: the emitter refuses it (numpy evaluates those rows)")
+    ufunc = getattr(np, name)
+    inputs = _pairs(values)
+    with np.errstate(all="ignore"):
+        want = ufunc(inputs["a"], inputs["b"])
+        got = _compile(lambda t: {"out": ufunc(t["a"], t["b"])}, inputs)["out"]
+    if name == "power":         # libm pow through LLVM: numpy's loop may differ in a last bit
+        assert compiled.same({"out": got}, {"out": want}) is None
+    else:
+        _same_bits(got, want)
+
+
+def test_integer_power_is_refused():
+    inputs = _pairs(np.array([1, 2, 3], dtype=np.int64))
+    tr = compiled.trace(lambda t: {"out": t["a"] ** t["b"]}, inputs)
+    with pytest.raises(compiled.Untraceable, match="power on integers"):
+        compiled.generate(tr)
+
+
+@pytest.mark.parametrize("name", ["ceil", "floor", "sqrt", "log2", "exp", "negative",
+                                  "absolute", "isnan", "isinf", "isfinite", "trunc"])
+def test_unary_ufuncs_match_numpy(name):
+    ufunc = getattr(np, name)
+    inputs = {"a": FLOATS.copy()}
+    with np.errstate(all="ignore"):
+        want = ufunc(inputs["a"])
+        got = _compile(lambda t: {"out": ufunc(t["a"])}, inputs)["out"]
+    assert compiled.same({"out": got}, {"out": want}) is None
+
+
+def test_mixed_dtypes_casts_where_and_logic():
+    inputs = {"n": INTS.copy(), "x": FLOATS[:len(INTS)].copy()}
+
+    def fn(t):
+        n, x = t["n"], t["x"]
+        big = n > 2
+        return {"mixed": n * 0.5 + x, "cast": (n // 3).astype(float),
+                "pick": np.where(big & ~(x < 0), n, x), "clip": np.clip(n, 0, 5),
+                "int_where": np.where(big, n, 0), "bool_out": np.logical_or(big, x > 1)}
+
+    with np.errstate(all="ignore"):
+        want = fn(inputs)
+        got = _compile(fn, inputs)
+    for key in want:
+        _same_bits(got[key], want[key])
+
+
+def test_argmax_of_a_stack_takes_the_first_maximum_and_nan():
+    inputs = {"a": np.array([1.0, 5.0, np.nan, 2.0, 2.0]),
+              "b": np.array([3.0, 5.0, 1.0, np.nan, 2.0]),
+              "c": np.array([2.0, 1.0, 9.0, 9.0, 2.0])}
+
+    def fn(t):
+        return {"i": np.argmax(np.stack([t["a"], t["b"], t["c"]]), axis=0)}
+
+    _same_bits(_compile(fn, inputs)["i"], fn(inputs)["i"])
+
+
+def test_tables_labels_and_interp():
+    inputs = {"k": np.array([0, 2, 1, 2, 0], dtype=np.int64),
+              "x": np.array([-1.0, 0.0, 0.5, 3.0, 9.0])}
+    names = ("hbm", "tensor", "mufu")
+
+    def fn(t):
+        return {"value": take([1.5, 2.5, 4.0], t["k"]), "label": take(names, t["k"]),
+                "is_tensor": take(names, t["k"]) == "tensor",
+                "curve": np.interp(t["x"], [0.0, 1.0, 3.0], [10.0, 20.0, 5.0]),
+                "right": np.interp(t["x"], [0.0, 1.0], [0.0, 2.0], right=7.0)}
+
+    got, want = _compile(fn, inputs), fn(inputs)
+    for key in want:
+        if key == "label":
+            assert list(got[key]) == list(want[key])
+        else:
+            _same_bits(got[key], want[key])
+
+
+def test_floor_sum_primitive_calls_its_scalar_twin():
+    from perfsim.tiles import _floor_sum_array
+    inputs = {"n": np.array([0, 1, 5, 100, 7], dtype=np.int64),
+              "a": np.array([3, 0, 7, 13, 2], dtype=np.int64)}
+
+    def fn(t):
+        return {"s": _floor_sum_array(t["n"], 5, t["a"], 2)}
+
+    _same_bits(_compile(fn, inputs)["s"], fn(inputs)["s"])
+
+
+def test_guards_send_disagreeing_blocks_back():
+    """A decision on row values holds for the rows the trace saw; a block where it fails is
+    refused (None), not evaluated on the wrong branch."""
+    def fn(t):
+        n = t["n"]
+        return {"out": n * 2 if (n > 0).all() else n * 3}
+
+    tr = compiled.trace(fn, {"n": np.array([1, 2, 3], dtype=np.int64)})
+    program = compiled.generate(tr)
+    assert list(compiled.run(program, {"n": np.array([4, 5], dtype=np.int64)})["out"]) == [8, 10]
+    assert compiled.run(program, {"n": np.array([4, -5], dtype=np.int64)}) is None
+
+
+def test_a_decision_the_sampled_rows_disagree_on_is_untraceable():
+    with pytest.raises(compiled.Untraceable, match="sampled rows differ"):
+        compiled.trace(lambda t: {"out": t["n"] if (t["n"] > 1).any() else t["n"]},
+                       {"n": np.array([1, 2, 3], dtype=np.int64)})
+
+
+@pytest.mark.parametrize("fn, what", [
+    (lambda t: {"out": t["n"] + np.array([1, 2, 3])}, "did not record"),
+    (lambda t: {"out": t["n"].max()}, "max()"),
+    (lambda t: {"out": t["n"][1:]}, "indexing"),
+    (lambda t: {"out": np.asarray(t["n"]) + 0}, "numpy.asarray of a traced array"),
+    (lambda t: {"out": t["n"] * int(np.asarray(t["n"]).sum())}, "numpy.asarray"),
+    (lambda t: {"out": np.unique(t["n"])}, "numpy.unique"),
+    (lambda t: {"out": np.add.reduce(t["n"])}, "reduce"),
+])
+def test_what_a_trace_refuses(fn, what):
+    with pytest.raises(compiled.Untraceable, match=what.replace("(", r"\(").replace(")", r"\)")):
+        compiled.trace(fn, {"n": np.array([1, 2, 3], dtype=np.int64)})
+
+
+def test_shortcuts_take_the_general_path_when_traced():
+    seen = []
+
+    def fn(t):
+        seen.append(shortcut_all(t["n"] > 0))
+        return {"out": t["n"] + 1}
+
+    compiled.trace(fn, {"n": np.array([1, 2, 3], dtype=np.int64)})
+    assert seen == [False]
+    assert shortcut_all(np.array([1, 2]) > 0) is True
+
+
+def test_the_ir_holds_no_constant_values():
+    """Two GPUs' numbers, one structure: one IR (compiled once), two constant vectors."""
+    def fn_of(rate):
+        return lambda t: {"out": t["n"] * rate + 3.0}
+
+    n = {"n": np.array([1, 2, 3], dtype=np.int64)}
+    first = compiled.generate(compiled.trace(fn_of(2.0), n))
+    second = compiled.generate(compiled.trace(fn_of(5.0), n))
+    assert first.key == second.key
+    assert list(compiled.run(second, n)["out"]) == [8.0, 13.0, 18.0]
+
+
+# --------------------------------------------------------------------------- sweeps
+
+
+def _frames_equal(a, b):
+    assert list(a.columns) == list(b.columns)
+    assert len(a) == len(b)
+    for column in a.columns:
+        x, y = a[column], b[column]
+        if x.dtype.kind == "f":
+            xs, ys = x.to_numpy(), y.to_numpy()
+            assert np.array_equal(np.isnan(xs), np.isnan(ys)), column
+            scale = np.maximum(np.abs(xs), np.finfo(float).tiny)
+            diff = np.where(np.isnan(xs), 0.0, np.abs(xs - ys) / scale)
+            assert diff.max(initial=0.0) <= 1e-12, (column, diff.max())
+        else:
+            assert x.equals(y), column
+
+
+GRID = dict(batch=[1, 3, 8], heads=[8, 32], seqlen_q=[128, 1000, 4096, 8192],
+            head_dim=[64, 128], causal=[False, True])
+ALGORITHMS = ["standard", "fa1", "fa2", "fa3", "fa4", *implementations()]
+
+
+#: In the fast set; the rest of the algorithm x phase matrix is marked slow.
+FAST_CASES = {("fa2", "fwd"), ("fa3", "fwd_bwd"), ("eager", "fwd"), ("flash-attn-cute", "fwd"),
+              ("fa4", "bwd"), ("sdpa-cudnn", "fwd")}
+
+
+@pytest.mark.parametrize("algorithm, phase", [
+    pytest.param(a, p, marks=() if (a, p) in FAST_CASES else pytest.mark.slow)
+    for a in ALGORITHMS for p in ("fwd", "bwd", "fwd_bwd")])
+def test_compiled_sweep_rows_equal_numpy(algorithm, phase):
+    gpu = "b200" if algorithm == "fa4" else "h100-sxm5"
+    kwargs = dict(GRID, gpus=gpu, algorithms=algorithm, phase=phase)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)   # a disagreeing kernel fails here
+        _frames_equal(perfsim.sweep(**kwargs, engine="compiled"),
+                      perfsim.sweep(**kwargs, engine="numpy"))
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(batch=[1, 4], heads=[32], kv_heads=[4], seqlen_q=[1], seqlen_k=[4096, 65536],
+         head_dim=128, algorithms=["fa2", "fa3", "sdpa-cudnn", "flash-attn-cute"],
+         gpus=["h100-sxm5", "h200-sxm"]),
+    dict(batch=[2], heads=[16], seqlen_q=[2048, 8192], head_dim=[128], causal=[True],
+         window=[(256, 0), (1024, 1024)], algorithms=["fa2", "fa3"], gpus="h100-sxm5"),
+    dict(batch=[1, 2], heads=[8], seqlen_q=[4096], head_dim=[64, 256], dtype=["fp16"],
+         dropout_p=[0.0, 0.1], softcap=[0.0, 30.0], algorithms=["fa2"],
+         gpus=["a100-sxm4-80gb", "rtx-4090"]),
+    dict(batch=[1, 2, 4], heads=[16], seqlen_q=[1024, 16384], head_dim=[128],
+         algorithms=["fa2", "fa3"], gpus="h100-sxm5",
+         overrides={"hbm_bandwidth_bytes_per_s": {"scale": [0.5, 2.0]},
+                    "sm_count": [66, 132]}),
+    dict(batch=[1, 8], heads=[8, 64], seqlen_q=[4096], head_dim=[128], phase="fwd_bwd",
+         algorithms=["fa2", "fa3"], gpus="h100-sxm5", timing={"clock": "boost"}),
+], ids=["gqa-decode", "window", "dtype-dropout-softcap", "what-ifs", "boost-clock"])
+def test_compiled_sweep_rows_equal_numpy_beyond_dense(kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        _frames_equal(perfsim.sweep(**kwargs, engine="compiled"),
+                      perfsim.sweep(**kwargs, engine="numpy"))
+
+
+def test_the_compiled_path_runs_and_frames_stream_alike():
+    before = compiled.STATS["rows"]
+    kwargs = dict(batch=list(range(1, 9)), heads=[16, 32], seqlen_q=[512, 2048, 8192],
+                  head_dim=128, causal=True, gpus="h100-sxm5", algorithms="fa2")
+    rows = perfsim.sweep(**kwargs, engine="compiled")
+    assert compiled.STATS["rows"] - before >= len(rows) // 2
+    import pandas as pd
+    streamed = pd.concat(list(perfsim.sweep_frames(**kwargs, engine="compiled")),
+                         ignore_index=True)
+    for column in ("seconds", "clock_hz", "hbm_bytes"):
+        assert np.array_equal(streamed[column].to_numpy(), rows[column].to_numpy())
+
+
+def test_a_disagreeing_kernel_is_dropped_with_a_warning(monkeypatch):
+    import importlib
+
+    from perfsim import sweep as sweep_module  # noqa: F401 - the module, for its caches
+    module = importlib.import_module("perfsim.sweep")
+    monkeypatch.setattr(module, "_PROGRAMS", {})
+    monkeypatch.setattr(compiled, "same", lambda got, ref, rtol=0: "seconds: made up")
+    kwargs = dict(batch=[1, 2], heads=[8], seqlen_q=[256, 1024], head_dim=64,
+                  gpus="h100-sxm5", algorithms="fa2")
+    with pytest.warns(RuntimeWarning, match="disagrees with numpy"):
+        rows = perfsim.sweep(**kwargs, engine="compiled")
+    _frames_equal(rows, perfsim.sweep(**kwargs, engine="numpy"))
+
+
+def test_engine_is_checked():
+    with pytest.raises(PerfsimError, match="engine: 'fast' is not one of auto, numpy, compiled"):
+        perfsim.sweep(batch=1, heads=1, seqlen_q=128, head_dim=64, engine="fast")
+
+
+def test_the_cli_names_the_same_engines():
+    from perfsim.cli import build_parser
+    from perfsim.sweep import ENGINES
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices["sweep"]
+    engine = next(a for a in sub._actions if a.dest == "engine")
+    assert tuple(engine.choices) == ENGINES
