@@ -1122,10 +1122,21 @@ def kernel_of(program: Program):
 
 def threads() -> int:
     """Threads a compiled block runs on: ``PERFSIM_THREADS``, else the CPUs this process may
-    use."""
-    given = os.environ.get("PERFSIM_THREADS")
+    use.
+
+    Raises:
+        perfsim.PerfsimError: ``PERFSIM_THREADS`` set to anything but a whole number >= 1."""
+    given = os.environ.get("PERFSIM_THREADS", "").strip()
     if given:
-        return max(1, int(given))
+        try:
+            count = int(given)
+        except ValueError:
+            count = 0
+        if count < 1:
+            from perfsim.errors import PerfsimError
+            raise PerfsimError(f"PERFSIM_THREADS={given!r}: give a whole number of threads, "
+                               "at least 1 (unset: the CPUs this process may use)")
+        return count
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:                # not Linux
@@ -1228,7 +1239,15 @@ def same(compiled: dict, reference: dict, rtol: float = CHECK_RTOL) -> str | Non
 
 
 def warn_disagree(what: str, detail: str) -> None:
-    """A ``RuntimeWarning`` that ``what``'s compiled kernel is not used, and why."""
+    """A ``RuntimeWarning`` that ``what``'s compiled kernel disagrees with numpy and is not
+    used."""
     warnings.warn(f"perfsim.compiled: the compiled kernel of {what} disagrees with numpy "
                   f"({detail}); its rows are evaluated with numpy. Please report this.",
                   RuntimeWarning, stacklevel=3)
+
+
+def warn_failed(what: str, exc: BaseException) -> None:
+    """A ``RuntimeWarning`` that ``what``'s kernel could not be built or run, and why."""
+    warnings.warn(f"perfsim.compiled: the compiled kernel of {what} failed "
+                  f"({type(exc).__name__}: {exc}); its rows are evaluated with numpy. "
+                  "Please report this.", RuntimeWarning, stacklevel=3)

@@ -816,15 +816,18 @@ ENGINES = ("auto", "numpy", "compiled")
 
 
 def check_engine(engine) -> None:
-    """Raises PerfsimError for an engine not in :data:`ENGINES`, or ``"compiled"`` without
-    numba."""
+    """Raises PerfsimError for an engine not in :data:`ENGINES`, ``"compiled"`` without
+    numba and llvmlite, or a bad ``PERFSIM_THREADS`` (:func:`perfsim.compiled.threads`)."""
     if engine not in ENGINES:
         raise PerfsimError(f"engine: {engine!r} is not one of {', '.join(ENGINES)}")
-    if engine == "compiled":
-        from perfsim.compiled import available
-        if not available():
-            raise PerfsimError("engine='compiled' needs numba and llvmlite: pip install "
-                               "'perfsim[fast]' (or engine='numpy')")
+    if engine == "numpy":
+        return
+    from perfsim.compiled import available, threads
+    if available():
+        threads()                           # a bad PERFSIM_THREADS, before any work
+    elif engine == "compiled":
+        raise PerfsimError("engine='compiled' needs numba and llvmlite: pip install "
+                           "'perfsim[fast]' (or engine='numpy')")
 
 
 def _check_timing(timing) -> None:
@@ -969,9 +972,10 @@ def _compiled_results(algo, gpu: GPUSpec, params, scalar: dict, block: dict, eng
                 return None
             program.checked = compared      # else checked again on the next block
         results = _run_program(program, block, grid, shape)
+    except PerfsimError:
+        raise
     except Exception as exc:    # noqa: BLE001 - a compiler failure: numpy has the rows
-        compiled.warn_disagree(f"{algo.label()} on {gpu.id}",
-                               f"{type(exc).__name__}: {exc}")
+        compiled.warn_failed(f"{algo.label()} on {gpu.id}", exc)
         entry["programs"][binding] = False
         return None
     if results is None:

@@ -306,3 +306,13 @@ def test_the_cli_names_the_same_engines():
     sub = next(a for a in parser._actions if a.dest == "command").choices["sweep"]
     engine = next(a for a in sub._actions if a.dest == "engine")
     assert tuple(engine.choices) == ENGINES
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5"])
+def test_a_bad_thread_count_is_refused_before_any_work(monkeypatch, value):
+    monkeypatch.setenv("PERFSIM_THREADS", value)
+    with pytest.raises(PerfsimError, match="PERFSIM_THREADS"):
+        perfsim.sweep(batch=1, heads=1, seqlen_q=128, head_dim=64, gpus="h100-sxm5",
+                      algorithms="fa2", engine="compiled")
+    monkeypatch.setenv("PERFSIM_THREADS", "1")
+    assert compiled.threads() == 1
