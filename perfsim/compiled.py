@@ -41,8 +41,9 @@ maximum (NaN first), ``interp`` is numpy's ``arr_interp``. A primitive calls its
 twin compiled by numba (``numba.cfunc``).
 
 numba's own front end was tried first: it took 8-200 s to compile one structure of
-~1 200 statements on the 2-core development machine; LLVM from IR takes 20-100 ms, so
-kernels are compiled per process and not cached on disk.
+~1 200 statements on the 2-core development machine; LLVM from IR takes 0.2-0.5 s per
+structure (plus ~0.6 s once per process for numba's primitives), so kernels are compiled per
+process and not cached on disk.
 
 **Checks.** A new kernel is compared with numpy on parts of the first block it runs on (a
 sub-grid of its axes, or two samples of its rows; relative 1e-12, exact for integers and
@@ -59,11 +60,13 @@ records is one the emitter must know, with numpy's semantics — and none is use
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
 import importlib.util
 import math
 import os
+import re
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -94,6 +97,9 @@ class Const:
         return f"Const({self.value!r})"
 
 
+_TRACED_DTYPES = frozenset({np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.bool_)})
+
+
 class Graph:
     """Recorded nodes ``(op, operands, dtype)`` in execution order (an operand is a node
     index or a :class:`Const`) and guards ``(node, value)``: every row must give ``value``."""
@@ -103,8 +109,17 @@ class Graph:
         self.guards: list[tuple[int, object]] = []
 
     def add(self, op: tuple, operands, dtype) -> int:
-        """Record a node; returns its index."""
-        self.nodes.append((op, tuple(operands), np.dtype(dtype)))
+        """Record a node; returns its index.
+
+        Raises:
+            Untraceable: a value of a dtype other than int64, float64, bool or a label
+                string (the kernels compute in those three; numpy's narrower types wrap
+                and round differently)."""
+        dtype = np.dtype(dtype)
+        if dtype not in _TRACED_DTYPES and dtype.kind != "U":
+            raise Untraceable(f"a value of dtype {dtype} (the compiled engine computes in "
+                              "int64, float64 and bool)")
+        self.nodes.append((op, tuple(operands), dtype))
         return len(self.nodes) - 1
 
 
@@ -296,9 +311,12 @@ class TracedArray(np.ndarray):
         (``perfsim.mathops.elementwise``)."""
         operands, values = zip(*(_operand(x) for x in args))
         result = np.asarray(array_fn(*values))
-        _PRIMITIVES[scalar_fn.__name__] = scalar_fn
-        return _wrap(result, _graph().add(("call", scalar_fn.__name__), operands,
-                                          result.dtype))
+        # by module and qualified name: two twins of one name stay apart (the LLVM symbol)
+        name = re.sub(r"\W", "_", f"{scalar_fn.__module__}.{scalar_fn.__qualname__}")
+        known = _PRIMITIVES.setdefault(name, scalar_fn)
+        if known is not scalar_fn:
+            raise Untraceable(f"two scalar twins named {name}")
+        return _wrap(result, _graph().add(("call", name), operands, result.dtype))
 
 
 def _label_compare(ufunc, inputs):
@@ -514,6 +532,7 @@ _UNARY_FLOAT = {"ceil": "llvm.ceil", "floor": "llvm.floor", "trunc": "llvm.trunc
                 "rint": "llvm.rint", "sqrt": "llvm.sqrt", "exp": "llvm.exp",
                 "exp2": "llvm.exp2", "log": "llvm.log", "log2": "llvm.log2",
                 "log10": "llvm.log10"}
+_ROUNDING = frozenset({"ceil", "floor", "trunc", "rint"})
 _COMPARE = {"greater": ">", "greater_equal": ">=", "less": "<", "less_equal": "<=",
             "equal": "==", "not_equal": "!="}
 #: ufuncs a trace records: those :func:`generate` emits.
@@ -939,6 +958,10 @@ def _emit_ufunc(b, ir, name, ops, kind, convert, intrinsic, isnan, types):
         inf = ir.Constant(f64, float("inf"))
         return (b.fcmp_ordered("==", size, inf) if name == "isinf"
                 else b.fcmp_ordered("<", size, inf))
+    if name in _ROUNDING and ops[0][1] != "f":
+        # numpy >= 2.3 rounds an integer or boolean to itself (its own dtype); before, to
+        # float64: either way the value, in the result's kind
+        return convert(*ops[0], kind)
     if name in _UNARY_FLOAT:
         return intrinsic(_UNARY_FLOAT[name], convert(*ops[0], "f"))
     xs = [convert(v, k, kind) for v, k in ops]
@@ -1110,10 +1133,12 @@ def _target_machine():
 
 def _primitive_address(name: str, arity: int) -> int:
     """Address of the scalar twin ``name`` compiled by numba as a C function of int64s."""
-    import numba
-    fn = _PRIMITIVES[name]
-    cfunc = numba.cfunc(numba.int64(*([numba.int64] * arity)), cache=True)(fn)
-    _PRIMITIVE_FUNCS[name] = cfunc           # kept alive: the JIT calls its address
+    cfunc = _PRIMITIVE_FUNCS.get((name, arity))
+    if cfunc is None:
+        import numba
+        cfunc = numba.cfunc(numba.int64(*([numba.int64] * arity)),
+                            cache=True)(_PRIMITIVES[name])
+        _PRIMITIVE_FUNCS[name, arity] = cfunc    # kept alive: the JIT calls its address
     return cfunc.address
 
 
@@ -1122,7 +1147,7 @@ _PRIMITIVE_FUNCS: dict = {}
 
 def kernel_of(program: Program):
     """The compiled kernel of ``program`` (a ctypes function; compiled once per process,
-    ~10-100 ms)."""
+    0.2-0.5 s on the development machine)."""
     import ctypes
 
     with _COMPILE_LOCK:
@@ -1151,8 +1176,9 @@ def kernel_of(program: Program):
 
 
 def threads() -> int:
-    """Threads a compiled block runs on: ``PERFSIM_THREADS``, else the CPUs this process may
-    use.
+    """Threads a compiled block may run on: ``PERFSIM_THREADS``, else the CPUs this process
+    may use. :func:`run` uses at most one per 8192 rows of the block (a sweep's blocks of
+    32 Ki rows: at most 4) and one per sequence length of the block.
 
     Raises:
         perfsim.PerfsimError: ``PERFSIM_THREADS`` set to anything but a whole number >= 1."""
@@ -1216,14 +1242,23 @@ def run(program: Program, inputs: dict, shape: tuple | None = None) -> dict | No
     keep = [*arrays, floats, ints, *outs, ok]
     pointers = (ctypes.c_void_p * len(keep))(*(a.ctypes.data for a in keep))
     workers = min(threads(), n2, max(1, n // _PARALLEL_ROWS))
-    if workers == 1:
+    if n == 0:
+        pass                                # an empty block: empty columns, no call
+    elif workers == 1:
         fn(pointers, 0, n2, n0, n1, n2)
     else:
         if _POOL is None or _POOL._max_workers < workers:
             _POOL = ThreadPoolExecutor(workers, thread_name_prefix="perfsim-compiled")
         cuts = np.linspace(0, n2, workers + 1).astype(np.int64)
-        list(_POOL.map(lambda i: fn(pointers, int(cuts[i]), int(cuts[i + 1]), n0, n1, n2),
-                       range(workers)))
+        futures = [_POOL.submit(fn, pointers, int(cuts[i]), int(cuts[i + 1]), n0, n1, n2)
+                   for i in range(workers)]
+        try:
+            for future in futures:
+                future.result()
+        finally:
+            # an interrupt (Ctrl-C) lands here while threads still write into ``keep``'s
+            # arrays: wait for them before the arrays can be freed
+            concurrent.futures.wait(futures)
     if not ok[0]:
         STATS["guard_failures"] += 1
         return None

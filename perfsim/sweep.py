@@ -213,13 +213,14 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
         progress: called as ``progress(rows_done, rows_total)`` after each block.
         max_memory_bytes: refuse a sweep whose result needs more (about
             :data:`BYTES_PER_ROW` per row); default: half the memory available now.
-        engine: how rows are evaluated (:data:`ENGINES`; the rows are the same):
+        engine: how rows are evaluated (:data:`ENGINES`; the rows agree to 1e-12 relative):
             ``"numpy"`` — the model's code on numpy arrays; ``"compiled"`` — that code
             traced once per kernel structure and compiled to a native loop
             (:mod:`perfsim.compiled`, needs ``perfsim[fast]``; structures it cannot trace,
             and blocks a trace's guard refuses, run on numpy); ``"auto"`` (default) —
-            compiled for sweeps of at least :data:`AUTO_MIN_ROWS` rows when numba and
-            llvmlite are installed, else numpy.
+            compiled for sweeps of at least :data:`AUTO_MIN_ROWS` rows whose groups have at
+            least :data:`AUTO_MIN_GROUP_ROWS` rows each, when numba and llvmlite are
+            installed, else numpy.
 
     Returns:
         DataFrame with the workload columns, ``gpu`` (base catalog id), ``algorithm`` (label),
@@ -380,12 +381,14 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
                 # vectorised path refuses packing); elsewhere the refusal stands
                 run = (unpacked if unpacked is not None
                        and np.array_equal(block["heads"], block["kv_heads"]) else algo)
-                tokens = _ENGINE.set(engine), _SWEEP_ROWS.set(grid.size * len(plan))
+                tokens = (_ENGINE.set(engine), _SWEEP_ROWS.set(grid.size * len(plan)),
+                          _GROUP_ROWS.set(grid.size))
                 try:
                     evaluated_block = _evaluate(run, gpu, params, scalar, block, why)
                 finally:
                     _ENGINE.reset(tokens[0])
                     _SWEEP_ROWS.reset(tokens[1])
+                    _GROUP_ROWS.reset(tokens[2])
                 yield (group, block, *evaluated_block)
 
     return grid, groups, evaluated()
@@ -816,18 +819,19 @@ ENGINES = ("auto", "numpy", "compiled")
 
 
 def check_engine(engine) -> None:
-    """Raises PerfsimError for an engine not in :data:`ENGINES`, ``"compiled"`` without
-    numba and llvmlite, or a bad ``PERFSIM_THREADS`` (:func:`perfsim.compiled.threads`)."""
+    """Raises PerfsimError for an engine not in :data:`ENGINES`, or ``"compiled"`` without
+    numba and llvmlite or with a bad ``PERFSIM_THREADS`` (:func:`perfsim.compiled.threads`;
+    under ``"auto"`` that error comes when a sweep first compiles)."""
     if engine not in ENGINES:
         raise PerfsimError(f"engine: {engine!r} is not one of {', '.join(ENGINES)}")
-    if engine == "numpy":
-        return
+    if engine != "compiled":
+        return          # auto: PERFSIM_THREADS is read (and refused) only if it compiles
     from perfsim.compiled import available, threads
-    if available():
-        threads()                           # a bad PERFSIM_THREADS, before any work
-    elif engine == "compiled":
-        raise PerfsimError("engine='compiled' needs numba and llvmlite: pip install "
-                           "'perfsim[fast]' (or engine='numpy')")
+    if not available():
+        raise PerfsimError("the compiled engine needs numba and llvmlite: pip install "
+                           "'perfsim[fast]', or use the numpy engine (engine='numpy'; "
+                           "on the command line --engine numpy)")
+    threads()                               # a bad PERFSIM_THREADS, before any work
 
 
 def _check_timing(timing) -> None:
@@ -912,11 +916,17 @@ _ENGINE: contextvars.ContextVar[str] = contextvars.ContextVar("perfsim_sweep_eng
                                                               default="numpy")
 _SWEEP_ROWS: contextvars.ContextVar[int] = contextvars.ContextVar("perfsim_sweep_rows",
                                                                   default=0)
+_GROUP_ROWS: contextvars.ContextVar[int] = contextvars.ContextVar("perfsim_group_rows",
+                                                                  default=0)
 #: ``engine="auto"`` leaves sweeps under this many rows to numpy. A process's first compiled
 #: structure costs about 1 s (numba's start-up for the primitives, ~0.6 s, then LLVM), each
-#: new structure 0.3-0.5 s and each traced group ~0.07 s, against ~0.4 s saved per 10⁶
-#: rows (docs/performance.md): below about 4 × 10⁶ rows compiling does not pay.
+#: new structure 0.2-0.5 s and each traced group ~0.03 s plus its check, against ~0.2 s
+#: (1 thread) to ~0.4 s (2 threads) saved per 10⁶ rows (docs/performance.md): below about
+#: 4 × 10⁶ rows compiling does not pay.
 AUTO_MIN_ROWS = 1 << 22
+#: ... nor groups (one GPU, algorithm, what-if and scalar fields) under this many rows: a
+#: sweep of many small groups meets many structures, each compiled for few rows.
+AUTO_MIN_GROUP_ROWS = 1 << 20
 #: Traced structures by (algorithm configuration, GPU, timing, scalar fields, integer type):
 #: the trace (or None: numpy), its programs per binding, and the objects the key's ids
 #: belong to (kept alive, so an id is not reused while its entry exists).
@@ -931,9 +941,11 @@ def _compiled_results(algo, gpu: GPUSpec, params, scalar: dict, block: dict, eng
     one of the trace's guards."""
     from perfsim import compiled
 
-    rows = _SWEEP_ROWS.get()
-    if engine == "auto" and (rows < AUTO_MIN_ROWS or not compiled.available()):
+    if engine == "auto" and (_SWEEP_ROWS.get() < AUTO_MIN_ROWS
+                             or _GROUP_ROWS.get() < AUTO_MIN_GROUP_ROWS
+                             or not compiled.available()):
         return None
+    compiled.threads()          # a bad PERFSIM_THREADS: auto's error, once it compiles
     wide = _wide(scalar, block)
     # the configuration by content: the sweep builds a fixed-choice copy per block
     key = (type(algo).__name__, repr(algo.model_dump()), id(gpu), id(params),
@@ -959,6 +971,9 @@ def _compiled_results(algo, gpu: GPUSpec, params, scalar: dict, block: dict, eng
             program = compiled.generate(entry["trace"], grid)
         except compiled.Untraceable:
             program = False
+        except Exception as exc:    # noqa: BLE001 - an emitter failure: numpy has the rows
+            compiled.warn_failed(f"{algo.label()} on {gpu.id}", exc)
+            program = False
         entry["programs"][binding] = program
     if program is False:
         return None
@@ -972,6 +987,8 @@ def _compiled_results(algo, gpu: GPUSpec, params, scalar: dict, block: dict, eng
                 return None
             program.checked = compared      # else checked again on the next block
         results = _run_program(program, block, grid, shape)
+    except _NumpyFailed:
+        return None             # numpy evaluates the block and raises (or says) what it does
     except PerfsimError:
         raise
     except Exception as exc:    # noqa: BLE001 - a compiler failure: numpy has the rows
@@ -1036,6 +1053,11 @@ def _trace_block(algo, gpu, params, scalar, flat: dict, wide):
         return None, False
 
 
+class _NumpyFailed(Exception):
+    """The numpy reference of a kernel check raised: the block goes to numpy, whose own
+    evaluation raises the error (it is not the compiled kernel's)."""
+
+
 def _check_program(program, algo, gpu, params, scalar, block: dict, wide, grid):
     """``(what differs or None, whether anything was compared)`` between ``program`` and
     numpy on parts of the block: two samples of its rows (flat), or a sub-grid of its axes
@@ -1055,9 +1077,12 @@ def _check_program(program, algo, gpu, params, scalar, block: dict, wide, grid):
     compared = False
     for part in parts:
         sub_shape = np.broadcast_shapes(*(v.shape for v in part.values()))
-        with collect_infeasible() as partial:
-            reference = _results(algo, gpu, params, scalar, part,
-                                 _block_dims(scalar, part, wide))
+        try:
+            with collect_infeasible() as partial:
+                reference = _results(algo, gpu, params, scalar, part,
+                                     _block_dims(scalar, part, wide))
+        except Exception as exc:    # noqa: BLE001 - numpy's error, not the kernel's
+            raise _NumpyFailed from exc
         got = _run_program(program, part, grid, sub_shape)
         if got is None or partial:
             continue                # a guard fails on this part: nothing to compare

@@ -316,3 +316,115 @@ def test_a_bad_thread_count_is_refused_before_any_work(monkeypatch, value):
                       algorithms="fa2", engine="compiled")
     monkeypatch.setenv("PERFSIM_THREADS", "1")
     assert compiled.threads() == 1
+
+
+@pytest.mark.parametrize("name", ["ceil", "floor", "trunc", "rint"])
+def test_rounding_an_integer_or_boolean_gives_numpys_value_and_dtype(name):
+    """numpy >= 2.3 rounds an integer to itself in its own dtype (before: to float64)."""
+    ufunc = getattr(np, name)
+    inputs = {"n": INTS.copy(), "b": INTS > 0}
+    want = {"n": ufunc(inputs["n"]), "b": ufunc(inputs["n"] > 0)}
+    if want["b"].dtype not in (np.dtype(bool), np.dtype(np.float64)):
+        want.pop("b")                       # a float16 result is refused (next test)
+    got = _compile(lambda t: {k: ufunc(t["n"] if k == "n" else t["n"] > 0) for k in want},
+                   inputs)
+    for key in want:
+        assert np.asarray(got[key]).dtype == want[key].dtype
+        _same_bits(got[key], want[key])
+
+
+@pytest.mark.parametrize("fn", [
+    lambda t: {"out": t["n"].astype(np.int32) + 1},
+    lambda t: {"out": t["x"].astype(np.float32) * 3},
+    lambda t: {"out": np.sqrt(t["n"] > 1)},          # float16
+    lambda t: {"out": t["n"].astype(np.uint64) // 3},
+])
+def test_narrow_and_unsigned_dtypes_are_refused(fn):
+    """The kernels compute in int64, float64 and bool: numpy's narrower types wrap and round
+    differently, so a trace that meets one leaves its group to numpy."""
+    with pytest.raises(compiled.Untraceable, match="dtype"):
+        compiled.trace(fn, {"n": np.array([1, 2, 3], dtype=np.int64),
+                            "x": np.array([0.5, 1.5, 2.5])})
+
+
+def test_an_empty_block_gives_empty_columns():
+    tr = compiled.trace(lambda t: {"out": t["n"] * 2}, {"n": np.array([1, 2], dtype=np.int64)})
+    got = compiled.run(compiled.generate(tr), {"n": np.zeros(0, dtype=np.int64)})
+    assert got["out"].shape == (0,)
+
+
+def test_an_interrupt_waits_for_the_kernel_threads(monkeypatch):
+    """Ctrl-C in the middle of a threaded block: ``run`` returns (raises) only after every
+    thread has finished writing into the block's arrays (before, they were freed under the
+    threads and the process could crash)."""
+    import concurrent.futures
+    import time
+
+    tr = compiled.trace(lambda t: {"out": t["n"] * 2},
+                        {"n": np.array([1, 2], dtype=np.int64)})
+    program = compiled.generate(tr)
+    n = np.arange(1 << 16, dtype=np.int64)
+    monkeypatch.setenv("PERFSIM_THREADS", "2")
+    finished = []
+    real = compiled.kernel_of(program)
+
+    def slow(*args):
+        time.sleep(0.2)
+        real(*args)
+        finished.append(args[1])
+
+    monkeypatch.setattr(compiled, "kernel_of", lambda p: slow)
+    calls = []
+    real_result = concurrent.futures.Future.result
+
+    def interrupted(self, timeout=None):
+        if not calls:
+            calls.append(1)
+            raise KeyboardInterrupt
+        return real_result(self, timeout)
+
+    monkeypatch.setattr(concurrent.futures.Future, "result", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        compiled.run(program, {"n": n})
+    assert len(finished) == 2               # both threads done when the interrupt surfaced
+
+
+def test_auto_leaves_small_groups_and_a_bad_thread_count_alone(monkeypatch):
+    """``engine="auto"`` compiles neither a small sweep nor one of many small groups, and
+    reads PERFSIM_THREADS only when it compiles."""
+    import importlib
+    sweep_module = importlib.import_module("perfsim.sweep")   # perfsim.sweep: the function
+    monkeypatch.setenv("PERFSIM_THREADS", "abc")
+    before = compiled.STATS["rows"]
+    kwargs = dict(batch=[1, 2], heads=[8], seqlen_q=[256, 1024], head_dim=64,
+                  gpus="h100-sxm5", algorithms="fa2")
+    perfsim.sweep(**kwargs)                                  # auto, 4 rows: numpy
+    monkeypatch.setattr(sweep_module, "AUTO_MIN_ROWS", 1)
+    perfsim.sweep(**kwargs)                                  # groups under 2^20 rows: numpy
+    assert compiled.STATS["rows"] == before
+    monkeypatch.setattr(sweep_module, "AUTO_MIN_GROUP_ROWS", 1)
+    monkeypatch.setattr(sweep_module, "_PROGRAMS", {})
+    with pytest.raises(PerfsimError, match="PERFSIM_THREADS"):
+        perfsim.sweep(**kwargs)                              # compiles: the error now
+
+
+def test_an_emitter_failure_is_a_warning_and_numpy_rows(monkeypatch):
+    import importlib
+    sweep_module = importlib.import_module("perfsim.sweep")   # perfsim.sweep: the function
+    monkeypatch.setattr(sweep_module, "_PROGRAMS", {})
+
+    def broken(*args, **kwargs):
+        raise TypeError("made up")
+
+    monkeypatch.setattr(compiled, "generate", broken)
+    kwargs = dict(batch=[1, 2], heads=[8], seqlen_q=[256, 1024], head_dim=64,
+                  gpus="h100-sxm5", algorithms="fa2")
+    with pytest.warns(RuntimeWarning, match="failed .TypeError: made up"):
+        rows = perfsim.sweep(**kwargs, engine="compiled")
+    _frames_equal(rows, perfsim.sweep(**kwargs, engine="numpy"))
+
+
+def test_without_numba_the_error_names_both_spellings_of_numpy(monkeypatch):
+    monkeypatch.setattr(compiled, "available", lambda: False)
+    with pytest.raises(PerfsimError, match="--engine numpy"):
+        perfsim.sweep(batch=1, heads=1, seqlen_q=128, head_dim=64, engine="compiled")

@@ -100,6 +100,13 @@ def _refuse_unknown_options(parser, argv: list[str]) -> None:
         sub.error(f"unrecognized option(s): {' '.join(unknown)}")
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning at the command line: one line on stderr, without the source line that
+    Python's default shows (perfsim's warnings say what happened and what is done)."""
+    name = "" if issubclass(category, (UserWarning, RuntimeWarning)) else f"{category.__name__}: "
+    (file or sys.stderr).write(f"perfsim: warning: {name}{message}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """The ``perfsim`` command line; returns the exit code (2 for bad input)."""
     import signal
@@ -122,8 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         installed = True
     except ValueError:      # not the main thread
         installed = False
+    import warnings
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return int(args.func(args) or 0)
     except PerfsimError as exc:
         sys.stderr.write(f"perfsim: error: {exc}\n")
         return EXIT_BAD_INPUT
