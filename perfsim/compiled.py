@@ -1257,8 +1257,9 @@ def run(program: Program, inputs: dict, shape: tuple | None = None) -> dict | No
                 future.result()
         finally:
             # an interrupt (Ctrl-C) lands here while threads still write into ``keep``'s
-            # arrays: wait for them before the arrays can be freed
-            concurrent.futures.wait(futures)
+            # arrays: wait for them before the arrays can be freed, through further
+            # interrupts too (a second Ctrl-C would otherwise free them under the threads)
+            _wait_through_interrupts(futures)
     if not ok[0]:
         STATS["guard_failures"] += 1
         return None
@@ -1273,6 +1274,20 @@ def run(program: Program, inputs: dict, shape: tuple | None = None) -> dict | No
             slot, _, labels = detail
             results[name] = outs[slot] if labels is None else np.array(labels)[outs[slot]]
     return results
+
+
+def _wait_through_interrupts(futures) -> None:
+    """Wait until every future is done, whatever interrupts arrive meanwhile; the first
+    interrupt is raised again once they are."""
+    interrupted = None
+    while True:
+        try:
+            concurrent.futures.wait(futures)
+            break
+        except KeyboardInterrupt as exc:
+            interrupted = interrupted or exc
+    if interrupted is not None:
+        raise interrupted
 
 
 def same(compiled: dict, reference: dict, rtol: float = CHECK_RTOL) -> str | None:
@@ -1313,6 +1328,7 @@ def warn_disagree(what: str, detail: str) -> None:
 
 def warn_failed(what: str, exc: BaseException) -> None:
     """A ``RuntimeWarning`` that ``what``'s kernel could not be built or run, and why."""
+    text = " ".join(str(exc).split())          # one line (LLVM's verifier writes several)
     warnings.warn(f"perfsim.compiled: the compiled kernel of {what} failed "
-                  f"({type(exc).__name__}: {exc}); its rows are evaluated with numpy. "
+                  f"({type(exc).__name__}: {text}); its rows are evaluated with numpy. "
                   "Please report this.", RuntimeWarning, stacklevel=3)
