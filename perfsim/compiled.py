@@ -1252,14 +1252,11 @@ def run(program: Program, inputs: dict, shape: tuple | None = None) -> dict | No
         cuts = np.linspace(0, n2, workers + 1).astype(np.int64)
         futures = [_POOL.submit(fn, pointers, int(cuts[i]), int(cuts[i + 1]), n0, n1, n2)
                    for i in range(workers)]
-        try:
-            for future in futures:
-                future.result()
-        finally:
-            # an interrupt (Ctrl-C) lands here while threads still write into ``keep``'s
-            # arrays: wait for them before the arrays can be freed, through further
-            # interrupts too (a second Ctrl-C would otherwise free them under the threads)
-            _wait_through_interrupts(futures)
+        # every thread done before ``keep``'s arrays can be freed, even on Ctrl-C (once or
+        # more); then a thread's exception, if any
+        _wait_through_interrupts(futures)
+        for future in futures:
+            future.result()
     if not ok[0]:
         STATS["guard_failures"] += 1
         return None
