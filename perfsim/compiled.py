@@ -1274,14 +1274,15 @@ def run(program: Program, inputs: dict, shape: tuple | None = None) -> dict | No
 
 
 def _wait_through_interrupts(futures) -> None:
-    """Wait until every future is done, whatever interrupts arrive meanwhile; the first
-    interrupt is raised again once they are."""
+    """Wait until every future is done, whatever interrupts arrive meanwhile (Ctrl-C, or the
+    CLI's SIGTERM exception: anything a signal handler raises); the first is raised again
+    once they are."""
     interrupted = None
     while True:
         try:
             concurrent.futures.wait(futures)
             break
-        except KeyboardInterrupt as exc:
+        except BaseException as exc:    # noqa: BLE001 - re-raised below, after the wait
             interrupted = interrupted or exc
     if interrupted is not None:
         raise interrupted

@@ -131,6 +131,11 @@ def test_gpus_and_gpu_show(capsys):
     assert "h200-sxm" in capsys.readouterr().out
     assert main(["gpu", "show", "b200", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sm_count"] == 148
+    # ``perfsim gpu list`` is the catalog, not a GPU named "list" (it was an unknown id)
+    assert main(["gpus", "--json"]) == 0
+    catalog = json.loads(capsys.readouterr().out)
+    assert main(["gpu", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == catalog
 
 
 def test_version(capsys):
@@ -345,3 +350,25 @@ def test_an_unknown_option_is_the_error_reported(capsys, tmp_path, monkeypatch):
     # a unique prefix of a known option is still that option (argparse's abbreviations)
     assert main(["predict", "-b", "1", "--heads", "8", "--head-dim", "64", "--seqlen", "128",
                  "--kern"]) == 0
+
+
+def test_ctrl_c_while_the_command_imports_is_one_line():
+    """Ctrl-C while the command's modules load (numpy, pydantic, the model: most of a short
+    command's wall time) was a Python traceback; it is one line and exit 130, as later."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import perfsim.cli as cli\n"
+            "assert 'perfsim.cli.common' not in sys.modules   # nothing heavy imported yet\n"
+            "class Interrupted:      # Ctrl-C as the command's helpers import\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'perfsim.cli.common':\n"
+            "            raise KeyboardInterrupt\n"
+            "sys.meta_path.insert(0, Interrupted())\n"
+            "sys.argv = ['perfsim', 'gpus']\n"
+            "sys.exit(cli.main())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "perfsim: interrupted\n"

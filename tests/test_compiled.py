@@ -353,11 +353,16 @@ def test_an_empty_block_gives_empty_columns():
     assert got["out"].shape == (0,)
 
 
-def test_an_interrupt_waits_for_the_kernel_threads(monkeypatch):
-    """Ctrl-C in the middle of a threaded block: ``run`` returns (raises) only after every
-    thread has finished writing into the block's arrays (before, they were freed under the
-    threads and the process could crash)."""
+@pytest.mark.parametrize("signal_exc", ["KeyboardInterrupt", "_Terminated"])
+def test_an_interrupt_waits_for_the_kernel_threads(monkeypatch, signal_exc):
+    """Ctrl-C (or the CLI's SIGTERM exception) in the middle of a threaded block: ``run``
+    returns (raises) only after every thread has finished writing into the block's arrays
+    (before, they were freed under the threads and the process could crash; SIGTERM's
+    exception escaped the wait until 2026-12-04)."""
     import concurrent.futures
+
+    from perfsim import cli
+    second = KeyboardInterrupt if signal_exc == "KeyboardInterrupt" else cli._Terminated
     import time
 
     tr = compiled.trace(lambda t: {"out": t["n"] * 2},
@@ -387,14 +392,14 @@ def test_an_interrupt_waits_for_the_kernel_threads(monkeypatch):
     real_wait = concurrent.futures.wait
     waits = []
 
-    def wait_interrupted(futures):          # a second Ctrl-C while waiting
+    def wait_interrupted(futures):          # a second signal while waiting
         if not waits:
             waits.append(1)
-            raise KeyboardInterrupt
+            raise second
         return real_wait(futures)
 
     monkeypatch.setattr(concurrent.futures, "wait", wait_interrupted)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(second):
         compiled.run(program, {"n": n})
     assert waits and len(finished) == 2     # both threads done when the interrupt surfaced
 

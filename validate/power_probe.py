@@ -178,33 +178,43 @@ def _benches():
                     f"{iters} chunks of {BLOCK * 4} B each")
         return setup
 
-    def wgmma_smem(ctas_per_sm):
+    def wgmma_loop(ctas_per_sm, a_in_registers=False):
         # probe_mma_smem's loop on its WGMMA tile (64 x 256 x 64, one warpgroup): both
-        # operands stay in shared memory, no load from L2 or HBM inside the loop
+        # operands stay in shared memory, no load from L2 or HBM inside the loop; with
+        # ``a_in_registers`` A is computed in registers (probe_mma_smem._kernel_rs), so the
+        # WGMMAs read A from registers and B from shared memory, as attention's P @ V does
         def setup():
-            from perfsim.validate.probe_mma_smem import _kernel
+            from perfsim.validate.probe_mma_smem import _kernel, _kernel_rs, wgmma_operand_forms
 
-            kernel = _kernel()
+            kernel = _kernel_rs() if a_in_registers else _kernel()
+            extra = (1.0,) if a_in_registers else ()      # the RS kernel's run-time scale
             sms = torch.cuda.get_device_properties(0).multi_processor_count
             bm, bn, bk, iters = 64, 256, 64, 4096
             a = torch.randn(bm, bk, device="cuda", dtype=torch.bfloat16) / 8
             b = torch.randn(bk, bn, device="cuda", dtype=torch.bfloat16) / 8
             grid = ctas_per_sm * sms
             y = torch.empty(grid * bm * bn, device="cuda", dtype=torch.float32)
+            compiled = kernel[(grid,)](a, b, y, iters, *extra, BM=bm, BN=bn, BK=bk,
+                                       num_warps=4)
+            forms = wgmma_operand_forms(compiled.asm.get("ptx", ""))
+            where = ("A computed in registers (A x 1.0), B in shared memory" if a_in_registers
+                     else "operands in shared memory")
 
             def step():
-                kernel[(grid,)](a, b, y, iters, BM=bm, BN=bn, BK=bk, num_warps=4)
+                kernel[(grid,)](a, b, y, iters, *extra, BM=bm, BN=bn, BK=bk, num_warps=4)
             return (step, 2.0 * bm * bn * bk * iters * grid, "FLOP",
-                    f"Triton acc += A @ B (wgmma m64n256k16, operands in shared memory, random "
-                    f"normal / 8), {grid} CTAs x 4 warps, {iters} iterations")
+                    f"Triton acc += A @ B (wgmma m64n256k16, {where}; PTX operand forms "
+                    f"{forms}; random normal / 8), {grid} CTAs x 4 warps, {iters} iterations")
         return setup
 
     return {
+        "wgmma_rs_1cta": wgmma_loop(1, a_in_registers=True),
+        "wgmma_rs_2cta": wgmma_loop(2, a_in_registers=True),
         "l2_read": l2_walk("read"),
         "l2_reduce": l2_walk("reduce"),
         "l2_bulk_reduce": l2_walk("bulk_reduce"),
-        "wgmma_smem_1cta": wgmma_smem(1),
-        "wgmma_smem_2cta": wgmma_smem(2),
+        "wgmma_smem_1cta": wgmma_loop(1),
+        "wgmma_smem_2cta": wgmma_loop(2),
         "spin_1cta": regloop("fma", iters=100000, one_cta=True),
         "hbm_copy": copy,
         "gemm_bf16": gemm(torch.bfloat16),
@@ -252,7 +262,7 @@ BENCHES = ("idle", "spin_1cta", "hbm_copy", "gemm_bf16", "gemm_fp16", "gemm_bf16
            "fma_w1_c1", "fma_w4_c1", "fma_w4_c2", "fma_w4_c4", "fma_w8_c4", "fma_w4_c4_half",
            "fma_w1_c1_half", "fma_w4_c8", "fma_w32_c1", "fma_8x_w4_c4", "fma_8x_w1_c8",
            "fma_w16_c2", "exp2_w4_c1", "exp2_w4_c4", "gemm_bf16_probs",
-           "gemm_bf16_probs_half_duty")
+           "gemm_bf16_probs_half_duty", "wgmma_rs_1cta", "wgmma_rs_2cta")
 
 
 def _trace(samples, t0):

@@ -50,6 +50,40 @@ def _kernel():
     return dot_loop
 
 
+def _kernel_rs():
+    """:func:`_kernel`'s loop with A computed in registers (scaled by a runtime ``scale``), as
+    attention's P is: Triton's Hopper lowering keeps an operand that does not come straight
+    from a load in registers, so its WGMMAs read A from registers and only B from shared
+    memory (``wgmma ... {acc}, {a0, a1, a2, a3}, descB``); :func:`wgmma_operand_forms` counts
+    the two forms in the PTX."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def dot_loop_rs(A, B, Y, iters, scale, BM: tl.constexpr, BN: tl.constexpr,
+                    BK: tl.constexpr):
+        pid = tl.program_id(0).to(tl.int64)
+        rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+        a = (tl.load(A + rm[:, None] * BK + rk[None, :]).to(tl.float32) * scale
+             ).to(tl.bfloat16)
+        b = tl.load(B + rk[:, None] * BN + rn[None, :])
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for _ in range(iters):
+            acc = tl.dot(a, b, acc)
+        tl.store(Y + pid * BM * BN + rm[:, None] * BN + rn[None, :], acc)
+
+    return dot_loop_rs
+
+
+def wgmma_operand_forms(ptx: str) -> dict:
+    """``{"ss": n, "rs": n}``: WGMMAs in ``ptx`` whose A operand is a shared-memory
+    descriptor (``ss``) or a brace list of registers (``rs``)."""
+    forms = {"ss": 0, "rs": 0}
+    for m in re.finditer(r"wgmma\.mma_async[^;]*?\{[^}]*\}\s*,\s*(\{|%)", ptx):
+        forms["rs" if m.group(1) == "{" else "ss"] += 1
+    return forms
+
+
 def _ptx_counts(compiled) -> dict:
     ptx = compiled.asm.get("ptx", "")
     counts = {"mma_sync": len(re.findall(r"\bmma\.sync\.", ptx)),

@@ -13,16 +13,21 @@ import importlib
 import os
 import sys
 
-from perfsim.cli.common import (  # noqa: F401 - the public helpers, re-exported
-    EXIT_BAD_INPUT,
-    _Parser,
-    add_workload_arguments,
-    float_arg,
-    int_arg,
-    print_table,
-    workload_from_args,
-)
 from perfsim.errors import PerfsimError
+
+#: The helpers of ``perfsim.cli.common`` this package re-exports, loaded on first use (PEP 562
+#: ``__getattr__``): ``common`` imports the GPU model and pydantic, and nothing heavy may load
+#: before :func:`main` is running, where Ctrl-C is one line and exit 130, not a traceback.
+_COMMON = ("EXIT_BAD_INPUT", "_Parser", "add_workload_arguments", "float_arg", "int_arg",
+           "print_table", "workload_from_args")
+
+
+def __getattr__(name: str):
+    if name in _COMMON:
+        from perfsim.cli import common
+
+        return getattr(common, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: The modules that define subcommands, in the order ``--help`` lists them.
 COMMAND_MODULES = ("perfsim.cli.gpus", "perfsim.cli.predict_cmd", "perfsim.cli.sweep",
@@ -38,6 +43,8 @@ COMMAND_OF = {"gpus": "perfsim.cli.gpus", "gpu": "perfsim.cli.gpus",
 def build_parser(modules=COMMAND_MODULES):
     """The ``perfsim`` parser with every command of ``modules`` (default: all of
     :data:`COMMAND_MODULES`) registered."""
+    from perfsim.cli.common import _Parser
+
     parser = _Parser(prog="perfsim", description="Analytical performance simulator for "
                      "attention kernels (standard, FlashAttention 1-4) on GPUs.")
     from perfsim import __version__
@@ -108,15 +115,38 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``perfsim`` command line; returns the exit code (2 for bad input)."""
+    """The ``perfsim`` command line; returns the exit code (2 for bad input, 130 after
+    Ctrl-C, 143 after SIGTERM).
+
+    From the console script (``argv`` None), once an interrupt or SIGTERM has been reported a
+    second Ctrl-C ends the process at once (the default signal action): before, one pressed
+    while Python shut down (joining worker threads) printed "Exception ignored" tracebacks.
+    """
     import signal
 
-    argv = sys.argv[1:] if argv is None else argv
+    console = argv is None
+    try:
+        code = _main(sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt:   # while the command's modules import or argv is parsed
+        sys.stderr.write("perfsim: interrupted\n")
+        code = 130
+    if console and code in (130, 143):
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    return code
+
+
+def _main(argv: list[str]) -> int:
+    """:func:`main` with ``argv`` given: parse, run the command, report its errors."""
+    import signal
+
+    from perfsim.cli.common import EXIT_BAD_INPUT
+
     # a window value may start with "-" ("-1,0"): argparse would take it for an option and
     # say only "expected one argument"; joined, it reaches the window's own check
     argv = _join_dash_values(list(argv), ("--window",))
-    # ``perfsim gpu ID`` for ``perfsim gpu show ID`` (its one subcommand)
-    if len(argv) > 1 and argv[0] == "gpu" and argv[1] != "show" and not argv[1].startswith("-"):
+    # ``perfsim gpu ID`` for ``perfsim gpu show ID`` (``list`` is the other subcommand)
+    if (len(argv) > 1 and argv[0] == "gpu" and argv[1] not in ("show", "list")
+            and not argv[1].startswith("-")):
         argv = ["gpu", "show", *argv[1:]]
     # a known command builds only its own module's parser (its imports alone); anything else
     # (--help, --version, a typo) builds them all, so help and errors list every command

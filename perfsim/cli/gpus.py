@@ -43,7 +43,8 @@ def _cmd_gpu_show(args) -> int:
 
 
 def register(sub) -> None:
-    """Add ``perfsim gpus`` and ``perfsim gpu show`` to the ``perfsim`` parser."""
+    """Add ``perfsim gpus``, ``perfsim gpu show`` and ``perfsim gpu list`` (``perfsim gpus``
+    under the ``gpu`` command) to the ``perfsim`` parser."""
     p = sub.add_parser("gpus", help="list the GPU catalog")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_gpus)
@@ -55,3 +56,6 @@ def register(sub) -> None:
     show.add_argument("id", help="catalog id or .toml profile path")
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=_cmd_gpu_show)
+    listing = gsub.add_parser("list", help="the GPU catalog (as perfsim gpus)")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(func=_cmd_gpus)
