@@ -51,3 +51,26 @@ def test_committed_h200_power_table_is_the_tick_fit():
 def test_a_missing_tensor_ratio_is_refused():
     with pytest.raises(SystemExit, match="no measured clock ratio"):
         fit_power.fit(_load("power-microbench.json"), None, None, {"fp32_fma": 1.0})
+
+
+@pytest.mark.parametrize("algorithm, kw", [
+    ("sdpa-cudnn", dict(batch=4, heads=16, seqlen_q=4096, head_dim=128)),
+    ("flash-attn-cute", dict(batch=2, heads=8, seqlen_q=1000, head_dim=256, causal=True,
+                             phase="fwd_bwd")),
+    ("sdpa-math", dict(batch=1, heads=4, seqlen_q=512, head_dim=64)),
+])
+def test_power_at_measured_splits_the_model_power(algorithm, kw):
+    """``validate/power_at_measured.py``'s terms add up to ``perfsim.power.power_w`` of the
+    same call at the same clock and seconds: the diagnostic reads the model, not a copy."""
+    from perfsim.gpu_catalog import load_gpu
+    from perfsim.power import call_energy_j, power_w
+    from perfsim.validate.power_at_measured import power_terms
+
+    gpu = load_gpu("h200-sxm")
+    p = perfsim.predict(perfsim.AttentionWorkload(dtype="bf16", **kw), gpu=gpu,
+                        algorithm=algorithm)
+    costs = [k.cost for k in p.kernels]
+    for seconds, clock in ((p.seconds, p.clock_hz), (2 * p.seconds, 1.5e9)):
+        terms = power_terms(gpu, costs, seconds, clock)
+        model = power_w(gpu, call_energy_j(gpu, costs), float(seconds), float(clock))
+        assert sum(terms.values()) == pytest.approx(model, rel=1e-9)

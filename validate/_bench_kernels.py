@@ -51,3 +51,36 @@ def load_chain(X, Y, steps, ROWS: tl.constexpr, COLS: tl.constexpr):
 def noop(X):
     """One thread block storing one element: the cheapest kernel a launch can run."""
     tl.store(X, 1.0)
+
+
+@triton.jit
+def tile_walk(desc, X, W, Y, n_tiles, iters, D: tl.constexpr, BM: tl.constexpr,
+              BC: tl.constexpr, NSUB: tl.constexpr, BN: tl.constexpr, MODE: tl.constexpr):
+    """Every program walks ``[BM, BC]`` bf16 boxes of an ``[n_tiles * BM, D]`` tensor, each fed
+    to a WGMMA against a ``[BC, BN]`` weight slice (so the load is used; ``acc += x @ w``).
+    ``MODE`` 0: the boxes come by TMA (``desc``, a host tensor descriptor:
+    ``cp.async.bulk.tensor`` into shared memory, as FA3-class kernels load K and V); 1: by
+    pointer loads (``X``; Triton pipelines them as ``cp.async`` through the load/store unit,
+    as flash-attn 2 does); 2: no load in the loop (one box loaded before it, the same WGMMAs
+    and weight loads): the compute alone. Program ``p`` reads tile ``p + i * programs`` at
+    step ``i``."""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    acc = tl.zeros([BM, BN], tl.float32)
+    rows = tl.arange(0, BM)[:, None].to(tl.int64) * D
+    cols = tl.arange(0, BC)[None, :]
+    x0 = desc.load([(pid % n_tiles) * BM, 0])
+    for i in range(iters):
+        t = (pid + i * nprog) % n_tiles          # int32: a descriptor's offsets are
+        for j in tl.static_range(NSUB):
+            w = tl.load(W + (j * BC + tl.arange(0, BC))[:, None] * BN
+                        + tl.arange(0, BN)[None, :])
+            if MODE == 0:
+                x = desc.load([t * BM, j * BC])
+            elif MODE == 1:
+                x = tl.load(X + t.to(tl.int64) * BM * D + rows + j * BC + cols)
+            else:
+                x = x0
+            acc = tl.dot(x, w, acc)
+    tl.store(Y + pid * BM * BN + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :],
+             acc)

@@ -207,7 +207,56 @@ def _benches():
                     f"{forms}; random normal / 8), {grid} CTAs x 4 warps, {iters} iterations")
         return setup
 
+    def tile_walk(mode, where):
+        # _bench_kernels.tile_walk: [64, 64] bf16 boxes of a [rows, 256] tensor, each fed to a
+        # WGMMA with N = 16 (16 FLOP per byte loaded), 2 programs per SM. ``where``: "l2" =
+        # 8 MiB, resident in L2 after the first call; "hbm" = 512 MiB, read from HBM.
+        # ``mode``: "tma" (descriptor loads, cp.async.bulk.tensor), "ptr" (pointer loads,
+        # cp.async), "none" (no load in the loop: the WGMMAs and weight loads alone). The
+        # energy per byte of a path is (W - static - the "none" loop's energy per FLOP x
+        # FLOP/s) / bytes per second.
+        def setup():
+            import re
+
+            import triton
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            from perfsim.validate._bench_kernels import tile_walk as kernel
+
+            d, bm, bc, bn = 256, 64, 64, 16
+            rows = (16384 if where == "l2" else 1 << 20)
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            grid = 2 * sms
+            iters = {"l2": 1024, "hbm": 256}[where]
+            x = torch.randn(rows, d, device="cuda", dtype=torch.bfloat16)
+            desc = TensorDescriptor(x, shape=[rows, d], strides=[d, 1], block_shape=[bm, bc])
+            w = torch.randn(d, bn, device="cuda", dtype=torch.bfloat16) / 16
+            y = torch.empty(grid * bm * bn, device="cuda", dtype=torch.float32)
+            code = {"tma": 0, "ptr": 1, "none": 2}[mode]
+            nsub = d // bc
+
+            def step():
+                return kernel[(grid,)](desc, x, w, y, rows // bm, iters, D=d, BM=bm, BC=bc,
+                                       NSUB=nsub, BN=bn, MODE=code, num_warps=4,
+                                       num_stages=3)
+            ptx = step().asm.get("ptx", "")
+            census = {"cp.async.bulk.tensor": len(re.findall(r"cp\.async\.bulk\.tensor", ptx)),
+                      "cp.async (LSU)": len(re.findall(r"cp\.async\.(?:ca|cg)\.", ptx)),
+                      "wgmma": len(re.findall(r"wgmma\.mma_async", ptx))}
+            loaded = grid * iters * nsub * bm * bc * 2 if mode != "none" else 0
+            flops = 2.0 * grid * iters * nsub * bm * bc * bn
+            return (step, flops, "FLOP",
+                    f"tile_walk {mode} {where}: {grid} CTAs x 4 warps, {iters} steps of {nsub} "
+                    f"[{bm}, {bc}] bf16 boxes of a [{rows}, {d}] tensor, WGMMA N = {bn}; "
+                    f"bytes loaded per call {loaded}; PTX {census}; triton {triton.__version__}")
+        return setup
+
     return {
+        "walk_tma_l2": tile_walk("tma", "l2"),
+        "walk_ptr_l2": tile_walk("ptr", "l2"),
+        "walk_none_l2": tile_walk("none", "l2"),
+        "walk_tma_hbm": tile_walk("tma", "hbm"),
+        "walk_ptr_hbm": tile_walk("ptr", "hbm"),
         "wgmma_rs_1cta": wgmma_loop(1, a_in_registers=True),
         "wgmma_rs_2cta": wgmma_loop(2, a_in_registers=True),
         "l2_read": l2_walk("read"),
@@ -262,7 +311,8 @@ BENCHES = ("idle", "spin_1cta", "hbm_copy", "gemm_bf16", "gemm_fp16", "gemm_bf16
            "fma_w1_c1", "fma_w4_c1", "fma_w4_c2", "fma_w4_c4", "fma_w8_c4", "fma_w4_c4_half",
            "fma_w1_c1_half", "fma_w4_c8", "fma_w32_c1", "fma_8x_w4_c4", "fma_8x_w1_c8",
            "fma_w16_c2", "exp2_w4_c1", "exp2_w4_c4", "gemm_bf16_probs",
-           "gemm_bf16_probs_half_duty", "wgmma_rs_1cta", "wgmma_rs_2cta")
+           "gemm_bf16_probs_half_duty", "wgmma_rs_1cta", "wgmma_rs_2cta",
+           "walk_tma_l2", "walk_ptr_l2", "walk_none_l2", "walk_tma_hbm", "walk_ptr_hbm")
 
 
 def _trace(samples, t0):
