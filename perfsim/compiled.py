@@ -67,6 +67,7 @@ import importlib.util
 import math
 import os
 import re
+import sys
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -1316,12 +1317,23 @@ def same(compiled: dict, reference: dict, rtol: float = CHECK_RTOL) -> str | Non
     return None
 
 
+def _outside_perfsim() -> int:
+    """``warnings.warn``'s ``stacklevel`` for the caller of this function's caller that names
+    the first frame outside the perfsim package: the user's ``perfsim.sweep(...)`` line rather
+    than a line of ``perfsim/sweep.py`` (the depth varies: streamed sweeps, Dask partitions)."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(2), 2      # stacklevel 2: the warning function's caller
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def warn_disagree(what: str, detail: str) -> None:
     """A ``RuntimeWarning`` that ``what``'s compiled kernel disagrees with numpy and is not
     used."""
     warnings.warn(f"perfsim.compiled: the compiled kernel of {what} disagrees with numpy "
                   f"({detail}); its rows are evaluated with numpy. Please report this.",
-                  RuntimeWarning, stacklevel=3)
+                  RuntimeWarning, stacklevel=_outside_perfsim())
 
 
 def warn_failed(what: str, exc: BaseException) -> None:
@@ -1329,4 +1341,4 @@ def warn_failed(what: str, exc: BaseException) -> None:
     text = " ".join(str(exc).split())          # one line (LLVM's verifier writes several)
     warnings.warn(f"perfsim.compiled: the compiled kernel of {what} failed "
                   f"({type(exc).__name__}: {text}); its rows are evaluated with numpy. "
-                  "Please report this.", RuntimeWarning, stacklevel=3)
+                  "Please report this.", RuntimeWarning, stacklevel=_outside_perfsim())

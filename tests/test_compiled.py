@@ -8,6 +8,7 @@ that the compiled path ran (``perfsim.compiled.STATS``)."""
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -289,9 +290,11 @@ def test_a_disagreeing_kernel_is_dropped_with_a_warning(monkeypatch):
     monkeypatch.setattr(compiled, "same", lambda got, ref, rtol=0: "seconds: made up")
     kwargs = dict(batch=[1, 2], heads=[8], seqlen_q=[256, 1024], head_dim=64,
                   gpus="h100-sxm5", algorithms="fa2")
-    with pytest.warns(RuntimeWarning, match="disagrees with numpy"):
+    with pytest.warns(RuntimeWarning, match="disagrees with numpy") as caught:
         rows = perfsim.sweep(**kwargs, engine="compiled")
     _frames_equal(rows, perfsim.sweep(**kwargs, engine="numpy"))
+    # the warning names the caller's line, not a line inside perfsim (it named sweep.py)
+    assert {Path(w.filename).name for w in caught} == {Path(__file__).name}
 
 
 def test_engine_is_checked():

@@ -684,3 +684,43 @@ def test_the_committed_report_is_what_repredict_gives_today(tmp_path, capsys):
     assert len(rows) > 400
     stale = [line for line in rows if line not in committed]
     assert not stale, stale[:5]
+
+
+@pytest.mark.parametrize("signum, code, line", [(signal.SIGTERM, 143, "perfsim: terminated"),
+                                                (signal.SIGINT, 130, "perfsim: interrupted")])
+def test_a_signal_that_lands_in_a_finalizer_still_stops_the_command(tmp_path, signum, code,
+                                                                     line):
+    """A signal whose handler runs inside a ``__del__`` raised there, where Python swallows
+    exceptions ("Exception ignored in ..."), and the command ran to its end with exit 0 (the
+    cause of a rare failure of the SIGTERM test above under load). The CLI sends it again
+    (``perfsim.cli._redeliver_signals``), so it stops the command at its next instruction."""
+    script = tmp_path / "finalizer.py"
+    script.write_text(
+        "import os, signal, sys, threading, time\n"
+        "import perfsim.cli as cli\n"
+        "class Slow:\n"
+        "    def __del__(self):                  # the signal lands in here\n"
+        "        end = time.monotonic() + 5\n"
+        "        while time.monotonic() < end:\n"
+        "            pass\n"
+        "def command(args):\n"
+        f"    threading.Timer(0.3, os.kill, (os.getpid(), {int(signum)})).start()\n"
+        "    Slow()\n"
+        "    end = time.monotonic() + 5\n"
+        "    while time.monotonic() < end:\n"
+        "        pass\n"
+        "    print('ran to the end')\n"
+        "    return 0\n"
+        "class Args:\n"
+        "    func = staticmethod(command)\n"
+        "class Parser:\n"
+        "    _actions = []\n"
+        "    def parse_args(self, argv):\n"
+        "        return Args()\n"
+        "cli.build_parser = lambda modules=None: Parser()\n"
+        "sys.exit(cli.main(['gpus']))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == code, (done.stdout, done.stderr)
+    assert "ran to the end" not in done.stdout
+    assert done.stderr.strip().splitlines() == [line]

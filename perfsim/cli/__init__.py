@@ -66,6 +66,29 @@ def _on_sigterm(signum, frame):
     raise _Terminated
 
 
+def _redeliver_signals(hook_args) -> None:
+    """``sys.unraisablehook`` while a command runs: a signal's exception (``_Terminated``,
+    ``KeyboardInterrupt``) that Python swallowed because its handler ran inside a ``__del__``
+    or a weakref callback ("Exception ignored in ...") is raised again as the same signal, so
+    it reaches the command at the next instruction; anything else goes to the previous hook.
+    Without it a SIGTERM that landed there was lost and the command ran to its end."""
+    import _thread
+    import signal
+
+    # marked pending by another thread (not waited for: the handler would run inside this
+    # hook and be swallowed again), the signal's handler runs in the main thread at its next
+    # instruction, back in the command's own code; should that again be a __del__, this hook
+    # sends it once more
+    for kind, signum in ((_Terminated, signal.SIGTERM), (KeyboardInterrupt, signal.SIGINT)):
+        if isinstance(hook_args.exc_value, kind):
+            _thread.start_new_thread(_thread.interrupt_main, (signum,))
+            return
+    _previous_unraisablehook(hook_args)
+
+
+_previous_unraisablehook = sys.unraisablehook
+
+
 def _join_dash_values(argv: list[str], options: tuple[str, ...]) -> list[str]:
     """``[OPT, "-x,..."]`` as ``["OPT=-x,..."]`` for the ``options`` whose values may begin
     with a minus sign (argparse reads such a value as another option)."""
@@ -159,6 +182,8 @@ def _main(argv: list[str]) -> int:
         installed = True
     except ValueError:      # not the main thread
         installed = False
+    global _previous_unraisablehook
+    _previous_unraisablehook, sys.unraisablehook = sys.unraisablehook, _redeliver_signals
     import warnings
     try:
         with warnings.catch_warnings():
@@ -180,6 +205,7 @@ def _main(argv: list[str]) -> int:
             pass
         return 141
     finally:
+        sys.unraisablehook = _previous_unraisablehook
         if installed:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
