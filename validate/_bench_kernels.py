@@ -55,7 +55,8 @@ def noop(X):
 
 @triton.jit
 def tile_walk(desc, X, W, Y, n_tiles, iters, D: tl.constexpr, BM: tl.constexpr,
-              BC: tl.constexpr, NSUB: tl.constexpr, BN: tl.constexpr, MODE: tl.constexpr):
+              BC: tl.constexpr, NSUB: tl.constexpr, BN: tl.constexpr, MODE: tl.constexpr,
+              GROUP: tl.constexpr = 1):
     """Every program walks ``[BM, BC]`` bf16 boxes of an ``[n_tiles * BM, D]`` tensor, each fed
     to a WGMMA against a ``[BC, BN]`` weight slice (so the load is used; ``acc += x @ w``).
     ``MODE`` 0: the boxes come by TMA (``desc``, a host tensor descriptor:
@@ -63,9 +64,10 @@ def tile_walk(desc, X, W, Y, n_tiles, iters, D: tl.constexpr, BM: tl.constexpr,
     pointer loads (``X``; Triton pipelines them as ``cp.async`` through the load/store unit,
     as flash-attn 2 does); 2: no load in the loop (one box loaded before it, the same WGMMAs
     and weight loads): the compute alone. Program ``p`` reads tile ``p + i * programs`` at
-    step ``i``."""
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
+    step ``i``; with ``GROUP`` > 1, ``GROUP`` consecutive programs read the same tiles in
+    step (as the CTAs of one head read the same K and V tiles in a forward)."""
+    pid = tl.program_id(0) // GROUP
+    nprog = tl.num_programs(0) // GROUP
     acc = tl.zeros([BM, BN], tl.float32)
     rows = tl.arange(0, BM)[:, None].to(tl.int64) * D
     cols = tl.arange(0, BC)[None, :]
@@ -82,5 +84,5 @@ def tile_walk(desc, X, W, Y, n_tiles, iters, D: tl.constexpr, BM: tl.constexpr,
             else:
                 x = x0
             acc = tl.dot(x, w, acc)
-    tl.store(Y + pid * BM * BN + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :],
-             acc)
+    tl.store(Y + tl.program_id(0) * BM * BN + tl.arange(0, BM)[:, None] * BN
+             + tl.arange(0, BN)[None, :], acc)

@@ -207,14 +207,14 @@ def _benches():
                     f"{forms}; random normal / 8), {grid} CTAs x 4 warps, {iters} iterations")
         return setup
 
-    def tile_walk(mode, where):
+    def tile_walk(mode, where, group=1):
         # _bench_kernels.tile_walk: [64, 64] bf16 boxes of a [rows, 256] tensor, each fed to a
         # WGMMA with N = 16 (16 FLOP per byte loaded), 2 programs per SM. ``where``: "l2" =
         # 8 MiB, resident in L2 after the first call; "hbm" = 512 MiB, read from HBM.
         # ``mode``: "tma" (descriptor loads, cp.async.bulk.tensor), "ptr" (pointer loads,
         # cp.async), "none" (no load in the loop: the WGMMAs and weight loads alone). The
         # energy per byte of a path is (W - static - the "none" loop's energy per FLOP x
-        # FLOP/s) / bytes per second.
+        # FLOP/s) / bytes per second. ``group``: programs reading the same tiles in step.
         def setup():
             import re
 
@@ -237,8 +237,8 @@ def _benches():
 
             def step():
                 return kernel[(grid,)](desc, x, w, y, rows // bm, iters, D=d, BM=bm, BC=bc,
-                                       NSUB=nsub, BN=bn, MODE=code, num_warps=4,
-                                       num_stages=3)
+                                       NSUB=nsub, BN=bn, MODE=code, GROUP=group,
+                                       num_warps=4, num_stages=3)
             ptx = step().asm.get("ptx", "")
             census = {"cp.async.bulk.tensor": len(re.findall(r"cp\.async\.bulk\.tensor", ptx)),
                       "cp.async (LSU)": len(re.findall(r"cp\.async\.(?:ca|cg)\.", ptx)),
@@ -246,7 +246,8 @@ def _benches():
             loaded = grid * iters * nsub * bm * bc * 2 if mode != "none" else 0
             flops = 2.0 * grid * iters * nsub * bm * bc * bn
             return (step, flops, "FLOP",
-                    f"tile_walk {mode} {where}: {grid} CTAs x 4 warps, {iters} steps of {nsub} "
+                    f"tile_walk {mode} {where}: {grid} CTAs x 4 warps in groups of {group} "
+                    f"reading the same tiles in step, {iters} steps of {nsub} "
                     f"[{bm}, {bc}] bf16 boxes of a [{rows}, {d}] tensor, WGMMA N = {bn}; "
                     f"bytes loaded per call {loaded}; PTX {census}; triton {triton.__version__}")
         return setup
@@ -257,6 +258,14 @@ def _benches():
         "walk_none_l2": tile_walk("none", "l2"),
         "walk_tma_hbm": tile_walk("tma", "hbm"),
         "walk_ptr_hbm": tile_walk("ptr", "hbm"),
+        "walk_tma_l2_g2": tile_walk("tma", "l2", group=2),
+        "walk_tma_l2_g4": tile_walk("tma", "l2", group=4),
+        "walk_tma_l2_g8": tile_walk("tma", "l2", group=8),
+        "walk_tma_l2_g16": tile_walk("tma", "l2", group=16),
+        "walk_tma_l2_g32": tile_walk("tma", "l2", group=32),
+        "walk_tma_l2_g132": tile_walk("tma", "l2", group=132),
+        "walk_ptr_l2_g8": tile_walk("ptr", "l2", group=8),
+        "walk_tma_hbm_g8": tile_walk("tma", "hbm", group=8),
         "wgmma_rs_1cta": wgmma_loop(1, a_in_registers=True),
         "wgmma_rs_2cta": wgmma_loop(2, a_in_registers=True),
         "l2_read": l2_walk("read"),
@@ -312,7 +321,9 @@ BENCHES = ("idle", "spin_1cta", "hbm_copy", "gemm_bf16", "gemm_fp16", "gemm_bf16
            "fma_w1_c1_half", "fma_w4_c8", "fma_w32_c1", "fma_8x_w4_c4", "fma_8x_w1_c8",
            "fma_w16_c2", "exp2_w4_c1", "exp2_w4_c4", "gemm_bf16_probs",
            "gemm_bf16_probs_half_duty", "wgmma_rs_1cta", "wgmma_rs_2cta",
-           "walk_tma_l2", "walk_ptr_l2", "walk_none_l2", "walk_tma_hbm", "walk_ptr_hbm")
+           "walk_tma_l2", "walk_ptr_l2", "walk_none_l2", "walk_tma_hbm", "walk_ptr_hbm",
+           "walk_tma_l2_g8", "walk_ptr_l2_g8", "walk_tma_hbm_g8", "walk_tma_l2_g2",
+           "walk_tma_l2_g4", "walk_tma_l2_g16", "walk_tma_l2_g32", "walk_tma_l2_g132")
 
 
 def _trace(samples, t0):

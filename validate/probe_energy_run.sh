@@ -9,13 +9,7 @@
 #     reductions into L2"): a chosen set of power_probe benchmarks, no Nsight Compute
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if ! PYTHONPATH=/tmp/site python3 -c "import pydantic" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
-fi
-rm -rf /tmp/shim && mkdir -p /tmp/shim && cp -r perfsim /tmp/shim/perfsim
-ln -s "$PWD/validate" /tmp/shim/perfsim/validate
-ln -s "$PWD/hardware" /tmp/shim/perfsim/catalog
-export PYTHONPATH=/tmp/shim:/tmp/site
+. validate/device_env.sh
 ONLY=${ONLY:-idle,spin_1cta,l2_read,wgmma_smem_1cta,wgmma_smem_2cta,gemm_bf16_half_duty}
 (cd /tmp && python3 -m perfsim.validate.power_probe --out "$OUT/${NAME:-power-l2-wgmma}.json" --duration 3 --only "$ONLY" 2>&1 | tail -12)
 [ "${NCU_GEMMS:-1}" = 0 ] && exit 0
