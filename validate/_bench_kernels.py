@@ -56,7 +56,7 @@ def noop(X):
 @triton.jit
 def tile_walk(desc, X, W, Y, n_tiles, iters, D: tl.constexpr, BM: tl.constexpr,
               BC: tl.constexpr, NSUB: tl.constexpr, BN: tl.constexpr, MODE: tl.constexpr,
-              GROUP: tl.constexpr = 1):
+              GROUP: tl.constexpr = 1, STRIDE: tl.constexpr = 0, LAG: tl.constexpr = 0):
     """Every program walks ``[BM, BC]`` bf16 boxes of an ``[n_tiles * BM, D]`` tensor, each fed
     to a WGMMA against a ``[BC, BN]`` weight slice (so the load is used; ``acc += x @ w``).
     ``MODE`` 0: the boxes come by TMA (``desc``, a host tensor descriptor:
@@ -65,15 +65,25 @@ def tile_walk(desc, X, W, Y, n_tiles, iters, D: tl.constexpr, BM: tl.constexpr,
     as flash-attn 2 does); 2: no load in the loop (one box loaded before it, the same WGMMAs
     and weight loads): the compute alone. Program ``p`` reads tile ``p + i * programs`` at
     step ``i``; with ``GROUP`` > 1, ``GROUP`` consecutive programs read the same tiles in
-    step (as the CTAs of one head read the same K and V tiles in a forward)."""
-    pid = tl.program_id(0) // GROUP
-    nprog = tl.num_programs(0) // GROUP
+    step (as the CTAs of one head read the same K and V tiles in a forward). With ``STRIDE``
+    > 0 programs pair up instead: ``p`` and ``p + STRIDE`` (``p // STRIDE`` even) read the same
+    tiles, the second ``LAG`` steps behind the first."""
+    if STRIDE > 0:
+        raw = tl.program_id(0)
+        role = (raw // STRIDE) % 2
+        pid = (raw // (2 * STRIDE)) * STRIDE + raw % STRIDE
+        nprog = tl.num_programs(0) // 2
+        lag = role * LAG
+    else:
+        pid = tl.program_id(0) // GROUP
+        nprog = tl.num_programs(0) // GROUP
+        lag = 0
     acc = tl.zeros([BM, BN], tl.float32)
     rows = tl.arange(0, BM)[:, None].to(tl.int64) * D
     cols = tl.arange(0, BC)[None, :]
     x0 = desc.load([(pid % n_tiles) * BM, 0])
     for i in range(iters):
-        t = (pid + i * nprog) % n_tiles          # int32: a descriptor's offsets are
+        t = (pid + (i + n_tiles - lag) * nprog) % n_tiles   # int32: a descriptor's offsets are
         for j in tl.static_range(NSUB):
             w = tl.load(W + (j * BC + tl.arange(0, BC))[:, None] * BN
                         + tl.arange(0, BN)[None, :])

@@ -207,14 +207,15 @@ def _benches():
                     f"{forms}; random normal / 8), {grid} CTAs x 4 warps, {iters} iterations")
         return setup
 
-    def tile_walk(mode, where, group=1):
+    def tile_walk(mode, where, group=1, stride=0, lag=0):
         # _bench_kernels.tile_walk: [64, 64] bf16 boxes of a [rows, 256] tensor, each fed to a
         # WGMMA with N = 16 (16 FLOP per byte loaded), 2 programs per SM. ``where``: "l2" =
         # 8 MiB, resident in L2 after the first call; "hbm" = 512 MiB, read from HBM.
         # ``mode``: "tma" (descriptor loads, cp.async.bulk.tensor), "ptr" (pointer loads,
         # cp.async), "none" (no load in the loop: the WGMMAs and weight loads alone). The
         # energy per byte of a path is (W - static - the "none" loop's energy per FLOP x
-        # FLOP/s) / bytes per second. ``group``: programs reading the same tiles in step.
+        # FLOP/s) / bytes per second. ``group``: programs reading the same tiles in step;
+        # ``stride``/``lag``: pairs p, p + stride read the same tiles, ``lag`` steps apart.
         def setup():
             import re
 
@@ -238,7 +239,7 @@ def _benches():
             def step():
                 return kernel[(grid,)](desc, x, w, y, rows // bm, iters, D=d, BM=bm, BC=bc,
                                        NSUB=nsub, BN=bn, MODE=code, GROUP=group,
-                                       num_warps=4, num_stages=3)
+                                       STRIDE=stride, LAG=lag, num_warps=4, num_stages=3)
             ptx = step().asm.get("ptx", "")
             census = {"cp.async.bulk.tensor": len(re.findall(r"cp\.async\.bulk\.tensor", ptx)),
                       "cp.async (LSU)": len(re.findall(r"cp\.async\.(?:ca|cg)\.", ptx)),
@@ -246,8 +247,10 @@ def _benches():
             loaded = grid * iters * nsub * bm * bc * 2 if mode != "none" else 0
             flops = 2.0 * grid * iters * nsub * bm * bc * bn
             return (step, flops, "FLOP",
-                    f"tile_walk {mode} {where}: {grid} CTAs x 4 warps in groups of {group} "
-                    f"reading the same tiles in step, {iters} steps of {nsub} "
+                    f"tile_walk {mode} {where}: {grid} CTAs x 4 warps, "
+                    + (f"pairs p, p + {stride} reading the same tiles {lag} steps apart, "
+                       if stride else f"in groups of {group} reading the same tiles in step, ")
+                    + f"{iters} steps of {nsub} "
                     f"[{bm}, {bc}] bf16 boxes of a [{rows}, {d}] tensor, WGMMA N = {bn}; "
                     f"bytes loaded per call {loaded}; PTX {census}; triton {triton.__version__}")
         return setup
@@ -264,6 +267,15 @@ def _benches():
         "walk_tma_l2_g16": tile_walk("tma", "l2", group=16),
         "walk_tma_l2_g32": tile_walk("tma", "l2", group=32),
         "walk_tma_l2_g132": tile_walk("tma", "l2", group=132),
+        # which pairs merge: neighbours (1), 2, 8, 33 and 66 apart, and the CTA in the same
+        # SM's second slot (132: the block scheduler fills every SM once, then again); and
+        # how far apart in time (neighbours 1, 2 and 8 steps behind)
+        **{f"walk_tma_l2_pair{s}": tile_walk("tma", "l2", stride=s)
+           for s in (1, 2, 8, 33, 66, 132)},
+        **{f"walk_tma_l2_pair1_lag{k}": tile_walk("tma", "l2", stride=1, lag=k)
+           for k in (1, 2, 8)},
+        "walk_ptr_l2_pair1": tile_walk("ptr", "l2", stride=1),
+        "walk_ptr_l2_pair1_lag1": tile_walk("ptr", "l2", stride=1, lag=1),
         "walk_ptr_l2_g8": tile_walk("ptr", "l2", group=8),
         "walk_tma_hbm_g8": tile_walk("tma", "hbm", group=8),
         "wgmma_rs_1cta": wgmma_loop(1, a_in_registers=True),
@@ -323,7 +335,10 @@ BENCHES = ("idle", "spin_1cta", "hbm_copy", "gemm_bf16", "gemm_fp16", "gemm_bf16
            "gemm_bf16_probs_half_duty", "wgmma_rs_1cta", "wgmma_rs_2cta",
            "walk_tma_l2", "walk_ptr_l2", "walk_none_l2", "walk_tma_hbm", "walk_ptr_hbm",
            "walk_tma_l2_g8", "walk_ptr_l2_g8", "walk_tma_hbm_g8", "walk_tma_l2_g2",
-           "walk_tma_l2_g4", "walk_tma_l2_g16", "walk_tma_l2_g32", "walk_tma_l2_g132")
+           "walk_tma_l2_g4", "walk_tma_l2_g16", "walk_tma_l2_g32", "walk_tma_l2_g132",
+           *(f"walk_tma_l2_pair{s}" for s in (1, 2, 8, 33, 66, 132)),
+           *(f"walk_tma_l2_pair1_lag{k}" for k in (1, 2, 8)), "walk_ptr_l2_pair1",
+           "walk_ptr_l2_pair1_lag1")
 
 
 def _trace(samples, t0):
