@@ -29,7 +29,8 @@ def read_text(path: str | Path, what: str = "file") -> str:
     """The text of a UTF-8 file.
 
     Raises:
-        perfsim.PerfsimError: the file is missing, a folder, unreadable or not UTF-8.
+        perfsim.PerfsimError: the file is missing, a folder or another non-regular file (a
+            device, a FIFO), unreadable or not UTF-8.
     """
     path = Path(path)
     try:
@@ -39,6 +40,8 @@ def read_text(path: str | Path, what: str = "file") -> str:
     if folder:
         raise PerfsimError(f"{what} {str(path)!r} is a folder, not a file")
     if not found:
+        if path.exists():       # a device, a FIFO, a socket: it exists but holds no text
+            raise PerfsimError(f"{what} {str(path)!r} is not a regular file")
         raise PerfsimError(f"{what} {str(path)!r} does not exist")
     try:
         data = path.read_bytes()
@@ -69,10 +72,23 @@ def check_output(path: str | Path, extensions: Iterable[str], what: str = "outpu
     if path.suffix.lower() not in extensions:
         raise PerfsimError(f"{what} {str(path)!r}: unknown extension {path.suffix or '(none)'!r}"
                            f"; allowed: {', '.join(extensions)}")
-    # the probe is named as atomic_write's temporary file: a name too long for it is found now
-    _check_folder(path.parent if str(path.parent) else Path("."), path, what,
-                  prefix=f".{path.name}.")
+    # the probe is named as atomic_write's temporary file (in the folder a link points into)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    _check_folder(target.parent if str(target.parent) else Path("."), path, what,
+                  prefix=_temporary_prefix(target))
     return path
+
+
+#: Characters of the output's name kept in its temporary file's name: the name, a dot, eight
+#: random characters and ``.tmp`` then fit the 255 bytes of a file name even when the output's
+#: own name is as long as a file system allows.
+TEMPORARY_NAME_CHARS = 200
+
+
+def _temporary_prefix(path: Path) -> str:
+    """``.NAME.`` — the prefix of :func:`atomic_write`'s temporary file beside ``path``
+    (``NAME`` cut to :data:`TEMPORARY_NAME_CHARS` characters)."""
+    return f".{path.name[:TEMPORARY_NAME_CHARS]}."
 
 
 def check_output_folder(path: str | Path, what: str = "output folder") -> Path:
@@ -136,16 +152,19 @@ def atomic_write(path: str | Path) -> Iterator[Path]:
 
     On an exception the temporary file is removed and ``path`` is left as it was. A process
     killed by SIGKILL inside the block leaves a ``.NAME.*.tmp`` file beside ``path`` (nothing
-    can remove it then; the previous file at ``path`` is intact).
+    can remove it then; the previous file at ``path`` is intact). A symbolic link at ``path``
+    is followed: the file it points to is replaced and the link stays.
 
     Raises:
         perfsim.PerfsimError: the temporary file cannot be created, written or renamed (an
             ``OSError``: no permission, a read-only or full disk); one line with the reason.
     """
     path = Path(path)
+    if path.is_symlink():       # write where the link points, not over the link
+        path = Path(os.path.realpath(path))
     folder = path.parent if str(path.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path), suffix=".tmp", dir=folder)
     except OSError as exc:
         raise PerfsimError(f"cannot write {str(path)!r}: cannot create a file in folder "
                            f"{str(folder)!r} ({_why(exc)})") from None

@@ -223,11 +223,15 @@ class Prediction:
 
     Attributes:
         workload, gpu: the inputs; ``algorithm``: the resolved config (``.label()``).
-        seconds: predicted wall time of all kernels (s).
+        seconds: predicted wall time of the call (s): its kernels' time, and for a phase
+            whose kernels take less than the software profile's host floor
+            (``TimingParams.host_floor_fwd_s`` / ``host_floor_bwd_s``: launch and framework
+            overhead per call) that floor instead.
         tflops: achieved TFLOP/s by the FlashAttention convention (``model_flops / seconds``).
         bound: what binds most of the time (``tensor``, ``fp32``, ``mufu``, ``smem``,
             ``hbm``, ``latency`` (an unpipelined kernel's load waits, or register-spill
-            reloads) or ``launch``).
+            reloads), ``launch``, or ``host``: the host floor, for a call too short to fill
+            it).
         unit_seconds: per unit, its time summed over kernels (s), had it run alone.
         bound_seconds: per unit, the kernel time during which it was the binding unit (s).
         counts: :class:`Counts` totals.

@@ -91,7 +91,8 @@ MAX_SEQUENCES = 2**20
 
 
 def _window(value):
-    if value is None or value == "":
+    # an empty cell: "" in a sweep's CSV, NaN once pandas' read_csv has read it
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
         return (None, None)
     if isinstance(value, str):          # a sweep column, "LEFT,RIGHT" ("none" = unbounded)
         parts = [p.strip().lower() for p in value.split(",")]
@@ -158,7 +159,9 @@ class AttentionWorkload(BaseModel):
             ``[i + off − left, i + off + right]`` with ``off = N_k − N_q`` (the mask is
             aligned bottom-right, the FlashAttention ≥ 2.1 convention, also for ``N_q < N_k``);
             ``None`` on a side is unbounded. ``causal=True`` is ``(None, 0)``; both together
-            take the narrower right edge. Each bound an integer ≥ 0 or ``None``.
+            take the narrower right edge. Each bound an integer ≥ 0 or ``None``. A sweep's
+            ``window`` column (``"LEFT,RIGHT"``, empty for none) reads back as it is written,
+            an empty cell also as the NaN pandas' ``read_csv`` makes of it.
         seqlens_q, seqlens_k: variable-length batch (``cu_seqlens`` kernels): one query and
             one key length per sequence. ``batch`` then equals their count (and defaults to
             it), ``seqlen_q``/``seqlen_k`` are the largest (the ``max_seqlen`` the kernels

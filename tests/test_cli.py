@@ -372,3 +372,20 @@ def test_ctrl_c_while_the_command_imports_is_one_line():
                           timeout=120)
     assert done.returncode == 130, done.stderr
     assert done.stderr == "perfsim: interrupted\n"
+
+
+def test_an_error_is_one_line_even_when_the_input_holds_a_newline(capsys):
+    """``--set $'blo\\nck_m=64'`` printed a two-line error: the value is shown escaped."""
+    assert main(["predict", "-b", "1", "--heads", "8", "--seqlen", "128", "--head-dim", "64",
+                 "--set", "blo\nck_m=64"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "blo\\nck_m" in err
+
+
+def test_clock_names_are_case_insensitive_as_the_other_names(capsys):
+    args = ["predict", "-b", "1", "--heads", "8", "--seqlen", "1024", "--head-dim", "64",
+            "--json"]
+    assert main(args + ["--clock", "BOOST"]) == 0
+    upper = json.loads(capsys.readouterr().out)
+    assert main(args + ["--clock", "boost"]) == 0
+    assert json.loads(capsys.readouterr().out) == upper

@@ -69,3 +69,21 @@ def test_a_ranking_miss_carries_the_measured_gap():
               {**base, "impl": "b", "measured_s": 1.02, "predicted_s": 1.0}]
     (miss,) = er.ranking(scored)["misses"]
     assert miss[1:3] == ("a", "b") and miss[3] == pytest.approx(0.02)
+
+
+def test_rescoring_keeps_a_committed_score_unless_forced(tmp_path, capsys):
+    """A fresh user's report: rescoring a hold-out rewrote its committed score (the record of
+    the model it was frozen at) in place. Now an existing ``score-GPU`` is kept and the new
+    score goes to ``score-GPU/regenerated`` unless ``--force``."""
+    rows = [_row("sdpa_flash", "fwd", 5e-3), _row("sdpa_cudnn", "fwd", 3e-3)]
+    (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    committed = tmp_path / "score-h200-sxm"
+    assert er.main([str(tmp_path)]) == 0
+    first = (committed / "report.md").read_text()
+    (committed / "report.md").write_text("the frozen record\n")
+    assert er.main([str(tmp_path)]) == 0
+    assert (committed / "report.md").read_text() == "the frozen record\n"
+    assert (committed / "regenerated" / "report.md").read_text() == first
+    assert "--force overwrites it" in capsys.readouterr().err
+    assert er.main([str(tmp_path), "--force"]) == 0
+    assert (committed / "report.md").read_text() == first

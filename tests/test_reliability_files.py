@@ -43,7 +43,8 @@ def test_read_text_errors_are_one_line(tmp_path):
     bad = tmp_path / "x.toml"
     bad.write_bytes(b"a = 1\n\xff\xfe")
     for path, needle in ((bad, "not UTF-8 text (byte 6"), (tmp_path, "is a folder"),
-                         (tmp_path / "nope", "does not exist")):
+                         (tmp_path / "nope", "does not exist"),
+                         (Path(os.devnull), "is not a regular file")):
         with pytest.raises(PerfsimError, match=re.escape(needle)):
             read_text(path)
     with pytest.raises(PerfsimError, match="unknown extension"):
@@ -724,3 +725,28 @@ def test_a_signal_that_lands_in_a_finalizer_still_stops_the_command(tmp_path, si
     assert done.returncode == code, (done.stdout, done.stderr)
     assert "ran to the end" not in done.stdout
     assert done.stderr.strip().splitlines() == [line]
+
+
+def test_an_output_through_a_symbolic_link_replaces_the_file_it_points_to(tmp_path):
+    """A fresh user's report: ``--out link.csv`` (a link to ``target.csv``) replaced the link
+    with a regular file and left the target as it was."""
+    target, link = tmp_path / "target.csv", tmp_path / "link.csv"
+    target.write_text("previous\n")
+    link.symlink_to(target.name)
+    check_output(link, (".csv",))
+    with atomic_write(link) as tmp:
+        tmp.write_text("new\n")
+    assert link.is_symlink() and os.readlink(link) == "target.csv"
+    assert target.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.csv", "target.csv"]
+
+
+def test_an_output_name_as_long_as_the_file_system_allows_is_written(tmp_path):
+    """A 254-character name (legal) was refused: "File name too long" was about the hidden
+    temporary file's name, ``.NAME.XXXXXXXX.tmp``, not the user's."""
+    out = tmp_path / ("a" * 250 + ".csv")
+    check_output(out, (".csv",))
+    with atomic_write(out) as tmp:
+        tmp.write_text("rows\n")
+    assert out.read_text() == "rows\n"
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]

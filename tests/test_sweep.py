@@ -609,3 +609,50 @@ def test_sweep_names_the_mufu_where_predict_does_on_an_mma_sync_kernel():
                             gpu="h100-sxm5", algorithm="fa2")
         assert (r.bound, r.seconds) == (p.bound, pytest.approx(p.seconds, rel=1e-9))
     assert rows.bound.tolist()[0] == "mufu"
+
+
+def test_csv_rows_read_back_as_their_workloads(tmp_path):
+    """A fresh user's report: a sweep written to CSV and read with pandas' defaults did not
+    give back its workloads — the empty ``window`` cell (no window) reads as NaN, which
+    ``AttentionWorkload`` refused. Each row, read back, predicts its own seconds."""
+    import pandas as pd
+
+    df = sweep(batch=[1, 2], heads=8, seqlen_q=[128, 1024], head_dim=64, gpus="h100-sxm5",
+               algorithms="fa2", window=["", "64,0"], page_size=[None, 256])
+    out = tmp_path / "rows.csv"
+    df.to_csv(out, index=False)
+    back = pd.read_csv(out)
+    assert back.window.isna().any()                 # what pandas makes of the empty cells
+    fields = [f for f in perfsim.AttentionWorkload.model_fields if f in back.columns]
+    for _, row in back.iterrows():
+        w = perfsim.AttentionWorkload(**{f: row[f] for f in fields})
+        p = perfsim.predict(w, gpu=row.gpu, algorithm=row.algorithm)
+        assert p.seconds == pytest.approx(row.seconds, rel=1e-9)
+
+
+def test_cli_sweep_reads_a_relative_profile_beside_its_config(tmp_path, monkeypatch, capsys):
+    """A fresh user's report: ``gpus = ["mygpu.toml"]`` worked from the config's folder and
+    failed from anywhere else (the path was read from the current folder). Now beside the
+    config first, then the current folder; the error says where it looked."""
+    import shutil
+
+    from perfsim.cli import main
+    from perfsim.gpu_catalog import _catalog_dir
+
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    shutil.copy(_catalog_dir() / "h100-sxm5.toml", sub / "mygpu.toml")
+    config = sub / "cfg.toml"
+    config.write_text('gpus = ["mygpu.toml"]\nalgorithms = ["fa2"]\n[workload]\nbatch = 1\n'
+                      'heads = 8\nseqlen_q = 1024\nhead_dim = 64\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "sub/cfg.toml", "-q", "--out", "rows.csv"]) == 0
+    capsys.readouterr()
+    (tmp_path / "here.toml").write_bytes((sub / "mygpu.toml").read_bytes())
+    config.write_text(config.read_text().replace("mygpu.toml", "here.toml"))
+    assert main(["sweep", "sub/cfg.toml", "-q", "--out", "rows.csv"]) == 0   # as before
+    capsys.readouterr()
+    config.write_text(config.read_text().replace("here.toml", "nothere.toml"))
+    assert main(["sweep", "sub/cfg.toml", "-q", "--out", "rows.csv"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "beside the config, in 'sub'" in err

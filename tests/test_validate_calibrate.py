@@ -114,3 +114,26 @@ def test_different_device_sm_count_replaces_base(tmp_path):
     assert data["tensor_flops_per_clk_per_sm"]["bf16"] == pytest.approx(
         790e12 / (114 * base.clock_hz))
     assert data["sources"]["sm_count"].startswith("M: measured by perfsim calibrate")
+
+
+@pytest.mark.parametrize("out, needle", [("adir", "is a folder"),
+                                         ("nodir/x.toml", "folder 'nodir' does not exist"),
+                                         ("profile.txt", "unknown extension '.txt'")])
+def test_calibrate_checks_out_before_measuring(tmp_path, monkeypatch, capsys, out, needle):
+    """A bad ``--out`` was found only when the profile was written, after every
+    microbenchmark had run: now it is bad input (exit 2) before any, GPU or not."""
+    from perfsim.cli import main
+    from perfsim.validate import calibrate as calibrate_module
+    from perfsim.validate import session
+
+    (tmp_path / "adir").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(session, "no_gpu_reason", lambda: None)      # as on a GPU machine
+
+    def measured(*args, **kwargs):
+        raise AssertionError("the microbenchmarks ran before --out was checked")
+
+    monkeypatch.setattr(calibrate_module, "calibrate", measured)
+    assert main(["calibrate", "--out", out, "--base", "h200-sxm"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1

@@ -413,8 +413,11 @@ def register_calibrate(subparsers) -> None:
 
 
 def cmd_calibrate(args) -> int:
+    from perfsim.files import check_output
     from perfsim.validate.calibrate import FIELDS, calibrate
 
+    # a path that cannot be written is bad input, found before a GPU's worth of measurements
+    check_output(args.out, (".toml",), "calibrate --out")
     if args.base != "auto":
         base = load_gpu(args.base)          # a bad id is a bad-input error, GPU or not
     no_gpu = _no_gpu("calibrate")

@@ -285,9 +285,20 @@ def main(argv=None) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("directory", type=Path)
     parser.add_argument("--gpu", default="h200-sxm")
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for report.md, rows.csv and scatter.png (default: "
+                        "DIRECTORY/score-GPU; where that exists, DIRECTORY/score-GPU/"
+                        "regenerated unless --force)")
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite an existing DIRECTORY/score-GPU (a committed score)")
     args = parser.parse_args(argv)
     out = args.out or args.directory / f"score-{Path(args.gpu).stem}"
+    if args.out is None and out.is_dir() and not args.force:
+        # a committed score is the record of the model it was frozen at: rescoring with
+        # today's model goes beside it, as perfsim validate --report-only does
+        out = out / "regenerated"
+        print(f"external_report: {out.parent} exists; writing to {out} (--force overwrites "
+              "it)", file=sys.stderr)
     try:
         print(write(args.directory, out, args.gpu), end="")
     except PerfsimError as exc:

@@ -158,9 +158,15 @@ def _from_json(path: Path) -> list[Shape]:
         perfsim.PerfsimError: an unreadable file, not a non-empty list of objects, or an
             object with a missing or unknown field (named, with the shape's position)."""
     try:
-        items = json.loads(path.read_text())
+        text = path.read_text()
     except (OSError, ValueError) as exc:
         raise PerfsimError(f"grid file {path}: {exc}") from None
+    try:
+        items = json.loads(text)
+    except ValueError as exc:
+        raise PerfsimError(f"grid file {path}: not JSON ({exc}); a grid file is a JSON list "
+                           "of shapes, e.g. [{\"batch\": 1, \"heads\": 8, \"seqlen_q\": 1024, "
+                           "\"head_dim\": 64, \"causal\": false}]") from None
     names = [f.name for f in fields(Shape)]
     required = [f.name for f in fields(Shape) if f.default is MISSING]
     example = '[{"batch": 1, "heads": 8, "seqlen_q": 1024, "head_dim": 64, "causal": false}]'

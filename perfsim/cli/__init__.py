@@ -190,7 +190,9 @@ def _main(argv: list[str]) -> int:
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
     except PerfsimError as exc:
-        sys.stderr.write(f"perfsim: error: {exc}\n")
+        # one line whatever the input held (a value with a newline in it is shown escaped)
+        text = str(exc).replace("\r", "\\r").replace("\n", "\\n")
+        sys.stderr.write(f"perfsim: error: {text}\n")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         sys.stderr.write("perfsim: interrupted\n")

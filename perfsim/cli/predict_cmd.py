@@ -155,7 +155,7 @@ def register(sub) -> None:
                    "'fa2(block_m=64)'")
     p.add_argument("--kernel-only", action="store_true",
                    help="GPU time of the kernels alone: no host floor per call")
-    p.add_argument("--clock", default="sustained",
+    p.add_argument("--clock", default="sustained", type=str.lower,   # BOOST as boost
                    help="SM clock: sustained (the power model), boost, datasheet, or a clock "
                    "lock in MHz (the power limit can still hold it lower)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -103,7 +103,8 @@ def load_sweep_config(path: str | Path) -> dict:
     missing = [f for f in ("batch", "heads", "seqlen_q", "head_dim") if f not in workload]
     if missing:
         raise PerfsimError(f"{path}: [workload] needs {', '.join(missing)}")
-    kwargs = dict(workload, gpus=data.get("gpus"), overrides=data.get("overrides"))
+    kwargs = dict(workload, gpus=_profile_paths(data.get("gpus"), path),
+                  overrides=data.get("overrides"))
     names = data.get("algorithms")
     if isinstance(names, str) and names.lower() in ("all", "presets"):
         # every algorithm / every implementation preset, as `perfsim predict --algorithm`
@@ -117,9 +118,31 @@ def load_sweep_config(path: str | Path) -> dict:
     try:            # every value checked as the sweep checks it, the file named in the error
         count_rows(**kwargs)
     except PerfsimError as exc:
-        text = str(exc)
-        raise PerfsimError(f"{path}: {text.removeprefix('sweep: ')}") from None
+        text = str(exc).removeprefix("sweep: ")
+        if "GPU profile file" in text and "does not exist" in text:
+            text += (f" (a relative path is looked for beside the config, in "
+                     f"{str(path.parent or Path('.'))!r}, then in the current folder)")
+        raise PerfsimError(f"{path}: {text}") from None
     return kwargs
+
+
+def _profile_paths(gpus, config: Path):
+    """``gpus`` with each relative ``.toml`` profile path resolved against the config file's
+    folder (where a config and its profiles usually live together), or kept as it is — read
+    from the current folder — where no such file is there (how configs were read before
+    2026-12-04). Catalog ids and absolute paths are unchanged."""
+    entries = gpus if isinstance(gpus, list) else None if gpus is None else [gpus]
+    if entries is None:
+        return gpus
+    out = []
+    for entry in entries:
+        if (isinstance(entry, str) and entry.lower().endswith(".toml")
+                and not Path(entry).is_absolute()):
+            beside = config.parent / entry
+            if beside.is_file():
+                entry = str(beside)
+        out.append(entry)
+    return out if isinstance(gpus, list) else out[0]
 
 
 def _algorithm(entry, path: Path) -> algorithms.Algorithm:
@@ -178,7 +201,7 @@ def register_sweep(subparsers) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary")
     p.add_argument("--kernel-only", action="store_true",
                    help="GPU time of the kernels alone: no host floor per call")
-    p.add_argument("--clock", default="sustained",
+    p.add_argument("--clock", default="sustained", type=str.lower,   # BOOST as boost
                    help="SM clock: sustained (the power model), boost, datasheet, or a clock "
                    "lock in MHz (as perfsim predict --clock)")
     # perfsim.sweep.ENGINES (not imported here: building the parser loads no numpy)
