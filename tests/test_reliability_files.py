@@ -750,3 +750,30 @@ def test_an_output_name_as_long_as_the_file_system_allows_is_written(tmp_path):
         tmp.write_text("rows\n")
     assert out.read_text() == "rows\n"
     assert [p.name for p in tmp_path.iterdir()] == [out.name]
+
+
+def test_a_ctrl_c_while_python_shuts_down_after_a_finished_command_is_ignored(tmp_path):
+    """A fresh user's report: a Ctrl-C landing after the output was written, while Python
+    shut down, made the finished run exit 130 (or print "Exception ignored" tracebacks).
+    From the console script, a finished command's shutdown ignores Ctrl-C."""
+    script = tmp_path / "late.py"
+    script.write_text(
+        "import atexit, os, signal, sys, threading, time\n"
+        "import perfsim.cli as cli\n"
+        "def command(args):\n"
+        "    print('done', flush=True)\n"
+        "    atexit.register(time.sleep, 1.5)      # a slow shutdown\n"
+        "    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+        "    return 0\n"
+        "class Args:\n"
+        "    func = staticmethod(command)\n"
+        "class Parser:\n"
+        "    _actions = []\n"
+        "    def parse_args(self, argv):\n"
+        "        return Args()\n"
+        "cli.build_parser = lambda modules=None: Parser()\n"
+        "sys.argv = ['perfsim', 'gpus']\n"
+        "sys.exit(cli.main())\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")

@@ -144,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     From the console script (``argv`` None), once an interrupt or SIGTERM has been reported a
     second Ctrl-C ends the process at once (the default signal action): before, one pressed
     while Python shut down (joining worker threads) printed "Exception ignored" tracebacks.
+    Once a command has finished otherwise (its output complete, or its error reported), a
+    Ctrl-C while Python shuts down is ignored: it turned a finished run's exit status into
+    130, with nothing said (SIGTERM and SIGKILL still end the process).
     """
     import signal
 
@@ -153,8 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:   # while the command's modules import or argv is parsed
         sys.stderr.write("perfsim: interrupted\n")
         code = 130
-    if console and code in (130, 143):
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if console:
+        try:
+            signal.signal(signal.SIGINT,
+                          signal.SIG_DFL if code in (130, 143) else signal.SIG_IGN)
+        except ValueError:          # not the main thread: leave the handlers alone
+            pass
     return code
 
 
