@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -61,11 +62,15 @@ def check_output(path: str | Path, extensions: Iterable[str], what: str = "outpu
         extensions: allowed suffixes, lower case with the dot (``.csv``).
 
     Raises:
-        perfsim.PerfsimError: the folder is missing, the path is a folder, the extension is
-            not one of ``extensions``, or the folder is not writable.
+        perfsim.PerfsimError: the path is empty, a folder or another non-regular file (a
+            FIFO, a device), the folder is missing, the extension is not one of
+            ``extensions``, or the folder is not writable.
     """
-    path = Path(path)
     extensions = tuple(extensions)
+    if not str(path).strip():           # Path("") would read as the current folder
+        raise PerfsimError(f"{what} is empty; give a file name ending in "
+                           f"{', '.join(extensions)}")
+    path = Path(path)
     if str(path).endswith(("/", os.sep)) or _is_dir(path, what):
         raise PerfsimError(f"{what} {str(path)!r} is a folder; give a file name ending in "
                            f"{', '.join(extensions)}")
@@ -74,6 +79,7 @@ def check_output(path: str | Path, extensions: Iterable[str], what: str = "outpu
                            f"; allowed: {', '.join(extensions)}")
     # the probe is named as atomic_write's temporary file (in the folder a link points into)
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    _refuse_special(target, what)
     _check_folder(target.parent if str(target.parent) else Path("."), path, what,
                   prefix=_temporary_prefix(target))
     return path
@@ -153,15 +159,19 @@ def atomic_write(path: str | Path) -> Iterator[Path]:
     On an exception the temporary file is removed and ``path`` is left as it was. A process
     killed by SIGKILL inside the block leaves a ``.NAME.*.tmp`` file beside ``path`` (nothing
     can remove it then; the previous file at ``path`` is intact). A symbolic link at ``path``
-    is followed: the file it points to is replaced and the link stays.
+    is followed: the file it points to is replaced and the link stays. A file replaced keeps
+    its permission bits (a new one gets ``0666`` less the umask, as ``open()`` gives).
 
     Raises:
-        perfsim.PerfsimError: the temporary file cannot be created, written or renamed (an
-            ``OSError``: no permission, a read-only or full disk); one line with the reason.
+        perfsim.PerfsimError: ``path`` is something other than a regular file (a FIFO, a
+            device: replacing it would not reach its reader); the temporary file cannot be
+            created, written or renamed (an ``OSError``: no permission, a read-only or full
+            disk); one line with the reason.
     """
     path = Path(path)
     if path.is_symlink():       # write where the link points, not over the link
         path = Path(os.path.realpath(path))
+    _refuse_special(path, "cannot write")
     folder = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path), suffix=".tmp", dir=folder)
@@ -170,10 +180,14 @@ def atomic_write(path: str | Path) -> Iterator[Path]:
                            f"{str(folder)!r} ({_why(exc)})") from None
     os.close(fd)
     tmp = Path(tmp)
-    umask = os.umask(0)
-    os.umask(umask)
     try:
-        os.chmod(tmp, 0o666 & ~umask)       # mkstemp makes 0600; a plain open() would not
+        mode = stat.S_IMODE(path.stat().st_mode)        # the replaced file's permissions
+    except OSError:                                     # a new file: as open() makes it
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    try:
+        os.chmod(tmp, mode)                 # mkstemp makes 0600
         yield tmp
         with open(tmp, "rb+") as fh:        # the data reaches the disk before the rename
             os.fsync(fh.fileno())
@@ -185,6 +199,18 @@ def atomic_write(path: str | Path) -> Iterator[Path]:
             raise PerfsimError(f"cannot write {str(path)!r} ({_why(exc)}); the previous file "
                                "there, if any, is unchanged") from None
         raise
+
+
+def _refuse_special(path: Path, what: str) -> None:
+    """A ``PerfsimError`` where ``path`` exists and is neither a regular file nor a folder (a
+    FIFO, a device, a socket); :func:`check_output` names folders itself."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise PerfsimError(f"{what} {str(path)!r}: it is not a regular file (a FIFO, device "
+                           "or socket); give a file path")
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

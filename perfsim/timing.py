@@ -190,7 +190,10 @@ class TimingParams(BaseModel):
             ``"boost"``: the ceiling, power ignored (a cold GPU, short bursts of under ~0.1 s).
             ``"datasheet"``: ``clock_hz`` (the clock of the vendor's quoted peaks). A number:
             a clock lock in Hz (``nvidia-smi --lock-gpu-clocks``): the call runs at that clock
-            unless the power limit holds it lower (a lock does not lift the power limit).
+            unless the power limit holds it lower (a lock does not lift the power limit), and
+            at most at the call's ceiling above (a lock above it acts as the ceiling, as the
+            driver clamps a lock to the clocks the GPU supports); ``Prediction.clock_hz``
+            says the clock used.
 
     To change fields of one, use :meth:`replace` (``perfsim.timing_for("h100-sxm5", "fa2")
     .replace(hbm_efficiency=0.8)``), which validates them as the constructor does

@@ -352,26 +352,41 @@ def test_an_unknown_option_is_the_error_reported(capsys, tmp_path, monkeypatch):
                  "--kern"]) == 0
 
 
-def test_ctrl_c_while_the_command_imports_is_one_line():
+@pytest.mark.parametrize("signal_name, code, line", [("SIGINT", 130, "perfsim: interrupted"),
+                                                     ("SIGTERM", 143, "perfsim: terminated")])
+def test_a_signal_while_the_command_imports_is_one_line(signal_name, code, line):
     """Ctrl-C while the command's modules load (numpy, pydantic, the model: most of a short
-    command's wall time) was a Python traceback; it is one line and exit 130, as later."""
+    command's wall time) was a Python traceback, and SIGTERM then ended the process with no
+    word (its handler came after the imports): one line and exit 130 / 143, as later."""
     import subprocess
     import sys
 
-    code = ("import sys\n"
-            "import perfsim.cli as cli\n"
-            "assert 'perfsim.cli.common' not in sys.modules   # nothing heavy imported yet\n"
-            "class Interrupted:      # Ctrl-C as the command's helpers import\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name == 'perfsim.cli.common':\n"
-            "            raise KeyboardInterrupt\n"
-            "sys.meta_path.insert(0, Interrupted())\n"
-            "sys.argv = ['perfsim', 'gpus']\n"
-            "sys.exit(cli.main())\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    code_text = ("import os, signal, sys, time\n"
+                 "import perfsim.cli as cli\n"
+                 "assert 'perfsim.cli.common' not in sys.modules   # nothing heavy imported\n"
+                 "class Signalled:      # the signal arrives as the command's helpers import\n"
+                 "    def find_spec(self, name, path=None, target=None):\n"
+                 "        if name == 'perfsim.cli.common':\n"
+                 f"            os.kill(os.getpid(), signal.{signal_name})\n"
+                 "            time.sleep(1)\n"
+                 "sys.meta_path.insert(0, Signalled())\n"
+                 "sys.argv = ['perfsim', 'gpus']\n"
+                 "sys.exit(cli.main())\n")
+    done = subprocess.run([sys.executable, "-c", code_text], capture_output=True, text=True,
                           timeout=120)
-    assert done.returncode == 130, done.stderr
-    assert done.stderr == "perfsim: interrupted\n"
+    assert done.returncode == code, done.stderr
+    assert done.stderr == line + "\n"
+
+
+def test_the_gpu_shortcut_takes_options_before_the_id_and_any_case(capsys):
+    """``perfsim gpu --json ID`` (as the usage line reads) and ``perfsim gpu LIST`` failed."""
+    assert main(["gpu", "--json", "h100-sxm5"]) == 0
+    assert json.loads(capsys.readouterr().out)["id"] == "h100-sxm5"
+    assert main(["gpus", "--json"]) == 0
+    catalog = json.loads(capsys.readouterr().out)
+    for argv in (["gpu", "LIST", "--json"], ["gpu", "--json", "list"]):
+        assert main(argv) == 0
+        assert json.loads(capsys.readouterr().out) == catalog
 
 
 def test_an_error_is_one_line_even_when_the_input_holds_a_newline(capsys):

@@ -87,3 +87,17 @@ def test_rescoring_keeps_a_committed_score_unless_forced(tmp_path, capsys):
     assert "--force overwrites it" in capsys.readouterr().err
     assert er.main([str(tmp_path), "--force"]) == 0
     assert (committed / "report.md").read_text() == first
+    # naming the committed folder with --out is no way around it
+    (committed / "report.md").write_text("the frozen record\n")
+    assert er.main([str(tmp_path), "--out", str(committed)]) == 0
+    assert (committed / "report.md").read_text() == "the frozen record\n"
+    # an --out that cannot be a folder is one line, exit 2 (a traceback, or a folder made
+    # anywhere, before)
+    (tmp_path / "a-file").write_text("x")
+    for out, needle in ((tmp_path / "a-file", "is a file"),
+                        (tmp_path / "missing" / "x", "does not exist")):
+        capsys.readouterr()
+        assert er.main([str(tmp_path), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1
+    assert not (tmp_path / "missing").exists()

@@ -74,3 +74,16 @@ def test_power_at_measured_splits_the_model_power(algorithm, kw):
         terms = power_terms(gpu, costs, seconds, clock)
         model = power_w(gpu, call_energy_j(gpu, costs), float(seconds), float(clock))
         assert sum(terms.values()) == pytest.approx(model, rel=1e-9)
+
+
+def test_power_at_measured_refuses_what_it_cannot_score(tmp_path, capsys):
+    """One line and exit 2 (tracebacks, or an empty table with exit 0, before)."""
+    from perfsim.validate.power_at_measured import main
+
+    (tmp_path / "notes.md").write_text("# not results\n")
+    for argv, needle in (([str(tmp_path / "missing.jsonl")], "does not exist"),
+                         ([str(tmp_path)], "is a folder"),
+                         ([str(tmp_path / "notes.md")], "no ok rows")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1

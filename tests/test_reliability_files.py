@@ -777,3 +777,21 @@ def test_a_ctrl_c_while_python_shuts_down_after_a_finished_command_is_ignored(tm
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=120)
     assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")
+
+
+def test_a_replaced_output_keeps_its_permissions_and_a_fifo_is_refused(tmp_path):
+    """A fresh user's report: a private (0600) file at --out came back 0644, and a FIFO at
+    --out was replaced by a regular file (its reader never saw the rows)."""
+    private = tmp_path / "private.csv"
+    private.write_text("previous\n")
+    private.chmod(0o600)
+    with atomic_write(private) as tmp:
+        tmp.write_text("new\n")
+    assert private.read_text() == "new\n" and (private.stat().st_mode & 0o777) == 0o600
+    fifo = tmp_path / "rows.csv"
+    os.mkfifo(fifo)
+    for attempt in (lambda: check_output(fifo, (".csv",)), lambda: atomic_write(fifo).__enter__()):
+        with pytest.raises(PerfsimError, match="not a regular file"):
+            attempt()
+    with pytest.raises(PerfsimError, match="--out is empty"):
+        check_output("", (".csv",), "--out")

@@ -287,22 +287,31 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu", default="h200-sxm")
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for report.md, rows.csv and scatter.png (default: "
-                        "DIRECTORY/score-GPU; where that exists, DIRECTORY/score-GPU/"
-                        "regenerated unless --force)")
+                        "DIRECTORY/score-GPU); one that already holds a report.md is kept and "
+                        "the new score goes to its regenerated/ unless --force")
     parser.add_argument("--force", action="store_true",
-                        help="overwrite an existing DIRECTORY/score-GPU (a committed score)")
+                        help="overwrite the score already in the output folder (a committed "
+                        "score)")
     args = parser.parse_args(argv)
     out = args.out or args.directory / f"score-{Path(args.gpu).stem}"
-    if args.out is None and out.is_dir() and not args.force:
-        # a committed score is the record of the model it was frozen at: rescoring with
-        # today's model goes beside it, as perfsim validate --report-only does
-        out = out / "regenerated"
-        print(f"external_report: {out.parent} exists; writing to {out} (--force overwrites "
-              "it)", file=sys.stderr)
     try:
+        if out.exists() and not out.is_dir():
+            raise PerfsimError(f"--out {str(out)!r} is a file; give a folder")
+        if not out.exists() and not out.parent.is_dir():
+            raise PerfsimError(f"--out {str(out)!r}: folder {str(out.parent)!r} does not exist")
+        if (out / "report.md").is_file() and not args.force:
+            # a committed score is the record of the model it was frozen at: rescoring with
+            # today's model goes beside it, as perfsim validate --report-only does
+            out = out / "regenerated"
+            print(f"external_report: {out.parent} holds a score; writing to {out} (--force "
+                  "overwrites it)", file=sys.stderr)
         print(write(args.directory, out, args.gpu), end="")
     except PerfsimError as exc:
         print(f"external_report: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"external_report: cannot write {str(out)!r}: {exc.strerror or exc}",
+              file=sys.stderr)
         return 2
     return 0
 

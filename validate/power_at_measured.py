@@ -104,24 +104,48 @@ def table(scored: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1e3:            # NaN fails this too
+        raise argparse.ArgumentTypeError(f"must be seconds from 0 to 1000, got {text!r}")
+    return value
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m perfsim.validate.power_at_measured",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("results", type=Path, help="a results.jsonl of external rows")
     ap.add_argument("--gpu", default="h200-sxm")
-    ap.add_argument("--min-seconds", type=float, default=3e-4,
+    ap.add_argument("--min-seconds", type=_seconds, default=3e-4,
                     help="leave out shorter calls (NVML's power lags short runs)")
     ap.add_argument("--out", type=Path, help="write the markdown table here too")
     args = ap.parse_args(argv)
-    scored = rows(args.results, args.gpu, args.min_seconds)
+    from perfsim.errors import PerfsimError
+    from perfsim.files import check_output, read_text
+
+    try:
+        read_text(args.results, "results file")
+        if args.out is not None:
+            check_output(args.out, (".md",), "--out")
+        scored = rows(args.results, args.gpu, args.min_seconds)
+        if not scored:
+            raise PerfsimError(f"{args.results}: no ok rows of at least {args.min_seconds} s "
+                               "with NVML power and clock (is it a results.jsonl of "
+                               "perfsim.validate.external_run?)")
+    except PerfsimError as exc:
+        sys.stderr.write(f"power_at_measured: {exc}\n")
+        return 2
     text = (f"# The power model at the measured clock and time — {args.gpu}\n\n"
             f"Rows: `{args.results}`, ok rows of at least {args.min_seconds * 1e6:.0f} µs "
             f"({len(scored)}). Watts are medians per group; terms as "
             "`perfsim.power.call_energy_j` counts them, static "
-            f"{scored[0]['static'] if scored else 0:.0f} W in the model total.\n\n"
+            f"{scored[0]['static']:.0f} W in the model total.\n\n"
             + table(scored) + "\n")
     sys.stdout.write(text)
     if args.out:
-        args.out.write_text(text, encoding="utf-8")
+        from perfsim.files import write_text_atomic
+
+        write_text_atomic(args.out, text)
     return 0
 
 

@@ -166,24 +166,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    """:func:`main` with ``argv`` given: parse, run the command, report its errors."""
+    """:func:`main` with ``argv`` given: parse, run the command, report its errors. SIGTERM's
+    handler is installed first, so that it unwinds the command's imports too."""
     import signal
 
-    from perfsim.cli.common import EXIT_BAD_INPUT
-
-    # a window value may start with "-" ("-1,0"): argparse would take it for an option and
-    # say only "expected one argument"; joined, it reaches the window's own check
-    argv = _join_dash_values(list(argv), ("--window",))
-    # ``perfsim gpu ID`` for ``perfsim gpu show ID`` (``list`` is the other subcommand)
-    if (len(argv) > 1 and argv[0] == "gpu" and argv[1] not in ("show", "list")
-            and not argv[1].startswith("-")):
-        argv = ["gpu", "show", *argv[1:]]
-    # a known command builds only its own module's parser (its imports alone); anything else
-    # (--help, --version, a typo) builds them all, so help and errors list every command
-    own = COMMAND_OF.get(argv[0]) if argv else None
-    parser = build_parser((own,) if own else COMMAND_MODULES)
-    _refuse_unknown_options(parser, argv)
-    args = parser.parse_args(argv)
     try:        # SIGTERM unwinds like Ctrl-C; SIGKILL cannot be caught (files.atomic_write)
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         installed = True
@@ -193,10 +179,13 @@ def _main(argv: list[str]) -> int:
     _previous_unraisablehook, sys.unraisablehook = sys.unraisablehook, _redeliver_signals
     import warnings
     try:
+        args = _parse(argv)
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
     except PerfsimError as exc:
+        from perfsim.cli.common import EXIT_BAD_INPUT
+
         # one line whatever the input held (a value with a newline in it is shown escaped)
         text = str(exc).replace("\r", "\\r").replace("\n", "\\n")
         sys.stderr.write(f"perfsim: error: {text}\n")
@@ -217,6 +206,34 @@ def _main(argv: list[str]) -> int:
         sys.unraisablehook = _previous_unraisablehook
         if installed:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _parse(argv: list[str]):
+    """The parsed command line (argparse's namespace), the command's modules imported."""
+    # a window value may start with "-" ("-1,0"): argparse would take it for an option and
+    # say only "expected one argument"; joined, it reaches the window's own check
+    argv = _join_dash_values(list(argv), ("--window",))
+    argv = _gpu_shortcut(argv)
+    # a known command builds only its own module's parser (its imports alone); anything else
+    # (--help, --version, a typo) builds them all, so help and errors list every command
+    own = COMMAND_OF.get(argv[0]) if argv else None
+    parser = build_parser((own,) if own else COMMAND_MODULES)
+    _refuse_unknown_options(parser, argv)
+    return parser.parse_args(argv)
+
+
+def _gpu_shortcut(argv: list[str]) -> list[str]:
+    """``perfsim gpu ID [options]`` (options before or after the id) as ``perfsim gpu show ID
+    [options]``; ``show`` and ``list`` (any case) are the subcommands themselves."""
+    if not argv or argv[0] != "gpu":
+        return argv
+    rest = argv[1:]
+    first = next((i for i, token in enumerate(rest) if not token.startswith("-")), None)
+    if first is None:
+        return argv
+    if rest[first].lower() in ("show", "list"):     # the options go after the subcommand
+        return ["gpu", rest[first].lower(), *rest[:first], *rest[first + 1:]]
+    return ["gpu", "show", *rest]
 
 
 if __name__ == "__main__":  # pragma: no cover
