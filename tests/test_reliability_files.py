@@ -687,6 +687,29 @@ def test_the_committed_report_is_what_repredict_gives_today(tmp_path, capsys):
     assert not stale, stale[:5]
 
 
+#: Script lines that make ``perfsim.cli.main`` run the script's own ``command(args)`` (defined
+#: above them) as the command, through the CLI's signal and error handling.
+_STUB_COMMAND = ("class Args:\n"
+                 "    func = staticmethod(command)\n"
+                 "class Parser:\n"
+                 "    _actions = []\n"
+                 "    def parse_args(self, argv):\n"
+                 "        return Args()\n"
+                 "cli._parse = lambda argv: Parser().parse_args(argv)\n")
+
+
+def _run_stub_command(tmp_path, command: str, console: bool) -> subprocess.CompletedProcess:
+    """Run ``command`` (script lines: imports, then ``def command(args): ...``) as a perfsim
+    command in a fresh Python, through ``perfsim.cli.main`` — from the console script's path
+    (``sys.argv``, ``main()``) if ``console``, else as ``main(argv)``."""
+    script = tmp_path / "stub_command.py"
+    script.write_text(command + _STUB_COMMAND
+                      + ("sys.argv = ['perfsim', 'gpus']\nsys.exit(cli.main())\n" if console
+                         else "sys.exit(cli.main(['gpus']))\n"))
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+
+
 @pytest.mark.parametrize("signum, code, line", [(signal.SIGTERM, 143, "perfsim: terminated"),
                                                 (signal.SIGINT, 130, "perfsim: interrupted")])
 def test_a_signal_that_lands_in_a_finalizer_still_stops_the_command(tmp_path, signum, code,
@@ -695,8 +718,7 @@ def test_a_signal_that_lands_in_a_finalizer_still_stops_the_command(tmp_path, si
     exceptions ("Exception ignored in ..."), and the command ran to its end with exit 0 (the
     cause of a rare failure of the SIGTERM test above under load). The CLI sends it again
     (``perfsim.cli._redeliver_signals``), so it stops the command at its next instruction."""
-    script = tmp_path / "finalizer.py"
-    script.write_text(
+    done = _run_stub_command(tmp_path, (
         "import os, signal, sys, threading, time\n"
         "import perfsim.cli as cli\n"
         "class Slow:\n"
@@ -712,16 +734,7 @@ def test_a_signal_that_lands_in_a_finalizer_still_stops_the_command(tmp_path, si
         "        pass\n"
         "    print('ran to the end')\n"
         "    return 0\n"
-        "class Args:\n"
-        "    func = staticmethod(command)\n"
-        "class Parser:\n"
-        "    _actions = []\n"
-        "    def parse_args(self, argv):\n"
-        "        return Args()\n"
-        "cli.build_parser = lambda modules=None: Parser()\n"
-        "sys.exit(cli.main(['gpus']))\n")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120)
+        ), console=False)
     assert done.returncode == code, (done.stdout, done.stderr)
     assert "ran to the end" not in done.stdout
     assert done.stderr.strip().splitlines() == [line]
@@ -756,8 +769,7 @@ def test_a_ctrl_c_while_python_shuts_down_after_a_finished_command_is_ignored(tm
     """A fresh user's report: a Ctrl-C landing after the output was written, while Python
     shut down, made the finished run exit 130 (or print "Exception ignored" tracebacks).
     From the console script, a finished command's shutdown ignores Ctrl-C."""
-    script = tmp_path / "late.py"
-    script.write_text(
+    done = _run_stub_command(tmp_path, (
         "import atexit, os, signal, sys, threading, time\n"
         "import perfsim.cli as cli\n"
         "def command(args):\n"
@@ -765,17 +777,7 @@ def test_a_ctrl_c_while_python_shuts_down_after_a_finished_command_is_ignored(tm
         "    atexit.register(time.sleep, 1.5)      # a slow shutdown\n"
         "    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
         "    return 0\n"
-        "class Args:\n"
-        "    func = staticmethod(command)\n"
-        "class Parser:\n"
-        "    _actions = []\n"
-        "    def parse_args(self, argv):\n"
-        "        return Args()\n"
-        "cli.build_parser = lambda modules=None: Parser()\n"
-        "sys.argv = ['perfsim', 'gpus']\n"
-        "sys.exit(cli.main())\n")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120)
+        ), console=True)
     assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")
 
 

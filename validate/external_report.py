@@ -73,11 +73,7 @@ def score(rows: list[dict], gpu: str = "h200-sxm", timing=None) -> list[dict]:
         measured = r.get("measured_s")
         if not isinstance(measured, (int, float)) or not measured > 0 or math.isnan(measured):
             continue
-        w = perfsim.AttentionWorkload(
-            batch=r["batch"], heads=r["heads"], kv_heads=r["kv_heads"],
-            seqlen_q=r["seqlen_q"], seqlen_k=r["seqlen_k"], head_dim=r["head_dim"],
-            causal=r["causal"], dtype=r["dtype"], phase=r["phase"],
-            dropout_p=r.get("dropout_p", 0.0))
+        w = workload_of(r)
         try:
             p = perfsim.predict(w, gpu=gpu, algorithm=PRESETS[r["impl"]], timing=timing)
         except (InfeasibleError, PerfsimError) as exc:
@@ -101,6 +97,17 @@ def score(rows: list[dict], gpu: str = "h200-sxm", timing=None) -> list[dict]:
                     "predicted_power_w": p.power_w, "measured_power_w": r.get("power_mean_w"),
                     "measured_tflops": measured_tflops})
     return out
+
+
+def workload_of(r: dict):
+    """The ``perfsim.AttentionWorkload`` of a measured row (its shape, dtype, phase and
+    dropout)."""
+    import perfsim
+
+    return perfsim.AttentionWorkload(
+        batch=r["batch"], heads=r["heads"], kv_heads=r["kv_heads"], seqlen_q=r["seqlen_q"],
+        seqlen_k=r["seqlen_k"], head_dim=r["head_dim"], causal=r["causal"], dtype=r["dtype"],
+        phase=r["phase"], dropout_p=r.get("dropout_p", 0.0))
 
 
 def _ids(r: dict) -> dict:

@@ -53,7 +53,12 @@ def rows(results: Path, gpu_id: str, min_seconds: float) -> list[dict]:
     import perfsim
     from perfsim.gpu_catalog import load_gpu
     from perfsim.power import uses_tensor_cores
-    from perfsim.validate.external_report import PRESETS, TENSOR_TICK_OVER_NVML, load_rows
+    from perfsim.validate.external_report import (
+        PRESETS,
+        TENSOR_TICK_OVER_NVML,
+        load_rows,
+        workload_of,
+    )
 
     gpu = load_gpu(gpu_id)
     out = []
@@ -62,13 +67,8 @@ def rows(results: Path, gpu_id: str, min_seconds: float) -> list[dict]:
                 or not r.get("power_mean_w") or not r.get("sm_clock_mean_hz")
                 or not (r.get("measured_s") or 0) >= min_seconds):
             continue
-        w = perfsim.AttentionWorkload(
-            batch=r["batch"], heads=r["heads"], kv_heads=r["kv_heads"],
-            seqlen_q=r["seqlen_q"], seqlen_k=r["seqlen_k"], head_dim=r["head_dim"],
-            causal=r["causal"], dtype=r["dtype"], phase=r["phase"],
-            dropout_p=r.get("dropout_p", 0.0))
         try:
-            p = perfsim.predict(w, gpu=gpu, algorithm=PRESETS[r["impl"]])
+            p = perfsim.predict(workload_of(r), gpu=gpu, algorithm=PRESETS[r["impl"]])
         except perfsim.PerfsimError:
             continue
         costs = [k.cost for k in p.kernels]
