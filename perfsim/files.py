@@ -78,7 +78,7 @@ def check_output(path: str | Path, extensions: Iterable[str], what: str = "outpu
         raise PerfsimError(f"{what} {str(path)!r}: unknown extension {path.suffix or '(none)'!r}"
                            f"; allowed: {', '.join(extensions)}")
     # the probe is named as atomic_write's temporary file (in the folder a link points into)
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    target = _followed(path)
     _refuse_special(target, what)
     _check_folder(target.parent if str(target.parent) else Path("."), path, what,
                   prefix=_temporary_prefix(target))
@@ -168,9 +168,7 @@ def atomic_write(path: str | Path) -> Iterator[Path]:
             created, written or renamed (an ``OSError``: no permission, a read-only or full
             disk); one line with the reason.
     """
-    path = Path(path)
-    if path.is_symlink():       # write where the link points, not over the link
-        path = Path(os.path.realpath(path))
+    path = _followed(Path(path))        # write where a link points, not over the link
     _refuse_special(path, "cannot write")
     folder = path.parent if str(path.parent) else Path(".")
     try:
@@ -199,6 +197,11 @@ def atomic_write(path: str | Path) -> Iterator[Path]:
             raise PerfsimError(f"cannot write {str(path)!r} ({_why(exc)}); the previous file "
                                "there, if any, is unchanged") from None
         raise
+
+
+def _followed(path: Path) -> Path:
+    """``path``, or the file a symbolic link at ``path`` points to."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
 def _refuse_special(path: Path, what: str) -> None:

@@ -655,4 +655,4 @@ def test_cli_sweep_reads_a_relative_profile_beside_its_config(tmp_path, monkeypa
     config.write_text(config.read_text().replace("here.toml", "nothere.toml"))
     assert main(["sweep", "sub/cfg.toml", "-q", "--out", "rows.csv"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "beside the config, in 'sub'" in err
+    assert err.count("\n") == 1 and "beside the config (in 'sub')" in err

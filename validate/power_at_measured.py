@@ -20,30 +20,22 @@ import statistics
 import sys
 from pathlib import Path
 
-#: Terms of the modelled power, in the order the table lists them.
-TERMS = ("tensor", "fp32", "alu", "mufu", "hbm", "l2")
+from perfsim.power import MEMORY_TERMS, PICO, SM_TERMS, energy_terms_pj
+
+#: Terms of the table, in order (``fp32`` holds the ALU pipe's instructions too).
+TERMS = SM_TERMS + MEMORY_TERMS
 
 
 def power_terms(gpu, costs, seconds: float, clock_hz: float) -> dict:
-    """Watts per term (:data:`TERMS`) and ``"static"`` of ``costs`` lasting ``seconds`` at SM
-    clock ``clock_hz``, split as :func:`perfsim.power.call_energy_j` counts them."""
-    from perfsim.power import ALU_SLOTS, PADDING_ENERGY_FRACTION, PICO, tensor_energy_pj
-
+    """Watts per term (:data:`TERMS`: the energies ``perfsim.power.energy_terms_pj`` counts,
+    the SM-side ones scaled to ``clock_hz``) and
+    ``"static"`` of ``costs`` lasting ``seconds`` at SM clock ``clock_hz``."""
     p = gpu.power
     scale = (clock_hz / p.reference_clock_hz) ** p.voltage_exponent
     out = dict.fromkeys(TERMS, 0.0)
     for cost in costs:
-        work = cost.sm_demand()
-        padding = max(float(work["tensor"]) - float(cost.tensor_flops), 0.0)
-        tensor = float(work["tensor"]) - padding * (1 - PADDING_ENERGY_FRACTION)
-        sm = {"tensor": tensor * tensor_energy_pj(gpu, cost),
-              "fp32": float(work["fp32"]) * p.fp32_pj_per_flop,
-              "alu": ALU_SLOTS * float(work.get("alu", 0)) * p.fp32_pj_per_flop,
-              "mufu": float(work["mufu"]) * p.mufu_pj_per_op}
-        for k, e in sm.items():
-            out[k] += PICO * e * scale / seconds
-        out["hbm"] += PICO * float(cost.hbm_bytes) * p.hbm_pj_per_byte / seconds
-        out["l2"] += PICO * float(cost.l2_hit_bytes) * p.l2_pj_per_byte / seconds
+        for term, pj in energy_terms_pj(gpu, cost).items():
+            out[term] += PICO * float(pj) * (scale if term in SM_TERMS else 1.0) / seconds
     out["static"] = p.static_w
     return out
 
@@ -138,7 +130,7 @@ def main(argv=None) -> int:
     text = (f"# The power model at the measured clock and time — {args.gpu}\n\n"
             f"Rows: `{args.results}`, ok rows of at least {args.min_seconds * 1e6:.0f} µs "
             f"({len(scored)}). Watts are medians per group; terms as "
-            "`perfsim.power.call_energy_j` counts them, static "
+            "`perfsim.power.energy_terms_pj` counts them, static "
             f"{scored[0]['static']:.0f} W in the model total.\n\n"
             + table(scored) + "\n")
     sys.stdout.write(text)

@@ -13,20 +13,13 @@ import sys
 
 
 def main(argv=None) -> int:
-    import torch
-
     from perfsim.validate.power_probe import _benches
+    from perfsim.validate.probe_ncu import _profile_once
 
     benches = _benches()
     for name in (argv if argv is not None else sys.argv[1:]):
         step, ops, unit, desc = benches[name]()
-        for _ in range(3):
-            step()
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStart()
-        step()
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStop()
+        _profile_once(step)
         print(name, ops, unit, desc, flush=True)
     return 0
 

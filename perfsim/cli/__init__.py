@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     console = argv is None
     try:
         code = _main(sys.argv[1:] if argv is None else argv)
-    except KeyboardInterrupt:   # while the command's modules import or argv is parsed
+    except KeyboardInterrupt:   # before _main's own handlers are in place, or inside them
         sys.stderr.write("perfsim: interrupted\n")
         code = 130
     if console:

@@ -118,29 +118,31 @@ def load_sweep_config(path: str | Path) -> dict:
     try:            # every value checked as the sweep checks it, the file named in the error
         count_rows(**kwargs)
     except PerfsimError as exc:
-        text = str(exc).removeprefix("sweep: ")
-        if "GPU profile file" in text and "does not exist" in text:
-            text += (f" (a relative path is looked for beside the config, in "
-                     f"{str(path.parent or Path('.'))!r}, then in the current folder)")
-        raise PerfsimError(f"{path}: {text}") from None
+        raise PerfsimError(f"{path}: {str(exc).removeprefix('sweep: ')}") from None
     return kwargs
 
 
 def _profile_paths(gpus, config: Path):
-    """``gpus`` with each relative ``.toml`` profile path resolved against the config file's
-    folder (where a config and its profiles usually live together), or kept as it is — read
-    from the current folder — where no such file is there (how configs were read before
-    2026-12-04). Catalog ids and absolute paths are unchanged."""
-    entries = gpus if isinstance(gpus, list) else None if gpus is None else [gpus]
-    if entries is None:
-        return gpus
+    """``gpus`` with each relative ``.toml`` profile path read beside the config file (where a
+    config and its profiles usually live together), else from the current folder (how
+    configs were read before 2026-12-04). Catalog ids and absolute paths are unchanged.
+
+    Raises:
+        perfsim.PerfsimError: a relative profile in neither place (both named).
+    """
+    if gpus is None:
+        return None
     out = []
-    for entry in entries:
+    for entry in gpus if isinstance(gpus, list) else [gpus]:
         if (isinstance(entry, str) and entry.lower().endswith(".toml")
                 and not Path(entry).is_absolute()):
             beside = config.parent / entry
             if beside.is_file():
                 entry = str(beside)
+            elif not Path(entry).is_file():
+                raise PerfsimError(f"{config}: GPU profile file {entry!r} does not exist "
+                                   f"beside the config (in {str(config.parent)!r}) nor in "
+                                   "the current folder")
         out.append(entry)
     return out if isinstance(gpus, list) else out[0]
 
