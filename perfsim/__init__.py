@@ -26,7 +26,7 @@ _LAZY = {
     "GPUSpec": "perfsim.gpu", "Prediction": "perfsim.prediction",
     "TimingParams": "perfsim.timing", "gpus": "perfsim.gpu_catalog",
     "load_gpu": "perfsim.gpu_catalog", "predict": "perfsim.predict", "sweep": "perfsim.sweep",
-    "sweep_frames": "perfsim.sweep",
+    "sweep_frames": "perfsim.sweep", "predict_rows": "perfsim.rows",
     "timing_for": "perfsim.predict",
 }
 
@@ -61,5 +61,6 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AttentionWorkload", "Counts", "GPUSpec", "InfeasibleError", "PerfsimError", "Prediction",
-    "TimingParams", "algorithms", "gpus", "load_gpu", "predict", "sweep", "timing_for",
+    "TimingParams", "algorithms", "gpus", "load_gpu", "predict", "predict_rows", "sweep",
+    "timing_for",
 ]

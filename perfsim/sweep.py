@@ -581,13 +581,17 @@ def _evaluate_masks(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict
         ((*eff, _), _), = masks.items()
         return _evaluate_choices(algo, gpu, params, _with_mask(scalar, eff), block, why)
     shape = np.broadcast_shapes(*(v.shape for v in block.values()))
+    # the axis the sequence lengths vary along: the last in a grid's block, the middle in a
+    # list of rows laid out as _sub_block lays them (perfsim.rows)
+    axis = 2 if block["seqlen_q"].shape[2] > 1 or block["seqlen_k"].shape[2] > 1 else 1
+    at = (slice(None),) * axis
     merged, reasons = {}, np.full(shape, "", dtype=object)
     for (*eff, _), cols in masks.items():
-        sub = {k: v[..., cols] if v.shape[-1] > 1 else v for k, v in block.items()}
+        sub = {k: v[(*at, cols)] if v.shape[axis] > 1 else v for k, v in block.items()}
         part, why_not = _evaluate_choices(algo, gpu, params, _with_mask(scalar, eff), sub,
                                           why)
         sub_shape = np.broadcast_shapes(*(v.shape for v in sub.values()))
-        reasons[..., cols] = np.broadcast_to(why_not, sub_shape)
+        reasons[(*at, cols)] = np.broadcast_to(why_not, sub_shape)
         for key, value in part.items():
             value = np.broadcast_to(np.asarray(value), sub_shape)
             if key not in merged:
@@ -595,7 +599,7 @@ def _evaluate_masks(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict
                                                                else 0)
                 merged[key] = np.full(shape, fill, dtype=value.dtype if value.dtype.kind
                                       not in "US" else object)
-            merged[key][..., cols] = value
+            merged[key][(*at, cols)] = value
     return merged, reasons
 
 

@@ -1,0 +1,156 @@
+"""perfsim.predict_rows: each row equals predict() of its workload; input forms; errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfsim
+from perfsim.sweep import COUNT_COLUMNS, WORKLOAD_FIELDS
+
+REL = 1e-9
+
+
+def _random_rows(n: int, seed: int) -> pd.DataFrame:
+    """Rows that form no grid: every field drawn per row, decode and GQA among them."""
+    rng = np.random.default_rng(seed)
+    heads = rng.choice([8, 12, 16, 32], n)
+    kv = np.where(rng.random(n) < 0.5, heads, rng.choice([1, 2, 4], n))     # divisors
+    seqlen_q = np.where(rng.random(n) < 0.25, 1, rng.integers(1, 5000, n))
+    return pd.DataFrame({
+        "batch": rng.integers(1, 17, n), "heads": heads, "kv_heads": kv,
+        "seqlen_q": seqlen_q, "seqlen_k": rng.integers(1, 9000, n),
+        "head_dim": rng.choice([64, 96, 128], n), "causal": rng.random(n) < 0.5,
+        "phase": rng.choice(["fwd", "bwd", "fwd_bwd"], n),
+        "dtype": rng.choice(["bf16", "fp16"], n),
+        "window": [None if rng.random() < 0.7 else (int(rng.integers(0, 512)), 0)
+                   for _ in range(n)],
+    }, index=pd.RangeIndex(100, 100 + n))
+
+
+def _workload(row) -> perfsim.AttentionWorkload:
+    return perfsim.AttentionWorkload(**{k: getattr(row, k) for k in WORKLOAD_FIELDS})
+
+
+@pytest.mark.parametrize("gpu, algorithm", [
+    ("h100-sxm5", "fa2"), ("h100-sxm5", "fa3"), ("h200-sxm", "sdpa-cudnn"),
+    ("b200", "fa4"), ("a100-sxm4-80gb", "standard"), ("rtx-4090", "flash-attn-2"),
+    ("h200-sxm", "flex"),
+])
+def test_each_row_equals_predict_of_its_workload(gpu, algorithm):
+    rows = _random_rows(300, seed=len(gpu) + len(algorithm))
+    out = perfsim.predict_rows(rows, gpu=gpu, algorithm=algorithm)
+    assert list(out.index) == list(rows.index)
+    assert (out[["batch", "heads", "seqlen_q"]].to_numpy()
+            == rows[["batch", "heads", "seqlen_q"]].to_numpy()).all()
+    checked = refused = 0
+    for row in out.sample(60, random_state=1).itertuples():
+        w = _workload(row)
+        try:
+            p = perfsim.predict(w, gpu=gpu, algorithm=algorithm)
+        except perfsim.InfeasibleError as exc:
+            assert row.infeasible == str(exc) and np.isnan(row.seconds)
+            refused += 1
+            continue
+        assert row.infeasible == ""
+        assert row.seconds == pytest.approx(p.seconds, rel=REL)
+        assert row.tflops == pytest.approx(p.tflops, rel=REL)
+        assert row.bound == p.bound
+        assert row.clock_hz == pytest.approx(p.clock_hz, rel=REL)
+        for unit, seconds in p.unit_seconds.items():
+            assert getattr(row, f"{unit}_seconds") == pytest.approx(seconds, rel=REL,
+                                                                    abs=1e-30)
+        for name in COUNT_COLUMNS:
+            assert getattr(row, name) == pytest.approx(float(getattr(p.counts, name)),
+                                                       rel=REL)
+        assert row.memory_bytes == pytest.approx(p.memory_bytes, rel=REL)
+        checked += 1
+    assert checked >= 20, (checked, refused)
+
+
+def test_the_three_input_forms_give_the_same_rows():
+    workloads = [
+        perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128, causal=True),
+        perfsim.AttentionWorkload(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072,
+                                  head_dim=128),
+        perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=1000, head_dim=64,
+                                  window=(128, 0), kv_dtype="fp8_e4m3", page_size=256),
+        perfsim.AttentionWorkload(batch=3, heads=16, seqlen_q=2048, head_dim=128,
+                                  phase="fwd_bwd", dtype="fp16"),
+    ]
+    from_list = perfsim.predict_rows(workloads, gpu="h100-sxm5", algorithm="flash-attn-3")
+    columns = {k: [getattr(w, k) for w in workloads] for k in WORKLOAD_FIELDS}
+    from_mapping = perfsim.predict_rows(columns, gpu="h100-sxm5", algorithm="flash-attn-3")
+    from_frame = perfsim.predict_rows(pd.DataFrame(columns), gpu="h100-sxm5",
+                                      algorithm="flash-attn-3")
+    pd.testing.assert_frame_equal(from_list, from_mapping)
+    pd.testing.assert_frame_equal(from_list, from_frame)
+    for w, row in zip(workloads, from_list.itertuples()):
+        p = perfsim.predict(w, gpu="h100-sxm5", algorithm="flash-attn-3")
+        assert (row.seconds, row.bound) == (pytest.approx(p.seconds, rel=REL), p.bound)
+    assert list(from_list.window) == ["", "", "128,0", ""]
+    assert list(from_list.page_size) == [0, 0, 256, 0]
+    assert list(from_list.kv_dtype) == ["bf16", "bf16", "fp8_e4m3", "fp16"]
+
+
+def test_missing_values_take_the_workloads_defaults():
+    frame = pd.DataFrame({"batch": [2, 2], "heads": [16, 16], "kv_heads": [np.nan, 4],
+                          "seqlen_q": [512, 512], "seqlen_k": [None, 2048],
+                          "head_dim": [128, 128]})
+    out = perfsim.predict_rows(frame, gpu="h200-sxm", algorithm="fa2")
+    assert list(out.kv_heads) == [16, 4] and list(out.seqlen_k) == [512, 2048]
+    assert list(out.head_dim_v) == [128, 128] and list(out.dtype) == ["bf16", "bf16"]
+    first = perfsim.predict(perfsim.AttentionWorkload(batch=2, heads=16, seqlen_q=512,
+                                                      head_dim=128), gpu="h200-sxm",
+                            algorithm="fa2")
+    assert out.seconds.iloc[0] == pytest.approx(first.seconds, rel=REL)
+
+
+def test_a_row_the_model_refuses_keeps_its_reason():
+    out = perfsim.predict_rows({"batch": [1, 1], "heads": [6, 5], "kv_heads": [2, 2],
+                                "seqlen_q": [128, 128], "head_dim": [64, 64]},
+                               gpu="h100-sxm5", algorithm="fa2")
+    assert out.infeasible.iloc[0] == "" and out.seconds.iloc[0] > 0
+    assert out.infeasible.iloc[1] == "kv_heads (2) must divide heads (5)"
+    assert np.isnan(out.seconds.iloc[1]) and pd.isna(out.fits_memory.iloc[1])
+
+
+@pytest.mark.parametrize("rows, words", [
+    ([], "no rows"),
+    ({"batch": [1], "heads": [8], "seqlen_q": [64]}, "needs column head_dim"),
+    ({"batch": [1], "heads": [8], "seqlen_q": [64], "head_dim": [64], "seqlen": [3]},
+     "unknown column 'seqlen'"),
+    ({"batch": [1, 2], "heads": [8], "seqlen_q": [64], "head_dim": [64]},
+     "columns of different lengths"),
+    ({"batch": [1, 0], "heads": [8, 8], "seqlen_q": [64, 64], "head_dim": [64, 64]},
+     "row 1: batch must be an integer"),
+    ({"batch": [1, 2.5], "heads": [8, 8], "seqlen_q": [64, 64], "head_dim": [64, 64]},
+     "row 1: batch must be an integer"),
+    ({"batch": [1], "heads": [True], "seqlen_q": [64], "head_dim": [64]},
+     "row 0: heads must be an integer"),
+    ({"batch": [1], "heads": [8], "seqlen_q": [np.nan], "head_dim": [64]},
+     "row 0: seqlen_q is missing"),
+    ({"batch": [1, 1], "heads": [8, 8], "seqlen_q": [64, 64], "head_dim": [64, 64],
+      "dtype": ["bf16", "bf17"]}, "row 1: "),
+    ({"batch": [1], "heads": [8], "seqlen_q": [64], "head_dim": [64], "window": ["1,2,3"]},
+     "row 0: window"),
+    ({"batch": [2**40], "heads": [2**20], "seqlen_q": [2**20], "head_dim": [64]},
+     "row 0: the Q/O tensor would hold"),
+    ([perfsim.AttentionWorkload(batch=2, heads=8, seqlens_q=[10, 20], head_dim=64)],
+     "variable-length batch"),
+    (["not a workload"], "row 0 is a str"),
+    ("batch=1", "give a pandas DataFrame"),
+    ({"batch": 1, "heads": [8], "seqlen_q": [64], "head_dim": [64]},
+     "column 'batch' must be a sequence"),
+])
+def test_bad_input_is_one_clear_error(rows, words):
+    with pytest.raises(perfsim.PerfsimError, match=words.replace("(", r"\(")):
+        perfsim.predict_rows(rows, gpu="h100-sxm5", algorithm="fa2")
+
+
+def test_a_dataframe_index_labels_the_bad_row():
+    frame = pd.DataFrame({"batch": [1], "heads": [8], "seqlen_q": [64], "head_dim": [64],
+                          "phase": ["forward"]}, index=["request-7"])
+    with pytest.raises(perfsim.PerfsimError, match="row 'request-7': "):
+        perfsim.predict_rows(frame, gpu="h100-sxm5", algorithm="fa2")
