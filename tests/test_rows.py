@@ -154,3 +154,43 @@ def test_a_dataframe_index_labels_the_bad_row():
                           "phase": ["forward"]}, index=["request-7"])
     with pytest.raises(perfsim.PerfsimError, match="row 'request-7': "):
         perfsim.predict_rows(frame, gpu="h100-sxm5", algorithm="fa2")
+
+
+def test_the_rows_command_reads_a_file_and_writes_every_row(tmp_path, capsys):
+    from perfsim.cli import main
+
+    trace = tmp_path / "trace.csv"
+    trace.write_text("batch,heads,kv_heads,seqlen_q,seqlen_k,head_dim,causal,window\n"
+                     "1,32,8,1,131072,128,False,\n"
+                     "4,16,,4096,,128,False,\"1023,0\"\n"
+                     "2,5,2,64,64,64,False,\n")
+    out = tmp_path / "out.csv"
+    assert main(["rows", str(trace), "--gpu", "h200-sxm", "-a", "fa2", "--out", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "3 rows (1 infeasible)" in shown and "window 1023,0" in shown
+    rows = pd.read_csv(out)
+    assert list(rows.kv_heads) == [8, 16, 2]
+    assert list(rows.window.fillna("")) == ["", "1023,0", ""]
+    assert rows.infeasible.iloc[2] == "kv_heads (2) must divide heads (5)"
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128,
+                                  window=(1023, 0))
+    p = perfsim.predict(w, gpu="h200-sxm", algorithm="fa2")
+    assert rows.seconds.iloc[1] == pytest.approx(p.seconds, rel=REL)
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("none.csv", None, "no such file"),
+    ("rows.txt", "batch\n1\n", "give a .csv, .parquet, .jsonl file"),
+    ("empty.csv", "", "empty"),
+    ("short.csv", "batch,heads\n1,8\n", "needs columns seqlen_q, head_dim"),
+    ("bad.jsonl", "{not json\n", "cannot be read as jsonl"),
+])
+def test_the_rows_command_gives_one_line_for_a_bad_file(tmp_path, capsys, name, text, words):
+    from perfsim.cli import main
+
+    path = tmp_path / name
+    if text is not None:
+        path.write_text(text)
+    assert main(["rows", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1 and "Traceback" not in err

@@ -30,12 +30,13 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: The modules that define subcommands, in the order ``--help`` lists them.
-COMMAND_MODULES = ("perfsim.cli.gpus", "perfsim.cli.predict_cmd", "perfsim.cli.sweep",
-                   "perfsim.cli.serve_cmd", "perfsim.validate.cli")
+COMMAND_MODULES = ("perfsim.cli.gpus", "perfsim.cli.predict_cmd", "perfsim.cli.rows_cmd",
+                   "perfsim.cli.sweep", "perfsim.cli.serve_cmd", "perfsim.validate.cli")
 #: command -> the module that registers it, so one command loads only its own module
 #: (tests/test_cli.py checks this against what the modules register)
 COMMAND_OF = {"gpus": "perfsim.cli.gpus", "gpu": "perfsim.cli.gpus",
-              "predict": "perfsim.cli.predict_cmd", "sweep": "perfsim.cli.sweep",
+              "predict": "perfsim.cli.predict_cmd", "rows": "perfsim.cli.rows_cmd",
+              "sweep": "perfsim.cli.sweep",
               "serve": "perfsim.cli.serve_cmd", "validate": "perfsim.validate.cli",
               "calibrate": "perfsim.validate.cli"}
 

@@ -1,0 +1,150 @@
+"""``perfsim rows FILE``: predict every workload of a CSV, Parquet or JSON-lines file
+(:func:`perfsim.predict_rows`), one output row per input row."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from perfsim import algorithms
+from perfsim.cli.common import _algorithm_from_args, _clock_arg, path_arg, print_table
+from perfsim.errors import PerfsimError
+from perfsim.files import check_output
+
+#: Input formats, by extension.
+IN_EXTENSIONS = (".csv", ".parquet", ".jsonl")
+#: Rows the table on the terminal shows (the rest: --out).
+SHOWN_ROWS = 20
+
+
+def read_rows(path: str):
+    """The workloads of ``path`` as a DataFrame: CSV (an empty cell is a missing value,
+    which takes the field's default), Parquet, or JSON lines (one object per line).
+
+    Raises:
+        perfsim.PerfsimError: a missing, unreadable or empty file, or another extension."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    p = Path(path)
+    ext = p.suffix.lower()
+    if ext not in IN_EXTENSIONS:
+        raise PerfsimError(f"rows file {path}: give a {', '.join(IN_EXTENSIONS)} file")
+    if not p.exists():
+        raise PerfsimError(f"rows file {path}: no such file")
+    if not p.is_file():
+        raise PerfsimError(f"rows file {path}: not a regular file")
+    try:
+        if ext == ".csv":
+            # keep_default_na off for strings: "none" (an unbounded window side) stays text;
+            # an empty cell is still NaN
+            return pd.read_csv(p, keep_default_na=False, na_values=[""])
+        if ext == ".parquet":
+            from perfsim.cli.sweep import _pyarrow
+
+            _pyarrow()
+            return pd.read_parquet(p)
+        return pd.read_json(p, lines=True, dtype=False)
+    except PerfsimError:
+        raise
+    except pd.errors.EmptyDataError:
+        raise PerfsimError(f"rows file {path}: empty (give a header row of workload fields "
+                           "and one row per workload)") from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        text = " ".join(str(exc).split())
+        raise PerfsimError(f"rows file {path}: cannot be read as {ext[1:]} ({text})") from None
+    except Exception as exc:        # noqa: BLE001 - pyarrow's and pandas' own parse errors
+        text = " ".join(str(exc).split())
+        raise PerfsimError(f"rows file {path}: cannot be read as {ext[1:]} "
+                           f"({type(exc).__name__}: {text})") from None
+
+
+def _cmd_rows(args) -> int:
+    from perfsim.cli.sweep import OUT_EXTENSIONS, _pyarrow, json_records, write_rows
+    from perfsim.rows import predict_rows
+    from perfsim.sweep import check_engine
+
+    check_engine(args.engine)
+    if args.out:        # before the work: a bad path must not cost the computation
+        check_output(args.out, OUT_EXTENSIONS, "--out")
+        if args.out.lower().endswith(".parquet"):
+            _pyarrow()
+    frame = read_rows(args.file)
+    algo = _algorithm_from_args(args.algorithm, args.set)
+    timing = {"host_floor_fwd_s": 0.0, "host_floor_bwd_s": 0.0} if args.kernel_only else {}
+    if args.clock != "sustained":
+        timing["clock"] = _clock_arg(args.clock)
+    start = time.perf_counter()
+    out = predict_rows(frame, gpu=args.gpu, algorithm=algo, timing=timing or None,
+                       engine=args.engine)
+    seconds = time.perf_counter() - start
+    if args.out:
+        write_rows(out, args.out)
+    if args.json:
+        print(json.dumps(json_records(out), indent=1, default=str))
+        return 0
+    if args.quiet:
+        return 0
+    shown = out.head(SHOWN_ROWS)
+    cells = []
+    for row in shown.itertuples():
+        done = row.infeasible == ""
+        cells.append([str(row.Index), str(row.batch), f"{row.heads}/{row.kv_heads}",
+                      f"{row.seqlen_q}/{row.seqlen_k}", str(row.head_dim),
+                      _mask(row), str(row.phase),
+                      f"{row.seconds * 1e6:.1f} µs" if done else "-",
+                      f"{row.tflops:.1f}" if done else "-",
+                      str(row.bound) if done else f"infeasible: {row.infeasible}"])
+    bad = int((out.infeasible != "").sum())
+    print_table(f"{out.gpu.iloc[0]}, {out.algorithm.iloc[0]}: {len(out)} rows "
+                f"({bad} infeasible) in {seconds:.2f} s",
+                ["row", "B", "H/H_kv", "N_q/N_k", "d", "mask", "phase", "time", "TFLOP/s",
+                 "bound"], cells)
+    if len(out) > SHOWN_ROWS:
+        print(f"first {SHOWN_ROWS} of {len(out)} rows"
+              + ("" if args.out else "; --out FILE.csv or FILE.parquet writes them all"))
+    if args.out:
+        print(f"wrote rows to {args.out}")
+    return 0
+
+
+def _mask(row) -> str:
+    """The table's mask cell: ``causal``, ``window L,R`` (both when both), or nothing."""
+    parts = (["causal"] if row.causal else []) + ([f"window {row.window}"] if row.window
+                                                  else [])
+    return ", ".join(parts)
+
+
+def register(sub) -> None:
+    """Add ``perfsim rows`` to the ``perfsim`` parser."""
+    from perfsim.implementations import implementations
+
+    p = sub.add_parser(
+        "rows", help="predict every workload of a CSV/Parquet/JSON-lines file",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="One prediction per row of FILE (perfsim.predict_rows): columns are "
+        "workload fields (batch, heads, seqlen_q and head_dim needed; kv_heads, seqlen_k, "
+        "head_dim_v, causal, dtype, phase, dropout_p, window as \"LEFT,RIGHT\", kv_dtype, "
+        "page_size, softcap optional; an empty cell takes the default). Output: the rows "
+        "with the sweep's result columns, in the file's order.")
+    p.add_argument("file", type=path_arg, help="the workloads: .csv, .parquet or .jsonl")
+    p.add_argument("--gpu", default="h100-sxm5", help="catalog id or .toml profile path")
+    p.add_argument("--algorithm", "-a", default="fa2",
+                   help=f"an algorithm ({', '.join(algorithms.names())}) or an implementation "
+                   f"preset ({', '.join(implementations())})")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="algorithm option, e.g. --set num_splits=4 (repeatable)")
+    p.add_argument("--clock", default="sustained", type=str.lower,
+                   help="SM clock: sustained (the power model), boost, datasheet, or a clock "
+                   "lock in MHz")
+    p.add_argument("--kernel-only", action="store_true",
+                   help="GPU time of the kernels alone: no host floor per call")
+    p.add_argument("--engine", choices=("auto", "numpy", "compiled"), default="auto",
+                   help="evaluation engine, as for perfsim sweep")
+    p.add_argument("--out", metavar="FILE", type=path_arg,
+                   help="write every row (.csv or .parquet)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON records")
+    p.add_argument("--quiet", "-q", action="store_true", help="no table")
+    p.set_defaults(func=_cmd_rows)
