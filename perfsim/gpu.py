@@ -626,6 +626,9 @@ class GPUSpec(BaseModel):
         """A copy with ``fields`` changed, validated again (what-if GPUs).
 
         Example: ``load_gpu("b200").replace(mufu_ops_per_clk_per_sm=32, id="b300-like")``.
+        A dict for ``features`` or ``power`` changes the entries it names
+        (``features={"tma": False}``); a table field (``tensor_flops_per_clk_per_sm``) is
+        replaced whole.
         Without an explicit ``id``/``name`` a copy whose values differ is labelled a what-if
         (``"b200*"``, name ``"... (what-if: mufu_ops_per_clk_per_sm)"``); a what-if of a
         what-if keeps the one ``*`` and lists the fields changed so far once each. Values
@@ -639,6 +642,11 @@ class GPUSpec(BaseModel):
             raise PerfsimError(f"GPUSpec has no field(s) {', '.join(unknown)}; fields: "
                                f"{', '.join(type(self).model_fields)}")
         data = self.model_dump()
+        # a dict for a sub-model field (features, power) changes the entries it names; the
+        # others stay (those models have no optional fields to leave out)
+        fields = {k: ({**getattr(self, k).model_dump(), **v}
+                      if isinstance(v, dict) and isinstance(getattr(self, k), BaseModel)
+                      else v) for k, v in fields.items()}
         data.update({k: _dumped(v) for k, v in fields.items()})
         # fields whose values differ (the same value again makes no what-if)
         changed = sorted(k for k in fields if k not in ("id", "name", "sources", "calibration")

@@ -1330,6 +1330,9 @@ def parse_label(text: str) -> tuple[str, dict] | None:
     items, depth, start, body = [], 0, 0, rest[:-1]
     for i, ch in enumerate(body + ","):
         depth += (ch in "([{") - (ch in ")]}")
+        if depth < 0:               # "fa2(block_m=64)(x)": a bracket closed before it opened
+            raise PerfsimError(f"algorithm label {text!r} must read name(key=value, ...), "
+                               "e.g. fa2(block_m=64)")
         if ch == "," and depth == 0:
             items.append(body[start:i].strip())
             start = i + 1

@@ -41,7 +41,10 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
             :func:`timing_for` ``(gpu, algorithm)`` (the GPU under the algorithm's software
             profile). To change one field and keep the rest, give a dict of the fields
             (``timing={"clock": 1.5e9}``, as ``perfsim.timing_for(gpu, algorithm,
-            clock=1.5e9)``): a ``TimingParams`` given here replaces all of them.
+            clock=1.5e9)``): a ``TimingParams`` given here replaces all of them, and is
+            used as given — one built by ``timing_for`` for another GPU or algorithm
+            carries that one's host floors and eager tables (a ``TimingParams`` does not
+            record what it was built for, so this is not checked).
 
     Returns:
         A :class:`perfsim.prediction.Prediction` (seconds, TFLOP/s, binding unit, counts,

@@ -488,6 +488,31 @@ class Prediction:
         except PerfsimError:
             return None
 
+    def _unpacked_window_line(self) -> list[str]:
+        """Why a windowed one-token GQA decode runs unpacked under flash-attn 2's rule, where
+        the same call without the window packs (and may then split): reading fewer keys can
+        take longer, which needs saying."""
+        from perfsim.algorithms.base import Dims
+
+        w = self.workload
+        if (w.seqlen_q != 1 or w.seqlens_q is not None or w.heads == w.kv_heads
+                or w.window == (None, None) or w.dropout_p or "f" not in w.phase):
+            return []
+        dims = Dims.of(w)
+        try:
+            algo = self.algorithm.config(dims, self.gpu) if hasattr(
+                self.algorithm, "config") else self.algorithm
+        except PerfsimError:
+            return []
+        if getattr(algo, "split_rule", None) != "fa2" or getattr(algo, "pack_gqa",
+                                                                 None) != "auto":
+            return []
+        return [f"No GQA packing: flash-attn 2 packs the {w.heads // w.kv_heads} query heads "
+                "of a K/V head into one tile only for a one-token decode without a window "
+                "(its seqlenq_ngroups_swapped path), so each query head runs as its own row "
+                "and reads K/V on its own; the same call without the window packs and may "
+                "run faster although it reads more keys."]
+
     def _one_split_line(self, splits: int) -> list[str]:
         """Where the split count came from the reference's heuristic (``num_splits="auto"``),
         the same call with one split, in words: the heuristics (flash-attn's
@@ -497,6 +522,13 @@ class Prediction:
         if t1 is None:
             return []
         change = self.seconds / t1 - 1
+        if abs(change) < 0.005:
+            # within half a percent (both calls on the host floor, say): no effect to rate
+            return [f"The {splits} splits are the reference's heuristic choice "
+                    f"(num_splits='auto'); with one split perfsim predicts {t1 * 1e6:.1f} µs "
+                    "as well: the split changes nothing here"
+                    + (" (the call is bound by its host floor either way)."
+                       if self.bound == "host" else ".")]
         why = (" (the heuristic weighs the waves of CTAs, not the combine kernel and the "
                "partial outputs a split adds)" if change > 0 else "")
         effect = (f"{change * 100:.0f} % slower" if change > 0 else
@@ -700,6 +732,7 @@ class Prediction:
             lines.append("Largest terms (each alone on its unit): " + ", ".join(
                 f"{name} {_ms(t)}" for name, t in top) + ".")
             lines.extend(_padding_gap(self.unit_seconds, terms))
+        lines.extend(self._unpacked_window_line())
         for k in self.kernels:
             splits = k.cost.launch.get("num_splits", 1)
             packed = k.cost.launch.get("packed_heads", 1)

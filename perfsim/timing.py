@@ -291,6 +291,12 @@ class TimingParams(BaseModel):
             return value
         return _finite(value)
 
+    @field_validator("clock", mode="before")
+    @classmethod
+    def _clock_name(cls, v):
+        """A clock name in any case (``"BOOST"``, as the CLI's ``--clock`` takes it)."""
+        return v.strip().lower() if isinstance(v, str) else v
+
     @field_validator("clock")
     @classmethod
     def _clock_range(cls, v):

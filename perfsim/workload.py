@@ -124,7 +124,20 @@ def _contiguous_as_none(value):
 
 def _strict_str_or_none(value):
     return None if value is None else _strict_str(value)
+
+
+def _name(value):
+    """A dtype or phase name in any case (``"FP16"`` as ``"fp16"``, as the CLI takes it)."""
+    return _strict_str(value).strip().lower()
+
+
+def _name_or_none(value):
+    return None if value is None else _name(value)
 _SIZE_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim", "head_dim_v")
+#: Fields that default to another field's value: ``kv_heads`` to ``heads``, ``seqlen_k`` to
+#: ``seqlen_q``, ``head_dim_v`` to ``head_dim``, ``kv_dtype`` to ``dtype``.
+_FOLLOWS = {"kv_heads": "heads", "seqlen_k": "seqlen_q", "head_dim_v": "head_dim",
+            "kv_dtype": "dtype"}
 
 
 class AttentionWorkload(BaseModel):
@@ -190,19 +203,22 @@ class AttentionWorkload(BaseModel):
     head_dim: Size
     head_dim_v: Size | None = None
     causal: Annotated[bool, BeforeValidator(_strict_bool)] = False
-    dtype: Annotated[Dtype, BeforeValidator(_strict_str)] = "bf16"
-    phase: Annotated[Phase, BeforeValidator(_strict_str)] = "fwd"
+    dtype: Annotated[Dtype, BeforeValidator(_name)] = "bf16"
+    phase: Annotated[Phase, BeforeValidator(_name)] = "fwd"
     dropout_p: Annotated[float, BeforeValidator(_strict_float)] = Field(default=0.0, ge=0.0,
                                                                         lt=1.0)
     window: Annotated[tuple[WindowBound, WindowBound],
                       BeforeValidator(_window)] = (None, None)
     seqlens_q: Annotated[tuple[Size, ...] | None, BeforeValidator(_lengths)] = None
     seqlens_k: Annotated[tuple[Size, ...] | None, BeforeValidator(_lengths)] = None
-    kv_dtype: Annotated[Dtype | None, BeforeValidator(_strict_str_or_none)] = None
+    kv_dtype: Annotated[Dtype | None, BeforeValidator(_name_or_none)] = None
     page_size: Annotated[Size | None, BeforeValidator(_contiguous_as_none)] = None
     softcap: Annotated[float, BeforeValidator(_strict_float)] = Field(default=0.0, ge=0.0)
 
     def __init__(self, **data):
+        # a follower given as None is left out, as if not given: it follows its source, now
+        # and through replace() (pydantic's model_fields_set holds the fields given)
+        data = {k: v for k, v in data.items() if not (k in _FOLLOWS and v is None)}
         for name, value in data.items():   # before pydantic, which cannot print 10**5000
             if name not in _SIZE_FIELDS or not isinstance(value, int) or isinstance(value, bool):
                 continue
@@ -299,6 +315,14 @@ class AttentionWorkload(BaseModel):
     def replace(self, **fields) -> AttentionWorkload:
         """A copy with ``fields`` changed (validated again).
 
+        A field that defaults to another — ``kv_heads`` to ``heads``, ``seqlen_k`` to
+        ``seqlen_q``, ``head_dim_v`` to ``head_dim``, ``kv_dtype`` to ``dtype`` — follows a
+        changed source where it was not given when this workload was built (or was given as
+        ``None``); one that was given keeps its value:
+        ``AttentionWorkload(..., seqlen_q=4096).replace(seqlen_q=1)`` has ``seqlen_k = 1``,
+        ``AttentionWorkload(..., seqlen_q=4096, seqlen_k=4096).replace(seqlen_q=1)`` keeps
+        ``seqlen_k = 4096`` (a decode step against the same cache).
+
         Raises:
             perfsim.PerfsimError: a field fails validation, or ``seqlens_q=None`` on a batch
                 of unequal query lengths without the ``seqlen_q`` (and ``batch``) that
@@ -307,11 +331,11 @@ class AttentionWorkload(BaseModel):
         if self.varlen and "seqlens_q" in fields and fields["seqlens_q"] is None:
             fields = self._without_query_lengths(fields)
         data = self.model_dump()
-        # keep derived defaults derived when their source changes
-        for name, source in (("kv_heads", "heads"), ("seqlen_k", "seqlen_q"),
-                             ("head_dim_v", "head_dim")):
-            if source in fields and name not in fields and data[name] == data[source]:
-                data[name] = None
+        # a field left to follow its source (not given when this workload was built) follows
+        # the new source; one given keeps its value even where it equals its source
+        for name in _FOLLOWS:
+            if name not in fields and name not in self.model_fields_set:
+                del data[name]
         if self.varlen and not ({"seqlens_q", "seqlens_k", "batch"} & set(fields)):
             pass                      # a varlen batch keeps its lengths
         elif self.varlen:
@@ -322,8 +346,6 @@ class AttentionWorkload(BaseModel):
             if ("seqlens_q" in fields and "seqlens_k" not in fields
                     and data["seqlens_k"] == data["seqlens_q"]):
                 data["seqlens_k"] = None
-        if "dtype" in fields and "kv_dtype" not in fields and data["kv_dtype"] == data["dtype"]:
-            data["kv_dtype"] = None
         data.update(fields)
         return AttentionWorkload(**data)
 

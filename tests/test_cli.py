@@ -404,3 +404,21 @@ def test_clock_names_are_case_insensitive_as_the_other_names(capsys):
     upper = json.loads(capsys.readouterr().out)
     assert main(args + ["--clock", "boost"]) == 0
     assert json.loads(capsys.readouterr().out) == upper
+
+
+def test_options_on_all_and_a_label_closed_twice_say_what_is_wrong(capsys):
+    """Review findings: ``-a 'all(block_m=64)'`` said "unknown algorithm 'all'", and
+    ``fa2(block_m=64)(x)`` was read as block_m = "64)(x"."""
+    base = ["predict", "-b", "1", "--heads", "8", "--seqlen", "64", "--head-dim", "64"]
+    assert main([*base, "-a", "all(block_m=64)"]) == 2
+    assert "options go with one algorithm or preset, not with all" in capsys.readouterr().err
+    assert main([*base, "-a", "fa2(block_m=64)(x)"]) == 2
+    assert "must read name(key=value, ...)" in capsys.readouterr().err
+
+
+def test_a_gpu_what_if_may_change_one_feature_or_power_entry():
+    import perfsim
+
+    g = perfsim.load_gpu("h100-sxm5")
+    assert g.replace(features={"tma": False}).features.wgmma is True
+    assert g.replace(power={"tdp_w": 500.0}).power.static_w == g.power.static_w

@@ -327,3 +327,17 @@ def test_fa4_refuses_a_what_if_sm_its_cta_does_not_fit(phase, change, needle):
     assert base > 0
     with pytest.raises(InfeasibleError, match=re.escape(needle)):
         perfsim.predict(w, gpu=load_gpu("b200").replace(**change), algorithm="fa4")
+
+
+def test_fa3_fp8_preparation_holds_the_16_bit_inputs_and_their_copies():
+    """Review finding: with ``quantize_inputs`` the footprint left out the 16-bit Q, K, V that
+    the preparation kernel reads while it writes their e4m3 copies."""
+    import perfsim
+
+    w = perfsim.AttentionWorkload(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=32768,
+                                  head_dim=128, dtype="fp8_e4m3")
+    p = perfsim.predict(w, gpu="h100-sxm5", algorithm="fa3")
+    (prep,) = [k for k in p.kernels if k.cost.name == "fp8_prepare"]
+    assert p.memory_bytes >= prep.cost.hbm_read_bytes + prep.cost.hbm_write_bytes
+    off = perfsim.predict(w, gpu="h100-sxm5", algorithm=FA3(quantize_inputs=False))
+    assert p.memory_bytes - off.memory_bytes == prep.cost.hbm_read_bytes

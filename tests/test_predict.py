@@ -233,3 +233,16 @@ def test_explain_says_fwd_bwd_shares_one_clock():
     assert "share that clock" not in perfsim.predict(
         W(batch=3, heads=4, seqlen_q=3000, head_dim=256, dtype="fp16"), gpu="h200-sxm",
         algorithm="fa1").explain()
+
+
+def test_explain_says_why_a_windowed_gqa_decode_runs_unpacked_under_flash_attn_2():
+    """Review finding: fa2's windowed one-token GQA decode took 1.7x the unwindowed time
+    (flash-attn 2 packs the query heads only without a window) and explain() said nothing."""
+    w = perfsim.AttentionWorkload(batch=8, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=32768,
+                                  head_dim=128, window=(16383, 0))
+    for algo in ("fa2", "flash-attn-2"):
+        assert "No GQA packing" in perfsim.predict(w, gpu="h100-sxm5", algorithm=algo).explain()
+    assert "No GQA packing" not in perfsim.predict(w, gpu="h100-sxm5",
+                                                   algorithm="fa3").explain()
+    assert "No GQA packing" not in perfsim.predict(w.replace(window=(None, None)),
+                                                   gpu="h100-sxm5", algorithm="fa2").explain()

@@ -38,3 +38,30 @@ def test_workload_is_frozen():
     w = W(batch=2, heads=8, seqlen_q=100, head_dim=64)
     with pytest.raises(ValidationError, match="frozen"):
         w.batch = 3
+
+
+def test_replace_moves_a_field_with_its_source_only_where_it_was_left_to_follow():
+    """Review finding: replace() treated any seqlen_k equal to seqlen_q as following it, so a
+    prefill given N_k = 4096 explicitly became a decode against a one-token cache."""
+    from perfsim import AttentionWorkload
+
+    given = AttentionWorkload(batch=1, heads=8, kv_heads=8, seqlen_q=4096, seqlen_k=4096,
+                              head_dim=64, head_dim_v=64, dtype="bf16", kv_dtype="bf16")
+    step = given.replace(seqlen_q=1, heads=16, head_dim=128, dtype="fp16")
+    assert (step.seqlen_k, step.kv_heads, step.head_dim_v, step.kv_dtype) == (4096, 8, 64,
+                                                                             "bf16")
+    left = AttentionWorkload(batch=1, heads=8, seqlen_q=4096, head_dim=64)
+    step = left.replace(seqlen_q=1, heads=16, head_dim=128, dtype="fp16")
+    assert (step.seqlen_k, step.kv_heads, step.head_dim_v, step.kv_dtype) == (1, 16, 128,
+                                                                             "fp16")
+    # still following after a replace, and a None given is "not given"
+    assert step.replace(seqlen_q=7).seqlen_k == 7
+    none = AttentionWorkload(batch=1, heads=8, kv_heads=None, seqlen_q=64, head_dim=64)
+    assert none.replace(heads=16).kv_heads == 16
+
+
+def test_dtype_and_phase_names_are_taken_in_any_case():
+    from perfsim import AttentionWorkload
+    w = AttentionWorkload(batch=1, heads=8, seqlen_q=64, head_dim=64, dtype="FP16",
+                          phase="Fwd_Bwd", kv_dtype="FP8_E4M3")
+    assert (w.dtype, w.phase, w.kv_dtype) == ("fp16", "fwd_bwd", "fp8_e4m3")

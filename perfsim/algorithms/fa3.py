@@ -447,6 +447,15 @@ class FA3(FusedAttention):
             out.insert(0, self._fp8_prepare(dims))
         return out
 
+    def memory_bytes(self, dims: Dims, gpu: GPUSpec):
+        """:meth:`FusedAttention.memory_bytes`, plus, where the fp8 preparation kernel runs
+        (:meth:`_fp8_prepare`), the 16-bit Q, K and V it reads: they and the e4m3 copies it
+        writes are in memory together."""
+        total = super().memory_bytes(dims, gpu)
+        if dims.dtype == "fp8_e4m3" and self.quantize_inputs and dims.fwd:
+            total = total + BYTES_PER_ELEMENT["bf16"] * self._fp8_elements(dims)
+        return total
+
     def _check_smem(self, dims: Dims, gpu: GPUSpec) -> None:
         b_r, b_c, _ = self.fwd_tiles(dims, gpu)
         need = fwd_smem_bytes(dims.e, b_r, b_c, self.stages, dims.d, dims.d_v)
@@ -509,11 +518,17 @@ class FA3(FusedAttention):
         ``tile_m x tile_hdim``, flash_bwd_sm90.py)."""
         return FP32_BYTES * dims.B * dims.H * v.tiles * b_r * self.kernel_head_dims(dims)[0]
 
+    @staticmethod
+    def _fp8_elements(dims: Dims):
+        """Elements of Q, K and V the fp8 preparation kernel converts."""
+        return (dims.B * (dims.H * dims.N_q + dims.H_kv * dims.N_k) * dims.d
+                + dims.B * dims.H_kv * dims.N_k * dims.d_v)
+
     def _fp8_prepare(self, dims: Dims) -> KernelCost:
         """Hadamard-rotate Q and K (incoherent processing) and block-quantise Q, K, V from
         16-bit inputs to e4m3: per element an absmax, a scale and a convert (3 ops)."""
         rows_qk = dims.B * (dims.H * dims.N_q + dims.H_kv * dims.N_k)
-        elems = rows_qk * dims.d + dims.B * dims.H_kv * dims.N_k * dims.d_v
+        elems = self._fp8_elements(dims)
         hadamard = rows_qk * (dims.d * log2(dims.d) + dims.d) if self.incoherent_processing \
             else 0
         src = BYTES_PER_ELEMENT["bf16"]

@@ -196,7 +196,11 @@ def _algorithm_from_args(name: str, options: list[str]):
     )
 
     # a name, or a label as --json's "algorithm" writes it ("fa2(block_m=64)")
-    if (parse_label(name) is None and name.lower() not in algorithms.REGISTRY
+    label = parse_label(name)
+    if label is not None and label[0].lower() in ("all", "presets"):
+        raise PerfsimError(f"--algorithm {name}: options go with one algorithm or preset, "
+                           f"not with {label[0]} (e.g. fa2(block_m=64))")
+    if (label is None and name.lower() not in algorithms.REGISTRY
             and resolve_implementation(name) is None):
         raise PerfsimError(f"unknown algorithm {name!r}; known: {', '.join(algorithms.names())}"
                            f", all; implementations: {', '.join(implementations())}, presets")

@@ -46,7 +46,7 @@ def register(sub) -> None:
     """Add ``perfsim gpus``, ``perfsim gpu show`` and ``perfsim gpu list`` (``perfsim gpus``
     under the ``gpu`` command) to the ``perfsim`` parser."""
     p = sub.add_parser("gpus", help="list the GPU catalog")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the catalog as JSON")
     p.set_defaults(func=_cmd_gpus)
 
     p = sub.add_parser("gpu", help="inspect one GPU: perfsim gpu ID (short for gpu show ID)")
@@ -54,8 +54,8 @@ def register(sub) -> None:
                             metavar="ID")
     show = gsub.add_parser("show", help="every field of a GPU with its source")
     show.add_argument("id", help="catalog id or .toml profile path")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", help="the GPU's fields as JSON")
     show.set_defaults(func=_cmd_gpu_show)
     listing = gsub.add_parser("list", help="the GPU catalog (as perfsim gpus)")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="the catalog as JSON")
     listing.set_defaults(func=_cmd_gpus)
