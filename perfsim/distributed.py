@@ -200,19 +200,33 @@ def _client(distributed, scheduler: str, workers: int | None):
         import threading
 
         n = workers or os.cpu_count() or 1
-        # the worker processes start with Ctrl-C ignored (an ignored signal stays ignored in
-        # a child): the interrupt reaches this process alone, which closes the cluster, and
-        # no worker prints a KeyboardInterrupt traceback of its own
+        # the worker processes start with Ctrl-C blocked (a child inherits the signal mask,
+        # through exec too): the interrupt reaches this process alone, which closes the
+        # cluster, and no worker prints a KeyboardInterrupt traceback of its own. Blocked, not
+        # ignored: a Ctrl-C during the start-up stays pending and arrives when the mask is
+        # restored (ignored, it was lost and the sweep ran to the end)
         main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        block = main and hasattr(signal, "pthread_sigmask")
+        if block:
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        else:                   # no signal masks (Windows): ignore it meanwhile
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        cluster = None
         try:
-            cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1,
-                                               processes=True, dashboard_address=":0",
-                                               silence_logs=logging.CRITICAL)
-        finally:
-            if main:
-                signal.signal(signal.SIGINT, previous)
-        return distributed.Client(cluster), cluster
+            try:
+                cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1,
+                                                   processes=True, dashboard_address=":0",
+                                                   silence_logs=logging.CRITICAL)
+            finally:
+                if block:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                elif main:
+                    signal.signal(signal.SIGINT, previous)
+            return distributed.Client(cluster), cluster
+        except BaseException:   # a Ctrl-C held during the start-up: close what started
+            if cluster is not None:
+                cluster.close()
+            raise
     if "://" not in scheduler or not scheduler.rsplit(":", 1)[-1].isdigit():
         raise PerfsimError(f"--dask {scheduler!r}: give 'local' or a scheduler address such as "
                            "tcp://HOST:8786")
@@ -357,11 +371,15 @@ def read_dataset(out: str | Path):
     by partition.
 
     Raises:
-        perfsim.PerfsimError: no ``manifest.json`` (the run did not finish)."""
+        perfsim.PerfsimError: ``out`` is no folder, or has no ``manifest.json`` (the run did
+            not finish)."""
     import pandas as pd
     import pyarrow.parquet as pq
 
     out = Path(out)
+    if not out.is_dir():
+        raise PerfsimError(f"{out}: {'not a folder' if out.exists() else 'no such folder'} "
+                           "(give the --out folder of a perfsim sweep --dask run)")
     if not _manifest_path(out).exists():
         raise PerfsimError(f"{out}: no {MANIFEST}: the sweep has not finished (run it again "
                            "to resume)")

@@ -31,6 +31,9 @@ def _load_path(path: str, mtime_ns: int) -> GPUSpec:
             data = tomllib.load(fh)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PerfsimError(f"{path}: not valid TOML (UTF-8): {exc}") from None
+    except RecursionError:      # tomllib recurses once per level of nested arrays
+        raise PerfsimError(f"{path}: not valid TOML for a GPU profile: arrays or tables "
+                           "nested too deep") from None
     except OSError as exc:
         raise PerfsimError(f"GPU profile {path!r} cannot be read: "
                            f"{exc.strerror or type(exc).__name__}") from None

@@ -363,7 +363,7 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
         for algo, scalar in itertools.product(configs, scalars):
             groups.append({"gpu": spec.id, "algorithm": algo.label(),
                            "overrides": ", ".join(o.label() for o in ovs),
-                           **{o.column(): o.column_value() for o in ovs},
+                           **{override_column(o): o.column_value() for o in ovs},
                            **{k: v for k, v in scalar.items() if not k.startswith("_")}})
             plan.append((spec, ovs, algo, scalar))
 
@@ -402,6 +402,16 @@ class _BlockGrid:
         shape = np.broadcast_shapes(*(v.shape for v in block.values()))
         self.size = int(np.prod(shape))
         self.flat = {k: np.broadcast_to(v, shape).ravel() for k, v in block.items()}
+
+
+def override_column(override) -> str:
+    """The column of an override's value: the field's name (``<field>_scale`` for a scale),
+    ``gpu_<name>`` where that name is already a column of the rows (``clock_hz``,
+    ``hbm_bytes``: the row's sustained clock and HBM traffic)."""
+    name = override.column()
+    taken = {*WORKLOAD_FIELDS, *RESULT_COLUMNS, "gpu", "algorithm", "overrides", "infeasible",
+             "stand_in"}
+    return f"gpu_{name}" if name in taken else name
 
 
 def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
@@ -872,8 +882,12 @@ def _block_dims(scalar: dict, block: dict, wide=None) -> algos.Dims:
     wide = wide or _wide(scalar, block)
     given_causal, given_window = scalar.get("_given_mask") or (scalar["causal"],
                                                                 tuple(scalar["_window"]))
+    # sequence lengths as wide as batch and heads: N_q·N_k alone passes int64 past ~3e9 keys
+    seqlen_q, seqlen_k = block["seqlen_q"], block["seqlen_k"]
+    if wide is np.float64:
+        seqlen_q, seqlen_k = seqlen_q.astype(wide), seqlen_k.astype(wide)
     return algos.Dims(block["batch"].astype(wide), block["heads"].astype(wide),
-                      block["kv_heads"].astype(wide), block["seqlen_q"], block["seqlen_k"],
+                      block["kv_heads"].astype(wide), seqlen_q, seqlen_k,
                       scalar["head_dim"], scalar["head_dim_v"], scalar["causal"],
                       scalar["dtype"], scalar["phase"], scalar["dropout_p"],
                       window=scalar["_window"], softcap=scalar["softcap"],
@@ -1214,7 +1228,7 @@ def _windows(window) -> list:
                             f"got {w!r}")
 
     def pair(w):
-        if w is None or (isinstance(w, str) and not w.strip()):
+        if w is None or (isinstance(w, str) and w.strip().lower() in ("", "none")):
             return (None, None)
         if isinstance(w, str):
             parts = w.split(",")
@@ -1251,9 +1265,14 @@ def _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p, window
                         ("kv_dtype", kv_dtype), ("page_size", page_size)):
         if value is not None and not _listify(value):
             raise PerfsimError(f"sweep: {name} is an empty list; give at least one value")
-    dims = [(d, d) for d in _listify(head_dim)] if head_dim_v is None else list(
-        itertools.product(_listify(head_dim), _listify(head_dim_v)))
-    kv_dtypes = [None] if kv_dtype is None else _listify(kv_dtype)
+    def follow(values):             # "none" (any case; TOML has no null) is None: follow
+        return [None if isinstance(v, str) and v.strip().lower() == "none" else v
+                for v in values]
+
+    dims = [(d, d) for d in _listify(head_dim)] if head_dim_v is None else [
+        (d, d if dv is None else dv)
+        for d, dv in itertools.product(_listify(head_dim), follow(_listify(head_dim_v)))]
+    kv_dtypes = [None] if kv_dtype is None else follow(_listify(kv_dtype))
     # 0 or "none" reads "contiguous K/V", as the page_size column writes it (so a TOML file,
     # which has no null, can sweep contiguous against paged)
     pages = [None] if page_size is None else [
@@ -1269,11 +1288,14 @@ def _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p, window
                                   kv_dtype=kvt, page_size=pg, softcap=cap)
         except PerfsimError as exc:
             raise PerfsimError(f"sweep: {exc}") from None
-        combos.append({"head_dim": w.head_dim, "head_dim_v": w.head_dim_v, "causal": w.causal,
-                       "dtype": w.dtype, "phase": w.phase, "dropout_p": w.dropout_p,
-                       "window": _window_label(w.window), "kv_dtype": w.kv_dtype,
-                       "page_size": w.page_size or 0, "softcap": w.softcap,
-                       "_window": w.window})
+        combo = {"head_dim": w.head_dim, "head_dim_v": w.head_dim_v, "causal": w.causal,
+                 "dtype": w.dtype, "phase": w.phase, "dropout_p": w.dropout_p,
+                 "window": _window_label(w.window), "kv_dtype": w.kv_dtype,
+                 "page_size": w.page_size or 0, "softcap": w.softcap, "_window": w.window}
+        # a follower given beside the value it follows (head_dim_v=[None, 64] with
+        # head_dim=64) is one combination, kept once, as kv_heads and seqlen_k pairs are
+        if combo not in combos:
+            combos.append(combo)
     return combos
 
 

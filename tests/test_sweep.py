@@ -656,3 +656,37 @@ def test_cli_sweep_reads_a_relative_profile_beside_its_config(tmp_path, monkeypa
     assert main(["sweep", "sub/cfg.toml", "-q", "--out", "rows.csv"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "beside the config (in 'sub')" in err
+
+
+def test_rows_past_three_billion_keys_equal_predict():
+    """Review finding: N_q·N_k past int64 (N ≈ 3.04e9) wrapped around in a sweep (negative
+    FLOPs, times off by 10⁵¹) while predict, on Python integers, was right."""
+    for fields in (dict(batch=1, heads=1, seqlen_q=3221225472, head_dim=64, phase="bwd"),
+                   dict(batch=3, heads=5, seqlen_q=1, seqlen_k=3 * 2**31 + 7, head_dim=64)):
+        for algo in ("fa2", "fa3"):
+            row = sweep(**fields, gpus="h100-sxm5", algorithms=algo).iloc[0]
+            p = perfsim.predict(perfsim.AttentionWorkload(**fields), gpu="h100-sxm5",
+                                algorithm=algo)
+            assert row.flops > 0 and row.seconds == pytest.approx(p.seconds, rel=REL)
+
+
+def test_an_override_named_as_a_result_column_gets_a_column_of_its_own():
+    """Review finding: a clock_hz or hbm_bytes what-if's column was overwritten by the row's
+    sustained clock and HBM traffic."""
+    df = sweep(batch=4, heads=16, seqlen_q=8192, head_dim=256, gpus="h100-sxm5",
+               algorithms="fa3", overrides={"clock_hz": [1.83e9, 1.7e9]})
+    assert list(df.gpu_clock_hz) == [1.83e9, 1.7e9]
+    assert (df.clock_hz <= df.gpu_clock_hz).all() and df.clock_hz.iloc[0] < 1.83e9
+
+
+def test_followers_merge_and_take_none_as_toml_writes_it():
+    """Review findings: head_dim_v=[None, 64] and kv_dtype=[None, "bf16"] gave two identical
+    rows (kv_heads and seqlen_k merged theirs), and TOML's "none" was refused for head_dim_v,
+    kv_dtype and a window."""
+    base = dict(batch=1, heads=16, seqlen_q=1024, head_dim=64, gpus="h100-sxm5",
+                algorithms="fa2")
+    assert len(sweep(**base, head_dim_v=[None, 64])) == 1
+    assert len(sweep(**base, kv_dtype=[None, "bf16"])) == 1
+    assert list(sweep(**base, kv_dtype=["none", "fp8_e4m3"]).kv_dtype) == ["bf16", "fp8_e4m3"]
+    assert list(sweep(**base, head_dim_v=["none", 32]).head_dim_v) == [64, 32]
+    assert list(sweep(**base, window=["none", [1023, 0]]).window) == ["", "1023,0"]

@@ -84,6 +84,9 @@ def load_sweep_config(path: str | Path) -> dict:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PerfsimError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:      # tomllib recurses once per level of nested arrays
+        raise PerfsimError(f"{path}: not valid TOML for a sweep: arrays nested too deep "
+                           "(a workload field takes a value or a list of values)") from None
     unknown = sorted(set(data) - set(CONFIG_KEYS))
     if unknown:
         raise PerfsimError(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: "
