@@ -260,8 +260,10 @@ class KernelCost:
             elif key.startswith("alu/"):
                 alu = alu + value
         if self.executed is not None:
-            fp32 = fp32 * self.executed["fp32"] / maximum(self.fp32_flops, 1e-30)
-            alu = alu * self.executed["alu"] / maximum(self.alu_ops, 1e-30)
+            # the ratio first: two counts of ~1e10 multiplied pass int64 in a sweep's arrays
+            # (Python integers, one call's, do not wrap; sweeps then disagreed with predict)
+            fp32 = fp32 * (self.executed["fp32"] / maximum(self.fp32_flops, 1e-30))
+            alu = alu * (self.executed["alu"] / maximum(self.alu_ops, 1e-30))
         return fp32, alu
 
     @property

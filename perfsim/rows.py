@@ -116,8 +116,8 @@ def predict_rows(rows, *, gpu: str | GPUSpec = "h100-sxm5", algorithm="fa2",
     algo = resolve(algorithm)
     columns, index = _columns(rows)
     n = len(columns["batch"])
-    check_size(n, max_memory_bytes)
-    arrays = _array_fields(columns, n)
+    check_size(n, max_memory_bytes, what="predict_rows")
+    arrays = _array_fields(columns, n, index)
     labels, groups = _groups(columns, n)
     scalars = [_scalar(columns, int(members[0]), index) for members in groups]
     _check_tensor_sizes(arrays, scalars, groups, index)
@@ -173,9 +173,11 @@ def _columns(rows) -> tuple[dict, object]:
     elif isinstance(rows, Mapping):
         given, index = {str(k): v for k, v in rows.items()}, None
         for name, values in given.items():
-            if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+            if (isinstance(values, (str, bytes, Mapping, set, frozenset))
+                    or not isinstance(values, Iterable)):
                 raise PerfsimError(f"predict_rows: column {name!r} must be a sequence of "
-                                   f"values (one per row), got {type(values).__name__}")
+                                   f"values in row order (a list, tuple or array), got "
+                                   f"{type(values).__name__}")
             given[name] = values if isinstance(values, np.ndarray) else list(values)
     elif isinstance(rows, Iterable) and not isinstance(rows, (str, bytes)):
         given, index = _from_workloads(list(rows)), None
@@ -220,10 +222,12 @@ def _from_workloads(workloads: list) -> dict:
 
 
 def _missing(v) -> bool:
-    return v is None or (isinstance(v, (float, np.floating)) and math.isnan(v))
+    """None, NaN, or pandas' NA (a nullable column's gap)."""
+    return (v is None or (isinstance(v, (float, np.floating)) and math.isnan(v))
+            or type(v).__name__ in ("NAType", "NaTType"))
 
 
-def _int_column(name: str, values, n: int, follow=None) -> np.ndarray:
+def _int_column(name: str, values, n: int, index, follow=None) -> np.ndarray:
     """``values`` as int64, each an integer in [1, MAX_SIZE]; a missing value (None, NaN)
     takes ``follow``'s (a field that may be left out), else is refused."""
     if values is None:
@@ -247,13 +251,13 @@ def _int_column(name: str, values, n: int, follow=None) -> np.ndarray:
         out = np.array([int(v) if g else 1 for v, g in zip(values, good)], dtype=np.int64)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise PerfsimError(f"predict_rows: row {i}: {name} must be an integer in [1, 2**45], "
-                           f"got {_shown(values, i)}")
+        raise PerfsimError(f"predict_rows: row {_label(index, i)}: {name} must be an integer "
+                           f"in [1, 2**45], got {_shown(values, i)}")
     if missing.any():
         if follow is None:
             i = int(np.flatnonzero(missing)[0])
-            raise PerfsimError(f"predict_rows: row {i}: {name} is missing; it has no "
-                               "default")
+            raise PerfsimError(f"predict_rows: row {_label(index, i)}: {name} is missing; it "
+                               "has no default")
         out = np.where(missing, follow, out)
     return out
 
@@ -279,24 +283,27 @@ def _shown(values, i: int) -> str:
     return repr(v.item() if isinstance(v, np.generic) else v)
 
 
-def _array_fields(columns: dict, n: int) -> dict:
+def _array_fields(columns: dict, n: int, index) -> dict:
     """The per-row integer fields (:data:`perfsim.sweep.ARRAY_FIELDS`)."""
-    batch = _int_column("batch", columns["batch"], n)
-    heads = _int_column("heads", columns["heads"], n)
-    seqlen_q = _int_column("seqlen_q", columns["seqlen_q"], n)
+    batch = _int_column("batch", columns["batch"], n, index)
+    heads = _int_column("heads", columns["heads"], n, index)
+    seqlen_q = _int_column("seqlen_q", columns["seqlen_q"], n, index)
     return {"batch": batch, "heads": heads,
-            "kv_heads": _int_column("kv_heads", columns["kv_heads"], n, follow=heads),
+            "kv_heads": _int_column("kv_heads", columns["kv_heads"], n, index, follow=heads),
             "seqlen_q": seqlen_q,
-            "seqlen_k": _int_column("seqlen_k", columns["seqlen_k"], n, follow=seqlen_q)}
+            "seqlen_k": _int_column("seqlen_k", columns["seqlen_k"], n, index,
+                                    follow=seqlen_q)}
 
 
 def _hashable(v):
+    """``v`` as a group key: a missing value as None, numpy scalars as Python ones, a list or
+    array (a window pair, as a Parquet list column reads) as a tuple."""
+    if _missing(v):
+        return None
     if isinstance(v, np.generic):
         return v.item()
-    if isinstance(v, list):
-        return tuple(v)
-    if isinstance(v, float) and math.isnan(v):
-        return None
+    if isinstance(v, (list, np.ndarray)):
+        return tuple(x.item() if isinstance(x, np.generic) else x for x in v)
     return v
 
 
@@ -311,12 +318,17 @@ def _groups(columns: dict, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
         if values is None:
             continue
         a = _array(values)
-        try:
-            field_codes, uniques = pd.factorize(a, use_na_sentinel=False)
-        except TypeError:                       # unhashable entries (lists)
-            field_codes, uniques = pd.factorize(
-                np.array([_hashable(v) for v in a] + [None], dtype=object)[:-1],
-                use_na_sentinel=False)
+        if not isinstance(values, np.ndarray) and len({type(v) for v in values}) > 1:
+            a = np.empty(n, dtype=object)       # numpy would make [True, 1] two ones
+            a[:] = list(values)
+        if a.dtype.kind == "O":
+            # keyed with their type: True, 1 and 1.0 are equal (and hash alike) but a
+            # workload takes only the first as a flag, so each is checked on its own
+            keys = [None if k is None else (type(k).__name__, k)
+                    for k in map(_hashable, a)]
+            a = np.empty(len(keys), dtype=object)
+            a[:] = keys
+        field_codes, uniques = pd.factorize(a, use_na_sentinel=False)
         codes = codes * max(len(uniques), 1) + field_codes
         if codes.max(initial=0) > 2 ** 40:      # keep the combined code small
             codes = pd.factorize(codes)[0].astype(np.int64)
@@ -328,12 +340,12 @@ def _groups(columns: dict, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
 
 def _scalar(columns: dict, row: int, index) -> dict:
     """The sweep's group dict of one row's group-level fields, validated as a workload."""
-    values = {k: (_DEFAULTS.get(k) if columns[k] is None else _hashable(columns[k][row]))
+    values = {k: (None if columns[k] is None else _hashable(columns[k][row]))
               for k in _GROUP_FIELDS}
-    for name in ("head_dim_v", "kv_dtype", "page_size", "window"):
-        if _missing(values[name]):
-            values[name] = None
-    if _missing(values["head_dim"]):
+    for name, value in values.items():      # a missing value takes the field's default
+        if value is None and name != "head_dim":
+            values[name] = _DEFAULTS[name]
+    if values["head_dim"] is None:
         raise PerfsimError(f"predict_rows: row {_label(index, row)}: head_dim is missing; "
                            "it has no default")
     for name in ("head_dim", "head_dim_v", "page_size"):

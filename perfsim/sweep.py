@@ -497,13 +497,14 @@ def memory_budget_bytes() -> int:
     return free // 2 if free else 2**34
 
 
-def check_size(rows: int, max_memory_bytes: int | None = None) -> None:
-    """Refuse a sweep of ``rows`` rows that would need more than ``max_memory_bytes``
-    (default: half the memory available now).
+def check_size(rows: int, max_memory_bytes: int | None = None, what: str = "sweep") -> None:
+    """Refuse a sweep (``what``: or ``"predict_rows"``) of ``rows`` rows that would need more
+    than ``max_memory_bytes`` (default: half the memory available now).
 
     Raises:
         perfsim.PerfsimError: with the row count, the estimate and the limit.
     """
+    given = max_memory_bytes is not None
     if max_memory_bytes is None:
         max_memory_bytes = memory_budget_bytes()
     elif not isinstance(max_memory_bytes, (int, np.integer)) or max_memory_bytes <= 0:
@@ -511,10 +512,13 @@ def check_size(rows: int, max_memory_bytes: int | None = None) -> None:
                            f"{max_memory_bytes!r}")
     need = rows * BYTES_PER_ROW
     if need > max_memory_bytes:
+        limit = "max_memory_bytes" if given else "half the memory available now"
+        head = (f"{rows:,} rows need about {need / 2**30:.3g} GiB ({BYTES_PER_ROW} B per row), "
+                f"more than the {max_memory_bytes / 2**30:.3g} GiB allowed ({limit})")
+        if what == "predict_rows":
+            raise PerfsimError(f"predict_rows: {head}; give the rows in parts")
         raise PerfsimError(
-            f"sweep: {rows:,} rows need about {need / 2**30:.1f} GiB ({BYTES_PER_ROW} B per "
-            f"row), more than the {max_memory_bytes / 2**30:.1f} GiB allowed (half the "
-            "memory available now); write the rows to a file instead, which streams them in "
+            f"sweep: {head}; write the rows to a file instead, which streams them in "
             "bounded memory (perfsim sweep CONFIG --out FILE, without --plot or --json; "
             "perfsim.sweep_frames in Python), or split the sweep into several configs with "
             "fewer values per list")

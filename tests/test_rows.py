@@ -36,7 +36,7 @@ def _workload(row) -> perfsim.AttentionWorkload:
 @pytest.mark.parametrize("gpu, algorithm", [
     ("h100-sxm5", "fa2"), ("h100-sxm5", "fa3"), ("h200-sxm", "sdpa-cudnn"),
     ("b200", "fa4"), ("a100-sxm4-80gb", "standard"), ("rtx-4090", "flash-attn-2"),
-    ("h200-sxm", "flex"),
+    ("h200-sxm", "flex"), ("l40s", "flex"), ("rtx-5090", "flex"),
 ])
 def test_each_row_equals_predict_of_its_workload(gpu, algorithm):
     rows = _random_rows(300, seed=len(gpu) + len(algorithm))
@@ -183,6 +183,11 @@ def test_the_rows_command_reads_a_file_and_writes_every_row(tmp_path, capsys):
     ("rows.txt", "batch\n1\n", "give a .csv, .parquet, .jsonl file"),
     ("empty.csv", "", "empty"),
     ("short.csv", "batch,heads\n1,8\n", "needs columns seqlen_q, head_dim"),
+    ("ragged.csv", "batch,heads,seqlen_q,head_dim\n1,8,128,64,99\n",
+     "a line has more fields than the header"),
+    ("array.jsonl", '[{"batch": 1}]\n', "one JSON object per line, not one array"),
+    ("na.csv", "batch,heads,seqlen_q,head_dim\n1,8,128,64\nNA,8,128,64\n",
+     "row 1: batch is missing"),
     ("bad.jsonl", "{not json\n", "cannot be read as jsonl"),
 ])
 def test_the_rows_command_gives_one_line_for_a_bad_file(tmp_path, capsys, name, text, words):
@@ -194,3 +199,40 @@ def test_the_rows_command_gives_one_line_for_a_bad_file(tmp_path, capsys, name, 
     assert main(["rows", str(path)]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_every_missing_group_field_takes_its_default_and_pandas_na_is_missing():
+    """Review findings: a gap in causal, dtype, phase, dropout_p or softcap (or pandas' NA
+    anywhere) was refused instead of taking the default the docs promise."""
+    base = dict(batch=[1, 2], heads=[8, 8], seqlen_q=[128, 256], head_dim=[64, 64])
+    out = perfsim.predict_rows(pd.DataFrame({
+        **base, "causal": pd.array([None, True], dtype="boolean"),
+        "dtype": [None, "fp16"], "phase": [np.nan, "bwd"], "dropout_p": [np.nan, 0.1],
+        "softcap": [None, 30.0], "kv_dtype": pd.array([None, "fp16"], dtype="string"),
+        "window": [pd.NA, "128,0"]}), gpu="h100-sxm5", algorithm="fa2")
+    first = out.iloc[0]
+    fields = ("causal", "dtype", "phase", "dropout_p", "softcap", "kv_dtype", "window")
+    assert [first[k] for k in fields] == [False, "bf16", "fwd", 0.0, 0.0, "bf16", ""]
+    p = perfsim.predict(perfsim.AttentionWorkload(batch=1, heads=8, seqlen_q=128,
+                                                  head_dim=64), gpu="h100-sxm5")
+    assert first.seconds == pytest.approx(p.seconds, rel=REL)
+
+
+def test_window_pairs_as_arrays_and_flags_checked_row_by_row():
+    """Review findings: a window pair as a numpy array (a Parquet list column) raised
+    TypeError; causal=[True, 1] was accepted as two flags (True == 1 grouped them)."""
+    base = dict(batch=[1, 1], heads=[8, 8], seqlen_q=[512, 512], head_dim=[64, 64])
+    out = perfsim.predict_rows({**base, "causal": [True, True],
+                                "window": [np.array([128, 0]), None]})
+    assert list(out.window) == ["128,0", ""]
+    with pytest.raises(perfsim.PerfsimError, match="row 1: .*causal"):
+        perfsim.predict_rows({**base, "causal": [True, 1]})
+
+
+def test_errors_name_the_index_label_and_the_memory_limit_given():
+    frame = pd.DataFrame(dict(batch=[1, 0], heads=[8, 8], seqlen_q=[128, 128],
+                              head_dim=[64, 64]), index=["req-a", "req-b"])
+    with pytest.raises(perfsim.PerfsimError, match="row 'req-b': batch must be an integer"):
+        perfsim.predict_rows(frame)
+    with pytest.raises(perfsim.PerfsimError, match="^predict_rows: .*max_memory_bytes"):
+        perfsim.predict_rows(frame.iloc[:1], max_memory_bytes=10)

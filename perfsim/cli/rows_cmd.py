@@ -36,22 +36,40 @@ def read_rows(path: str):
         raise PerfsimError(f"rows file {path}: no such file")
     if not p.is_file():
         raise PerfsimError(f"rows file {path}: not a regular file")
+    import warnings
+
     try:
         if ext == ".csv":
-            # keep_default_na off for strings: "none" (an unbounded window side) stays text;
-            # an empty cell is still NaN
-            return pd.read_csv(p, keep_default_na=False, na_values=[""])
+            # an empty cell (or NA, null, ...) is a missing value, which takes the default;
+            # index_col=False: a line with more fields than the header is refused below,
+            # not read with its first field as the index and the rest shifted left
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", pd.errors.ParserWarning)
+                try:
+                    return pd.read_csv(p, index_col=False, encoding="utf-8-sig")
+                except pd.errors.ParserWarning:
+                    raise PerfsimError(f"rows file {path}: a line has more fields than the "
+                                       "header row (a trailing comma?)") from None
         if ext == ".parquet":
             from perfsim.cli.sweep import _pyarrow
 
             _pyarrow()
             return pd.read_parquet(p)
-        return pd.read_json(p, lines=True, dtype=False)
+        text = p.read_text(encoding="utf-8-sig")
+        if not text.strip():
+            raise pd.errors.EmptyDataError
+        if text.lstrip().startswith("["):
+            raise PerfsimError(f"rows file {path}: a .jsonl file holds one JSON object per "
+                               "line, not one array")
+        import io
+
+        return pd.read_json(io.StringIO(text), lines=True, dtype=False)
     except PerfsimError:
         raise
     except pd.errors.EmptyDataError:
-        raise PerfsimError(f"rows file {path}: empty (give a header row of workload fields "
-                           "and one row per workload)") from None
+        what = ("one JSON object per line, one per workload" if ext == ".jsonl" else
+                "a header row of workload fields and one row per workload")
+        raise PerfsimError(f"rows file {path}: empty (give {what})") from None
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         text = " ".join(str(exc).split())
         raise PerfsimError(f"rows file {path}: cannot be read as {ext[1:]} ({text})") from None
@@ -63,6 +81,7 @@ def read_rows(path: str):
 
 def _cmd_rows(args) -> int:
     from perfsim.cli.sweep import OUT_EXTENSIONS, _pyarrow, json_records, write_rows
+    from perfsim.gpu_catalog import load_gpu
     from perfsim.rows import predict_rows
     from perfsim.sweep import check_engine
 
@@ -71,13 +90,17 @@ def _cmd_rows(args) -> int:
         check_output(args.out, OUT_EXTENSIONS, "--out")
         if args.out.lower().endswith(".parquet"):
             _pyarrow()
+    if args.algorithm.strip().lower() in ("all", "presets"):
+        raise PerfsimError(f"--algorithm {args.algorithm}: perfsim rows predicts with one "
+                           "algorithm or preset; run it once per algorithm")
+    algo = _algorithm_from_args(args.algorithm, args.set)     # before reading the file
+    gpu = load_gpu(args.gpu)
     frame = read_rows(args.file)
-    algo = _algorithm_from_args(args.algorithm, args.set)
     timing = {"host_floor_fwd_s": 0.0, "host_floor_bwd_s": 0.0} if args.kernel_only else {}
     if args.clock != "sustained":
         timing["clock"] = _clock_arg(args.clock)
     start = time.perf_counter()
-    out = predict_rows(frame, gpu=args.gpu, algorithm=algo, timing=timing or None,
+    out = predict_rows(frame, gpu=gpu, algorithm=algo, timing=timing or None,
                        engine=args.engine)
     seconds = time.perf_counter() - start
     if args.out:
