@@ -230,6 +230,7 @@ def _client(distributed, scheduler: str, workers: int | None):
     if "://" not in scheduler or not scheduler.rsplit(":", 1)[-1].isdigit():
         raise PerfsimError(f"--dask {scheduler!r}: give 'local' or a scheduler address such as "
                            "tcp://HOST:8786")
+    _reachable(scheduler)
     # in a daemon thread with a deadline: a listener that is not a Dask scheduler accepts the
     # connection and never answers, and the client's own timeout does not cover that
     import threading
@@ -250,6 +251,29 @@ def _client(distributed, scheduler: str, workers: int | None):
     why = type(got["error"]).__name__ if "error" in got else "no answer"
     raise PerfsimError(f"--dask {scheduler}: no Dask scheduler answered within "
                        f"{CONNECT_TIMEOUT_S} s ({why})")
+
+
+def _reachable(scheduler: str) -> None:
+    """One TCP connection to a ``tcp://`` scheduler's host and port, so a refused or
+    unresolvable address is said at once (the Dask client retries it until its timeout).
+
+    Raises:
+        perfsim.PerfsimError: the connection is refused or the host unknown."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if not scheduler.startswith("tcp://"):
+        return                  # tls://, ucx://, ...: the client's own path
+    where = urlsplit(scheduler)
+    try:
+        with socket.create_connection((where.hostname, where.port), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except (ConnectionRefusedError, socket.gaierror) as exc:
+        why = "connection refused" if isinstance(exc, ConnectionRefusedError) else \
+            "unknown host"
+        raise PerfsimError(f"--dask {scheduler}: no Dask scheduler there ({why})") from None
+    except OSError:
+        return                  # a timeout or another error: the client's path says it
 
 
 #: Seconds to wait for a remote scheduler before giving up.
