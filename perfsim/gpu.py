@@ -340,7 +340,9 @@ class GPUSpec(BaseModel):
 
     id: str = Field(description="catalog id, e.g. 'h100-sxm5'")
     name: str = Field(description="marketing name")
-    arch: str = Field(description="architecture: ampere, hopper, blackwell, blackwell-geforce")
+    arch: str = Field(description="architecture, a label for messages (the catalog: ampere, "
+                      "ada, hopper, blackwell, blackwell-geforce); the model reads the "
+                      "features, rates and sizes, never this name")
     compute_capability: str = Field(
         description="CUDA compute capability, e.g. '9.0' (an architecture-specific suffix "
         "such as '9.0a' is allowed)")
@@ -511,6 +513,17 @@ class GPUSpec(BaseModel):
         if not re.fullmatch(r"[0-9]+\.[0-9]+[a-z]?", value):
             raise ValueError(f"must be MAJOR.MINOR with an optional letter, e.g. '9.0' or "
                              f"'9.0a', got {value!r}")
+        return value
+
+    @field_validator("device_name_pattern")
+    @classmethod
+    def _device_name_pattern(cls, value):
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"must be a regular expression, got {value!r} ({exc})") \
+                    from None
         return value
 
     @field_validator("tma_segment_seconds", mode="before")

@@ -196,3 +196,12 @@ def test_a_wrong_type_in_a_gpu_file_is_named_once(tmp_path):
     assert str(err.value).count("'lots'") == 1
     assert re.search(r"sm_count: must be an integer of SMs, from 1 to 4096, not str 'lots'$",
                      str(err.value))
+
+
+def test_a_device_name_pattern_must_compile():
+    """Review finding: an invalid regular expression was accepted and failed only in
+    ``--gpu auto``."""
+    import perfsim
+
+    with pytest.raises(perfsim.PerfsimError, match="device_name_pattern: must be a regular"):
+        perfsim.load_gpu("h100-sxm5").replace(device_name_pattern="(")
