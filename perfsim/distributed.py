@@ -200,33 +200,23 @@ def _client(distributed, scheduler: str, workers: int | None):
         import threading
 
         n = workers or os.cpu_count() or 1
-        # the worker processes start with Ctrl-C blocked (a child inherits the signal mask,
-        # through exec too): the interrupt reaches this process alone, which closes the
-        # cluster, and no worker prints a KeyboardInterrupt traceback of its own. Blocked, not
-        # ignored: a Ctrl-C during the start-up stays pending and arrives when the mask is
-        # restored (ignored, it was lost and the sweep ran to the end)
+        # the worker processes start with Ctrl-C ignored (an ignored signal stays ignored in
+        # a child): the interrupt reaches this process alone, which closes the cluster, and
+        # no worker prints a KeyboardInterrupt traceback of its own. A Ctrl-C in the second
+        # the cluster takes to start is therefore lost (README): blocking SIGINT there
+        # instead keeps it pending in this thread, but a native thread started earlier
+        # (numpy's BLAS pool) takes the process's signal while it is ignored, and a worker
+        # started without SIG_IGN prints tracebacks on every later Ctrl-C (tried, not kept)
         main = threading.current_thread() is threading.main_thread()
-        block = main and hasattr(signal, "pthread_sigmask")
-        if block:
-            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        else:                   # no signal masks (Windows): ignore it meanwhile
-            previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-        cluster = None
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
         try:
-            try:
-                cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1,
-                                                   processes=True, dashboard_address=":0",
-                                                   silence_logs=logging.CRITICAL)
-            finally:
-                if block:
-                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-                elif main:
-                    signal.signal(signal.SIGINT, previous)
-            return distributed.Client(cluster), cluster
-        except BaseException:   # a Ctrl-C held during the start-up: close what started
-            if cluster is not None:
-                cluster.close()
-            raise
+            cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1,
+                                               processes=True, dashboard_address=":0",
+                                               silence_logs=logging.CRITICAL)
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous)
+        return distributed.Client(cluster), cluster
     if "://" not in scheduler or not scheduler.rsplit(":", 1)[-1].isdigit():
         raise PerfsimError(f"--dask {scheduler!r}: give 'local' or a scheduler address such as "
                            "tcp://HOST:8786")
