@@ -81,10 +81,11 @@ def predict_rows(rows, *, gpu: str | GPUSpec = "h100-sxm5", algorithm="fa2",
             an iterable of :class:`perfsim.AttentionWorkload`.
             Fields are those of :data:`ROW_FIELDS`. ``batch``, ``heads``, ``seqlen_q`` and
             ``head_dim`` are needed; the rest default as in ``AttentionWorkload``. A missing
-            value (``None``, or NaN in a numeric column) takes the default too:
+            value (``None``, NaN, pandas' NA) in any of the others takes the default too:
             ``kv_heads`` → ``heads``, ``seqlen_k`` → ``seqlen_q``, ``head_dim_v`` →
             ``head_dim``, ``kv_dtype`` → ``dtype``, ``page_size`` → contiguous K/V,
-            ``window`` → none. A ``window`` is a ``(left, right)`` pair or the sweep
+            ``window`` → none, ``causal`` → False, ``dtype`` → bf16, ``phase`` → fwd,
+            ``dropout_p`` and ``softcap`` → 0. A ``window`` is a ``(left, right)`` pair or the sweep
             column's ``"LEFT,RIGHT"`` string (``"none"`` for an unbounded side).
             Variable-length batches (``seqlens_q``/``seqlens_k``) are ``predict``-only.
         gpu: a catalog id, a GPU file path or a :class:`GPUSpec` (a what-if through
