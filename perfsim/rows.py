@@ -27,17 +27,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from perfsim.errors import PerfsimError
+from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import resolve
-from perfsim.predict import BOUNDS
+from perfsim.kernel import UNITS
+from perfsim.predict import BOUNDS, predict
 from perfsim.sweep import (
     _ENGINE,
     _GROUP_ROWS,
     _SWEEP_ROWS,
     ARRAY_FIELDS,
     CHUNK_ROWS,
+    COUNT_COLUMNS,
     _check_timing,
     _evaluate,
     _params,
@@ -130,6 +132,22 @@ def predict_rows(rows, *, gpu: str | GPUSpec = "h100-sxm5", algorithm="fa2",
     order = np.empty(n, dtype=np.int64)
     placed = 0
     for members, scalar in zip(groups, scalars):
+        if len(members) <= SMALL_GROUP_ROWS:
+            # a group of a few rows: predict() each (~0.3-1 ms a row) rather than pay a
+            # vectorised block's fixed ~2 ms; a row a workload refuses goes on below
+            kept = []
+            for i in members:
+                one = _predicted(i, arrays, scalar, target, algo, params)
+                if one is None:
+                    kept.append(i)
+                    continue
+                block = {k: arrays[k][i:i + 1].reshape(1, 1, 1) for k in ARRAY_FIELDS}
+                table.add(block, *one)
+                order[placed] = i
+                placed += 1
+            if not kept:
+                continue
+            members = np.array(kept, dtype=np.int64)
         parts = [members]
         if unpacked is not None:        # pack_gqa=True changes nothing where H == H_kv
             same = arrays["heads"][members] == arrays["kv_heads"][members]
@@ -152,6 +170,44 @@ def predict_rows(rows, *, gpu: str | GPUSpec = "h100-sxm5", algorithm="fa2",
                 order[placed:placed + len(chunk)] = chunk
                 placed += len(chunk)
     return _frame(table, order, labels, scalars, arrays, spec, algo, index)
+
+
+#: Groups of at most this many rows are evaluated one ``predict`` call per row: a vectorised
+#: block costs about 2 ms however few rows it holds, a call 0.3-1 ms (docs/sweeps.md).
+SMALL_GROUP_ROWS = 4
+
+
+def _predicted(i: int, arrays: dict, scalar: dict, gpu: GPUSpec, algo, params):
+    """Row ``i`` through :func:`perfsim.predict`, as ``(results, reasons)`` in the form
+    :meth:`perfsim.sweep._Table.add` takes for a one-row block, or None where its workload
+    is refused (the vectorised path then words the reason as a sweep does)."""
+    try:
+        w = AttentionWorkload(
+            batch=int(arrays["batch"][i]), heads=int(arrays["heads"][i]),
+            kv_heads=int(arrays["kv_heads"][i]), seqlen_q=int(arrays["seqlen_q"][i]),
+            seqlen_k=int(arrays["seqlen_k"][i]), head_dim=scalar["head_dim"],
+            head_dim_v=scalar["head_dim_v"], causal=scalar["causal"],
+            window=scalar["_window"], dtype=scalar["dtype"], phase=scalar["phase"],
+            dropout_p=scalar["dropout_p"], kv_dtype=scalar["kv_dtype"],
+            page_size=scalar["page_size"] or None, softcap=scalar["softcap"])
+    except PerfsimError:
+        return None
+    one = np.ones((1, 1, 1))
+    try:
+        p = predict(w, gpu=gpu, algorithm=algo, timing=params)
+    except InfeasibleError as exc:
+        return {}, np.array([[[str(exc)]]], dtype=object)
+    results = {"seconds": p.seconds, "tflops": p.tflops, "bound": p.bound,
+               "clock_hz": p.clock_hz, "power_w": np.nan if p.power_w is None else p.power_w,
+               **{f"{u}_seconds": p.unit_seconds[u] for u in UNITS},
+               "model_flops": p.model_flops,
+               **{c: float(getattr(p.counts, c)) for c in COUNT_COLUMNS},
+               "memory_bytes": float(p.memory_bytes), "fits_memory": p.fits_memory}
+    note_of = getattr(algo, "stand_in_note", None)
+    if note_of is not None:
+        results["stand_in"] = note_of(gpu, w) or ""
+    return ({k: (np.array([[[v]]], dtype=object) if isinstance(v, str) else v * one)
+             for k, v in results.items()}, np.array([[[""]]], dtype=object))
 
 
 class _Rows:
