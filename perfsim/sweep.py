@@ -815,11 +815,14 @@ def _evaluate_mask(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict,
                         for h, k in pairs], dtype=object)[None, :, None]
     if why:
         return {}, reasons
+    failed = None
     try:
         with collect_infeasible() as partial:
             results = _predict_arrays(algo, gpu, params, scalar, block)
     except InfeasibleError as exc:
-        return {}, np.where(reasons == "", str(exc), reasons)
+        # a check every row fails; the rows an earlier check refused keep that check's reason,
+        # the one predict meets first
+        failed, results = str(exc), {}
     shape = np.broadcast_shapes(*(v.shape for v in block.values()))
     reasons = np.broadcast_to(reasons, shape).copy()
     reword = getattr(algo, "reason", None)      # a preset words its rows' refusals as predict
@@ -829,6 +832,8 @@ def _evaluate_mask(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict,
         if dims is not None:
             reason = reword(reason, dims, gpu)
         reasons[mask & (reasons == "")] = reason
+    if failed is not None:
+        reasons[reasons == ""] = failed
     return results, reasons
 
 

@@ -205,10 +205,13 @@ def test_preset_rows_equal_predict_on_decode_and_gqa_shapes():
                seqlen_k=4096, head_dim=128, gpus=["a100-sxm4-80gb", "h200-sxm", "b200"],
                algorithms=implementations(), phase=["fwd", "fwd_bwd"])
     feasible = df[df.infeasible == ""]
-    # (the tutorial takes one sequence length for Q and K/V: none of these shapes)
+    # (the tutorial takes one sequence length for Q and K/V: none of these shapes; it has no
+    # GQA either, which predict names first where H != H_kv)
     assert set(feasible.algorithm) == set(implementations()) - {"triton-tutorial"}
-    assert (df[df.algorithm == "triton-tutorial"].infeasible.str.contains("one sequence "
-                                                                         "length")).all()
+    tutorial = df[df.algorithm == "triton-tutorial"]
+    gqa = tutorial.heads != tutorial.kv_heads
+    assert tutorial[gqa].infeasible.str.contains("grouped-query").all()
+    assert tutorial[~gqa].infeasible.str.contains("one sequence length").all()
     decode = feasible[(feasible.algorithm == "sdpa-cudnn") & (feasible.gpu == "h200-sxm")
                       & (feasible.seqlen_q == 1)]
     assert len(decode) == 8
@@ -690,3 +693,16 @@ def test_followers_merge_and_take_none_as_toml_writes_it():
     assert list(sweep(**base, kv_dtype=["none", "fp8_e4m3"]).kv_dtype) == ["bf16", "fp8_e4m3"]
     assert list(sweep(**base, head_dim_v=["none", 32]).head_dim_v) == [64, 32]
     assert list(sweep(**base, window=["none", [1023, 0]]).window) == ["", "1023,0"]
+
+
+def test_a_refused_row_names_the_check_predict_meets_first():
+    """Review finding: where a later check refused the whole block, rows an earlier check had
+    refused took the later reason (a GQA row of the tutorial read "head_dim" where predict
+    says it has no GQA)."""
+    w = perfsim.AttentionWorkload(batch=8, heads=6, kv_heads=3, seqlen_q=64, seqlen_k=64,
+                                  head_dim=200)
+    row = sweep(batch=8, heads=6, kv_heads=3, seqlen_q=64, head_dim=200, gpus="h100-sxm5",
+                algorithms="triton-tutorial").iloc[0]
+    with pytest.raises(perfsim.InfeasibleError) as exc:
+        perfsim.predict(w, gpu="h100-sxm5", algorithm="triton-tutorial")
+    assert row.infeasible == str(exc.value) and "grouped-query" in row.infeasible
