@@ -122,10 +122,6 @@ def _contiguous_as_none(value):
     return value
 
 
-def _strict_str_or_none(value):
-    return None if value is None else _strict_str(value)
-
-
 def _name(value):
     """A dtype or phase name in any case (``"FP16"`` as ``"fp16"``, as the CLI takes it)."""
     return _strict_str(value).strip().lower()
@@ -133,6 +129,8 @@ def _name(value):
 
 def _name_or_none(value):
     return None if value is None else _name(value)
+
+
 _SIZE_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim", "head_dim_v")
 #: Fields that default to another field's value: ``kv_heads`` to ``heads``, ``seqlen_k`` to
 #: ``seqlen_q``, ``head_dim_v`` to ``head_dim``, ``kv_dtype`` to ``dtype``.

@@ -237,3 +237,10 @@ def _clock_arg(text: str):
     return mhz * 1e6
 
 
+def timing_fields(args) -> dict:
+    """The :class:`perfsim.TimingParams` fields ``--kernel-only`` and ``--clock`` set (empty
+    for the defaults): no host floor per call; the SM clock (:func:`_clock_arg`)."""
+    fields = {"host_floor_fwd_s": 0.0, "host_floor_bwd_s": 0.0} if args.kernel_only else {}
+    if args.clock != "sustained":
+        fields["clock"] = _clock_arg(args.clock)
+    return fields

@@ -10,11 +10,11 @@ import sys
 from perfsim import algorithms
 from perfsim.cli.common import (
     _algorithm_from_args,
-    _clock_arg,
     add_workload_arguments,
     path_arg,
     print_table,
     si,
+    timing_fields,
     workload_from_args,
 )
 from perfsim.errors import InfeasibleError, PerfsimError
@@ -42,11 +42,8 @@ def _cmd_predict(args) -> int:
     for name in names:
         try:
             algo = _algorithm_from_args(name, args.set)
-            timing = None
-            if args.clock != "sustained" or args.kernel_only:
-                floors = {"host_floor_fwd_s": 0.0, "host_floor_bwd_s": 0.0} \
-                    if args.kernel_only else {}
-                timing = timing_for(gpu, algo, clock=_clock_arg(args.clock), **floors)
+            fields = timing_fields(args)
+            timing = timing_for(gpu, algo, **fields) if fields else None
             results.append(predict(w, gpu=gpu, algorithm=algo, timing=timing))
         except InfeasibleError as exc:
             if len(names) == 1:

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import time
+import warnings
 
 from perfsim import algorithms
-from perfsim.cli.common import _algorithm_from_args, _clock_arg, path_arg, print_table
+from perfsim.cli.common import _algorithm_from_args, path_arg, print_table, timing_fields
 from perfsim.errors import PerfsimError
 from perfsim.files import check_output
 
@@ -36,8 +38,6 @@ def read_rows(path: str):
         raise PerfsimError(f"rows file {path}: no such file")
     if not p.is_file():
         raise PerfsimError(f"rows file {path}: not a regular file")
-    import warnings
-
     try:
         if ext == ".csv":
             # an empty cell (or NA, null, ...) is a missing value, which takes the default;
@@ -61,8 +61,6 @@ def read_rows(path: str):
         if text.lstrip().startswith("["):
             raise PerfsimError(f"rows file {path}: a .jsonl file holds one JSON object per "
                                "line, not one array")
-        import io
-
         return pd.read_json(io.StringIO(text), lines=True, dtype=False)
     except PerfsimError:
         raise
@@ -96,9 +94,7 @@ def _cmd_rows(args) -> int:
     algo = _algorithm_from_args(args.algorithm, args.set)     # before reading the file
     gpu = load_gpu(args.gpu)
     frame = read_rows(args.file)
-    timing = {"host_floor_fwd_s": 0.0, "host_floor_bwd_s": 0.0} if args.kernel_only else {}
-    if args.clock != "sustained":
-        timing["clock"] = _clock_arg(args.clock)
+    timing = timing_fields(args)
     start = time.perf_counter()
     out = predict_rows(frame, gpu=gpu, algorithm=algo, timing=timing or None,
                        engine=args.engine)

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from perfsim import algorithms
-from perfsim.cli.common import _clock_arg, path_arg, print_table
+from perfsim.cli.common import path_arg, print_table, timing_fields
 from perfsim.errors import PerfsimError
 from perfsim.files import (
     FIGURE_EXTENSIONS,
@@ -231,9 +231,7 @@ def _cmd_sweep(args) -> int:
     from perfsim.sweep import check_engine, sweep
 
     kwargs = load_sweep_config(args.config)
-    timing = {"host_floor_fwd_s": 0.0, "host_floor_bwd_s": 0.0} if args.kernel_only else {}
-    if args.clock != "sustained":
-        timing["clock"] = _clock_arg(args.clock)
+    timing = timing_fields(args)
     if timing:
         kwargs["timing"] = timing
     check_engine(args.engine)
