@@ -66,9 +66,11 @@ REQUIRED_FIELDS = ("batch", "heads", "seqlen_q", "head_dim")
 #: Fields shared by every row of a group (the rest vary inside a block).
 _GROUP_FIELDS = ("head_dim", "head_dim_v", "causal", "dtype", "phase", "dropout_p", "window",
                  "kv_dtype", "page_size", "softcap")
-_DEFAULTS = {"kv_heads": None, "seqlen_k": None, "head_dim_v": None, "causal": False,
-             "dtype": "bf16", "phase": "fwd", "dropout_p": 0.0, "window": None,
-             "kv_dtype": None, "page_size": None, "softcap": 0.0}
+#: What a missing value of a group field takes (``None``: the follower's source, or no
+#: window / contiguous K/V), as ``AttentionWorkload`` defaults it.
+_DEFAULTS = {"head_dim_v": None, "causal": False, "dtype": "bf16", "phase": "fwd",
+             "dropout_p": 0.0, "window": None, "kv_dtype": None, "page_size": None,
+             "softcap": 0.0}
 
 
 def predict_rows(rows, *, gpu: str | GPUSpec = "h100-sxm5", algorithm="fa2",
