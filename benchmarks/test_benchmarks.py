@@ -10,6 +10,8 @@ timing, so a plain ``python -m pytest benchmarks`` runs each target once as a sm
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 import perfsim
@@ -30,11 +32,33 @@ SWEEP = dict(batch=list(range(1, 101)), heads=[8, 16, 32, 64, 96],
 
 @pytest.mark.parametrize("phase", ["fwd", "bwd", "fwd_bwd"])
 @pytest.mark.parametrize("algorithm", list(GPU))
-def test_predict(benchmark, algorithm, phase):
+def test_predict(benchmark, algorithm, phase, monkeypatch):
+    """The interpreted path (``PERFSIM_PREDICT_ENGINE=python``), the same workload each call."""
+    monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "python")
     w = AttentionWorkload(**WORKLOAD, phase=phase)
     perfsim.predict(w, gpu=GPU[algorithm], algorithm=algorithm)      # warm the caches
     p = benchmark(perfsim.predict, w, gpu=GPU[algorithm], algorithm=algorithm)
     assert p.seconds > 0
+
+
+@pytest.mark.parametrize("phase", ["fwd", "bwd", "fwd_bwd"])
+@pytest.mark.parametrize("algorithm", list(GPU))
+def test_predict_compiled(benchmark, algorithm, phase, monkeypatch):
+    """The compiled path (``perfsim.fastpath``) once the structure has its program: each call
+    on the next of 60 workloads of the structure (batch, heads and length varied), its
+    ``seconds`` read."""
+    monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "compiled")
+    ws = [AttentionWorkload(**{**WORKLOAD, "batch": b, "heads": h, "seqlen_q": n},
+                            phase=phase)
+          for b, h, n in itertools.product((1, 2, 4, 8, 16), (16, 32, 64), (2048, 4096, 8192,
+                                                                            16384))]
+    gpu = GPU[algorithm]
+    for w in (*ws, *ws):            # each structure built, then checked (a split count or
+        perfsim.predict(w, gpu=gpu, algorithm=algorithm)    # packing group is one of its own)
+    rows = itertools.cycle(ws)
+    seconds = benchmark(lambda: perfsim.predict(next(rows), gpu=gpu,
+                                                algorithm=algorithm).seconds)
+    assert seconds > 0
 
 
 @pytest.fixture(scope="module")

@@ -1115,6 +1115,18 @@ def available() -> bool:
 
 _COMPILED: dict[str, tuple] = {}
 _COMPILE_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """A child forked while another thread traced or compiled (``perfsim.fastpath`` compiles
+    in a background thread) would inherit the lock held forever: it gets fresh locks (the
+    compiled kernels stay valid: the fork copied them)."""
+    global _TRACE_LOCK, _COMPILE_LOCK, _POOL
+    _TRACE_LOCK, _COMPILE_LOCK, _POOL = threading.Lock(), threading.Lock(), None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 _TARGET = None
 
 

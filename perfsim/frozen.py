@@ -54,6 +54,8 @@ def replace(obj, /, **changes):
     if len(state) != len(names):  # anything kept beside the fields (a cached value) goes
         for key in [k for k in state if k not in names]:
             del state[key]
+        for key in names - state.keys():    # a field its class builds when first read
+            state[key] = getattr(obj, key)
     post_init = getattr(new, "__post_init__", None)
     if post_init is not None:
         post_init()

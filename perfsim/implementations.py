@@ -59,7 +59,7 @@ from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec, compute_capability_numbers
 from perfsim.kernel import KernelCost
-from perfsim.mathops import asarray, cdiv
+from perfsim.mathops import asarray, cdiv, one_value
 from perfsim.software import DEFAULT_SOFTWARE, load_software
 
 #: Shared memory the driver reserved beside every CTA in the Nsight Compute profiles on the
@@ -769,11 +769,10 @@ def _sdpa_cudnn(dims, gpu):
     if (gpu.features.wgmma and gpu.features.tma and _one_query_token(dims)
             and dims.phase == "fwd"):
         block_m, block_n, warps = CUDNN_DECODE_TILE
-        splits = np.unique(_cudnn_decode_splits(dims))
-        if len(splits) != 1:                # a sweep block is grouped by _sdpa_cudnn_keys
+        splits = one_value(_cudnn_decode_splits(dims))
+        if splits is None:                  # a sweep block is grouped by _sdpa_cudnn_keys
             raise PerfsimError("sdpa-cudnn: the decode kernel's split count differs across "
                                "this block (perfsim.sweep evaluates each count apart)")
-        splits = int(splits[0])
         return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, num_splits=splits,
                          pack_gqa=True, registers_per_thread=CUDNN_DECODE_REGISTERS)
     if gpu.features.wgmma and gpu.features.tma:
@@ -1233,12 +1232,36 @@ def implementations() -> list[str]:
     return list(IMPLEMENTATIONS)
 
 
+#: The preset objects :func:`resolve_implementation` returns, one per name (frozen: shared
+#: safely), so that repeated calls name the same configuration (``perfsim.fastpath`` keys its
+#: structures by identity).
+_PRESETS: dict[str, Implementation] = {}
+
+
 def resolve_implementation(name: str) -> Implementation | None:
     """The preset called ``name`` (``-`` or ``_`` alike), or ``None`` if there is none."""
     key = name.lower().replace("_", "-")
     if key not in IMPLEMENTATIONS:
         return None
-    return Implementation(preset=key)       # its software profile and upcast: _preset_defaults
+    found = _PRESETS.get(key)
+    if found is None:
+        # its software profile and upcast: _preset_defaults
+        found = _PRESETS[key] = Implementation(preset=key)
+    return found
+
+
+def with_fixed_choice(algo: Algorithm, inner: Algorithm, group: int,
+                      splits: int = 1) -> Algorithm:
+    """``algo`` with its forward's split-KV and GQA-packing choice fixed: ``splits`` parts,
+    and the query heads packed when ``group > 1`` — for a preset (``Implementation``) in its
+    options, else a copy of ``inner`` (``algo`` itself) with them set. The same kernels as
+    ``algo`` on every call for which it makes that choice; ``perfsim.sweep`` runs a block of
+    one unsplit structure with it and ``perfsim.fastpath`` traces a call's structure with it
+    (its code then takes no decision on the rows' values for the choice)."""
+    choice = {"num_splits": int(splits), "pack_gqa": bool(group > 1)}
+    if isinstance(algo, Implementation):
+        return algo.model_copy(update={"options": {**algo.options, **choice}})
+    return type(inner)(**{**inner.model_dump(), **choice})
 
 
 def resolve(algorithm: str | Algorithm) -> Algorithm:

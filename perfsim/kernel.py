@@ -20,6 +20,11 @@ from perfsim.mathops import maximum, minimum
 #: memory bandwidth; ``hbm``: device memory bandwidth.
 UNITS: tuple[str, ...] = ("tensor", "fp32", "mufu", "smem", "hbm")
 Unit = Literal["tensor", "fp32", "mufu", "smem", "hbm"]
+#: What a prediction can be bound by (``Prediction.bound``): a unit, the load latency of an
+#: unpipelined kernel (``KernelCost.load_chain``), the kernel-launch overhead, or the host (a
+#: call whose GPU work is shorter than the host's per-call time,
+#: ``TimingParams.host_floor_*_s``).
+BOUNDS: tuple[str, ...] = (*UNITS, "latency", "launch", "host")
 
 #: Overlap rule: groups of units. Units inside a group run one after the other (their times
 #: add); groups run concurrently (the kernel takes the longest group). An entry is a unit name

@@ -126,6 +126,17 @@ def shortcut_none(test) -> bool:
     return not bool(np.any(test))
 
 
+def one_value(x):
+    """The value every element of the integer array ``x`` holds, as an ``int``, or None
+    where the elements differ. A traced array (``perfsim.compiled``, type attribute
+    ``_perfsim_general_path``) answers its sampled value and records a guard that every row
+    holds it (``item()``)."""
+    if getattr(type(x), "_perfsim_general_path", False):
+        return int(x.item())
+    values = np.unique(np.asarray(x))
+    return int(values[0]) if len(values) == 1 else None
+
+
 def take(table, index):
     """``np.asarray(table)[index]``: a constant table read at integer indices (numpy arrays
     elementwise); an index type with a ``_perfsim_take`` hook (``perfsim.compiled``'s traced

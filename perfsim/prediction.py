@@ -271,6 +271,21 @@ class Prediction:
     #: reference's heuristics decided against. ``None`` for a prediction built by hand.
     repredict: object = dataclasses.field(default=None, compare=False, repr=False)
 
+    @classmethod
+    def with_lazy_kernels(cls, build, **fields) -> Prediction:
+        """A prediction whose ``kernels`` are ``build()``, called when first read (then kept):
+        ``perfsim.predict``'s compiled path (``perfsim.fastpath``) has the totals without
+        building kernel objects. ``fields``: every other field."""
+        pred = object.__new__(cls)
+        pred.__dict__.update(fields)        # frozen: filled as fast_init's __init__ fills it
+        pred.__dict__["_build_kernels"] = build
+        return pred
+
+    def __getstate__(self):
+        # pickled and copied with its kernels built (the builder is a closure)
+        self.kernels                        # noqa: B018 - builds them where still lazy
+        return {k: v for k, v in self.__dict__.items() if k != "_build_kernels"}
+
     @property
     def model_flops(self) -> float:
         """FLOPs by the FlashAttention benchmark convention (:func:`model_flops`)."""
@@ -860,6 +875,28 @@ class Prediction:
                          f"({_ms(heavy.seconds)}, bound by {heavy.bound}).")
         lines.extend(getattr(self.algorithm, "explain_lines", lambda p: [])(self))
         return "\n".join(lines)
+
+
+class _LazyKernels:
+    """``Prediction.kernels`` where the instance has none yet (:meth:`Prediction.
+    with_lazy_kernels`): built once by the instance's builder and stored in its ``__dict__``,
+    which then answers every later read (a non-data descriptor: the instance's own value
+    wins)."""
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        state = obj.__dict__
+        build = state.get("_build_kernels")
+        if build is None:
+            raise AttributeError("kernels")
+        kernels = build()
+        state["kernels"] = kernels
+        state.pop("_build_kernels", None)
+        return kernels
+
+
+Prediction.kernels = _LazyKernels()
 
 
 def _edges_sentence(cost, gpu, params) -> str | None:

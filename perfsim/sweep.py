@@ -38,7 +38,7 @@ from perfsim.frozen import replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.gpu_catalog import gpus as catalog
 from perfsim.gpu_catalog import load_gpu
-from perfsim.implementations import implementations, resolve
+from perfsim.implementations import implementations, resolve, with_fixed_choice
 from perfsim.kernel import UNITS
 from perfsim.mathops import asarray
 from perfsim.predict import BOUNDS, evaluate
@@ -796,10 +796,7 @@ def _split_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):
     for j, value in enumerate(values):
         whole = None
         if value % 4 == 0:          # unsplit, no extra key: fixed, it holds on any block
-            choice = {"num_splits": 1, "pack_gqa": bool(value // 4 > 1)}
-            whole = (algo.model_copy(update={"options": {**algo.options, **choice}})
-                     if isinstance(algo, Implementation)
-                     else type(inner)(**{**inner.model_dump(), **choice}))
+            whole = with_fixed_choice(algo, inner, value // 4)
         parts.append((algo, np.flatnonzero(inverse == j), whole))
     return parts
 

@@ -35,21 +35,29 @@ def test_golden_matches_the_sample():
     assert sum("error" not in r["expected"] for r in rows) >= 250
 
 
+def workload_of(row: dict) -> dict:
+    """A golden row's workload fields (JSON lists back to tuples)."""
+    return {k: (tuple(v) if isinstance(v, list) else v) for k, v in row["workload"].items()}
+
+
+def check_row(row: dict, got: dict) -> None:
+    """``got`` (``outcome`` of the row's case) against the row's pinned outcome."""
+    want = row["expected"]
+    where = f"{row['gpu']} {row['algorithm']} {workload_of(row)}"
+    assert ("error" in got) == ("error" in want), where
+    if "error" in want:
+        assert got["error"] == want["error"], where
+        return
+    assert got["bound"] == want["bound"], where
+    assert got["kernels"] == want["kernels"], where
+    for key in ("seconds", "tflops", "clock_hz", "power_w", "memory_bytes",
+                "bound_max_seconds"):
+        assert _close(got[key], want[key]), (where, key, got[key], want[key])
+    for key, value in want["counts"].items():
+        assert _close(got["counts"][key], value), (where, key, got["counts"][key], value)
+
+
 @pytest.mark.parametrize("chunk", range(10))
 def test_predictions_identical(chunk):
-    rows = _golden()
-    for row in rows[chunk::10]:
-        wl = {k: (tuple(v) if isinstance(v, list) else v) for k, v in row["workload"].items()}
-        want, got = row["expected"], outcome(wl, row["gpu"], row["algorithm"])
-        where = f"{row['gpu']} {row['algorithm']} {wl}"
-        assert ("error" in got) == ("error" in want), where
-        if "error" in want:
-            assert got["error"] == want["error"], where
-            continue
-        assert got["bound"] == want["bound"], where
-        assert got["kernels"] == want["kernels"], where
-        for key in ("seconds", "tflops", "clock_hz", "power_w", "memory_bytes",
-                    "bound_max_seconds"):
-            assert _close(got[key], want[key]), (where, key, got[key], want[key])
-        for key, value in want["counts"].items():
-            assert _close(got["counts"][key], value), (where, key, got["counts"][key], value)
+    for row in _golden()[chunk::10]:
+        check_row(row, outcome(workload_of(row), row["gpu"], row["algorithm"]))

@@ -26,7 +26,16 @@ from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.frozen import fast_init, replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import ADDITIVE, KernelCost
-from perfsim.mathops import cdiv, fdiv, is_symbolic, maximum, minimum, shortcut_all, where
+from perfsim.mathops import (
+    cdiv,
+    fdiv,
+    is_symbolic,
+    maximum,
+    minimum,
+    one_value,
+    shortcut_all,
+    where,
+)
 from perfsim.tiles import mask_visits
 from perfsim.workload import AttentionWorkload
 
@@ -388,6 +397,9 @@ def resident_ctas(gpu: GPUSpec, smem_bytes: int, warps: int, registers_per_threa
         InfeasibleError: not even one CTA fits (the message names the limit); for an array,
             when every element fails or no collector is active.
     """
+    if getattr(type(smem_bytes), "_perfsim_general_path", False):
+        # traced (perfsim.compiled): one size for the rows, held by a guard
+        return resident_ctas(gpu, one_value(smem_bytes), warps, registers_per_thread)
     if isinstance(smem_bytes, np.ndarray):  # sweeps: per element
         sizes, where_ = np.unique(smem_bytes, return_inverse=True)
         where_ = where_.reshape(smem_bytes.shape)

@@ -156,10 +156,7 @@ class FA1(Algorithm):
                 f"fa1: not one row of Q, K, V and O fits the {m * dims.e} bytes of SRAM at "
                 f"head dims {dims.d}/{dims.d_v} (each tile needs 2·(d + d_v)·{dims.e} bytes "
                 "per row); give more SRAM (sram_bytes) or smaller head dims")
-        # K_j, V_j, Q_i, O_i tiles on chip (Algorithm 1 sizes them so 4·B_c·d <= M).
-        smem = dims.e * (b_c * (dims.d + dims.d_v) + b_r * (dims.d + dims.d_v))
-        ctas = resident_ctas(gpu, smem, self.warps, self.registers_per_thread)
-        splits = self.splits(dims, gpu, ctas, cdiv(dims.N_q, b_r))
+        smem, ctas, splits = self.launch(dims, gpu, b_r, b_c)
 
         def build(step):
             def cost(x: Dims) -> KernelCost:
@@ -173,6 +170,20 @@ class FA1(Algorithm):
         if dims.bwd:
             out += [build(self._backward), gqa_reduce_kernel(dims)]
         return out
+
+    def launch(self, dims: Dims, gpu: GPUSpec, b_r=None, b_c=None):
+        """``(shared-memory bytes per CTA, resident CTAs per SM, CTAs per (batch, head))`` of
+        the kernels for ``B_r x B_c`` tiles (default :meth:`tiles`): K_j, V_j, Q_i and O_i
+        on chip (Algorithm 1 sizes them so 4·B_c·d <= M), occupancy from that, and
+        :meth:`splits`.
+
+        Raises:
+            InfeasibleError: not one CTA fits on an SM."""
+        if b_r is None:
+            b_r, b_c, _ = self.tiles(dims, gpu)
+        smem = dims.e * (b_c * (dims.d + dims.d_v) + b_r * (dims.d + dims.d_v))
+        ctas = resident_ctas(gpu, smem, self.warps, self.registers_per_thread)
+        return smem, ctas, self.splits(dims, gpu, ctas, cdiv(dims.N_q, b_r))
 
     def splits(self, dims: Dims, gpu: GPUSpec, ctas, q_tiles):
         """CTAs per (batch, head): ``q_splits``, or flash-attn 1's choice

@@ -44,7 +44,7 @@ from perfsim.algorithms.base import FP32_BYTES, STAT_BYTES, Dims, l2_filtered
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
 from perfsim.frozen import replace
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv
+from perfsim.mathops import cdiv, one_value
 
 #: Most splits the references take (``num_splits <= 128``).
 MAX_SPLITS = 128
@@ -273,6 +273,18 @@ def _decide_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: in
         if not can_split or dims.bwd and not dims.fwd:
             return dims
         return replace(dims, splits=max(int(num_splits), 1))
+    if num_splits != "auto" and pack_gqa is True and dims.group == 1:
+        # fixed too: the query heads of a K/V head packed wherever there are several (what
+        # choice_arrays finds for each element), one packing group per block — held by a
+        # guard when traced (perfsim.fastpath runs split and packed rows so)
+        g = one_value(np.maximum(dims.H // dims.H_kv, 1))
+        if g is None:
+            raise PerfsimError("the GQA packing choice differs across this block of rows "
+                               "(perfsim.sweep evaluates each packing group apart)")
+        out = replace(dims, H=dims.H_kv, N_q=dims.N_q * g, group=g) if g > 1 else dims
+        if not can_split or dims.bwd and not dims.fwd:
+            return out
+        return replace(out, splits=max(int(num_splits), 1))
     splits, group = choice_arrays(dims, gpu, num_splits, pack_gqa, rule, block_m, block_n,
                                   can_split)
     groups = np.unique(group)

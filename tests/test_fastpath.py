@@ -1,0 +1,295 @@
+"""``perfsim.fastpath``: a structure of ``predict`` calls met often runs as a compiled program
+of the model's own array code, and gives the interpreted path's numbers (relative 1e-12, the
+bound exactly) on every row it answers; rows its guards refuse, split and packed forwards,
+and every call under ``PERFSIM_PREDICT_ENGINE=python`` stay interpreted."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import pickle
+import random
+import threading
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+
+import perfsim
+from perfsim import fastpath
+from perfsim.algorithms import Dims
+from perfsim.implementations import resolve
+from perfsim.predict import _interpreted, timing_for
+
+pytestmark = pytest.mark.skipif(not fastpath._available(),
+                                reason="llvmlite/numba (perfsim[fast]) not installed")
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch):
+    """Each test starts with no structure remembered, compiling at a structure's first call
+    (``compiled``: deterministic), unless it sets the engine itself."""
+    fastpath.clear()
+    monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "compiled")
+    before = dict(fastpath.STATS)
+    yield before
+    fastpath.clear()
+
+
+def _fields(p) -> list:
+    return fastpath._reference(p)
+
+
+def _same(fast, ref) -> str | None:
+    for name, x, y in zip(fastpath.OUTPUTS, _fields(fast), _fields(ref)):
+        if name == "bound":
+            if x != y:
+                return f"bound {x} != {y}"
+        elif x is None or y is None:
+            if x is not y:
+                return f"{name}: {x} != {y}"
+        elif not (x == y or abs(x - y) <= 1e-12 * abs(y)):
+            return f"{name}: {x} != {y} ({abs(x - y) / abs(y):.1e})"
+    return None
+
+
+def _interpreted_of(w, gpu, algorithm):
+    spec, algo = perfsim.load_gpu(gpu), resolve(algorithm)
+    return _interpreted(w, Dims.of(w), spec, algo, timing_for(spec, algo))
+
+
+def _answered(p) -> bool:
+    """Whether ``p`` came from a program (its kernels not built yet)."""
+    return "_build_kernels" in p.__dict__
+
+
+STRUCTURES = [
+    ("h100-sxm5", "fa2", dict(head_dim=128, causal=True)),
+    ("h100-sxm5", "fa3", dict(head_dim=128, causal=False, phase="fwd_bwd")),
+    ("h200-sxm", "sdpa-cudnn", dict(head_dim=128, causal=True, phase="bwd")),
+    ("a100-sxm4-80gb", "fa2", dict(head_dim=64, causal=False, phase="bwd", dtype="fp16")),
+    ("b200", "fa4", dict(head_dim=128, causal=True)),
+    ("rtx-4090", "sdpa-flash", dict(head_dim=96, causal=True)),
+    ("h100-sxm5", "standard", dict(head_dim=128, causal=True, phase="fwd_bwd")),
+    ("a100-sxm4-40gb", "fa1", dict(head_dim=64, causal=True, phase="fwd_bwd")),
+    ("h200-sxm", "flex", dict(head_dim=128, causal=True)),
+    ("l40s", "sdpa-math", dict(head_dim=64, causal=False)),
+    ("h100-sxm5", "fa2", dict(head_dim=128, causal=True, window=(512, 0))),
+]
+#: Structures whose code the tracer cannot record (a sliding window's tile ranges stack
+#: arrays along another axis): interpreted, with the same numbers.
+UNTRACEABLE = {("h100-sxm5", "fa2", 512)}
+
+
+@pytest.mark.parametrize("gpu,algorithm,fixed", STRUCTURES)
+def test_programs_give_the_interpreted_numbers_on_every_row_they_answer(gpu, algorithm, fixed):
+    rng = random.Random(zlib.crc32(f"{gpu} {algorithm}".encode()))
+    answered = 0
+    for _ in range(24):
+        heads = rng.choice([8, 16, 32])
+        w = perfsim.AttentionWorkload(
+            batch=rng.choice([1, 2, 4, 16]), heads=heads, seqlen_q=rng.choice(
+                [1024, 2048, 4096, 8192, 3000]), **fixed)
+        p = perfsim.predict(w, gpu=gpu, algorithm=algorithm)
+        answered += _answered(p)
+        problem = _same(p, _interpreted_of(w, gpu, algorithm))
+        assert problem is None, f"{w}: {problem}"
+    if (gpu, algorithm, fixed.get("window", (None,))[0]) in UNTRACEABLE:
+        assert answered == 0
+    else:
+        # the first call builds, the second checks; the rest a program answers unless its
+        # guards refuse the row
+        assert answered >= 8
+
+
+def test_kernels_are_built_when_read_and_match_the_interpreted_ones():
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128, causal=True)
+    for _ in range(3):
+        p = perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2")
+    assert _answered(p)
+    ref = _interpreted_of(w, "h100-sxm5", "fa2")
+    assert [k.cost.name for k in p.kernels] == [k.cost.name for k in ref.kernels]
+    assert not _answered(p)
+    assert [k.seconds for k in p.kernels] == pytest.approx([k.seconds for k in ref.kernels],
+                                                           rel=1e-12)
+    assert "tensor" in p.explain()
+    # copies and pickles carry the kernels, not the closure that builds them
+    q = perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2")
+    assert _answered(q)
+    for other in (pickle.loads(pickle.dumps(q)), copy.deepcopy(q), copy.copy(q)):
+        assert len(other.kernels) == len(ref.kernels)
+        assert "_build_kernels" not in other.__dict__
+    assert q.to_dict()["seconds"] == q.seconds
+    # copies with a field changed build the kernels too
+    from perfsim.frozen import replace
+    r = perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2")
+    assert _answered(r)
+    assert len(replace(r, seconds=1.0).kernels) == len(ref.kernels)
+
+
+def test_a_row_the_guards_refuse_is_interpreted_and_counted(fresh):
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128, causal=True)
+    for _ in range(3):
+        perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2")
+    # few CTAs: flash-attn 2 splits the keys (another structure), or one short sequence
+    # whose tiles the trace's guards did not see
+    odd = w.replace(batch=1, heads=1, seqlen_q=200)
+    p = perfsim.predict(odd, gpu="h100-sxm5", algorithm="fa2")
+    assert not _answered(p)
+    assert _same(p, _interpreted_of(odd, "h100-sxm5", "fa2")) is None
+
+
+@pytest.mark.parametrize("algorithm", ["fa2", "fa3", "sdpa-cudnn", "flash-attn-cute"])
+def test_split_and_packed_decode_runs_as_programs_of_its_choice(algorithm):
+    """One query token, GQA 4, a long cache: the configuration splits the keys and packs the
+    query heads; each (split count, packing group) is a structure of its own."""
+    for n_k in (8192, 32768, 131072, 131072 + 4096):
+        w = perfsim.AttentionWorkload(batch=1, heads=32, kv_heads=8, seqlen_q=1,
+                                      seqlen_k=n_k, head_dim=128)
+        for _ in range(3):
+            p = perfsim.predict(w, gpu="h100-sxm5", algorithm=algorithm)
+        assert _answered(p), n_k
+        assert _same(p, _interpreted_of(w, "h100-sxm5", algorithm)) is None
+
+
+def test_fa4_one_tile_packed_rows_stay_interpreted():
+    """FA4's forward takes one Q tile per CTA where the packed query rows fit one 128-row
+    tile (``FA4.split_choices``' third key): not fixed by a configuration, so not traced."""
+    w = perfsim.AttentionWorkload(batch=4, heads=32, kv_heads=8, seqlen_q=4, seqlen_k=8192,
+                                  head_dim=128)
+    for _ in range(4):
+        p = perfsim.predict(w, gpu="b200", algorithm="fa4")
+    assert not _answered(p)
+    assert _same(p, _interpreted_of(w, "b200", "fa4")) is None
+
+
+def test_python_engine_never_compiles(monkeypatch, fresh):
+    monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "python")
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+    for _ in range(40):
+        p = perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2")
+    assert not _answered(p)
+    assert fastpath.STATS["programs"] == fresh["programs"]
+
+
+def test_auto_engine_compiles_in_the_background_once_a_structure_is_hot(monkeypatch, fresh):
+    monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "auto")
+    w = perfsim.AttentionWorkload(batch=2, heads=16, seqlen_q=2048, head_dim=64, causal=True)
+    for _ in range(fastpath.HOT_CALLS - 1):
+        assert not _answered(perfsim.predict(w, gpu="a100-sxm4-80gb", algorithm="fa2"))
+    assert fastpath.STATS["programs"] == fresh["programs"]
+    perfsim.predict(w, gpu="a100-sxm4-80gb", algorithm="fa2")     # hot: a build starts
+    fastpath.wait()
+    assert fastpath.STATS["programs"] == fresh["programs"] + 1
+    perfsim.predict(w, gpu="a100-sxm4-80gb", algorithm="fa2")     # checked
+    assert _answered(perfsim.predict(w.replace(batch=3), gpu="a100-sxm4-80gb",
+                                     algorithm="fa2"))
+
+
+def test_auto_stops_building_past_its_program_budget(monkeypatch, fresh):
+    monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "auto")
+    monkeypatch.setattr(fastpath, "MAX_AUTO_PROGRAMS", fastpath.STATS["programs"])
+    w = perfsim.AttentionWorkload(batch=2, heads=16, seqlen_q=2048, head_dim=64, causal=True)
+    for _ in range(fastpath.HOT_CALLS + 4):
+        perfsim.predict(w, gpu="a100-sxm4-80gb", algorithm="fa2")
+    fastpath.wait()
+    assert fastpath.STATS["programs"] == fresh["programs"]
+
+
+def test_a_bad_engine_name_is_one_clear_error(monkeypatch):
+    monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "fast")
+    w = perfsim.AttentionWorkload(batch=1, heads=8, seqlen_q=128, head_dim=64)
+    with pytest.raises(perfsim.PerfsimError, match="PERFSIM_PREDICT_ENGINE='fast'.*auto"):
+        perfsim.predict(w)
+
+
+def test_a_program_that_disagrees_is_dropped_with_a_warning(fresh):
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128, causal=True)
+    perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2")          # builds the program
+    (entry,) = fastpath._STRUCTURES.values()
+    (runner,) = entry.runners
+    floats = runner.keep[len(runner.inputs)]
+    assert floats.size > 1
+    floats *= 1.5                                # every constant of the program is wrong now
+    with pytest.warns(RuntimeWarning, match="disagrees with the interpreted predict"):
+        p = perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2")
+    assert _same(p, _interpreted_of(w, "h100-sxm5", "fa2")) is None
+    assert entry.dead and not entry.runners
+    assert fastpath.STATS["dropped"] == fresh["dropped"] + 1
+    assert not _answered(perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2"))
+
+
+def test_threads_get_their_own_rows_right():
+    ws = [perfsim.AttentionWorkload(batch=b, heads=h, seqlen_q=n, head_dim=128, causal=True)
+          for b, h, n in itertools.product((1, 4, 8), (16, 32), (2048, 4096, 8192))]
+    for _ in range(3):
+        perfsim.predict(ws[0], gpu="h100-sxm5", algorithm="fa3")
+    want = {w: _interpreted_of(w, "h100-sxm5", "fa3") for w in ws}
+    problems: list = []
+
+    def work(seed):
+        rng = random.Random(seed)
+        for _ in range(200):
+            w = rng.choice(ws)
+            problem = _same(perfsim.predict(w, gpu="h100-sxm5", algorithm="fa3"), want[w])
+            if problem:
+                problems.append(problem)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert problems == []
+
+
+def test_counts_keep_their_values_and_results_stay_finite():
+    w = perfsim.AttentionWorkload(batch=8, heads=32, seqlen_q=8192, head_dim=128,
+                                  phase="fwd_bwd")
+    for _ in range(3):
+        p = perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2")
+    assert _answered(p)
+    ref = _interpreted_of(w, "h100-sxm5", "fa2")
+    assert p.counts == ref.counts
+    assert all(np.isfinite(v) for v in p.unit_seconds.values())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert p.explain()
+
+
+@pytest.mark.slow
+def test_the_golden_cases_through_their_programs():
+    """The 500 seeded cases of ``tests/test_speed_equivalence.py``, each predicted three
+    times (build, check, answer): the third against the golden file, to the tolerance the
+    interpreted path is held to (relative 1e-12)."""
+    from tests.speed_cases import outcome
+    from tests.test_speed_equivalence import _golden, check_row, workload_of
+
+    hits = fastpath.STATS["hits"]
+    for row in _golden():
+        wl = workload_of(row)
+        for _ in range(2):
+            outcome(wl, row["gpu"], row["algorithm"])
+        check_row(row, outcome(wl, row["gpu"], row["algorithm"]))
+    # most predicted cases are dense and unsplit: their third call is a program's
+    assert fastpath.STATS["hits"] - hits > 100
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_starts_afresh_and_predicts_right():
+    import multiprocessing
+
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128, causal=True)
+    for _ in range(3):
+        perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2")
+    want = _interpreted_of(w, "h100-sxm5", "fa2").seconds
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply(_child_seconds, (w,))
+    assert got[0] == pytest.approx(want, rel=1e-12)
+    assert got[1] == 0                      # no structure carried over
+
+
+def _child_seconds(w):
+    structures = len(fastpath._STRUCTURES)
+    return perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2").seconds, structures
