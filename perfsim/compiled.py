@@ -1131,17 +1131,21 @@ _TARGET = None
 
 
 def _target_machine():
+    """A new target machine for this CPU. One per kernel: the MCJIT engine a kernel is
+    compiled into takes ownership of its target machine and frees it with itself, so a
+    machine shared by several engines was freed under the others when one was dropped (an
+    interrupted compile: the next compile crashed)."""
     global _TARGET
+    import llvmlite.binding as llvm
     if _TARGET is None:
-        import llvmlite.binding as llvm
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         # this CPU's instruction set (SSE4.1's rounding, AVX, FMA contraction stays off:
         # LLVM does not fuse without fast-math flags, so results stay numpy's)
-        _TARGET = llvm.Target.from_default_triple().create_target_machine(
-            cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-            opt=2)
-    return _TARGET
+        _TARGET = (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+    cpu, features = _TARGET
+    return llvm.Target.from_default_triple().create_target_machine(
+        cpu=cpu, features=features, opt=2)
 
 
 def _primitive_address(name: str, arity: int) -> int:
@@ -1158,6 +1162,14 @@ def _primitive_address(name: str, arity: int) -> int:
 _PRIMITIVE_FUNCS: dict = {}
 
 
+def primitive_addresses(program: Program) -> dict:
+    """``symbol -> address`` of the scalar twins ``program`` calls, compiled by numba where
+    not yet (Python work: numba's pipeline; :func:`kernel_of`'s LLVM work runs outside the
+    GIL, so a caller that compiles in another thread does this part itself)."""
+    return {symbol: _primitive_address(name, arity)
+            for symbol, (name, arity) in program.primitives.items()}
+
+
 def kernel_of(program: Program):
     """The compiled kernel of ``program`` (a ctypes function; compiled once per process,
     0.2-0.5 s on the development machine)."""
@@ -1169,8 +1181,8 @@ def kernel_of(program: Program):
             return found[0]
         import llvmlite.binding as llvm
         machine = _target_machine()
-        for symbol, (name, arity) in program.primitives.items():
-            llvm.add_symbol(symbol, _primitive_address(name, arity))
+        for symbol, address in primitive_addresses(program).items():
+            llvm.add_symbol(symbol, address)
         module = llvm.parse_assembly(program.ir_text)
         module.verify()
         tuning = llvm.create_pipeline_tuning_options(speed_level=2)

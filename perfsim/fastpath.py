@@ -8,18 +8,23 @@ the next. Autotuners and schedulers call ``predict`` in loops of exactly that ki
 
 How: the calls are grouped by **structure** — the GPU spec, the algorithm configuration
 after its split-KV / GQA-packing choice, the ``TimingParams`` (these three by identity: the
-objects ``load_gpu``, ``resolve`` and ``timing_for`` keep), and the dims other than
-``B, H, H_kv, N_q, N_k``. Once a structure has been met :data:`HOT_CALLS` times, its
-evaluation is traced and compiled by :mod:`perfsim.compiled` — the sweep's own mechanism:
-the model's array code (``perfsim.predict.evaluate`` on one-row arrays) recorded once, the
-decisions it made on the row's values kept as **guards**, turned into LLVM IR and compiled —
-in a background thread, so no call waits for the compiler (0.2-1 s). Later calls of the
-structure run the compiled program on their five numbers (about 4 µs) and get the
-prediction's totals from it: seconds, binding unit, per-unit and per-bound seconds, counts,
-clock and power. A row that fails a guard (another branch of the model: a sequence length
-that is no longer a whole number of tiles, a split-KV choice, a host floor) is evaluated
-interpreted; a structure whose rows keep failing gets one more program traced on such a row,
-up to :data:`MAX_PROGRAMS`.
+objects ``load_gpu``, ``resolve`` and ``timing_for`` keep, and ``predict`` keeps one per
+``timing={...}`` dict), and the dims other than ``B, H, H_kv, N_q, N_k``. Once a call
+pattern (the same, before the choice) has been met :data:`HOT_CALLS` times, each structure
+it meets is traced and compiled by :mod:`perfsim.compiled` — the sweep's own mechanism: the
+model's array code (``perfsim.predict.evaluate`` on one-row arrays) recorded once, the
+decisions it made on the row's values kept as **guards**, turned into LLVM IR and compiled.
+The trace, the IR and numba's scalar twins are built in the calling thread (15-800 ms, once
+per structure: Python work, which a background thread would get only in the gaps a busy
+caller leaves it); LLVM compiles in a background thread (0.3-2 s with the caller idle; up to
+~10 s for the largest structure, standard attention's fwd_bwd, while the caller keeps
+calling ``predict`` on the 2-core development machine) and the calls stay interpreted until
+it is done. Later calls of the structure run the compiled program on their five numbers
+(about 4 µs) and get the prediction's totals from it: seconds, binding unit, per-unit and
+per-bound seconds, counts, clock and power. A row that fails a guard (another branch of the
+model: a sequence length that is no longer a whole number of tiles, a host floor) is
+evaluated interpreted; a structure whose rows keep failing gets one more program traced on
+such a row, up to :data:`MAX_PROGRAMS`.
 
 The split-KV and GQA-packing choice (``num_splits="auto"``, ``pack_gqa="auto"``) is made
 per call by the configuration's own scalar rule, as the interpreted path makes it; the
@@ -41,9 +46,13 @@ structure stays interpreted. Results agree with the interpreted path to that tol
 (typically to the last bit or two: the array code sums some terms in another order), so
 a call's totals may differ in the last bits between a structure's first calls and later ones.
 
-Costs: a program takes 0.3-2 s to build (once per process; the first also starts numba,
-~0.6 s) and its compiled kernel about 3 MB of memory (structures whose code is the same share
-one), so ``auto`` builds at most :data:`MAX_AUTO_PROGRAMS` per process.
+Costs: the first program of a process loads numba and LLVM (~0.6 s, ~140 MB of memory); each
+compiled kernel keeps its LLVM module, 4-8 MB (structures whose code is the same share one:
+32 programs took 16 kernels and 127 MB more), so ``auto`` builds at most
+:data:`MAX_AUTO_PROGRAMS` per process. A fork waits for the background compiles (a child
+forked while LLVM or numba held their locks in that thread hung at its own first compile).
+Calls that name new objects every time — ``FA2(block_m=64)`` or ``load_gpu(...).replace(...)``
+built per call — never repeat a structure: build the object once and pass it.
 
 Control: ``PERFSIM_PREDICT_ENGINE`` = ``auto`` (the default, as above), ``python`` (never
 compile) or ``compiled`` (compile a structure at its first call, in the calling thread, with
@@ -78,11 +87,12 @@ from perfsim.prediction import Counts, convention_flops, credited_flops
 HOT_CALLS = 16
 #: Programs one structure may hold (each traced on a row the others' guards refused).
 MAX_PROGRAMS = 4
-#: Programs ``auto`` builds in one process: each compiled kernel holds its LLVM module, about
-#: 3 MB (136 programs of 40 structures × phases compiled to 54 kernels took 167 MB on the
-#: development machine; structures whose code is the same share a kernel), so past this the
-#: new structures stay interpreted. ``compiled`` has no such limit.
-MAX_AUTO_PROGRAMS = 64
+#: Programs ``auto`` builds in one process: each compiled kernel holds its LLVM module, 4-8 MB
+#: (32 programs of 4 GPUs x 4 algorithms x 2 head dims x 3 phases compiled to 16 kernels took
+#: 127 MB beyond numba's and LLVM's first 140 MB on the development machine; structures whose
+#: code is the same share a kernel), so past this the new structures stay interpreted.
+#: ``compiled`` has no such limit.
+MAX_AUTO_PROGRAMS = 32
 #: Structures remembered at once (the table is emptied past this; compiled kernels stay
 #: cached by :mod:`perfsim.compiled`, so a structure met again is traced again, not
 #: compiled again).
@@ -122,10 +132,9 @@ def engine() -> str:
 
     Raises:
         perfsim.PerfsimError: any other value than :data:`ENGINES`."""
-    value = os.environ.get("PERFSIM_PREDICT_ENGINE")
+    value = os.environ.get("PERFSIM_PREDICT_ENGINE", "").strip().lower()
     if not value:
         return "auto"
-    value = value.strip().lower()
     if value not in ENGINES:
         raise PerfsimError(f"PERFSIM_PREDICT_ENGINE={value!r}: use one of "
                            f"{', '.join(ENGINES)} (unset: auto)")
@@ -145,62 +154,65 @@ class _Structure:
 
 
 class _Runner:
-    """A compiled program bound to one-row buffers: its inputs, constants and outputs
+    """A compiled program bound to one-row buffers: per thread, its inputs and outputs
     allocated once (the outputs as slices of one buffer per dtype, read with one ``tolist``
-    each), the pointer table built once; :meth:`run` writes five numbers, calls the kernel
-    and reads the outputs (one call at a time: a lock)."""
+    each) and the pointer table built once; :meth:`run` writes five numbers, calls the
+    kernel and reads the outputs."""
 
     def __init__(self, program, input_dtypes: dict):
         from perfsim import compiled
 
         self.fn = compiled.kernel_of(program)
-        self.inputs = [np.zeros(1, dtype=input_dtypes[name]) for name in program.inputs]
+        self.input_dtypes = [input_dtypes[name] for name in program.inputs]
         self.order = [INPUTS.index(name) for name in program.inputs]
-        floats = program.floats if len(program.floats) else np.zeros(1)
-        ints = program.ints if len(program.ints) else np.zeros(1, dtype=np.int64)
+        self.floats = program.floats if len(program.floats) else np.zeros(1)
+        self.ints = program.ints if len(program.ints) else np.zeros(1, dtype=np.int64)
         rows = sorted((detail[0], name, np.dtype(detail[1]), detail[2])
                       for name, (kind, detail) in program.plan.items() if kind == "row")
         kinds = ("f", "i", "b")
-        self.buffers = [np.zeros(max(1, sum(1 for r in rows if r[2].kind == k)),
-                                 dtype={"f": np.float64, "i": np.int64, "b": np.bool_}[k])
-                        for k in kinds]
+        self.sizes = [max(1, sum(1 for r in rows if r[2].kind == k)) for k in kinds]
         used = dict.fromkeys(kinds, 0)
-        slots = []
+        #: per row output: (buffer, index within it)
+        self.slots = []
         # name -> (buffer, index, constant, labels)
         read = {name: (None, None, detail if kind == "const" else None, None)
                 for name, (kind, detail) in program.plan.items() if kind != "row"}
         for _, name, dtype, labels in rows:
             b = kinds.index(dtype.kind)
-            buffer, index = self.buffers[b], used[dtype.kind]
+            self.slots.append((b, used[dtype.kind]))
+            read[name] = (b, used[dtype.kind], None, labels)
             used[dtype.kind] += 1
-            slots.append(buffer.ctypes.data + index * buffer.itemsize)
-            read[name] = (b, index, None, labels)
-        self.ok = np.ones(1, dtype=np.uint8)
-        self.keep = [*self.inputs, floats, ints, *self.buffers, self.ok]
-        addresses = [*(a.ctypes.data for a in (*self.inputs, floats, ints)), *slots,
-                     self.ok.ctypes.data]
-        self.pointers = (ctypes.c_void_p * len(addresses))(*addresses)
         #: per output of :data:`OUTPUTS`, in order: (buffer, index, constant, labels)
         self.reads = tuple(read[name] for name in OUTPUTS)
-        self.lock = threading.Lock()
+        self.local = threading.local()
         self.verified = False
+
+    def _bound(self):
+        """This thread's ``(inputs, output buffers, guard flag, pointer table)``."""
+        found = getattr(self.local, "bound", None)
+        if found is None:
+            inputs = [np.zeros(1, dtype=dtype) for dtype in self.input_dtypes]
+            buffers = [np.zeros(n, dtype=dtype) for n, dtype in
+                       zip(self.sizes, (np.float64, np.int64, np.bool_))]
+            ok = np.ones(1, dtype=np.uint8)
+            addresses = [*(a.ctypes.data for a in (*inputs, self.floats, self.ints)),
+                         *(buffers[b].ctypes.data + i * buffers[b].itemsize
+                           for b, i in self.slots), ok.ctypes.data]
+            pointers = (ctypes.c_void_p * len(addresses))(*addresses)
+            found = self.local.bound = (inputs, buffers, ok, pointers)
+        return found
 
     def run(self, values: tuple) -> list | None:
         """The program's outputs for one row (``values`` in :data:`INPUTS` order), in
-        :data:`OUTPUTS` order, or None where the row fails a guard (or another thread holds
-        the buffers)."""
-        if not self.lock.acquire(blocking=False):
+        :data:`OUTPUTS` order, or None where the row fails a guard."""
+        inputs, buffers, ok, pointers = self._bound()
+        for buffer, i in zip(inputs, self.order):
+            buffer[0] = values[i]
+        ok[0] = 1
+        self.fn(pointers, 0, 1, 1, 1, 1)
+        if not ok[0]:
             return None
-        try:
-            for buffer, i in zip(self.inputs, self.order):
-                buffer[0] = values[i]
-            self.ok[0] = 1
-            self.fn(self.pointers, 0, 1, 1, 1, 1)
-            if not self.ok[0]:
-                return None
-            got = [b.tolist() for b in self.buffers]
-        finally:
-            self.lock.release()
+        got = [b.tolist() for b in buffers]
         return [const if b is None else (got[b][index] if labels is None
                                          else labels[got[b][index]])
                 for b, index, const, labels in self.reads]
@@ -240,8 +252,6 @@ class Handle:
             if entry.misses < (1 if mode == "compiled" else HOT_CALLS) \
                     or len(entry.runners) >= MAX_PROGRAMS:
                 return
-        elif entry.calls < (1 if mode == "compiled" else HOT_CALLS):
-            return
         if mode == "auto" and STATS["programs"] >= MAX_AUTO_PROGRAMS:
             return
         with _LOCK:
@@ -254,36 +264,48 @@ class Handle:
 
 def prepare(workload, dims, spec, algo, params, evaluate):
     """The :class:`Handle` of a call (``dims``: ``Dims.of(workload)``; ``evaluate``:
-    ``perfsim.predict.evaluate``), or None where no program can serve it: the engine is
-    ``python``, llvmlite/numba are missing, a variable-length batch, a choice with a further
-    key (:func:`_fixed_choice`), a structure found untraceable before, or a configuration
-    that refuses the workload (the interpreted path says why).
+    ``perfsim.predict.evaluate``), or None where no program serves it (yet): the engine is
+    ``python``, llvmlite/numba are missing, a variable-length batch, a call pattern met
+    fewer than :data:`HOT_CALLS` times (``auto``), a choice with a further key
+    (:func:`_fixed_choice`), a structure found untraceable before, or a configuration that
+    refuses the workload (the interpreted path says why).
+
+    The calls are counted by their GPU, configuration and timing objects and dims other than
+    B, H, H_kv, N_q, N_k — before the split/packing choice, which is made only for a hot
+    pattern: a call that never becomes hot costs a few µs here. Once hot, each choice is a
+    structure of its own, built at its first call.
 
     Raises:
         perfsim.PerfsimError: a bad ``PERFSIM_PREDICT_ENGINE`` (:func:`engine`)."""
     mode = engine()
     if mode == "python" or dims.seqlens is not None or not _available():
         return None
+    B, H, H_kv, N_q, N_k = values = (dims.B, dims.H, dims.H_kv, dims.N_q, dims.N_k)
+    if not all(type(v) is int for v in values):
+        return None
+    wide = B * H * N_q * N_k * (dims.d + dims.d_v) >= INT64_SAFE
+    given = (workload.causal, tuple(workload.window))
+    pattern = (id(algo), id(spec), id(params), dims.d, dims.d_v, dims.causal, dims.dtype,
+               dims.phase, dims.dropout_p, dims.window, dims.softcap, dims.kv_dtype,
+               dims.page_size, dims.mask_given, wide, given)
+    if mode == "auto":
+        calls = _CALLS.get(pattern, 0) + 1
+        if calls < HOT_CALLS:
+            if len(_CALLS) >= MAX_STRUCTURES:
+                _CALLS.clear()
+            _CALLS[pattern] = calls
+            return None
     try:
         run = _fixed_choice(algo, dims, spec)
     except Exception:       # noqa: BLE001 - the interpreted path refuses the call, and says why
         return None
     if run is None:
         return None
-    B, H, H_kv, N_q, N_k = values = (dims.B, dims.H, dims.H_kv, dims.N_q, dims.N_k)
-    if not all(type(v) is int for v in values):
-        return None
-    wide = B * H * N_q * N_k * (dims.d + dims.d_v) >= INT64_SAFE
-    given = (workload.causal, tuple(workload.window))
-    key = (id(run), id(spec), id(params), dims.d, dims.d_v, dims.causal, dims.dtype,
-           dims.phase, dims.dropout_p, dims.window, dims.softcap, dims.kv_dtype,
-           dims.page_size, dims.mask_given, wide, given)
+    key = (id(run), *pattern)
     entry = _STRUCTURES.get(key)
     if entry is None:
-        if len(_STRUCTURES) >= MAX_STRUCTURES:
-            with _LOCK:
-                _STRUCTURES.clear()
-        entry = _STRUCTURES[key] = _Structure((run, spec, params))
+        _make_room(_STRUCTURES)
+        entry = _STRUCTURES[key] = _Structure((run, algo, spec, params))
     entry.calls += 1
     if entry.dead:
         return None
@@ -291,6 +313,23 @@ def prepare(workload, dims, spec, algo, params, evaluate):
     def build(entry, row, background):
         _build(entry, row, dims, run, spec, params, wide, given, evaluate, background)
     return Handle(entry, values, build)
+
+
+#: Calls per call pattern (``prepare``) until it is hot.
+_CALLS: dict = {}
+
+
+def _make_room(table: dict) -> None:
+    """Keep ``table`` under :data:`MAX_STRUCTURES`: drop the structures without a program
+    (a hot loop's entries stay), or everything when all have one."""
+    if len(table) < MAX_STRUCTURES:
+        return
+    with _LOCK:
+        cold = [k for k, e in table.items() if not getattr(e, "runners", None)]
+        for k in cold:
+            table.pop(k, None)
+        if len(table) >= MAX_STRUCTURES:
+            table.clear()
 
 
 _HAVE: list = []
@@ -312,11 +351,8 @@ def _fixed_choice(algo, dims, spec):
         # flash-attn 1's CTAs per head, forward and backward (a scan over counts): fixed as
         # its q_splits option
         splits = int(algo.launch(dims, spec)[2])
-        key = (id(algo), splits, 0)
-        found = _CHOSEN.get(key)
-        if found is None or found[0] is not algo:
-            found = _CHOSEN[key] = (algo, algo.model_copy(update={"q_splits": splits}))
-        return found[1]
+        return _chosen((id(algo), splits, 0), algo,
+                       lambda: algo.model_copy(update={"q_splits": splits}))
     if dims.phase == "bwd":
         return algo
     fdims = dims if dims.phase == "fwd" else replace(dims, phase="fwd")
@@ -337,12 +373,18 @@ def _fixed_choice(algo, dims, spec):
         splits, group, extra = (int(np.asarray(c).reshape(-1)[0]) for c in found)
     if extra:
         return None
-    key = (id(algo), int(splits), int(group))
+    return _chosen((id(algo), int(splits), int(group)), algo,
+                   lambda: with_fixed_choice(algo, inner, int(group), int(splits)))
+
+
+def _chosen(key, algo, make):
+    """The fixed-choice configuration kept under ``key`` (made by ``make`` the first time),
+    so that calls of one choice map to one object (and one structure)."""
     found = _CHOSEN.get(key)
     if found is None or found[0] is not algo:
-        if len(_CHOSEN) > 256:
+        if len(_CHOSEN) >= 256:
             _CHOSEN.clear()
-        found = _CHOSEN[key] = (algo, with_fixed_choice(algo, inner, int(group), int(splits)))
+        found = _CHOSEN[key] = (algo, make())
     return found[1]
 
 
@@ -364,7 +406,9 @@ def _traced(run, spec, params, template, wide, given, evaluate):
         kernels, seconds, unit_seconds, bound_seconds, bound, clock_hz, power_w = evaluate(
             run, dims, spec, params)
         counts = Counts.total(kernels)
-        model = convention_flops(t["batch"], t["heads"], t["seqlen_q"], t["seqlen_k"],
+        # the batch as a float (as the sweep counts it): 2·B·H·N_q·N_k·(d + d_v) passes
+        # int64 long before the block needs float64 sizes
+        model = convention_flops(t["batch"].astype(np.float64), t["heads"], n_q, n_k,
                                  template.d, template.d_v, given[0], given[1],
                                  template.phase)
         tflops = credited_flops(model, counts.tensor_flops, counts.flops) / seconds / 1e12
@@ -378,8 +422,11 @@ def _traced(run, spec, params, template, wide, given, evaluate):
 
 
 def _build(entry, row, dims, run, spec, params, wide, given, evaluate, background) -> None:
-    """Trace ``row`` (here: the tracer patches numpy's converters while it runs), then emit
-    and compile its program — in a daemon thread when ``background`` — and add it to
+    """Trace ``row``, emit its program's IR and compile the scalar twins it calls here (the
+    tracer patches numpy's converters while it runs; all three are Python work, which a
+    background thread gets only in the gaps a busy caller leaves it: 8 s instead of 0.7 s
+    for the first fa2 program in a loop of predict calls), then compile it with LLVM — in a
+    daemon thread when ``background`` (llvmlite's calls release the GIL) — and add it to
     ``entry``."""
     from perfsim import compiled
 
@@ -387,16 +434,20 @@ def _build(entry, row, dims, run, spec, params, wide, given, evaluate, backgroun
         inputs = {name: np.array([v], dtype=np.int64) for name, v in zip(INPUTS, row)}
         trace = compiled.trace(_traced(run, spec, params, dims, wide, given, evaluate),
                                inputs)
+        program = compiled.generate(trace)
+        compiled.primitive_addresses(program)       # numba: Python work, here too
     except Exception:       # noqa: BLE001 - untraceable (or raising) structures stay interpreted
         entry.dead, entry.building = True, False
         return
-    dtypes = {name: trace.graph.nodes[i][2] for i, (op, _, _) in
-              enumerate(trace.graph.nodes) if op[0] == "input" for name in (op[1],)}
+    except BaseException:   # an interrupt: the structure may be built at a later call
+        entry.building = False
+        raise
+    dtypes = {op[1]: dtype for op, _, dtype in trace.graph.nodes if op[0] == "input"}
 
     def finish():
         try:
-            runner = _Runner(compiled.generate(trace), dtypes)
-        except Exception as exc:    # noqa: BLE001 - an emitter/compiler failure: interpreted
+            runner = _Runner(program, dtypes)
+        except Exception as exc:    # noqa: BLE001 - a compiler failure: interpreted
             if not isinstance(exc, compiled.Untraceable):
                 compiled.warn_failed(f"predict of {run.label()} on {spec.id}", exc)
             entry.dead = True
@@ -428,18 +479,25 @@ def wait(timeout: float | None = None) -> None:
 atexit.register(wait, 10.0)
 
 
+def _before_fork() -> None:
+    """A fork waits for the programs being compiled in the background: a child forked while
+    LLVM or numba held their own locks in that thread would hang at its first compile."""
+    wait(60.0)
+
+
 def _after_fork_in_child() -> None:
-    """A forked child starts with no structure and fresh locks: a build the parent had
-    running has no thread here, and a runner's buffers may be mid-call."""
+    """A forked child starts with no structure and fresh locks (a runner's buffers may have
+    been mid-call in another thread of the parent)."""
     global _LOCK
     _LOCK = threading.Lock()
     _BUILDS.clear()
     _STRUCTURES.clear()
     _CHOSEN.clear()
+    _CALLS.clear()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
 def _reference(prediction) -> list:
@@ -504,3 +562,4 @@ def clear() -> None:
     with _LOCK:
         _STRUCTURES.clear()
         _CHOSEN.clear()
+        _CALLS.clear()

@@ -1279,7 +1279,19 @@ def resolve(algorithm: str | Algorithm) -> Algorithm:
     preset = resolve_implementation(str(algorithm))
     if preset is not None:
         return preset
-    return configured(str(algorithm))
+    label = str(algorithm)
+    found = _LABELS.get(label)
+    if found is None:
+        found = configured(label)
+        if len(_LABELS) >= 256:
+            _LABELS.clear()
+        _LABELS[label] = found
+    return found
+
+
+#: Configurations :func:`resolve` built from labels (``"fa2(block_m=64)"``), one per label
+#: (frozen: shared safely; the same label names the same object, as a preset's name does).
+_LABELS: dict[str, Algorithm] = {}
 
 
 def configured(name: str, options: dict | None = None, where: str = "options") -> Algorithm:

@@ -64,7 +64,7 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
         check_timing(timing)
     spec = load_gpu(gpu)
     algo = resolve(algorithm)
-    params = (timing_for(spec, algo, **timing) if isinstance(timing, dict)
+    params = (_timing_of(spec, algo, timing) if isinstance(timing, dict)
               else timing or timing_for(spec, algo))
     dims = Dims.of(workload)
     # a structure met often runs as a compiled program (perfsim.fastpath)
@@ -112,6 +112,27 @@ def _compiled_prediction(workload: AttentionWorkload, dims: Dims, spec: GPUSpec,
     return Prediction.with_lazy_kernels(
         kernels, workload=workload, gpu=spec, algorithm=algo, timing=params,
         repredict=functools.partial(_same_call, workload, spec, params), **totals)
+
+
+#: ``TimingParams`` built from ``predict(timing={...})`` dicts, by (GPU, algorithm, fields),
+#: with the objects their ids name: the same dict gives the same object (frozen), so repeated
+#: calls share one structure in ``perfsim.fastpath``.
+_TIMINGS: dict = {}
+
+
+def _timing_of(spec: GPUSpec, algo: Algorithm, fields: dict) -> TimingParams:
+    """``timing_for(spec, algo, **fields)``, kept per (spec, algo, fields) where the field
+    values can be a key."""
+    try:
+        key = (id(spec), id(algo), tuple(sorted(fields.items())))
+        found = _TIMINGS.get(key)
+    except TypeError:               # a table given as a list: built every call
+        return timing_for(spec, algo, **fields)
+    if found is None or found[0] is not spec or found[1] is not algo:
+        if len(_TIMINGS) >= 256:
+            _TIMINGS.clear()
+        found = _TIMINGS[key] = (spec, algo, timing_for(spec, algo, **fields))
+    return found[2]
 
 
 def _same_call(workload: AttentionWorkload, spec: GPUSpec, params: TimingParams,

@@ -103,6 +103,19 @@ def test_programs_give_the_interpreted_numbers_on_every_row_they_answer(gpu, alg
         assert answered >= 8
 
 
+def test_rows_far_larger_than_the_traced_one_keep_their_numbers():
+    """Sizes whose product passes 2^53 run in float64 (the structure's key says so); a
+    count the program made from its int64 inputs (the convention's FLOPs) wrapped past
+    2^63 for a batch of 1024 (TFLOP/s came out negative)."""
+    def w(batch):
+        return perfsim.AttentionWorkload(batch=batch, heads=1, seqlen_q=2 ** 22, head_dim=128)
+    for batch in (2, 2, 3, 1024, 4000):
+        p = perfsim.predict(w(batch), gpu="h100-sxm5", algorithm="fa2")
+        ref = _interpreted_of(w(batch), "h100-sxm5", "fa2")
+        assert _same(p, ref) is None, batch
+    assert _answered(p) and p.tflops > 0
+
+
 def test_kernels_are_built_when_read_and_match_the_interpreted_ones():
     w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128, causal=True)
     for _ in range(3):
@@ -175,6 +188,8 @@ def test_python_engine_never_compiles(monkeypatch, fresh):
 
 def test_auto_engine_compiles_in_the_background_once_a_structure_is_hot(monkeypatch, fresh):
     monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "auto")
+    # (the budget counts this process's programs: earlier tests built many)
+    monkeypatch.setattr(fastpath, "MAX_AUTO_PROGRAMS", fresh["programs"] + 8)
     w = perfsim.AttentionWorkload(batch=2, heads=16, seqlen_q=2048, head_dim=64, causal=True)
     for _ in range(fastpath.HOT_CALLS - 1):
         assert not _answered(perfsim.predict(w, gpu="a100-sxm4-80gb", algorithm="fa2"))
@@ -197,6 +212,23 @@ def test_auto_stops_building_past_its_program_budget(monkeypatch, fresh):
     assert fastpath.STATS["programs"] == fresh["programs"]
 
 
+def test_timing_dicts_and_labels_repeat_their_structure():
+    """``timing={...}`` and a label name the same objects call after call (predict keeps
+    one ``TimingParams`` per dict, ``resolve`` one configuration per label), so their calls
+    reach a program."""
+    w = perfsim.AttentionWorkload(batch=2, heads=16, seqlen_q=4096, head_dim=128, causal=True)
+    for algorithm, timing in (("fa2(block_m=64)", None), ("fa2", {"clock": 1.5e9})):
+        for _ in range(3):
+            p = perfsim.predict(w, gpu="h100-sxm5", algorithm=algorithm, timing=timing)
+        assert _answered(p), algorithm
+    assert p.clock_hz <= 1.5e9
+
+
+def test_a_blank_engine_name_is_auto(monkeypatch):
+    monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "  ")
+    assert fastpath.engine() == "auto"
+
+
 def test_a_bad_engine_name_is_one_clear_error(monkeypatch):
     monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "fast")
     w = perfsim.AttentionWorkload(batch=1, heads=8, seqlen_q=128, head_dim=64)
@@ -209,7 +241,7 @@ def test_a_program_that_disagrees_is_dropped_with_a_warning(fresh):
     perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2")          # builds the program
     (entry,) = fastpath._STRUCTURES.values()
     (runner,) = entry.runners
-    floats = runner.keep[len(runner.inputs)]
+    floats = runner.floats
     assert floats.size > 1
     floats *= 1.5                                # every constant of the program is wrong now
     with pytest.warns(RuntimeWarning, match="disagrees with the interpreted predict"):
@@ -242,6 +274,9 @@ def test_threads_get_their_own_rows_right():
     for t in threads:
         t.join()
     assert problems == []
+    # each thread has its own buffers: no thread waits for another's call, and none counts
+    # a busy program as a guard miss (which built extra programs)
+    assert [len(e.runners) for e in fastpath._STRUCTURES.values()] == [1]
 
 
 def test_counts_keep_their_values_and_results_stay_finite():
@@ -293,3 +328,36 @@ def test_a_forked_child_starts_afresh_and_predicts_right():
 def _child_seconds(w):
     structures = len(fastpath._STRUCTURES)
     return perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2").seconds, structures
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_fork_during_a_background_compile_leaves_a_child_that_can_compile(monkeypatch):
+    """A child forked while the parent compiled in the background hung at its own first
+    compile (LLVM's or numba's lock, held by the parent's compile thread, copied locked):
+    a fork now waits for the parent's builds."""
+    import os
+    import time
+
+    monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "auto")
+    w = perfsim.AttentionWorkload(batch=1, heads=16, seqlen_q=2048, head_dim=128, causal=True)
+    for i in range(fastpath.HOT_CALLS):
+        perfsim.predict(w.replace(batch=1 + i % 3), gpu="h100-sxm5", algorithm="fa3")
+    pid = os.fork()                     # the build just started in the background
+    if pid == 0:                        # child: compile something of its own, then leave
+        code = 1
+        try:
+            os.environ["PERFSIM_PREDICT_ENGINE"] = "compiled"
+            perfsim.predict(w, gpu="a100-sxm4-80gb", algorithm="fa2")
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.1)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung")
