@@ -289,11 +289,15 @@ def prepare(workload, dims, spec, algo, params, evaluate):
                dims.phase, dims.dropout_p, dims.window, dims.softcap, dims.kv_dtype,
                dims.page_size, dims.mask_given, wide, given)
     if mode == "auto":
-        calls = _CALLS.get(pattern, 0) + 1
+        # counted with the objects the ids name: an object built anew for every call may
+        # take the address (and id) its freed predecessor had, and must count from 1
+        seen = _CALLS.get(pattern)
+        calls = (seen[0] + 1 if seen is not None and seen[1] is algo and seen[2] is spec
+                 and seen[3] is params else 1)
         if calls < HOT_CALLS:
             if len(_CALLS) >= MAX_STRUCTURES:
                 _CALLS.clear()
-            _CALLS[pattern] = calls
+            _CALLS[pattern] = (calls, algo, spec, params)
             return None
     try:
         run = _fixed_choice(algo, dims, spec)
@@ -325,7 +329,7 @@ def _make_room(table: dict) -> None:
     if len(table) < MAX_STRUCTURES:
         return
     with _LOCK:
-        cold = [k for k, e in table.items() if not getattr(e, "runners", None)]
+        cold = [k for k, e in list(table.items()) if not e.runners and not e.building]
         for k in cold:
             table.pop(k, None)
         if len(table) >= MAX_STRUCTURES:
@@ -464,7 +468,11 @@ def _build(entry, row, dims, run, spec, params, wide, given, evaluate, backgroun
     with _LOCK:
         _BUILDS[:] = [t for t in _BUILDS if t.is_alive()]
         _BUILDS.append(thread)
-    thread.start()
+    try:
+        thread.start()
+    except BaseException:   # no thread to be had: the structure may be built at a later call
+        entry.building = False
+        raise
 
 
 def wait(timeout: float | None = None) -> None:
@@ -511,7 +519,9 @@ def _reference(prediction) -> list:
 
 def _check(entry, runner, out, prediction) -> None:
     """Compare a program's first result ``out`` with the interpreted ``prediction`` of the
-    same call; keep the program or drop it."""
+    same call; keep the program, or drop every program of the structure, which stays
+    interpreted. (Only the first result is compared: later rows rely on the guards, which
+    hold every decision the model made on the traced row's values.)"""
     problem = None
     for name, got, want in zip(OUTPUTS, out, _reference(prediction)):
         if name == "bound":
@@ -528,8 +538,8 @@ def _check(entry, runner, out, prediction) -> None:
         if problem:
             break
     if problem:
-        with _LOCK:
-            entry.runners = [r for r in entry.runners if r is not runner]
+        with _LOCK:                 # none of its programs is trusted any more
+            entry.runners = []
             entry.dead = True
         STATS["dropped"] += 1
         warnings.warn(f"perfsim.fastpath: the compiled program of {prediction.algorithm.label()}"

@@ -114,9 +114,10 @@ def _compiled_prediction(workload: AttentionWorkload, dims: Dims, spec: GPUSpec,
         repredict=functools.partial(_same_call, workload, spec, params), **totals)
 
 
-#: ``TimingParams`` built from ``predict(timing={...})`` dicts, by (GPU, algorithm, fields),
-#: with the objects their ids name: the same dict gives the same object (frozen), so repeated
-#: calls share one structure in ``perfsim.fastpath``.
+#: ``TimingParams`` built from ``predict(timing={...})`` dicts and ``timing_for(...,
+#: **overrides)``, by (GPU, algorithm, fields), with the objects their ids name: the same
+#: fields give the same object (frozen), so repeated calls share one structure in
+#: ``perfsim.fastpath``.
 _TIMINGS: dict = {}
 
 
@@ -127,11 +128,12 @@ def _timing_of(spec: GPUSpec, algo: Algorithm, fields: dict) -> TimingParams:
         key = (id(spec), id(algo), tuple(sorted(fields.items())))
         found = _TIMINGS.get(key)
     except TypeError:               # a table given as a list: built every call
-        return timing_for(spec, algo, **fields)
+        return TimingParams.for_gpu(spec, software_of(algo), **fields)
     if found is None or found[0] is not spec or found[1] is not algo:
+        params = TimingParams.for_gpu(spec, software_of(algo), **fields)
         if len(_TIMINGS) >= 256:
             _TIMINGS.clear()
-        found = _TIMINGS[key] = (spec, algo, timing_for(spec, algo, **fields))
+        found = _TIMINGS[key] = (spec, algo, params)
     return found[2]
 
 
@@ -153,8 +155,10 @@ def timing_for(gpu: str | Path | GPUSpec, algorithm: str | Algorithm = "fa2",
 
     Raises:
         perfsim.PerfsimError: unknown GPU or algorithm name, or an invalid override."""
-    algo = resolve(algorithm)
-    return TimingParams.for_gpu(load_gpu(gpu), software_of(algo), **overrides)
+    algo, spec = resolve(algorithm), load_gpu(gpu)
+    if not overrides:
+        return TimingParams.for_gpu(spec, software_of(algo))
+    return _timing_of(spec, algo, overrides)
 
 
 def evaluate(algo: Algorithm, dims: Dims, spec: GPUSpec, params: TimingParams):

@@ -224,6 +224,24 @@ def test_timing_dicts_and_labels_repeat_their_structure():
     assert p.clock_hz <= 1.5e9
 
 
+def test_objects_built_anew_every_call_never_get_hot(monkeypatch, fresh):
+    """A configuration built per call can take its freed predecessor's address (and id):
+    counted by identity alone, 200 such calls built 4 programs that no call ever used."""
+    monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "auto")
+    monkeypatch.setattr(fastpath, "MAX_AUTO_PROGRAMS", fresh["programs"] + 8)
+    w = perfsim.AttentionWorkload(batch=2, heads=16, seqlen_q=2048, head_dim=128, causal=True)
+    for _ in range(3 * fastpath.HOT_CALLS):
+        perfsim.predict(w, gpu="h100-sxm5", algorithm=perfsim.algorithms.FA2(block_m=64))
+    fastpath.wait()
+    assert fastpath.STATS["programs"] == fresh["programs"]
+    # ... while timing_for with overrides keeps one object per value, so it does
+    for _ in range(fastpath.HOT_CALLS + 1):
+        perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2",
+                        timing=perfsim.timing_for("h100-sxm5", "fa2", clock=1.5e9))
+    fastpath.wait()
+    assert fastpath.STATS["programs"] == fresh["programs"] + 1
+
+
 def test_a_blank_engine_name_is_auto(monkeypatch):
     monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "  ")
     assert fastpath.engine() == "auto"
