@@ -142,14 +142,14 @@ def engine() -> str:
 
 
 class _Structure:
-    """What one structure has: calls and guard misses so far, its programs (:class:`_Runner`),
+    """What one structure has: guard misses since its last program, its programs (:class:`_Runner`),
     whether one is being built, whether it cannot be compiled, and the objects whose ids
     its key holds (kept alive so that an id is not reused while the entry exists)."""
 
-    __slots__ = ("calls", "misses", "runners", "building", "dead", "keep")
+    __slots__ = ("misses", "runners", "building", "dead", "keep")
 
     def __init__(self, keep):
-        self.calls, self.misses, self.runners = 0, 0, []
+        self.misses, self.runners = 0, []
         self.building, self.dead, self.keep = False, False, keep
 
 
@@ -310,7 +310,6 @@ def prepare(workload, dims, spec, algo, params, evaluate):
     if entry is None:
         _make_room(_STRUCTURES)
         entry = _STRUCTURES[key] = _Structure((run, algo, spec, params))
-    entry.calls += 1
     if entry.dead:
         return None
 
