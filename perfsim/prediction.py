@@ -236,7 +236,9 @@ class Prediction:
         bound_seconds: per unit, the kernel time during which it was the binding unit (s).
         counts: :class:`Counts` totals.
         memory_bytes: peak HBM footprint (inputs, outputs, saved tensors, transients).
-        kernels: per-kernel :class:`perfsim.timing.KernelTiming`, in launch order.
+        kernels: per-kernel :class:`perfsim.timing.KernelTiming`, in launch order (where a
+            compiled program of ``perfsim.fastpath`` answered the call, built by the
+            interpreted path when first read).
         timing: the :class:`perfsim.timing.TimingParams` the times were computed with.
         clock_hz: the SM clock the times are at (``TimingParams.clock``: by default the
             sustained clock of :mod:`perfsim.power`). One clock for the whole call: a
