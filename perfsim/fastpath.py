@@ -80,10 +80,11 @@ from perfsim.errors import PerfsimError
 from perfsim.frozen import replace
 from perfsim.implementations import Implementation, with_fixed_choice
 from perfsim.kernel import BOUNDS, UNITS
+from perfsim.mathops import INT64_SAFE
 from perfsim.prediction import Counts, convention_flops, credited_flops
 
-#: Calls of one structure before ``auto`` compiles it (and guard misses of its programs
-#: before one more is traced).
+#: Calls of one call pattern before ``auto`` compiles its structures (and guard misses of a
+#: structure's programs before one more is traced).
 HOT_CALLS = 16
 #: Programs one structure may hold (each traced on a row the others' guards refused).
 MAX_PROGRAMS = 4
@@ -114,9 +115,6 @@ OUTPUTS = ("seconds", "tflops", "bound", "clock_hz", "power_w", "memory_bytes",
 _UNITS_AT = OUTPUTS.index(f"unit/{UNITS[0]}")
 _BOUNDS_AT = _UNITS_AT + len(UNITS)
 _COUNTS_AT = _BOUNDS_AT + len(BOUNDS)
-#: ``B·H·N_q·N_k·(d + d_v)`` from which the rows are traced in float64, as the sweep's blocks
-#: (``perfsim.sweep._INT64_SAFE``).
-INT64_SAFE = 2.0 ** 53
 
 _STRUCTURES: dict = {}
 _CHOSEN: dict = {}
@@ -239,7 +237,8 @@ class Handle:
 
     def after(self, prediction, runner, out) -> None:
         """Bookkeeping once the call was evaluated interpreted: check a program's first
-        result against it, or count the call and build a program when the structure is hot."""
+        result against it, or build a program (the structure's first, or one more after
+        :data:`HOT_CALLS` guard misses)."""
         entry = self.entry
         if runner is not None:
             _check(entry, runner, out, prediction)

@@ -18,6 +18,12 @@ import numpy as np
 _PLAIN = frozenset((int, float, bool, np.float64, np.int64))
 
 
+#: ``B·H·N_q·N_k·(d + d_v)`` from which rows are counted with float64 sizes (2⁻⁵³ relative
+#: error) so that no count, a few hundred times that product at most, overflows int64
+#: (``perfsim.sweep``'s blocks, ``perfsim.fastpath``'s traced rows).
+INT64_SAFE = 2.0 ** 53
+
+
 def is_symbolic(*values) -> bool:
     """Whether any argument is a sympy expression."""
     # sympy is imported lazily (``import perfsim`` does not need it): while it is not

@@ -40,7 +40,7 @@ from perfsim.gpu_catalog import gpus as catalog
 from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import implementations, resolve, with_fixed_choice
 from perfsim.kernel import UNITS
-from perfsim.mathops import asarray
+from perfsim.mathops import INT64_SAFE, asarray
 from perfsim.predict import BOUNDS, evaluate
 from perfsim.prediction import Counts, convention_flops, credited_flops
 from perfsim.software import DEFAULT_SOFTWARE
@@ -63,9 +63,6 @@ COUNT_COLUMNS = ("flops", "tensor_flops", "fp32_flops", "exp_ops", "emulated_exp
                  "hbm_bytes", "smem_bytes")
 #: Rows evaluated at once (numpy arrays of 32 Ki elements stay in the CPU caches).
 CHUNK_ROWS = 1 << 15
-#: Blocks whose ``B·H·N_q·N_k·(d + d_v)`` reaches this run with float64 batch/heads (2⁻⁵³
-#: relative error) so that no count, a few hundred times that product at most, overflows int64.
-_INT64_SAFE = 2.0 ** 53
 #: Result columns, after the workload, GPU, algorithm and override columns.
 RESULT_COLUMNS = ("seconds", "tflops", "bound", "clock_hz", "power_w",
                   *(f"{u}_seconds" for u in UNITS), "model_flops",
@@ -876,11 +873,11 @@ def _params(timing, gpu: GPUSpec, algo) -> TimingParams:
 
 def _wide(scalar: dict, block: dict):
     """The integer type of a block's batch and heads: int64, or float64 where a count could
-    overflow int64 (:data:`_INT64_SAFE`)."""
+    overflow int64 (:data:`INT64_SAFE`)."""
     worst = float(np.prod([np.max(block[k]) for k in ("batch", "heads", "seqlen_q",
                                                       "seqlen_k")],
                           dtype=float)) * (scalar["head_dim"] + scalar["head_dim_v"])
-    return np.float64 if worst >= _INT64_SAFE else np.int64
+    return np.float64 if worst >= INT64_SAFE else np.int64
 
 
 def _block_dims(scalar: dict, block: dict, wide=None) -> algos.Dims:
