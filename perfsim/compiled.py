@@ -540,7 +540,8 @@ _COMPARE = {"greater": ">", "greater_equal": ">=", "less": "<", "less_equal": "<
 UFUNCS = frozenset({"add", "subtract", "multiply", "true_divide", "divide", "floor_divide",
                     "remainder", "power", "maximum", "minimum", "fmax", "fmin", "negative",
                     "absolute", "logical_and", "logical_or", "logical_not", "logical_xor",
-                    "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "isnan", "isinf",
+                    "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "right_shift",
+                    "left_shift", "isnan", "isinf",
                     "isfinite", "square", "reciprocal", *_UNARY_FLOAT, *_COMPARE})
 
 
@@ -559,9 +560,13 @@ class Program:
     i64 n1, i64 n2)`` evaluates the rows of an ``n0 x n1 x n2`` block (C order) whose
     last-axis index lies in ``lo..hi``. Each input varies along one axis (:attr:`axes`:
     ``_Grid.blocks``' batch 0, heads 1, sequence lengths 2; or every input along axis 2 for
-    a flat list of rows); the loops run axis 2 outermost, so what depends on the sequence
+    a flat list of rows); the outer loop runs over axis 2, so what depends on the sequence
     lengths alone (tile counts, the floor sums) is computed once per length, as numpy's
-    broadcasting does. ``pointers``: the inputs (one array per input, along its axis), the
+    broadcasting does, and the inner loop over the ``n0 · n1`` (batch, heads) pairs of the
+    length, batch-major (an input along axis 0 or 1 is passed repeated to one value per
+    pair, :func:`run`), so the vectorised loop has more than a handful of rows; it writes
+    each output column length-major (``row = i2 · n0 · n1 + pair``), which :func:`run` puts
+    back in the block's C order. ``pointers``: the inputs (one array per input, along its axis), the
     float64 and int64 constant vectors, the output columns (slots of :attr:`plan`) and the
     guard flag (one byte, cleared where a row fails a guard).
 
@@ -578,8 +583,9 @@ class Program:
         self.checked = False
 
 
-#: Loop level of each block axis (axis 2, the sequence lengths, outermost).
-_LEVEL = {2: 0, 1: 1, 0: 2}
+#: Loop level of each block axis: the sequence lengths (axis 2) outer, the (batch, heads)
+#: pairs (axes 0 and 1, one flattened loop) inner.
+_LEVEL = {2: 0, 1: 1, 0: 1}
 
 
 def generate(tr: Trace, axes: dict | None = None) -> Program:
@@ -804,6 +810,9 @@ def _emit(tr: Trace, axes: dict, needed: list[int], consts: _Constants, plan: di
         return b.fcmp_unordered("uno", x, x)
 
     primitives = {}
+    # per-row flags (i1, true: the row is outside what an emitted operation computes exactly,
+    # so the block goes back to numpy, as a failed guard sends it)
+    checks: list = []
 
     def emit(i):
         op, args, dtype = nodes[i]
@@ -863,21 +872,23 @@ def _emit(tr: Trace, axes: dict, needed: list[int], consts: _Constants, plan: di
             if negate:
                 value = b.not_(value)
         elif kind == "ufunc":
-            value = _emit_ufunc(b, ir, op[1], ops, out_kind, convert, intrinsic, isnan, types)
+            value = _emit_ufunc(b, ir, op[1], ops, out_kind, convert, intrinsic, isnan, types,
+                                checks)
         else:
             raise Untraceable(f"a node {op!r}")
         values[i] = (value, out_kind)
 
-    # three nested counted loops (axis 2, 1, 0), each node in the first loop that has all
-    # its operands; the innermost writes every output of the row and checks the guards
+    # two nested counted loops (axis 2; the pairs of axes 0 and 1), each node in the first
+    # loop that has all its operands; the inner one writes every output of the row and
+    # checks the guards
     index = {}
     loops = []
     order = needed
     pre = entry
     first = fn.append_basic_block("axis2")
+    inner = b.mul(n0, n1)
     b.cbranch(b.icmp_signed("<", lo, hi), first, done)
-    for depth, (axis, start, end) in enumerate(((2, lo, hi), (1, ir.Constant(i64, 0), n1),
-                                                 (0, ir.Constant(i64, 0), n0))):
+    for depth, (axis, start, end) in enumerate(((2, lo, hi), (1, ir.Constant(i64, 0), inner))):
         body = first if depth == 0 else fn.append_basic_block(f"axis{axis}")
         if depth:
             b.branch(body)
@@ -885,8 +896,10 @@ def _emit(tr: Trace, axes: dict, needed: list[int], consts: _Constants, plan: di
         counter = b.phi(i64, name=f"i{axis}")
         counter.add_incoming(start, pre)
         index[axis] = counter
+        if depth == 1:
+            index[0] = counter
         loops.append((counter, body, end))
-        if depth == 2:
+        if depth == 1:
             # the rows' guard failures, or-ed along the innermost loop (a reduction, no
             # branch or store per row: the loop stays vectorisable)
             failed = b.phi(i1, name="failed")
@@ -909,7 +922,9 @@ def _emit(tr: Trace, axes: dict, needed: list[int], consts: _Constants, plan: di
         else:
             differs = b.icmp_signed("!=", value, ir.Constant(i64, int(expected)))
         bad = b.or_(bad, differs)
-    row = b.add(b.mul(b.add(b.mul(index[0], n1), index[1]), n2), index[2])
+    for flag in checks:
+        bad = b.or_(bad, flag)
+    row = b.add(b.mul(index[2], inner), index[1])
     for name, node in tr.outputs.items():
         if plan[name][0] != "row":
             continue
@@ -922,22 +937,24 @@ def _emit(tr: Trace, axes: dict, needed: list[int], consts: _Constants, plan: di
     failed_after = b.or_(failed, bad)
     failed.add_incoming(failed_after, b.block)
     # close the loops, innermost first
-    for depth in (2, 1, 0):
+    for depth in (1, 0):
         counter, body, end = loops[depth]
         after = b.add(counter, ir.Constant(i64, 1))
         counter.add_incoming(after, b.block)
         exit_ = done if depth == 0 else fn.append_basic_block(f"after{depth}")
         b.cbranch(b.icmp_signed("<", after, end), body, exit_)
         b.position_at_end(exit_)
-        if depth == 2 and tr.graph.guards:
+        if depth == 1 and (tr.graph.guards or checks):
             with b.if_then(failed_after):
                 b.store(ir.Constant(i8, 0), ok_ptr)
     b.ret_void()
     return str(module), primitives
 
 
-def _emit_ufunc(b, ir, name, ops, kind, convert, intrinsic, isnan, types):
-    """One ufunc of numpy's semantics on operands ``[(value, kind), ...]``, result ``kind``."""
+def _emit_ufunc(b, ir, name, ops, kind, convert, intrinsic, isnan, types, checks):
+    """One ufunc of numpy's semantics on operands ``[(value, kind), ...]``, result ``kind``.
+    ``checks``: where an operation is exact only on part of its domain (the divisions), the
+    flag of the rows outside it is appended (those blocks run on numpy)."""
     f64, i64 = types["f"], types["i"]
     if name in _COMPARE:
         common = "f" if any(k == "f" for _, k in ops) else "i"
@@ -1003,7 +1020,7 @@ def _emit_ufunc(b, ir, name, ops, kind, convert, intrinsic, isnan, types):
             keep = b.or_(b.fcmp_ordered(">" if name == "fmax" else "<", x, y), isnan(y))
             return b.select(keep, x, y)
         if name in ("floor_divide", "remainder"):
-            return _float_divmod(b, ir, x, y, name, intrinsic, f64)
+            return _float_divmod(b, ir, x, y, name, intrinsic, f64, checks)
         raise Untraceable(f"numpy.{name} on floats")
     zero = ir.Constant(i64, 0)
     if name == "negative":
@@ -1018,18 +1035,31 @@ def _emit_ufunc(b, ir, name, ops, kind, convert, intrinsic, isnan, types):
         return {"bitwise_and": b.and_, "bitwise_or": b.or_, "bitwise_xor": b.xor}[name](x, y)
     if name == "invert":
         return b.xor(x, ir.Constant(i64, -1))
+    if name in ("right_shift", "left_shift"):
+        # numpy's int64 shifts: a count from 0 to 63 shifts (right: arithmetic); any other
+        # count gives what shifting one place at a time would (0, or -1 right of a negative)
+        inside = b.icmp_unsigned("<", y, ir.Constant(i64, 64))
+        safe = b.select(inside, y, zero)
+        if name == "right_shift":
+            outside = b.select(b.icmp_signed("<", x, zero), ir.Constant(i64, -1), zero)
+            return b.select(inside, b.ashr(x, safe), outside)
+        return b.select(inside, b.shl(x, safe), zero)
     if name in ("floor_divide", "remainder"):
-        # numpy: x // 0 and x % 0 are 0; otherwise floored (the sign of the divisor)
+        # numpy: x // 0 and x % 0 are 0; otherwise floored (the sign of the divisor). Through
+        # doubles, which vectorise where the CPU's integer division does not: for
+        # |x|, |y| <= 2^53 both convert exactly and floor(fl(x / y)) is floor(x / y) — an
+        # integer n != x / y lies at least 1/|y| from it, more than fl's rounding error
+        # |x / y| · 2^-53 < 1/|y| — and x − y · q is exact in int64. Rows outside: numpy.
         is_zero = b.icmp_signed("==", y, zero)
         safe = b.select(is_zero, ir.Constant(i64, 1), y)
-        q, r = b.sdiv(x, safe), b.srem(x, safe)
-        adjust = b.and_(b.icmp_signed("!=", r, zero),
-                        b.icmp_signed("!=", b.icmp_signed("<", r, zero),
-                                      b.icmp_signed("<", safe, zero)))
-        if name == "floor_divide":
-            value = b.select(adjust, b.sub(q, ir.Constant(i64, 1)), q)
-        else:
-            value = b.select(adjust, b.add(r, safe), r)
+        limit = ir.Constant(i64, 1 << 53)
+        for v in (x, safe):
+            magnitude = b.select(b.icmp_signed("<", v, zero), b.sub(zero, v), v)
+            # (the negation of -2^63 wraps negative: unsigned, it is past the limit too)
+            checks.append(b.icmp_unsigned(">", magnitude, limit))
+        q = b.fptosi(intrinsic("llvm.floor", b.fdiv(b.sitofp(x, f64), b.sitofp(safe, f64))),
+                     i64)
+        value = q if name == "floor_divide" else b.sub(x, b.mul(safe, q))
         return b.select(is_zero, zero, value)
     raise Untraceable(f"numpy.{name} on integers")
 
@@ -1074,13 +1104,53 @@ def _emit_interp(b, ir, x, n, kf, offset, isnan):
     return b.select(isnan(x), x, value)
 
 
-def _float_divmod(b, ir, x, y, name, intrinsic, f64):
+def _fmod(b, ir, x, y, intrinsic, f64, checks):
+    """C's ``fmod(x, y)`` (exact: the remainder of the quotient truncated) without its
+    library call, so the row loop vectorises: ``t = trunc(fl(x / y))``, ``r = fma(−t, y, x)``.
+    Where ``|x / y| < 2^52``, ``fl``'s rounding moves the quotient by less than 1/2, so ``t``
+    is the truncated quotient or one off it; one step puts it right (``r`` of the wrong sign:
+    one less in size; ``|r| >= |y|``: one more), and the fused multiply-add of the right
+    ``t`` is exact, the true remainder being a double. ``r`` takes ``x``'s sign (zeros
+    too). ``y = 0``, an infinite or NaN operand: ``fmod``'s NaN, or ``x`` for a finite ``x``
+    over an infinite ``y``. A larger quotient: the row's flag (numpy)."""
+    zero, one = ir.Constant(f64, 0.0), ir.Constant(f64, 1.0)
+    inf = ir.Constant(f64, float("inf"))
+    fma = b.module.declare_intrinsic("llvm.fma", [f64], ir.FunctionType(f64, [f64] * 3))
+    copysign = b.module.declare_intrinsic("llvm.copysign", [f64],
+                                          ir.FunctionType(f64, [f64, f64]))
+    ax, ay = intrinsic("llvm.fabs", x), intrinsic("llvm.fabs", y)
+    finite = b.and_(b.fcmp_ordered("<", ax, inf), b.fcmp_ordered("<", ay, inf))
+    usual = b.and_(finite, b.fcmp_ordered("!=", y, zero))
+    safe_y = b.select(usual, y, one)
+    safe_x = b.select(usual, x, zero)
+    q = b.fdiv(safe_x, safe_y)
+    checks.append(b.fcmp_unordered(">=", intrinsic("llvm.fabs", q),
+                                   ir.Constant(f64, 2.0 ** 52)))
+    t = intrinsic("llvm.trunc", q)
+    r = b.call(fma, [b.fneg(t), safe_y, safe_x])
+    step = b.call(copysign, [one, q])          # towards a larger |t|
+    # r of the other sign than x: t one too large in size; |r| >= |y|: one too small
+    over = b.and_(b.fcmp_ordered("!=", r, zero),
+                  b.icmp_unsigned("!=", b.fcmp_ordered("<", r, zero),
+                                  b.fcmp_ordered("<", safe_x, zero)))
+    under = b.fcmp_ordered(">=", intrinsic("llvm.fabs", r), intrinsic("llvm.fabs", safe_y))
+    t = b.select(over, b.fsub(t, step), b.select(under, b.fadd(t, step), t))
+    r = b.call(fma, [b.fneg(t), safe_y, safe_x])
+    r = b.call(copysign, [r, safe_x])
+    # y = ±inf with a finite x: x; anything else unusual (y = 0, x infinite, a NaN): the NaN
+    # glibc's fmod returns, (x · y) / (x · y) — the CPU's default NaN, or a NaN operand's
+    product = b.fmul(x, y)
+    keep_x = b.and_(b.fcmp_ordered("<", ax, inf), b.fcmp_ordered("==", ay, inf))
+    return b.select(usual, r, b.select(keep_x, x, b.fdiv(product, product)))
+
+
+def _float_divmod(b, ir, x, y, name, intrinsic, f64, checks):
     """numpy's float ``floor_divide`` / ``remainder`` (``npy_divmod``): ``mod = fmod(a, b)``;
     ``div = (a - mod) / b``, one less where ``mod`` and ``b`` differ in sign (then
     ``mod += b``); the floor of ``div``, rounded up where it fell more than a half short;
-    ``b == 0``: ``a / b`` and ``fmod``'s NaN."""
+    ``b == 0``: ``a / b`` and ``fmod``'s NaN. ``fmod`` is :func:`_fmod`."""
     zero = ir.Constant(f64, 0.0)
-    mod = b.frem(x, y)                           # C fmod
+    mod = _fmod(b, ir, x, y, intrinsic, f64, checks)
     sign_differs = b.icmp_signed("!=", b.fcmp_ordered("<", y, zero),
                                  b.fcmp_ordered("<", mod, zero))
     fix = b.and_(b.fcmp_unordered("!=", mod, zero), sign_differs)
@@ -1113,7 +1183,7 @@ def available() -> bool:
             and importlib.util.find_spec("numba") is not None)
 
 
-_COMPILED: dict[str, tuple] = {}
+_COMPILED: dict[tuple, tuple] = {}
 _COMPILE_LOCK = threading.Lock()
 
 
@@ -1170,13 +1240,16 @@ def primitive_addresses(program: Program) -> dict:
             for symbol, (name, arity) in program.primitives.items()}
 
 
-def kernel_of(program: Program):
-    """The compiled kernel of ``program`` (a ctypes function; compiled once per process,
-    0.2-0.5 s on the development machine)."""
+def kernel_of(program: Program, vectorize: bool = True):
+    """The compiled kernel of ``program`` (a ctypes function; compiled once per process and
+    ``vectorize``, 0.3-1 s on the development machine). ``vectorize``: let LLVM vectorise
+    the row loop (sweeps' blocks); ``perfsim.fastpath``'s one-row calls skip it, which
+    compiles faster."""
     import ctypes
 
+    key = (program.key, vectorize)
     with _COMPILE_LOCK:
-        found = _COMPILED.get(program.key)
+        found = _COMPILED.get(key)
         if found is not None:
             return found[0]
         import llvmlite.binding as llvm
@@ -1186,16 +1259,17 @@ def kernel_of(program: Program):
         module = llvm.parse_assembly(program.ir_text)
         module.verify()
         tuning = llvm.create_pipeline_tuning_options(speed_level=2)
-        # the row loop vectorises (noalias pointers) but gains ~6 % per row with its pow
-        # calls and integer divisions scalarised, for twice the compile time: off
-        tuning.loop_vectorization = False
+        # the row loop vectorises (noalias pointers, no ``pow`` call in the model's per-row
+        # work, the inner loop over a block's (batch, heads) pairs): 2-2.5x fewer ns per row
+        # on the development machine (AVX-512) than the scalar loop
+        tuning.loop_vectorization = vectorize
         builder = llvm.create_pass_builder(machine, tuning)
         builder.getModulePassManager().run(module, builder)
         engine = llvm.create_mcjit_compiler(module, machine)
         engine.finalize_object()
         fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), *[ctypes.c_int64] * 5)(
             engine.get_function_address("kernel"))
-        _COMPILED[program.key] = (fn, engine)
+        _COMPILED[key] = (fn, engine)
         STATS["kernels"] += 1
         return fn
 
@@ -1237,8 +1311,10 @@ def run(program: Program, inputs: dict, shape: tuple | None = None) -> dict | No
     """Evaluate ``program`` on a block: ``inputs`` maps each input name to a one-dimensional
     array along its axis (:attr:`Program.axes`) of the block ``shape = (n0, n1, n2)``
     (default: a flat list of rows, every input of one length along axis 2). Returns
-    ``name -> array (flat, C order), number or None``, or None where a row fails a guard
-    (the caller evaluates the block with numpy)."""
+    ``name -> array, number or None``, or None where a row fails a guard (the caller
+    evaluates the block with numpy); an array is flat for a flat list of rows (a block
+    with ``n0 = n1 = 1``), else of the block's shape (a strided view of the kernel's
+    length-major column)."""
     import ctypes
 
     global _POOL
@@ -1255,6 +1331,11 @@ def run(program: Program, inputs: dict, shape: tuple | None = None) -> dict | No
         if len(a) != shape[program.axes[name]]:
             raise ValueError(f"input {name!r}: {len(a)} values along axis "
                              f"{program.axes[name]} of a {shape} block")
+    # the kernel's inner loop runs over the (batch, heads) pairs of the block, batch-major:
+    # an input along axis 0 or 1 is read at the pair's index
+    arrays = [a if program.axes[name] == 2 else
+              np.repeat(a, n1) if program.axes[name] == 0 else np.tile(a, n0)
+              for name, a in zip(program.inputs, arrays)]
     n = n0 * n1 * n2
     outs = [None] * program.n_slots
     for kind, detail in program.plan.values():
@@ -1294,7 +1375,11 @@ def run(program: Program, inputs: dict, shape: tuple | None = None) -> dict | No
             results[name] = detail
         else:
             slot, _, labels = detail
-            results[name] = outs[slot] if labels is None else np.array(labels)[outs[slot]]
+            # written length-major: the block's (n0, n1, n2) as a view (copied once, by
+            # the caller that stores it)
+            column = outs[slot] if n0 * n1 == 1 else (
+                outs[slot].reshape(n2, n0 * n1).T.reshape(n0, n1, n2))
+            results[name] = column if labels is None else np.array(labels)[column]
     return results
 
 

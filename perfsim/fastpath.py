@@ -160,7 +160,7 @@ class _Runner:
     def __init__(self, program, input_dtypes: dict):
         from perfsim import compiled
 
-        self.fn = compiled.kernel_of(program)
+        self.fn = compiled.kernel_of(program, vectorize=False)    # one row a call
         self.input_dtypes = [input_dtypes[name] for name in program.inputs]
         self.order = [INPUTS.index(name) for name in program.inputs]
         self.floats = program.floats if len(program.floats) else np.zeros(1)

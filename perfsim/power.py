@@ -174,7 +174,15 @@ def sustained_clock(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock
     power = gpu.power
     energy = call_energy_j(gpu, costs)
     hi = clock_ceiling(gpu, costs, max_clock_hz)
-    p_hi = power_w(gpu, energy, seconds_at(hi), hi)
+    if isinstance(hi, np.ndarray):
+        # a ceiling per element, each one of the two (:func:`clock_ceiling`): its
+        # (f / f_ref)^γ from the tables below (the same doubles as ``**``, no ``pow`` per row)
+        low, top = _ceiling_pair(gpu, max_clock_hz)
+        p_hi = _power(power, energy, seconds_at(hi), np.where(
+            hi == low, _bisection_tables(power, low)["hi_scale"],
+            _bisection_tables(power, top)["hi_scale"]))
+    else:
+        p_hi = power_w(gpu, energy, seconds_at(hi), hi)
     capped = p_hi > power.tdp_w
     if type(capped) in (bool, np.bool_):  # one call: no numpy reduction, no shapes
         if not capped:

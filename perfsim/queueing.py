@@ -8,23 +8,75 @@ import numpy as np
 
 from perfsim.mathops import asarray, maximum, where
 
+#: Bits of a customer count that :func:`busy_fraction` reads when the count varies along an
+#: array it is compiled for (``perfsim.compiled``): counts up to ``2^8 − 1``. No modelled
+#: kernel comes near it (at most 32 resident CTAs per SM times 1 + 2 operand slices); a count
+#: past it is rejected where it can be seen (numbers, numpy arrays).
+CUSTOMER_BITS = 8
+
+
+def busy_fraction(rho, k):
+    """Fraction of the time the slower station of a closed two-station cycle is busy:
+    ``U = (1 − ρ^k) / (1 − ρ^(k+1))`` for ``ρ`` (fast / slow service time, in [0, 1]) and ``k``
+    customers (a whole number ≥ 1; numbers or numpy arrays).
+
+    Computed without the formula's cancellation near ρ = 1 (where ``1 − ρ^k`` loses its
+    digits): ``U = S_k / (1 + ρ · S_k)`` with the geometric sum ``S_k = 1 + ρ + … + ρ^(k−1)``
+    (every term ≥ 0), built from the bits of ``k`` as exponentiation by squaring builds a
+    power: a doubling step ``S_2n = S_n + ρ^n · S_n``, a set bit ``S_n+1 = 1 + ρ · S_n``. So ρ = 1
+    gives ``k / (k + 1)`` and ρ = 0 gives 1 with no special case, and the steps are
+    multiplications and additions, which compile to the same doubles as numpy gives (no
+    ``pow`` call). Leading zero bits leave ``S = 0``, ``ρ^0 = 1`` exactly, so every path (one
+    call, numpy arrays, a compiled row that reads :data:`CUSTOMER_BITS` bits) gives the same
+    result.
+
+    Raises:
+        ValueError: ``k`` (a number or a numpy array) below 1, past ``2^CUSTOMER_BITS − 1`` or
+            not a whole number.
+    """
+    traced = getattr(type(k), "_perfsim_general_path", False)
+    if traced:
+        bits = CUSTOMER_BITS
+    else:
+        whole = np.asarray(k)
+        top = int(np.max(whole)) if whole.size else 1
+        if (whole.size and (np.min(whole) < 1 or top >= 1 << CUSTOMER_BITS
+                            or not np.all(np.floor(whole) == whole))):
+            raise ValueError(f"a closed cycle needs a whole number of customers from 1 to "
+                             f"{(1 << CUSTOMER_BITS) - 1}; got {k!r}")
+        bits = top.bit_length()
+    total, power = 0.0, 1.0                   # S_n and ρ^n for n = the bits read so far
+    varying = np.ndim(k) > 0
+    plain = int(k) if not varying else None
+    if varying and k.dtype.kind not in "iu":
+        k = k.astype(np.int64)               # whole numbers (checked above): bits by shifts
+    for bit in range(bits - 1, -1, -1):
+        total = total + power * total
+        power = power * power
+        if not varying:
+            if plain >> bit & 1:
+                total, power = 1.0 + rho * total, power * rho
+            continue
+        on = (k >> bit) & 1 == 1
+        total = np.where(on, 1.0 + rho * total, total)
+        power = np.where(on, power * rho, power)
+    return total / (1.0 + rho * total)
+
 
 def closed_cycle(a, b, k):
     """Seconds of a closed cycle of two stations with total service times ``a`` and ``b`` and
     ``k`` customers (tiles, CTAs) in flight: ``max(a, b) / U`` with
-    ``U = (1 − ρ^k) / (1 − ρ^(k+1))``, ``ρ = min / max`` (``perfsim.timing.cycle_time``); ``k = 1``
-    gives ``a + b``. Works on numpy arrays, ``k`` included."""
+    ``U = (1 − ρ^k) / (1 − ρ^(k+1))``, ``ρ = min / max`` (:func:`busy_fraction`;
+    ``perfsim.timing.cycle_time``); ``k = 1`` gives ``a + b``. Works on numpy arrays, ``k``
+    included.
+
+    Raises:
+        ValueError: ``k`` not a whole number from 1 to ``2^CUSTOMER_BITS − 1``."""
     slow = maximum(a, b)
     fast = a + b - slow
     rho = fast / where(slow > 0, slow, 1) if isinstance(slow, np.ndarray) else (
         fast / slow if slow else 0.0)
-    near_one = abs(1 - rho) < 1e-9
-    safe = where(near_one, 0.5, rho) if isinstance(rho, np.ndarray) else (
-        0.5 if near_one else rho)
-    busy = (1 - safe**k) / (1 - safe ** (k + 1))
-    busy = where(near_one, k / (k + 1), busy) if isinstance(rho, np.ndarray) else (
-        k / (k + 1) if near_one else busy)
-    return slow / busy
+    return slow / busy_fraction(rho, k)
 
 
 def unpipelined_time(latency, load, compute, k):
