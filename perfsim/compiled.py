@@ -1307,14 +1307,16 @@ _POOL: ThreadPoolExecutor | None = None
 _PARALLEL_ROWS = 8192
 
 
-def run(program: Program, inputs: dict, shape: tuple | None = None) -> dict | None:
+def run(program: Program, inputs: dict, shape: tuple | None = None,
+        codes: dict | None = None) -> dict | None:
     """Evaluate ``program`` on a block: ``inputs`` maps each input name to a one-dimensional
     array along its axis (:attr:`Program.axes`) of the block ``shape = (n0, n1, n2)``
     (default: a flat list of rows, every input of one length along axis 2). Returns
     ``name -> array, number or None``, or None where a row fails a guard (the caller
     evaluates the block with numpy); an array is flat for a flat list of rows (a block
     with ``n0 = n1 = 1``), else of the block's shape (a strided view of the kernel's
-    length-major column)."""
+    length-major column). ``codes``: ``name -> {label: code}`` for label outputs wanted as
+    int8 codes (a label not listed: 0) instead of strings."""
     import ctypes
 
     global _POOL
@@ -1379,7 +1381,11 @@ def run(program: Program, inputs: dict, shape: tuple | None = None) -> dict | No
             # the caller that stores it)
             column = outs[slot] if n0 * n1 == 1 else (
                 outs[slot].reshape(n2, n0 * n1).T.reshape(n0, n1, n2))
-            results[name] = column if labels is None else np.array(labels)[column]
+            if labels is not None and codes is not None and name in codes:
+                table = np.array([codes[name].get(label, 0) for label in labels], np.int8)
+                results[name] = table[column]
+            else:
+                results[name] = column if labels is None else np.array(labels)[column]
     return results
 
 

@@ -711,10 +711,12 @@ def _sub_block(flat: dict, index) -> dict:
 
 def _merged_dtype(dtype) -> np.dtype:
     """The type of a result column put together from parts: text as objects, flags as bools,
-    every number as float64 (one part's counts may be int64 and another's floats past 2^63,
-    as the sweep's own columns hold them)."""
+    codes as int8, every other number as float64 (one part's counts may be int64 and
+    another's floats past 2^63, as the sweep's own columns hold them)."""
     if dtype.kind in "USO":
         return np.dtype(object)
+    if dtype == np.int8:
+        return dtype                    # codes (``bound``: :data:`BOUND_CODES`)
     return np.dtype(bool) if dtype.kind == "b" else np.dtype(np.float64)
 
 
@@ -784,8 +786,15 @@ def _split_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):
                             for c in chosen)
     # one integer key per structure: split or not (1 bit), the extra key (0/1), the group
     key = (splits > 1) + 2 * extra + 4 * group
-    if key.min() == key.max():
+    low, high = int(key.min()), int(key.max())
+    if low == high:
         values, inverse = key[:1], np.zeros(key.shape, np.int64)
+    elif low >= 0 and high < 1 << 16:
+        # small keys (a packing group is at most the heads per KV head): counted, no sort
+        values = np.flatnonzero(np.bincount(key, minlength=high + 1))
+        position = np.zeros(high + 1, np.int64)
+        position[values] = np.arange(len(values))
+        inverse = position[key]
     else:
         values, inverse = np.unique(key, return_inverse=True)
         inverse = inverse.ravel()
@@ -817,6 +826,8 @@ def _evaluate_mask(algo, gpu: GPUSpec | None, params, scalar: dict, block: dict,
         # a check every row fails; the rows an earlier check refused keep that check's reason,
         # the one predict meets first
         failed, results = str(exc), {}
+    if not partial and failed is None:
+        return results, reasons         # one reason per head pair (broadcastable)
     shape = np.broadcast_shapes(*(v.shape for v in block.values()))
     reasons = np.broadcast_to(reasons, shape).copy()
     reword = getattr(algo, "reason", None)      # a preset words its rows' refusals as predict
@@ -908,8 +919,11 @@ def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> di
     if engine != "numpy":
         results = _compiled_results(algo, gpu, params, scalar, block, engine)
         if results is not None:
-            return results
-    return _results(algo, gpu, params, scalar, block, _block_dims(scalar, block))
+            return results              # ``bound`` as codes already
+    results = _results(algo, gpu, params, scalar, block, _block_dims(scalar, block))
+    # ``bound`` as the table's codes on both engines, so parts of a block evaluated by each
+    # merge as numbers
+    return {**results, "bound": bound_codes(results["bound"])}
 
 
 def _results(algo, gpu: GPUSpec, params, scalar: dict, block: dict, dims) -> dict:
@@ -1007,7 +1021,7 @@ def _compiled_results(algo, gpu: GPUSpec, params, scalar: dict, block: dict, eng
                 entry["programs"][binding] = False
                 return None
             program.checked = compared      # else checked again on the next block
-        results = _run_program(program, block, grid, shape)
+        results = _run_program(program, block, grid, shape, {"bound": BOUND_CODES})
     except _NumpyFailed:
         return None             # numpy evaluates the block and raises (or says) what it does
     except PerfsimError:
@@ -1036,14 +1050,32 @@ def _grid_axes(block: dict) -> dict | None:
     return dict(_AXES)
 
 
-def _run_program(program, block: dict, grid, shape):
+def _run_program(program, block: dict, grid, shape, codes: dict | None = None):
     from perfsim import compiled
 
     if grid:
         return compiled.run(program, {k: np.ravel(block[k]) for k in ARRAY_FIELDS},
-                            (shape[0], shape[1], shape[2]))
+                            (shape[0], shape[1], shape[2]), codes)
     return compiled.run(program, {k: np.broadcast_to(block[k], shape).ravel()
-                                  for k in ARRAY_FIELDS})
+                                  for k in ARRAY_FIELDS}, codes=codes)
+
+
+#: The ``bound`` column's codes (the table's int8 column; 0: none, an infeasible row).
+BOUND_CODES = {name: code for code, name in enumerate(("", *BOUNDS))}
+_SORTED_BOUNDS = np.array(sorted(BOUND_CODES))
+_SORTED_BOUND_CODES = np.array([BOUND_CODES[b] for b in _SORTED_BOUNDS], np.int8)
+
+
+def bound_codes(values) -> np.ndarray:
+    """``bound`` labels (strings, any shape) as :data:`BOUND_CODES` (int8; an unknown label:
+    0), by binary search in the sorted labels (one string comparison per step, not one
+    pass per label)."""
+    values = np.asarray(values)
+    if values.dtype.kind == "O":
+        values = values.astype(str)
+    at = np.minimum(np.searchsorted(_SORTED_BOUNDS, values), len(_SORTED_BOUNDS) - 1)
+    return np.where(_SORTED_BOUNDS[at] == values, _SORTED_BOUND_CODES[at],
+                    np.int8(0)).astype(np.int8)
 
 
 def _traced_fn(algo, gpu, params, scalar, wide):
@@ -1154,9 +1186,9 @@ class _Table:
         np.copyto(self.reason_codes[rows].reshape(shape), self._codes(reasons, self.reasons))
         for key, column in self.columns.items():
             if key == "bound" and results:
-                values = np.zeros(np.shape(results[key]), np.int8)
-                for i, name in enumerate(BOUNDS, start=1):
-                    values[results[key] == name] = i
+                values = results[key]
+                if np.asarray(values).dtype.kind in "USO":        # labels (perfsim.rows)
+                    values = bound_codes(values)
             elif not results:
                 values = np.nan if column.dtype.kind == "f" else 0
             else:
