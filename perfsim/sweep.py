@@ -954,14 +954,16 @@ _SWEEP_ROWS: contextvars.ContextVar[int] = contextvars.ContextVar("perfsim_sweep
 _GROUP_ROWS: contextvars.ContextVar[int] = contextvars.ContextVar("perfsim_group_rows",
                                                                   default=0)
 #: ``engine="auto"`` leaves sweeps under this many rows to numpy. A process's first compiled
-#: structure costs about 1 s (numba's start-up for the primitives, ~0.6 s, then LLVM), each
-#: new structure 0.2-0.5 s and each traced group ~0.03 s plus its check, against ~0.2 s
-#: (1 thread) to ~0.4 s (2 threads) saved per 10⁶ rows (docs/performance.md): below about
-#: 4 × 10⁶ rows compiling does not pay.
-AUTO_MIN_ROWS = 1 << 22
+#: structure costs about 1.5 s (numba's start-up for the primitives, ~0.6 s, then LLVM's
+#: vectorised loop, ~0.9 s), each new structure ~1 s and each traced group ~0.03 s plus its
+#: check, against ~0.45 s saved per 10⁶ rows (0.66-0.72 s on numpy, 0.19-0.29 s compiled;
+#: docs/performance.md): with the two structures of a typical group, below about 6 × 10⁶ rows
+#: compiling does not pay.
+AUTO_MIN_ROWS = 1 << 23
 #: ... nor groups (one GPU, algorithm, what-if and scalar fields) under this many rows: a
-#: sweep of many small groups meets many structures, each compiled for few rows.
-AUTO_MIN_GROUP_ROWS = 1 << 20
+#: sweep of many small groups meets many structures, each compiled for few rows (a new
+#: structure's ~1 s against ~0.45 s saved per 10⁶ rows).
+AUTO_MIN_GROUP_ROWS = 1 << 21
 #: Traced structures by (algorithm configuration, GPU, timing, scalar fields, integer type):
 #: the trace (or None: numpy), its programs per binding, and the objects the key's ids
 #: belong to (kept alive, so an id is not reused while its entry exists).

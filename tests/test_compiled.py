@@ -472,7 +472,7 @@ def test_auto_leaves_small_groups_and_a_bad_thread_count_alone(monkeypatch):
                   gpus="h100-sxm5", algorithms="fa2")
     perfsim.sweep(**kwargs)                                  # auto, 4 rows: numpy
     monkeypatch.setattr(sweep_module, "AUTO_MIN_ROWS", 1)
-    perfsim.sweep(**kwargs)                                  # groups under 2^20 rows: numpy
+    perfsim.sweep(**kwargs)                                  # groups under 2^21 rows: numpy
     assert compiled.STATS["rows"] == before
     monkeypatch.setattr(sweep_module, "AUTO_MIN_GROUP_ROWS", 1)
     monkeypatch.setattr(sweep_module, "_PROGRAMS", {})

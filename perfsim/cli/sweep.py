@@ -213,7 +213,7 @@ def register_sweep(subparsers) -> None:
     p.add_argument("--engine", choices=("auto", "numpy", "compiled"), default="auto",
                    help="how the rows are evaluated: numpy arrays, or kernels compiled from "
                    "the same model code (perfsim.compiled; needs perfsim[fast]); auto "
-                   "compiles sweeps of at least 2^22 rows in groups of at least 2^20 when "
+                   "compiles sweeps of at least 2^23 rows in groups of at least 2^21 when "
                    "it can (default: auto; the rows agree to 1e-12)")
     p.set_defaults(func=_cmd_sweep)
 
