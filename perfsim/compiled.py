@@ -589,15 +589,16 @@ _LEVEL = {2: 0, 1: 1, 0: 1}
 
 
 def generate(tr: Trace, axes: dict | None = None) -> Program:
-    """The LLVM IR of ``tr`` (:class:`Program`): three nested loops over the block's axes,
-    one or a few instructions per recorded node, each node in the outermost loop its inputs
-    allow, in trace order. ``axes``: input name -> block axis (default: every input along
-    axis 2, a flat list of rows).
+    """The LLVM IR of ``tr`` (:class:`Program`): two nested loops, over the block's axis 2
+    and over its (axis 0, axis 1) pairs, one or a few instructions per recorded node, each
+    node in the outer loop where its inputs allow, in trace order. ``axes``: input name ->
+    block axis (default: every input along axis 0, a flat list of rows in the inner,
+    vectorised loop).
 
     Raises:
         Untraceable: a node the emitter has no form for (its rows are evaluated by numpy).
     """
-    axes = axes or {name: 2 for name in tr.inputs}
+    axes = axes or {name: 0 for name in tr.inputs}
     needed = _needed(tr)
     consts = _Constants(tr, needed)
     plan, slots = _plan(tr)
@@ -1311,12 +1312,16 @@ def run(program: Program, inputs: dict, shape: tuple | None = None,
         codes: dict | None = None) -> dict | None:
     """Evaluate ``program`` on a block: ``inputs`` maps each input name to a one-dimensional
     array along its axis (:attr:`Program.axes`) of the block ``shape = (n0, n1, n2)``
-    (default: a flat list of rows, every input of one length along axis 2). Returns
-    ``name -> array, number or None``, or None where a row fails a guard (the caller
-    evaluates the block with numpy); an array is flat for a flat list of rows (a block
-    with ``n0 = n1 = 1``), else of the block's shape (a strided view of the kernel's
-    length-major column). ``codes``: ``name -> {label: code}`` for label outputs wanted as
-    int8 codes (a label not listed: 0) instead of strings."""
+    (default: a flat list of rows, every input of one length along axis 0, the kernel's
+    inner loop). Returns ``name -> array, number or None``, or None where a row fails a
+    guard (the caller evaluates the block with numpy); an array is flat for a flat list of
+    rows, else of the block's shape (a strided view of the kernel's length-major column).
+    ``codes``: ``name -> {label: code}`` for label outputs wanted as int8 codes (a label not
+    listed: 0) instead of strings.
+
+    Threads (:func:`threads`, at most one per :data:`_PARALLEL_ROWS` rows): each takes a
+    range of the sequence lengths (axis 2), or, in a block of one length (a flat list
+    included), a range of the (batch, heads) pairs."""
     import ctypes
 
     global _POOL
@@ -1326,8 +1331,9 @@ def run(program: Program, inputs: dict, shape: tuple | None = None,
         a = np.asarray(inputs[name]).ravel()
         arrays.append(np.ascontiguousarray(a, dtype=np.int64) if a.dtype.kind in "iu"
                       else np.ascontiguousarray(a))
-    if shape is None:
-        shape = (1, 1, len(arrays[0]))
+    flat = shape is None
+    if flat:
+        shape = tuple(len(arrays[0]) if a == 0 else 1 for a in range(3))
     n0, n1, n2 = shape
     for name, a in zip(program.inputs, arrays):
         if len(a) != shape[program.axes[name]]:
@@ -1335,10 +1341,11 @@ def run(program: Program, inputs: dict, shape: tuple | None = None,
                              f"{program.axes[name]} of a {shape} block")
     # the kernel's inner loop runs over the (batch, heads) pairs of the block, batch-major:
     # an input along axis 0 or 1 is read at the pair's index
-    arrays = [a if program.axes[name] == 2 else
+    arrays = [a if program.axes[name] == 2 or n0 * n1 == len(a) else
               np.repeat(a, n1) if program.axes[name] == 0 else np.tile(a, n0)
               for name, a in zip(program.inputs, arrays)]
-    n = n0 * n1 * n2
+    pairs = n0 * n1
+    n = pairs * n2
     outs = [None] * program.n_slots
     for kind, detail in program.plan.values():
         if kind == "row":
@@ -1348,18 +1355,31 @@ def run(program: Program, inputs: dict, shape: tuple | None = None,
     floats = program.floats if len(program.floats) else np.zeros(1)
     ints = program.ints if len(program.ints) else np.zeros(1, dtype=np.int64)
     keep = [*arrays, floats, ints, *outs, ok]
-    pointers = (ctypes.c_void_p * len(keep))(*(a.ctypes.data for a in keep))
-    workers = min(threads(), n2, max(1, n // _PARALLEL_ROWS))
+    by_pairs = n2 == 1                      # one length: the threads split the pairs
+    workers = min(threads(), pairs if by_pairs else n2, max(1, n // _PARALLEL_ROWS))
+    calls = []
     if n == 0:
         pass                                # an empty block: empty columns, no call
-    elif workers == 1:
-        fn(pointers, 0, n2, n0, n1, n2)
+    elif by_pairs:
+        cuts = np.linspace(0, pairs, workers + 1).astype(np.int64)
+        per_pair = [program.axes[name] != 2 for name in program.inputs] + [False, False] + [
+            True] * len(outs) + [False]     # inputs along axis 0 or 1, and the columns
+        for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+            # the pairs lo..hi as a block of their own (the per-pair arrays from pair lo on)
+            part = [a[lo:hi] if sliced else a for a, sliced in zip(keep, per_pair)]
+            calls.append(((ctypes.c_void_p * len(part))(*(a.ctypes.data for a in part)),
+                          0, 1, hi - lo, 1, 1))
     else:
+        pointers = (ctypes.c_void_p * len(keep))(*(a.ctypes.data for a in keep))
+        cuts = np.linspace(0, n2, workers + 1).astype(np.int64)
+        calls = [(pointers, lo, hi, n0, n1, n2)
+                 for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
+    if len(calls) == 1:
+        fn(*calls[0])
+    elif calls:
         if _POOL is None or _POOL._max_workers < workers:
             _POOL = ThreadPoolExecutor(workers, thread_name_prefix="perfsim-compiled")
-        cuts = np.linspace(0, n2, workers + 1).astype(np.int64)
-        futures = [_POOL.submit(fn, pointers, int(cuts[i]), int(cuts[i + 1]), n0, n1, n2)
-                   for i in range(workers)]
+        futures = [_POOL.submit(fn, *call) for call in calls]
         # every thread done before ``keep``'s arrays can be freed, even on Ctrl-C (once or
         # more); then a thread's exception, if any
         _wait_through_interrupts(futures)
@@ -1379,8 +1399,10 @@ def run(program: Program, inputs: dict, shape: tuple | None = None,
             slot, _, labels = detail
             # written length-major: the block's (n0, n1, n2) as a view (copied once, by
             # the caller that stores it)
-            column = outs[slot] if n0 * n1 == 1 else (
-                outs[slot].reshape(n2, n0 * n1).T.reshape(n0, n1, n2))
+            column = outs[slot] if flat or pairs == 1 or n2 == 1 else (
+                outs[slot].reshape(n2, pairs).T.reshape(n0, n1, n2))
+            if not flat and column.ndim == 1:
+                column = column.reshape(n0, n1, n2)
             if labels is not None and codes is not None and name in codes:
                 table = np.array([codes[name].get(label, 0) for label in labels], np.int8)
                 results[name] = table[column]

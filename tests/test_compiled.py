@@ -126,6 +126,43 @@ def test_float_divmod_matches_numpy_near_whole_quotients(name):
     _same_bits(got, ufunc(inputs["a"], inputs["b"]))
 
 
+@pytest.mark.parametrize("shape", [None, (200, 100, 1), (20, 10, 200)],
+                         ids=["flat", "one-length", "grid"])
+def test_threads_split_the_lengths_or_the_pairs_alike(monkeypatch, shape):
+    """A block runs on several threads split along the lengths, or along the (batch,
+    heads) pairs where it has one length (a flat list of rows included): the same bits as
+    one thread."""
+    def fn(t):
+        return {"out": (t["a"] * 3 + t["b"]) / (t["c"] + 1.5) + (t["c"] // (t["a"] + 1)),
+                "guarded": t["a"] >= 0}
+
+    rng = np.random.default_rng(5)
+    n = (20_000,) if shape is None else shape
+    if shape is None:
+        inputs = {k: rng.integers(0, 1000, n[0]) for k in "abc"}
+        axes = None
+    else:
+        inputs = {"a": rng.integers(0, 1000, shape[0]), "b": rng.integers(0, 1000, shape[1]),
+                  "c": rng.integers(0, 1000, shape[2])}
+        axes = {"a": 0, "b": 1, "c": 2}
+    sample = ({k: v[:8] for k, v in inputs.items()} if shape is None else
+              {"a": inputs["a"][:3, None, None], "b": inputs["b"][None, :3, None],
+               "c": inputs["c"][None, None, :3]})
+    program = compiled.generate(compiled.trace(fn, sample), axes)
+    got = {}
+    for count in ("1", "2"):
+        monkeypatch.setenv("PERFSIM_THREADS", count)
+        got[count] = compiled.run(program, inputs, shape)
+    for key in ("out", "guarded"):
+        _same_bits(got["2"][key], got["1"][key])
+    if shape is not None:
+        full = {"a": inputs["a"][:, None, None], "b": inputs["b"][None, :, None],
+                "c": inputs["c"][None, None, :]}
+        _same_bits(got["1"]["out"], np.broadcast_to(fn(full)["out"], shape))
+    else:
+        _same_bits(got["1"]["out"], fn(inputs)["out"])
+
+
 def test_integer_power_is_refused():
     inputs = _pairs(np.array([1, 2, 3], dtype=np.int64))
     tr = compiled.trace(lambda t: {"out": t["a"] ** t["b"]}, inputs)
