@@ -1394,7 +1394,9 @@ def run(program: Program, inputs: dict, shape: tuple | None = None,
         if kind == "none":
             results[name] = None
         elif kind == "const":
-            results[name] = detail
+            # (a label the same on every row: a code too where codes are asked for)
+            results[name] = (np.int8(codes[name].get(detail, 0)) if isinstance(detail, str)
+                             and codes is not None and name in codes else detail)
         else:
             slot, _, labels = detail
             # written length-major: the block's (n0, n1, n2) as a view (copied once, by

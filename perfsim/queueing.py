@@ -9,10 +9,12 @@ import numpy as np
 from perfsim.mathops import asarray, maximum, where
 
 #: Bits of a customer count that :func:`busy_fraction` reads when the count varies along an
-#: array it is compiled for (``perfsim.compiled``): counts up to ``2^8 − 1``. No modelled
-#: kernel comes near it (at most 32 resident CTAs per SM times 1 + 2 operand slices); a count
-#: past it is rejected where it can be seen (numbers, numpy arrays).
+#: array it is compiled for (``perfsim.compiled``): counts up to ``2^8 − 1`` (no catalog
+#: kernel comes near: at most 32 resident CTAs per SM times 1 + 2 operand slices). A trace
+#: whose sampled rows hold more reads :data:`WIDE_CUSTOMER_BITS`; either way the row's count
+#: is a guard, so a row past the bits read is evaluated by numpy, which reads them all.
 CUSTOMER_BITS = 8
+WIDE_CUSTOMER_BITS = 32
 
 
 def busy_fraction(rho, k):
@@ -31,19 +33,21 @@ def busy_fraction(rho, k):
     result.
 
     Raises:
-        ValueError: ``k`` (a number or a numpy array) below 1, past ``2^CUSTOMER_BITS − 1`` or
-            not a whole number.
+        ValueError: ``k`` (a number or a numpy array) below 1 or not a whole number.
     """
     traced = getattr(type(k), "_perfsim_general_path", False)
     if traced:
-        bits = CUSTOMER_BITS
+        # (a guard: every row's count under the bits read, as the sampled rows' are)
+        bits = (CUSTOMER_BITS if bool((k < (1 << CUSTOMER_BITS)).all())
+                else WIDE_CUSTOMER_BITS)
+        if bits == WIDE_CUSTOMER_BITS:
+            bool((k < (1 << WIDE_CUSTOMER_BITS)).all())
     else:
         whole = np.asarray(k)
         top = int(np.max(whole)) if whole.size else 1
-        if (whole.size and (np.min(whole) < 1 or top >= 1 << CUSTOMER_BITS
-                            or not np.all(np.floor(whole) == whole))):
-            raise ValueError(f"a closed cycle needs a whole number of customers from 1 to "
-                             f"{(1 << CUSTOMER_BITS) - 1}; got {k!r}")
+        if whole.size and (np.min(whole) < 1 or not np.all(np.floor(whole) == whole)):
+            raise ValueError(f"a closed cycle needs a whole number of customers, at least "
+                             f"1; got {k!r}")
         bits = top.bit_length()
     total, power = 0.0, 1.0                   # S_n and ρ^n for n = the bits read so far
     varying = np.ndim(k) > 0

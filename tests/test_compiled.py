@@ -163,6 +163,26 @@ def test_threads_split_the_lengths_or_the_pairs_alike(monkeypatch, shape):
         _same_bits(got["1"]["out"], fn(inputs)["out"])
 
 
+def test_labels_come_back_as_codes_where_asked_per_row_or_constant():
+    """``run(codes=...)``: a label column per row and a label the same on every row (a
+    constant output) both as the caller's int8 codes, so a block's parts merge as numbers."""
+    from perfsim.mathops import take
+
+    def fn(t):
+        return {"row": take(np.array(["a", "b", "c"]), (t["n"] > 1).astype(np.int64)),
+                "same": "c", "other": "b"}
+
+    inputs = {"n": np.array([0, 1, 2, 3], dtype=np.int64)}
+    program = compiled.generate(compiled.trace(fn, inputs))
+    assert program.plan["same"][0] == "const"
+    plain = compiled.run(program, inputs)
+    assert list(plain["row"]) == ["a", "a", "b", "b"] and plain["same"] == "c"
+    coded = compiled.run(program, inputs, codes={"row": {"a": 4, "b": 5}, "same": {"c": 7}})
+    assert coded["row"].dtype == np.int8 and list(coded["row"]) == [4, 4, 5, 5]
+    assert coded["same"] == 7 and coded["same"].dtype == np.int8
+    assert coded["other"] == "b"                    # not asked for: the label
+
+
 def test_integer_power_is_refused():
     inputs = _pairs(np.array([1, 2, 3], dtype=np.int64))
     tr = compiled.trace(lambda t: {"out": t["a"] ** t["b"]}, inputs)

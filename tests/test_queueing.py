@@ -58,8 +58,17 @@ def test_every_path_gives_the_same_doubles():
     assert np.array_equal(busy_fraction(rho, 5), [busy_fraction(float(r), 5) for r in rho])
 
 
-@pytest.mark.parametrize("k", [0, 1 << CUSTOMER_BITS, 2.5, -1, np.array([1, 0]),
-                               np.array([1.0, 1.5])])
+def test_counts_past_the_compiled_bits_are_exact_too():
+    """A what-if GPU may hold more customers than :data:`CUSTOMER_BITS` covers; numbers and
+    numpy arrays read every bit."""
+    for k in (256, 600, 2000):
+        assert abs(Fraction(busy_fraction(0.999, k)) - _exact(0.999, k)) <= (
+            1e-14 * _exact(0.999, k))
+    assert np.array_equal(busy_fraction(np.array([0.5, 0.999]), np.array([300, 70000])),
+                          [busy_fraction(0.5, 300), busy_fraction(0.999, 70000)])
+
+
+@pytest.mark.parametrize("k", [0, 2.5, -1, np.array([1, 0]), np.array([1.0, 1.5])])
 def test_a_count_that_is_not_a_whole_number_of_customers_is_refused(k):
     with pytest.raises(ValueError, match="whole number of customers"):
         busy_fraction(0.5, k)
