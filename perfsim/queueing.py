@@ -43,12 +43,14 @@ def busy_fraction(rho, k):
         if bits == WIDE_CUSTOMER_BITS:
             bool((k < (1 << WIDE_CUSTOMER_BITS)).all())
     else:
+        if np.ndim(k) > 0 and not isinstance(k, np.ndarray):
+            k = np.asarray(k)                   # a list or tuple of counts
         whole = np.asarray(k)
-        top = int(np.max(whole)) if whole.size else 1
-        if whole.size and (np.min(whole) < 1 or not np.all(np.floor(whole) == whole)):
+        if whole.size and (not np.all(np.isfinite(whole)) or np.min(whole) < 1
+                           or not np.all(np.floor(whole) == whole)):
             raise ValueError(f"a closed cycle needs a whole number of customers, at least "
                              f"1; got {k!r}")
-        bits = top.bit_length()
+        bits = (int(np.max(whole)) if whole.size else 1).bit_length()
     total, power = 0.0, 1.0                   # S_n and ρ^n for n = the bits read so far
     varying = np.ndim(k) > 0
     plain = int(k) if not varying else None

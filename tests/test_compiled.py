@@ -557,3 +557,21 @@ def test_without_numba_the_error_names_both_spellings_of_numpy(monkeypatch):
     monkeypatch.setattr(compiled, "available", lambda: False)
     with pytest.raises(PerfsimError, match="--engine numpy"):
         perfsim.sweep(batch=1, heads=1, seqlen_q=128, head_dim=64, engine="compiled")
+
+
+def test_more_customers_than_the_trace_saw_go_to_numpy():
+    """A what-if GPU whose SMs hold thousands of CTAs gives flash-attn 2's closed cycle more
+    than 2^8 customers at a large batch: a structure traced at small batches reads 8 bits of
+    the count, and a later block with more fails that guard (numpy's rows, not ``inf``)."""
+    gpu = perfsim.load_gpu("h100-sxm5").model_copy(update=dict(
+        max_ctas_per_sm=4096, max_warps_per_sm=4096, max_threads_per_sm=2**17,
+        registers_per_sm=2**24, smem_bytes_per_sm=2**30, id="crowded"))
+    kw = dict(heads=[64], seqlen_q=[4096], head_dim=64, gpus=[gpu], algorithms="fa2")
+    perfsim.sweep(batch=[1, 2], engine="compiled", **kw)          # traced: few customers
+    failures = compiled.STATS["guard_failures"]
+    got = perfsim.sweep(batch=[1, 64], engine="compiled", **kw)
+    want = perfsim.sweep(batch=[1, 64], engine="numpy", **kw)
+    assert compiled.STATS["guard_failures"] > failures
+    assert np.isfinite(got["seconds"]).all()
+    assert np.allclose(got["seconds"], want["seconds"], rtol=1e-12, atol=0)
+    assert list(got["bound"]) == list(want["bound"])

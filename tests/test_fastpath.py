@@ -379,3 +379,22 @@ def test_a_fork_during_a_background_compile_leaves_a_child_that_can_compile(monk
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("the forked child hung")
+
+
+#: A what-if GPU whose SMs hold thousands of CTAs: flash-attn 2's closed cycle then has more
+#: than 2^CUSTOMER_BITS customers (perfsim.queueing).
+CROWDED = dict(max_ctas_per_sm=4096, max_warps_per_sm=4096, max_threads_per_sm=2**17,
+               registers_per_sm=2**24, smem_bytes_per_sm=2**30)
+
+
+def test_more_customers_than_a_program_reads_are_interpreted():
+    """A program traced on rows of few resident CTAs reads 8 bits of the customer count; a
+    later row with more fails that guard and is interpreted (before the guard: ``inf``)."""
+    gpu = perfsim.load_gpu("h100-sxm5").model_copy(update={**CROWDED, "id": "crowded"})
+    small = perfsim.AttentionWorkload(batch=1, heads=64, seqlen_q=4096, head_dim=64)
+    for batch in (1, 2, 3, 1, 2):
+        perfsim.predict(small.replace(batch=batch), gpu=gpu, algorithm="fa2")
+    big = small.replace(batch=64)
+    p = perfsim.predict(big, gpu=gpu, algorithm="fa2")
+    assert np.isfinite(p.seconds) and p.bound == "tensor"
+    assert _same(p, _interpreted_of(big, gpu, "fa2")) is None

@@ -68,7 +68,13 @@ def test_counts_past_the_compiled_bits_are_exact_too():
                           [busy_fraction(0.5, 300), busy_fraction(0.999, 70000)])
 
 
-@pytest.mark.parametrize("k", [0, 2.5, -1, np.array([1, 0]), np.array([1.0, 1.5])])
+def test_a_list_of_counts_is_an_array_of_counts():
+    assert np.array_equal(busy_fraction(np.array([0.5, 0.9]), [3, 300]),
+                          busy_fraction(np.array([0.5, 0.9]), np.array([3, 300])))
+
+
+@pytest.mark.parametrize("k", [0, 2.5, -1, np.array([1, 0]), np.array([1.0, 1.5]),
+                               float("nan"), float("inf"), np.array([2.0, np.inf])])
 def test_a_count_that_is_not_a_whole_number_of_customers_is_refused(k):
     with pytest.raises(ValueError, match="whole number of customers"):
         busy_fraction(0.5, k)
