@@ -77,7 +77,7 @@ def closed_cycle(a, b, k):
     included.
 
     Raises:
-        ValueError: ``k`` not a whole number from 1 to ``2^CUSTOMER_BITS − 1``."""
+        ValueError: ``k`` below 1 or not a whole number."""
     slow = maximum(a, b)
     fast = a + b - slow
     rho = fast / where(slow > 0, slow, 1) if isinstance(slow, np.ndarray) else (
