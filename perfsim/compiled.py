@@ -27,12 +27,12 @@ Loops whose trip count depends on the values (the floor-sum reduction of
 function names its scalar twin, which the kernel calls (compiled as it is).
 
 **Code generation** (:func:`generate`). One LLVM IR function (llvmlite, numba's backend)
-of three nested loops over a block's axes — sequence lengths outermost, then heads, then
-batch — with each node emitted in the outermost loop its inputs allow: what depends on the
-sequence lengths alone (tile counts, floor sums) is computed once per length, as numpy's
-broadcasting does. Every number the trace met (GPU rates, tile sizes, timing parameters,
-tables) is read from two constant vectors (float64 and int64) rather than written into the
-IR, so the IR — and the machine code — depends only on the structure of the computation:
+of two nested loops — over a block's sequence lengths, and inside, vectorised by LLVM, over
+its (batch, heads) pairs — with each node emitted in the outer loop where its inputs allow:
+what depends on the sequence lengths alone (tile counts, floor sums) is computed once per
+length, as numpy's broadcasting does. Every number the trace met (GPU rates, tile sizes,
+timing parameters, tables) is read from two constant vectors (float64 and int64) rather
+than written into the IR, so the IR — and the machine code — depends only on the structure of the computation:
 GPUs, head dims and what-ifs that take the same branches share one kernel
 (:func:`_signature`). Each node computes in the dtype numpy gave it; ``maximum`` /
 ``minimum`` propagate NaN as numpy's do, ``floor_divide`` / ``remainder`` follow numpy on
@@ -559,16 +559,16 @@ class Program:
     """One traced structure as LLVM IR: ``kernel(i8** pointers, i64 lo, i64 hi, i64 n0,
     i64 n1, i64 n2)`` evaluates the rows of an ``n0 x n1 x n2`` block (C order) whose
     last-axis index lies in ``lo..hi``. Each input varies along one axis (:attr:`axes`:
-    ``_Grid.blocks``' batch 0, heads 1, sequence lengths 2; or every input along axis 2 for
+    ``_Grid.blocks``' batch 0, heads 1, sequence lengths 2; or every input along axis 0 for
     a flat list of rows); the outer loop runs over axis 2, so what depends on the sequence
     lengths alone (tile counts, the floor sums) is computed once per length, as numpy's
     broadcasting does, and the inner loop over the ``n0 · n1`` (batch, heads) pairs of the
     length, batch-major (an input along axis 0 or 1 is passed repeated to one value per
     pair, :func:`run`), so the vectorised loop has more than a handful of rows; it writes
-    each output column length-major (``row = i2 · n0 · n1 + pair``), which :func:`run` puts
-    back in the block's C order. ``pointers``: the inputs (one array per input, along its axis), the
-    float64 and int64 constant vectors, the output columns (slots of :attr:`plan`) and the
-    guard flag (one byte, cleared where a row fails a guard).
+    each output column length-major (``row = i2 · n0 · n1 + pair``), which :func:`run`
+    returns as a view of the block's shape. ``pointers``: the inputs (one array per input,
+    along its axis), the float64 and int64 constant vectors, the output columns (slots of
+    :attr:`plan`) and the guard flag (one byte, cleared where a row fails a guard).
 
     ``plan``: ``name -> ("row", (slot, dtype, labels or None))`` a column the loop writes
     (``labels``: a string table it writes indices into), ``("const", value)`` or
