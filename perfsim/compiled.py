@@ -32,8 +32,8 @@ its (batch, heads) pairs — with each node emitted in the outer loop where its 
 what depends on the sequence lengths alone (tile counts, floor sums) is computed once per
 length, as numpy's broadcasting does. Every number the trace met (GPU rates, tile sizes,
 timing parameters, tables) is read from two constant vectors (float64 and int64) rather
-than written into the IR, so the IR — and the machine code — depends only on the structure of the computation:
-GPUs, head dims and what-ifs that take the same branches share one kernel
+than written into the IR, so the IR — and the machine code — depends only on the structure
+of the computation: GPUs, head dims and what-ifs that take the same branches share one kernel
 (:func:`_signature`). Each node computes in the dtype numpy gave it; ``maximum`` /
 ``minimum`` propagate NaN as numpy's do, ``floor_divide`` / ``remainder`` follow numpy on
 negative and zero divisors (integers: 0; floats: ``npy_divmod``), ``argmax`` takes the first
