@@ -1309,7 +1309,7 @@ _PARALLEL_ROWS = 8192
 
 
 def run(program: Program, inputs: dict, shape: tuple | None = None,
-        codes: dict | None = None) -> dict | None:
+        codes: dict | None = None, into: dict | None = None) -> dict | None:
     """Evaluate ``program`` on a block: ``inputs`` maps each input name to a one-dimensional
     array along its axis (:attr:`Program.axes`) of the block ``shape = (n0, n1, n2)``
     (default: a flat list of rows, every input of one length along axis 0, the kernel's
@@ -1317,7 +1317,14 @@ def run(program: Program, inputs: dict, shape: tuple | None = None,
     guard (the caller evaluates the block with numpy); an array is flat for a flat list of
     rows, else of the block's shape (a strided view of the kernel's length-major column).
     ``codes``: ``name -> {label: code}`` for label outputs wanted as int8 codes (a label not
-    listed: 0) instead of strings.
+    listed: 0) instead of strings. ``into``: ``name -> array`` of the block's shape (flat
+    for a flat list), C-contiguous: where a numeric output has that array's dtype, it is
+    written there (the caller's result table, which then needs no copy of its own) and
+    comes back as that array, in C order — the kernel writes it there directly where its
+    length-major order is C order (a flat list, one length or one pair), else each thread
+    copies its lengths there once its rows are done; an output of another dtype is returned
+    as without ``into``. Where a row fails a guard the arrays hold partial values and None
+    is returned, as without ``into``.
 
     Threads (:func:`threads`, at most one per :data:`_PARALLEL_ROWS` rows): each takes a
     range of the sequence lengths (axis 2), or, in a block of one length (a flat list
@@ -1346,11 +1353,22 @@ def run(program: Program, inputs: dict, shape: tuple | None = None,
               for name, a in zip(program.inputs, arrays)]
     pairs = n0 * n1
     n = pairs * n2
+    in_place = flat or pairs == 1 or n2 == 1       # the kernel's order is C order
     outs = [None] * program.n_slots
-    for kind, detail in program.plan.values():
+    targets = {}                # slot -> the caller's array the column goes to
+    for name, (kind, detail) in program.plan.items():
         if kind == "row":
-            slot, dtype, _ = detail
-            outs[slot] = np.empty(n, dtype=dtype)
+            slot, dtype, labels = detail
+            target = None if into is None or labels is not None else into.get(name)
+            if target is not None and target.dtype != dtype:
+                target = None                   # (e.g. int64 counts for a float column)
+            if target is not None:
+                if target.size != n or not target.flags.c_contiguous:
+                    raise ValueError(f"into[{name!r}]: {target.shape}, not C-contiguous "
+                                     f"{n} rows")
+                targets[slot] = target
+            outs[slot] = (target.reshape(-1) if target is not None and in_place
+                          else np.empty(n, dtype=dtype))
     ok = np.ones(1, dtype=np.uint8)
     floats = program.floats if len(program.floats) else np.zeros(1)
     ints = program.ints if len(program.ints) else np.zeros(1, dtype=np.int64)
@@ -1374,12 +1392,21 @@ def run(program: Program, inputs: dict, shape: tuple | None = None,
         cuts = np.linspace(0, n2, workers + 1).astype(np.int64)
         calls = [(pointers, lo, hi, n0, n1, n2)
                  for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
+    work = fn
+    if targets and not in_place:
+        def work(pointers, lo, hi, *sizes):
+            # this thread's lengths lo..hi, from the kernel's length-major column to the
+            # caller's C-order array (numpy's copy runs outside the GIL)
+            fn(pointers, lo, hi, *sizes)
+            for slot, target in targets.items():
+                np.copyto(target.reshape(n0, n1, n2)[:, :, lo:hi],
+                          outs[slot].reshape(n2, pairs)[lo:hi].T.reshape(n0, n1, hi - lo))
     if len(calls) == 1:
-        fn(*calls[0])
+        work(*calls[0])
     elif calls:
         if _POOL is None or _POOL._max_workers < workers:
             _POOL = ThreadPoolExecutor(workers, thread_name_prefix="perfsim-compiled")
-        futures = [_POOL.submit(fn, *call) for call in calls]
+        futures = [_POOL.submit(work, *call) for call in calls]
         # every thread done before ``keep``'s arrays can be freed, even on Ctrl-C (once or
         # more); then a thread's exception, if any
         _wait_through_interrupts(futures)
@@ -1399,9 +1426,12 @@ def run(program: Program, inputs: dict, shape: tuple | None = None,
                              and codes is not None and name in codes else detail)
         else:
             slot, _, labels = detail
+            if slot in targets:
+                results[name] = targets[slot]
+                continue
             # written length-major: the block's (n0, n1, n2) as a view (copied once, by
             # the caller that stores it)
-            column = outs[slot] if flat or pairs == 1 or n2 == 1 else (
+            column = outs[slot] if in_place else (
                 outs[slot].reshape(n2, pairs).T.reshape(n0, n1, n2))
             if not flat and column.ndim == 1:
                 column = column.reshape(n0, n1, n2)

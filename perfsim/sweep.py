@@ -248,10 +248,14 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
         timing, max_memory_bytes, check_memory=True, engine=engine)
     out = _Table(grid, len(groups))
     out.groups.extend(groups)
-    for _group, block, results, reasons in evaluated:
-        out.add(block, results, reasons)
-        if progress:
-            progress(out.rows, len(out))
+    token = _TABLE.set(out)         # (the generator's steps run in this context)
+    try:
+        for _group, block, results, reasons in evaluated:
+            out.add(block, results, reasons)
+            if progress:
+                progress(out.rows, len(out))
+    finally:
+        _TABLE.reset(token)
     return out.frame()
 
 
@@ -378,14 +382,17 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
                 # vectorised path refuses packing); elsewhere the refusal stands
                 run = (unpacked if unpacked is not None
                        and np.array_equal(block["heads"], block["kv_heads"]) else algo)
+                table = _TABLE.get()
                 tokens = (_ENGINE.set(engine), _SWEEP_ROWS.set(grid.size * len(plan)),
-                          _GROUP_ROWS.set(grid.size))
+                          _GROUP_ROWS.set(grid.size),
+                          _DESTINATION.set(None if table is None else (table, block)))
                 try:
                     evaluated_block = _evaluate(run, gpu, params, scalar, block, why)
                 finally:
                     _ENGINE.reset(tokens[0])
                     _SWEEP_ROWS.reset(tokens[1])
                     _GROUP_ROWS.reset(tokens[2])
+                    _DESTINATION.reset(tokens[3])
                 yield (group, block, *evaluated_block)
 
     return grid, groups, evaluated()
@@ -787,9 +794,10 @@ def _split_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):
     # one integer key per structure: split or not (1 bit), the extra key (0/1), the group
     key = (splits > 1) + 2 * extra + 4 * group
     low, high = int(key.min()), int(key.max())
-    if low == high:
-        values, inverse = key[:1], np.zeros(key.shape, np.int64)
-    elif low >= 0 and high < 1 << 16:
+    if low == high:             # one structure (most blocks): every element, no grouping
+        whole = with_fixed_choice(algo, inner, low // 4) if low % 4 == 0 else None
+        return [(algo, np.arange(key.size), whole)]
+    if low >= 0 and high < 1 << 16:
         # small keys (a packing group is at most the heads per KV head): counted, no sort
         values = np.flatnonzero(np.bincount(key, minlength=high + 1))
         position = np.zeros(high + 1, np.int64)
@@ -953,6 +961,12 @@ _SWEEP_ROWS: contextvars.ContextVar[int] = contextvars.ContextVar("perfsim_sweep
                                                                   default=0)
 _GROUP_ROWS: contextvars.ContextVar[int] = contextvars.ContextVar("perfsim_group_rows",
                                                                   default=0)
+#: The :class:`_Table` a :func:`sweep` fills (None: a stream of frames), and the block being
+#: evaluated for it with its first row there: a compiled kernel that evaluates that very
+#: block writes its numeric columns into the table (:meth:`_Table.destination`).
+_TABLE: contextvars.ContextVar = contextvars.ContextVar("perfsim_sweep_table", default=None)
+_DESTINATION: contextvars.ContextVar = contextvars.ContextVar("perfsim_sweep_destination",
+                                                              default=None)
 #: ``engine="auto"`` leaves sweeps under this many rows to numpy. A process's first compiled
 #: structure costs about 1.5 s (numba's start-up for the primitives, ~0.6 s, then LLVM's
 #: vectorised loop, ~0.9 s), each new structure ~1 s and each traced group ~0.03 s plus its
@@ -1023,7 +1037,10 @@ def _compiled_results(algo, gpu: GPUSpec, params, scalar: dict, block: dict, eng
                 entry["programs"][binding] = False
                 return None
             program.checked = compared      # else checked again on the next block
-        results = _run_program(program, block, grid, shape, {"bound": BOUND_CODES})
+        destination = _DESTINATION.get()
+        into = (destination[0].destination(shape) if destination is not None
+                and destination[1] is block else None)
+        results = _run_program(program, block, grid, shape, {"bound": BOUND_CODES}, into)
     except _NumpyFailed:
         return None             # numpy evaluates the block and raises (or says) what it does
     except PerfsimError:
@@ -1052,14 +1069,17 @@ def _grid_axes(block: dict) -> dict | None:
     return dict(_AXES)
 
 
-def _run_program(program, block: dict, grid, shape, codes: dict | None = None):
+def _run_program(program, block: dict, grid, shape, codes: dict | None = None,
+                 into: dict | None = None):
     from perfsim import compiled
 
     if grid:
         return compiled.run(program, {k: np.ravel(block[k]) for k in ARRAY_FIELDS},
-                            (shape[0], shape[1], shape[2]), codes)
+                            (shape[0], shape[1], shape[2]), codes, into)
     return compiled.run(program, {k: np.broadcast_to(block[k], shape).ravel()
-                                  for k in ARRAY_FIELDS}, codes=codes)
+                                  for k in ARRAY_FIELDS}, codes=codes,
+                        into=None if into is None else {k: v.reshape(-1)
+                                                        for k, v in into.items()})
 
 
 #: The ``bound`` column's codes (the table's int8 column; 0: none, an infeasible row).
@@ -1181,6 +1201,14 @@ class _Table:
         codes = [categories.setdefault(str(v), len(categories)) for v in unique]
         return np.array(codes, dtype=np.int32)[inverse].reshape(values.shape)
 
+    def destination(self, shape) -> dict:
+        """The table's float and boolean result columns for the rows of the next block (of
+        ``shape``, the rows :meth:`add` will store it in), as C-order arrays of that shape: a
+        compiled kernel writes its columns there, and :meth:`add` then finds them in place."""
+        rows = slice(self.rows, self.rows + int(np.prod(shape)))
+        return {key: column[rows].reshape(shape) for key, column in self.columns.items()
+                if key != "bound"}
+
     def add(self, block: dict, results: dict, reasons) -> None:
         shape = np.broadcast_shapes(*(v.shape for v in block.values()))
         rows = slice(self.rows, self.rows + int(np.prod(shape)))
@@ -1195,7 +1223,10 @@ class _Table:
                 values = np.nan if column.dtype.kind == "f" else 0
             else:
                 values = results[key]
-            np.copyto(column[rows].reshape(shape), values, casting="unsafe")
+            target = column[rows].reshape(shape)
+            if _same_array(values, target):
+                continue            # written in place (:meth:`destination`)
+            np.copyto(target, values, casting="unsafe")
         if results and "stand_in" in results:
             np.copyto(self.stand_in_codes[rows].reshape(shape),
                       self._codes(results["stand_in"], self.stand_ins))
@@ -1213,7 +1244,8 @@ class _Table:
         flat = self.grid.flat
         for key in WORKLOAD_FIELDS:
             if key in ARRAY_FIELDS:
-                data[key] = np.tile(flat[key], groups)
+                # (one group: the grid's own column, built for this frame; no copy)
+                data[key] = flat[key] if groups == 1 else np.tile(flat[key], groups)
             else:
                 data[key] = _constant([g[key] for g in self.groups], n)
         for key in dict.fromkeys(k for g in self.groups for k in g):
@@ -1230,15 +1262,32 @@ class _Table:
         return pd.DataFrame(data, copy=False)
 
 
+def _same_array(a, b: np.ndarray) -> bool:
+    """Whether ``a`` is an array over exactly ``b``'s memory (same start, shape, strides and
+    dtype)."""
+    return (isinstance(a, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+            and a.strides == b.strides
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+
+
 def _constant(values: list, n: int):
-    """A column holding ``values[i]`` on the ``n`` rows of group ``i``."""
+    """A column holding ``values[i]`` on the ``n`` rows of group ``i`` (a categorical where
+    every value is a string). A column of zeros — one group's codes, a dropout or softcap of
+    0 — is allocated zeroed (the OS's zero pages, no write pass)."""
     if all(isinstance(v, str) for v in values):
         import pandas as pd
 
         categories = list(dict.fromkeys(values))
-        codes = np.array([categories.index(v) for v in values], dtype=np.int32)
-        return pd.Categorical.from_codes(np.repeat(codes, n), categories)
-    return np.repeat(np.asarray(values), n)
+        # the codes' dtype pandas keeps for this many categories (int8 below 128)
+        codes = np.array([categories.index(v) for v in values], dtype=np.int8
+                         if len(categories) < 128 else np.int32)
+        column = (np.zeros(n * len(values), codes.dtype) if not codes.any()
+                  else np.repeat(codes, n))
+        return pd.Categorical.from_codes(column, categories)
+    values = np.asarray(values)
+    if values.dtype.kind in "biuf" and not values.any():
+        return np.zeros(n * len(values), values.dtype)
+    return np.repeat(values, n)
 
 
 # ------------------------------------------------------------------ grid construction
@@ -1425,11 +1474,14 @@ class _Grid:
 
     @property
     def flat(self) -> dict:
-        """The grid's rows as flat columns (built when the frame is)."""
-        ib, ih, is_ = (x.ravel() for x in np.indices(self.shape))
-        return {"batch": self.batch[ib], "heads": self.heads[ih, 0],
-                "kv_heads": self.heads[ih, 1], "seqlen_q": self.seqlens[is_, 0],
-                "seqlen_k": self.seqlens[is_, 1]}
+        """The grid's rows as flat columns in C order (new arrays, built when the frame
+        is): each axis' values repeated over the axes after it, tiled over those before."""
+        nb, nh, ns = self.shape
+        return {"batch": np.repeat(self.batch, nh * ns),
+                "heads": np.tile(np.repeat(self.heads[:, 0], ns), nb),
+                "kv_heads": np.tile(np.repeat(self.heads[:, 1], ns), nb),
+                "seqlen_q": np.tile(self.seqlens[:, 0], nb * nh),
+                "seqlen_k": np.tile(self.seqlens[:, 1], nb * nh)}
 
     def blocks(self):
         """Sub-grids in row order, as dicts of broadcastable int64 arrays."""

@@ -163,6 +163,42 @@ def test_threads_split_the_lengths_or_the_pairs_alike(monkeypatch, shape):
         _same_bits(got["1"]["out"], fn(inputs)["out"])
 
 
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("shape", [None, (200, 100, 1), (20, 10, 200)],
+                         ids=["flat", "one-length", "grid"])
+def test_run_writes_into_the_callers_arrays(monkeypatch, shape, threads):
+    """``run(into=...)``: a float or boolean column of the caller's dtype is written into the
+    caller's C-order array (directly where the kernel's order is C order, else each thread
+    copies its lengths) and comes back as that array, with the bits of a run without
+    ``into``; a column of another dtype is left out of it and returned as usual."""
+    monkeypatch.setenv("PERFSIM_THREADS", threads)
+
+    def fn(t):
+        return {"out": (t["a"] * 3 + t["b"]) / (t["c"] + 1.5), "count": t["a"] * t["c"],
+                "flag": t["b"] > 500}
+
+    rng = np.random.default_rng(11)
+    if shape is None:
+        inputs = {k: rng.integers(0, 1000, 20_000) for k in "abc"}
+        axes, sample, full = None, {k: v[:8] for k, v in inputs.items()}, (20_000,)
+    else:
+        inputs = {"a": rng.integers(0, 1000, shape[0]), "b": rng.integers(0, 1000, shape[1]),
+                  "c": rng.integers(0, 1000, shape[2])}
+        axes, full = {"a": 0, "b": 1, "c": 2}, shape
+        sample = {"a": inputs["a"][:3, None, None], "b": inputs["b"][None, :3, None],
+                  "c": inputs["c"][None, None, :3]}
+    program = compiled.generate(compiled.trace(fn, sample), axes)
+    plain = compiled.run(program, inputs, shape)
+    into = {"out": np.full(full, -1.0), "flag": np.zeros(full, bool),
+            "count": np.full(full, -1.0)}          # float64: the kernel's count is int64
+    got = compiled.run(program, inputs, shape, into=into)
+    assert got["out"] is into["out"] and got["flag"] is into["flag"]
+    _same_bits(into["out"].reshape(-1), np.asarray(plain["out"]).reshape(-1))
+    assert np.array_equal(into["flag"].reshape(-1), np.asarray(plain["flag"]).reshape(-1))
+    assert (into["count"] == -1.0).all() and got["count"].dtype == np.int64
+    _same_bits(np.asarray(got["count"]).reshape(-1), np.asarray(plain["count"]).reshape(-1))
+
+
 def test_labels_come_back_as_codes_where_asked_per_row_or_constant():
     """``run(codes=...)``: a label column per row and a label the same on every row (a
     constant output) both as the caller's int8 codes, so a block's parts merge as numbers."""
@@ -390,6 +426,31 @@ def test_the_compiled_path_runs_and_frames_stream_alike():
                          ignore_index=True)
     for column in ("seconds", "clock_hz", "hbm_bytes"):
         assert np.array_equal(streamed[column].to_numpy(), rows[column].to_numpy())
+
+
+def test_a_compiled_sweep_writes_its_columns_into_the_result_in_place(monkeypatch):
+    """``sweep`` hands each block's rows of its result table to the kernel
+    (``_Table.destination``), which writes its float columns there; ``_Table.add`` then finds
+    them in place and copies nothing, and the rows are numpy's (several threads and blocks:
+    each thread's lengths land in their own rows)."""
+    sweep_module = __import__("perfsim.sweep", fromlist=["_same_array"])
+    found = []
+    same = sweep_module._same_array
+
+    def spy(a, b):
+        found.append(same(a, b))
+        return found[-1]
+
+    monkeypatch.setattr(sweep_module, "_same_array", spy)
+    monkeypatch.setenv("PERFSIM_THREADS", "2")
+    # two blocks (39 and 1 batch values), the first 31 980 rows on two threads; no row splits
+    kwargs = dict(batch=list(range(8, 48)), heads=[32, 64], seqlen_q=list(range(64, 26304, 64)),
+                  head_dim=128, causal=True, gpus="h100-sxm5", algorithms="fa2")
+    rows = perfsim.sweep(**kwargs, engine="compiled")
+    assert sum(found) >= 2 * 10        # the float columns of both blocks (counts are int64)
+    found.clear()
+    _frames_equal(rows, perfsim.sweep(**kwargs, engine="numpy"))
+    assert not any(found)           # numpy's rows are copied as before
 
 
 def test_a_disagreeing_kernel_is_dropped_with_a_warning(monkeypatch):

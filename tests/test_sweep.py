@@ -706,3 +706,28 @@ def test_a_refused_row_names_the_check_predict_meets_first():
     with pytest.raises(perfsim.InfeasibleError) as exc:
         perfsim.predict(w, gpu="h100-sxm5", algorithm="triton-tutorial")
     assert row.infeasible == str(exc.value) and "grouped-query" in row.infeasible
+
+
+def test_grid_columns_and_group_constants_are_built_in_row_order():
+    """The frame's workload columns (``_Grid.flat``: each axis repeated over the axes after
+    it, tiled over those before) against the grid's C-order indices, and the group columns
+    (``_constant``): strings as categoricals over the groups, zeros and other numbers
+    repeated per group."""
+    import importlib
+
+    sweep_module = importlib.import_module("perfsim.sweep")
+    grid = sweep_module._Grid([1, 3, 7], [8, 16], [4, 8], [100, 200, 300, 400], None)
+    flat = grid.flat
+    ib, ih, is_ = (x.ravel() for x in np.indices(grid.shape))
+    assert np.array_equal(flat["batch"], grid.batch[ib])
+    assert np.array_equal(flat["heads"], grid.heads[ih, 0])
+    assert np.array_equal(flat["kv_heads"], grid.heads[ih, 1])
+    assert np.array_equal(flat["seqlen_q"], grid.seqlens[is_, 0])
+    assert np.array_equal(flat["seqlen_k"], grid.seqlens[is_, 1])
+    labels = sweep_module._constant(["h100", "a100", "h100"], 2)
+    assert list(labels) == ["h100", "h100", "a100", "a100", "h100", "h100"]
+    assert list(sweep_module._constant(["x"], 3)) == ["x"] * 3
+    for values, want in (([0.0, 0.0], [0.0] * 4), ([0.0, 0.5], [0.0, 0.0, 0.5, 0.5]),
+                         ([False], [False, False]), ([64, 128], [64, 64, 128, 128])):
+        column = sweep_module._constant(values, len(want) // len(values))
+        assert column.dtype == np.asarray(values).dtype and list(column) == want

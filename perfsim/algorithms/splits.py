@@ -313,8 +313,12 @@ def choice_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int
     picks for that element alone (``tests/test_sweep.py`` checks them element by element).
     Fixed-length rows only (the sweep has no variable-length batches). The wave-efficiency
     scan (flash-attn 2 and 3) runs once per distinct ``(query tiles, key tiles)`` pair."""
-    B, H, H_kv, N_q, N_k = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (
-        dims.B, dims.H, dims.H_kv, dims.N_q, dims.N_k)))
+    # each field at its own shape (a sweep block's (b, 1, 1), (1, h, 1), (1, 1, s)): the work
+    # on one axis alone is done once per value, numpy broadcasting the rest
+    B, H, H_kv, N_q, N_k = (np.asarray(x, dtype=np.int64) for x in (
+        dims.B, dims.H, dims.H_kv, dims.N_q, dims.N_k))
+    shape = np.broadcast_shapes(B.shape, H.shape, H_kv.shape, N_q.shape, N_k.shape,
+                                np.shape(block_m), np.shape(block_n))
     # (an element whose H_kv does not divide H is refused by the evaluation; its group of 0
     # must not raise here)
     group = np.maximum(H // H_kv, 1)
@@ -336,7 +340,7 @@ def choice_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int
         pack = gqa & bool(pack_gqa)
     rows_q = np.where(pack, N_q * group, N_q)
     heads = np.where(pack, H_kv, H)
-    splits = np.ones(B.shape, np.int64)
+    splits = np.ones(shape, np.int64)
     if can_split and not (dims.bwd and not dims.fwd):
         if num_splits != "auto":
             splits[...] = int(num_splits)
@@ -361,22 +365,25 @@ def choice_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int
                            & (m_blocks >= 2 * sms) & (not dims.masked))
                     splits = np.where(big, np.minimum(-(-kv_head_bytes // FA3_ASSUMED_L2_BYTES),
                                                       MAX_SPLITS), 1)
-                    scan &= n_blocks > 4
+                    scan = scan & (n_blocks > 4)
                 if scan.any():
                     # one key per (query tiles, key tiles) pair: the scanned query tiles are
                     # fewer than 2 x SMs; the key tiles are taken at most 2^20, which gives the
                     # same choice (from 128 x 127 key tiles on every count up to 128 is
                     # eligible, and the limit is the 128 splits)
-                    pair = mblocks[scan] * (1 << 32) + np.minimum(n_blocks[scan], 1 << 20)
+                    scan = np.broadcast_to(scan, shape)
+                    pair = (np.broadcast_to(mblocks, shape)[scan] * (1 << 32)
+                            + np.minimum(np.broadcast_to(n_blocks, shape)[scan], 1 << 20))
                     uniq, inverse = np.unique(pair, return_inverse=True)
                     best = _best_wave_split_arrays(uniq >> 32, slots, uniq & 0xFFFFFFFF,
                                                    MAX_SPLITS)
-                    splits = np.array(splits, dtype=np.int64)
+                    splits = np.array(np.broadcast_to(splits, shape), dtype=np.int64)
                     splits[scan] = best[inverse.ravel()]
-    splits = np.broadcast_to(np.asarray(splits, dtype=np.int64), B.shape)
+    splits = np.broadcast_to(np.asarray(splits, dtype=np.int64), shape)
     if rule == "fa3" and pack_gqa == "auto":
         pack = pack | ((splits > 1) & gqa)          # flash-attn 3 packs whenever it splits
-    return np.array(np.maximum(splits, 1)), np.where(pack, group, 1)
+    return (np.array(np.maximum(splits, 1)),
+            np.array(np.broadcast_to(np.where(pack, group, 1), shape)))
 
 
 def varlen_batch_dims(dims: Dims) -> Dims:
