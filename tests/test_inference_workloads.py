@@ -591,3 +591,30 @@ def test_more_varlen_work_is_never_faster(gpu, algorithm, fields, smaller, large
     small = perfsim.predict(AttentionWorkload(**fields, **smaller), gpu, algorithm, floors)
     large = perfsim.predict(AttentionWorkload(**fields, **larger), gpu, algorithm, floors)
     assert large.seconds >= small.seconds * 0.999
+
+
+@pytest.mark.parametrize("algorithm", ["standard", "eager", "sdpa-math"])
+@pytest.mark.parametrize("gpu", ["h100-sxm5", "b200"])
+def test_eager_kernels_of_a_varlen_batch_run_each_row_length_at_its_own_rate(gpu, algorithm):
+    """A reviewer's case: a one-token sequence added to four causal sequences of 2048 made
+    eager attention 7.5 % faster, because the merged launch took the one-token group's
+    softmax row length, and so its measured rate, for every row (the softmax ceilings and
+    the SGEMM K law depend on it). Groups whose eager kernels differ in row length (or GEMM
+    width) are separate launches now (base._merge_key), each at its own rate."""
+    def predict(seqlens):
+        return perfsim.predict(AttentionWorkload(heads=16, head_dim=128, causal=True,
+                                                 seqlens_q=seqlens), gpu=gpu,
+                               algorithm=algorithm, timing={"host_floor_fwd_s": 0.0})
+
+    base = predict((2048,) * 4)
+    for extra in (1, 512, 4096):
+        more = predict((2048,) * 4 + (extra,))
+        assert more.seconds >= base.seconds
+        lengths = {k.cost.row_length for k in more.kernels
+                   if k.cost.eager_op in ("softmax", "softmax_masked")}
+        assert {2048, extra} <= lengths
+    # one row length: one launch per kernel, as before
+    assert predict((2048,) * 5).seconds == pytest.approx(
+        perfsim.predict(AttentionWorkload(batch=5, heads=16, seqlen_q=2048, head_dim=128,
+                                          causal=True), gpu=gpu, algorithm=algorithm,
+                        timing={"host_floor_fwd_s": 0.0}).seconds, rel=1e-9)

@@ -673,14 +673,14 @@ def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost],
     is rescaled with the rest: a small share, ASSUMED negligible)."""
     if len(lists) == 1:
         return lists[0]
-    by_name: dict[str, list[KernelCost]] = {}
+    by_name: dict[tuple, list[KernelCost]] = {}
     for ks in lists:
         for k in ks:
-            by_name.setdefault(k.name, []).append(k)
-    shapes = {k.name: k for k in whole or ()}
+            by_name.setdefault(_merge_key(k), []).append(k)
+    shapes = {_merge_key(k): k for k in whole or ()}
     out = []
-    for name, parts in by_name.items():
-        lead = shapes.get(name) or max(parts, key=lambda k: k.grid)
+    for key, parts in by_name.items():
+        lead = shapes.get(key) or max(parts, key=lambda k: k.grid)
         sums = {f: sum(getattr(k, f) for k in parts) for f in ADDITIVE}
         # each group's executed work carries its own small grid's causal tail
         # (KernelCost.padded by base.in_order_tail); the merged launch has one tail
@@ -697,6 +697,19 @@ def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost],
                            l2_request_seconds=sum(k.l2_request_seconds for k in parts),
                            **sums))
     return out
+
+
+def _merge_key(k: KernelCost) -> tuple:
+    """What one merged launch of :func:`merge_kernels` shares: the kernel's name and, for an
+    eager PyTorch kernel, the row length and GEMM width its measured rate depends on (the
+    softmax ceilings by row length, cuBLAS's SGEMM K law and tile by N: ``KernelCost``'s
+    ``row_length``, ``gemm_n``). Groups whose eager kernels differ there stay separate
+    launches, each at its own rate — eager PyTorch has no variable-length kernel, so a
+    variable-length batch runs its groups' sequences apart — rather than every group at
+    one group's rate."""
+    if k.eager_op is None:
+        return (k.name,)
+    return (k.name, k.row_length, k.gemm_n)
 
 
 def _merged_tail(parts: list[KernelCost], sm_count: int):
