@@ -10,10 +10,12 @@ How: the calls are grouped by **structure** — the GPU spec, the algorithm conf
 after its split-KV / GQA-packing choice, the ``TimingParams`` (these three by identity: the
 objects ``load_gpu``, ``resolve`` and ``timing_for`` keep, and ``predict`` keeps one per
 ``timing={...}`` dict), and the dims other than ``B, H, H_kv, N_q, N_k``. Once a call
-pattern (the same, before the choice) has been met :data:`HOT_CALLS` times, each structure
-it meets is traced and compiled by :mod:`perfsim.compiled` — the sweep's own mechanism: the
-model's array code (``perfsim.predict.evaluate`` on one-row arrays) recorded once, the
-decisions it made on the row's values kept as **guards**, turned into LLVM IR and compiled.
+pattern (the same, before the choice) has been met :data:`HOT_CALLS` times and its
+interpreted calls have taken :data:`COMPILE_AFTER_S` (about what compiling it costs), each
+structure it meets is traced and compiled by :mod:`perfsim.compiled` — the sweep's own
+mechanism: the model's array code (``perfsim.predict.evaluate`` on one-row arrays) recorded
+once, the decisions it made on the row's values kept as **guards**, turned into LLVM IR and
+compiled.
 The trace, the IR and numba's scalar twins are built in the calling thread (15-800 ms, once
 per structure: Python work, which a background thread would get only in the gaps a busy
 caller leaves it); LLVM compiles in a background thread (0.3-2 s with the caller idle; up to
@@ -86,6 +88,15 @@ from perfsim.prediction import Counts, convention_flops, credited_flops
 #: Calls of one call pattern before ``auto`` compiles its structures (and guard misses of a
 #: structure's programs before one more is traced).
 HOT_CALLS = 16
+#: ... and the interpreted seconds the pattern must have spent by then: ``auto`` compiles
+#: once the calls have cost about what compiling saves them from (the rent-or-buy rule: a
+#: loop never pays much more than twice the better of the two). Building one structure's
+#: program costs about 0.3 s in the calling thread and as much again in LLVM's thread on the
+#: 2-core development machine (plus ~0.6 s once per process to load numba and LLVM), against
+#: 0.2-0.5 ms per interpreted call: a pattern compiles after about 1 000-2 500 calls, and a
+#: loop of a few hundred calls per pattern stays interpreted (a reviewer's 144 patterns x 40
+#: calls took 31 s with compiles after 16 calls, 2.8 s interpreted).
+COMPILE_AFTER_S = 0.5
 #: Programs one structure may hold (each traced on a row the others' guards refused).
 MAX_PROGRAMS = 4
 #: Programs ``auto`` builds in one process: each compiled kernel holds its LLVM module, 4-8 MB
@@ -235,10 +246,10 @@ class Handle:
                 return runner, out
         return None, None
 
-    def after(self, prediction, runner, out) -> None:
-        """Bookkeeping once the call was evaluated interpreted: check a program's first
-        result against it, or build a program (the structure's first, or one more after
-        :data:`HOT_CALLS` guard misses)."""
+    def after(self, prediction, runner, out, seconds: float = 0.0) -> None:
+        """Bookkeeping once the call was evaluated interpreted (in ``seconds``): check a
+        program's first result against it, or build a program (the structure's first, or one
+        more after :data:`HOT_CALLS` guard misses)."""
         entry = self.entry
         if runner is not None:
             _check(entry, runner, out, prediction)
@@ -264,10 +275,13 @@ class Handle:
 def prepare(workload, dims, spec, algo, params, evaluate):
     """The :class:`Handle` of a call (``dims``: ``Dims.of(workload)``; ``evaluate``:
     ``perfsim.predict.evaluate``), or None where no program serves it (yet): the engine is
-    ``python``, llvmlite/numba are missing, a variable-length batch, a call pattern met
-    fewer than :data:`HOT_CALLS` times (``auto``), a choice with a further key
+    ``python``, llvmlite/numba are missing, a variable-length batch, a choice with a further
+    key
     (:func:`_fixed_choice`), a structure found untraceable before, or a configuration that
-    refuses the workload (the interpreted path says why).
+    refuses the workload (the interpreted path says why). A call pattern not hot yet
+    (``auto``: met fewer than :data:`HOT_CALLS` times, or its interpreted calls have taken
+    less than :data:`COMPILE_AFTER_S`) gets a handle with no program, whose ``after`` counts
+    the call's interpreted seconds.
 
     The calls are counted by their GPU, configuration and timing objects and dims other than
     B, H, H_kv, N_q, N_k — before the split/packing choice, which is made only for a hot
@@ -291,13 +305,14 @@ def prepare(workload, dims, spec, algo, params, evaluate):
         # counted with the objects the ids name: an object built anew for every call may
         # take the address (and id) its freed predecessor had, and must count from 1
         seen = _CALLS.get(pattern)
-        calls = (seen[0] + 1 if seen is not None and seen[1] is algo and seen[2] is spec
-                 and seen[3] is params else 1)
-        if calls < HOT_CALLS:
+        same = (seen is not None and seen[2] is algo and seen[3] is spec
+                and seen[4] is params)
+        calls, spent = (seen[0] + 1, seen[1]) if same else (1, 0.0)
+        if calls < HOT_CALLS or spent < COMPILE_AFTER_S:
             if len(_CALLS) >= MAX_STRUCTURES:
                 _CALLS.clear()
-            _CALLS[pattern] = (calls, algo, spec, params)
-            return None
+            record = _CALLS[pattern] = [calls, spent, algo, spec, params]
+            return _Cold(record)
     try:
         run = _fixed_choice(algo, dims, spec)
     except Exception:       # noqa: BLE001 - the interpreted path refuses the call, and says why
@@ -317,8 +332,26 @@ def prepare(workload, dims, spec, algo, params, evaluate):
     return Handle(entry, values, build)
 
 
-#: Calls per call pattern (``prepare``) until it is hot.
+#: Per call pattern (``prepare``) until it is hot: ``[calls, interpreted seconds, algo, spec,
+#: params]``.
 _CALLS: dict = {}
+
+
+class _Cold:
+    """A call of a pattern not hot yet: no program (:meth:`fields`); :meth:`after` adds the
+    call's interpreted seconds to the pattern's count."""
+
+    __slots__ = ("record",)
+    entry = None
+
+    def __init__(self, record: list):
+        self.record = record
+
+    def fields(self):
+        return None, None
+
+    def after(self, prediction, runner, out, seconds: float = 0.0) -> None:
+        self.record[1] += seconds
 
 
 def _make_room(table: dict) -> None:

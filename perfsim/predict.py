@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from pathlib import Path
 
 import numpy as np
@@ -76,11 +77,12 @@ def predict(workload: AttentionWorkload, gpu: str | Path | GPUSpec = "h100-sxm5"
             fastpath.STATS["hits"] += 1
             return _compiled_prediction(workload, dims, spec, algo, params,
                                         fastpath.totals(runner, out))
-        if hot.entry.runners and runner is None:
+        if hot.entry is not None and hot.entry.runners and runner is None:
             fastpath.STATS["misses"] += 1
+    start = time.perf_counter()
     prediction = _interpreted(workload, dims, spec, algo, params)
     if hot is not None:
-        hot.after(prediction, runner, out)
+        hot.after(prediction, runner, out, time.perf_counter() - start)
     return prediction
 
 
