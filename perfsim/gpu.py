@@ -635,6 +635,17 @@ class GPUSpec(BaseModel):
         return self.peak_tensor_flops_per_s(dtype) / self.hbm_bandwidth_bytes_per_s
 
     # ----------------------------------------------------------------- what-if
+    def __setattr__(self, name, value):
+        """Refused: a spec is immutable (catalog specs are shared by every call).
+
+        Raises:
+            perfsim.PerfsimError: always; the message names :meth:`replace`."""
+        raise PerfsimError(f"GPUSpec is immutable: {name} cannot be set; "
+                           f"gpu.replace({name}=...) gives a changed copy")
+
+    def __delattr__(self, name):
+        raise PerfsimError(f"GPUSpec is immutable: {name} cannot be deleted")
+
     def replace(self, **fields) -> GPUSpec:
         """A copy with ``fields`` changed, validated again (what-if GPUs).
 

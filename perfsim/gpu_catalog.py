@@ -48,7 +48,8 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
 
     Raises:
         perfsim.PerfsimError: unknown id (the message lists the valid ids), unreadable file,
-            or a file that fails validation.
+            a file that fails validation, or anything but a string, a path or a GPUSpec (a
+            list: one GPU per call).
     """
     if isinstance(gpu, GPUSpec):
         return gpu
@@ -61,6 +62,12 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
     if gpu is None:
         raise PerfsimError(f"no GPU given (gpu=None): name one of {', '.join(gpus())}, "
                            "'auto' (this machine's GPU) or a path to a .toml profile")
+    if not isinstance(gpu, (str, Path)):
+        several = (" (one GPU per call; perfsim.sweep(gpus=[...]) takes several)"
+                   if isinstance(gpu, (list, tuple, set)) else "")
+        raise PerfsimError(f"gpu must be one catalog id, 'auto', a path to a .toml profile or "
+                           f"a GPUSpec, got {type(gpu).__name__} {gpu!r}{several}; valid ids: "
+                           f"{', '.join(gpus())}")
     text = str(gpu)
     if not text.strip():
         raise PerfsimError(f"no GPU given (an empty name); valid ids: {', '.join(gpus())} "

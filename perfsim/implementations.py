@@ -1272,9 +1272,18 @@ def resolve(algorithm: str | Algorithm) -> Algorithm:
 
     Raises:
         perfsim.PerfsimError: unknown name (the message lists the algorithms and presets), a
-            malformed label, or an option the algorithm refuses.
+            malformed label, an option the algorithm refuses, or anything but a string or a
+            configuration (a list: one algorithm per call).
     """
-    if isinstance(algorithm, Algorithm) or str(algorithm).lower() in algos.REGISTRY:
+    if not isinstance(algorithm, (str, Algorithm)):
+        several = (" (one per call; perfsim.sweep(algorithms=[...]) takes several)"
+                   if isinstance(algorithm, (list, tuple, set)) else "")
+        raise PerfsimError(f"algorithm must be a name, a label such as 'fa2(block_m=64)' or a "
+                           f"configuration such as perfsim.algorithms.FA2(), got "
+                           f"{type(algorithm).__name__} {algorithm!r}{several}; known: "
+                           f"{', '.join(algos.names())}; implementations: "
+                           f"{', '.join(implementations())}")
+    if isinstance(algorithm, Algorithm) or algorithm.lower() in algos.REGISTRY:
         return algos.resolve(algorithm)
     preset = resolve_implementation(str(algorithm))
     if preset is not None:

@@ -310,6 +310,17 @@ class AttentionWorkload(BaseModel):
         """Query heads per key/value head (``H / H_kv``)."""
         return self.heads // self.kv_heads
 
+    def __setattr__(self, name, value):
+        """Refused: a workload is immutable (shared by predictions and caches).
+
+        Raises:
+            perfsim.PerfsimError: always; the message names :meth:`replace`."""
+        raise PerfsimError(f"AttentionWorkload is immutable: {name} cannot be set; "
+                           f"w.replace({name}=...) gives a changed copy")
+
+    def __delattr__(self, name):
+        raise PerfsimError(f"AttentionWorkload is immutable: {name} cannot be deleted")
+
     def replace(self, **fields) -> AttentionWorkload:
         """A copy with ``fields`` changed (validated again).
 
@@ -319,7 +330,9 @@ class AttentionWorkload(BaseModel):
         ``None``); one that was given keeps its value:
         ``AttentionWorkload(..., seqlen_q=4096).replace(seqlen_q=1)`` has ``seqlen_k = 1``,
         ``AttentionWorkload(..., seqlen_q=4096, seqlen_k=4096).replace(seqlen_q=1)`` keeps
-        ``seqlen_k = 4096`` (a decode step against the same cache).
+        ``seqlen_k = 4096`` (a decode step against the same cache). Per-sequence lengths
+        given to a fixed-length workload (``replace(seqlens_q=(1024, 77))``) set ``batch``
+        and the longest length of their side, unless those are given too.
 
         Raises:
             perfsim.PerfsimError: a field fails validation, or ``seqlens_q=None`` on a batch
@@ -336,6 +349,15 @@ class AttentionWorkload(BaseModel):
                 del data[name]
         if self.varlen and not ({"seqlens_q", "seqlens_k", "batch"} & set(fields)):
             pass                      # a varlen batch keeps its lengths
+        elif not self.varlen:
+            # per-sequence lengths given to a fixed-length workload: the batch and the longest
+            # lengths follow them (unless given); the other side's length, if it has no list,
+            # stays every sequence's
+            for name, lengths in (("seqlen_q", "seqlens_q"), ("seqlen_k", "seqlens_k")):
+                if fields.get(lengths) is not None:
+                    for follower in ("batch", name):
+                        if follower not in fields:
+                            data[follower] = None
         elif self.varlen:
             for name in ("batch", "seqlen_q", "seqlen_k"):
                 if name not in fields:

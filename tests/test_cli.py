@@ -188,6 +188,14 @@ def test_a_lock_above_the_maximum_clock_says_so(capsys):
     assert "clock of 1410 MHz (clock locked at 3000 MHz, above the 1410 MHz maximum" in out
 
 
+@pytest.mark.parametrize("given", ["1.83e9", "1830000000"])
+def test_a_clock_given_in_hz_gets_the_mhz_it_meant(capsys, given):
+    """A reviewer's ``--clock 1.83e9`` got the generic error; the Python API's clock in MHz
+    already got the reverse hint."""
+    assert main(["predict", *SMALL, "--gpu", "h100-sxm5", "-a", "fa2", "--clock", given]) == 2
+    assert f"(in Hz? {given} Hz is --clock 1830)" in capsys.readouterr().err
+
+
 def test_each_command_names_the_module_that_registers_it():
     """``perfsim.cli.COMMAND_OF`` (one command loads one module) matches what the modules
     register, and covers every command."""

@@ -618,3 +618,20 @@ def test_eager_kernels_of_a_varlen_batch_run_each_row_length_at_its_own_rate(gpu
         perfsim.predict(AttentionWorkload(batch=5, heads=16, seqlen_q=2048, head_dim=128,
                                           causal=True), gpu=gpu, algorithm=algorithm,
                         timing={"host_floor_fwd_s": 0.0}).seconds, rel=1e-9)
+
+
+def test_replace_that_gives_per_sequence_lengths_lets_batch_and_the_longest_follow():
+    """A reviewer's ``w.replace(seqlens_q=(1, 2))`` on a workload built with ``seqlen_q=128``
+    was refused (seqlen_q must equal the longest sequence "or be left out", which replace
+    cannot do). The batch and the longest length now follow the lengths given; a key length
+    given apart (a decode cache) stays every sequence's."""
+    w = AttentionWorkload(batch=2, heads=8, seqlen_q=128, head_dim=64)
+    v = w.replace(seqlens_q=(1, 2, 5))
+    assert (v.batch, v.seqlen_q, v.seqlen_k, v.seqlens_k) == (3, 5, 5, (1, 2, 5))
+    v = w.replace(seqlens_k=(100, 300))
+    assert (v.batch, v.seqlen_q, v.seqlen_k, v.seqlens_q) == (2, 128, 300, (128, 128))
+    decode = AttentionWorkload(batch=2, heads=8, seqlen_q=1, seqlen_k=4096, head_dim=64)
+    v = decode.replace(seqlens_q=(1, 2, 3))
+    assert (v.batch, v.seqlen_k, v.seqlens_k) == (3, 4096, (4096,) * 3)
+    with pytest.raises(perfsim.PerfsimError, match="longest sequence"):
+        w.replace(seqlens_q=(1, 2), seqlen_q=128)      # given: it must agree
