@@ -30,3 +30,18 @@ def short_repr(value) -> str:
         return f"{sign} integer of about {digits} digits"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+class Immutable:
+    """Mixin of perfsim's frozen pydantic models (``AttentionWorkload``, ``GPUSpec``): setting
+    or deleting a field raises :class:`PerfsimError` naming ``replace`` (pydantic's own error
+    is a raw ``ValidationError``). ``REPLACE_AS``: the variable name the message uses."""
+
+    REPLACE_AS = "obj"
+
+    def __setattr__(self, name, value):
+        raise PerfsimError(f"{type(self).__name__} is immutable: {name} cannot be set; "
+                           f"{self.REPLACE_AS}.replace({name}=...) gives a changed copy")
+
+    def __delattr__(self, name):
+        raise PerfsimError(f"{type(self).__name__} is immutable: {name} cannot be deleted")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from perfsim.errors import InfeasibleError, PerfsimError, short_repr
+from perfsim.errors import Immutable, InfeasibleError, PerfsimError, short_repr
 
 Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8_e4m3"]
 DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
@@ -319,7 +319,7 @@ class CalibratedTiming(BaseModel):
             raise PerfsimError(f"[calibration]: {msg}") from None
 
 
-class GPUSpec(BaseModel):
+class GPUSpec(Immutable, BaseModel):
     """One GPU. Frozen; use :meth:`replace` for a what-if variant (validated again).
 
     Units are in the field names: ``_hz``, ``_bytes``, ``_per_clk_per_sm``, ``_per_s``.
@@ -337,6 +337,7 @@ class GPUSpec(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    REPLACE_AS: ClassVar[str] = "gpu"      # (Immutable's message)
 
     id: str = Field(description="catalog id, e.g. 'h100-sxm5'")
     name: str = Field(description="marketing name")
@@ -635,17 +636,6 @@ class GPUSpec(BaseModel):
         return self.peak_tensor_flops_per_s(dtype) / self.hbm_bandwidth_bytes_per_s
 
     # ----------------------------------------------------------------- what-if
-    def __setattr__(self, name, value):
-        """Refused: a spec is immutable (catalog specs are shared by every call).
-
-        Raises:
-            perfsim.PerfsimError: always; the message names :meth:`replace`."""
-        raise PerfsimError(f"GPUSpec is immutable: {name} cannot be set; "
-                           f"gpu.replace({name}=...) gives a changed copy")
-
-    def __delattr__(self, name):
-        raise PerfsimError(f"GPUSpec is immutable: {name} cannot be deleted")
-
     def replace(self, **fields) -> GPUSpec:
         """A copy with ``fields`` changed, validated again (what-if GPUs).
 

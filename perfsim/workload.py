@@ -24,7 +24,7 @@ the notation table above serves the whole package.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 from pydantic import (
@@ -36,7 +36,7 @@ from pydantic import (
     model_validator,
 )
 
-from perfsim.errors import PerfsimError
+from perfsim.errors import Immutable, PerfsimError
 from perfsim.errors import short_repr as _short
 from perfsim.gpu import BYTES_PER_ELEMENT, Dtype
 
@@ -138,7 +138,7 @@ _FOLLOWS = {"kv_heads": "heads", "seqlen_k": "seqlen_q", "head_dim_v": "head_dim
             "kv_dtype": "dtype"}
 
 
-class AttentionWorkload(BaseModel):
+class AttentionWorkload(Immutable, BaseModel):
     """One multi-head attention call ``O = softmax(Q Kᵀ / sqrt(d) [+ mask]) V``.
 
     Shapes: Q ``[B, H, N_q, d]``, K ``[B, H_kv, N_k, d]``, V ``[B, H_kv, N_k, d_v]``,
@@ -192,6 +192,7 @@ class AttentionWorkload(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    REPLACE_AS: ClassVar[str] = "w"      # (Immutable's message)
 
     batch: Size | None = None
     heads: Size
@@ -309,17 +310,6 @@ class AttentionWorkload(BaseModel):
     def group_size(self) -> int:
         """Query heads per key/value head (``H / H_kv``)."""
         return self.heads // self.kv_heads
-
-    def __setattr__(self, name, value):
-        """Refused: a workload is immutable (shared by predictions and caches).
-
-        Raises:
-            perfsim.PerfsimError: always; the message names :meth:`replace`."""
-        raise PerfsimError(f"AttentionWorkload is immutable: {name} cannot be set; "
-                           f"w.replace({name}=...) gives a changed copy")
-
-    def __delattr__(self, name):
-        raise PerfsimError(f"AttentionWorkload is immutable: {name} cannot be deleted")
 
     def replace(self, **fields) -> AttentionWorkload:
         """A copy with ``fields`` changed (validated again).
