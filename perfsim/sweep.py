@@ -970,7 +970,7 @@ _DESTINATION: contextvars.ContextVar = contextvars.ContextVar("perfsim_sweep_des
 #: ``engine="auto"`` leaves sweeps under this many rows to numpy. A process's first compiled
 #: structure costs about 1.5 s (numba's start-up for the primitives, ~0.6 s, then LLVM's
 #: vectorised loop, ~0.9 s), each new structure ~1 s and each traced group ~0.03 s plus its
-#: check, against ~0.45 s saved per 10⁶ rows (0.66-0.72 s on numpy, 0.19-0.29 s compiled;
+#: check, against ~0.4 s saved per 10⁶ rows (0.55-0.62 s on numpy, 0.14-0.19 s compiled;
 #: docs/performance.md): with the two structures of a typical group, below about 6 × 10⁶ rows
 #: compiling does not pay.
 AUTO_MIN_ROWS = 1 << 23
