@@ -5,6 +5,8 @@ usable half of the H200's 60 MiB L2) in contiguous 16 KiB chunks, ``ITERS`` chun
 starting at its own offset so that the CTAs of a wave touch different chunks:
 
 - ``read``: loads the chunks and keeps a running sum (one store per program at the end);
+- ``rmw``: loads each chunk, adds 1 and stores it back (read-modify-write: data a kernel
+  also writes, as FA1's O, ℓ, m round trips; its bytes are the loads and the stores);
 - ``reduce``: adds a register tile into the chunks with ``tl.atomic_add(..., sem="relaxed")``
   (the per-element fp32 reductions flash-attn 2 sends to its dQ accumulator);
 - ``bulk_reduce``: adds each chunk as one TMA bulk reduction through a tensor descriptor
@@ -38,7 +40,8 @@ def _kernels():
     import triton.language as tl
 
     @triton.jit
-    def walk(BUF, OUT, n_chunks, grid, iters, BLOCK: tl.constexpr, REDUCE: tl.constexpr):
+    def walk(BUF, OUT, n_chunks, grid, iters, BLOCK: tl.constexpr, REDUCE: tl.constexpr,
+             RMW: tl.constexpr = False):
         pid = tl.program_id(0)
         offs = tl.arange(0, BLOCK)
         acc = tl.zeros([BLOCK], dtype=tl.float32)
@@ -47,6 +50,8 @@ def _kernels():
             ptr = BUF + chunk.to(tl.int64) * BLOCK + offs
             if REDUCE:
                 tl.atomic_add(ptr, acc + 1.0, sem="relaxed")
+            elif RMW:
+                tl.store(ptr, tl.load(ptr) + 1.0)
             else:
                 acc += tl.load(ptr)
         tl.store(OUT + pid, tl.sum(acc, axis=0))
@@ -94,7 +99,8 @@ def run(out_path: str, sizes=SIZES_MB, modes=("read", "reduce", "bulk_reduce"),
                         return walk_bulk[(grid,)](buf, out, n_chunks, grid, ITERS,
                                                   BLOCK=BLOCK, num_warps=4)
                     return walk[(grid,)](buf, out, n_chunks, grid, ITERS, BLOCK=BLOCK,
-                                         REDUCE=(mode == "reduce"), num_warps=8)
+                                         REDUCE=(mode == "reduce"), RMW=(mode == "rmw"),
+                                         num_warps=8)
                 try:
                     compiled = call()
                 except Exception as exc:          # e.g. no TMA reductions in this Triton
@@ -107,7 +113,7 @@ def run(out_path: str, sizes=SIZES_MB, modes=("read", "reduce", "bulk_reduce"),
                 ms = triton.testing.do_bench(call, warmup=50, rep=200, return_mode="median")
                 summary = summarize(sampler.stop())
                 seconds = ms / 1e3
-                nbytes = grid * ITERS * BLOCK * 4
+                nbytes = grid * ITERS * BLOCK * 4 * (2 if mode == "rmw" else 1)
                 ptx = compiled.asm.get("ptx", "")
                 clock = summary.get("sm_clock_mean_hz")
                 rows.append({
@@ -117,7 +123,8 @@ def run(out_path: str, sizes=SIZES_MB, modes=("read", "reduce", "bulk_reduce"),
                     "nvml": summary,
                     "bytes_per_sm_clock": nbytes / seconds / clock if clock else None,
                     "ptx_memory_ops": sorted(set(re.findall(
-                        r"\b(red\.[\w.]+|atom\.[\w.]+|ld\.global[\w.]*|cp\.reduce[\w.:]*)",
+                        r"\b(red\.[\w.]+|atom\.[\w.]+|ld\.global[\w.]*|st\.global[\w.]*"
+                        r"|cp\.reduce[\w.:]*)",
                         ptx)))[:6]})
                 print(json.dumps({k: v for k, v in rows[-1].items() if k != "nvml"}),
                       flush=True)
@@ -153,7 +160,7 @@ def once() -> None:
 
 
 def main(argv=None) -> int:
-    """``OUT.json [--sizes MB,MB,...] [--modes read,reduce,bulk_reduce] [--programs 4,8]``,
+    """``OUT.json [--sizes MB,MB,...] [--modes read,rmw,reduce,bulk_reduce] [--programs 4,8]``,
     or ``--once`` (the Nsight Compute target). Sizes past the L2 (60 MiB on the H200) walk
     the buffer cyclically: how much of a working set larger than L2 still hits there."""
     import argparse
