@@ -764,6 +764,13 @@ class Prediction:
                 lines.append(f"{k.cost.name} runs with " + " and ".join(what) + ".")
                 if splits > 1:
                     lines.extend(self._one_split_line(splits))
+            q_splits = k.cost.launch.get("q_splits", 1)
+            if np.ndim(q_splits) == 0 and q_splits > 1:
+                lines.append(f"{k.cost.name} runs {int(q_splits)} CTAs per (batch, head), each "
+                             f"over every {int(q_splits)}th query tile and all of K and V "
+                             "(flash-attn 1's split of the query tiles when batch x heads "
+                             "leaves SMs idle: the fewest splits within 95 % of the best wave "
+                             "efficiency; FA1(q_splits=...) fixes it).")
             if "kernel_head_dims" in k.cost.launch:
                 kd, kd_v = k.cost.launch["kernel_head_dims"]
                 wide = f"{kd}" if kd == kd_v else f"{kd} / {kd_v}"

@@ -246,3 +246,16 @@ def test_explain_says_why_a_windowed_gqa_decode_runs_unpacked_under_flash_attn_2
                                                    algorithm="fa3").explain()
     assert "No GQA packing" not in perfsim.predict(w.replace(window=(None, None)),
                                                    gpu="h100-sxm5", algorithm="fa2").explain()
+
+
+@pytest.mark.parametrize("phase", ["fwd", "bwd"])
+def test_explain_gives_fa1s_query_splits(phase):
+    """A reviewer found FA1's time jump between head dims with a split count that explain()
+    never named: it now says how many CTAs per (batch, head) flash-attn 1's heuristic chose."""
+    w = perfsim.AttentionWorkload(batch=1, heads=16, seqlen_q=8192, head_dim=96, phase=phase)
+    p = perfsim.predict(w, gpu="l40s", algorithm="fa1")
+    splits = {k.cost.launch["q_splits"] for k in p.kernels if "q_splits" in k.cost.launch}
+    assert splits and max(splits) > 1
+    assert f"runs {max(splits)} CTAs per (batch, head)" in p.explain()
+    one = perfsim.predict(w, gpu="l40s", algorithm=perfsim.algorithms.FA1(q_splits=1))
+    assert "CTAs per (batch, head)" not in one.explain()

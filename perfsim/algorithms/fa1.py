@@ -349,7 +349,7 @@ class FA1(Algorithm):
             registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
             **self._overlap(gpu, ctas),
-            launch={"block_r": b_r, "block_c": b_c, "tiles": bh * v.tiles},
+            launch={"block_r": b_r, "block_c": b_c, "tiles": bh * v.tiles, "q_splits": splits},
         )
 
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
