@@ -40,6 +40,11 @@ class Immutable:
     REPLACE_AS = "obj"
 
     def __setattr__(self, name, value):
+        fields = getattr(type(self), "model_fields", None)
+        if fields is not None and name not in fields:
+            raise PerfsimError(f"{type(self).__name__} has no field {name!r} (and its fields "
+                               f"cannot be set: {self.REPLACE_AS}.replace(...) gives a changed "
+                               f"copy); fields: {', '.join(fields)}")
         raise PerfsimError(f"{type(self).__name__} is immutable: {name} cannot be set; "
                            f"{self.REPLACE_AS}.replace({name}=...) gives a changed copy")
 

@@ -766,11 +766,14 @@ class Prediction:
                     lines.extend(self._one_split_line(splits))
             q_splits = k.cost.launch.get("q_splits", 1)
             if np.ndim(q_splits) == 0 and q_splits > 1:
+                why = ("as given (FA1(q_splits=...))"
+                       if getattr(self.algorithm, "q_splits", None) is not None else
+                       "flash-attn 1's split of the query tiles when batch x heads leaves SMs "
+                       "idle: the fewest splits within 95 % of the best wave efficiency; "
+                       "FA1(q_splits=...) fixes it")
                 lines.append(f"{k.cost.name} runs {int(q_splits)} CTAs per (batch, head), each "
-                             f"over every {int(q_splits)}th query tile and all of K and V "
-                             "(flash-attn 1's split of the query tiles when batch x heads "
-                             "leaves SMs idle: the fewest splits within 95 % of the best wave "
-                             "efficiency; FA1(q_splits=...) fixes it).")
+                             f"over one in {int(q_splits)} of the query tiles and all of K and "
+                             f"V ({why}).")
             if "kernel_head_dims" in k.cost.launch:
                 kd, kd_v = k.cost.launch["kernel_head_dims"]
                 wide = f"{kd}" if kd == kd_v else f"{kd} / {kd_v}"

@@ -242,20 +242,18 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
     """
     _check_timing(timing)
     check_engine(engine)
+    tables: list = []
     grid, groups, evaluated = _evaluated_blocks(
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
         phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides,
-        timing, max_memory_bytes, check_memory=True, engine=engine)
+        timing, max_memory_bytes, check_memory=True, engine=engine, tables=tables)
     out = _Table(grid, len(groups))
     out.groups.extend(groups)
-    token = _TABLE.set(out)         # (the generator's steps run in this context)
-    try:
-        for _group, block, results, reasons in evaluated:
-            out.add(block, results, reasons)
-            if progress:
-                progress(out.rows, len(out))
-    finally:
-        _TABLE.reset(token)
+    tables.append(out)              # the blocks' compiled kernels write into it
+    for _group, block, results, reasons in evaluated:
+        out.add(block, results, reasons)
+        if progress:
+            progress(out.rows, len(out))
     return out.frame()
 
 
@@ -347,10 +345,12 @@ def _frames(grid, groups, evaluated, progress):
 def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v,
                       causal, dtype, phase, dropout_p, window, kv_dtype, page_size, softcap,
                       gpus, algorithms, overrides, timing, max_memory_bytes, check_memory,
-                      engine="auto"):
+                      engine="auto", tables=None):
     """``(grid, group dicts, iterator of (group, block, results, reasons))``: every value
     checked (and the result's memory where ``check_memory``) before the iterator is made;
-    the iterator evaluates one block of one group per step, in row order."""
+    the iterator evaluates one block of one group per step, in row order. ``tables``: a list
+    the caller puts its :class:`_Table` in before the first step (a :func:`sweep`), whose
+    rows the compiled kernels then write; empty or None, they write their own arrays."""
     scalars, specs, configs, variants, grid_rows = _plan(
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
         phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides)
@@ -382,7 +382,9 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
                 # vectorised path refuses packing); elsewhere the refusal stands
                 run = (unpacked if unpacked is not None
                        and np.array_equal(block["heads"], block["kv_heads"]) else algo)
-                table = _TABLE.get()
+                # (the table of this sweep only: a stream run inside another sweep's
+                # progress callback has none, and never writes into that sweep's table)
+                table = tables[0] if tables else None
                 tokens = (_ENGINE.set(engine), _SWEEP_ROWS.set(grid.size * len(plan)),
                           _GROUP_ROWS.set(grid.size),
                           _DESTINATION.set(None if table is None else (table, block)))
@@ -961,10 +963,9 @@ _SWEEP_ROWS: contextvars.ContextVar[int] = contextvars.ContextVar("perfsim_sweep
                                                                   default=0)
 _GROUP_ROWS: contextvars.ContextVar[int] = contextvars.ContextVar("perfsim_group_rows",
                                                                   default=0)
-#: The :class:`_Table` a :func:`sweep` fills (None: a stream of frames), and the block being
-#: evaluated for it with its first row there: a compiled kernel that evaluates that very
-#: block writes its numeric columns into the table (:meth:`_Table.destination`).
-_TABLE: contextvars.ContextVar = contextvars.ContextVar("perfsim_sweep_table", default=None)
+#: ``(table, block)``: the :class:`_Table` a :func:`sweep` fills and the block being evaluated
+#: for it (None: a stream of frames): a compiled kernel that evaluates that very block writes
+#: its numeric columns into the table (:meth:`_Table.destination`).
 _DESTINATION: contextvars.ContextVar = contextvars.ContextVar("perfsim_sweep_destination",
                                                               default=None)
 #: ``engine="auto"`` leaves sweeps under this many rows to numpy. A process's first compiled
@@ -1201,11 +1202,14 @@ class _Table:
         codes = [categories.setdefault(str(v), len(categories)) for v in unique]
         return np.array(codes, dtype=np.int32)[inverse].reshape(values.shape)
 
-    def destination(self, shape) -> dict:
+    def destination(self, shape) -> dict | None:
         """The table's float and boolean result columns for the rows of the next block (of
         ``shape``, the rows :meth:`add` will store it in), as C-order arrays of that shape: a
-        compiled kernel writes its columns there, and :meth:`add` then finds them in place."""
+        compiled kernel writes its columns there, and :meth:`add` then finds them in place.
+        None where the table has fewer rows left (not this table's block)."""
         rows = slice(self.rows, self.rows + int(np.prod(shape)))
+        if rows.stop > len(self):
+            return None
         return {key: column[rows].reshape(shape) for key, column in self.columns.items()
                 if key != "bound"}
 

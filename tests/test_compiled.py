@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("llvmlite")
@@ -451,6 +452,33 @@ def test_a_compiled_sweep_writes_its_columns_into_the_result_in_place(monkeypatc
     found.clear()
     _frames_equal(rows, perfsim.sweep(**kwargs, engine="numpy"))
     assert not any(found)           # numpy's rows are copied as before
+
+
+def test_a_stream_inside_a_sweeps_callback_writes_its_own_arrays():
+    """A reviewer's case: a stream evaluated inside another sweep's progress callback took
+    that sweep's table as its destination, failed on its rows (a false "please report this"
+    warning) and dropped the structure's kernel for the rest of the process. Each sweep now
+    hands its own table to its own blocks only."""
+    kwargs = dict(batch=[1, 2, 3], heads=[8], seqlen_q=[512, 1024, 2048], head_dim=128,
+                  gpus="h100-sxm5", algorithms="fa2")
+    streamed = []
+
+    def progress(done, total):
+        streamed.append(pd.concat(list(perfsim.sweep_frames(engine="compiled", **kwargs)),
+                                  ignore_index=True))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        outer = perfsim.sweep(engine="compiled", progress=progress, **{**kwargs, "batch": [1]})
+        before = compiled.STATS["rows"]
+        again = perfsim.sweep(engine="compiled", **kwargs)
+    assert compiled.STATS["rows"] - before == len(again)        # still compiled
+    numpy_rows = perfsim.sweep(engine="numpy", **kwargs)
+    _frames_equal(again, numpy_rows)
+    for key in ("seconds", "clock_hz"):
+        assert np.allclose(streamed[0][key].to_numpy(), numpy_rows[key].to_numpy(),
+                           rtol=1e-12, atol=0)
+    _frames_equal(outer, perfsim.sweep(engine="numpy", **{**kwargs, "batch": [1]}))
 
 
 def test_a_disagreeing_kernel_is_dropped_with_a_warning(monkeypatch):

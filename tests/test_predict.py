@@ -259,3 +259,6 @@ def test_explain_gives_fa1s_query_splits(phase):
     assert f"runs {max(splits)} CTAs per (batch, head)" in p.explain()
     one = perfsim.predict(w, gpu="l40s", algorithm=perfsim.algorithms.FA1(q_splits=1))
     assert "CTAs per (batch, head)" not in one.explain()
+    two = perfsim.predict(w, gpu="l40s", algorithm=perfsim.algorithms.FA1(q_splits=2))
+    assert "runs 2 CTAs per (batch, head), each over one in 2 of the query tiles" in \
+        two.explain() and "as given (FA1(q_splits=...))" in two.explain()

@@ -45,6 +45,8 @@ def test_workload_is_frozen():
     gpu = perfsim.load_gpu("h100-sxm5")
     with pytest.raises(PerfsimError, match=r"immutable.*gpu\.replace\(sm_count=\.\.\.\)"):
         gpu.sm_count = 3
+    with pytest.raises(PerfsimError, match="has no field 'batchsize'.*fields: batch, heads"):
+        w.batchsize = 3
     assert w.batch == 2 and gpu.sm_count == 132
 
 
