@@ -1285,10 +1285,10 @@ def resolve(algorithm: str | Algorithm) -> Algorithm:
                            f"{', '.join(implementations())}")
     if isinstance(algorithm, Algorithm) or algorithm.lower() in algos.REGISTRY:
         return algos.resolve(algorithm)
-    preset = resolve_implementation(str(algorithm))
+    preset = resolve_implementation(algorithm)
     if preset is not None:
         return preset
-    label = str(algorithm)
+    label = algorithm
     found = _LABELS.get(label)
     if found is None:
         found = configured(label)

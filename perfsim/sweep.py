@@ -1202,14 +1202,11 @@ class _Table:
         codes = [categories.setdefault(str(v), len(categories)) for v in unique]
         return np.array(codes, dtype=np.int32)[inverse].reshape(values.shape)
 
-    def destination(self, shape) -> dict | None:
+    def destination(self, shape) -> dict:
         """The table's float and boolean result columns for the rows of the next block (of
         ``shape``, the rows :meth:`add` will store it in), as C-order arrays of that shape: a
-        compiled kernel writes its columns there, and :meth:`add` then finds them in place.
-        None where the table has fewer rows left (not this table's block)."""
+        compiled kernel writes its columns there, and :meth:`add` then finds them in place."""
         rows = slice(self.rows, self.rows + int(np.prod(shape)))
-        if rows.stop > len(self):
-            return None
         return {key: column[rows].reshape(shape) for key, column in self.columns.items()
                 if key != "bound"}
 

@@ -348,7 +348,7 @@ class AttentionWorkload(Immutable, BaseModel):
                     for follower in ("batch", name):
                         if follower not in fields:
                             data[follower] = None
-        elif self.varlen:
+        else:
             for name in ("batch", "seqlen_q", "seqlen_k"):
                 if name not in fields:
                     data[name] = None

@@ -229,21 +229,22 @@ def _clock_arg(text: str):
     if text in ("sustained", "boost", "datasheet"):
         return text
     if not text.isascii() or not text.replace(".", "", 1).isdigit():
-        hint = ""
-        try:
-            value = float(text)
-        except ValueError:
-            value = None
-        if value is not None and 1e8 <= value <= 5e9:      # (a clock in Hz: 1.83e9)
-            hint = f" (in Hz? {text} Hz is --clock {value / 1e6:g})"
         raise PerfsimError(f"--clock must be sustained, boost, datasheet or a clock lock in MHz "
-                           f"(e.g. 1830), got {text!r}{hint}")
+                           f"(e.g. 1830), got {text!r}{_hz_hint(text)}")
     mhz = float(text)
     if not 100 <= mhz <= 5000:
-        hint = (f" (in Hz? {text} Hz is --clock {mhz / 1e6:g})" if 1e8 <= mhz <= 5e9
-                else "")
-        raise PerfsimError(f"--clock {text}: a clock lock must be 100 to 5000 MHz{hint}")
+        raise PerfsimError(f"--clock {text}: a clock lock must be 100 to 5000 MHz"
+                           f"{_hz_hint(text)}")
     return mhz * 1e6
+
+
+def _hz_hint(text: str) -> str:
+    """For ``--clock`` given as a clock in Hz (``1.83e9``), the MHz it meant; else ""."""
+    try:
+        value = float(text)
+    except ValueError:
+        return ""
+    return f" (in Hz? {text} Hz is --clock {value / 1e6:g})" if 1e8 <= value <= 5e9 else ""
 
 
 def timing_fields(args) -> dict:
