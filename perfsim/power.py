@@ -163,7 +163,9 @@ def sustained_clock(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock
     Args:
         gpu: a spec with a ``power`` table.
         costs: the call's kernels.
-        seconds_at: ``f -> total seconds`` of the call at SM clock ``f`` (scalar or array).
+        seconds_at: ``f -> total seconds`` of the call at SM clock ``f`` (scalar or array);
+            called as ``seconds_at(f, (f₀, f₀ / f))`` by the array search, the quotient
+            over the ceiling ``f₀`` already computed (``KernelClock.seconds``).
         max_clock_hz: the highest clock allowed (a clock lock); default ``gpu.max_clock_hz``.
 
     Returns:
@@ -174,61 +176,47 @@ def sustained_clock(gpu: GPUSpec, costs: list[KernelCost], seconds_at, max_clock
     power = gpu.power
     energy = call_energy_j(gpu, costs)
     hi = clock_ceiling(gpu, costs, max_clock_hz)
-    if isinstance(hi, np.ndarray):
-        # a ceiling per element, each one of the two (:func:`clock_ceiling`): its
-        # (f / f_ref)^γ from the tables below (the same doubles as ``**``, no ``pow`` per row)
+    seconds_hi = seconds_at(hi)
+    if isinstance(hi, np.ndarray) or not isinstance(seconds_hi, float):
+        # arrays (sweeps). Every element starts from one of two brackets (its ceiling is
+        # ``clock_hz`` or the top clock, :func:`clock_ceiling`), so the clocks the search
+        # can try at step k are among 2^k per bracket, and what a step needs of them — the
+        # clock, its (f / f_ref)^γ and the ceiling over it, the linear form's scale
+        # (``KernelClock.seconds``) — is tabulated once (:func:`_bisection_tables`: the same
+        # doubles numpy's elementwise ``**`` and ``/`` give) instead of computed per
+        # element and step. ``path`` numbers each element's bracket and decisions so far:
+        # at step k, ``bracket · 2^k + decisions``, the index into both brackets' tables
+        # end to end.
         low, top = _ceiling_pair(gpu, max_clock_hz)
-        p_hi = _power(power, energy, seconds_at(hi), np.where(
-            hi == low, _bisection_tables(power, low)["hi_scale"],
-            _bisection_tables(power, top)["hi_scale"]))
+        tables = _bracket_tables(power, low, top)
+        path = 0 if low == top else np.where(asarray(hi) == low, 0, 1)
+        hi_scale = take(tables["hi_scale"], path)
     else:
-        p_hi = power_w(gpu, energy, seconds_at(hi), hi)
-    capped = p_hi > power.tdp_w
+        hi_scale = (hi / power.reference_clock_hz) ** power.voltage_exponent
+    capped = _over_limit(power, energy, seconds_hi, hi_scale)
     if type(capped) in (bool, np.bool_):  # one call: no numpy reduction, no shapes
         if not capped:
-            return _out(hi, p_hi)
-        shape = np.shape(hi)
-        lo = min(power.min_clock_hz, hi) if type(hi) in _NUMBERS else np.minimum(
-            power.min_clock_hz, hi)
-    else:
-        if shortcut_none(capped):        # (the bisection would end at ``hi`` everywhere)
-            return _out(hi, p_hi)
-        shape = np.broadcast_shapes(np.shape(capped), np.shape(hi))
-        lo = np.minimum(power.min_clock_hz, hi)
-    if shape == ():
+            return _out(hi, power_w(gpu, energy, seconds_hi, hi))
         # one call: the same bisection on Python floats (the array path's per-step numpy
         # overhead is most of a single prediction's clock search)
-        lo_s, hi_s = float(lo), float(hi)
+        lo_s, hi_s = min(power.min_clock_hz, hi), float(hi)
         for _ in range(BISECTION_STEPS):
             mid = 0.5 * (lo_s + hi_s)
-            if power_w(gpu, energy, seconds_at(mid), mid) > power.tdp_w:
+            scale = (mid / power.reference_clock_hz) ** power.voltage_exponent
+            if _over_limit(power, energy, seconds_at(mid), scale):
                 hi_s = mid
             else:
                 lo_s = mid
         return _out(lo_s, power_w(gpu, energy, seconds_at(lo_s), lo_s))
-    # Arrays: the same bisection per element. Every element starts from one of two brackets
-    # (its ceiling is ``clock_hz`` or the top clock, :func:`clock_ceiling`), so the clocks
-    # it can try at step k are among 2^k per bracket, and their (f / f_ref)^γ are tabulated
-    # once (:func:`_bisection_tables`: the same doubles numpy's elementwise ``**`` gives)
-    # instead of one ``**`` per element and step. ``path`` numbers each element's
-    # decisions so far.
-    low, top = _ceiling_pair(gpu, max_clock_hz)
-    on_low = asarray(hi) == low
-    tables = {c: _bisection_tables(power, c) for c in {low, top}}
-
-    def pick(key, step, path):
-        a, b = tables[low][key][step], tables[top][key][step]
-        return np.where(on_low, take(a, path), take(b, path)) if a is not b else take(a, path)
-
-    path = 0
+    if shortcut_none(capped):            # (the bisection would end at ``hi`` everywhere)
+        return _out(hi, _power(power, energy, seconds_hi, hi_scale))
     for step in range(BISECTION_STEPS):
-        mid = pick("mid", step, path)
-        over = _power(power, energy, seconds_at(mid), pick("scale", step, path)) > power.tdp_w
+        mid = take(tables["mid"][step], path)
+        seconds = seconds_at(mid, (hi, take(tables["ratio"][step], path)))
+        over = _over_limit(power, energy, seconds, take(tables["scale"][step], path))
         path = 2 * path + np.where(over, 0, 1)
-    lo_f, lo_scale = pick("lo", 0, path), pick("lo_scale", 0, path)
-    hi_scale = np.where(on_low, tables[low]["hi_scale"], tables[top]["hi_scale"])
-    clock = np.where(capped, lo_f, hi)
-    scale = np.where(capped, lo_scale, hi_scale)
+    clock = np.where(capped, take(tables["lo"][0], path), hi)
+    scale = np.where(capped, take(tables["lo_scale"][0], path), hi_scale)
     return _out(clock, _power(power, energy, seconds_at(clock), scale))
 
 
@@ -257,19 +245,55 @@ def _bisection_tables(power, ceiling: float) -> dict:
     ref, exponent = power.reference_clock_hz, power.voltage_exponent
     lo = np.array([min(power.min_clock_hz, ceiling)], dtype=float)
     hi = np.array([ceiling], dtype=float)
-    mids, scales = [], []
+    mids, scales, ratios = [], [], []
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
         mids.append(mid)
         scales.append((mid / ref) ** exponent)
+        ratios.append(np.array([ceiling], dtype=float) / mid)
         # over the limit: [lo, mid] (entry 2p); under: [mid, hi] (entry 2p + 1)
         lo, hi = np.stack([lo, mid], axis=1).ravel(), np.stack([mid, hi], axis=1).ravel()
-    tables = {"mid": mids, "scale": scales, "lo": [lo], "lo_scale": [(lo / ref) ** exponent],
-              "hi_scale": ((np.array([ceiling], dtype=float) / ref) ** exponent)[0]}
+    tables = {"mid": mids, "scale": scales, "ratio": ratios, "lo": [lo],
+              "lo_scale": [(lo / ref) ** exponent],
+              "hi_scale": ((np.array([ceiling], dtype=float) / ref) ** exponent)}
     if len(_TABLES) > 256:
         _TABLES.clear()
     _TABLES[key] = (power, tables)
     return tables
+
+
+def _bracket_tables(power, low: float, top: float) -> dict:
+    """:func:`_bisection_tables` of the brackets under ceilings ``low`` and ``top``, each
+    table of the first followed by the second's (one table where ``low == top``): indexed
+    by :func:`sustained_clock`'s ``path``, one lookup per table and step."""
+    first = _bisection_tables(power, low)
+    if low == top:
+        return first
+    key = (id(power), low, top)
+    found = _TABLES.get(key)
+    if found is not None and found[0] is power:
+        return found[1]
+    second = _bisection_tables(power, top)
+    tables = {name: ([np.concatenate([a, b]) for a, b in zip(first[name], second[name])]
+                     if isinstance(first[name], list)
+                     else np.concatenate([first[name], second[name]]))
+              for name in first}
+    _TABLES[key] = (power, tables)
+    return tables
+
+
+def _over_limit(power, energy, seconds, scale):
+    """Whether a call of energy ``(E_SM, E_HBM)`` lasting ``seconds`` at a clock whose
+    ``(f / f_ref)^voltage_exponent`` is ``scale`` draws more than ``tdp_w``: :func:`power_w`
+    above the limit, asked as ``E_SM · scale + E_HBM > (tdp_w − static_w) · seconds`` (one
+    multiplication where the power takes a division: the clock search asks it 11 times per
+    call, or per row of a sweep). Numbers or arrays."""
+    e_sm, e_hbm = energy
+    if type(seconds) is float:
+        busy = seconds if seconds > 0 else 1.0
+    else:
+        busy = np.where(asarray(seconds) > 0, seconds, 1.0)
+    return e_sm * scale + e_hbm > (power.tdp_w - power.static_w) * busy
 
 
 def _power(power, energy, seconds, scale):

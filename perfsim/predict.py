@@ -187,10 +187,10 @@ def evaluate(algo: Algorithm, dims: Dims, spec: GPUSpec, params: TimingParams):
     # each kernel's clock-free timing once; the clock search evaluates the rest per clock
     clocked = [(phase, [KernelClock(k, spec, params) for k in ks]) for phase, ks in parts]
 
-    def seconds_at(clock):
+    def seconds_at(clock, ratio=None):
         total = 0.0
         for phase, kcs in clocked:
-            gpu_s = sum(kc.seconds(clock) for kc in kcs)
+            gpu_s = sum(kc.seconds(clock, ratio) for kc in kcs)
             total = total + maximum(gpu_s, floors[phase])
         return total
 

@@ -687,6 +687,8 @@ class KernelClock:
                 return kept[0]
         elif self._result is not None and clock_hz is self._clock:
             return self._result
+        if self._linear and clock_hz is not None:
+            return self._scaled_at(clock_hz)
         cost, gpu, wave_factor = self.cost, self.gpu, self.wave_factor
         unit_rate = _issue_scaled(_rates_at(self.factors, gpu.sm_clocks_per_s(clock_hz)), cost)
         scaled, demand = self.scaled, self.demand
@@ -732,8 +734,11 @@ class KernelClock:
             self._by_clock[clock_hz] = (result, totals)
         return result
 
-    def seconds(self, clock_hz=None):
-        """The kernel's seconds at SM clock ``clock_hz`` (:meth:`at`).
+    def seconds(self, clock_hz=None, ratio=None):
+        """The kernel's seconds at SM clock ``clock_hz`` (:meth:`at`). ``ratio``: optionally
+        ``(f₀, f₀ / clock_hz)`` with the quotient already computed (the clock search's
+        tables, ``perfsim.power.sustained_clock``), used where ``f₀`` is this kernel's
+        reference clock (the same object).
 
         At a clock other than the last one timed (a Python float, or a numpy array in
         sweeps) the answer comes from :meth:`_linear_form` where the kernel has one: every
@@ -763,8 +768,9 @@ class KernelClock:
             linear = self._linear = self._linear_form(self._clock)
         if not linear:
             return self.at(clock_hz)[1]
-        reference, parts, launch_s = linear
-        scale = reference / clock_hz
+        reference, parts, launch_s, _at_reference = linear
+        scale = (ratio[1] if ratio is not None and ratio[0] is reference
+                 else reference / clock_hz)
         a, b = parts[0]
         body = a * scale + b
         if type(body) is float:
@@ -806,7 +812,33 @@ class KernelClock:
             if not all(_is_real(e) for e in self.edge_shares):
                 return False
             parts = [(a, b + e) for (a, b), e in zip(parts, self.edge_shares)]
-        return clock_hz, parts, self.launch_s
+        return clock_hz, parts, self.launch_s, (unit_seconds, lead, self._totals)
+
+    def _scaled_at(self, clock_hz):
+        """:meth:`at` at another clock from the linear form (:meth:`seconds`): every SM-side
+        unit's seconds and the exp lead scaled by ``f₀/f``, HBM's kept, each group's time
+        ``A · f₀/f + B``. The clock search ends at a clock of this form, so the call's final
+        timing costs no second full evaluation (in a sweep's compiled kernel, a third of its
+        divisions). Elements at ``f₀`` itself (a sweep's rows under the power limit) keep
+        the full evaluation's doubles, so a row's numbers do not depend on its neighbours';
+        elsewhere the same numbers as :meth:`at` up to rounding (:meth:`seconds`)."""
+        reference, parts, launch_s, (unit_seconds, lead, totals) = self._linear
+        scale = reference / clock_hz
+        unit_seconds = {u: t if u == "hbm" else t * scale for u, t in unit_seconds.items()}
+        lead = lead * scale
+        scaled = [a * scale + b for a, b in parts]
+        if isinstance(scaled[0], np.ndarray):
+            same = clock_hz == reference
+            scaled = [np.where(same, t, s) for t, s in zip(totals, scaled)]
+        body = scaled[0]
+        for g in scaled[1:]:
+            body = maximum(body, g)
+        result = (unit_seconds, body + launch_s, None, None, self.busiest, self.wave_factor,
+                  lead)
+        self._clock, self._result, self._totals = clock_hz, result, scaled
+        if type(clock_hz) is float:
+            self._by_clock[clock_hz] = (result, scaled)
+        return result
 
     def timing(self, clock_hz=None) -> KernelTiming:
         """:func:`time_kernel` at SM clock ``clock_hz``: :meth:`at` and the binding unit."""

@@ -152,14 +152,22 @@ def test_timing_params_give_different_kernel_times():
 
 
 def test_evaluate_times_at_the_clock_it_returns():
-    # the final timing reuses the clock search's last evaluation: it must be at the clock
-    # the call reports (power-capped fa3 on the H100, uncapped fa2)
+    # the final timing comes from the clock search's linear form (KernelClock._scaled_at)
+    # where the call is power-capped (both, on the H100), from the full timing at the
+    # ceiling where not: either way it is the timing at the clock the call reports
+    capped = 0
     for algorithm in ("fa3", "fa2"):
         spec, algo, _ = _kernels(algorithm=algorithm)
         params = perfsim.timing_for(spec, algo)
         kernels, seconds, *_, clock_hz, _ = evaluate(algo, Dims.of(W), spec, params)
+        capped += clock_hz < spec.clock_hz
         for k in kernels:
-            assert k.seconds == time_kernel(k.cost, spec, params, clock_hz).seconds
+            full = time_kernel(k.cost, spec, params, clock_hz)
+            assert k.seconds == pytest.approx(full.seconds, rel=1e-13)
+            assert k.bound == full.bound
+            for unit, t in full.unit_seconds.items():
+                assert k.unit_seconds[unit] == pytest.approx(t, rel=1e-13, abs=0)
+    assert capped                    # the linear form was taken
 
 
 def test_a_name_means_the_default_config_built_once():
