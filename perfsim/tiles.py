@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfsim.frozen import fast_init
-from perfsim.mathops import asarray, cdiv, elementwise, is_symbolic, maximum, minimum
+from perfsim.mathops import asarray, cdiv, elementwise, fdiv, is_symbolic, maximum, minimum
 
 
 def _floor_sum_scalar(n: int, m: int, a: int, b: int) -> int:
@@ -121,6 +121,11 @@ class TileVisits:
     #: most key tiles one query tile visits (``None``: ``kv_tiles``, as with no mask or the
     #: causal mask, where the last query tile sees every key)
     widest: object = None
+    #: most query tiles visit one key tile (``None``: ``q_tiles``, as with no mask): the
+    #: longest CTA of a KV-outer grid (a backward). Under the causal mask with
+    #: ``N_q > N_k`` the first ``N_q − N_k`` query rows see no key, so even key tile 0 is
+    #: visited by fewer than ``q_tiles``.
+    tallest: object = None
 
 
 def visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool) -> TileVisits:
@@ -150,6 +155,9 @@ def visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool) -> TileVisits:
         elements=block_r * full_cols + last_rows * seqlen_k,
         q_outer_cols=full_cols + seqlen_k,
         kv_outer_rows=t_c * seqlen_q - block_r * first_q,
+        # key tile 0 is first seen by the query tile holding row N_q − N_k (every row from
+        # it on sees key 0); with N_q <= N_k, by query tile 0
+        tallest=t_r - fdiv(maximum(seqlen_q - seqlen_k, 0), block_r),
     )
 
 
@@ -231,11 +239,18 @@ def banded_visits(seqlen_q, seqlen_k, block_r, block_c, left=None, right=None,
     unmasked = np.maximum(u_hi - u_lo + 1, 0)
     # KV-outer loads: Σ over visited (query tile, key tile) pairs of the query tile's rows
     kv_outer_rows = int((count * nrows).sum())
+    # query tiles per key tile: both ends of the tile ranges grow with m, so the query
+    # tiles visiting key tile n are those with n_lo <= n, less those with n_hi < n, and
+    # the most visit a key tile where some range starts
+    lo, hi = n_lo[count > 0], n_hi[count > 0]
+    tallest = (int((np.searchsorted(lo, lo, "right") - np.searchsorted(hi, lo, "left")).max())
+               if len(lo) else 0)
     return TileVisits(
         q_tiles=int(t_r), kv_tiles=int(t_c), tiles=int(count.sum()),
         masked_tiles=int((count - unmasked).sum()),
         elements=int((cols * nrows).sum()), q_outer_cols=int(cols.sum()),
-        kv_outer_rows=kv_outer_rows, widest=int(count.max()) if len(count) else 0)
+        kv_outer_rows=kv_outer_rows, widest=int(count.max()) if len(count) else 0,
+        tallest=tallest)
 
 
 def mask_visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool, window=(None, None),
@@ -278,7 +293,9 @@ def _banded_visits_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right,
                             group: int = 1) -> TileVisits:
     """:func:`banded_visits` as sympy ``Sum``\\ s over the query tile index ``m`` (the same
     per-tile rule, with ``floor``/``Min``/``Max``), for closed forms (``perfsim.symbolic``).
-    ``widest`` is the band's bound ``⌈(left + right + B_r) / B_c⌉ + 1`` (at most ``T_c``)."""
+    ``widest`` is the band's bound ``⌈(left + right + B_r) / B_c⌉ + 1`` (at most ``T_c``),
+    ``tallest`` its transpose over the packed rows, ``⌈(left + right + B_c) · group / B_r⌉ + 1``
+    (at most ``T_r``)."""
     import sympy
     from sympy import Max, Min, Sum, floor
 
@@ -312,4 +329,5 @@ def _banded_visits_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right,
     return TileVisits(
         q_tiles=t_r, kv_tiles=t_c, tiles=total(count), masked_tiles=total(count - unmasked),
         elements=total(cols * nrows), q_outer_cols=total(cols), kv_outer_rows=total(count * nrows),
-        widest=Min(t_c, cdiv(band + block_r, block_c) + 1))
+        widest=Min(t_c, cdiv(band + block_r, block_c) + 1),
+        tallest=Min(t_r, cdiv((band + block_c) * group, block_r) + 1))

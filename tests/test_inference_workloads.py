@@ -38,6 +38,22 @@ def brute(n_q, n_k, b_r, b_c, left, right, group):
     return tiles, masked, elements, q_cols, kv_rows
 
 
+def brute_extent(n_q, n_k, b_r, b_c, left, right, group):
+    """``(widest, tallest)``: the most key tiles one query tile visits and the most query
+    tiles that visit one key tile (the longest CTA of a Q-outer and of a KV-outer grid)."""
+    off, rows = n_k - n_q, n_q * group
+    per_q, per_k = {}, {}
+    for m in range(-(-rows // b_r)):
+        for n in range(-(-n_k // b_c)):
+            if any((left is None or c >= r // group + off - left)
+                   and (right is None or c <= r // group + off + right)
+                   for r in range(m * b_r, min((m + 1) * b_r, rows))
+                   for c in range(n * b_c, min((n + 1) * b_c, n_k))):
+                per_q[m] = per_q.get(m, 0) + 1
+                per_k[n] = per_k.get(n, 0) + 1
+    return max(per_q.values(), default=0), max(per_k.values(), default=0)
+
+
 bounds = st.one_of(st.none(), st.integers(0, 40))
 
 
@@ -49,6 +65,7 @@ def test_banded_visits_equal_brute_force(n_q, n_k, b_r, b_c, left, right, group)
     v = banded_visits(n_q, n_k, b_r, b_c, left, right, group)
     assert (v.tiles, v.masked_tiles, v.elements, v.q_outer_cols, v.kv_outer_rows) == brute(
         n_q, n_k, b_r, b_c, left, right, group)
+    assert (v.widest, v.tallest) == brute_extent(n_q, n_k, b_r, b_c, left, right, group)
     pairs = sum(1 for r in range(n_q * group) for c in range(n_k)
                 if (left is None or c >= r // group + n_k - n_q - left)
                 and (right is None or c <= r // group + n_k - n_q + right))
@@ -70,6 +87,9 @@ def test_closed_forms_equal_the_enumeration(n_q, n_k, b_r, b_c, causal):
     assert counts(a) == counts(b)
     # the widest query tile: every key tile (closed forms say so with None)
     assert b.widest == (a.kv_tiles if a.tiles else 0)
+    # the tallest key tile: every query tile unmasked; causal, from the first query row
+    # that sees key 0 (row N_q − N_k) down
+    assert b.tallest == (a.q_tiles if a.tallest is None else a.tallest)
     # causal with a window wider than the matrix is causal
     if causal:
         assert counts(mask_visits(n_q, n_k, b_r, b_c, True, (10**6, None))) == counts(a)
@@ -635,3 +655,37 @@ def test_replace_that_gives_per_sequence_lengths_lets_batch_and_the_longest_foll
     assert (v.batch, v.seqlen_k, v.seqlens_k) == (3, 4096, (4096,) * 3)
     with pytest.raises(perfsim.PerfsimError, match="longest sequence"):
         w.replace(seqlens_q=(1, 2), seqlen_q=128)      # given: it must agree
+
+
+# ------------------------------------------------------------------ causal N_q > N_k, backward
+@pytest.mark.parametrize("algorithm,gpu", [("fa2", "h100-sxm5"), ("fa3", "h100-sxm5"),
+                                           ("flex", "h100-sxm5"), ("fa4", "b200")])
+def test_backward_tail_follows_the_key_tiles_columns(algorithm, gpu):
+    # A backward's CTAs are key tiles. With N_q > N_k (bottom-right causal) the first
+    # N_q − N_k query rows see no key, so its longest CTA is key tile 0's column, not the
+    # forward's widest row: N_q = 8192 over N_k = 2048 has the square 2048 mask's column
+    # lengths and CTAs, and so its tail (the row rule gave 1.2 against 1.03 for FA2)
+    def main_kernel(n_q):
+        w = perfsim.AttentionWorkload(batch=8, heads=32, seqlen_q=n_q, seqlen_k=2048,
+                                      head_dim=128, causal=True, phase="bwd")
+        p = perfsim.predict(w, gpu=gpu, algorithm=algorithm)
+        return max(p.kernels, key=lambda k: k.cost.tensor_flops).cost
+    tall, square = main_kernel(8192), main_kernel(2048)
+    assert tall.grid == square.grid
+    assert tall.launch.get("tail", 1) == pytest.approx(square.launch.get("tail", 1), rel=1e-12)
+
+
+def test_backward_kernel_grows_with_the_keys_it_sees():
+    # a query-heavy causal backward. N_k <= B_c: one key tile per head, so every CTA does
+    # the same work and there is no tail (the row rule charged 32, a 4096-row tile column,
+    # and the kernel took 13x its time at N_k = 1 and 64); beyond, its time never falls as
+    # whole key tiles are added
+    def main(n_k):
+        w = perfsim.AttentionWorkload(batch=1, heads=4, seqlen_q=4096, seqlen_k=n_k,
+                                      head_dim=64, causal=True, phase="bwd")
+        p = perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2")
+        return next(k for k in p.kernels if k.cost.name == "fa2_bwd")
+    for n_k in (1, 64, 128):
+        assert main(n_k).cost.launch["tail"] == 1
+    times = [main(n_k).seconds for n_k in (128, 256, 1024, 4096)]
+    assert times == sorted(times), times

@@ -589,12 +589,17 @@ def warp_cycle(gpu: GPUSpec, ctas_per_sm, warps_per_cta,
     return (MMA_SYNC_STATIONS, maximum(ctas_per_sm, 1) * (1 + prefetch), MMA_SYNC_SERIAL)
 
 
-def in_order_tail(v, grid, sm_count, ctas_per_sm, causal: bool, lpt: bool):
+def in_order_tail(v, grid, sm_count, ctas_per_sm, causal: bool, lpt: bool,
+                  columns: bool = False):
     """Tail factor (≥ 1) of a causal grid whose CTAs differ in length.
 
     With longest-processing-time-first order (``lpt``) or equal CTAs (no mask) the busiest
-    SM stays at the average and the factor is 1. The longest CTA visits ``TileVisits.widest``
-    key tiles (all of them under the causal mask; a window's band width). Launched in index
+    SM stays at the average and the factor is 1. A grid of query tiles (a forward) has its
+    longest CTA visit ``TileVisits.widest`` key tiles (all of them under the causal mask; a
+    window's band width) against ``tiles / q_tiles`` on average; a grid of key tiles
+    (``columns``: a backward) has its longest visited by ``TileVisits.tallest`` query tiles
+    against ``tiles / kv_tiles`` — the two agree on a square causal mask, not when
+    ``N_q > N_k``, where rows that see no key shorten the key tiles' CTAs. Launched in index
     order (flash-attn 2, FA3, Triton: query tiles of each head from short to long), the
     longest CTAs start last,
     and each of the busiest SM's resident CTAs of the final wave ends about ``max − avg`` of
@@ -608,8 +613,12 @@ def in_order_tail(v, grid, sm_count, ctas_per_sm, causal: bool, lpt: bool):
     """
     if lpt or not causal:
         return 1
-    widest = v.kv_tiles if v.widest is None else v.widest
-    longest_over_avg = widest * v.q_tiles / maximum(v.tiles, 1)
+    if columns:
+        longest_over_avg = ((v.q_tiles if v.tallest is None else v.tallest) * v.kv_tiles
+                            / maximum(v.tiles, 1))
+    else:
+        longest_over_avg = ((v.kv_tiles if v.widest is None else v.widest) * v.q_tiles
+                            / maximum(v.tiles, 1))
     busiest = cdiv(maximum(grid, 1), sm_count)
     return 1 + (longest_over_avg - 1) * minimum(ctas_per_sm, busiest) / busiest
 

@@ -989,7 +989,8 @@ class FusedAttention(Algorithm):
         # ends late as in the forward (base.in_order_tail; FA4's backward takes the same).
         # Nsight Compute on the H200 (probes/ncu/summary-short-shapes.json): cuDNN's causal
         # backward at B = 1, H = 32, N = 1024 keeps its busiest SM active 1.47 times the mean.
-        tail = in_order_tail(v, v.kv_tiles * bh, gpu.sm_count, ctas, dims.masked, False)
+        tail = in_order_tail(v, v.kv_tiles * bh, gpu.sm_count, ctas, dims.masked, False,
+                             columns=True)
         main = KernelCost.of(
             f"{self.name}_bwd", terms, grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
             edge_bytes=edge, edge_phases=1 + again, persistent=self.persistent_grid(),

@@ -335,10 +335,11 @@ class FA4(Algorithm):
         return frozen_choice(self, decide(varlen_batch_dims(dims), gpu, self.num_splits,
                                           self.pack_gqa, "cute", MMA_ROWS * q_tiles, b_c))
 
-    def _imbalance(self, dims: Dims, gpu: GPUSpec, v, grid):
+    def _imbalance(self, dims: Dims, gpu: GPUSpec, v, grid, columns: bool = False):
         """Causal tail without LPT scheduling (``perfsim.algorithms.base.in_order_tail``),
-        one resident CTA per SM."""
-        return in_order_tail(v, grid, gpu.sm_count, 1, dims.masked, self.lpt_scheduling)
+        one resident CTA per SM; ``columns``: a grid of key tiles (the backward)."""
+        return in_order_tail(v, grid, gpu.sm_count, 1, dims.masked, self.lpt_scheduling,
+                             columns)
 
     def fwd_smem(self, dims: Dims, q_tiles, b_c):
         """``(shared-memory bytes, K/V stages, bytes per stage)`` of the forward CTA.
@@ -463,7 +464,7 @@ class FA4(Algorithm):
             overlap=(("hbm",),), pipeline=(STATIONS, BWD_TILES_IN_FLIGHT),
             launch={"two_cta": self.two_cta_backward},
         )
-        return cost.padded(self._imbalance(dims, gpu, v, grid))
+        return cost.padded(self._imbalance(dims, gpu, v, grid, columns=True))
 
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
         """Peak footprint (bytes): ``common.fused_memory_bytes``."""
