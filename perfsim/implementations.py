@@ -629,6 +629,14 @@ class Implementation(Algorithm):
                     "charges the forward's per-key-tile bias loads (with_mask_bias_loads), "
                     "not torch's mask conversion kernels and their host time (short caches: "
                     "tens of µs) nor the backward's bias reads")
+        if (self.preset == "triton-tutorial" and workload is not None
+                and workload.phase != "bwd" and flex_arch(gpu) == "sm90"
+                and np.any(asarray(workload.seqlen_q) % 128 != 0)):
+            return ("the tutorial's forward returned wrong results on the H200 at sequence "
+                    "lengths that are not a multiple of 128 (its TMA loads of the last tile "
+                    "run into the next head's rows: relative error 0.13-0.66, "
+                    "validate/README.md); perfsim times the kernel as launched, which is "
+                    "not a correct attention")
         if self.preset == "triton-tutorial" and flex_arch(gpu) != "sm90":
             return ("the tutorial kernel's registers and shared memory were read from its "
                     "sm_90 build only (TRITON_TUTORIAL_FWD_COMPILED); on "
@@ -1100,8 +1108,13 @@ def _flex_limits(dims) -> None:
 def _tutorial_limits(dims) -> None:
     """The tutorial's backward computes causal attention only, with N a multiple of its
     128-row block (its ``attention.backward`` asserts); it has no GQA, window, softcap,
-    paged cache, mixed dtype or dropout."""
+    paged cache, mixed dtype, dropout or variable-length batch (it takes one ``N_CTX`` for
+    every sequence and no ``cu_seqlens``)."""
     _lacks(dims, "the tutorial kernel", "gqa", "window", "softcap", "paged", "kv_dtype")
+    if dims.varlen or dims.seqlens is not None:
+        raise InfeasibleError("the tutorial kernel has no variable-length batch: it takes one "
+                              "sequence length (N_CTX) for every sequence and no cu_seqlens; "
+                              "give the padded batch (seqlen_q = the longest) instead")
     if not dims.symbolic:
         for name, value in (("head_dim", dims.d), ("head_dim_v", dims.d_v)):
             scalar = np.ndim(value) == 0

@@ -24,6 +24,14 @@ microbenchmarks (an L2-resident read walk; the GEMM's energy less its L2 and HBM
 the H200 and the GH100 parts carry that split (``validate/README.md``, "Energy per byte from
 L2"); the other catalog GPUs set it to 0 and keep tensor energies derived from a GEMM with
 its own L2 traffic in them.
+A call has one clock: a ``fwd_bwd`` call's forward and backward share the clock where the
+energy of both over their total time meets the limit. The H200's controller settles over
+a fraction of a second (a bf16 GEMM ran 700 TFLOP/s in its first 250-ms window against 651
+steady, ``validate/reports/h200/probes/clocks-fa1.json``), far longer than a phase of a
+millisecond-scale call repeated in a training loop, so it sees their average power
+(ASSUMED for phases of tens of milliseconds or more, where each could settle at its own
+clock). A forward and a backward predicted
+apart, each at its own clock, can therefore sum to more than their ``fwd_bwd`` call.
 ``P`` grows with ``f`` (more energy per operation, less time), so the
 sustained clock — where ``P(f) = tdp_w`` — is found by bisection between
 ``PowerSpec.min_clock_hz`` and the call's clock ceiling; a call that stays under the limit

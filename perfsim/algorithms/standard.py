@@ -191,7 +191,9 @@ class Standard(Algorithm):
                           exp_ops=active * exps * nn,
                           hbm_read_bytes=active * (dims.e * reads * nn + extra_read),
                           hbm_write_bytes=active * (dims.e * writes * nn + extra_write),
-                          eager_op=eager_op, row_length=dims.N_k,
+                          # (a row length only where a measured rate reads it: one merged
+                          # launch of a variable-length batch's groups keeps one value)
+                          eager_op=eager_op, row_length=dims.N_k if eager_op else None,
                           ).padded(padding(nn, ELEMENTWISE_ELEMENTS_PER_CTA))
 
     def _expand_kv(self, dims: Dims) -> KernelCost:
