@@ -9,12 +9,15 @@ import numpy as np
 from perfsim.mathops import asarray, maximum, where
 
 #: Bits of a customer count that :func:`busy_fraction` reads when the count varies along an
-#: array it is compiled for (``perfsim.compiled``): counts up to ``2^8 − 1`` (no catalog
-#: kernel comes near: at most 32 resident CTAs per SM times 1 + 2 operand slices). A trace
-#: whose sampled rows hold more reads :data:`WIDE_CUSTOMER_BITS`; either way the row's count
-#: is a guard, so a row past the bits read is evaluated by numpy, which reads them all.
-CUSTOMER_BITS = 8
-WIDE_CUSTOMER_BITS = 32
+#: array it is compiled for (``perfsim.compiled``): the fewest of these that hold every
+#: sampled row's count — 4 (counts to 15: the catalog's kernels hold 1-8, a few resident
+#: CTAs per SM times 1 + 2 operand slices), 8, or 32 for what-if GPUs that hold thousands.
+#: Each bit costs ~11 operations per row and call, and the bits above a count's own are
+#: no-ops (``S`` stays 0, ``ρ^0`` stays 1), so reading fewer gives the same doubles. The
+#: row's count is a guard either way: a row past the bits read is evaluated by numpy, which
+#: reads them all.
+CUSTOMER_BIT_TIERS = (4, 8, 32)
+CUSTOMER_BITS = CUSTOMER_BIT_TIERS[1]
 
 
 def busy_fraction(rho, k):
@@ -37,11 +40,12 @@ def busy_fraction(rho, k):
     """
     traced = getattr(type(k), "_perfsim_general_path", False)
     if traced:
-        # (a guard: every row's count under the bits read, as the sampled rows' are)
-        bits = (CUSTOMER_BITS if bool((k < (1 << CUSTOMER_BITS)).all())
-                else WIDE_CUSTOMER_BITS)
-        if bits == WIDE_CUSTOMER_BITS:
-            bool((k < (1 << WIDE_CUSTOMER_BITS)).all())
+        # the fewest bits that hold the sampled rows' counts (read from the sample, not
+        # recorded), and a guard that every row's count is under them
+        sample = k.view(np.ndarray)
+        top = int(sample.max()) if sample.size else 0
+        bits = next((b for b in CUSTOMER_BIT_TIERS if top < 1 << b), CUSTOMER_BIT_TIERS[-1])
+        bool((k < (1 << bits)).all())
     else:
         if np.ndim(k) > 0 and not isinstance(k, np.ndarray):
             k = np.asarray(k)                   # a list or tuple of counts

@@ -425,3 +425,20 @@ def test_more_customers_than_a_program_reads_are_interpreted():
     p = perfsim.predict(big, gpu=gpu, algorithm="fa2")
     assert np.isfinite(p.seconds) and p.bound == "tensor"
     assert _same(p, _interpreted_of(big, gpu, "fa2")) is None
+
+
+def test_a_count_past_the_bits_a_program_read_is_interpreted():
+    """A program traced on a grid of few resident CTAs reads the fewest bits of the customer
+    count that hold it (perfsim.queueing.CUSTOMER_BIT_TIERS: 4); a later row with a count of
+    16 or more fails that guard (the pattern is then traced again on it): equal to the
+    interpreted path either way."""
+    gpu = perfsim.load_gpu("h100-sxm5").model_copy(update={**CROWDED, "id": "crowded"})
+    few = perfsim.AttentionWorkload(batch=1, heads=8, seqlen_q=4096, head_dim=64)
+    for _ in range(2):                                     # compiles the structure
+        perfsim.predict(few, gpu=gpu, algorithm="fa2")
+    for heads in (8, 24):                                  # 4 and 12 customers
+        assert _answered(perfsim.predict(few.replace(heads=heads), gpu=gpu, algorithm="fa2"))
+    for heads in (32, 96):                                 # 16 and 48: past 4 bits
+        many = few.replace(heads=heads)
+        p = perfsim.predict(many, gpu=gpu, algorithm="fa2")
+        assert _same(p, _interpreted_of(many, gpu, "fa2")) is None
