@@ -136,7 +136,12 @@ def profile_case(name: str, calls: int = 200, top: int = 20) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=300)
+    def positive(text):
+        value = int(text)
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"give at least 1 call, got {value}")
+        return value
+    ap.add_argument("--calls", type=positive, default=300)
     ap.add_argument("--profile", choices=sorted(CASES))
     ap.add_argument("--engine", choices=("python", "compiled"))
     args = ap.parse_args()

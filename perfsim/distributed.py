@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from pathlib import Path
 
 from perfsim.errors import PerfsimError
@@ -177,6 +178,21 @@ def run_partition(part: dict, path: str, engine: str = "auto") -> int:
     with atomic_write(Path(path)) as tmp:
         pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
     return len(df)
+
+
+#: Seconds between looks at the partitions' futures (a partition takes seconds).
+POLL_S = 0.1
+#: Seconds the client and a local cluster get to close.
+CLOSE_TIMEOUT_S = 10
+
+
+def _quietly(fn, *args, **kwargs) -> None:
+    """``fn(*args, **kwargs)``, its errors ignored: closing after an interrupt or a failure,
+    whose own error is the one to report."""
+    try:
+        fn(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - a close that fails must not hide the first error
+        pass
 
 
 def _readable(path: Path) -> bool:
@@ -346,6 +362,7 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
                                "it")
     paths = [out / f"part-{i:05d}.parquet" for i in range(len(parts))]
     client, cluster = _client(distributed, scheduler, workers)
+    futures: list = []
     try:
         out.mkdir(parents=True, exist_ok=True)
         marker.write_text(key)
@@ -355,21 +372,40 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
         done = len(parts) - len(todo)
         if progress:
             progress(done, len(parts))
-        for future in distributed.as_completed(futures):
-            try:
-                future.result()
-            except Exception as exc:  # noqa: BLE001 - name the error, stop the rest
-                client.cancel(futures)
-                text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                raise PerfsimError(f"a sweep partition failed: {type(exc).__name__}: "
-                                   f"{text}".strip()) from None
-            done += 1
-            if progress:
-                progress(done, len(parts))
+        # polled (each future's state, then a short sleep) rather than through
+        # distributed.as_completed: a Ctrl-C then lands in this loop's sleep, not inside
+        # as_completed's lock handling, where it surfaced as "RuntimeError: cannot release
+        # un-acquired lock" (a traceback, exit status 1) about once in 25 interrupts
+        pending = list(futures)
+        while pending:
+            waiting = []
+            for future in pending:
+                if future.status in ("error", "cancelled"):
+                    try:
+                        future.result()
+                    except Exception as exc:  # noqa: BLE001 - name the error, stop the rest
+                        client.cancel(futures)
+                        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                        raise PerfsimError(f"a sweep partition failed: {type(exc).__name__}: "
+                                           f"{text}".strip()) from None
+                if future.status == "finished":
+                    done += 1
+                    if progress:
+                        progress(done, len(parts))
+                else:
+                    waiting.append(future)
+            pending = waiting
+            if pending:
+                time.sleep(POLL_S)
+    except BaseException:
+        # interrupted or failed: no more partitions start (those written stay, to resume)
+        _quietly(client.cancel, futures)
+        raise
     finally:
-        client.close()
+        # bounded: an interrupted client's own close (and its __del__ later) waited 60 s
+        _quietly(client.close, timeout=CLOSE_TIMEOUT_S)
         if cluster is not None:
-            cluster.close()
+            _quietly(cluster.close, timeout=CLOSE_TIMEOUT_S)
     import pyarrow.parquet as pq
 
     manifest = {"partitions": [{"file": path.name, "rows": pq.read_metadata(path).num_rows}

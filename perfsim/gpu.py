@@ -642,7 +642,9 @@ class GPUSpec(Immutable, BaseModel):
         Example: ``load_gpu("b200").replace(mufu_ops_per_clk_per_sm=32, id="b300-like")``.
         A dict for ``features`` or ``power`` changes the entries it names
         (``features={"tma": False}``); a table field (``tensor_flops_per_clk_per_sm``) is
-        replaced whole.
+        replaced whole, and a dotted name changes one entry, as a sweep's overrides do:
+        ``replace(**{"tensor_flops_per_clk_per_sm.bf16": 8192})`` keeps the other dtypes,
+        ``replace(**{"power.tdp_w": 600})`` the other power terms.
         Without an explicit ``id``/``name`` a copy whose values differ is labelled a what-if
         (``"b200*"``, name ``"... (what-if: mufu_ops_per_clk_per_sm)"``); a what-if of a
         what-if keeps the one ``*`` and lists the fields changed so far once each. Values
@@ -651,6 +653,20 @@ class GPUSpec(Immutable, BaseModel):
         Raises:
             perfsim.PerfsimError: an unknown field name or a value that fails validation.
         """
+        dotted = {k: v for k, v in fields.items() if "." in k}
+        if dotted:
+            fields = {k: v for k, v in fields.items() if "." not in k}
+            for key, value in dotted.items():
+                name, entry = key.split(".", 1)
+                current = getattr(self, name, None) if name in type(self).model_fields else None
+                if isinstance(current, BaseModel):
+                    current = current.model_dump()
+                if not isinstance(current, dict) or "." in entry:
+                    raise PerfsimError(f"GPUSpec.replace: {key!r} names no entry of a table "
+                                       "field (dotted names: TABLE.KEY, e.g. "
+                                       "tensor_flops_per_clk_per_sm.bf16 or power.tdp_w)")
+                base = fields.get(name, current)
+                fields[name] = {**base, entry: value}
         unknown = sorted(set(fields) - set(type(self).model_fields))
         if unknown:
             raise PerfsimError(f"GPUSpec has no field(s) {', '.join(unknown)}; fields: "

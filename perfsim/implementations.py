@@ -1298,6 +1298,12 @@ def resolve(algorithm: str | Algorithm) -> Algorithm:
                            f"{', '.join(implementations())}")
     if isinstance(algorithm, Algorithm) or algorithm.lower() in algos.REGISTRY:
         return algos.resolve(algorithm)
+    if algorithm.strip().lower() in ("all", "presets"):
+        raise PerfsimError(f"algorithm {algorithm!r} names several; a prediction takes one "
+                           f"(perfsim.sweep(algorithms={algorithm.strip().lower()!r}) and "
+                           f"perfsim predict --algorithm {algorithm.strip().lower()} take "
+                           f"several): {', '.join(algos.names())}; implementations: "
+                           f"{', '.join(implementations())}")
     preset = resolve_implementation(algorithm)
     if preset is not None:
         return preset

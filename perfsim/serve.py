@@ -387,11 +387,21 @@ def serve(port: int = 5006, address: str = "127.0.0.1", show: bool = False) -> N
 
     Raises:
         perfsim.PerfsimError: Panel missing; an address or port it cannot listen on
-            (:func:`check_address`, before the server starts)."""
+            (:func:`check_address`, before the server starts).
+        KeyboardInterrupt: when Ctrl-C stops the server (Panel's own SIGINT handler stops
+            its loop and returns; raised again here, so ``perfsim serve`` ends as every
+            command does after Ctrl-C: "perfsim: interrupted", exit status 130)."""
     try:
         import panel as pn
     except ImportError:
         raise PerfsimError("perfsim serve needs panel (pip install panel)") from None
     check_address(address, port)
+    from bokeh.core.validation import silence
+    from bokeh.core.validation.warnings import FIXED_SIZING_MODE
+
+    # the app's plots have fixed sizes inside stretching layouts on purpose: bokeh's W-1005
+    # warning, on stderr at every page load, says nothing a user of the explorer can act on
+    silence(FIXED_SIZING_MODE, True)
     pn.serve({"/": create_app}, port=port, address=address, show=show, title="perfsim",
              websocket_origin=[f"{address}:{port}", f"localhost:{port}"], threaded=False)
+    raise KeyboardInterrupt

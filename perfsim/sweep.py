@@ -75,9 +75,18 @@ BYTES_PER_ROW = 512
 
 
 def available_memory_bytes() -> int | None:
-    """Memory available to a new allocation now (bytes): Linux's ``MemAvailable`` (free
-    memory plus reclaimable caches), else the free physical pages; None where the OS does
-    not say."""
+    """Memory available to a new allocation now (bytes): the least of what the machine has
+    (Linux's ``MemAvailable``: free memory plus reclaimable caches; else the free physical
+    pages), what this process's cgroup still allows (``memory.max`` less
+    ``memory.current``, or cgroup v1's limit less usage: a container's or a batch job's
+    limit) and what its address-space limit leaves (``ulimit -v``: ``RLIMIT_AS`` less the
+    process's ``VmSize``); None where none is known."""
+    found = [n for n in (_machine_available(), _cgroup_available(), _rlimit_available())
+             if n is not None]
+    return max(min(found), 0) if found else None
+
+
+def _machine_available() -> int | None:
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
@@ -89,6 +98,61 @@ def available_memory_bytes() -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def _read_int(path: str) -> int | None:
+    """The whole number a cgroup file holds, or None (missing, unreadable, ``max``)."""
+    try:
+        with open(path, encoding="ascii") as fh:
+            text = fh.read().strip()
+        return int(text)
+    except (OSError, ValueError):
+        return None
+
+
+def _cgroup_available() -> int | None:
+    """What the process's cgroup (v2, else v1's memory controller) still allows, or None
+    without a limit."""
+    try:
+        with open("/proc/self/cgroup", encoding="ascii") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        path = path.rstrip("/")
+        if hierarchy == "0" and not controllers:            # v2: "0::/path"
+            for folder in ("/sys/fs/cgroup" + path, "/sys/fs/cgroup"):
+                limit = _read_int(f"{folder}/memory.max")
+                if limit is not None:
+                    return limit - (_read_int(f"{folder}/memory.current") or 0)
+        elif "memory" in controllers.split(","):             # v1: "4:memory:/path"
+            for folder in ("/sys/fs/cgroup/memory" + path, "/sys/fs/cgroup/memory"):
+                limit = _read_int(f"{folder}/memory.limit_in_bytes")
+                if limit is not None and limit < 2**60:     # (no limit reads as ~2^63)
+                    return limit - (_read_int(f"{folder}/memory.usage_in_bytes") or 0)
+    return None
+
+
+def _rlimit_available() -> int | None:
+    """``RLIMIT_AS`` (``ulimit -v``) less the address space the process already maps, or
+    None without a limit."""
+    try:
+        import resource
+        soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    return soft - int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return soft
 
 
 #: Implementation presets whose configurations have no ``num_splits`` / ``pack_gqa``

@@ -276,7 +276,8 @@ class AttentionWorkload(Immutable, BaseModel):
         object.__setattr__(self, "batch", n)
         if sq is None:
             if self.seqlen_q is None:
-                raise ValueError("seqlen_q is required with seqlens_k alone")
+                raise ValueError("seqlen_q is required with seqlens_k alone (give seqlens_q too, "
+                                 "or one seqlen_q for every sequence)")
             sq = (self.seqlen_q,) * n
         if sk is None:
             sk = sq if self.seqlen_k is None else (self.seqlen_k,) * n

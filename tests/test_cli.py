@@ -134,6 +134,9 @@ def test_gpus_and_gpu_show(capsys):
     # ``perfsim gpu list`` is the catalog, not a GPU named "list" (it was an unknown id)
     assert main(["gpus", "--json"]) == 0
     catalog = json.loads(capsys.readouterr().out)
+    # the table's columns too (it held id, name and arch only)
+    b200 = next(g for g in catalog if g["id"] == "b200")
+    assert b200["sm_count"] == 148 and b200["hbm_bandwidth_bytes_per_s"] > 7e12
     assert main(["gpu", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == catalog
 
@@ -430,3 +433,37 @@ def test_a_gpu_what_if_may_change_one_feature_or_power_entry():
     g = perfsim.load_gpu("h100-sxm5")
     assert g.replace(features={"tma": False}).features.wgmma is True
     assert g.replace(power={"tdp_w": 500.0}).power.static_w == g.power.static_w
+
+
+def test_running_out_of_memory_is_one_line(capsys, monkeypatch):
+    # numpy's allocation error (a MemoryError) under `ulimit -v` or a container's limit
+    import perfsim.cli.predict_cmd as predict_cmd
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError("Unable to allocate 76.3 MiB")
+    monkeypatch.setattr(predict_cmd, "predict", exhausted)
+    assert main([*PREDICT, "--algorithm", "fa2"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("perfsim: error: out of memory")
+
+
+def test_the_memory_budget_reads_the_address_space_limit():
+    # `ulimit -v` (RLIMIT_AS) counts, not only the machine's free memory: a sweep that does
+    # not fit under it is refused or streamed instead of dying in an allocation
+    import subprocess
+    import sys
+    code = ("import importlib, resource; s = importlib.import_module('perfsim.sweep'); "
+            "resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.RLIM_INFINITY)); "
+            "print(s.available_memory_bytes())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert 0 <= int(out) < 3 * 2**30
+
+
+def test_help_names_no_default_where_there_is_none(capsys):
+    # "(default H) (default: None)": argparse's formatter named None and [] as defaults
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    out = capsys.readouterr().out
+    assert "(default: None)" not in out and "(default: [])" not in out
+    assert "(default: bf16)" in " ".join(out.split())

@@ -204,3 +204,16 @@ def test_a_device_name_pattern_must_compile():
 
     with pytest.raises(perfsim.PerfsimError, match="device_name_pattern: must be a regular"):
         perfsim.load_gpu("h100-sxm5").replace(device_name_pattern="(")
+
+
+def test_replace_changes_one_table_entry_by_its_dotted_name():
+    from perfsim import PerfsimError, load_gpu
+    # as a sweep's overrides do; a dict replaces the whole table (the other dtypes went,
+    # and an fp16 call on the what-if became infeasible)
+    g = load_gpu("h100-sxm5")
+    one = g.replace(**{"tensor_flops_per_clk_per_sm.bf16": 8192})
+    assert one.tensor_flops_per_clk_per_sm == {**g.tensor_flops_per_clk_per_sm, "bf16": 8192}
+    assert g.replace(**{"power.tdp_w": 600}).power == g.power.model_copy(
+        update={"tdp_w": 600.0})
+    with pytest.raises(PerfsimError, match="names no entry of a table field"):
+        g.replace(**{"sm_count.x": 1})

@@ -189,6 +189,9 @@ def test_the_rows_command_reads_a_file_and_writes_every_row(tmp_path, capsys):
     ("na.csv", "batch,heads,seqlen_q,head_dim\n1,8,128,64\nNA,8,128,64\n",
      "row 1: batch is missing"),
     ("bad.jsonl", "{not json\n", "cannot be read as jsonl"),
+    # one bad cell made the column text, and the first row was blamed with a good value
+    ("cell.csv", "batch,heads,seqlen_q,head_dim\n1,8,128,64\n2,8,128,64\n8x,8,128,64\n",
+     "row 2, column batch: '8x' is not a number"),
 ])
 def test_the_rows_command_gives_one_line_for_a_bad_file(tmp_path, capsys, name, text, words):
     from perfsim.cli import main
@@ -236,3 +239,23 @@ def test_errors_name_the_index_label_and_the_memory_limit_given():
         perfsim.predict_rows(frame)
     with pytest.raises(perfsim.PerfsimError, match="^predict_rows: .*max_memory_bytes"):
         perfsim.predict_rows(frame.iloc[:1], max_memory_bytes=10)
+
+
+def test_a_rows_csv_may_write_causal_as_0_and_1(tmp_path, capsys):
+    from perfsim.cli import main
+
+    path = tmp_path / "bits.csv"
+    path.write_text("batch,heads,seqlen_q,head_dim,causal\n1,8,1024,64,1\n1,8,1024,64,0\n")
+    out = tmp_path / "out.csv"
+    assert main(["rows", str(path), "--gpu", "h100-sxm5", "-a", "fa2", "--out", str(out),
+                 "-q"]) == 0
+    assert list(pd.read_csv(out).causal) == [True, False]
+
+
+def test_rows_quiet_with_nowhere_to_put_them_is_refused(tmp_path, capsys):
+    from perfsim.cli import main
+
+    path = tmp_path / "w.csv"
+    path.write_text("batch,heads,seqlen_q,head_dim\n1,8,1024,64\n")
+    assert main(["rows", str(path), "-q"]) == 2
+    assert "--quiet without --out or --json" in capsys.readouterr().err

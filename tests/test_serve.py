@@ -132,6 +132,34 @@ def test_explorer_in_a_real_browser(tmp_path):
             server.kill()
 
 
+def test_ctrl_c_stops_the_explorer_as_every_command():
+    # Panel's own SIGINT handler stopped the server and `perfsim serve` exited 0, silently
+    import signal
+
+    port = _free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    server = subprocess.Popen([sys.executable, "-m", "perfsim", "serve", "--port", str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                              text=True)
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5)
+                break
+            except OSError:
+                if time.time() > deadline or server.poll() is not None:
+                    raise AssertionError("the explorer did not start") from None
+                time.sleep(0.5)
+        server.send_signal(signal.SIGINT)
+        _out, err = server.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert server.returncode == 130
+    assert "perfsim: interrupted" in err and "Traceback" not in err and "W-1005" not in err
+
+
 def test_the_clock_slider_keeps_every_catalog_gpu_valid():
     """The slider's top scale times each catalog GPU's boost clock stays within the range a
     GPUSpec accepts, so no position of it turns the explorer's views into errors."""

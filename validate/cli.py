@@ -69,7 +69,9 @@ def register_validate(subparsers) -> None:
                    help="also time the kernels users call (default: on)")
     p.add_argument("--backends", nargs="+", default=list(EXTERNAL_MODELS), metavar="NAME",
                    help=f"external backends with --external: {', '.join(EXTERNAL_MODELS)}")
-    p.add_argument("--phase", choices=("fwd", "bwd"), default="fwd")
+    p.add_argument("--phase", choices=("fwd", "bwd"), default="fwd",
+                   help="time the forward or the backward of one saved forward "
+                   "(default: %(default)s)")
     p.add_argument("--limit-seconds", type=_positive_seconds, metavar="S",
                    help="stop cleanly before this wall-clock budget (re-run to resume)")
     p.add_argument("--retry-errors", action="store_true",

@@ -194,6 +194,13 @@ def _main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("perfsim: interrupted\n")
         return 130
+    except MemoryError:
+        # (numpy's allocation error included; a limit the OS enforces by killing the
+        # process instead cannot be reported)
+        sys.stderr.write("perfsim: error: out of memory (the machine, its container or "
+                         "`ulimit -v` allowed no more); a sweep written with --out FILE "
+                         "streams in blocks of bounded memory, or sweep fewer rows\n")
+        return 1
     except _Terminated:
         sys.stderr.write("perfsim: terminated\n")
         return 143

@@ -26,6 +26,17 @@ EXIT_BAD_INPUT = 2
 PIPED_WIDTH = 200
 
 
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that names each option's default, except where there is none to name (``None``:
+    the option's own help says what its absence means; a flag's ``False``; a repeatable
+    option's empty list)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or action.default == []:
+            return action.help
+        return super()._get_help_string(action)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line (exit 2)."""
 

@@ -11,7 +11,14 @@ from perfsim.gpu_catalog import gpus, load_gpu
 def _cmd_gpus(args) -> int:
     specs = [load_gpu(g) for g in gpus()]
     if args.json:
-        print(json.dumps([{"id": s.id, "name": s.name, "arch": s.arch} for s in specs]))
+        # the table's columns, in base units (``perfsim gpu show ID --json``: every field)
+        print(json.dumps([{"id": s.id, "name": s.name, "arch": s.arch, "sm_count": s.sm_count,
+                           "clock_hz": s.clock_hz, "max_clock_hz": s.max_clock_hz,
+                           "bf16_tensor_flops_per_s": (
+                               s.peak_tensor_flops_per_s("bf16")
+                               if "bf16" in s.tensor_flops_per_clk_per_sm else None),
+                           "hbm_bandwidth_bytes_per_s": s.hbm_bandwidth_bytes_per_s,
+                           "hbm_bytes": s.hbm_bytes} for s in specs], indent=1))
         return 0
     rows = [[s.id, s.name, s.arch, str(s.sm_count), f"{s.clock_hz / 1e6:.0f}",
              f"{s.peak_tensor_flops_per_s('bf16') / 1e12:.0f}" if "bf16" in

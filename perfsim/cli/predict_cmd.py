@@ -3,12 +3,12 @@ algorithm, an implementation preset, ``all`` algorithms or every ``presets``."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from perfsim import algorithms
 from perfsim.cli.common import (
+    DefaultsFormatter,
     _algorithm_from_args,
     add_workload_arguments,
     path_arg,
@@ -141,7 +141,7 @@ def _clock_notes(clock: str, results, gpu) -> None:
 def register(sub) -> None:
     """Add ``perfsim predict`` to the ``perfsim`` parser."""
     p = sub.add_parser("predict", help="predict time, binding unit and counts",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       formatter_class=DefaultsFormatter)
     add_workload_arguments(p)
     p.add_argument("--gpu", default="h100-sxm5", help="catalog id, .toml profile path, or "
                    "auto (the GPU this machine has)")

@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import time
 import warnings
 
 from perfsim import algorithms
-from perfsim.cli.common import _algorithm_from_args, path_arg, print_table, timing_fields
+from perfsim.cli.common import (
+    DefaultsFormatter,
+    _algorithm_from_args,
+    path_arg,
+    print_table,
+    timing_fields,
+)
 from perfsim.errors import PerfsimError
 from perfsim.files import check_output
 
@@ -46,14 +51,15 @@ def read_rows(path: str):
             with warnings.catch_warnings():
                 warnings.simplefilter("error", pd.errors.ParserWarning)
                 try:
-                    return pd.read_csv(p, index_col=False, encoding="utf-8-sig")
+                    frame = pd.read_csv(p, index_col=False, encoding="utf-8-sig")
                 except pd.errors.ParserWarning:
                     raise PerfsimError(f"rows file {path}: a line has more fields than the "
                                        "header row (a trailing comma?)") from None
+            return _typed_columns(frame, path)
         if ext == ".parquet":
             from perfsim.cli.sweep import _pyarrow
 
-            _pyarrow()
+            _pyarrow(f"rows file {path}", "or give a .csv or .jsonl file")
             return pd.read_parquet(p)
         text = p.read_text(encoding="utf-8-sig")
         if not text.strip():
@@ -77,6 +83,37 @@ def read_rows(path: str):
                            f"({type(exc).__name__}: {text})") from None
 
 
+#: The workload fields a rows file gives as numbers.
+NUMBER_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim",
+                 "head_dim_v", "dropout_p", "softcap")
+
+
+def _typed_columns(frame, path: str):
+    """A CSV's number columns as numbers and a ``causal`` column of 0 and 1 as booleans.
+    One cell that is not a number makes pandas read its whole column as text; that cell is
+    named (row and column), not the column's first.
+
+    Raises:
+        perfsim.PerfsimError: a cell of a number column that is not a number."""
+    import pandas as pd
+
+    for name in NUMBER_FIELDS:
+        if name not in frame or frame[name].dtype.kind in "iufb":
+            continue                        # (text: object, or pandas' string dtype)
+        column = frame[name]
+        numbers = pd.to_numeric(column, errors="coerce")
+        bad = numbers.isna() & column.notna()
+        if bad.any():
+            row = bad.idxmax()
+            raise PerfsimError(f"rows file {path}: row {row}, column {name}: "
+                               f"{column[row]!r} is not a number")
+        frame[name] = numbers
+    if "causal" in frame and frame["causal"].dtype.kind in "iu" and (
+            frame["causal"].isin([0, 1]).all()):
+        frame["causal"] = frame["causal"].astype(bool)
+    return frame
+
+
 def _cmd_rows(args) -> int:
     from perfsim.cli.sweep import OUT_EXTENSIONS, _pyarrow, json_records, write_rows
     from perfsim.gpu_catalog import load_gpu
@@ -84,6 +121,9 @@ def _cmd_rows(args) -> int:
     from perfsim.sweep import check_engine
 
     check_engine(args.engine)
+    if args.quiet and not args.out and not args.json:
+        raise PerfsimError("--quiet without --out or --json would compute the rows and show "
+                           "none: give --out FILE.csv or FILE.parquet to keep them")
     if args.out:        # before the work: a bad path must not cost the computation
         check_output(args.out, OUT_EXTENSIONS, "--out")
         if args.out.lower().endswith(".parquet"):
@@ -142,7 +182,7 @@ def register(sub) -> None:
 
     p = sub.add_parser(
         "rows", help="predict every workload of a CSV/Parquet/JSON-lines file",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
         description="One prediction per row of FILE (perfsim.predict_rows): columns are "
         "workload fields (batch, heads, seqlen_q and head_dim needed; kv_heads, seqlen_k, "
         "head_dim_v, causal, dtype, phase, dropout_p, window as \"LEFT,RIGHT\", kv_dtype, "
@@ -165,5 +205,6 @@ def register(sub) -> None:
     p.add_argument("--out", metavar="FILE", type=path_arg,
                    help="write every row (.csv or .parquet)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON records")
-    p.add_argument("--quiet", "-q", action="store_true", help="no table")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no table (with --out or --json)")
     p.set_defaults(func=_cmd_rows)

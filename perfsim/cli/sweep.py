@@ -484,13 +484,14 @@ WRITE_CHUNK_ROWS = 1 << 16
 ROW_GROUP_ROWS = 1 << 18
 
 
-def _pyarrow():
+def _pyarrow(what: str = "--out .parquet", instead: str = "or write .csv"):
+    """``pyarrow.parquet``, or a PerfsimError saying that ``what`` needs it."""
     try:
         import pyarrow  # noqa: F401
         import pyarrow.parquet as pq
     except ImportError:
-        raise PerfsimError("--out .parquet needs pyarrow (pip install pyarrow, or "
-                           "pip install 'perfsim[parquet]'); or write .csv") from None
+        raise PerfsimError(f"{what} needs pyarrow (pip install pyarrow, or "
+                           f"pip install 'perfsim[parquet]'); {instead}") from None
     return pq
 
 
