@@ -734,7 +734,15 @@ class Prediction:
             words = ("the L2's TMA requests (the 'hbm' unit: row segments"
                      + (" taking turns with fp32 reductions" if with_reductions else "")
                      + ", below)")
-        lines.append(f"Bound by {words} for {share:.0f} % of the time.")
+        serial = (heavy_hbm is not None and heavy_hbm.bound == self.bound
+                  and heavy_hbm.cost.pipeline is not None
+                  and np.ndim(heavy_hbm.cost.pipeline[1]) == 0
+                  and heavy_hbm.cost.pipeline[1] == 1)
+        lines.append(f"Bound by {words} for {share:.0f} % of the time"
+                     + (f" ({heavy_hbm.cost.name} runs one tile at a time, so its two "
+                        "stations take turns and add: this unit has the largest part of "
+                        "its time, not all of it; the cycle below)" if serial else "")
+                     + ".")
         ranked = sorted(UNITS, key=lambda u: -self.unit_seconds[u])
         parts = ", ".join(f"{u} {_ms(self.unit_seconds[u])}" for u in ranked
                           if self.unit_seconds[u] > 0)

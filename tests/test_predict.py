@@ -262,3 +262,16 @@ def test_explain_gives_fa1s_query_splits(phase):
     two = perfsim.predict(w, gpu="l40s", algorithm=perfsim.algorithms.FA1(q_splits=2))
     assert "runs 2 CTAs per (batch, head), each over one in 2 of the query tiles" in \
         two.explain() and "as given (FA1(q_splits=...))" in two.explain()
+
+
+def test_explain_says_when_the_bound_unit_shares_a_serial_cycle():
+    # FA4's decode on the B200 runs one tile at a time: its stations add, and "bound by
+    # shared memory for 99 % of the time" read as if shared memory alone took that time
+    w = perfsim.AttentionWorkload(batch=8, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072,
+                                  head_dim=128)
+    text = perfsim.predict(w, gpu="b200", algorithm="fa4").explain()
+    assert "take turns and add" in text and "closed cycle" in text
+    many = perfsim.predict(perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096,
+                                                     head_dim=128), gpu="h100-sxm5",
+                           algorithm="fa2").explain()
+    assert "take turns and add" not in many
