@@ -666,6 +666,12 @@ class GPUSpec(Immutable, BaseModel):
                                        "field (dotted names: TABLE.KEY, e.g. "
                                        "tensor_flops_per_clk_per_sm.bf16 or power.tdp_w)")
                 base = fields.get(name, current)
+                if isinstance(base, BaseModel):
+                    base = base.model_dump()
+                if not isinstance(base, dict):
+                    raise PerfsimError(f"GPUSpec.replace: {name} given as {base!r} and "
+                                       f"{key!r} by entry: give the table whole (a dict) or "
+                                       "by its entries")
                 fields[name] = {**base, entry: value}
         unknown = sorted(set(fields) - set(type(self).model_fields))
         if unknown:

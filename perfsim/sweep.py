@@ -110,29 +110,52 @@ def _read_int(path: str) -> int | None:
         return None
 
 
-def _cgroup_available() -> int | None:
-    """What the process's cgroup (v2, else v1's memory controller) still allows, or None
-    without a limit."""
+def _cgroup_available(cgroup_file: str = "/proc/self/cgroup",
+                      v2_root: str = "/sys/fs/cgroup",
+                      v1_root: str = "/sys/fs/cgroup/memory") -> int | None:
+    """What the process's cgroup still allows (v2, else v1's memory controller), or None
+    without a limit: the least headroom of its cgroup and every cgroup above it (a batch
+    job's limit sits on a parent: ``/job_42`` over ``/job_42/step_0``), each limit less the
+    usage without the page cache the kernel can reclaim (``inactive_file``: a container that
+    has read large files sits near its limit)."""
     try:
-        with open("/proc/self/cgroup", encoding="ascii") as fh:
+        with open(cgroup_file, encoding="ascii") as fh:
             lines = fh.read().splitlines()
     except OSError:
         return None
+    found = []
     for line in lines:
         hierarchy, _, rest = line.partition(":")
         controllers, _, path = rest.partition(":")
-        path = path.rstrip("/")
         if hierarchy == "0" and not controllers:            # v2: "0::/path"
-            for folder in ("/sys/fs/cgroup" + path, "/sys/fs/cgroup"):
-                limit = _read_int(f"{folder}/memory.max")
-                if limit is not None:
-                    return limit - (_read_int(f"{folder}/memory.current") or 0)
+            root, files = v2_root, ("memory.max", "memory.current", "inactive_file")
         elif "memory" in controllers.split(","):             # v1: "4:memory:/path"
-            for folder in ("/sys/fs/cgroup/memory" + path, "/sys/fs/cgroup/memory"):
-                limit = _read_int(f"{folder}/memory.limit_in_bytes")
-                if limit is not None and limit < 2**60:     # (no limit reads as ~2^63)
-                    return limit - (_read_int(f"{folder}/memory.usage_in_bytes") or 0)
-    return None
+            root, files = v1_root, ("memory.limit_in_bytes", "memory.usage_in_bytes",
+                                    "total_inactive_file")
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):
+            folder = "/".join([root, *parts[:depth]])
+            limit = _read_int(f"{folder}/{files[0]}")
+            if limit is None or limit >= 2**60:             # "max"; v1 reads ~2^63 for none
+                continue
+            used = _read_int(f"{folder}/{files[1]}") or 0
+            found.append(limit - max(used - _stat_value(f"{folder}/memory.stat", files[2]), 0))
+    return min(found) if found else None
+
+
+def _stat_value(path: str, key: str) -> int:
+    """One counter of a cgroup's ``memory.stat`` (0 where missing)."""
+    try:
+        with open(path, encoding="ascii") as fh:
+            for line in fh:
+                name, _, value = line.partition(" ")
+                if name == key:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def _rlimit_available() -> int | None:
@@ -564,7 +587,7 @@ def memory_budget_bytes() -> int:
     where the OS does not say). The one rule :func:`check_size` refuses by and ``perfsim
     sweep --out`` streams by."""
     free = available_memory_bytes()
-    return free // 2 if free else 2**34
+    return free // 2 if free is not None else 2**34
 
 
 def check_size(rows: int, max_memory_bytes: int | None = None, what: str = "sweep") -> None:
@@ -631,18 +654,20 @@ def _stand_in(algo, gpu: GPUSpec | None, scalar: dict, block: dict):
     says nothing; ``None`` for an algorithm that is not a preset. The notes depend on the
     GPU, the phase, the mask and, of the sequence lengths, only on whether there are fewer
     query rows than FlexAttention's decoding threshold, fewer than keys, or one (the last
-    two decide cuDNN's explicit mask): the rows fall into at most eight classes, and one row
-    of each is asked."""
+    two decide cuDNN's explicit mask), and whether the query length is a multiple of
+    ``TUTORIAL_EXACT_MULTIPLE`` (the tutorial's forward): the rows fall into at most sixteen
+    classes, and one row of each is asked."""
     note_of = getattr(algo, "stand_in_note", None)
     if note_of is None or gpu is None:
         return None
-    from perfsim.implementations import FLEX_DECODING_BELOW
+    from perfsim.implementations import FLEX_DECODING_BELOW, TUTORIAL_EXACT_MULTIPLE
     from perfsim.workload import AttentionWorkload
 
     shape = np.broadcast_shapes(*(v.shape for v in block.values()))
     n_q = np.broadcast_to(block["seqlen_q"], shape).ravel()
     n_k = np.broadcast_to(block["seqlen_k"], shape).ravel()
-    kind = ((n_q < FLEX_DECODING_BELOW).astype(np.int8) * 4 + (n_q < n_k).astype(np.int8) * 2
+    kind = ((n_q % TUTORIAL_EXACT_MULTIPLE != 0).astype(np.int8) * 8
+            + (n_q < FLEX_DECODING_BELOW).astype(np.int8) * 4 + (n_q < n_k).astype(np.int8) * 2
             + (n_q == 1))
     _, first, inverse = np.unique(kind, return_index=True, return_inverse=True)
     causal, window = scalar.get("_given_mask") or (scalar["causal"], tuple(scalar["_window"]))

@@ -467,3 +467,45 @@ def test_help_names_no_default_where_there_is_none(capsys):
     out = capsys.readouterr().out
     assert "(default: None)" not in out and "(default: [])" not in out
     assert "(default: bf16)" in " ".join(out.split())
+
+
+def test_the_cgroup_headroom_walks_up_and_leaves_out_the_page_cache(tmp_path):
+    import importlib
+    sweep_module = importlib.import_module("perfsim.sweep")
+    (tmp_path / "cgroup").write_text("0::/job_42/step_0\n")
+    job, step = tmp_path / "v2" / "job_42", tmp_path / "v2" / "job_42" / "step_0"
+    step.mkdir(parents=True)
+    (step / "memory.max").write_text("max\n")                  # the limit sits on the job
+    (job / "memory.max").write_text(f"{8 * 2**30}\n")
+    (job / "memory.current").write_text(f"{8 * 2**30}\n")       # at the limit, but ...
+    (job / "memory.stat").write_text(f"anon 1\ninactive_file {3 * 2**30}\n")   # ... cache
+    got = sweep_module._cgroup_available(str(tmp_path / "cgroup"), str(tmp_path / "v2"),
+                                         str(tmp_path / "v1"))
+    assert got == 3 * 2**30
+    (job / "memory.stat").write_text("anon 1\n")                # nothing to reclaim: none left
+    assert sweep_module._cgroup_available(str(tmp_path / "cgroup"), str(tmp_path / "v2"),
+                                          str(tmp_path / "v1")) == 0
+
+
+def test_no_memory_left_is_a_budget_of_none(monkeypatch):
+    # 0 bytes available fell through to the 16 GiB used where the OS says nothing
+    import importlib
+    sweep_module = importlib.import_module("perfsim.sweep")
+    monkeypatch.setattr(sweep_module, "available_memory_bytes", lambda: 0)
+    assert sweep_module.memory_budget_bytes() == 0
+
+
+def test_sweep_json_too_large_for_memory_is_refused_before_the_work(tmp_path, capsys,
+                                                                    monkeypatch):
+    # --json holds every row as Python objects (~9 kB a row): under a small budget pyarrow
+    # ran out of memory with a 49-line traceback
+    import importlib
+    sweep_module = importlib.import_module("perfsim.sweep")
+    monkeypatch.setattr(sweep_module, "memory_budget_bytes", lambda: 10**6)
+    config = tmp_path / "s.toml"
+    config.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2"]\n[workload]\n'
+                      'batch = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\nheads = [8, 16, 32]\n'
+                      'seqlen_q = [128, 256, 512, 1024]\nhead_dim = [64]\n')
+    assert main(["sweep", str(config), "--json", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--json: 120 rows need about" in err[0]

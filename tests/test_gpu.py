@@ -217,3 +217,7 @@ def test_replace_changes_one_table_entry_by_its_dotted_name():
         update={"tdp_w": 600.0})
     with pytest.raises(PerfsimError, match="names no entry of a table field"):
         g.replace(**{"sm_count.x": 1})
+    # the table given whole (a model, a dict) and by entry: the entry over it
+    assert g.replace(power=g.power, **{"power.tdp_w": 600}).power.tdp_w == 600
+    with pytest.raises(PerfsimError, match="give the table whole"):
+        g.replace(power=None, **{"power.tdp_w": 600})

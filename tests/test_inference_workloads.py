@@ -705,3 +705,12 @@ def test_backward_kernel_grows_with_the_keys_it_sees():
         assert main(n_k).cost.launch["tail"] == 1
     times = [main(n_k).seconds for n_k in (128, 256, 1024, 4096)]
     assert times == sorted(times), times
+
+
+def test_a_sweep_notes_each_rows_own_tutorial_length():
+    # the note follows each row's length, whichever row a class of rows was asked for first
+    for lengths in ([1000, 1024], [1024, 1000]):
+        df = perfsim.sweep(batch=1, heads=16, seqlen_q=lengths, head_dim=64, causal=True,
+                           gpus="h200-sxm", algorithms="triton-tutorial")
+        wrong = dict(zip(df.seqlen_q, df.stand_in.str.contains("wrong results")))
+        assert wrong == {1000: True, 1024: False}

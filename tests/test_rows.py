@@ -192,6 +192,8 @@ def test_the_rows_command_reads_a_file_and_writes_every_row(tmp_path, capsys):
     # one bad cell made the column text, and the first row was blamed with a good value
     ("cell.csv", "batch,heads,seqlen_q,head_dim\n1,8,128,64\n2,8,128,64\n8x,8,128,64\n",
      "row 2, column batch: '8x' is not a number"),
+    ("flag.csv", "batch,heads,seqlen_q,head_dim,causal\n1,8,128,64,1\n1,8,128,64,maybe\n",
+     "row 1, column causal: 'maybe' is not true or false"),
 ])
 def test_the_rows_command_gives_one_line_for_a_bad_file(tmp_path, capsys, name, text, words):
     from perfsim.cli import main
@@ -245,11 +247,15 @@ def test_a_rows_csv_may_write_causal_as_0_and_1(tmp_path, capsys):
     from perfsim.cli import main
 
     path = tmp_path / "bits.csv"
-    path.write_text("batch,heads,seqlen_q,head_dim,causal\n1,8,1024,64,1\n1,8,1024,64,0\n")
     out = tmp_path / "out.csv"
-    assert main(["rows", str(path), "--gpu", "h100-sxm5", "-a", "fa2", "--out", str(out),
-                 "-q"]) == 0
-    assert list(pd.read_csv(out).causal) == [True, False]
+    # (a gap makes pandas read 1.0 and 0.0; a header may have spaces after its commas)
+    for body, want in (("1\n1,8,1024,64,0", [True, False]), ("TRUE\n1,8,1024,64,", [True, False]),
+                       ("0\n1,8,1024,64,1.0", [False, True]), ("no\n1,8,1024,64,Yes",
+                                                               [False, True])):
+        path.write_text(f"batch, heads, seqlen_q, head_dim, causal\n1,8,1024,64,{body}\n")
+        assert main(["rows", str(path), "--gpu", "h100-sxm5", "-a", "fa2", "--out", str(out),
+                     "-q"]) == 0
+        assert list(pd.read_csv(out).causal) == want, body
 
 
 def test_rows_quiet_with_nowhere_to_put_them_is_refused(tmp_path, capsys):

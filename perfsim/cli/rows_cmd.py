@@ -55,6 +55,8 @@ def read_rows(path: str):
                 except pd.errors.ParserWarning:
                     raise PerfsimError(f"rows file {path}: a line has more fields than the "
                                        "header row (a trailing comma?)") from None
+            # "batch, heads": a space after a comma is not part of the next column's name
+            frame.columns = [str(c).strip() for c in frame.columns]
             return _typed_columns(frame, path)
         if ext == ".parquet":
             from perfsim.cli.sweep import _pyarrow
@@ -89,12 +91,14 @@ NUMBER_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim
 
 
 def _typed_columns(frame, path: str):
-    """A CSV's number columns as numbers and a ``causal`` column of 0 and 1 as booleans.
-    One cell that is not a number makes pandas read its whole column as text; that cell is
-    named (row and column), not the column's first.
+    """A CSV's number columns as numbers and its ``causal`` column as booleans (1/0,
+    true/false, yes/no; an empty cell is missing). One cell that is not a number makes
+    pandas read its whole column as text; that cell is named (row and column), not the
+    column's first.
 
     Raises:
-        perfsim.PerfsimError: a cell of a number column that is not a number."""
+        perfsim.PerfsimError: a cell of a number column that is not a number, a ``causal``
+            cell that is not one of those words."""
     import pandas as pd
 
     for name in NUMBER_FIELDS:
@@ -108,10 +112,23 @@ def _typed_columns(frame, path: str):
             raise PerfsimError(f"rows file {path}: row {row}, column {name}: "
                                f"{column[row]!r} is not a number")
         frame[name] = numbers
-    if "causal" in frame and frame["causal"].dtype.kind in "iu" and (
-            frame["causal"].isin([0, 1]).all()):
-        frame["causal"] = frame["causal"].astype(bool)
+    if "causal" in frame and frame["causal"].dtype.kind != "b":
+        column, flags = frame["causal"], []
+        for row, value in column.items():
+            word = str(value).strip().lower()
+            if pd.isna(value) or word == "":
+                flags.append(None)                          # missing: the default
+            elif word in _TRUE or word in _FALSE:
+                flags.append(word in _TRUE)
+            else:
+                raise PerfsimError(f"rows file {path}: row {row}, column causal: {value!r} is "
+                                   "not true or false (1/0, true/false, yes/no)")
+        frame["causal"] = pd.array(flags, dtype="boolean")
     return frame
+
+
+#: How a rows file may write ``causal`` (any case; 1.0 as pandas reads a column with a gap).
+_TRUE, _FALSE = ("1", "1.0", "true", "yes"), ("0", "0.0", "false", "no")
 
 
 def _cmd_rows(args) -> int:
