@@ -427,11 +427,12 @@ def test_more_customers_than_a_program_reads_are_interpreted():
     assert _same(p, _interpreted_of(big, gpu, "fa2")) is None
 
 
-def test_a_count_past_the_bits_a_program_read_is_interpreted():
+def test_a_count_past_the_bits_a_program_read_gives_the_interpreted_numbers():
     """A program traced on a grid of few resident CTAs reads the fewest bits of the customer
     count that hold it (perfsim.queueing.CUSTOMER_BIT_TIERS: 4); a later row with a count of
-    16 or more fails that guard (the pattern is then traced again on it): equal to the
-    interpreted path either way."""
+    16 or more must not be answered from those 4 bits (16 would read as 0 and the cycle
+    come out wrong): it fails the guard and the pattern is traced again on it. What this
+    checks is the numbers, equal to the interpreted path's, whichever path answered."""
     gpu = perfsim.load_gpu("h100-sxm5").model_copy(update={**CROWDED, "id": "crowded"})
     few = perfsim.AttentionWorkload(batch=1, heads=8, seqlen_q=4096, head_dim=64)
     for _ in range(2):                                     # compiles the structure
