@@ -62,6 +62,45 @@ def test_benchmark_flops_convention():
     assert external.benchmark_flops(s.with_phase("bwd")) == 2.5 * fwd
 
 
+def test_benchmark_flops_count_the_bottom_right_mask_when_lengths_differ():
+    """A causal call with N_q != N_k counts the pairs its bottom-right mask leaves (brute
+    force), not half the rectangle: with N_q > N_k its first N_q - N_k rows see no key."""
+    for n_q, n_k in ((4, 2), (2, 4), (8192, 2048), (1000, 3333)):
+        s = Shape(batch=2, heads=3, seqlen_q=n_q, seqlen_k=n_k, head_dim=8, causal=True)
+        pairs = sum(min(n_k, max(0, i + n_k - n_q + 1)) for i in range(n_q))
+        assert external.benchmark_flops(s) == 4 * 2 * 3 * pairs * 8
+
+
+def test_holdout48_has_more_queries_than_keys():
+    """Hold-out 48 exists for the backward's causal tail with N_q > N_k."""
+    shapes = external.grid("external-holdout48")
+    assert shapes and all(s.causal and s.seqlen_q > s.seqlen_k for s in shapes)
+
+
+def test_sdpa_lower_right_mask_matches_the_reference():
+    """SDPA with N_q != N_k gets the bottom-right mask of perfsim's workloads (not torch's
+    top-left ``is_causal``); a boolean mask that would leave rows without keys is refused."""
+    torch = pytest.importorskip("torch")
+    from perfsim.validate import backends, measure
+    from perfsim.validate.kernels.reference import reference_attention, relative_error
+    from perfsim.validate.runner import Row
+
+    gen = torch.Generator().manual_seed(0)
+    for n_q, n_k in ((8, 24), (24, 24)):
+        s = Shape(batch=1, heads=2, seqlen_q=n_q, seqlen_k=n_k, head_dim=16, causal=True,
+                  dtype="fp32")
+        q, k, v = (torch.randn(1, 2, n, 16, generator=gen) for n in (n_q, n_k, n_k))
+        got = backends.impl(Row(s, "sdpa_math", "external"), q, k, v)
+        with got.context():
+            o = got.forward()
+        assert relative_error(o, reference_attention(q, k, v, causal=True)[0]) < 1e-5
+        assert got.launch_config["is_causal"] == (n_q == n_k)
+    s = Shape(batch=1, heads=2, seqlen_q=24, seqlen_k=8, head_dim=16, causal=True, dtype="fp32")
+    q, k, v = (torch.randn(1, 2, n, 16, generator=gen) for n in (24, 8, 8))
+    with pytest.raises(measure.Unsupported, match="see no key"):
+        backends.impl(Row(s, "sdpa_math", "external"), q, k, v)
+
+
 def test_every_holdout_is_new():
     """Each hold-out grid (measured after a freeze) shares no shape with the main grid or an
     earlier hold-out, and validates."""

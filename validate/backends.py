@@ -8,8 +8,15 @@
   once per shape outside the timed call (as users cache it). A failing compile is recorded as
   ``unsupported`` with the compiler's message.
 
-Causal masks: every shape here has ``N_q == N_k``, where SDPA's top-left ``is_causal`` equals the
-bottom-right convention of the own kernels.
+Causal masks are bottom-right aligned (query ``i`` sees key ``j <= i + N_k - N_q``), the
+convention of perfsim's workloads and of the float64 reference. With ``N_q == N_k`` SDPA's
+``is_causal`` (top-left) is the same mask. Otherwise ``sdpa_flash`` gets
+``torch.nn.attention.bias.causal_lower_right`` (its dispatch calls the flash op with
+``is_causal=True``, bottom-right in flash-attn >= 2.1; the row is ``unsupported`` unless
+``can_use_flash_attention`` holds, so no other kernel is timed in its place), the other SDPA
+backends a boolean lower-right ``attn_mask`` when ``N_q < N_k``; with ``N_q > N_k`` the first
+``N_q - N_k`` query rows see no key, which a boolean mask turns into NaN rows in those
+backends, so they are ``unsupported`` there. FlexAttention's mask takes the offset directly.
 
 Dropout: a shape's ``dropout_p`` goes to SDPA as ``dropout_p`` (every SDPA backend draws the
 mask inside its kernel); FlexAttention has none and refuses it.
@@ -62,7 +69,13 @@ def _sdpa(row: Row, q, k, v) -> Impl:
     if s.dropout_p:
         extra["dropout_p"] = s.dropout_p    # drawn inside the fused kernels (Philox)
 
+    mask = None
+    if s.causal and s.seqlen_q != s.seqlen_k:
+        mask = _lower_right(row, q, k, v, extra)
+
     def f(a, b, c):
+        if mask is not None:
+            return F.scaled_dot_product_attention(a, b, c, attn_mask=mask, **extra)
         return F.scaled_dot_product_attention(a, b, c, is_causal=s.causal, **extra)
 
     @contextmanager
@@ -79,9 +92,48 @@ def _sdpa(row: Row, q, k, v) -> Impl:
                                   + (f" ({why})" if why else "")) from None
 
     cfg = {"backend": f"SDPBackend.{name}", "torch": torch.__version__,
-           "is_causal": s.causal, **extra}
+           "is_causal": s.causal and mask is None, **extra}
+    if mask is not None:
+        cfg["mask"] = ("CausalBias lower_right -> aten._scaled_dot_product_flash_attention"
+                       "(is_causal=True)" if row.algorithm == "sdpa_flash"
+                       else "boolean lower-right attn_mask (N_q, N_k)")
     return Impl(lambda: f(q, k, v), autograd_backward(f, q, k, v), cfg, poisoned=False,
                 context=context)
+
+
+def _lower_right(row: Row, q, k, v, extra):
+    """The bottom-right causal mask of a call with ``N_q != N_k`` as SDPA takes it for
+    ``row.algorithm`` (module docstring).
+
+    Raises:
+        Unsupported: flash cannot take the shape, or a boolean mask would leave query rows
+            without keys (``N_q > N_k``).
+    """
+    import torch
+
+    s = row.shape
+    if row.algorithm == "sdpa_flash":
+        from torch.nn.attention.bias import causal_lower_right
+
+        gqa = bool(extra.get("enable_gqa"))
+        try:
+            params = torch.backends.cuda.SDPAParams(q, k, v, None, s.dropout_p, False, gqa)
+        except TypeError:
+            params = torch.backends.cuda.SDPAParams(q, k, v, None, s.dropout_p, False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ok = torch.backends.cuda.can_use_flash_attention(params, True)
+        if not ok:
+            why = "; ".join(str(w.message).splitlines()[0] for w in caught)[:300]
+            raise Unsupported("sdpa_flash lower-right causal: can_use_flash_attention is False"
+                              + (f" ({why})" if why else ""))
+        return causal_lower_right(s.seqlen_q, s.seqlen_k)
+    if s.seqlen_q > s.seqlen_k:
+        raise Unsupported(f"causal with N_q = {s.seqlen_q} > N_k = {s.seqlen_k}: the first "
+                          f"{s.seqlen_q - s.seqlen_k} query rows see no key, and a boolean "
+                          "attn_mask makes them NaN in this backend")
+    return torch.ones(s.seqlen_q, s.seqlen_k, dtype=torch.bool,
+                      device=q.device).tril(s.seqlen_k - s.seqlen_q)
 
 
 def _compiled_flex():

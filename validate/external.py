@@ -254,6 +254,10 @@ HOLDOUTS = {
                           "64 and 128) where flash-attn 2's heuristic splits the keys, and one "
                           "where it does not; SDPA flash and cuDNN; frozen for a split "
                           "forward's causal tail factor taken for the split grid",
+    "external-holdout48": "causal calls with more queries than keys (N_q / N_k 1.3-8, "
+                          "head dims 64 and 128, GQA once, bf16), SDPA flash (lower-right "
+                          "CausalBias) and FlexAttention, forward and backward; frozen for "
+                          "the backward's causal tail from the key tiles' columns",
 }
 
 
@@ -306,8 +310,14 @@ def plan(grid_name: str, impls=DEFAULT_IMPLS) -> list[tuple[Shape, str]]:
 
 def benchmark_flops(shape: Shape) -> float:
     """FlashAttention benchmark convention: forward 4·B·H·N_q·N_k·d (halved when causal with
-    N_q = N_k), backward 2.5x the forward."""
-    pairs = shape.seqlen_q * shape.seqlen_k * (0.5 if shape.causal else 1.0)
+    N_q = N_k), backward 2.5x the forward. A causal call with N_q != N_k counts the
+    (query, key) pairs its bottom-right mask leaves (``perfsim.tiles.visible_pairs``)."""
+    if shape.causal and shape.seqlen_q != shape.seqlen_k:
+        from perfsim.tiles import visible_pairs
+
+        pairs = float(visible_pairs(shape.seqlen_q, shape.seqlen_k, right=0))
+    else:
+        pairs = shape.seqlen_q * shape.seqlen_k * (0.5 if shape.causal else 1.0)
     fwd = 4.0 * shape.batch * shape.heads * pairs * shape.head_dim
     return fwd * (2.5 if shape.phase == "bwd" else 1.0)
 

@@ -284,7 +284,9 @@ def _scatter(path: Path, scored: list[dict], gpu: str) -> None:
         ax.set_title(f"{'forward' if phase == 'fwd' else 'backward'} — {gpu} (±10 % dashed)")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper left")
-    fig.savefig(path, dpi=130)
+    from perfsim.validate.report import save_png
+
+    save_png(fig, path, dpi=130)
 
 
 def main(argv=None) -> int:

@@ -159,6 +159,23 @@ def write_csv(records, path: Path) -> None:
                              for k, v in r.items()})
 
 
+def save_png(fig, path, dpi: int, **savefig_kwargs) -> None:
+    """Write ``fig`` to ``path`` as an 8-bit palette PNG (Pillow's 256-colour quantisation
+    of matplotlib's RGBA render, then Pillow's ``optimize``). The report's scatter plots
+    have a few dozen distinct colours, so the image looks the same at about a third of the
+    RGBA file's bytes (130 → 44 kB); the committed reports are many, and every device run
+    carries the whole working tree under a size limit."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=dpi, format="png", **savefig_kwargs)
+    buffer.seek(0)
+    with Image.open(buffer) as image:
+        image.convert("RGB").quantize(256).save(path, format="PNG", optimize=True)
+
+
 def scatter(records):
     """Predicted vs measured seconds, log-log, one colour per kernel/backend, with the
     ±:data:`~perfsim.validate.analysis.TARGET_ABS_ERROR` band (``perfsim.plots``); returns
@@ -303,7 +320,7 @@ def write_report(out_dir: str | Path, records: list[dict] | None = None,
 
     try:
         with atomic_write(paths["png"]) as tmp:
-            fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
+            save_png(fig, tmp, dpi=120, bbox_inches="tight")
     finally:
         plt.close(fig)
     return paths
