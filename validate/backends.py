@@ -113,27 +113,39 @@ def _lower_right(row: Row, q, k, v, extra):
 
     s = row.shape
     if row.algorithm == "sdpa_flash":
-        from torch.nn.attention.bias import causal_lower_right
-
-        gqa = bool(extra.get("enable_gqa"))
-        try:
-            params = torch.backends.cuda.SDPAParams(q, k, v, None, s.dropout_p, False, gqa)
-        except TypeError:
-            params = torch.backends.cuda.SDPAParams(q, k, v, None, s.dropout_p, False)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            ok = torch.backends.cuda.can_use_flash_attention(params, True)
-        if not ok:
-            why = "; ".join(str(w.message).splitlines()[0] for w in caught)[:300]
-            raise Unsupported("sdpa_flash lower-right causal: can_use_flash_attention is False"
-                              + (f" ({why})" if why else ""))
-        return causal_lower_right(s.seqlen_q, s.seqlen_k)
+        return flash_lower_right(q, k, v, s.dropout_p, bool(extra.get("enable_gqa")))
     if s.seqlen_q > s.seqlen_k:
         raise Unsupported(f"causal with N_q = {s.seqlen_q} > N_k = {s.seqlen_k}: the first "
                           f"{s.seqlen_q - s.seqlen_k} query rows see no key, and a boolean "
                           "attn_mask makes them NaN in this backend")
     return torch.ones(s.seqlen_q, s.seqlen_k, dtype=torch.bool,
                       device=q.device).tril(s.seqlen_k - s.seqlen_q)
+
+
+def flash_lower_right(q, k, v, dropout_p: float = 0.0, gqa: bool = False):
+    """``torch.nn.attention.bias.causal_lower_right`` for ``q`` ``[B, H, N_q, d]`` and
+    ``k``, ``v`` ``[B, H_kv, N_k, d]``: passed as SDPA's ``attn_mask``, its dispatch calls
+    the flash op with ``is_causal=True`` (bottom-right in flash-attn >= 2.1).
+
+    Raises:
+        Unsupported: ``can_use_flash_attention`` is False for these inputs (its warnings
+            give the reason), so that no other kernel is timed as flash.
+    """
+    import torch
+    from torch.nn.attention.bias import causal_lower_right
+
+    try:
+        params = torch.backends.cuda.SDPAParams(q, k, v, None, dropout_p, False, gqa)
+    except TypeError:  # torch without enable_gqa in SDPAParams
+        params = torch.backends.cuda.SDPAParams(q, k, v, None, dropout_p, False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ok = torch.backends.cuda.can_use_flash_attention(params, True)
+    if not ok:
+        why = "; ".join(str(w.message).splitlines()[0] for w in caught)[:300]
+        raise Unsupported("sdpa_flash lower-right causal: can_use_flash_attention is False"
+                          + (f" ({why})" if why else ""))
+    return causal_lower_right(q.shape[-2], k.shape[-2])
 
 
 def _compiled_flex():

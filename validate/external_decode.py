@@ -714,20 +714,12 @@ def _sdpa(case: Case) -> Built:
         kw["is_causal"] = True
         cfg["mask"] = "is_causal=True"
     elif s.causal and case.impl == "sdpa_flash":
-        from torch.nn.attention.bias import causal_lower_right
+        from perfsim.validate import backends, measure
 
         try:
-            params = torch.backends.cuda.SDPAParams(q, k, v, None, 0.0, False, gqa)
-        except TypeError:
-            params = torch.backends.cuda.SDPAParams(q, k, v, None, 0.0, False)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            ok = torch.backends.cuda.can_use_flash_attention(params, True)
-        if not ok:
-            why = "; ".join(str(w.message).splitlines()[0] for w in caught)[:300]
-            raise Unsupported("sdpa_flash lower-right causal: can_use_flash_attention is False"
-                              + (f" ({why})" if why else ""))
-        kw["attn_mask"] = causal_lower_right(s.seqlen_q, s.seqlen_k)
+            kw["attn_mask"] = backends.flash_lower_right(q, k, v, gqa=gqa)
+        except measure.Unsupported as exc:
+            raise Unsupported(str(exc)) from None
         cfg["mask"] = ("CausalBias lower_right -> aten._scaled_dot_product_flash_attention"
                        "(is_causal=True)")
     elif s.causal:
