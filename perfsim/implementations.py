@@ -599,9 +599,9 @@ class Implementation(Algorithm):
         are likely faster). FlexAttention's forward with fewer than 128 query rows runs its
         decoding template (``_use_flex_decoding`` in torch/_inductor/kernel/flex:
         ``query length < 128``), which perfsim times as the prefill template. A causal
-        ``sdpa-cudnn`` call with fewer queries than keys: torch's ``is_causal`` is the
-        top-left mask there, so the bottom-right mask perfsim's workload means reaches cuDNN
-        as an explicit ``attn_mask`` (``torch.nn.attention.bias.causal_lower_right``
+        ``sdpa-cudnn`` call with N_q ≠ N_k: torch's ``is_causal`` is the top-left mask
+        there, so the bottom-right mask perfsim's workload means reaches cuDNN as an
+        explicit ``attn_mask`` (``torch.nn.attention.bias.causal_lower_right``
         materialises it for that backend): the forward's bias loads are charged
         (:func:`with_mask_bias_loads`), the mask's conversion kernels and the backward's
         bias reads are not."""
@@ -624,11 +624,16 @@ class Implementation(Algorithm):
         if (self.preset == "sdpa-cudnn" and workload is not None
                 and gpu.features.wgmma and gpu.features.tma
                 and explicit_mask(Dims.of(workload)).any()):
-            return ("SDPA's is_causal is the top-left mask when N_q < N_k, so the "
+            keyless = ("; with N_q > N_k the first N_q − N_k query rows see no key, an "
+                       "all-masked softmax row whose output cuDNN was not checked for "
+                       "(ASSUMED: timed as the masked kernel)"
+                       if np.any(asarray(workload.seqlen_q) > asarray(workload.seqlen_k))
+                       else "")
+            return ("SDPA's is_causal is the top-left mask when N_q ≠ N_k, so the "
                     "bottom-right causal mask reaches cuDNN as an explicit attn_mask: perfsim "
                     "charges the forward's per-key-tile bias loads (with_mask_bias_loads), "
                     "not torch's mask conversion kernels and their host time (short caches: "
-                    "tens of µs) nor the backward's bias reads")
+                    "tens of µs) nor the backward's bias reads" + keyless)
         if (self.preset == "triton-tutorial" and workload is not None
                 and workload.phase != "bwd" and flex_arch(gpu) == "sm90"
                 and np.any(asarray(workload.seqlen_q) % TUTORIAL_EXACT_MULTIPLE != 0)):
@@ -687,22 +692,25 @@ def cast_kernel(name: str, elements, src_bytes: int, dst_bytes: int) -> KernelCo
 
 
 def explicit_mask(dims: Dims) -> np.ndarray:
-    """Where (per row, for sweeps) a causal SDPA call has fewer queries than keys, so that its
-    bottom-right mask reaches a backend as an explicit ``attn_mask`` (torch's ``is_causal``
-    is the top-left mask there); ``False`` for symbolic dims and variable-length batches —
-    whole or one group of equal sequences (``Dims.varlen``): SDPA takes a ragged batch as a
-    nested tensor with ``is_causal``, no ``attn_mask`` tensor (the groups had carried the
-    mask and its bias loads: a one-token causal batch, whose mask hides nothing, 64 % slow).
-    ASSUMED: that path masks bottom-right, as the workload's ``causal`` means (not checked
-    against torch's nested-tensor dispatch; top-left would hide more keys, not fewer)."""
+    """Where (per row, for sweeps) a causal SDPA call has N_q ≠ N_k, so that its
+    bottom-right mask reaches a backend as an explicit ``attn_mask``: torch's ``is_causal``
+    is the top-left mask there, and ``CausalBias._dispatch`` (torch/nn/attention/bias.py)
+    takes ``is_causal`` only for ``seq_len_q == seq_len_kv`` and otherwise, for a backend
+    other than flash or memory-efficient, materialises the lower-right mask. ``False`` for
+    symbolic dims and variable-length batches — whole or one group of equal sequences
+    (``Dims.varlen``): SDPA takes a ragged batch as a nested tensor with ``is_causal``, no
+    ``attn_mask`` tensor (the groups had carried the mask and its bias loads: a one-token
+    causal batch, whose mask hides nothing, 64 % slow). ASSUMED: that path masks
+    bottom-right, as the workload's ``causal`` means (not checked against torch's
+    nested-tensor dispatch; top-left would hide more keys, not fewer)."""
     if dims.symbolic or dims.seqlens is not None or dims.varlen or not dims.causal:
         return asarray(False)
-    return asarray(dims.N_q) < asarray(dims.N_k)
+    return asarray(dims.N_q) != asarray(dims.N_k)
 
 
 def with_mask_bias_loads(cost: KernelCost, dims: Dims) -> KernelCost:
     """cuDNN's sm90 forward (``cost``) where the call's mask reaches it as an explicit
-    ``attn_mask``: causal with fewer queries than keys, where torch's ``is_causal`` would be
+    ``attn_mask``: causal with N_q ≠ N_k, where torch's ``is_causal`` would be
     the top-left mask, so the bottom-right one is passed as a tensor
     (``torch.nn.attention.bias.causal_lower_right`` materialises it for this backend).
     Its softmax warps then read a bias tile per visited key tile with plain LDGs and wait

@@ -809,6 +809,21 @@ def test_cudnn_causal_with_fewer_queries_names_its_explicit_mask():
     assert not predict(w, "h200-sxm", "sdpa-flash").notes()
 
 
+def test_cudnn_causal_with_more_queries_takes_the_explicit_mask_too():
+    """With N_q > N_k torch's is_causal is top-left as well, and CausalBias takes is_causal
+    only for equal lengths (torch/nn/attention/bias.py): cuDNN gets the materialised mask,
+    whose first N_q - N_k rows see no key. The bias loads are charged and the note says so;
+    sdpa-flash (the flash op's own bottom-right causal) is unchanged."""
+    w = AttentionWorkload(batch=8, heads=16, seqlen_q=8192, seqlen_k=2048, head_dim=128,
+                          causal=True)
+    p = predict(w, "h200-sxm", "sdpa-cudnn")
+    assert p.kernels[0].cost.launch.get("explicit_mask")
+    assert any("explicit attn_mask" in n and "see no key" in n for n in p.notes())
+    flash = predict(w, "h200-sxm", "sdpa-flash")
+    assert not flash.notes()
+    assert not any("explicit_mask" in k.cost.launch for k in flash.kernels)
+
+
 
 def test_cudnn_explicit_mask_waits_for_a_bias_tile_per_key_tile():
     """cuDNN's forward under an explicit mask reads a 128 x 128 bias tile per key tile with
