@@ -258,6 +258,11 @@ HOLDOUTS = {
                           "head dims 64 and 128, GQA once, bf16), SDPA flash (lower-right "
                           "CausalBias) and FlexAttention, forward and backward; frozen for "
                           "the backward's causal tail from the key tiles' columns",
+    "external-holdout49": "causal calls with more queries than keys (N_q / N_k 1.25-8, head "
+                          "dims 64 and 128, GQA, fp16), SDPA flash, FlexAttention and "
+                          "flash_attn.cute, forward and backward; measured in the same device "
+                          "session as hold-out 48 and sealed (not read) until the model was "
+                          "frozen for the forward's keyless query tiles",
 }
 
 
