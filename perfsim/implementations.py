@@ -762,6 +762,10 @@ def _fa2_like(**options):
     options.setdefault("compiled_head_dims", "exact")
     # none of flash-attn 2's per-tile bound checks (its census) unless the options say
     options.setdefault("bound_checks", "none")
+    # nor its early exit of query tiles that see no key: FlexAttention's and the tutorial's
+    # Triton templates load Q before their key loop (ASSUMED for xFormers' and cuDNN's
+    # kernels off Hopper, whose sources or profiles were not read for it)
+    options.setdefault("keyless_tile_exit", False)
     return algos.FA2(**options)
 
 

@@ -270,7 +270,7 @@ def test_fa3_composes_the_fused_kernels_instead_of_inheriting_fa2s_options():
                         "bwd_masked_row_split",
                         "bwd_spill_bytes",
                         "bwd_smem_per_cta", "fwd_smem_per_cta", "compiled_head_dims",
-                        "fwd_stages", "mma_k", "split_sector_rows"}
+                        "fwd_stages", "mma_k", "split_sector_rows", "keyless_tile_exit"}
     assert fa2_only & set(FA3.model_fields) == {"compiled_head_dims"}
     for option in sorted(fa2_only - {"compiled_head_dims"}):
         with pytest.raises(PerfsimError, match=f"fa3 has no option {option};"):

@@ -1456,3 +1456,27 @@ def test_sub_nanosecond_times_take_an_si_prefix():
 
     assert si(1.02e-10, "s") == "102 ps" and si(3e-13, "s") == "300 fs"
     assert si(2.5e-9, "s") == "2.5 ns"
+
+
+def test_flash_attn2_forward_skips_query_tiles_that_see_no_key():
+    """flash-attn 2's forward returns before loading Q in a CTA whose rows all see no key
+    (compute_attn_1rowblock: zero O, +inf LSE), so with N_q > N_k under the causal mask
+    those CTAs leave the grid's waves and Q traffic; they still write O. FlexAttention's
+    template loads Q first and keeps them. Adding only keyless rows never makes the call
+    faster."""
+    base = dict(batch=8, heads=16, seqlen_k=2048, head_dim=128, causal=True, dtype="bf16")
+    p = predict(AttentionWorkload(seqlen_q=8192, **base), "h200-sxm", "sdpa-flash")
+    k = p.kernels[0].cost
+    b_r = k.launch["block_m"]
+    keyless = (8192 - 2048) // b_r
+    assert k.launch["keyless_ctas"] == 8 * 16 * keyless
+    assert k.grid == 8 * 16 * (8192 // b_r - keyless)
+    assert k.terms["hbm_read/Q"] == 2 * 8 * 16 * 2048 * 128
+    assert k.terms["hbm_write/O"] == 2 * 8 * 16 * 8192 * 128
+    flex = predict(AttentionWorkload(seqlen_q=8192, **base), "h200-sxm", "flex").kernels[0]
+    assert "keyless_ctas" not in flex.cost.launch
+    assert flex.cost.terms["hbm_read/Q"] == 2 * 8 * 16 * 8192 * 128
+    for gpu in ("h200-sxm", "a100-sxm4-80gb", "rtx-4090"):
+        times = [predict(AttentionWorkload(seqlen_q=n, **base), gpu, "sdpa-flash").seconds
+                 for n in range(2048, 12288 + 1, 128)]
+        assert all(b >= a for a, b in zip(times, times[1:])), gpu

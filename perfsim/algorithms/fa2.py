@@ -560,6 +560,14 @@ class FusedAttention(Algorithm):
         smem = self._fwd_smem_bytes(dims, gpu, b_r, b_c, kd, kd_v)
         ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
         v = dims.tile_visits(b_r, b_c)
+        # query tiles whose rows all see no key (causal or a window's right side with
+        # N_q > N_k) and exit before loading Q where the kernel says so
+        # (exits_keyless_tiles): they write zero O and +inf LSE and take no SM time in
+        # this model beyond those bytes
+        keyless = self.keyless_q_tiles(dims, b_r)
+        q_rows = dims.N_q - b_r * keyless
+        run = v if not np.any(keyless) else replace(v, q_tiles=v.q_tiles - keyless)
+        grid = run.q_tiles * bh
         # K/V: every query tile streams the key/value tiles it visits. The query tiles of one
         # (batch, head) are adjacent in the grid, start together and walk K/V in the same
         # order, so the re-reads of the CTAs resident at once hit L2: the live working set is
@@ -567,8 +575,8 @@ class FusedAttention(Algorithm):
         kv_total = ekv * bh * v.q_outer_cols * dkv
         kv_compulsory = ekv * dims.B * dims.H_kv * dims.kv_rows_read(b_c) * dkv
         # (CTAs resident at once: the SMs' slots, or the whole grid when it is smaller)
-        resident = minimum(gpu.sm_count * ctas, v.q_tiles * bh)
-        window = lockstep_window(resident, v.q_tiles, ekv * b_c * dkv)
+        resident = minimum(gpu.sm_count * ctas, grid)
+        window = lockstep_window(resident, run.q_tiles, ekv * b_c * dkv)
         kv_hbm, kv_hits = l2_filtered(kv_total, kv_compulsory, window, gpu,
                                       gpu.l2_usable_fraction)
         # (row, visited key tile) pairs of the call's rows; the padded rows of a last partial
@@ -584,23 +592,27 @@ class FusedAttention(Algorithm):
             "fp32/softmax (scale, −max, row sum)": elems * sc.ONLINE_SOFTMAX_FLOPS_PER_SCORE,
             "fp32/rescale O": bh * rows_steps * (sc.RESCALE_FLOPS_PER_ROW_ELEMENT * dims.d_v
                                                  + sc.RESCALE_FLOPS_PER_ROW_EXTRA),
-            "fp32/normalise O": sc.FMA_SLOTS * bh * dims.N_q * dims.d_v,
+            "fp32/normalise O": sc.FMA_SLOTS * bh * q_rows * dims.d_v,
             "alu/row max": elems * sc.ROW_MAX_ALU_OPS_PER_SCORE,
             "alu/P to 16 bits": elems * sc.P_CONVERT_ALU_OPS_PER_SCORE,
             "mufu/exp(S)": elems,
             "mufu/exp(m_old − m_new)": bh * rows_steps * sc.FA2_EXPS_PER_ROW_STEP,
-            "hbm_read/Q": e * bh * dims.N_q * dims.d,
+            "hbm_read/Q": e * bh * q_rows * dims.d,
             "hbm_read/K,V": kv_hbm,
             "hbm_write/O": e * bh * dims.N_q * dims.d_v,
             "hbm_write/logsumexp": bh * dims.N_q * STAT_BYTES,
             "l2_hit/K,V re-read": kv_hits,
             **self._fwd_smem(dims, v, b_r, warps),
         }
+        if np.any(keyless):
+            for name in ("smem_write/Q", "smem_read/Q"):
+                if name in terms:
+                    terms[name] = terms[name] * q_rows / dims.N_q
         if self.splits_sector_rows() and not dims.symbolic:
             # the sectors the half-sector rows fetch beyond their bytes: served by L2 (Q rows
             # once, K/V rows at every visit)
             kv_rows = kv_total / (ekv * dkv)
-            extra = half_sector_bytes(e, bh * dims.N_q + kv_rows, kv_rows, dims.d, dims.d_v)
+            extra = half_sector_bytes(e, bh * q_rows + kv_rows, kv_rows, dims.d, dims.d_v)
             if np.any(extra):
                 terms["l2_hit/Q,K,V half-sector rows (16-byte copies)"] = extra
         if split:
@@ -618,27 +630,24 @@ class FusedAttention(Algorithm):
             # every thread reloads its spilled registers once per tile its CTA visits
             # (REFERENCE_FWD_SPILL_BYTES: the kernel's predicated head-dim loads)
             terms[self.spill_term("fwd")] = bh * v.tiles * warps * 32 * spill
-        tail = in_order_tail(v, v.q_tiles * bh, gpu.sm_count, ctas, dims.masked,
-                             self.lpt_scheduling)
+        tail = in_order_tail(run, grid, gpu.sm_count, ctas, dims.masked, self.lpt_scheduling)
         # a CTA's edges: its Q tile and first K/V tile in, its O tile out
         edge = e * b_r * (dims.d + dims.d_v) + ekv * b_c * dkv
         cost = KernelCost.of(
-            f"{self.name}_fwd", terms, grid=v.q_tiles * bh, tiled=True, ctas_per_sm=ctas,
+            f"{self.name}_fwd", terms, grid=grid, tiled=True, ctas_per_sm=ctas,
             edge_bytes=edge, persistent=self.persistent_grid(),
             gemms=self.fwd_gemms(dims, b_r, b_c, warps),
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=self.mma_dtype(dims),
             tensor_family=self.tensor_family,
             overlap=self.overlap_groups("fwd", dims),
-            pipeline=self.pipeline("fwd", gpu, resident_per_sm(v.q_tiles * bh, ctas, gpu),
-                                   warps),
+            pipeline=self.pipeline("fwd", gpu, resident_per_sm(grid, ctas, gpu), warps),
             bytes_in_flight=self.kv_in_flight(dims, b_c), exp_after=EXP_AFTER,
             cuda_cores_in_turn=self.cuda_cores_in_turn(),
-            tensor_issue_share=self.tensor_issue_share(
-                gpu, resident_per_sm(v.q_tiles * bh, ctas, gpu)),
+            tensor_issue_share=self.tensor_issue_share(gpu, resident_per_sm(grid, ctas, gpu)),
             spill_streams=self.spill_streams("fwd"),
             l2_request_seconds=self.tma_l2_seconds(dims, gpu, (
-                (bh * dims.N_q, kd, dims.d, e),
+                (bh * q_rows, kd, dims.d, e),
                 # paged K/V gathered with cp.async unless a page is one key tile
                 # (flash_attn.cute's flash_fwd_sm90.py: TMA for "paged with page_size ==
                 # n_block_size", else the cp.async path): those rows are no TMA segments
@@ -647,9 +656,36 @@ class FusedAttention(Algorithm):
                     (kv_total / (ekv * dkv), kd_v, dims.d_v, ekv))))),
             launch={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
                    "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail,
-                   "packed_heads": dims.group, **self._padded_head_dims(dims)},
+                   "packed_heads": dims.group, **self._padded_head_dims(dims),
+                   **({"keyless_ctas": bh * keyless} if np.any(keyless) else {})},
         )
-        return self.mma_shape(cost.padded(tail, fixed=self._fwd_row_work(dims)), gpu)
+        return self.mma_shape(cost.padded(tail, fixed=self._fwd_row_work(dims, q_rows)), gpu)
+
+    def exits_keyless_tiles(self) -> bool:
+        """Whether a forward CTA whose query rows all see no key returns before loading Q
+        (writing zero O and +inf logsumexp). False here: FlexAttention's and Triton's
+        templates load Q before their (empty) key loop, and FA3's persistent scheduler
+        hands such tiles out as units (ASSUMED: their cost kept as modelled)."""
+        return False
+
+    def keyless_q_tiles(self, dims: Dims, b_r):
+        """Query tiles per (batch, head) that see no key and exit early
+        (:meth:`exits_keyless_tiles`): under a causal mask or a window's right side
+        ``right``, positions ``p < P − N_k − right`` see no key (``P`` positions, bottom-right
+        alignment), so the first ``⌊(P − N_k − right) · g / B_r⌋`` tiles of the
+        ``N_q = P · g`` rows (``g`` query heads packed per K/V head, 1 unpacked; as
+        ``base.rows_read`` for ``g = 1``), at most ``T_r − 1``; 0 otherwise, and for symbolic
+        dims."""
+        if not self.exits_keyless_tiles() or dims.symbolic:
+            return 0
+        right = dims.window[1] if dims.window else None
+        if dims.causal:
+            right = 0 if right is None else minimum(right, 0)
+        if right is None:
+            return 0
+        positions = cdiv(dims.N_q, dims.group) if dims.group != 1 else dims.N_q
+        keyless_rows = maximum(positions - dims.N_k - right, 0) * dims.group
+        return minimum(keyless_rows // b_r, cdiv(dims.N_q, b_r) - 1)
 
     def _split_tail(self, main: KernelCost, dims: Dims, gpu: GPUSpec) -> KernelCost:
         """``main`` (the unsplit forward) with its causal tail factor taken for the grid it
@@ -667,16 +703,21 @@ class FusedAttention(Algorithm):
         after = cdiv(maximum(main.grid * dims.splits, 1), gpu.sm_count)
         ratio = (old - 1) * before / minimum(ctas, before)
         new = 1 + ratio * minimum(ctas, after) / after
-        rescaled = main.padded(new / old, fixed=self._fwd_row_work(dims))
+        b_r = main.launch["block_m"]
+        rows = dims.N_q - b_r * self.keyless_q_tiles(dims, b_r)
+        rescaled = main.padded(new / old, fixed=self._fwd_row_work(dims, rows))
         return replace(rescaled, launch={**main.launch, "tail": new})
 
-    def _fwd_row_work(self, dims: Dims) -> dict:
+    def _fwd_row_work(self, dims: Dims, rows=None) -> dict:
         """Forward work done once per query row, whatever the keys it visits (O normalised,
         Q staged through shared memory): not scaled by the causal tail factor, which
-        describes how the per-tile work spreads over the CTAs."""
+        describes how the per-tile work spreads over the CTAs. ``rows``: the query rows of
+        the CTAs that run (``None``: all ``N_q``; fewer where keyless tiles exit early,
+        :meth:`keyless_q_tiles`)."""
         e, bh = dims.e, dims.B * dims.H
-        return {"fp32": sc.FMA_SLOTS * bh * dims.N_q * dims.d_v,
-                "smem": 2 * e * bh * dims.N_q * dims.d}
+        rows = dims.N_q if rows is None else rows
+        return {"fp32": sc.FMA_SLOTS * bh * rows * dims.d_v,
+                "smem": 2 * e * bh * rows * dims.d}
 
     def exp_fixup(self, exps) -> dict:
         """The named terms of the range guard around ``exps`` exps in a build without fast
@@ -1169,6 +1210,14 @@ class FA2(FusedAttention):
             flash-attn 2's own figure by compiled head dim (:data:`REFERENCE_BWD_SPILL_BYTES`;
             none unless ``compiled_head_dims`` names its own code); 0 for none. Timed at the
             SM's measured spill-reload rate (``KernelCost.local_load_bytes``).
+        keyless_tile_exit: a forward CTA whose query rows all see no key (causal or a
+            window's right side with ``N_q > N_k``) returns before loading Q, writing zero O
+            and +inf logsumexp (flash-attn 2's ``compute_attn_1rowblock``: "We exit early
+            and write 0 to gO and gLSE" when ``n_block_max <= n_block_min``); such CTAs
+            then cost their O/LSE bytes only, outside the grid's waves, tail and Q traffic.
+            True (default) for flash-attn 2's code; False for the kernels that are not
+            (``implementations._fa2_like``: FlexAttention's and Triton's templates load Q
+            before their key loop).
     """
 
     name: ClassVar[str] = "fa2"
@@ -1206,10 +1255,15 @@ class FA2(FusedAttention):
     split_sector_rows: bool = False
     compiled_head_dims: Literal["flash-attn", "pytorch", "power-of-two", "exact"] = "flash-attn"
     bound_checks: Literal["none", "flash-attn", "cudnn", "flex"] = "flash-attn"
+    keyless_tile_exit: bool = True
 
     def fwd_kv_stages(self) -> int:
         """``fwd_stages``: 1 for flash-attn 2, Triton's ``num_stages`` for its kernels."""
         return self.fwd_stages
+
+    def exits_keyless_tiles(self) -> bool:
+        """The ``keyless_tile_exit`` option."""
+        return self.keyless_tile_exit
 
     def splits_sector_rows(self) -> bool:
         """The ``split_sector_rows`` option."""

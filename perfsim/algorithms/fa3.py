@@ -465,12 +465,14 @@ class FA3(FusedAttention):
                                   f"{need} B of shared memory; {gpu.id} allows "
                                   f"{gpu.smem_bytes_per_block} B per CTA")
 
-    def _fwd_row_work(self, dims: Dims) -> dict:
+    def _fwd_row_work(self, dims: Dims, rows=None) -> dict:
         """Per-row work not scaled by the tail: Q in, O out through shared memory, O
-        normalised (see ``FusedAttention._fwd_row_work``)."""
+        normalised (see ``FusedAttention._fwd_row_work``; ``rows``: the query rows of the
+        CTAs that run, ``None`` for all)."""
         e, bh = dims.e, dims.B * dims.H
-        return {"fp32": bh * dims.N_q * dims.d_v,
-                "smem": e * bh * dims.N_q * (2 * dims.d + 2 * dims.d_v)}
+        rows = dims.N_q if rows is None else rows
+        return {"fp32": bh * rows * dims.d_v,
+                "smem": e * bh * rows * (2 * dims.d + 2 * dims.d_v)}
 
     def _fwd_smem(self, dims: Dims, v, b_r, warps) -> dict:
         """TMA lands Q once and each visited K/V tile once; every consumer warpgroup reads the
