@@ -85,7 +85,7 @@ from perfsim.errors import InfeasibleError
 from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import asarray, cdiv, maximum, minimum, where
+from perfsim.mathops import asarray, cdiv, fdiv, maximum, minimum, where
 
 #: Tiles for closed forms (symbolic dims): the A100/H100 head-dim-128 configuration.
 SYMBOLIC_FWD_TILE, SYMBOLIC_BWD_TILE = (128, 64, 4), BwdLaunch(64, 128, 8, (2, 4, 2))
@@ -565,8 +565,10 @@ class FusedAttention(Algorithm):
         # (exits_keyless_tiles): they write zero O and +inf LSE and take no SM time in
         # this model beyond those bytes
         keyless = self.keyless_q_tiles(dims, b_r)
+        some_keyless = dims.symbolic and self.exits_keyless_tiles() or (
+            not dims.symbolic and bool(np.any(keyless)))
         q_rows = dims.N_q - b_r * keyless
-        run = v if not np.any(keyless) else replace(v, q_tiles=v.q_tiles - keyless)
+        run = replace(v, q_tiles=v.q_tiles - keyless) if some_keyless else v
         grid = run.q_tiles * bh
         # K/V: every query tile streams the key/value tiles it visits. The query tiles of one
         # (batch, head) are adjacent in the grid, start together and walk K/V in the same
@@ -604,7 +606,7 @@ class FusedAttention(Algorithm):
             "l2_hit/K,V re-read": kv_hits,
             **self._fwd_smem(dims, v, b_r, warps),
         }
-        if np.any(keyless):
+        if some_keyless:
             for name in ("smem_write/Q", "smem_read/Q"):
                 if name in terms:
                     terms[name] = terms[name] * q_rows / dims.N_q
@@ -657,7 +659,7 @@ class FusedAttention(Algorithm):
             launch={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
                    "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail,
                    "packed_heads": dims.group, **self._padded_head_dims(dims),
-                   **({"keyless_ctas": bh * keyless} if np.any(keyless) else {})},
+                   **({"keyless_ctas": bh * keyless} if some_keyless else {})},
         )
         return self.mma_shape(cost.padded(tail, fixed=self._fwd_row_work(dims, q_rows)), gpu)
 
@@ -674,9 +676,9 @@ class FusedAttention(Algorithm):
         ``right``, positions ``p < P − N_k − right`` see no key (``P`` positions, bottom-right
         alignment), so the first ``⌊(P − N_k − right) · g / B_r⌋`` tiles of the
         ``N_q = P · g`` rows (``g`` query heads packed per K/V head, 1 unpacked; as
-        ``base.rows_read`` for ``g = 1``), at most ``T_r − 1``; 0 otherwise, and for symbolic
-        dims."""
-        if not self.exits_keyless_tiles() or dims.symbolic:
+        ``base.rows_read`` for ``g = 1``), at most ``T_r − 1``; 0 otherwise. Numbers,
+        arrays (sweeps) or sympy expressions (closed forms)."""
+        if not self.exits_keyless_tiles():
             return 0
         right = dims.window[1] if dims.window else None
         if dims.causal:
@@ -685,7 +687,7 @@ class FusedAttention(Algorithm):
             return 0
         positions = cdiv(dims.N_q, dims.group) if dims.group != 1 else dims.N_q
         keyless_rows = maximum(positions - dims.N_k - right, 0) * dims.group
-        return minimum(keyless_rows // b_r, cdiv(dims.N_q, b_r) - 1)
+        return minimum(fdiv(keyless_rows, b_r), cdiv(dims.N_q, b_r) - 1)
 
     def _split_tail(self, main: KernelCost, dims: Dims, gpu: GPUSpec) -> KernelCost:
         """``main`` (the unsplit forward) with its causal tail factor taken for the grid it
