@@ -1480,3 +1480,14 @@ def test_flash_attn2_forward_skips_query_tiles_that_see_no_key():
         times = [predict(AttentionWorkload(seqlen_q=n, **base), gpu, "sdpa-flash").seconds
                  for n in range(2048, 12288 + 1, 128)]
         assert all(b >= a for a, b in zip(times, times[1:])), gpu
+
+
+def test_flash_attn2_keeps_its_query_tiles_when_it_drops_a_right_bound():
+    """flash-attn 2's mha_fwd turns window_size_right >= seqlen_k into -1 (no right bound),
+    so a window whose right side reaches N_k leaves no query row keyless there: no early
+    exit (a reviewer found a 3-4x too fast forward from the exit alone)."""
+    base = dict(batch=4, heads=16, seqlen_q=8192, seqlen_k=1024, head_dim=128)
+    far = predict(AttentionWorkload(window=(None, 2048), **base), "h100-sxm5", "flash-attn-2")
+    assert "keyless_ctas" not in far.kernels[0].cost.launch
+    near = predict(AttentionWorkload(window=(None, 1023), **base), "h100-sxm5", "flash-attn-2")
+    assert near.kernels[0].cost.launch["keyless_ctas"] > 0

@@ -681,6 +681,11 @@ class FusedAttention(Algorithm):
         if not self.exits_keyless_tiles():
             return 0
         right = dims.window[1] if dims.window else None
+        if right is not None and not dims.causal and not dims.symbolic:
+            # flash-attn 2's mha_fwd drops a right bound of at least N_k (window_size_right
+            # >= seqlen_k becomes -1): no row of that call exits (the mask it then runs is
+            # base.effective_mask's, which keeps the bound up to N_q − 1: open, see the notes)
+            right = where(asarray(right) >= asarray(dims.N_k), 10 ** 12, right)
         if dims.causal:
             right = 0 if right is None else minimum(right, 0)
         if right is None:
