@@ -286,6 +286,15 @@ def accumulator_traffic(adds, accumulator_bytes, working_set_bytes, gpu: GPUSpec
     return read, write, total - read - write
 
 
+def right_bound(dims: Dims):
+    """How far right of its diagonal a query row sees: 0 under the causal mask (or less,
+    with a window's right side below it), a window's right side, or ``None`` (unbounded)."""
+    right = dims.window[1] if dims.window else None
+    if dims.causal:
+        right = 0 if right is None else minimum(right, 0)
+    return right
+
+
 def rows_read(dims: Dims, block_r):
     """Query rows a key/value-outer loop loads at least once (the compulsory count of its
     Q-side re-reads, :func:`l2_filtered`).
@@ -297,9 +306,7 @@ def rows_read(dims: Dims, block_r):
     tile always sees a key) are never visited, so never loaded (``TileVisits.kv_outer_rows``
     skips them too). Otherwise (no right bound) every row is loaded.
     """
-    right = dims.window[1] if dims.window else None
-    if dims.causal:
-        right = 0 if right is None else minimum(right, 0)
+    right = right_bound(dims)
     if right is None:
         return dims.N_q
     t_r = cdiv(dims.N_q, block_r)

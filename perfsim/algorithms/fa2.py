@@ -43,6 +43,7 @@ from perfsim.algorithms.base import (
     l2_filtered,
     lockstep_window,
     resident_ctas,
+    right_bound,
     rows_read,
     warp_cycle,
     whole_tile_dims,
@@ -565,8 +566,7 @@ class FusedAttention(Algorithm):
         # (exits_keyless_tiles): they write zero O and +inf LSE and take no SM time in
         # this model beyond those bytes
         keyless = self.keyless_q_tiles(dims, b_r)
-        some_keyless = dims.symbolic and self.exits_keyless_tiles() or (
-            not dims.symbolic and bool(np.any(keyless)))
+        some_keyless = self.exits_keyless_tiles() and (dims.symbolic or bool(np.any(keyless)))
         q_rows = dims.N_q - b_r * keyless
         run = replace(v, q_tiles=v.q_tiles - keyless) if some_keyless else v
         grid = run.q_tiles * bh
@@ -678,21 +678,18 @@ class FusedAttention(Algorithm):
         ``N_q = P · g`` rows (``g`` query heads packed per K/V head, 1 unpacked; as
         ``base.rows_read`` for ``g = 1``), at most ``T_r − 1``; 0 otherwise. Numbers,
         arrays (sweeps) or sympy expressions (closed forms)."""
-        if not self.exits_keyless_tiles():
-            return 0
-        right = dims.window[1] if dims.window else None
-        if right is not None and not dims.causal and not dims.symbolic:
-            # flash-attn 2's mha_fwd drops a right bound of at least N_k (window_size_right
-            # >= seqlen_k becomes -1): no row of that call exits (the mask it then runs is
-            # base.effective_mask's, which keeps the bound up to N_q − 1: open, see the notes)
-            right = where(asarray(right) >= asarray(dims.N_k), 10 ** 12, right)
-        if dims.causal:
-            right = 0 if right is None else minimum(right, 0)
-        if right is None:
+        right = right_bound(dims)
+        if not self.exits_keyless_tiles() or right is None:
             return 0
         positions = cdiv(dims.N_q, dims.group) if dims.group != 1 else dims.N_q
         keyless_rows = maximum(positions - dims.N_k - right, 0) * dims.group
-        return minimum(fdiv(keyless_rows, b_r), cdiv(dims.N_q, b_r) - 1)
+        keyless = minimum(fdiv(keyless_rows, b_r), cdiv(dims.N_q, b_r) - 1)
+        if dims.causal or dims.symbolic:
+            return keyless
+        # flash-attn 2's mha_fwd drops a right bound of at least N_k (window_size_right
+        # >= seqlen_k becomes -1): no row of that call exits (the mask it then runs is
+        # base.effective_mask's, which keeps the bound up to N_q − 1: open, see the notes)
+        return where(asarray(right) >= asarray(dims.N_k), 0, keyless)
 
     def _split_tail(self, main: KernelCost, dims: Dims, gpu: GPUSpec) -> KernelCost:
         """``main`` (the unsplit forward) with its causal tail factor taken for the grid it
