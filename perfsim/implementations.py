@@ -844,7 +844,8 @@ def _flex(dims, gpu):
         # 2's shared-memory traits as the stand-in (ASSUMED; not profiled there)
         same_tile = (block_m, block_n, warps) == _tile(FLEX_BWD_TILES, hdim)
         return _fa2_like(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
-                         dq_recompute=True, compiled_head_dims=FLEX_HEAD_DIMS,
+                         dq_recompute=True, dq_programs=True,
+                         compiled_head_dims=FLEX_HEAD_DIMS,
                          bwd_spill_bytes=(_tile(FLEX_BWD_SPILL_BYTES, hdim) if same_tile
                                           else 0.0),
                          bwd_smem_per_cta=(_compiled_smem(FLEX_BWD_SMEM, hdim, gpu)
@@ -872,6 +873,7 @@ def _flex(dims, gpu):
         regs = FLEX_FWD_REGISTERS_SM90.get((block_m, block_n, warps, next_power_of_two(hdim)))
         compiled = {} if regs is None else {"registers_per_thread": regs}
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
+                     dq_programs=True,
                      split_sector_rows=True, scale_multiplies=sc.FLEX_SCALE_FMULS,
                      bound_checks="flex", bound_check_unless_multiple=FLEX_DIVISIBLE_MULTIPLE,
                      compiled_head_dims=FLEX_HEAD_DIMS, fwd_stages=stages,

@@ -1031,7 +1031,14 @@ def test_backward_kernel_lists_follow_the_profiled_launches():
     assert names("triton-tutorial") == ["fa2_bwd_scale_k", "fa2_bwd_preprocess", "fa2_bwd"]
     flex = perfsim.predict(w, "h200-sxm", "flex")
     assert "hbm_write/zeroed fp32 dQ accumulator" not in flex.kernels[0].cost.terms
-    assert flex.kernels[1].cost.atomics == 0 and flex.kernels[1].cost.edge_phases == 2
+    # FlexAttention's grid (flex_attention_backward_grid): dK/dV programs of 128-key blocks,
+    # then dQ programs of 128-row query blocks, each program one kind's edges
+    main = flex.kernels[1].cost
+    assert main.atomics == 0 and main.edge_phases == 1
+    assert main.grid == 2 * 8 * (1024 // 128) + 2 * 8 * (1024 // 128)
+    # Triton's tutorial runs its dQ loop in the CTA of the dK/dV loop: two edge phases
+    tutorial = perfsim.predict(w, "h200-sxm", "triton-tutorial").kernels[2].cost
+    assert tutorial.edge_phases == 2 and tutorial.grid == 2 * 8 * (1024 // 128)
     flash = perfsim.predict(w, "h200-sxm", "sdpa-flash")
     assert flex.memory_bytes < flash.memory_bytes     # no fp32 accumulator
 
@@ -1068,7 +1075,10 @@ def test_causal_backward_takes_the_in_order_tail_the_profile_shows():
     for algorithm in ("sdpa-cudnn", "sdpa-flash", "flash-attn-cute", "flex"):
         main = max(perfsim.predict(w, "h200-sxm", algorithm).kernels,
                    key=lambda k: k.seconds).cost
-        assert 1.2 < main.launch["tail"] <= imbalance, algorithm
+        # (FlexAttention's grid holds dK/dV and dQ programs, twice the waves, each program
+        # one kind's work: its excess is a smaller share of the busiest SM's)
+        low = 1.1 if algorithm == "flex" else 1.2
+        assert low < main.launch["tail"] <= imbalance, algorithm
         dense = max(perfsim.predict(w.replace(causal=False), "h200-sxm", algorithm).kernels,
                     key=lambda k: k.seconds).cost
         assert dense.launch["tail"] == 1, algorithm

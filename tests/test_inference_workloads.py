@@ -675,7 +675,7 @@ def test_replace_that_gives_per_sequence_lengths_lets_batch_and_the_longest_foll
 
 # ------------------------------------------------------------------ causal N_q > N_k, backward
 @pytest.mark.parametrize("algorithm,gpu", [("fa2", "h100-sxm5"), ("fa3", "h100-sxm5"),
-                                           ("flex", "h100-sxm5"), ("fa4", "b200")])
+                                           ("fa4", "b200")])
 def test_backward_tail_follows_the_key_tiles_columns(algorithm, gpu):
     # A backward's CTAs are key tiles. With N_q > N_k (bottom-right causal) the first
     # N_q − N_k query rows see no key, so its longest CTA is key tile 0's column, not the
@@ -689,6 +689,93 @@ def test_backward_tail_follows_the_key_tiles_columns(algorithm, gpu):
     tall, square = main_kernel(8192), main_kernel(2048)
     assert tall.grid == square.grid
     assert tall.launch.get("tail", 1) == pytest.approx(square.launch.get("tail", 1), rel=1e-12)
+
+
+def test_flex_backward_grid_holds_dkdv_and_dq_programs():
+    # flex_attention_backward_grid: (⌈N_k / BLOCK_N1⌉ + (H / H_kv) ⌈N_q / BLOCK_M2⌉, B, H_kv);
+    # the dK/dV programs loop over the group's query heads (dK and dV written per K/V head,
+    # no reduction kernel), and a dQ program of rows no key sees still loads Q and dO
+    from perfsim.algorithms.base import STAT_BYTES
+    from perfsim.implementations import flex_bwd_tile
+
+    h200 = perfsim.load_gpu("h200-sxm")
+    w = perfsim.AttentionWorkload(batch=8, heads=32, kv_heads=8, seqlen_q=8192, seqlen_k=2048,
+                                  head_dim=128, causal=True, phase="bwd")
+    p = perfsim.predict(w, gpu=h200, algorithm="flex")
+    _, block_n, _ = flex_bwd_tile(h200, 128)
+    assert [k.cost.name for k in p.kernels if k.cost.grid] == ["fa2_bwd_preprocess", "fa2_bwd"]
+    main = p.kernels[1].cost
+    assert main.grid == 8 * 8 * (2048 // block_n) + 8 * 32 * (8192 // block_n)
+    keyless = main.terms["hbm_read/Q,dO,LSE,D of rows no key sees (dQ pass)"]
+    assert keyless == 8 * 32 * (8192 - 2048) * (2 * 2 * 128 + 2 * STAT_BYTES)
+    assert main.terms["hbm_write/dK,dV"] == 2 * 8 * 8 * 2048 * 256
+    square = perfsim.predict(w.replace(seqlen_q=2048), gpu=h200, algorithm="flex")
+    assert "hbm_read/Q,dO,LSE,D of rows no key sees (dQ pass)" not in [
+        key for key, value in square.kernels[1].cost.terms.items() if value]
+
+
+def _list_schedule(programs, sm_count, ctas_per_sm):
+    """Greedy list scheduling of ``programs`` (work, in launch order) on ``sm_count`` SMs of
+    ``ctas_per_sm`` slots, each slot at 1 / ctas_per_sm of its SM: the makespan."""
+    import heapq
+
+    slots = [0.0] * (sm_count * ctas_per_sm)
+    end = 0.0
+    for work in programs:
+        start = heapq.heappop(slots)
+        end = max(end, start + ctas_per_sm * work)
+        heapq.heappush(slots, start + ctas_per_sm * work)
+    return end
+
+
+@pytest.mark.parametrize("shape", [(8, 8, 8, 3072, 768, True, 2), (4, 16, 16, 6144, 1024, True, 1),
+                                   (2, 32, 8, 10240, 2560, True, 1),
+                                   (16, 16, 16, 4096, 4096, True, 1),
+                                   (2, 8, 1, 16384, 16384, False, 1),
+                                   (2, 32, 4, 4096, 4096, True, 1)])
+def test_two_kind_tail_follows_list_scheduling_of_flex_backward_grid(shape):
+    # base.two_kind_tail against a greedy schedule of FlexAttention's backward programs in
+    # launch order (per (batch, K/V head): dK/dV programs of key blocks, then the dQ programs
+    # of each query head's blocks), work in 64 x 128 tiles times the programs' GEMMs (4, 3)
+    from perfsim.algorithms.base import Dims, two_kind_tail
+    from perfsim.algorithms.fa2 import DKDV_GEMMS, DQ_GEMMS, dkdv_programs, dq_programs
+
+    b, h, h_kv, n_q, n_k, causal, ctas = shape
+    b_r, b_c, sms, group, off = 64, 128, 132, h // h_kv, n_k - n_q
+    order = []
+    for _ in range(b * h_kv):
+        for j in range(-(-n_k // b_c)):      # rows that see key j·B_c, in whole B_r tiles
+            first = max(0, j * b_c - off) if causal else 0
+            order.append(DKDV_GEMMS * group * (-(-n_q // b_r) - first // b_r)
+                         if first < n_q else 0)
+        for _ in range(group):
+            for i in range(-(-n_q // b_c)):
+                keys = min(n_k, (i + 1) * b_c + off) if causal else n_k
+                order.append(DQ_GEMMS * -(-max(keys, 0) // b_r))
+    total = sum(order)
+    simulated = _list_schedule(order, sms, ctas) / (total / sms)
+    dims = Dims.of(perfsim.AttentionWorkload(batch=b, heads=h, kv_heads=h_kv, seqlen_q=n_q,
+                                             seqlen_k=n_k, head_dim=128, causal=causal,
+                                             phase="bwd"))
+    v, v_dq = dims.tile_visits(b_r, b_c), dims.tile_visits(b_c, b_r)
+    kv_kind = dkdv_programs(dims, v, b * h_kv * v.kv_tiles)
+    dq_kind = dq_programs(dims, v_dq, b * h * v_dq.q_tiles)
+    programs = kv_kind[0] + dq_kind[0]
+    waves = -(-programs // sms)
+    closed = two_kind_tail(kv_kind, dq_kind, sms, ctas) * waves * sms / programs
+    assert closed == pytest.approx(simulated, rel=0.08)
+
+
+def test_two_kind_tail_of_one_kind_is_the_in_order_tail():
+    from perfsim.algorithms.base import in_order_tail, two_kind_tail
+    from perfsim.tiles import visits
+
+    v = visits(4096, 4096, 64, 128, True)
+    mean = v.tiles / v.kv_tiles
+    for grid, ctas in ((512, 1), (4096, 2), (100, 3)):
+        one = two_kind_tail((grid, mean, v.tallest), (0, 0.0, 0.0), 132, ctas)
+        assert one == pytest.approx(in_order_tail(v, grid, 132, ctas, True, False,
+                                                  columns=True), rel=1e-12)
 
 
 def test_backward_kernel_grows_with_the_keys_it_sees():

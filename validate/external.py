@@ -263,6 +263,10 @@ HOLDOUTS = {
                           "flash_attn.cute, forward and backward; measured in the same device "
                           "session as hold-out 48 and sealed (not read) until the model was "
                           "frozen for the forward's keyless query tiles",
+    "external-holdout50": "new shapes for FlexAttention's backward grid (GQA 1-8, N 512-16k, "
+                          "causal and not, N_q > N_k twice, head dims 64 and 128, fp16 once), "
+                          "FlexAttention, SDPA flash and cuDNN, forward and backward; frozen "
+                          "for the grid's dK/dV and dQ programs (FA2.dq_programs)",
 }
 
 

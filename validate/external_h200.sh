@@ -7,7 +7,7 @@
 #          then rows
 #   rows   rows only
 # Always carried: .whl (pydantic wheels) and .ext (Triton's tutorial kernel). Knobs: LIMIT
-# (seconds for the rows, default 400), GRID (external | external-holdout[2..48]), IMPLS (default all),
+# (seconds for the rows, default 400), GRID (external | external-holdout[2..50]), IMPLS (default all),
 # POWER=0 (skip the power probe in `first`). Outputs under $OUT: run.log,
 # ext/results.jsonl, power-microbench.json (first only). Rows resume from
 # /tmp/ext-results/$GRID (a warm machine) or else from the repo copy in

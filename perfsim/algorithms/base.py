@@ -630,6 +630,36 @@ def in_order_tail(v, grid, sm_count, ctas_per_sm, causal: bool, lpt: bool,
     return 1 + (longest_over_avg - 1) * minimum(ctas_per_sm, busiest) / busiest
 
 
+def two_kind_tail(first, second, sm_count, ctas_per_sm):
+    """Tail factor (≥ 1) of one grid that launches programs of two kinds, each kind given as
+    ``(programs, mean work, longest work)`` (any one unit of work; ints, arrays or sympy):
+    the busiest SM's work over the ``⌈P / SMs⌉ · W / P`` that ``perfsim.timing``'s wave factor
+    charges a grid of ``P`` equal programs with total work ``W``.
+
+    The busiest SM holds at least that charge and, by list scheduling's rounds (as
+    ``perfsim.timing.unequal_wave_factor``), ``⌈P_heavy / SMs⌉`` programs of the heavier kind's
+    mean and ``⌈P / SMs⌉`` of the lighter one's (where the heavier kind's are few and long,
+    as the dK/dV programs of many query heads per K/V head, more than the charge). Programs of
+    one kind that differ in length
+    (a mask) leave the busiest SM ``(longest − mean) · min(c, w)`` past that, the larger of
+    the two kinds' (:func:`in_order_tail`'s rule: the longest start last, ``c`` resident
+    programs, ``w = ⌈P / SMs⌉``). One kind alone (``programs = 0`` for the other) gives
+    :func:`in_order_tail`'s factor. A stated estimate: a list-scheduling simulation of
+    FlexAttention's backward grid (``validate/README.md``, "FlexAttention's backward grid")
+    finishes within 7 % of it on the shapes tried."""
+    (p1, m1, l1), (p2, m2, l2) = first, second
+    programs = maximum(p1 + p2, 1)
+    total = p1 * m1 + p2 * m2
+    waves = cdiv(programs, sm_count)
+    heavy = where(m1 >= m2, cdiv(p1, sm_count) * m1, cdiv(p2, sm_count) * m2)
+    light = waves * where(m1 >= m2, where(p2 > 0, m2, m1), where(p1 > 0, m1, m2))
+    charged = waves * total / programs
+    balanced = maximum(maximum(charged, heavy), light)
+    excess = maximum(where(p1 > 0, l1 - m1, 0), where(p2 > 0, l2 - m2, 0))
+    return where(total > 0, (balanced + excess * minimum(ctas_per_sm, waves))
+                 / maximum(charged, 1e-300), 1)
+
+
 def padding(n, block):
     """``⌈n / block⌉ · block / n``: the work of whole blocks over the work of ``n`` items."""
     return cdiv(n, block) * block / n

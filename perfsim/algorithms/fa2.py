@@ -45,6 +45,7 @@ from perfsim.algorithms.base import (
     resident_ctas,
     right_bound,
     rows_read,
+    two_kind_tail,
     warp_cycle,
     whole_tile_dims,
     with_whole_tiles,
@@ -178,6 +179,36 @@ def half_sector_bytes(e, rows_d, rows_v, d, d_v):
                 + (sector_split_factor(e * d_v) - 1) * rows_v * d_v)
 
 
+#: GEMMs per tile of a FlexAttention backward's dK/dV program (S, dP, dV, dK) and of its dQ
+#: program (S, dP, dQ): the weights of their work in :func:`base.two_kind_tail` (both
+#: recompute the softmax; the tensor work, which binds these kernels, taken as the measure)
+DKDV_GEMMS, DQ_GEMMS = 4, 3
+
+
+def dkdv_programs(dims: Dims, v, programs):
+    """``(programs, mean work, longest work)`` of a FlexAttention backward's dK/dV programs
+    (``FA2.dq_programs``), in ``B_r x B_c`` tiles times :data:`DKDV_GEMMS`: key block ``j``
+    over the query tiles that see it, for each of the ``H / H_kv`` query heads of its K/V
+    head (the longest: ``TileVisits.tallest``)."""
+    group = fdiv(dims.H, dims.H_kv)
+    mean = DKDV_GEMMS * group * v.tiles / maximum(v.kv_tiles, 1)
+    if not dims.masked:
+        return programs, mean, mean
+    tallest = v.q_tiles if v.tallest is None else v.tallest
+    return programs, mean, DKDV_GEMMS * group * tallest
+
+
+def dq_programs(dims: Dims, v_dq, programs):
+    """The same for its dQ programs (``v_dq``: the visits in ``B_c x B_r`` tiles, times
+    :data:`DQ_GEMMS`): query block ``i`` over the key steps its rows see (the longest:
+    ``TileVisits.widest``), a block of rows no key sees counting none."""
+    mean = DQ_GEMMS * v_dq.tiles / maximum(v_dq.q_tiles, 1)
+    if not dims.masked:
+        return programs, mean, mean
+    widest = v_dq.kv_tiles if v_dq.widest is None else v_dq.widest
+    return programs, mean, DQ_GEMMS * widest
+
+
 def resident_per_sm(grid, ctas_per_sm, gpu: GPUSpec):
     """CTAs resident at once on the busiest SM: its occupancy, or fewer when the grid does
     not give every SM that many (``⌈grid / SMs⌉``) — the customers of a kernel's cycle."""
@@ -293,6 +324,11 @@ class FusedAttention(Algorithm):
 
     def recomputes_dq(self) -> bool:
         """Whether the backward computes dQ in a second pass that recomputes S and dP."""
+        return False
+
+    def runs_dq_programs(self) -> bool:
+        """Whether that dQ pass runs in programs of its own, one per (query head, query
+        block), launched in the backward's grid after its dK/dV programs (FlexAttention)."""
         return False
 
     def prescales_k(self) -> bool:
@@ -910,6 +946,17 @@ class FusedAttention(Algorithm):
                 "2's layout at one Q/dO stage: ASSUMED, this kernel's own was not compiled "
                 f"for {gpu.id})") from None
         v = dims.tile_visits(b_r, b_c)
+        # FlexAttention's grid (dq_programs): dK/dV programs per (batch, K/V head) that loop
+        # over the group's query heads, then dQ programs per (batch, query head) over query
+        # blocks of B_c rows stepping B_r keys (BLOCK_M2 = BLOCK_N1, BLOCK_N2 = BLOCK_M1)
+        programs = bool(again) and self.runs_dq_programs()
+        kv_heads = dims.B * dims.H_kv if programs else bh
+        if programs:
+            v_dq = dims.tile_visits(b_c, b_r)
+            kv_programs, n_dq = kv_heads * v.kv_tiles, bh * v_dq.q_tiles
+            grid = kv_programs + n_dq
+        else:
+            grid = v.kv_tiles * bh
         q_side = bh * v.kv_outer_rows          # (query row, key tile) pairs
         q_total = q_side * (e * (d + d_v) + 2 * STAT_BYTES)   # Q, dO, LSE, D
         q_compulsory = bh * rows_read(dims, b_r) * (e * (d + d_v) + 2 * STAT_BYTES)
@@ -917,14 +964,14 @@ class FusedAttention(Algorithm):
         # order, so their Q/dO re-reads and their dQ atomics hit the few query tiles in flight
         # (as the forward's K/V): two query tiles per head in flight (base.lockstep_window),
         # counted here in rows.
-        resident = minimum(gpu.sm_count * ctas, v.kv_tiles * bh)
+        resident = minimum(gpu.sm_count * ctas, grid)
         window = lockstep_window(resident, v.kv_tiles, b_r)
         q_hbm, q_hits = l2_filtered(q_total, q_compulsory,
                                     window * (e * (d + d_v) + 2 * STAT_BYTES),
                                     gpu, gpu.l2_usable_fraction)
         # K/V tiles no query's window reaches are not read; their dK/dV are still written
         # (zeros: flash-attn's backward stores them and returns)
-        kv_read = e * bh * dims.kv_rows_read(b_c) * (d + d_v)
+        kv_read = e * kv_heads * dims.kv_rows_read(b_c) * (d + d_v)
         if again:
             # the dQ pass walks K/V per query tile as a forward does (its programs of one
             # head in lockstep: base.lockstep_window) and re-reads its query tile's Q, dO,
@@ -936,9 +983,16 @@ class FusedAttention(Algorithm):
                                     lockstep_window(resident, v.q_tiles,
                                                     e * b_c * (d + d_v)),
                                     gpu, gpu.l2_usable_fraction)
+            # Rows no key sees (causal, N_q > N_k) were never loaded by the dK/dV pass: the
+            # dQ pass still loads them (FlexAttention's dQ program loads its Q and dO block
+            # before its key loop), from HBM.
+            seen = bh * rows_read(dims, b_r)
+            row_bytes = e * (d + d_v) + 2 * STAT_BYTES
             dq_terms = {"hbm_read/K,V (dQ pass)": kv_all - kv_read,
                         "l2_hit/K,V (dQ pass)": kv_pass + kv_read - kv_all,
-                        "l2_hit/Q,dO,LSE,D (dQ pass)": rows * (e * (d + d_v) + 2 * STAT_BYTES),
+                        "l2_hit/Q,dO,LSE,D (dQ pass)": seen * row_bytes,
+                        "hbm_read/Q,dO,LSE,D of rows no key sees (dQ pass)":
+                            (rows - seen) * row_bytes,
                         "hbm_write/dQ": e * rows * d}
         else:
             # fp32 dQ adds are resolved in L2; the accumulator crosses HBM once each way
@@ -955,7 +1009,7 @@ class FusedAttention(Algorithm):
                 dq_terms = {"hbm_read/dQ accumulator": dq_read,
                             "hbm_write/dQ accumulator": dq_write,
                             "l2_hit/dQ accumulator (loads and stores)": dq_hits}
-        kv_written = e * bh * dims.N_k * (d + d_v)
+        kv_written = e * kv_heads * dims.N_k * (d + d_v)
         elems = bh * v.elements
         # per score, once per pass (twice with a dQ pass that recomputes S and dP)
         per_pass = backward_softmax_terms(dims, v, bh * v.masked_tiles * b_r * b_c,
@@ -1025,8 +1079,13 @@ class FusedAttention(Algorithm):
         if again:
             # ... and its dQ pass's: a query block as wide as the key block (Q, dO, LSE, D
             # in, dQ out) and its first K/V step (the tutorial's BLOCK_M2 = BLOCK_N1 and
-            # BLOCK_N2 = BLOCK_M1; FlexAttention's dQ blocks taken the same, ASSUMED)
-            edge = edge + b_c * (e * (2 * d + d_v) + 2 * STAT_BYTES) + e * b_r * (d + d_v)
+            # BLOCK_N2 = BLOCK_M1, as FlexAttention's: ``dq_programs``)
+            dq_edge = b_c * (e * (2 * d + d_v) + 2 * STAT_BYTES) + e * b_r * (d + d_v)
+            # in programs of their own, each program has one kind's edges: their mean over
+            # the grid (a dQ program of rows no key sees skips its first K/V step: taken as
+            # the others, a small share of its edge)
+            edge = ((kv_programs * edge + n_dq * dq_edge) / grid if programs
+                    else edge + dq_edge)
         # The key-tile CTAs of a masked backward differ in length (causal: key tile 0 is seen
         # by every query row) and start in index order — flash-attn 2's grid, Triton's,
         # flash_attn.cute's SingleTileScheduler (its LPT scheduler is for the deterministic
@@ -1034,11 +1093,17 @@ class FusedAttention(Algorithm):
         # ends late as in the forward (base.in_order_tail; FA4's backward takes the same).
         # Nsight Compute on the H200 (probes/ncu/summary-short-shapes.json): cuDNN's causal
         # backward at B = 1, H = 32, N = 1024 keeps its busiest SM active 1.47 times the mean.
-        tail = in_order_tail(v, v.kv_tiles * bh, gpu.sm_count, ctas, dims.masked, False,
-                             columns=True)
+        if programs:
+            tail = two_kind_tail(dkdv_programs(dims, v, kv_programs),
+                                 dq_programs(dims, v_dq, n_dq),
+                                 gpu.sm_count, ctas)
+        else:
+            tail = in_order_tail(v, grid, gpu.sm_count, ctas, dims.masked, False,
+                                 columns=True)
         main = KernelCost.of(
-            f"{self.name}_bwd", terms, grid=v.kv_tiles * bh, tiled=True, ctas_per_sm=ctas,
-            edge_bytes=edge, edge_phases=1 + again, persistent=self.persistent_grid(),
+            f"{self.name}_bwd", terms, grid=grid, tiled=True, ctas_per_sm=ctas,
+            edge_bytes=edge, edge_phases=1 if programs else 1 + again,
+            persistent=self.persistent_grid(),
             # a persistent backward's next K/V block waits for this one's dK/dV epilogue
             # (they share shared memory: timing.persistent_unit_seconds)
             unit_edges_exposed=self.persistent_grid(),
@@ -1052,11 +1117,11 @@ class FusedAttention(Algorithm):
             registers_per_thread=self.bwd_registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
             overlap=self.overlap_groups("bwd", dims),
-            pipeline=self.pipeline("bwd", gpu, resident_per_sm(v.kv_tiles * bh, ctas, gpu),
+            pipeline=self.pipeline("bwd", gpu, resident_per_sm(grid, ctas, gpu),
                                    warps, prefetch=self.bwd_prefetch(dims)),
             cuda_cores_in_turn=self.cuda_cores_in_turn(),
             tensor_issue_share=self.tensor_issue_share(
-                gpu, resident_per_sm(v.kv_tiles * bh, ctas, gpu)),
+                gpu, resident_per_sm(grid, ctas, gpu)),
             spill_streams=self.spill_streams("bwd"),
             launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas,
                     "tail": tail, **self._padded_head_dims(dims)},
@@ -1071,7 +1136,8 @@ class FusedAttention(Algorithm):
                 grid=cdiv(k_elems, 1024), warps_per_cta=4))
         if not again:
             out.append(dq_convert_kernel(dims, self.name, dq_width=kd))
-        out.append(gqa_reduce_kernel(dims))
+        if not programs:
+            out.append(gqa_reduce_kernel(dims))
         return out
 
     def sdp_issued_twice(self, dims: Dims) -> int:
@@ -1150,6 +1216,17 @@ class FA2(FusedAttention):
             tutorial: a dK/dV loop, then a dQ loop), instead of accumulating dQ alongside dK
             and dV: two more GEMMs and the exps again per tile; the operand reads grow in the
             same proportion (7/5, an approximation).
+        dq_programs: with ``dq_recompute``, the dQ pass runs in programs of its own rather
+            than after the dK/dV loop of the same CTA: FlexAttention's backward grid
+            (``flex_attention_backward_grid``, torch/_inductor/kernel/flex/flex_attention.py)
+            is ``(⌈N_k / BLOCK_N1⌉ + (H / H_kv) · ⌈N_q / BLOCK_M2⌉, B, H_kv)``; program ids
+            below ``⌈N_k / BLOCK_N1⌉`` compute dK and dV of one key block, looping over the
+            ``H / H_kv`` query heads of their K/V head (so dK and dV are written once per
+            K/V head: no GQA reduction kernel), the others dQ of one query block of one query
+            head, over the keys its rows see (``BLOCK_M2 = BLOCK_N1 = B_c``, ``BLOCK_N2 =
+            BLOCK_M1 = B_r``). A query block whose rows see no key (causal, ``N_q > N_k``)
+            still loads its Q and dO and stores a zero dQ. Triton's tutorial (``False``)
+            runs its dQ loop in the CTA that ran the dK/dV loop of the same block index.
         dq_reductions: the backward adds its dQ partials into the fp32 accumulator as
             reductions in L2 (flash-attn 2's ``atomicAdd``; default); ``False``: as loads and
             stores of the accumulator under a per-tile lock — the same L2 bytes, no
@@ -1238,6 +1315,15 @@ class FA2(FusedAttention):
     registers_per_thread: int = Field(default=REGISTERS_PER_THREAD, ge=16, le=255)
     bwd_registers_per_thread: int | None = Field(default=None, ge=16, le=255)
     dq_recompute: bool = False
+    dq_programs: bool = False
+
+    @field_validator("dq_programs")
+    @classmethod
+    def _programs_recompute(cls, v, info):
+        if v and not info.data.get("dq_recompute", False):
+            raise ValueError("dq_programs=True needs dq_recompute=True (dQ programs recompute "
+                             "S and dP; allowed: dq_programs=False, or both True)")
+        return v
     dq_reductions: bool = True
     bwd_prescaled_k: bool = False
     bwd_masked_row_split: int = Field(default=1, ge=1, le=8)
@@ -1280,6 +1366,10 @@ class FA2(FusedAttention):
     def recomputes_dq(self) -> bool:
         """The ``dq_recompute`` option."""
         return self.dq_recompute
+
+    def runs_dq_programs(self) -> bool:
+        """The ``dq_programs`` option."""
+        return self.dq_programs
 
     def reduces_dq(self) -> bool:
         """The ``dq_reductions`` option."""
