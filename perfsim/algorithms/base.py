@@ -630,34 +630,54 @@ def in_order_tail(v, grid, sm_count, ctas_per_sm, causal: bool, lpt: bool,
     return 1 + (longest_over_avg - 1) * minimum(ctas_per_sm, busiest) / busiest
 
 
-def two_kind_tail(first, second, sm_count, ctas_per_sm):
-    """Tail factor (≥ 1) of one grid that launches programs of two kinds, each kind given as
-    ``(programs, mean work, longest work)`` (any one unit of work; ints, arrays or sympy):
-    the busiest SM's work over the ``⌈P / SMs⌉ · W / P`` that ``perfsim.timing``'s wave factor
-    charges a grid of ``P`` equal programs with total work ``W``.
+def two_kind_tail(dkdv, dq, blocks, programs, sm_count, ctas_per_sm):
+    """Tail factor of a backward grid of two program kinds launched block by block
+    (FlexAttention's, ``FA2.dq_programs``): per (batch, K/V head) block, its dK/dV programs
+    (longest first under a causal mask), then its dQ programs (shortest first). ``dkdv``
+    and ``dq`` are ``(programs that work, their total work, the longest one's work)`` in any
+    one unit (ints, arrays or sympy); ``blocks`` the (batch, K/V head) blocks; ``programs``
+    the whole grid, programs of rows no key sees included (they do no tile work: their loads
+    are the edges'). Returns the busiest SM's work ``M`` over the ``⌈P / SMs⌉ · W / P`` that
+    ``perfsim.timing``'s wave factor charges a grid of ``P`` equal programs of total work
+    ``W``, so the timing's wave factor times it is ``M`` whatever the empty programs do to
+    the wave count.
 
-    The busiest SM holds at least that charge and, by list scheduling's rounds (as
-    ``perfsim.timing.unequal_wave_factor``), ``⌈P_heavy / SMs⌉`` programs of the heavier kind's
-    mean and ``⌈P / SMs⌉`` of the lighter one's (where the heavier kind's are few and long,
-    as the dK/dV programs of many query heads per K/V head, more than the charge). Programs of
-    one kind that differ in length
-    (a mask) leave the busiest SM ``(longest − mean) · min(c, w)`` past that, the larger of
-    the two kinds' (:func:`in_order_tail`'s rule: the longest start last, ``c`` resident
-    programs, ``w = ⌈P / SMs⌉``). One kind alone (``programs = 0`` for the other) gives
-    :func:`in_order_tail`'s factor. A stated estimate: a list-scheduling simulation of
-    FlexAttention's backward grid (``validate/README.md``, "FlexAttention's backward grid")
-    finishes within 7 % of it on the shapes tried."""
-    (p1, m1, l1), (p2, m2, l2) = first, second
-    programs = maximum(p1 + p2, 1)
-    total = p1 * m1 + p2 * m2
-    waves = cdiv(programs, sm_count)
-    heavy = where(m1 >= m2, cdiv(p1, sm_count) * m1, cdiv(p2, sm_count) * m2)
-    light = waves * where(m1 >= m2, where(p2 > 0, m2, m1), where(p1 > 0, m1, m2))
-    charged = waves * total / programs
-    balanced = maximum(maximum(charged, heavy), light)
-    excess = maximum(where(p1 > 0, l1 - m1, 0), where(p2 > 0, l2 - m2, 0))
-    return where(total > 0, (balanced + excess * minimum(ctas_per_sm, waves))
-                 / maximum(charged, 1e-300), 1)
+    ``M`` is the largest of (``S`` SMs, ``c = min(ctas_per_sm, w)`` resident programs, the
+    mean ``x̄`` over the ``P'`` programs that work, ``w = ⌈P' / S⌉``):
+
+    - the equal-program charge ``w · x̄``;
+    - the last dQ program, the block's longest, launched last: ``W / S + c · (L_dQ − x̄)``
+      (:func:`in_order_tail`'s rule, against the grid's mean);
+    - the last block's longest dK/dV program, launched as the block starts, at about
+      ``t₀ = W / S − W_block / S − c · x̄`` (the work launched before it spread over the SMs,
+      a first wave earlier; 0 at the least): it shares its SM with ``c − 1`` others, at
+      ``1 / c`` of it, until the rest of the grid drains at ``W / S``, then has it alone —
+      ``min(t₀ + c · L, W / S + L − (W / S − t₀) / c)``;
+    - one program alone: ``max(L_dKdV, L_dQ)``.
+
+    A stated estimate, not fitted: on 408 shapes (GQA 1-8 with MQA, ``N_q``, ``N_k``
+    512-8192, causal and not, one or two programs per SM) it is within 15 % of a
+    simulation of the programs in launch order on SMs that share their throughput among
+    their resident programs for 317 of them, median ratio 0.99, 0.5-1.3
+    (``tests/test_inference_workloads.py``; ``validate/README.md``, "FlexAttention's
+    backward grid")."""
+    (p_kv, w_kv, l_kv), (p_dq, w_dq, l_dq) = dkdv, dq
+    total = w_kv + w_dq
+    working = maximum(p_kv + p_dq, 1)
+    waves = cdiv(working, sm_count)
+    c = minimum(ctas_per_sm, waves)
+    mean = total / working
+    drained = total / sm_count
+    charge = waves * mean
+    last_dq = where(p_dq > 0, drained + c * maximum(l_dq - mean, 0), 0)
+    start = maximum(drained - total / maximum(blocks, 1) / sm_count - c * mean, 0)
+    first_dkdv = where(p_kv > 0, minimum(start + c * l_kv,
+                                         drained + l_kv - (drained - start) / c), 0)
+    busiest = maximum(maximum(charge, last_dq),
+                      maximum(first_dkdv, maximum(l_kv, l_dq)))
+    grid = maximum(programs, 1)
+    charged = cdiv(grid, sm_count) * total / grid
+    return where(total > 0, busiest / maximum(charged, 1e-300), 1)
 
 
 def padding(n, block):
@@ -729,8 +749,13 @@ def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost],
         lead = shapes.get(key) or max(parts, key=lambda k: k.grid)
         sums = {f: sum(getattr(k, f) for k in parts) for f in ADDITIVE}
         # each group's executed work carries its own small grid's causal tail
-        # (KernelCost.padded by base.in_order_tail); the merged launch has one tail
-        tail = _merged_tail(parts, sm_count)
+        # (KernelCost.padded by base.in_order_tail); the merged launch has one tail. A grid
+        # of two program kinds (two_kind_tail: the last block's programs, not a per-CTA
+        # excess) takes the tail of the kernel built for the merged launch's shape
+        if key in shapes and shapes[key].launch.get("two_kinds"):
+            tail = shapes[key].launch["tail"]
+        else:
+            tail = _merged_tail(parts, sm_count)
         executed = {u: tail * sum(k.sm_demand()[u] / k.launch.get("tail", 1) for k in parts)
                     for u in lead.sm_demand()}
         terms: dict = {}

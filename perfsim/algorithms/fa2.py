@@ -185,28 +185,27 @@ def half_sector_bytes(e, rows_d, rows_v, d, d_v):
 DKDV_GEMMS, DQ_GEMMS = 4, 3
 
 
-def dkdv_programs(dims: Dims, v, programs):
-    """``(programs, mean work, longest work)`` of a FlexAttention backward's dK/dV programs
-    (``FA2.dq_programs``), in ``B_r x B_c`` tiles times :data:`DKDV_GEMMS`: key block ``j``
-    over the query tiles that see it, for each of the ``H / H_kv`` query heads of its K/V
-    head (the longest: ``TileVisits.tallest``)."""
+def flex_program_kinds(dims: Dims, v, v_dq, b_c):
+    """``(dK/dV kind, dQ kind)`` of a FlexAttention backward grid (``FA2.dq_programs``) for
+    :func:`base.two_kind_tail`: each ``(programs that work, total work, longest)``, work in
+    tiles times :data:`DKDV_GEMMS` / :data:`DQ_GEMMS`. A dK/dV program walks its key block's
+    column of ``B_r x B_c`` tiles (``v``; the longest: ``TileVisits.tallest``) for each of
+    the ``H / H_kv`` query heads of its K/V head; a dQ program its query block's row of
+    ``B_c x B_r`` tiles (``v_dq``; the longest: ``TileVisits.widest``). Blocks of rows no
+    key sees (``base.rows_read`` in ``B_c`` rows) do no tile work."""
     group = fdiv(dims.H, dims.H_kv)
-    mean = DKDV_GEMMS * group * v.tiles / maximum(v.kv_tiles, 1)
-    if not dims.masked:
-        return programs, mean, mean
+    kv_programs = dims.B * dims.H_kv * v.kv_tiles
+    kv_work = DKDV_GEMMS * dims.B * dims.H * v.tiles
     tallest = v.q_tiles if v.tallest is None else v.tallest
-    return programs, mean, DKDV_GEMMS * group * tallest
-
-
-def dq_programs(dims: Dims, v_dq, programs):
-    """The same for its dQ programs (``v_dq``: the visits in ``B_c x B_r`` tiles, times
-    :data:`DQ_GEMMS`): query block ``i`` over the key steps its rows see (the longest:
-    ``TileVisits.widest``), a block of rows no key sees counting none."""
-    mean = DQ_GEMMS * v_dq.tiles / maximum(v_dq.q_tiles, 1)
-    if not dims.masked:
-        return programs, mean, mean
+    kv_longest = DKDV_GEMMS * group * (tallest if dims.masked
+                                       else v.tiles / maximum(v.kv_tiles, 1))
+    keyless_blocks = (dims.N_q - rows_read(dims, b_c)) / b_c
+    dq_programs = dims.B * dims.H * (v_dq.q_tiles - keyless_blocks)
     widest = v_dq.kv_tiles if v_dq.widest is None else v_dq.widest
-    return programs, mean, DQ_GEMMS * widest
+    dq_longest = DQ_GEMMS * (widest if dims.masked
+                             else v_dq.tiles / maximum(v_dq.q_tiles, 1))
+    return ((kv_programs, kv_work, kv_longest),
+            (dq_programs, DQ_GEMMS * dims.B * dims.H * v_dq.tiles, dq_longest))
 
 
 def resident_per_sm(grid, ctas_per_sm, gpu: GPUSpec):
@@ -1094,9 +1093,8 @@ class FusedAttention(Algorithm):
         # Nsight Compute on the H200 (probes/ncu/summary-short-shapes.json): cuDNN's causal
         # backward at B = 1, H = 32, N = 1024 keeps its busiest SM active 1.47 times the mean.
         if programs:
-            tail = two_kind_tail(dkdv_programs(dims, v, kv_programs),
-                                 dq_programs(dims, v_dq, n_dq),
-                                 gpu.sm_count, ctas)
+            tail = two_kind_tail(*flex_program_kinds(dims, v, v_dq, b_c),
+                                 dims.B * dims.H_kv, grid, gpu.sm_count, ctas)
         else:
             tail = in_order_tail(v, grid, gpu.sm_count, ctas, dims.masked, False,
                                  columns=True)
@@ -1124,7 +1122,8 @@ class FusedAttention(Algorithm):
                 gpu, resident_per_sm(grid, ctas, gpu)),
             spill_streams=self.spill_streams("bwd"),
             launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas,
-                    "tail": tail, **self._padded_head_dims(dims)},
+                    "tail": tail, **({"two_kinds": True} if programs else {}),
+                    **self._padded_head_dims(dims)},
         )
         out = [pre, self.mma_shape(main.padded(tail), gpu)]
         if self.prescales_k():
