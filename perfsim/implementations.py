@@ -279,6 +279,14 @@ FLEX_HEAD_DIMS = "power-of-two"
 #: differs on other architectures and was not profiled).
 TRITON_TUTORIAL_BWD_SPILL_BYTES = {64: 0.0, 128: 751.7}
 FLEX_BWD_SPILL_BYTES = {128: 0.0, 192: 1113.1, 256: 1233.1}
+#: The same for FlexAttention's backward compiled with a block mask (causal, a window): its
+#: ``mask_mod`` code in the partial blocks takes the kernel from 253 to 255 registers at head
+#: dim 128, and it spills — 0.159 GB of local loads in the profiled causal call (B = 16,
+#: H = 16, N = 1024; ``summary-short-shapes.json``, ``spill_facts``), 33.8 B per thread and
+#: dK/dV step, where the unmasked kernel moves none. ASSUMED: none at head dims up to 64 (the
+#: unmasked kernel holds 194 registers there), the d = 128 figure from 65 (not profiled at
+#: 96), and the unmasked figures above 128, where the accumulators spill already.
+FLEX_BWD_MASKED_SPILL_BYTES = {64: 0.0, 128: 33.8, 192: 1113.1, 256: 1233.1}
 #: (The tutorial's head-dim-64 backward moves 0.015 GB through local memory in the profiled
 #: call, 0.8 B per thread and step: spills outside the loop, taken as none.)
 #: Shared memory per backward CTA as compiled for sm_90, by head dim: it sets the CTAs per SM
@@ -837,7 +845,8 @@ def _flex(dims, gpu):
     if dims.phase == "bwd":
         # the backward template computes dQ in programs of their own that recompute S and
         # dP (bwd_dq beside bwd_dkdv in the generated kernel): FLEX_BWD_TILES, and the
-        # register spills of its dK/dV programs above head dim 128 (FLEX_BWD_SPILL_BYTES)
+        # register spills of its dK/dV programs above head dim 128 (FLEX_BWD_SPILL_BYTES),
+        # and from head dim 65 with a block mask (FLEX_BWD_MASKED_SPILL_BYTES)
         block_m, block_n, warps = flex_bwd_tile(gpu, hdim)
         # the compiled facts (spills, shared memory) were read from sm_90's kernels: another
         # architecture's tile takes its spills only where it is the same tile, and flash-attn
@@ -846,8 +855,9 @@ def _flex(dims, gpu):
         return _fa2_like(bwd_block_m=block_m, bwd_block_n=block_n, bwd_warps=warps,
                          dq_recompute=True, dq_programs=True,
                          compiled_head_dims=FLEX_HEAD_DIMS,
-                         bwd_spill_bytes=(_tile(FLEX_BWD_SPILL_BYTES, hdim) if same_tile
-                                          else 0.0),
+                         bwd_spill_bytes=(_tile(FLEX_BWD_MASKED_SPILL_BYTES if dims.masked
+                                                else FLEX_BWD_SPILL_BYTES, hdim)
+                                          if same_tile else 0.0),
                          bwd_smem_per_cta=(_compiled_smem(FLEX_BWD_SMEM, hdim, gpu)
                                            if flex_arch(gpu) == "sm90" else None),
                          bwd_registers_per_thread=(

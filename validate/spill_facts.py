@@ -19,6 +19,10 @@ cuDNN's sm90 kernels spill only with dropout (the Philox state and keep mask bes
 accumulators, 168 registers per thread): their rows are the loads per thread of all 384 and
 per tile step of the forward (128 x 128 tiles) and of the backward's dK/dV loop.
 
+FlexAttention's kernel compiled with a block mask (causal) spills at head dim 128, where the
+kernel without one does not (255 registers against 253): ``summary-short-shapes.json``
+(flex-bwd-d128-n1024-b16-h16-c).
+
 Sources: ``reports/h200/probes/ncu/summary-dropout.json`` and
 ``summary-dropout-spills.json`` (cuDNN, 2026-12-03); ``summary.json`` (tutorial-bwd-d64/d128,
 flex-bwd-d128) and ``summary-spills.json`` (flex-bwd-d64/d192/d256, ``probe_spills.sh``,
@@ -41,6 +45,9 @@ CASES = (
     ("tutorial-bwd-d128", "ncu/summary.json", (1, 32, 4096, 128, True), (32, 128, 4)),
     ("flex-bwd-d64", "ncu/summary-spills.json", (1, 64, 4096, 64, False), (64, 128, 8)),
     ("flex-bwd-d128", "ncu/summary.json", (1, 32, 4096, 128, False), (64, 128, 8)),
+    # ... and its causal kernel (a block mask's mask_mod compiled in), which spills at d 128
+    ("flex-bwd-d128-n1024-b16-h16-c", "ncu/summary-short-shapes.json",
+     (16, 16, 1024, 128, True), (64, 128, 8)),
     ("flex-bwd-d192", "ncu/summary-spills.json", (1, 21, 4096, 192, False), (64, 64, 4)),
     ("flex-bwd-d256", "ncu/summary-spills.json", (1, 16, 4096, 256, False), (64, 64, 4)),
     # PyTorch's copy of flash-attn 2 (SDPA flash) on sm_90, at compiled head dims (64 ... 256)

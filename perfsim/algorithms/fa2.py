@@ -950,8 +950,10 @@ class FusedAttention(Algorithm):
         # blocks of B_c rows stepping B_r keys (BLOCK_M2 = BLOCK_N1, BLOCK_N2 = BLOCK_M1)
         programs = bool(again) and self.runs_dq_programs()
         kv_heads = dims.B * dims.H_kv if programs else bh
+        # a dQ pass walks query blocks of B_c rows in steps of B_r keys (the tutorial's
+        # BLOCK_M2 = BLOCK_N1, BLOCK_N2 = BLOCK_M1, as FlexAttention's)
+        v_dq = dims.tile_visits(b_c, b_r) if again else None
         if programs:
-            v_dq = dims.tile_visits(b_c, b_r)
             kv_programs, n_dq = kv_heads * v.kv_tiles, bh * v_dq.q_tiles
             grid = kv_programs + n_dq
         else:
@@ -977,9 +979,9 @@ class FusedAttention(Algorithm):
             # LSE and D, which the dK/dV pass of the same kernel reads too (ASSUMED served
             # by L2: Nsight Compute has FlexAttention's backward at 216-222 MB of DRAM at
             # d <= 128, B = 1, H·d = 4096, N = 4096: Q, dO, K, V once, dK, dV, dQ written)
-            kv_pass = e * bh * v.q_outer_cols * (d + d_v)
+            kv_pass = e * bh * v_dq.q_outer_cols * (d + d_v)
             kv_all, _ = l2_filtered(kv_pass + kv_read, kv_read,
-                                    lockstep_window(resident, v.q_tiles,
+                                    lockstep_window(resident, v_dq.q_tiles,
                                                     e * b_c * (d + d_v)),
                                     gpu, gpu.l2_usable_fraction)
             # Rows no key sees (causal, N_q > N_k) were never loaded by the dK/dV pass: the
