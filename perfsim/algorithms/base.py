@@ -655,10 +655,11 @@ def two_kind_tail(dkdv, dq, blocks, programs, sm_count, ctas_per_sm):
       ``min(t₀ + c · L, W / S + L − (W / S − t₀) / c)``;
     - one program alone: ``max(L_dKdV, L_dQ)``.
 
-    A stated estimate, not fitted: on 408 shapes (GQA 1-8 with MQA, ``N_q``, ``N_k``
-    512-8192, causal and not, one or two programs per SM) it is within 15 % of a
+    A stated estimate, not fitted: on 240 shapes (GQA 1-8 with MQA, ``N_q`` 512-8192,
+    ``N_k`` 512-8192, causal and not, one or two programs per SM) it is within 15 % of a
     simulation of the programs in launch order on SMs that share their throughput among
-    their resident programs for 317 of them, median ratio 0.99, 0.5-1.3
+    their resident programs for 195 of them, median ratio 1.00, 0.50-1.25 (lowest with two
+    programs per SM and ``N_q > N_k``, where the longest program shares its SM throughout)
     (``tests/test_inference_workloads.py``; ``validate/README.md``, "FlexAttention's
     backward grid")."""
     (p_kv, w_kv, l_kv), (p_dq, w_dq, l_dq) = dkdv, dq
@@ -750,12 +751,13 @@ def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost],
         sums = {f: sum(getattr(k, f) for k in parts) for f in ADDITIVE}
         # each group's executed work carries its own small grid's causal tail
         # (KernelCost.padded by base.in_order_tail); the merged launch has one tail. A grid
-        # of two program kinds (two_kind_tail: the last block's programs, not a per-CTA
-        # excess) takes the tail of the kernel built for the merged launch's shape
-        if key in shapes and shapes[key].launch.get("two_kinds"):
-            tail = shapes[key].launch["tail"]
-        else:
-            tail = _merged_tail(parts, sm_count)
+        # of two program kinds (two_kind_tail) takes it from the groups' kinds merged:
+        # programs, work and blocks add, the longest program is the longest of any group
+        # (its tail is over the equal-program wave charge, so the launch keeps that charge:
+        # no per-group CTA work for perfsim.timing.unequal_wave_factor)
+        kinds = all("program_kinds" in k.launch for k in parts)
+        tail = (_merged_kinds_tail(parts, sm_count) if kinds
+                else _merged_tail(parts, sm_count))
         executed = {u: tail * sum(k.sm_demand()[u] / k.launch.get("tail", 1) for k in parts)
                     for u in lead.sm_demand()}
         terms: dict = {}
@@ -764,7 +766,8 @@ def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost],
                 terms[key] = terms[key] + value if key in terms else value
         out.append(replace(lead, grid=sum(k.grid for k in parts), executed=executed,
                            ctas_per_sm=min(k.ctas_per_sm for k in parts), terms=terms,
-                           launch={**lead.launch, "tail": tail, "cta_work": _cta_work(parts)},
+                           launch={**lead.launch, "tail": tail,
+                                   **({} if kinds else {"cta_work": _cta_work(parts)})},
                            l2_request_seconds=sum(k.l2_request_seconds for k in parts),
                            **sums))
     return out
@@ -816,6 +819,20 @@ def _merged_tail(parts: list[KernelCost], sm_count: int):
     ctas = maximum(min(k.ctas_per_sm for k in parts), 1)
     balanced = unequal_wave_factor(work, sm_count) * total / sm_count
     return 1 + excess * minimum(ctas, waves) / balanced
+
+
+def _merged_kinds_tail(parts: list[KernelCost], sm_count: int):
+    """:func:`two_kind_tail` of one launch of a variable-length batch's groups, each built
+    with its ``launch["program_kinds"]`` (``(dK/dV kind, dQ kind, blocks)``): the kinds'
+    programs and work summed, their longest programs the longest of any group, the blocks
+    summed, on the merged grid at the smallest occupancy (ASSUMED: the groups' blocks
+    launched one after another, as one ``cu_seqlens`` grid runs them)."""
+    kinds = [k.launch["program_kinds"] for k in parts]
+    merged = [tuple(f(kind[i][j] for kind in kinds) for j, f in enumerate((sum, sum, max)))
+              for i in (0, 1)]
+    return two_kind_tail(*merged, sum(kind[2] for kind in kinds),
+                         sum(k.grid for k in parts), sm_count,
+                         min(k.ctas_per_sm for k in parts))
 
 
 def _cta_work(parts: list[KernelCost]) -> tuple:

@@ -954,7 +954,11 @@ class FusedAttention(Algorithm):
         # BLOCK_M2 = BLOCK_N1, BLOCK_N2 = BLOCK_M1, as FlexAttention's)
         v_dq = dims.tile_visits(b_c, b_r) if again else None
         if programs:
-            kv_programs, n_dq = kv_heads * v.kv_tiles, bh * v_dq.q_tiles
+            # (a dQ program of rows no key sees loads its Q and dO, stores a zero dQ and
+            # leaves: its bytes are counted below, and it leaves the grid's waves, customers
+            # and tail, as flash-attn 2's keyless forward CTAs do — ASSUMED, not measured)
+            kinds = flex_program_kinds(dims, v, v_dq, b_c)
+            kv_programs, n_dq = kinds[0][0], kinds[1][0]
             grid = kv_programs + n_dq
         else:
             grid = v.kv_tiles * bh
@@ -1095,8 +1099,7 @@ class FusedAttention(Algorithm):
         # Nsight Compute on the H200 (probes/ncu/summary-short-shapes.json): cuDNN's causal
         # backward at B = 1, H = 32, N = 1024 keeps its busiest SM active 1.47 times the mean.
         if programs:
-            tail = two_kind_tail(*flex_program_kinds(dims, v, v_dq, b_c),
-                                 dims.B * dims.H_kv, grid, gpu.sm_count, ctas)
+            tail = two_kind_tail(*kinds, dims.B * dims.H_kv, grid, gpu.sm_count, ctas)
         else:
             tail = in_order_tail(v, grid, gpu.sm_count, ctas, dims.masked, False,
                                  columns=True)
@@ -1124,7 +1127,8 @@ class FusedAttention(Algorithm):
                 gpu, resident_per_sm(grid, ctas, gpu)),
             spill_streams=self.spill_streams("bwd"),
             launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas,
-                    "tail": tail, **({"two_kinds": True} if programs else {}),
+                    "tail": tail,
+                    **({"program_kinds": (*kinds, dims.B * dims.H_kv)} if programs else {}),
                     **self._padded_head_dims(dims)},
         )
         out = [pre, self.mma_shape(main.padded(tail), gpu)]
