@@ -266,7 +266,7 @@ HOLDOUTS = {
     "external-holdout50": "new shapes for FlexAttention's backward grid (GQA 1-8, N 512-16k, "
                           "causal and not, N_q > N_k twice, head dims 64 and 128, fp16 once), "
                           "FlexAttention, SDPA flash and cuDNN, forward and backward; frozen "
-                          "at 5a62d43 for the grid's dK/dV and dQ programs (FA2.dq_programs) "
+                          "at f8cb2d3 for the grid's dK/dV and dQ programs (FA2.dq_programs) "
                           "and the causal kernel's spills at head dim 128",
 }
 
