@@ -286,7 +286,7 @@ FLEX_BWD_SPILL_BYTES = {128: 0.0, 192: 1113.1, 256: 1233.1}
 #: dK/dV step, where the unmasked kernel moves none. ASSUMED: none at head dims up to 64 (the
 #: unmasked kernel holds 194 registers there), the d = 128 figure from 65 (not profiled at
 #: 96), and the unmasked figures above 128, where the accumulators spill already.
-FLEX_BWD_MASKED_SPILL_BYTES = {64: 0.0, 128: 33.8, 192: 1113.1, 256: 1233.1}
+FLEX_BWD_MASKED_SPILL_BYTES = {**FLEX_BWD_SPILL_BYTES, 64: 0.0, 128: 33.8}
 #: (The tutorial's head-dim-64 backward moves 0.015 GB through local memory in the profiled
 #: call, 0.8 B per thread and step: spills outside the loop, taken as none.)
 #: Shared memory per backward CTA as compiled for sm_90, by head dim: it sets the CTAs per SM

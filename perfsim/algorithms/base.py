@@ -755,8 +755,10 @@ def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost],
         # programs, work and blocks add, the longest program is the longest of any group
         # (its tail is over the equal-program wave charge, so the launch keeps that charge:
         # no per-group CTA work for perfsim.timing.unequal_wave_factor)
-        kinds = all("program_kinds" in k.launch for k in parts)
-        tail = (_merged_kinds_tail(parts, sm_count) if kinds
+        kinds = (_merged_kinds(parts) if all("program_kinds" in k.launch for k in parts)
+                 else None)
+        tail = (two_kind_tail(*kinds, sum(k.grid for k in parts), sm_count,
+                              min(k.ctas_per_sm for k in parts)) if kinds
                 else _merged_tail(parts, sm_count))
         executed = {u: tail * sum(k.sm_demand()[u] / k.launch.get("tail", 1) for k in parts)
                     for u in lead.sm_demand()}
@@ -767,7 +769,8 @@ def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost],
         out.append(replace(lead, grid=sum(k.grid for k in parts), executed=executed,
                            ctas_per_sm=min(k.ctas_per_sm for k in parts), terms=terms,
                            launch={**lead.launch, "tail": tail,
-                                   **({} if kinds else {"cta_work": _cta_work(parts)})},
+                                   **({"program_kinds": kinds} if kinds
+                                      else {"cta_work": _cta_work(parts)})},
                            l2_request_seconds=sum(k.l2_request_seconds for k in parts),
                            **sums))
     return out
@@ -821,18 +824,16 @@ def _merged_tail(parts: list[KernelCost], sm_count: int):
     return 1 + excess * minimum(ctas, waves) / balanced
 
 
-def _merged_kinds_tail(parts: list[KernelCost], sm_count: int):
-    """:func:`two_kind_tail` of one launch of a variable-length batch's groups, each built
-    with its ``launch["program_kinds"]`` (``(dK/dV kind, dQ kind, blocks)``): the kinds'
-    programs and work summed, their longest programs the longest of any group, the blocks
-    summed, on the merged grid at the smallest occupancy (ASSUMED: the groups' blocks
-    launched one after another, as one ``cu_seqlens`` grid runs them)."""
+def _merged_kinds(parts: list[KernelCost]) -> tuple:
+    """The ``launch["program_kinds"]`` (``(dK/dV kind, dQ kind, blocks)``, inputs of
+    :func:`two_kind_tail`) of one launch of a variable-length batch's groups: each kind's
+    programs and work summed and its longest program the longest of any group, the blocks
+    summed (ASSUMED: the groups' blocks launched one after another, as one ``cu_seqlens``
+    grid runs them)."""
     kinds = [k.launch["program_kinds"] for k in parts]
-    merged = [tuple(f(kind[i][j] for kind in kinds) for j, f in enumerate((sum, sum, max)))
-              for i in (0, 1)]
-    return two_kind_tail(*merged, sum(kind[2] for kind in kinds),
-                         sum(k.grid for k in parts), sm_count,
-                         min(k.ctas_per_sm for k in parts))
+    merged = tuple(tuple(f(kind[i][j] for kind in kinds) for j, f in enumerate((sum, sum, max)))
+                   for i in (0, 1))
+    return (*merged, sum(kind[2] for kind in kinds))
 
 
 def _cta_work(parts: list[KernelCost]) -> tuple:

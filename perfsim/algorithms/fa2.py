@@ -945,13 +945,12 @@ class FusedAttention(Algorithm):
                 "2's layout at one Q/dO stage: ASSUMED, this kernel's own was not compiled "
                 f"for {gpu.id})") from None
         v = dims.tile_visits(b_r, b_c)
-        # FlexAttention's grid (dq_programs): dK/dV programs per (batch, K/V head) that loop
-        # over the group's query heads, then dQ programs per (batch, query head) over query
-        # blocks of B_c rows stepping B_r keys (BLOCK_M2 = BLOCK_N1, BLOCK_N2 = BLOCK_M1)
-        programs = bool(again) and self.runs_dq_programs()
+        # A dQ pass walks query blocks of B_c rows in steps of B_r keys (BLOCK_M2 = BLOCK_N1,
+        # BLOCK_N2 = BLOCK_M1: the tutorial's and FlexAttention's). FlexAttention's grid
+        # (dq_programs, which implies the pass) holds dK/dV programs per (batch, K/V head),
+        # looping over the group's query heads, then dQ programs per (batch, query head).
+        programs = self.runs_dq_programs()
         kv_heads = dims.B * dims.H_kv if programs else bh
-        # a dQ pass walks query blocks of B_c rows in steps of B_r keys (the tutorial's
-        # BLOCK_M2 = BLOCK_N1, BLOCK_N2 = BLOCK_M1, as FlexAttention's)
         v_dq = dims.tile_visits(b_c, b_r) if again else None
         if programs:
             # A dQ program of rows no key sees loads its Q and dO, stores a zero dQ and
