@@ -84,6 +84,20 @@ def test_sweep_million_rows_by_engine(benchmark, engine):
     assert len(df) == 10**6
 
 
+@pytest.mark.parametrize("columns", [None, ("seconds", "bound")], ids=["all", "times"])
+def test_sweep_million_rows_compiled_by_columns(benchmark, columns):
+    """The compiled 10⁶ rows with every result column and with the times alone
+    (``columns=``: the kernel computes and writes only those); 7 rounds, the first pays for
+    compiling."""
+    pytest.importorskip("llvmlite")
+    pytest.importorskip("numba")
+    df = benchmark.pedantic(perfsim.sweep, kwargs={**SWEEP, "engine": "compiled",
+                                                   "columns": columns},
+                            rounds=7, iterations=1)
+    benchmark.extra_info["bytes_per_row"] = int(df.memory_usage(deep=True).sum()) // len(df)
+    assert len(df) == 10**6
+
+
 def test_parquet_write(benchmark, rows, tmp_path):
     pytest.importorskip("pyarrow")
     out = tmp_path / "rows.parquet"

@@ -17,6 +17,9 @@
     hbm_bandwidth_bytes_per_s = {scale = [0.5, 1, 2]}
     sm_count = [100, 132]
 
+and an optional top-level ``columns = ["seconds", "bound"]`` (the result columns to keep;
+default all; ``--columns`` overrides it).
+
 Length: one command with its two paths (the local sweep and Dask partitions), which share the
 TOML file's checks, the output checks made before any work, the progress bars and the
 summary; split apart, each path would repeat them.
@@ -65,7 +68,9 @@ def _progress_bars(args):
             return update
         yield track
 
-CONFIG_KEYS = ("gpus", "algorithms", "workload", "overrides")
+CONFIG_KEYS = ("gpus", "algorithms", "workload", "overrides", "columns")
+#: Result columns each ``--plot-kind`` draws from.
+PLOT_COLUMNS = {"tflops": ("tflops", "fits_memory"), "bottleneck": ("bound", "fits_memory")}
 PLOTS = ("tflops", "bottleneck")
 
 
@@ -116,10 +121,12 @@ def load_sweep_config(path: str | Path) -> dict:
     elif names is not None:
         kwargs["algorithms"] = [_algorithm(a, path) for a in
                                 (names if isinstance(names, list) else [names])]
-    from perfsim.sweep import count_rows
+    from perfsim.sweep import check_columns, count_rows
 
     try:            # every value checked as the sweep checks it, the file named in the error
         count_rows(**kwargs)
+        if "columns" in data:
+            kwargs["columns"] = list(check_columns(data["columns"]))
     except PerfsimError as exc:
         raise PerfsimError(f"{path}: {str(exc).removeprefix('sweep: ')}") from None
     return kwargs
@@ -188,6 +195,10 @@ def register_sweep(subparsers) -> None:
                    "unit that binds on sequence length x head_dim (seqlen_k where only it "
                    "varies, as in decode sweeps; else seqlen_q)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON records")
+    p.add_argument("--columns", metavar="LIST",
+                   help="comma-separated result columns to keep (e.g. seconds,bound; default "
+                   "all, or the config's columns): fewer columns take less memory and time; "
+                   "the workload, gpu, algorithm, infeasible and stand_in columns stay")
     p.add_argument("--dask", metavar="SCHEDULER", type=_dask_arg,
                    help="run the sweep in partitions on Dask: "
                    "'local' (a LocalCluster on this machine) or a scheduler address "
@@ -228,13 +239,22 @@ def _dask_arg(text: str) -> str:
 
 def _cmd_sweep(args) -> int:
 
-    from perfsim.sweep import check_engine, sweep
+    from perfsim.sweep import check_columns, check_engine, sweep
 
     kwargs = load_sweep_config(args.config)
     timing = timing_fields(args)
     if timing:
         kwargs["timing"] = timing
     check_engine(args.engine)
+    if args.columns is not None:
+        kwargs["columns"] = list(check_columns(
+            [c.strip() for c in args.columns.split(",") if c.strip()]))
+    if args.plot and "columns" in kwargs:
+        lacking = [c for c in PLOT_COLUMNS[args.plot_kind] if c not in kwargs["columns"]]
+        if lacking:
+            raise PerfsimError(f"--plot-kind {args.plot_kind} draws {', '.join(lacking)}: "
+                               f"keep {'it' if len(lacking) == 1 else 'them'} in the columns "
+                               "(--columns or the config's columns)")
     if args.dask and args.stream:
         raise PerfsimError("--stream goes without --dask: the Dask path writes its partitions "
                            "to --out DIR as they finish already")
@@ -362,16 +382,18 @@ class _StreamSummary:
                 feasible = (part["infeasible"] == "").to_numpy()
                 entry[0] += len(part)
                 entry[1] += int(len(part) - feasible.sum())
-                if feasible.any():
+                if feasible.any() and "tflops" in part:
                     entry[2] = max(entry[2],
                                    float(np.nanmax(part["tflops"].to_numpy()[feasible])))
+                if feasible.any() and "bound" in part:
                     for bound, n in zip(*np.unique(part["bound"].astype(str).to_numpy()
                                                    [feasible], return_counts=True)):
                         entry[3][str(bound)] = entry[3].get(str(bound), 0) + int(n)
             yield frame
 
     def print(self, seconds: float) -> None:
-        rows = [[gpu, algo, str(n), str(bad), f"{best:.1f}" if n > bad else "-",
+        rows = [[gpu, algo, str(n), str(bad),
+                 f"{best:.1f}" if n > bad and best > float("-inf") else "-",
                  ", ".join(f"{b} {k}" for b, k in sorted(bounds.items(), key=lambda t: -t[1])
                            if k) or "-"]
                 for (gpu, algo), (n, bad, best, bounds) in self.parts.items()]
@@ -566,10 +588,13 @@ def _summary(df, seconds: float) -> None:
     rows = []
     for (gpu, algo), part in df.groupby(["gpu", "algorithm"], observed=True, sort=False):
         good = part[part.infeasible == ""]
-        bound = good.bound.astype(str).value_counts()
+        # (a column left out by --columns reads "-")
+        tflops = len(good) and "tflops" in good
+        bound = (good.bound.astype(str).value_counts() if "bound" in good
+                 else {})
         rows.append([f"{gpu}", f"{algo}", str(len(part)), str(len(part) - len(good)),
-                     f"{good.tflops.median():.1f}" if len(good) else "-",
-                     f"{good.tflops.max():.1f}" if len(good) else "-",
+                     f"{good.tflops.median():.1f}" if tflops else "-",
+                     f"{good.tflops.max():.1f}" if tflops else "-",
                      ", ".join(f"{b} {n}" for b, n in bound.items() if n) or "-"])
     print_table(f"{len(df)} predictions ({len(df) - len(ok)} infeasible) in {seconds:.2f} s",
                  ["gpu", "algorithm", "rows", "infeasible", "median TFLOP/s", "max TFLOP/s",
