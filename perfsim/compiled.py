@@ -42,8 +42,10 @@ twin compiled by numba (``numba.cfunc``).
 
 numba's own front end was tried first: it took 8-200 s to compile one structure of
 ~1 200 statements on the 2-core development machine; LLVM from IR takes 0.2-0.5 s per
-structure (plus ~0.6 s once per process for numba's primitives), so kernels are compiled per
-process and not cached on disk.
+structure (plus ~0.6 s once per process for numba's primitives, which numba caches on disk).
+The machine code LLVM makes for a structure is kept on disk too (:func:`kernel_cache_dir`,
+``PERFSIM_CACHE_DIR``), keyed by the IR, this CPU and the llvmlite version: a later process
+loads it instead of optimising and compiling again.
 
 **Checks.** A new kernel is compared with numpy on parts of the first block it runs on (a
 sub-grid of its axes, or two samples of its rows; relative 1e-12, exact for integers and
@@ -1186,6 +1188,69 @@ def available() -> bool:
 
 _COMPILED: dict[tuple, tuple] = {}
 _COMPILE_LOCK = threading.Lock()
+#: Counters of the on-disk kernel cache in this process: kernels loaded from it, written to it.
+CACHE_STATS = {"loaded": 0, "written": 0}
+#: First bytes of a cached kernel file (its format; a file without them is ignored).
+_CACHE_MAGIC = b"perfsim-kernel-1\n"
+
+
+def kernel_cache_dir() -> Path | None:
+    """Where compiled kernels' machine code is kept between processes: ``PERFSIM_CACHE_DIR``
+    (empty: no cache), else ``$XDG_CACHE_HOME/perfsim/kernels`` (``~/.cache`` without it).
+    A file holds one kernel's object code after a SHA-256 of it; one that fails the check
+    is ignored and compiled again. Safe to delete at any time. The files are machine code
+    this process runs: the folder should be writable by its user alone, as numba's cache."""
+    given = os.environ.get("PERFSIM_CACHE_DIR")
+    if given is not None:
+        return Path(given).expanduser() if given.strip() else None
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(base) if base else Path.home() / ".cache") / "perfsim" / "kernels"
+
+
+def _cache_path(program_key: str, vectorize: bool) -> Path | None:
+    """The cache file of a kernel: its IR's key, the loop vectorisation, this CPU (name and
+    features: the code uses its instruction set) and the llvmlite that compiled it."""
+    folder = kernel_cache_dir()
+    if folder is None:
+        return None
+    import llvmlite
+
+    cpu, features = _TARGET
+    name = hashlib.sha256("\n".join((program_key, str(vectorize), cpu, features,
+                                      llvmlite.__version__)).encode()).hexdigest()
+    return folder / f"{name}.o"
+
+
+def _cache_load(path: Path | None) -> bytes | None:
+    """The object code cached at ``path``, or None (none, unreadable, or failing its check)."""
+    if path is None:
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    head = len(_CACHE_MAGIC)
+    digest, code = data[head:head + 32], data[head + 32:]
+    if data[:head] != _CACHE_MAGIC or hashlib.sha256(code).digest() != digest:
+        return None
+    return code
+
+
+def _cache_save(path: Path | None, code: bytes) -> None:
+    """Write ``code`` to ``path`` through a temporary file renamed over it (a reader never
+    sees half a file); a cache that cannot be written is skipped silently (the kernel is
+    compiled, only not kept)."""
+    if path is None:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(_CACHE_MAGIC + hashlib.sha256(code).digest() + code)
+        os.replace(tmp, path)
+        CACHE_STATS["written"] += 1
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def _after_fork_in_child() -> None:
@@ -1259,15 +1324,26 @@ def kernel_of(program: Program, vectorize: bool = True):
             llvm.add_symbol(symbol, address)
         module = llvm.parse_assembly(program.ir_text)
         module.verify()
-        tuning = llvm.create_pipeline_tuning_options(speed_level=2)
-        # the row loop vectorises (noalias pointers, no ``pow`` call in the model's per-row
-        # work, the inner loop over a block's (batch, heads) pairs): 2-2.5x fewer ns per row
-        # on the development machine (AVX-512) than the scalar loop
-        tuning.loop_vectorization = vectorize
-        builder = llvm.create_pass_builder(machine, tuning)
-        builder.getModulePassManager().run(module, builder)
+        path = _cache_path(program.key, vectorize)
+        cached = _cache_load(path)
+        if cached is None:
+            tuning = llvm.create_pipeline_tuning_options(speed_level=2)
+            # the row loop vectorises (noalias pointers, no ``pow`` call in the model's
+            # per-row work, the inner loop over a block's (batch, heads) pairs): 2-2.5x fewer
+            # ns per row on the development machine (AVX-512) than the scalar loop
+            tuning.loop_vectorization = vectorize
+            builder = llvm.create_pass_builder(machine, tuning)
+            builder.getModulePassManager().run(module, builder)
         engine = llvm.create_mcjit_compiler(module, machine)
+        made: list[bytes] = []
+        # MCJIT asks the cache before it generates code and hands over what it generated
+        engine.set_object_cache(lambda _module, code: made.append(bytes(code)),
+                                lambda _module: cached)
         engine.finalize_object()
+        if cached is not None:
+            CACHE_STATS["loaded"] += 1
+        elif made:
+            _cache_save(path, made[0])
         fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), *[ctypes.c_int64] * 5)(
             engine.get_function_address("kernel"))
         _COMPILED[key] = (fn, engine)

@@ -664,3 +664,52 @@ def test_more_customers_than_the_trace_saw_go_to_numpy():
     assert np.isfinite(got["seconds"]).all()
     assert np.allclose(got["seconds"], want["seconds"], rtol=1e-12, atol=0)
     assert list(got["bound"]) == list(want["bound"])
+
+
+def _cache_kernel():
+    """A small traced structure's program (its IR and thus its cache file its own)."""
+    def fn(t):
+        return {"y": t["a"] * 3 + t["b"] // 2 - 7}
+    inputs = {"a": np.arange(64, dtype=np.int64), "b": np.arange(64, dtype=np.int64) * 5}
+    return compiled.generate(compiled.trace(fn, inputs)), inputs
+
+
+def test_kernels_are_kept_on_disk_and_loaded_by_a_later_process(monkeypatch, tmp_path):
+    """A kernel's machine code goes to ``PERFSIM_CACHE_DIR``; a process that has not
+    compiled it (here: the in-process table emptied) loads it from there and computes the
+    same; a file that fails its check is compiled again and replaced; an empty
+    ``PERFSIM_CACHE_DIR`` keeps nothing."""
+    monkeypatch.setenv("PERFSIM_CACHE_DIR", str(tmp_path / "kernels"))
+    monkeypatch.setattr(compiled, "_COMPILED", {})
+    program, inputs = _cache_kernel()
+    before = dict(compiled.CACHE_STATS)
+    want = compiled.run(program, inputs)["y"]
+    files = list((tmp_path / "kernels").glob("*.o"))
+    assert len(files) == 1 and compiled.CACHE_STATS["written"] == before["written"] + 1
+    monkeypatch.setattr(compiled, "_COMPILED", {})          # a new process, as far as it knows
+    assert np.array_equal(compiled.run(program, inputs)["y"], want)
+    assert compiled.CACHE_STATS["loaded"] == before["loaded"] + 1
+    # a damaged file: ignored, compiled again, written over
+    files[0].write_bytes(files[0].read_bytes()[:-10] + b"0123456789")
+    monkeypatch.setattr(compiled, "_COMPILED", {})
+    assert np.array_equal(compiled.run(program, inputs)["y"], want)
+    assert compiled.CACHE_STATS["loaded"] == before["loaded"] + 1
+    assert compiled.CACHE_STATS["written"] == before["written"] + 2
+    assert compiled._cache_load(files[0]) is not None
+    # no cache
+    monkeypatch.setenv("PERFSIM_CACHE_DIR", "")
+    monkeypatch.setattr(compiled, "_COMPILED", {})
+    assert compiled.kernel_cache_dir() is None
+    assert np.array_equal(compiled.run(program, inputs)["y"], want)
+    assert compiled.CACHE_STATS["written"] == before["written"] + 2
+
+
+def test_a_cache_that_cannot_be_written_only_costs_the_compile(monkeypatch, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("PERFSIM_CACHE_DIR", str(blocker / "kernels"))
+    monkeypatch.setattr(compiled, "_COMPILED", {})
+    program, inputs = _cache_kernel()
+    assert np.array_equal(compiled.run(program, inputs)["y"],
+                          inputs["a"] * 3 + inputs["b"] // 2 - 7)
+    assert blocker.read_text() == "not a folder"
