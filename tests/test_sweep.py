@@ -565,6 +565,14 @@ def test_the_wave_scan_is_flash_attn_s_loop():
         assert _best_wave_split_arrays(m, slots, n, 128).tolist() == want
         assert [_best_wave_split(int(a), slots, int(b), 128) for a, b in zip(m[:200], n[:200])] \
             == want[:200]
+        # asked again, in parts, reversed and beside new pairs: the memo's lookups give the
+        # loop's counts too
+        for part in (slice(0, 1500), slice(None, None, -1), slice(1000, None)):
+            mixed_m = np.concatenate([m[part], m[part] + 400])
+            mixed_n = np.concatenate([n[part], n[part]])
+            more = [loop(int(a), slots, int(b), 128) for a, b in zip(m[part] + 400, n[part])]
+            assert _best_wave_split_arrays(mixed_m, slots, mixed_n, 128).tolist() == \
+                np.array(want)[part].tolist() + more
 
 
 def test_a_preset_built_by_hand_is_the_preset():

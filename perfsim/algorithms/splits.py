@@ -85,13 +85,54 @@ def _best_wave_split(mblocks: int, slots: int, n_blocks: int, max_splits: int) -
                                        max_splits)[0])
 
 
+#: Results of :func:`_best_wave_split_arrays` by ``(slots, max_splits)``: the sorted keys
+#: ``mblocks · 2^32 + n_blocks`` and their split counts. A sweep asks the scan of a block's
+#: pairs to choose its parts (``perfsim.sweep._split_parts``), then of each split part's
+#: pairs again when the part is evaluated: the second asking is a lookup.
+_SCAN_MEMO: dict = {}
+#: Pairs kept per ``(slots, max_splits)`` (16 bytes each); past it the memo starts again.
+_SCAN_MEMO_PAIRS = 1 << 20
+
+
 def _best_wave_split_arrays(mblocks, slots: int, n_blocks, max_splits: int):
     """flash-attn 2's and 3's wave scan for arrays of ``mblocks`` (query tiles of the grid)
     and ``n_blocks`` (key tiles): for each element, the smallest eligible split count
     (``1`` or one that changes ``⌈n_blocks / splits⌉``, at most ``min(max_splits, slots,
     n_blocks)``) whose wave efficiency ``waves / ⌈waves⌉``, ``waves = mblocks · splits /
-    slots``, is within 85 % of the best; 1 where none is eligible. Every candidate count at
-    once, in row blocks that bound memory."""
+    slots``, is within 85 % of the best; 1 where none is eligible. Pairs scanned before for
+    the same ``slots`` and ``max_splits`` are looked up (:data:`_SCAN_MEMO`); the others are
+    scanned, every candidate count at once, in row blocks that bound memory."""
+    mblocks = np.asarray(mblocks, dtype=np.int64).ravel()
+    n_blocks = np.asarray(n_blocks, dtype=np.int64).ravel()
+    if len(mblocks) < 64 or not (0 <= mblocks.min() and mblocks.max() < 1 << 31
+                                 and 0 <= n_blocks.min() and n_blocks.max() < 1 << 32):
+        return _scan_waves(mblocks, slots, n_blocks, max_splits)
+    keys = (mblocks << 32) | n_blocks
+    out = np.empty(len(keys), dtype=np.int64)
+    memo = _SCAN_MEMO.get((slots, max_splits))
+    missing = np.ones(len(keys), bool)
+    if memo is not None:
+        known, best = memo
+        at = np.minimum(np.searchsorted(known, keys), len(known) - 1)
+        hit = known[at] == keys
+        out[hit] = best[at[hit]]
+        missing = ~hit
+    if missing.any():
+        new_keys = keys[missing]
+        new = _scan_waves(mblocks[missing], slots, n_blocks[missing], max_splits)
+        out[missing] = new
+        if memo is not None and len(memo[0]) + len(new_keys) <= _SCAN_MEMO_PAIRS:
+            new_keys, new = np.concatenate([memo[0], new_keys]), np.concatenate([memo[1], new])
+        order = np.argsort(new_keys, kind="stable")
+        new_keys, new = new_keys[order], new[order]
+        first = np.ones(len(new_keys), bool)
+        first[1:] = new_keys[1:] != new_keys[:-1]
+        _SCAN_MEMO[slots, max_splits] = (new_keys[first], new[first])
+    return out
+
+
+def _scan_waves(mblocks, slots: int, n_blocks, max_splits: int):
+    """:func:`_best_wave_split_arrays`' scan itself, without the memo."""
     out = np.ones(len(mblocks), dtype=np.int64)
     counts = np.arange(1, max_splits + 1, dtype=np.int64)[None, :]
     for lo in range(0, len(mblocks), 8192):
