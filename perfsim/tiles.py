@@ -75,6 +75,12 @@ def clamped_floor_sum(count, a, b, c, upper):
             and type(upper) is int)
     if not ints and is_symbolic(count, a, b, c, upper):
         import sympy
+        if all(sympy.sympify(x).is_Integer for x in (count, a, b, c, upper)):
+            # every argument a sympy integer (a symbolic call with its sizes given): the
+            # exact sum of the integers, which sympy's Sum cannot always evaluate (its
+            # Euler-Maclaurin estimate of a floor's derivative raises)
+            total, saturated = clamped_floor_sum(*(int(x) for x in (count, a, b, c, upper)))
+            return sympy.Integer(total), sympy.Integer(saturated)
         m = sympy.Dummy("m", integer=True, nonnegative=True)
         f = sympy.floor((a * m + b) / c)
         term = sympy.Min(sympy.Max(f, 0), upper)

@@ -238,3 +238,20 @@ def test_a_configured_algorithm_keeps_its_tiles_and_missing_sizes_are_named():
                                                   head_dim=64), gpu="h200-sxm", algorithm=algo)
     assert got["tensor_flops"] == p.counts.tensor_flops
     assert got["smem_bytes"] == p.counts.smem_bytes
+
+
+@pytest.mark.parametrize("algorithm", ["fa3", "sdpa-flash"])
+def test_a_causal_backward_with_its_lengths_given_equals_predicts_counts(algorithm):
+    """Given numeric lengths, a causal backward's tile sums are integers: they are summed
+    exactly (sympy's Sum of a floor raised 'cannot determine truth value of Relational ...
+    Derivative(floor ...)' from its Euler-Maclaurin estimate)."""
+    got = symbolic.counts(algorithm, "h100-sxm5", causal=True, phase="bwd", N_q=4096,
+                          N_k=4096, d=128, d_v=128)
+    p = perfsim.predict(perfsim.AttentionWorkload(batch=2, heads=16, seqlen_q=4096,
+                                                  head_dim=128, causal=True, phase="bwd"),
+                        gpu="h100-sxm5", algorithm=algorithm)
+    sizes = {"B": 2, "H": 16, "H_kv": 16}
+    for name in ("flops", "hbm_bytes", "exp_ops", "smem_bytes"):
+        expr = sympy.sympify(got[name])
+        value = float(expr.subs({s: sizes[s.name] for s in expr.free_symbols}))
+        assert value == pytest.approx(float(getattr(p.counts, name)), rel=1e-12), name
