@@ -110,6 +110,7 @@ def partitions(kwargs: dict, rows_per_partition: int = ROWS_PER_PARTITION) -> li
     if rows_per_partition < 1:
         raise PerfsimError(f"rows_per_partition must be at least 1, got {rows_per_partition}")
     count_rows(kwargs)                     # an empty list is refused before any partition
+    kwargs = _checked_columns(kwargs)
     gpus = kwargs.get("gpus")
     algorithms = kwargs.get("algorithms")
     base = []
@@ -120,6 +121,20 @@ def partitions(kwargs: dict, rows_per_partition: int = ROWS_PER_PARTITION) -> li
     for part in base:
         out.extend(_cut(part, rows_per_partition))
     return out
+
+
+def _checked_columns(kwargs: dict) -> dict:
+    """``kwargs`` with its ``columns`` (if any) checked and in the table's order
+    (:func:`perfsim.sweep.check_columns`), so a dataset's identity does not depend on the
+    order they were given in.
+
+    Raises:
+        perfsim.PerfsimError: as ``check_columns``."""
+    if kwargs.get("columns") is None:
+        return kwargs
+    from perfsim.sweep import check_columns
+
+    return {**kwargs, "columns": list(check_columns(kwargs["columns"]))}
 
 
 def _cut(part: dict, limit: int) -> list[dict]:
@@ -345,6 +360,7 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
     check_workers(workers)
     # before any cluster: a folder that cannot be created or written costs no work
     out = check_output_folder(out, "dataset folder")
+    kwargs = _checked_columns(kwargs)
     parts = partitions(kwargs, rows_per_partition)       # config errors before any cluster
     key = _config_key(kwargs, rows_per_partition)
     marker = out / ".config.json"

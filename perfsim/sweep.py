@@ -23,6 +23,7 @@ import functools
 import inspect
 import itertools
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -68,9 +69,6 @@ CHUNK_ROWS = 1 << 15
 RESULT_COLUMNS = ("seconds", "tflops", "bound", "clock_hz", "power_w",
                   *(f"{u}_seconds" for u in UNITS), "model_flops",
                   *COUNT_COLUMNS, "memory_bytes", "fits_memory")
-
-#: What ``columns="default"`` keeps: every result column.
-DEFAULT_COLUMNS = RESULT_COLUMNS
 
 Progress = Callable[[int, int], None]
 #: Peak memory per result row while a sweep is built (the result columns, the DataFrame made
@@ -301,7 +299,8 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
             ``TimingParams.for_gpu`` of each GPU under each algorithm's software profile.
         progress: called as ``progress(rows_done, rows_total)`` after each block.
         max_memory_bytes: refuse a sweep whose result needs more (about
-            :data:`BYTES_PER_ROW` per row); default: half the memory available now.
+            :data:`BYTES_PER_ROW` per row, less with fewer ``columns``:
+            :func:`bytes_per_row`); default: half the memory available now.
         engine: how rows are evaluated (:data:`ENGINES`; the rows agree to 1e-12 relative):
             ``"numpy"`` — the model's code on numpy arrays; ``"compiled"`` — that code
             traced once per kernel structure and compiled to a native loop
@@ -459,7 +458,8 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
         phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides)
     n_groups = len(specs) * len(variants) * len(configs) * len(scalars)
     if check_memory:
-        check_size(grid_rows * n_groups, max_memory_bytes)   # before any array is built
+        # before any array is built
+        check_size(grid_rows * n_groups, max_memory_bytes, per_row=bytes_per_row(columns))
     grid = _Grid(batch, heads, kv_heads, seqlen_q, seqlen_k)
     _check_tensor_sizes(grid, scalars)
     plan, groups = [], []
@@ -608,9 +608,24 @@ def memory_budget_bytes() -> int:
     return free // 2 if free is not None else 2**34
 
 
-def check_size(rows: int, max_memory_bytes: int | None = None, what: str = "sweep") -> None:
+#: Bytes a row's result columns take in the frame (float64 8, ``bound``'s codes 1,
+#: ``fits_memory``'s value and mask 2): what :func:`bytes_per_row` takes off for a column left
+#: out, twice (the estimate's margin, as :data:`BYTES_PER_ROW` has over the ~252 B measured).
+_COLUMN_BYTES = {c: {"bound": 1, "fits_memory": 2}.get(c, 8) for c in RESULT_COLUMNS}
+
+
+def bytes_per_row(columns=RESULT_COLUMNS) -> int:
+    """The memory estimate per row of a sweep keeping ``columns`` (:func:`check_columns`'
+    tuple): :data:`BYTES_PER_ROW` less twice each left-out column's bytes (``seconds`` and
+    ``bound`` alone: 236, against ~108 measured at the peak)."""
+    return BYTES_PER_ROW - 2 * sum(w for c, w in _COLUMN_BYTES.items() if c not in columns)
+
+
+def check_size(rows: int, max_memory_bytes: int | None = None, what: str = "sweep",
+               per_row: int = BYTES_PER_ROW) -> None:
     """Refuse a sweep (``what``: or ``"predict_rows"``) of ``rows`` rows that would need more
-    than ``max_memory_bytes`` (default: half the memory available now).
+    than ``max_memory_bytes`` (default: half the memory available now), at ``per_row`` bytes
+    a row (:func:`bytes_per_row`).
 
     Raises:
         perfsim.PerfsimError: with the row count, the estimate and the limit.
@@ -621,10 +636,10 @@ def check_size(rows: int, max_memory_bytes: int | None = None, what: str = "swee
     elif not isinstance(max_memory_bytes, (int, np.integer)) or max_memory_bytes <= 0:
         raise PerfsimError(f"max_memory_bytes must be a positive number of bytes, got "
                            f"{max_memory_bytes!r}")
-    need = rows * BYTES_PER_ROW
+    need = rows * per_row
     if need > max_memory_bytes:
         limit = "max_memory_bytes" if given else "half the memory available now"
-        head = (f"{rows:,} rows need about {need / 2**30:.3g} GiB ({BYTES_PER_ROW} B per row), "
+        head = (f"{rows:,} rows need about {need / 2**30:.3g} GiB ({per_row} B per row), "
                 f"more than the {max_memory_bytes / 2**30:.3g} GiB allowed ({limit})")
         if what == "predict_rows":
             raise PerfsimError(f"predict_rows: {head}; give the rows in parts")
@@ -972,11 +987,12 @@ def check_columns(columns) -> tuple:
     if columns is None:
         return RESULT_COLUMNS
     given = [columns] if isinstance(columns, str) else columns
-    try:
-        given = list(given)
-    except TypeError:
-        raise PerfsimError(f"columns: a list of result column names, got {columns!r}") \
-            from None
+    if isinstance(given, (bytes, dict)) or not hasattr(given, "__iter__"):
+        raise PerfsimError(f"columns: a list of result column names, got {columns!r}")
+    given = list(given)
+    if not all(isinstance(c, str) for c in given):
+        raise PerfsimError(f"columns: a list of result column names (strings), got "
+                           f"{columns!r}")
     allowed = ", ".join(RESULT_COLUMNS)
     unknown = [c for c in given if c not in RESULT_COLUMNS]
     if unknown:
@@ -1330,6 +1346,17 @@ def _check_program(program, algo, gpu, params, scalar, block: dict, wide, grid):
 #: (:meth:`_Table.start_frame`); below it the thread's hand-off costs more than it hides.
 BACKGROUND_ROWS = 1 << 18
 _BACKGROUND: ThreadPoolExecutor | None = None
+_BACKGROUND_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child inherits the executor but not its thread: it starts its own."""
+    global _BACKGROUND, _BACKGROUND_LOCK
+    _BACKGROUND, _BACKGROUND_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Table:
@@ -1406,11 +1433,16 @@ class _Table:
         be in :attr:`groups`) in a background thread while the rows are evaluated, for a
         table of at least :data:`BACKGROUND_ROWS` rows: numpy's copies run outside the GIL,
         on a core the evaluation's Python leaves idle between its compiled kernels."""
-        if len(self) >= BACKGROUND_ROWS:
-            global _BACKGROUND
-            if _BACKGROUND is None:
-                _BACKGROUND = ThreadPoolExecutor(1, thread_name_prefix="perfsim-frame")
-            self._workload = _BACKGROUND.submit(self._workload_columns)
+        if len(self) < BACKGROUND_ROWS:
+            return
+        global _BACKGROUND
+        try:
+            with _BACKGROUND_LOCK:
+                if _BACKGROUND is None:
+                    _BACKGROUND = ThreadPoolExecutor(1, thread_name_prefix="perfsim-frame")
+                self._workload = _BACKGROUND.submit(self._workload_columns)
+        except RuntimeError:        # the interpreter shutting down: built by :meth:`frame`
+            self._workload = None
 
     def _workload_columns(self) -> dict:
         """The workload and group columns of the frame, in its order."""
@@ -1478,8 +1510,8 @@ def _constant(values: list, n: int):
 
 def _spread(values, inner: int, outer: int = 1) -> np.ndarray:
     """``np.tile(np.repeat(values, inner), outer)`` (a one-dimensional ``values``), written
-    by one broadcast copy into a new array: numpy's ``repeat`` takes a per-element count
-    and is several times slower on the million-row columns of a sweep's frame."""
+    by one broadcast copy into a new array, where ``tile`` of a ``repeat`` makes two passes
+    and a second array."""
     values = np.asarray(values)
     out = np.empty(outer * len(values) * inner, values.dtype)
     np.copyto(out.reshape(outer, len(values), inner), values[None, :, None])

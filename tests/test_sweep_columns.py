@@ -91,6 +91,10 @@ def test_fewer_columns_take_less_memory():
     (["seconds", "seconds"], "seconds given more than once"),
     ([], "give at least one of"),
     (3, "a list of result column names"),
+    ({"seconds": True}, "a list of result column names"),
+    (b"seconds", "a list of result column names"),
+    (["seconds", 3], r"a list of result column names \(strings\)"),
+    ([np.array(["seconds", "bound"])], r"\(strings\)"),
 ])
 def test_a_bad_selection_is_one_clear_error(columns, match):
     with pytest.raises(PerfsimError, match=match):
@@ -135,6 +139,8 @@ def test_cli_takes_the_configs_columns_and_the_flag_over_them(tmp_path, capsys):
 @pytest.mark.parametrize("args, match", [
     (["--columns", "secs"], "'secs' is not a result column"),
     (["--plot", "fig.png"], "--plot-kind tflops draws tflops, fits_memory: keep them"),
+    (["--columns", "bound,fits_memory", "--plot", "fig.png", "--plot-kind", "bottleneck"],
+     "--plot-kind bottleneck draws tflops: keep it"),
     (["--columns", "seconds,tflops", "--plot", "fig.png"],
      "--plot-kind tflops draws fits_memory: keep it"),
 ])
@@ -171,3 +177,80 @@ def test_dask_partitions_carry_the_columns(tmp_path):
     assert run_partition(parts[0], str(path)) == 4
     df = pd.read_parquet(path)
     assert [c for c in df.columns if c in RESULT_COLUMNS] == ["seconds"]
+
+
+def test_the_bottleneck_map_draws_from_its_columns(tmp_path):
+    from perfsim.cli import main
+
+    config = tmp_path / "sweep.toml"
+    config.write_text(CONFIG)
+    png = tmp_path / "map.png"
+    assert main(["sweep", str(config), "-q", "--columns", "bound,tflops,fits_memory",
+                 "--plot", str(png), "--plot-kind", "bottleneck"]) == 0
+    assert png.stat().st_size > 10_000
+
+
+def test_fewer_columns_pass_a_memory_limit_all_of_them_would_not():
+    from perfsim.sweep import BYTES_PER_ROW, bytes_per_row
+
+    assert bytes_per_row(RESULT_COLUMNS) == BYTES_PER_ROW
+    assert bytes_per_row(("seconds", "bound")) == BYTES_PER_ROW - 2 * (17 * 8 + 2)
+    grid = dict(batch=list(range(1, 11)), heads=[8, 16], seqlen_q=[512 * i for i in
+                                                                    range(1, 101)],
+                head_dim=64, gpus="h100-sxm5", algorithms="fa2")      # 2 000 rows
+    limit = 2000 * 300
+    with pytest.raises(PerfsimError, match="512 B per row"):
+        sweep(**grid, max_memory_bytes=limit)
+    assert len(sweep(**grid, max_memory_bytes=limit, columns=["seconds", "bound"])) == 2000
+
+
+def test_dask_partitions_check_and_order_the_columns():
+    from perfsim.distributed import partitions
+
+    kwargs = {"batch": [1, 2], "heads": 8, "seqlen_q": 512, "head_dim": 64,
+              "gpus": ["h100-sxm5"], "algorithms": ["fa2"]}
+    parts = partitions({**kwargs, "columns": ["bound", "seconds"]})
+    assert [p["columns"] for p in parts] == [["seconds", "bound"]]
+    with pytest.raises(PerfsimError, match="'nope' is not a result column"):
+        partitions({**kwargs, "columns": ["nope"]})
+
+
+@pytest.fixture
+def background_always(monkeypatch):
+    """Every table builds its frame's columns in the background thread."""
+    monkeypatch.setattr(sweep_module, "BACKGROUND_ROWS", 1)
+
+
+SMALL = dict(batch=[1, 2], heads=[8, 16], seqlen_q=[512, 1024], head_dim=64,
+             gpus="h100-sxm5", algorithms="fa2")
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_sweeps_after_its_parent_did(background_always):
+    """The child inherits the background executor but not its thread: it makes its own
+    (else its frame waits forever)."""
+    import multiprocessing
+
+    want = len(sweep(**SMALL))              # the parent's executor and thread exist now
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=lambda: queue.put(len(sweep(**SMALL))))
+    child.start()
+    child.join(60)
+    alive = child.is_alive()
+    if alive:
+        child.kill()
+    assert not alive and queue.get(timeout=5) == want
+
+
+def test_a_sweep_when_no_thread_can_start_builds_its_frame_itself(background_always,
+                                                                  monkeypatch):
+    """As at interpreter shutdown: the executor refuses new work."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    closed = ThreadPoolExecutor(1)
+    closed.shutdown()
+    monkeypatch.setattr(sweep_module, "_BACKGROUND", closed)
+    got = sweep(**SMALL)
+    monkeypatch.setattr(sweep_module, "BACKGROUND_ROWS", 1 << 40)
+    pd.testing.assert_frame_equal(got, sweep(**SMALL))

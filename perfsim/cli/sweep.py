@@ -70,7 +70,8 @@ def _progress_bars(args):
 
 CONFIG_KEYS = ("gpus", "algorithms", "workload", "overrides", "columns")
 #: Result columns each ``--plot-kind`` draws from.
-PLOT_COLUMNS = {"tflops": ("tflops", "fits_memory"), "bottleneck": ("bound", "fits_memory")}
+PLOT_COLUMNS = {"tflops": ("tflops", "fits_memory"),
+                "bottleneck": ("bound", "tflops", "fits_memory")}   # (its cells print TFLOP/s)
 PLOTS = ("tflops", "bottleneck")
 
 
@@ -324,7 +325,7 @@ def _check_json_size(kwargs) -> None:
 def _streamed(args, kwargs) -> bool:
     """Whether ``perfsim sweep`` streams: ``--stream``, or an ``--out`` sweep (no --plot or
     --json, which need every row at once) whose rows would not fit in memory."""
-    from perfsim.sweep import BYTES_PER_ROW, count_rows, memory_budget_bytes
+    from perfsim.sweep import bytes_per_row, check_columns, count_rows, memory_budget_bytes
 
     if args.stream:
         if not args.out:
@@ -338,10 +339,11 @@ def _streamed(args, kwargs) -> bool:
         return False
     budget = memory_budget_bytes()
     rows = count_rows(**kwargs)
-    if rows * BYTES_PER_ROW <= budget:
+    per_row = bytes_per_row(check_columns(kwargs.get("columns")))
+    if rows * per_row <= budget:
         return False
     if not args.quiet:
-        print(f"{rows:,} rows need about {rows * BYTES_PER_ROW / 2**30:.1f} GiB, more than "
+        print(f"{rows:,} rows need about {rows * per_row / 2**30:.1f} GiB, more than "
               f"half the memory available ({budget / 2**30:.1f} GiB): streaming them to "
               f"{args.out} block by block (as --stream)")
     return True
