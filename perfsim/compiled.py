@@ -1191,7 +1191,10 @@ _COMPILE_LOCK = threading.Lock()
 #: Counters of the on-disk kernel cache in this process: kernels loaded from it, written to it.
 CACHE_STATS = {"loaded": 0, "written": 0}
 #: First bytes of a cached kernel file (its format; a file without them is ignored).
-_CACHE_MAGIC = b"perfsim-kernel-1\n"
+_CACHE_MAGIC = b"perfsim-kernel-2\n"
+#: How :func:`kernel_of` compiles, part of each cached kernel's identity: a change here (or
+#: to the pass pipeline) must change this text, so no process runs code compiled otherwise.
+_COMPILE_SETTINGS = "new pass manager, speed_level=2, target opt=2, no fast-math"
 
 
 def kernel_cache_dir() -> Path | None:
@@ -1202,50 +1205,66 @@ def kernel_cache_dir() -> Path | None:
     this process runs: the folder should be writable by its user alone, as numba's cache."""
     given = os.environ.get("PERFSIM_CACHE_DIR")
     if given is not None:
-        return Path(given).expanduser() if given.strip() else None
+        given = given.strip()
+        return Path(given).expanduser() if given else None
     base = os.environ.get("XDG_CACHE_HOME", "").strip()
     return (Path(base) if base else Path.home() / ".cache") / "perfsim" / "kernels"
 
 
-def _cache_path(program_key: str, vectorize: bool) -> Path | None:
-    """The cache file of a kernel: its IR's key, the loop vectorisation, this CPU (name and
-    features: the code uses its instruction set) and the llvmlite that compiled it."""
-    folder = kernel_cache_dir()
-    if folder is None:
-        return None
-    import llvmlite
-
-    cpu, features = _TARGET
-    name = hashlib.sha256("\n".join((program_key, str(vectorize), cpu, features,
-                                      llvmlite.__version__)).encode()).hexdigest()
-    return folder / f"{name}.o"
-
-
-def _cache_load(path: Path | None) -> bytes | None:
-    """The object code cached at ``path``, or None (none, unreadable, or failing its check)."""
-    if path is None:
-        return None
+def _cache_entry(program_key: str, vectorize: bool) -> tuple[Path, bytes] | None:
+    """``(file, identity)`` of a kernel in the cache, or None (no cache, or no folder can be
+    named: no home directory, an unknown ``~user``). The identity — the IR's key, the loop
+    vectorisation, this CPU (name and features: the code uses its instruction set), the
+    target triple, LLVM's and llvmlite's versions and :data:`_COMPILE_SETTINGS` — names the
+    file and is stored in it, so a file copied or renamed onto another kernel's name is not
+    loaded."""
     try:
+        folder = kernel_cache_dir()
+        if folder is None:
+            return None
+        import llvmlite
+        import llvmlite.binding as llvm
+
+        cpu, features = _TARGET
+        identity = "\n".join((program_key, str(vectorize), cpu, features,
+                               llvm.get_default_triple(), str(llvm.llvm_version_info),
+                               llvmlite.__version__, _COMPILE_SETTINGS)).encode()
+        return folder / f"{hashlib.sha256(identity).hexdigest()}.o", identity
+    except Exception:       # noqa: BLE001 - a cache folder that cannot be named: no cache
+        return None
+
+
+def _cache_load(entry: tuple[Path, bytes] | None) -> bytes | None:
+    """The object code cached for ``entry``, or None (none, not a regular file, unreadable,
+    another kernel's, or failing its SHA-256)."""
+    if entry is None:
+        return None
+    path, identity = entry
+    try:
+        if not path.is_file():              # (a FIFO would block the read)
+            return None
         data = path.read_bytes()
     except OSError:
         return None
-    head = len(_CACHE_MAGIC)
-    digest, code = data[head:head + 32], data[head + 32:]
-    if data[:head] != _CACHE_MAGIC or hashlib.sha256(code).digest() != digest:
+    head = _CACHE_MAGIC + len(identity).to_bytes(4, "little") + identity
+    digest, code = data[len(head):len(head) + 32], data[len(head) + 32:]
+    if not data.startswith(head) or hashlib.sha256(code).digest() != digest:
         return None
     return code
 
 
-def _cache_save(path: Path | None, code: bytes) -> None:
-    """Write ``code`` to ``path`` through a temporary file renamed over it (a reader never
+def _cache_save(entry: tuple[Path, bytes] | None, code: bytes) -> None:
+    """Write ``code`` for ``entry`` through a temporary file renamed over it (a reader never
     sees half a file); a cache that cannot be written is skipped silently (the kernel is
     compiled, only not kept)."""
-    if path is None:
+    if entry is None:
         return
+    path, identity = entry
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(_CACHE_MAGIC + hashlib.sha256(code).digest() + code)
+        tmp.write_bytes(_CACHE_MAGIC + len(identity).to_bytes(4, "little") + identity
+                        + hashlib.sha256(code).digest() + code)
         os.replace(tmp, path)
         CACHE_STATS["written"] += 1
     except OSError:
@@ -1324,8 +1343,8 @@ def kernel_of(program: Program, vectorize: bool = True):
             llvm.add_symbol(symbol, address)
         module = llvm.parse_assembly(program.ir_text)
         module.verify()
-        path = _cache_path(program.key, vectorize)
-        cached = _cache_load(path)
+        entry = _cache_entry(program.key, vectorize)
+        cached = _cache_load(entry)
         if cached is None:
             tuning = llvm.create_pipeline_tuning_options(speed_level=2)
             # the row loop vectorises (noalias pointers, no ``pow`` call in the model's
@@ -1343,7 +1362,7 @@ def kernel_of(program: Program, vectorize: bool = True):
         if cached is not None:
             CACHE_STATS["loaded"] += 1
         elif made:
-            _cache_save(path, made[0])
+            _cache_save(entry, made[0])
         fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), *[ctypes.c_int64] * 5)(
             engine.get_function_address("kernel"))
         _COMPILED[key] = (fn, engine)

@@ -275,8 +275,22 @@ def mask_visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool, window=(None
             return visits(seqlen_q * group if rows is None else minimum(rows, seqlen_q * group),
                           seqlen_k, block_r, block_c, False)
     if is_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right):
-        # (closed forms: lengths never padded to whole tiles, so no cap on the rows)
-        return _banded_visits_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right, group)
+        given = (seqlen_q, seqlen_k, block_r, block_c, group,
+                 *(x for x in (left, right) if x is not None))
+        if not all(getattr(x, "is_Integer", isinstance(x, int)) for x in given):
+            # (closed forms: lengths never padded to whole tiles, so no cap on the rows)
+            return _banded_visits_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right,
+                                           group)
+        # every size a sympy integer (a symbolic call with its sizes given): the exact walk
+        # of the tiles, as sympy integers (its Sum of the per-tile rule cannot always be
+        # evaluated: its Euler-Maclaurin estimate of a floor's derivative raises)
+        import sympy
+
+        exact = banded_visits(*(int(x) for x in (seqlen_q, seqlen_k, block_r, block_c)),
+                              None if left is None else int(left),
+                              None if right is None else int(right), int(group))
+        return TileVisits(*(sympy.Integer(int(getattr(exact, f)))
+                            for f in TileVisits.__dataclass_fields__))
     if (isinstance(seqlen_q, np.ndarray) or isinstance(seqlen_k, np.ndarray)
             or isinstance(rows, np.ndarray)):
         cap = seqlen_q * group if rows is None else rows

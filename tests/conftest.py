@@ -5,6 +5,9 @@ notebook in notebooks/ as a test item of its own (marked ``notebooks``)."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -44,11 +47,24 @@ def unit() -> GPUSpec:
     return unit_gpu()
 
 
+_KERNEL_CACHE: list[str] = []
+
+
 def pytest_configure(config):
     # nbmake collects notebooks/*.ipynb (a testpath) when its option is on; turned on here so
     # the one README command runs them, and left off where nbmake is not installed
     if importlib.util.find_spec("nbmake") is not None and hasattr(config.option, "nbmake"):
         config.option.nbmake = True
+    # compiled kernels go to a cache of this run's own (perfsim.compiled.kernel_cache_dir),
+    # not the user's: every run compiles what it tests, and leaves nothing behind
+    if "PERFSIM_CACHE_DIR" not in os.environ:
+        _KERNEL_CACHE.append(tempfile.mkdtemp(prefix="perfsim-test-kernels-"))
+        os.environ["PERFSIM_CACHE_DIR"] = _KERNEL_CACHE[0]
+
+
+def pytest_unconfigure(config):
+    for folder in _KERNEL_CACHE:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)      # before -m deselects by marker

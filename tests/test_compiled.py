@@ -695,7 +695,9 @@ def test_kernels_are_kept_on_disk_and_loaded_by_a_later_process(monkeypatch, tmp
     assert np.array_equal(compiled.run(program, inputs)["y"], want)
     assert compiled.CACHE_STATS["loaded"] == before["loaded"] + 1
     assert compiled.CACHE_STATS["written"] == before["written"] + 2
-    assert compiled._cache_load(files[0]) is not None
+    monkeypatch.setattr(compiled, "_COMPILED", {})
+    assert np.array_equal(compiled.run(program, inputs)["y"], want)
+    assert compiled.CACHE_STATS["loaded"] == before["loaded"] + 2    # the rewritten file
     # no cache
     monkeypatch.setenv("PERFSIM_CACHE_DIR", "")
     monkeypatch.setattr(compiled, "_COMPILED", {})
@@ -713,3 +715,52 @@ def test_a_cache_that_cannot_be_written_only_costs_the_compile(monkeypatch, tmp_
     assert np.array_equal(compiled.run(program, inputs)["y"],
                           inputs["a"] * 3 + inputs["b"] // 2 - 7)
     assert blocker.read_text() == "not a folder"
+
+
+def test_a_cache_file_is_loaded_for_its_own_kernel_alone(monkeypatch, tmp_path):
+    """Another kernel's valid file renamed onto this kernel's name is not loaded (its
+    identity is stored in it): this kernel compiles and computes its own values."""
+    monkeypatch.setenv("PERFSIM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compiled, "_COMPILED", {})
+    program, inputs = _cache_kernel()
+
+    def other(t):
+        return {"y": t["a"] - t["b"]}
+    other_program = compiled.generate(compiled.trace(other, inputs))
+    compiled.run(other_program, inputs)
+    (other_file,) = tmp_path.glob("*.o")
+    compiled.run(program, inputs)
+    (own_file,) = set(tmp_path.glob("*.o")) - {other_file}
+    own_file.write_bytes(other_file.read_bytes())
+    monkeypatch.setattr(compiled, "_COMPILED", {})
+    loaded = compiled.CACHE_STATS["loaded"]
+    assert np.array_equal(compiled.run(program, inputs)["y"],
+                          inputs["a"] * 3 + inputs["b"] // 2 - 7)
+    assert compiled.CACHE_STATS["loaded"] == loaded
+
+
+@pytest.mark.parametrize("folder", ["~no-such-user-perfsim/kernels", "fifo"])
+def test_a_cache_folder_that_cannot_be_used_leaves_the_kernels_compiled(monkeypatch, tmp_path,
+                                                                        folder):
+    """No home to expand (an unknown ``~user``; a container without a passwd entry) or a
+    FIFO where a kernel's file would be: the kernel compiles as without a cache (no
+    fallback to numpy, no read that blocks)."""
+    import os
+
+    monkeypatch.setattr(compiled, "_COMPILED", {})
+    program, inputs = _cache_kernel()
+    if folder == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("needs mkfifo")
+        monkeypatch.setenv("PERFSIM_CACHE_DIR", str(tmp_path))
+        compiled.kernel_of(program)                       # (sets the target, names the file)
+        path, _ = compiled._cache_entry(program.key, True)
+        path.unlink()
+        os.mkfifo(path)
+        monkeypatch.setattr(compiled, "_COMPILED", {})
+    else:
+        monkeypatch.setenv("PERFSIM_CACHE_DIR", folder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.array_equal(compiled.run(program, inputs)["y"],
+                              inputs["a"] * 3 + inputs["b"] // 2 - 7)

@@ -240,15 +240,19 @@ def test_a_configured_algorithm_keeps_its_tiles_and_missing_sizes_are_named():
     assert got["smem_bytes"] == p.counts.smem_bytes
 
 
-@pytest.mark.parametrize("algorithm", ["fa3", "sdpa-flash"])
-def test_a_causal_backward_with_its_lengths_given_equals_predicts_counts(algorithm):
-    """Given numeric lengths, a causal backward's tile sums are integers: they are summed
-    exactly (sympy's Sum of a floor raised 'cannot determine truth value of Relational ...
-    Derivative(floor ...)' from its Euler-Maclaurin estimate)."""
-    got = symbolic.counts(algorithm, "h100-sxm5", causal=True, phase="bwd", N_q=4096,
-                          N_k=4096, d=128, d_v=128)
+@pytest.mark.parametrize("algorithm, window", [("fa3", (None, None)),
+                                               ("sdpa-flash", (None, None)),
+                                               ("fa3", (256, 0)), ("flex", (100, 100))])
+def test_a_causal_backward_with_its_lengths_given_equals_predicts_counts(algorithm, window):
+    """Given numeric lengths, a causal (or windowed) backward's tile sums are integers:
+    they are summed exactly (sympy's Sum of a floor raised 'cannot determine truth value of
+    Relational ... Derivative(floor ...)' from its Euler-Maclaurin estimate)."""
+    causal = window[1] != 100
+    got = symbolic.counts(algorithm, "h100-sxm5", causal=causal, phase="bwd", N_q=4096,
+                          N_k=4096, d=128, d_v=128, window=window)
     p = perfsim.predict(perfsim.AttentionWorkload(batch=2, heads=16, seqlen_q=4096,
-                                                  head_dim=128, causal=True, phase="bwd"),
+                                                  head_dim=128, causal=causal, window=window,
+                                                  phase="bwd"),
                         gpu="h100-sxm5", algorithm=algorithm)
     sizes = {"B": 2, "H": 16, "H_kv": 16}
     for name in ("flops", "hbm_bytes", "exp_ops", "smem_bytes"):

@@ -90,8 +90,10 @@ def _best_wave_split(mblocks: int, slots: int, n_blocks: int, max_splits: int) -
 #: pairs to choose its parts (``perfsim.sweep._split_parts``), then of each split part's
 #: pairs again when the part is evaluated: the second asking is a lookup.
 _SCAN_MEMO: dict = {}
-#: Pairs kept per ``(slots, max_splits)`` (16 bytes each); past it the memo starts again.
+#: Pairs kept per ``(slots, max_splits)`` (16 bytes each; past it the memo of that key starts
+#: again, and one call's pairs beyond it are not kept), and keys kept (past it: all cleared).
 _SCAN_MEMO_PAIRS = 1 << 20
+_SCAN_MEMO_KEYS = 64
 
 
 def _best_wave_split_arrays(mblocks, slots: int, n_blocks, max_splits: int):
@@ -121,12 +123,16 @@ def _best_wave_split_arrays(mblocks, slots: int, n_blocks, max_splits: int):
         new_keys = keys[missing]
         new = _scan_waves(mblocks[missing], slots, n_blocks[missing], max_splits)
         out[missing] = new
+        if len(new_keys) > _SCAN_MEMO_PAIRS:
+            return out
         if memo is not None and len(memo[0]) + len(new_keys) <= _SCAN_MEMO_PAIRS:
             new_keys, new = np.concatenate([memo[0], new_keys]), np.concatenate([memo[1], new])
         order = np.argsort(new_keys, kind="stable")
         new_keys, new = new_keys[order], new[order]
         first = np.ones(len(new_keys), bool)
         first[1:] = new_keys[1:] != new_keys[:-1]
+        if (slots, max_splits) not in _SCAN_MEMO and len(_SCAN_MEMO) >= _SCAN_MEMO_KEYS:
+            _SCAN_MEMO.clear()
         _SCAN_MEMO[slots, max_splits] = (new_keys[first], new[first])
     return out
 
