@@ -1005,7 +1005,9 @@ def check_columns(columns) -> tuple:
         raise PerfsimError(f"columns: {', '.join(repeated)} given more than once")
     if not given:
         raise PerfsimError(f"columns: give at least one of {allowed}")
-    return tuple(c for c in RESULT_COLUMNS if c in given)
+    kept = tuple(c for c in RESULT_COLUMNS if c in given)
+    # (every column named: the same object as no selection, so the kernels are the same)
+    return RESULT_COLUMNS if kept == RESULT_COLUMNS else kept
 
 
 def check_engine(engine) -> None:

@@ -104,7 +104,8 @@ def test_a_bad_selection_is_one_clear_error(columns, match):
 
 def test_one_name_may_be_a_string():
     assert check_columns("seconds") == ("seconds",)
-    assert check_columns(None) == RESULT_COLUMNS
+    assert check_columns(None) is RESULT_COLUMNS
+    assert check_columns(reversed(RESULT_COLUMNS)) is RESULT_COLUMNS
 
 
 CONFIG = """gpus = ["h100-sxm5"]
