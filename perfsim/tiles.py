@@ -62,6 +62,17 @@ def _floor_sum_array(n, m, a, b):
     return total
 
 
+def _given_integers(*values) -> list[int] | None:
+    """``values`` as Python ints where every one is an integer (a sympy ``Integer`` from a
+    symbolic call whose sizes were all given), else None. Such a call's tile sums are taken
+    exactly: sympy's ``Sum`` of a floor cannot always be evaluated (its Euler-Maclaurin
+    estimate of the floor's derivative raises "cannot determine truth value of
+    Relational")."""
+    if not all(getattr(v, "is_Integer", isinstance(v, int)) for v in values):
+        return None
+    return [int(v) for v in values]
+
+
 def clamped_floor_sum(count, a, b, c, upper):
     """Σ_{m=0}^{count-1} clamp(⌊(a·m + b)/c⌋, 0, upper) and how many terms hit ``upper``.
 
@@ -75,12 +86,9 @@ def clamped_floor_sum(count, a, b, c, upper):
             and type(upper) is int)
     if not ints and is_symbolic(count, a, b, c, upper):
         import sympy
-        if all(sympy.sympify(x).is_Integer for x in (count, a, b, c, upper)):
-            # every argument a sympy integer (a symbolic call with its sizes given): the
-            # exact sum of the integers, which sympy's Sum cannot always evaluate (its
-            # Euler-Maclaurin estimate of a floor's derivative raises)
-            total, saturated = clamped_floor_sum(*(int(x) for x in (count, a, b, c, upper)))
-            return sympy.Integer(total), sympy.Integer(saturated)
+        given = _given_integers(count, a, b, c, upper)
+        if given is not None:
+            return tuple(sympy.Integer(x) for x in clamped_floor_sum(*given))
         m = sympy.Dummy("m", integer=True, nonnegative=True)
         f = sympy.floor((a * m + b) / c)
         term = sympy.Min(sympy.Max(f, 0), upper)
@@ -275,20 +283,16 @@ def mask_visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool, window=(None
             return visits(seqlen_q * group if rows is None else minimum(rows, seqlen_q * group),
                           seqlen_k, block_r, block_c, False)
     if is_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right):
-        given = (seqlen_q, seqlen_k, block_r, block_c, group,
-                 *(x for x in (left, right) if x is not None))
-        if not all(getattr(x, "is_Integer", isinstance(x, int)) for x in given):
+        given = _given_integers(seqlen_q, seqlen_k, block_r, block_c, group,
+                                *(x for x in (left, right) if x is not None))
+        if given is None:
             # (closed forms: lengths never padded to whole tiles, so no cap on the rows)
             return _banded_visits_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right,
                                            group)
-        # every size a sympy integer (a symbolic call with its sizes given): the exact walk
-        # of the tiles, as sympy integers (its Sum of the per-tile rule cannot always be
-        # evaluated: its Euler-Maclaurin estimate of a floor's derivative raises)
         import sympy
 
-        exact = banded_visits(*(int(x) for x in (seqlen_q, seqlen_k, block_r, block_c)),
-                              None if left is None else int(left),
-                              None if right is None else int(right), int(group))
+        exact = banded_visits(*given[:4], None if left is None else int(left),
+                              None if right is None else int(right), given[4])
         return TileVisits(*(sympy.Integer(int(getattr(exact, f)))
                             for f in TileVisits.__dataclass_fields__))
     if (isinstance(seqlen_q, np.ndarray) or isinstance(seqlen_k, np.ndarray)
