@@ -45,7 +45,8 @@ numba's own front end was tried first: it took 8-200 s to compile one structure 
 structure (plus ~0.6 s once per process for numba's primitives, which numba caches on disk).
 The machine code LLVM makes for a structure is kept on disk too (:func:`kernel_cache_dir`,
 ``PERFSIM_CACHE_DIR``), keyed by the IR, this CPU and the llvmlite version: a later process
-loads it instead of optimising and compiling again.
+loads it instead of optimising and compiling again. The folder is held under 256 MiB
+(``PERFSIM_CACHE_MAX_BYTES``) by removing the kernels used longest ago.
 
 **Checks.** A new kernel is compared with numpy on parts of the first block it runs on (a
 sub-grid of its axes, or two samples of its rows; relative 1e-12, exact for integers and
@@ -71,6 +72,7 @@ import os
 import re
 import sys
 import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -1197,6 +1199,69 @@ _CACHE_MAGIC = b"perfsim-kernel-2\n"
 _COMPILE_SETTINGS = "new pass manager, speed_level=2, target opt=2, no fast-math"
 
 
+#: Most bytes the kernel cache keeps (``PERFSIM_CACHE_MAX_BYTES`` overrides): past it, the
+#: kernels used longest ago are removed after a write. A kernel is 2-150 kB (a sweep of every
+#: algorithm and phase writes a few hundred), so 256 MiB holds thousands.
+CACHE_MAX_BYTES = 256 * 2**20
+#: A temporary file of an interrupted write older than this (seconds) is removed.
+_STALE_TMP_S = 3600.0
+
+
+def cache_max_bytes() -> int:
+    """The kernel cache's size limit in bytes: ``PERFSIM_CACHE_MAX_BYTES`` (a whole number
+    ≥ 0; 0 keeps nothing past the kernel just written) or :data:`CACHE_MAX_BYTES`. A value
+    that is not a whole number ≥ 0 is ignored with a warning."""
+    given = os.environ.get("PERFSIM_CACHE_MAX_BYTES", "").strip()
+    if not given:
+        return CACHE_MAX_BYTES
+    try:
+        value = int(given)
+        if value < 0:
+            raise ValueError
+        return value
+    except ValueError:
+        warnings.warn(f"PERFSIM_CACHE_MAX_BYTES={given!r} is not a whole number of bytes "
+                      f"≥ 0; the kernel cache keeps its default limit ({CACHE_MAX_BYTES} B)",
+                      RuntimeWarning, stacklevel=2)
+        return CACHE_MAX_BYTES
+
+
+def _cache_trim(folder: Path, keep: Path) -> None:
+    """Hold the cache under :func:`cache_max_bytes`: remove the kernel files used longest
+    ago (file times: a load touches its file) until the rest fit, never ``keep`` (the one
+    just written), and the temporary files of writes interrupted over
+    :data:`_STALE_TMP_S` ago. Errors (a file another process removed first) are skipped."""
+    limit, now = cache_max_bytes(), time.time()
+    kernels, total = [], 0
+    try:
+        with os.scandir(folder) as it:
+            for entry in it:
+                try:
+                    if not entry.is_file(follow_symlinks=False):
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                    if entry.name.endswith(".tmp"):
+                        if now - st.st_mtime > _STALE_TMP_S:
+                            os.unlink(entry.path)
+                    elif entry.name.endswith(".o"):
+                        kernels.append((st.st_mtime, entry.path, st.st_size))
+                        total += st.st_size
+                except OSError:
+                    continue
+    except OSError:
+        return
+    if total <= limit:
+        return
+    for _mtime, path, size in sorted(kernels):
+        if total <= limit:
+            break
+        if path == str(keep):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            total -= size
+
+
 def kernel_cache_dir() -> Path | None:
     """Where compiled kernels' machine code is kept between processes: ``PERFSIM_CACHE_DIR``
     (empty: no cache), else ``$XDG_CACHE_HOME/perfsim/kernels`` (``~/.cache`` without it).
@@ -1250,6 +1315,8 @@ def _cache_load(entry: tuple[Path, bytes] | None) -> bytes | None:
     digest, code = data[len(head):len(head) + 32], data[len(head) + 32:]
     if not data.startswith(head) or hashlib.sha256(code).digest() != digest:
         return None
+    with contextlib.suppress(OSError):
+        os.utime(path)                      # used now: the last the size limit removes
     return code
 
 
@@ -1270,6 +1337,8 @@ def _cache_save(entry: tuple[Path, bytes] | None, code: bytes) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        return
+    _cache_trim(path.parent, path)
 
 
 def _after_fork_in_child() -> None:

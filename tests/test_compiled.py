@@ -706,6 +706,46 @@ def test_kernels_are_kept_on_disk_and_loaded_by_a_later_process(monkeypatch, tmp
     assert compiled.CACHE_STATS["written"] == before["written"] + 2
 
 
+def test_the_kernel_cache_is_held_under_its_size_limit(monkeypatch, tmp_path):
+    """Past ``PERFSIM_CACHE_MAX_BYTES``, a write removes the kernels used longest ago (a load
+    touches its file) and keeps the one written; a stale temporary file goes, a fresh one
+    stays; a limit that is not a whole number warns and keeps the default."""
+    import os
+    import time
+    folder = tmp_path / "kernels"
+    folder.mkdir()
+    old = time.time() - 7200
+    for i, name in enumerate(("a.o", "b.o", "c.o")):
+        (folder / name).write_bytes(b"x" * 1000)
+        os.utime(folder / name, (old + i, old + i))
+    (folder / ".a.o.1.2.tmp").write_bytes(b"half")
+    os.utime(folder / ".a.o.1.2.tmp", (old, old))
+    (folder / ".b.o.3.4.tmp").write_bytes(b"half")                # a write under way
+    monkeypatch.setenv("PERFSIM_CACHE_DIR", str(folder))
+    monkeypatch.setattr(compiled, "_COMPILED", {})
+    program, inputs = _cache_kernel()
+    compiled.run(program, inputs)                                 # default limit: all stay
+    written = [p for p in folder.glob("*.o") if p.name not in ("a.o", "b.o", "c.o")]
+    assert len(written) == 1
+    assert {p.name for p in folder.iterdir()} == {"a.o", "b.o", "c.o", written[0].name,
+                                                   ".b.o.3.4.tmp"}
+    size = written[0].stat().st_size
+    monkeypatch.setenv("PERFSIM_CACHE_MAX_BYTES", str(size + 1500))
+    os.utime(folder / "a.o")                                      # a.o used just now
+    written[0].unlink()
+    monkeypatch.setattr(compiled, "_COMPILED", {})
+    compiled.run(program, inputs)
+    assert {p.name for p in folder.glob("*.o")} == {"a.o", written[0].name}
+    monkeypatch.setenv("PERFSIM_CACHE_MAX_BYTES", "0")            # only the new kernel stays
+    written[0].unlink()
+    monkeypatch.setattr(compiled, "_COMPILED", {})
+    compiled.run(program, inputs)
+    assert {p.name for p in folder.glob("*.o")} == {written[0].name}
+    monkeypatch.setenv("PERFSIM_CACHE_MAX_BYTES", "lots")
+    with pytest.warns(RuntimeWarning, match="PERFSIM_CACHE_MAX_BYTES='lots'"):
+        assert compiled.cache_max_bytes() == compiled.CACHE_MAX_BYTES
+
+
 def test_a_cache_that_cannot_be_written_only_costs_the_compile(monkeypatch, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
