@@ -79,8 +79,10 @@ class FA1(Algorithm):
             uses); ``None`` = Algorithm 1 line 1.
         warps: warps per CTA (FA1's kernels use 4).
         skip_masked_tiles: skip tiles entirely above the causal diagonal (not in Algorithm 1).
-        q_splits: CTAs per (batch, head); ``None`` = the fewest that give every SM a CTA
-            (1 when batch x heads already fills the GPU).
+        q_splits: CTAs per (batch, head); ``None`` = flash-attn 1's wave-efficiency choice
+            (:meth:`splits`): the fewest splits within 95 % of the best wave efficiency, so
+            a grid that already fills the GPU can still be split (B·H = 976 on an H100's
+            132 SMs × 2 slots: 4 splits, 3.70 → 14.8 waves).
         o_workspace_bytes: bytes per element of the O that makes the HBM round trips;
             ``None`` = the input dtype (Algorithm 1). FA1's CUDA kernels and perfsim's Triton
             kernel keep it in fp32 (4) and write O in the input dtype at the end.

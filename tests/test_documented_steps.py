@@ -1,0 +1,45 @@
+"""The size and what-if steps docs/sweeps.md states ("Size steps are not only a what-if's",
+and the long/short programs of FlexAttention's backward): each figure as the model gives it,
+so the text cannot drift from the code."""
+
+import pytest
+
+import perfsim
+from perfsim import AttentionWorkload as W
+
+
+def test_fa1_one_more_batch_element_changes_the_splits_and_the_l2_fit():
+    runs = {}
+    for b in (16, 17):
+        p = perfsim.predict(W(batch=b, heads=16, seqlen_q=2048, head_dim=128, causal=True),
+                            gpu="rtx-4090", algorithm="fa1")
+        cost = p.kernels[0].cost
+        runs[b] = (cost.launch["q_splits"], cost.hbm_bytes, p.seconds)
+    assert runs[16][0] == 1 and runs[17][0] == 5
+    assert runs[16][1] == pytest.approx(9.04e9, rel=0.01)
+    assert runs[17][1] == pytest.approx(0.575e9, rel=0.01)
+    assert runs[16][2] == pytest.approx(10.3e-3, rel=0.01)
+    assert runs[17][2] == pytest.approx(4.33e-3, rel=0.01)
+
+
+def test_fa1_splits_a_grid_that_already_fills_the_gpu():
+    p = perfsim.predict(W(batch=61, heads=16, seqlen_q=256, head_dim=64), gpu="h100-sxm5",
+                        algorithm="fa1")
+    cost = p.kernels[0].cost
+    assert cost.ctas_per_sm == 2 and cost.launch["q_splits"] == 4
+
+
+def test_flex_backward_long_programs_share_their_sms_with_more_shared_memory():
+    gpu = perfsim.load_gpu("a100-sxm4-80gb")
+    more = gpu.replace(smem_bytes_per_sm=int(gpu.smem_bytes_per_sm * 1.2), id="more-smem")
+    w = W(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=65536, head_dim=128, phase="bwd")
+    out = {}
+    for g in (gpu, more):
+        p = perfsim.predict(w, gpu=g, algorithm="flex")
+        main = max(p.kernels, key=lambda k: k.seconds)
+        out[g.id] = (main.cost.ctas_per_sm, main.cost.launch["program_kinds"], p.seconds)
+    (c1, kinds1, t1), (c2, kinds2, t2) = out[gpu.id], out["more-smem"]
+    assert (c1, c2) == (1, 2) and kinds1 == kinds2
+    short, long_, _ = kinds1
+    assert (short[0], long_[0], long_[2]) == (8192, 32, 3072)
+    assert t1 == pytest.approx(3.59e-3, rel=0.01) and t2 == pytest.approx(4.59e-3, rel=0.01)
