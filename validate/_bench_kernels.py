@@ -36,6 +36,19 @@ def fma_loop(X, Y, iters, a, b, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
 
 
 @triton.jit
+def alu_loop(X, Y, iters, a, b, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
+    """``x <- (x ^ a) + b`` on int32 repeatedly: an XOR (LOP3) and an add (IADD3) per step,
+    both on the ALU pipe (a, b at run time, so nothing folds). The instructions of
+    attention's row max (FMNMX), P conversion (F2FP) and masks (ISETP/SEL) share that pipe."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs)
+    for _ in range(iters):
+        for _u in tl.static_range(UNROLL):
+            x = (x ^ a) + b
+    tl.store(Y + offs, x)
+
+
+@triton.jit
 def load_chain(X, Y, steps, ROWS: tl.constexpr, COLS: tl.constexpr):
     """One CTA walks ``steps`` fp32 tiles of ROWS x COLS: load, add 1, store, next — no
     software pipelining, so each step's load waits for the previous step's arithmetic."""

@@ -94,7 +94,18 @@ def _benches():
             x = torch.rand(grid[0] * block, device="cuda") * 0.5 - 1.0
             y = torch.empty_like(x)
             it = iters
-            if kind == "exp2":
+            if kind == "alu":
+                xi = torch.randint(0, 1 << 30, (grid[0] * block,), device="cuda",
+                                   dtype=torch.int32)
+                yi = torch.empty_like(xi)
+
+                def step():
+                    bk.alu_loop[grid](xi, yi, it, 0x5A5A5A5, 12345, BLOCK=block,
+                                      UNROLL=bk.UNROLL, num_warps=warps)
+                ops, unit = 2 * grid[0] * block * it * bk.UNROLL, "ALU op (LOP3 + IADD3 = 2)"
+                desc = (f"Triton alu_loop, {grid[0]} CTAs x {warps} warps x {chains} chains, "
+                        f"iters {it}")
+            elif kind == "exp2":
                 def step():
                     bk.exp2_loop[grid](x, y, it, BLOCK=block, UNROLL=bk.UNROLL, num_warps=warps)
                 ops, unit = grid[0] * block * it * bk.UNROLL, "exp2"
@@ -178,8 +189,8 @@ def _benches():
                     f"{iters} chunks of {BLOCK * 4} B each")
         return setup
 
-    def wgmma_loop(ctas_per_sm, a_in_registers=False):
-        # probe_mma_smem's loop on its WGMMA tile (64 x 256 x 64, one warpgroup): both
+    def wgmma_loop(ctas_per_sm, a_in_registers=False, bn=256):
+        # probe_mma_smem's loop on its WGMMA tile (64 x bn x 64, one warpgroup): both
         # operands stay in shared memory, no load from L2 or HBM inside the loop; with
         # ``a_in_registers`` A is computed in registers (probe_mma_smem._kernel_rs), so the
         # WGMMAs read A from registers and B from shared memory, as attention's P @ V does
@@ -189,7 +200,7 @@ def _benches():
             kernel = _kernel_rs() if a_in_registers else _kernel()
             extra = (1.0,) if a_in_registers else ()      # the RS kernel's run-time scale
             sms = torch.cuda.get_device_properties(0).multi_processor_count
-            bm, bn, bk, iters = 64, 256, 64, 4096
+            bm, bk, iters = 64, 64, 4096 * 256 // bn
             a = torch.randn(bm, bk, device="cuda", dtype=torch.bfloat16) / 8
             b = torch.randn(bk, bn, device="cuda", dtype=torch.bfloat16) / 8
             grid = ctas_per_sm * sms
@@ -203,7 +214,7 @@ def _benches():
             def step():
                 kernel[(grid,)](a, b, y, iters, *extra, BM=bm, BN=bn, BK=bk, num_warps=4)
             return (step, 2.0 * bm * bn * bk * iters * grid, "FLOP",
-                    f"Triton acc += A @ B (wgmma m64n256k16, {where}; PTX operand forms "
+                    f"Triton acc += A @ B (wgmma m64n{bn}k16, {where}; PTX operand forms "
                     f"{forms}; random normal / 8), {grid} CTAs x 4 warps, {iters} iterations")
         return setup
 
@@ -285,6 +296,10 @@ def _benches():
         "l2_bulk_reduce": l2_walk("bulk_reduce"),
         "wgmma_smem_1cta": wgmma_loop(1),
         "wgmma_smem_2cta": wgmma_loop(2),
+        # the instruction's N (a forward's P @ V has N = d): shared-memory operand bytes per
+        # FLOP grow as N shrinks (A, 64 x 16, is read once per N columns)
+        "wgmma_smem_2cta_n128": wgmma_loop(2, bn=128),
+        "wgmma_smem_2cta_n64": wgmma_loop(2, bn=64),
         "spin_1cta": regloop("fma", iters=100000, one_cta=True),
         "hbm_copy": copy,
         "gemm_bf16": gemm(torch.bfloat16),
@@ -296,6 +311,9 @@ def _benches():
         "gemm_fp8_e4m3": fp8,
         "mufu_exp2": regloop("exp2", iters=1024),
         "fp32_fma": regloop("fma", iters=4096),
+        # the ALU pipe's energy per instruction (power.py charges ALU_SLOTS FMA slots each,
+        # ASSUMED until this ran)
+        "alu_int": regloop("alu", iters=4096),
         "gemm_bf16_half_duty": half_gemm,
         # A as attention's P (exp(s - rowmax), all in (0, 1]): does the tensor energy per FLOP
         # depend on P's narrower values, as it does on zeros?
@@ -327,8 +345,9 @@ def _benches():
 
 BENCHES = ("idle", "spin_1cta", "hbm_copy", "gemm_bf16", "gemm_fp16", "gemm_bf16_zeros",
            "gemm_bf16_b_zeros",
-           "gemm_fp8_e4m3", "mufu_exp2", "fp32_fma", "gemm_bf16_half_duty", "l2_read",
-           "wgmma_smem_1cta", "wgmma_smem_2cta", "l2_reduce", "l2_bulk_reduce",
+           "gemm_fp8_e4m3", "mufu_exp2", "fp32_fma", "alu_int", "gemm_bf16_half_duty", "l2_read",
+           "wgmma_smem_1cta", "wgmma_smem_2cta", "wgmma_smem_2cta_n128",
+           "wgmma_smem_2cta_n64", "l2_reduce", "l2_bulk_reduce",
            "fma_w1_c1", "fma_w4_c1", "fma_w4_c2", "fma_w4_c4", "fma_w8_c4", "fma_w4_c4_half",
            "fma_w1_c1_half", "fma_w4_c8", "fma_w32_c1", "fma_8x_w4_c4", "fma_8x_w1_c8",
            "fma_w16_c2", "exp2_w4_c1", "exp2_w4_c4", "gemm_bf16_probs",
