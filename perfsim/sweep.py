@@ -506,13 +506,17 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
 
 
 class _BlockGrid:
-    """One block of a :class:`_Grid` seen as a grid of its own (``size``, ``flat``), for a
+    """One block of a :class:`_Grid` seen as a grid of its own (``size``, ``columns``), for a
     :class:`_Table` of that block alone (:func:`sweep_frames`)."""
 
     def __init__(self, block: dict):
         shape = np.broadcast_shapes(*(v.shape for v in block.values()))
         self.size = int(np.prod(shape))
-        self.flat = {k: np.broadcast_to(v, shape).ravel() for k, v in block.items()}
+        self._flat = {k: np.broadcast_to(v, shape).ravel() for k, v in block.items()}
+
+    def columns(self, times: int = 1) -> dict:
+        """The block's rows as flat columns, repeated ``times`` times (one per group)."""
+        return {k: v if times == 1 else _spread(v, 1, times) for k, v in self._flat.items()}
 
 
 def override_column(override) -> str:
@@ -1450,10 +1454,7 @@ class _Table:
         """The workload and group columns of the frame, in its order."""
         n, groups = self.grid.size, len(self.groups)
         data = {}
-        # (built for this frame, once per group)
-        flat = (self.grid.columns(groups) if isinstance(self.grid, _Grid)
-                else {k: v if groups == 1 else np.tile(v, groups)
-                      for k, v in self.grid.flat.items()})
+        flat = self.grid.columns(groups)        # (built for this frame, once per group)
         for key in WORKLOAD_FIELDS:
             if key in ARRAY_FIELDS:
                 data[key] = flat[key]
@@ -1702,14 +1703,10 @@ class _Grid:
         self.shape = (len(self.batch), len(self.heads), len(self.seqlens))
         self.size = int(np.prod(self.shape))
 
-    @property
-    def flat(self) -> dict:
-        """The grid's rows as flat columns in C order (new arrays, built when the frame
-        is): each axis' values repeated over the axes after it, tiled over those before."""
-        return self.columns()
-
     def columns(self, times: int = 1) -> dict:
-        """:attr:`flat`, the whole grid repeated ``times`` times (one per group)."""
+        """The grid's rows as flat columns in C order (new arrays, built when the frame
+        is): each axis' values repeated over the axes after it, tiled over those before;
+        the whole grid repeated ``times`` times (one per group)."""
         nb, nh, ns = self.shape
         return {"batch": _spread(self.batch, nh * ns, times),
                 "heads": _spread(self.heads[:, 0], ns, nb * times),

@@ -717,7 +717,7 @@ def test_a_refused_row_names_the_check_predict_meets_first():
 
 
 def test_grid_columns_and_group_constants_are_built_in_row_order():
-    """The frame's workload columns (``_Grid.flat``: each axis repeated over the axes after
+    """The frame's workload columns (``_Grid.columns``: each axis repeated over the axes after
     it, tiled over those before) against the grid's C-order indices, and the group columns
     (``_constant``): strings as categoricals over the groups, zeros and other numbers
     repeated per group."""
@@ -725,13 +725,21 @@ def test_grid_columns_and_group_constants_are_built_in_row_order():
 
     sweep_module = importlib.import_module("perfsim.sweep")
     grid = sweep_module._Grid([1, 3, 7], [8, 16], [4, 8], [100, 200, 300, 400], None)
-    flat = grid.flat
+    flat = grid.columns()
     ib, ih, is_ = (x.ravel() for x in np.indices(grid.shape))
     assert np.array_equal(flat["batch"], grid.batch[ib])
     assert np.array_equal(flat["heads"], grid.heads[ih, 0])
     assert np.array_equal(flat["kv_heads"], grid.heads[ih, 1])
     assert np.array_equal(flat["seqlen_q"], grid.seqlens[is_, 0])
     assert np.array_equal(flat["seqlen_k"], grid.seqlens[is_, 1])
+    # one copy of the grid per group, for the grid and for one block of it alone
+    for key, column in grid.columns(3).items():
+        assert np.array_equal(column, np.tile(flat[key], 3))
+    block = next(grid.blocks())
+    alone = sweep_module._BlockGrid(block)
+    one = alone.columns()
+    for key, column in alone.columns(2).items():
+        assert np.array_equal(column, np.tile(one[key], 2))
     labels = sweep_module._constant(["h100", "a100", "h100"], 2)
     assert list(labels) == ["h100", "h100", "a100", "a100", "h100", "h100"]
     assert list(sweep_module._constant(["x"], 3)) == ["x"] * 3

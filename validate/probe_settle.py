@@ -60,8 +60,9 @@ def main(argv=None) -> int:
                     events[-8].synchronize()
             torch.cuda.synchronize()
             samples = sampler.stop()
-        # completion times of the calls on the CPU clock: each event's time from the first,
-        # placed at the start of the trace (queue depth is a few calls, < 5 ms)
+        # completion times of the calls on the GPU (CUDA events, from the first call's end),
+        # aligned with the NVML samples' times from t0: the first call ends within a few ms
+        # of t0, so the windows agree to that
         first = events[0]
         done = [first.elapsed_time(e) / 1e3 for e in events]
         windows = []
