@@ -70,7 +70,6 @@ import importlib.util
 import math
 import os
 import re
-import sys
 import threading
 import time
 import warnings
@@ -78,6 +77,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+from perfsim.errors import outside_perfsim
 
 #: Rows of the sample a structure is traced on (spread over the block).
 SAMPLE_ROWS = 48
@@ -1650,23 +1651,12 @@ def same(compiled: dict, reference: dict, rtol: float = CHECK_RTOL) -> str | Non
     return None
 
 
-def _outside_perfsim() -> int:
-    """``warnings.warn``'s ``stacklevel`` for the caller of this function's caller that names
-    the first frame outside the perfsim package: the user's ``perfsim.sweep(...)`` line rather
-    than a line of ``perfsim/sweep.py`` (the depth varies: streamed sweeps, Dask partitions)."""
-    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
-    frame, level = sys._getframe(2), 2      # stacklevel 2: the warning function's caller
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
 def warn_disagree(what: str, detail: str) -> None:
     """A ``RuntimeWarning`` that ``what``'s compiled kernel disagrees with numpy and is not
     used."""
     warnings.warn(f"perfsim.compiled: the compiled kernel of {what} disagrees with numpy "
                   f"({detail}); its rows are evaluated with numpy. Please report this.",
-                  RuntimeWarning, stacklevel=_outside_perfsim())
+                  RuntimeWarning, stacklevel=outside_perfsim())
 
 
 def warn_failed(what: str, exc: BaseException) -> None:
@@ -1674,4 +1664,4 @@ def warn_failed(what: str, exc: BaseException) -> None:
     text = " ".join(str(exc).split())          # one line (LLVM's verifier writes several)
     warnings.warn(f"perfsim.compiled: the compiled kernel of {what} failed "
                   f"({type(exc).__name__}: {text}); its rows are evaluated with numpy. "
-                  "Please report this.", RuntimeWarning, stacklevel=_outside_perfsim())
+                  "Please report this.", RuntimeWarning, stacklevel=outside_perfsim())

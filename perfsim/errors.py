@@ -5,6 +5,8 @@ Every error perfsim raises for bad input derives from :class:`PerfsimError` (its
 """
 
 import math
+import os
+import sys
 
 
 class PerfsimError(ValueError):
@@ -50,3 +52,14 @@ class Immutable:
 
     def __delattr__(self, name):
         raise PerfsimError(f"{type(self).__name__} is immutable: {name} cannot be deleted")
+
+
+def outside_perfsim() -> int:
+    """``warnings.warn``'s ``stacklevel`` for the caller of this function's caller that names
+    the first frame outside the perfsim package: the user's ``perfsim.sweep(...)`` line rather
+    than a line of ``perfsim/sweep.py`` (the depth varies: streamed sweeps, Dask partitions)."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(2), 2      # stacklevel 2: the warning function's caller
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -266,8 +266,9 @@ def _check_ranges(spec) -> None:
             if not lo <= v <= hi:
                 hint = (f" (in MHz? {v:g} MHz is {v * 1e6:g} Hz)" if unit.startswith("Hz")
                         and lo <= v * 1e6 <= hi else "")
+                got = f"{v:,}" if isinstance(v, int) else f"{v:g}"
                 raise ValueError(f"{label} must be between {lo:g} and {hi:g} {unit}, got "
-                                 f"{v:g}{hint}")
+                                 f"{got}{hint}")
     if spec.max_clock_hz < spec.clock_hz:
         raise ValueError(f"max_clock_hz ({spec.max_clock_hz:g} Hz) must be >= clock_hz "
                          f"({spec.clock_hz:g} Hz): a what-if that raises clock_hz raises "

@@ -50,21 +50,29 @@ SGEMM_WORDS = "FP32/FMA pipes (the matmuls, run as SIMT SGEMMs, and the non-matm
 
 
 def _ms(seconds) -> str:
-    """A time for explain(): milliseconds to three decimals from 1 ms up (as every figure
-    above 1 ms always read), an SI prefix below (:func:`perfsim.units.si`)."""
+    """A time for explain(): milliseconds to three decimals from 1 ms to 10 s, seconds to
+    three decimals above, an SI prefix below 1 ms (:func:`perfsim.units.si`)."""
     s = float(seconds)
+    if s >= 10:
+        return f"{s:,.3f} s"
     return f"{s * 1e3:.3f} ms" if s >= 1e-3 else si(s, "s")
 
 
 def _gb(nbytes) -> str:
-    """Bytes for explain(): GB to two decimals from 1 GB up, an SI prefix below."""
+    """Bytes for explain(): GB to two decimals from 1 GB to 10 TB, TB above, an SI prefix
+    below 1 GB."""
     b = float(nbytes)
+    if b >= 1e13:
+        return f"{b / 1e12:,.2f} TB"
     return f"{b / 1e9:.2f} GB" if b >= 1e9 else si(b, "B")
 
 
 def _gib(nbytes) -> str:
-    """A footprint for explain(): GiB to two decimals from 1 GiB up, a binary prefix below."""
+    """A footprint for explain(): GiB to two decimals from 1 GiB to 10 TiB, TiB above, a
+    binary prefix below 1 GiB."""
     b = float(nbytes)
+    if b >= 10 * 2**40:
+        return f"{b / 2**40:,.2f} TiB"
     return f"{b / 2**30:.2f} GiB" if b >= 2**30 else si(b, "B", binary=True)
 
 

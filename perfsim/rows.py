@@ -41,11 +41,13 @@ from perfsim.sweep import (
     CHUNK_ROWS,
     COUNT_COLUMNS,
     _check_timing,
+    _count_over_power,
     _evaluate,
     _params,
     _scalar_combos,
     _Table,
     _unpacked,
+    _warn_over_power,
     _windows,
     check_engine,
     check_size,
@@ -171,7 +173,13 @@ def predict_rows(rows, *, gpu: str | GPUSpec = "h100-sxm5", algorithm="fa2",
                 table.add(block, results, reasons)
                 order[placed:placed + len(chunk)] = chunk
                 placed += len(chunk)
-    return _frame(table, order, labels, scalars, arrays, spec, algo, index)
+    frame = _frame(table, order, labels, scalars, arrays, spec, algo, index)
+    if "power_w" in frame and target is not None:
+        over: dict = {}
+        _count_over_power(over, target, params, {"gpu": target.id},
+                          {"power_w": frame["power_w"].to_numpy()})
+        _warn_over_power(over, "predict_rows")
+    return frame
 
 
 #: Groups of at most this many rows are evaluated one ``predict`` call per row: a vectorised

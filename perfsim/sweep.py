@@ -24,6 +24,7 @@ import inspect
 import itertools
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -35,7 +36,7 @@ if TYPE_CHECKING:   # pandas: imported when a sweep builds its frame, not by `im
 
 from perfsim import algorithms as algos
 from perfsim.algorithms.base import collect_infeasible, effective_mask
-from perfsim.errors import InfeasibleError, PerfsimError
+from perfsim.errors import InfeasibleError, PerfsimError, outside_perfsim
 from perfsim.frozen import replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.gpu_catalog import gpus as catalog
@@ -472,7 +473,7 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
             plan.append((spec, ovs, algo, scalar))
 
     def evaluated():
-        whatifs = {}
+        whatifs, over = {}, {}
         for group, (spec, ovs, algo, scalar) in zip(groups, plan):
             key = (id(spec), tuple(id(o) for o in ovs))
             if key not in whatifs:
@@ -500,9 +501,40 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
                     _GROUP_ROWS.reset(tokens[2])
                     _DESTINATION.reset(tokens[3])
                     _COLUMNS.reset(tokens[4])
+                _count_over_power(over, gpu, params, group, evaluated_block[0])
                 yield (group, block, *evaluated_block)
+        _warn_over_power(over)
 
     return grid, groups, evaluated()
+
+
+def _count_over_power(over: dict, gpu: GPUSpec | None, params, group: dict, results) -> None:
+    """Add to ``over`` (by GPU id: rows, their largest power over the limit) the rows of a
+    block whose modelled board power stays over the GPU's limit at the sustained clock:
+    ``Prediction.notes`` says of such a call that even the power model's floor clock does not
+    bring it under, so its time is optimistic. Rows of a clock taken regardless of power
+    (``boost``, ``datasheet``, a lock) are left out: there the excess is the clock asked
+    for. Without a ``power_w`` column (``columns=``) nothing is counted."""
+    if (not results or "power_w" not in results or gpu is None or gpu.power is None
+            or getattr(params, "clock", None) != "sustained"):
+        return
+    ratio = np.asarray(results["power_w"], dtype=float) / gpu.power.tdp_w
+    hot = ratio > 1.002
+    if hot.any():
+        rows, worst = over.get(group["gpu"], (0, 0.0))
+        over[group["gpu"]] = (rows + int(np.count_nonzero(hot)),
+                              max(worst, float(ratio[hot].max())))
+
+
+def _warn_over_power(over: dict, what: str = "sweep") -> None:
+    """One warning for the rows :func:`_count_over_power` counted, by GPU."""
+    if over:
+        each = "; ".join(f"{gpu}: {rows:,} row{'s' if rows != 1 else ''}, up to "
+                         f"{worst:.2f}x its limit" for gpu, (rows, worst) in over.items())
+        warnings.warn(f"{what}: modelled board power stays over the GPU's limit even at the "
+                      f"power model's floor clock ({each}); those rows' times are "
+                      "optimistic (their power_w column says by how much; perfsim predict "
+                      "notes it per call)", stacklevel=outside_perfsim())
 
 
 class _BlockGrid:
@@ -1640,8 +1672,15 @@ def _refuse_repeats(**fields) -> None:
                 values = [None if v == 0 else v for v in values]
         twice = _repeated([tuple(v) if isinstance(v, list) else v for v in values])
         if twice:
-            raise PerfsimError(f"sweep: {name}: {', '.join(map(repr, twice))} given more than "
-                               "once: its rows could not be told apart; give each once")
+            if name == "window":        # as its column and a config write it
+                shown = ", ".join(f"{_window_label(w)!r}" + (" (no window)" if w == (None, None)
+                                                              else "") for w in twice)
+                same = " (\"\", \"none\" and None all mean no window)" if (None, None) in twice \
+                    else ""
+            else:
+                shown, same = ", ".join(map(repr, twice)), ""
+            raise PerfsimError(f"sweep: {name}: {shown} given more than once{same}: its rows "
+                               "could not be told apart; give each once")
 
 
 def _repeated(values) -> list:

@@ -43,3 +43,20 @@ def test_flex_backward_long_programs_share_their_sms_with_more_shared_memory():
     short, long_, _ = kinds1
     assert (short[0], long_[0], long_[2]) == (8192, 32, 3072)
     assert t1 == pytest.approx(3.59e-3, rel=0.01) and t2 == pytest.approx(4.59e-3, rel=0.01)
+
+
+def test_fa2_split_kv_step_one_query_tile_row_under_the_80_percent_line():
+    out = {}
+    for n in (768, 832):
+        p = perfsim.predict(W(batch=1, heads=16, seqlen_q=n, head_dim=128), gpu="h100-sxm5",
+                            algorithm="fa2")
+        main = p.kernels[0].cost
+        out[n] = (main.launch.get("num_splits", 1), p.counts.hbm_bytes, p.seconds)
+    assert out[768][0] == 6 and out[832][0] == 1
+    assert out[768][1] == pytest.approx(50.7e6, rel=0.01)
+    assert out[832][1] == pytest.approx(13.7e6, rel=0.01)
+    assert out[768][2] == pytest.approx(44.1e-6, rel=0.01)
+    assert out[832][2] == pytest.approx(27.0e-6, rel=0.01)
+    one = perfsim.predict(W(batch=1, heads=16, seqlen_q=768, head_dim=128), gpu="h100-sxm5",
+                          algorithm=perfsim.algorithms.FA2(num_splits=1))
+    assert one.seconds == pytest.approx(25.5e-6, rel=0.01)

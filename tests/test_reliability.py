@@ -1131,7 +1131,7 @@ def test_mufu_crossover_bisection_is_bounded(predict_calls):
     ("head_dim_v", [64, 64], "64"), ("causal", [True, True], "True"),
     ("dtype", ["bf16", "bf16"], "'bf16'"), ("phase", ["fwd", "fwd"], "'fwd'"),
     ("dropout_p", [0.0, 0], "0"), ("softcap", [0, 0.0], "0.0"),
-    ("window", [[1, 2], "1,2"], "(1, 2)"), ("kv_dtype", ["bf16", "bf16"], "'bf16'"),
+    ("window", [[1, 2], "1,2"], "'1,2'"), ("kv_dtype", ["bf16", "bf16"], "'bf16'"),
     ("page_size", [16, 16], "16"), ("page_size", [None, 0], "None")])
 def test_sweep_refuses_a_value_given_twice_in_one_list(field, values, shown):
     """``seqlen_q = [1024, 1024]`` gave two rows no column told apart (as a GPU or an

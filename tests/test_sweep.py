@@ -747,3 +747,24 @@ def test_grid_columns_and_group_constants_are_built_in_row_order():
                          ([False], [False, False]), ([64, 128], [64, 64, 128, 128])):
         column = sweep_module._constant(values, len(want) // len(values))
         assert column.dtype == np.asarray(values).dtype and list(column) == want
+
+
+def test_rows_over_the_power_limit_at_the_floor_clock_are_reported_once():
+    import warnings
+
+    grid = dict(batch=32, heads=32, seqlen_q=[1024, 2048], head_dim=256, causal=True,
+                dtype="fp16", algorithms="fa3", gpus=["h100-pcie"])
+    with pytest.warns(UserWarning, match=r"h100-pcie: 2 rows, up to 1\.55x its limit") as rec:
+        df = perfsim.sweep(**grid)
+    assert len([r for r in rec if "optimistic" in str(r.message)]) == 1
+    tdp = perfsim.load_gpu("h100-pcie").power.tdp_w
+    assert (df.power_w > tdp).all()
+    one = perfsim.predict(perfsim.AttentionWorkload(batch=32, heads=32, seqlen_q=1024,
+                                                    head_dim=256, causal=True, dtype="fp16"),
+                          gpu="h100-pcie", algorithm="fa3")
+    assert any("optimistic" in n for n in one.notes())
+    # a clock asked for regardless of power is the caller's choice: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        perfsim.sweep(**grid, timing={"clock": "boost"})
+        perfsim.sweep(**{**grid, "gpus": ["h100-sxm5"], "seqlen_q": 2048})

@@ -8,7 +8,9 @@
 #   rows   rows only
 # Always carried: .whl (pydantic wheels) and .ext (Triton's tutorial kernel). Knobs: LIMIT
 # (seconds for the rows, default 400), GRID (external | external-holdout[2..50]), IMPLS (default all),
-# POWER=0 (skip the power probe in `first`). Outputs under $OUT: run.log,
+# POWER=0 (skip the power probe in `first`), TAG (default h200: the reports folder's prefix,
+# validate/reports/$TAG-external[-holdoutN]; another GPU gets its own, e.g. TAG=h100, so its
+# rows never resume from the H200's). Outputs under $OUT: run.log,
 # ext/results.jsonl, power-microbench.json (first only). Rows resume from
 # /tmp/ext-results/$GRID (a warm machine) or else from the repo copy in
 # validate/reports/h200-external[-holdout]/results.jsonl.
@@ -61,9 +63,10 @@ case "$MODE" in
     bash validate/fa4_install.sh install 2>&1 | tail -3 | tee -a "$LOG" ;;
 esac
 
-REPO_RES=validate/reports/h200-external
-[ "$GRID" = external ] || REPO_RES=validate/reports/h200-$GRID
-RES=/tmp/ext-results/$GRID
+TAG=${TAG:-h200}
+REPO_RES=validate/reports/$TAG-external
+[ "$GRID" = external ] || REPO_RES=validate/reports/$TAG-$GRID
+RES=/tmp/ext-results/$TAG-$GRID
 mkdir -p "$RES"
 if [ ! -f "$RES/results.jsonl" ] && [ -f "$REPO_RES/results.jsonl" ]; then
     cp "$REPO_RES/results.jsonl" "$RES/results.jsonl"

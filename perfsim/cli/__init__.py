@@ -179,6 +179,7 @@ def _main(argv: list[str]) -> int:
     global _previous_unraisablehook
     _previous_unraisablehook, sys.unraisablehook = sys.unraisablehook, _redeliver_signals
     import warnings
+    args = None
     try:
         args = _parse(argv)
         with warnings.catch_warnings():
@@ -192,7 +193,10 @@ def _main(argv: list[str]) -> int:
         sys.stderr.write(f"perfsim: error: {text}\n")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        sys.stderr.write("perfsim: interrupted\n")
+        out = getattr(args, "out", None)
+        kept = (f" ({out} is replaced only by a whole result, so it is as it was before this "
+                "run)" if isinstance(out, str) and out else "")
+        sys.stderr.write(f"perfsim: interrupted{kept}\n")
         return 130
     except MemoryError:
         # (numpy's allocation error included; a limit the OS enforces by killing the

@@ -239,7 +239,8 @@ def _clock_arg(text: str):
     """``--clock``: sustained, boost, datasheet, or a lock in MHz."""
     if text in ("sustained", "boost", "datasheet"):
         return text
-    if not text.isascii() or not text.replace(".", "", 1).isdigit():
+    number = text[1:] if text[:1] in "+-" else text
+    if not number.isascii() or not number.replace(".", "", 1).isdigit():
         raise PerfsimError(f"--clock must be sustained, boost, datasheet or a clock lock in MHz "
                            f"(e.g. 1830), got {text!r}{_hz_hint(text)}")
     mhz = float(text)
