@@ -251,6 +251,8 @@ def _client(distributed, scheduler: str, workers: int | None):
     if "://" not in scheduler or not scheduler.rsplit(":", 1)[-1].isdigit():
         raise PerfsimError(f"--dask {scheduler!r}: give 'local' or a scheduler address such as "
                            "tcp://HOST:8786")
+    if not 0 < int(scheduler.rsplit(":", 1)[-1]) < 65536:
+        raise PerfsimError(f"--dask {scheduler!r}: the port must be 1 to 65535")
     _reachable(scheduler)
     # in a daemon thread with a deadline: a listener that is not a Dask scheduler accepts the
     # connection and never answers, and the client's own timeout does not cover that
@@ -269,9 +271,17 @@ def _client(distributed, scheduler: str, workers: int | None):
     thread.join(CONNECT_TIMEOUT_S + 5)
     if "client" in got:
         return got["client"], None
-    why = type(got["error"]).__name__ if "error" in got else "no answer"
+    if "error" in got:
+        exc = got["error"]
+        text = " ".join(str(exc).split())[:160]
+        if isinstance(exc, TimeoutError) or "timed out" in text.lower():
+            raise PerfsimError(f"--dask {scheduler}: no Dask scheduler answered within "
+                               f"{CONNECT_TIMEOUT_S} s ({type(exc).__name__})")
+        raise PerfsimError(f"--dask {scheduler}: could not connect to a Dask scheduler "
+                           f"({type(exc).__name__}{': ' + text if text else ''})")
     raise PerfsimError(f"--dask {scheduler}: no Dask scheduler answered within "
-                       f"{CONNECT_TIMEOUT_S} s ({why})")
+                       f"{CONNECT_TIMEOUT_S} s (the connection was accepted, then nothing "
+                       f"came back; given up after {CONNECT_TIMEOUT_S + 5} s)")
 
 
 def _reachable(scheduler: str) -> None:
@@ -360,6 +370,9 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
     check_workers(workers)
     # before any cluster: a folder that cannot be created or written costs no work
     out = check_output_folder(out, "dataset folder")
+    # absolute here: a remote worker's working directory is not this one, and it writes the
+    # partitions by the path it is given (the folder must be on a filesystem both see)
+    out = Path(os.path.abspath(out))
     kwargs = _checked_columns(kwargs)
     parts = partitions(kwargs, rows_per_partition)       # config errors before any cluster
     key = _config_key(kwargs, rows_per_partition)
@@ -424,6 +437,11 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
             _quietly(cluster.close, timeout=CLOSE_TIMEOUT_S)
     import pyarrow.parquet as pq
 
+    missing = [path.name for path in paths if not path.is_file()]
+    if missing:
+        raise PerfsimError(f"{out}: the workers reported {len(missing)} partition(s) written "
+                           f"that are not there (e.g. {missing[0]}): the workers and this "
+                           "machine must see the folder on one shared filesystem")
     manifest = {"partitions": [{"file": path.name, "rows": pq.read_metadata(path).num_rows}
                                for path in paths],
                 "rows": 0, "key": key}

@@ -46,10 +46,15 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
 
     A calibrated profile written by ``perfsim calibrate`` is such a file.
 
+    Returns:
+        The validated ``GPUSpec`` (a ``GPUSpec`` given is returned as it is); catalog entries
+        are loaded once per process.
+
     Raises:
         perfsim.PerfsimError: unknown id (the message lists the valid ids), unreadable file,
-            a file that fails validation, or anything but a string, a path or a GPUSpec (a
-            list: one GPU per call).
+            a file that fails validation, ``"auto"`` where no GPU is found or the one found
+            has no catalog entry (:func:`detect_gpu`), or anything but a string, a path or a
+            GPUSpec (a list: one GPU per call).
     """
     if isinstance(gpu, GPUSpec):
         return gpu

@@ -155,6 +155,15 @@ def timing_for(gpu: str | Path | GPUSpec, algorithm: str | Algorithm = "fa2",
     ``TimingParams.for_gpu(gpu, clock=...)`` instead would also switch to the ``pytorch``
     profile's host floors and ceilings.
 
+    Args:
+        gpu: catalog id, ``.toml`` path or ``GPUSpec`` (:func:`perfsim.load_gpu`).
+        algorithm: an algorithm or implementation-preset name, or an ``Algorithm`` config.
+        **overrides: ``TimingParams`` fields to set (seconds, Hz, fractions as each field's
+            docstring says).
+
+    Returns:
+        A validated ``TimingParams``; pass it as ``predict(..., timing=...)``.
+
     Raises:
         perfsim.PerfsimError: unknown GPU or algorithm name, or an invalid override."""
     algo, spec = resolve(algorithm), load_gpu(gpu)

@@ -165,14 +165,25 @@ def credited_flops(model, tensor_flops, flops):
 @fast_init
 @dataclass(frozen=True)
 class Counts:
-    """Totals over all kernels.
+    """Totals over all kernels of one call (each a number; arrays in sweeps).
 
-    ``flops`` = ``tensor_flops + fp32_flops`` (executed; masked elements of visited tiles and
-    recomputation included — not the benchmark convention used for ``tflops``);
-    ``fp32_flops`` counts FMA-pipe FLOP slots (2 per lane instruction) and ``alu_ops`` the
-    ALU pipe's lane instructions (``perfsim.algorithms.softmax_costs``); bytes are HBM
-    traffic after the L2 reuse rule; ``smem_bytes`` reads + writes; ``local_load_bytes`` the
-    register-spill reloads from local memory (``KernelCost.local_load_bytes``).
+    Attributes:
+        flops: ``tensor_flops + fp32_flops`` (FLOP; executed: masked elements of visited
+            tiles and recomputation included — not the benchmark convention of ``tflops``).
+        tensor_flops: matrix-multiply FLOPs on the tensor cores (2 per multiply-add).
+        fp32_flops: FMA-pipe FLOP slots (2 per lane instruction: an FFMA, FADD or FMUL).
+        exp_ops: exponentials on the MUFU (``ex2``), one per lane.
+        emulated_exp_ops: exponentials computed in software on the FMA pipes (FA4's
+            polynomial ``exp2``, FA4 paper §3.1.3), one per lane.
+        hbm_read_bytes, hbm_write_bytes, hbm_bytes: bytes that cross HBM (read, written,
+            their sum), after the L2 reuse rule.
+        l2_hit_bytes: bytes the L2 served (re-reads that did not reach HBM).
+        smem_bytes: shared-memory bytes read + written.
+        atomics: fp32 atomic adds to global memory (4 bytes each; a backward's dQ).
+        alu_ops: the ALU pipe's lane instructions (row max, conversions, masks, integer
+            and predicate arithmetic; ``perfsim.algorithms.softmax_costs``).
+        local_load_bytes: register-spill reloads from local memory
+            (``KernelCost.local_load_bytes``).
     """
 
     flops: float
@@ -715,7 +726,12 @@ class Prediction:
         return dict(sorted(out.items(), key=lambda item: -item[1]))
 
     def explain(self) -> str:
-        """A few lines in words: what binds, by how much, and why."""
+        """The prediction in words, as ``perfsim predict --explain`` prints it: a string of
+        lines — the time, TFLOP/s against the matmul peak at the call's clock, HBM bytes and
+        peak memory; the binding unit and each unit's time alone; the largest count terms;
+        the kernel's overlap rule and pipeline; its waves, edges and memory path; the clock
+        and modelled board power; the split, packing and stand-in notes. Times are in µs up
+        to 1 ms, ms to 10 s, s above; bytes in SI units (GB, TB), footprints in GiB/TiB."""
         w, g = self.workload, self.gpu
         lines = [f"{self.algorithm.label()} on {g.name}: {w.describe()}",
                  f"predicted {_ms(self.seconds)}, {self.tflops:.1f} TFLOP/s "

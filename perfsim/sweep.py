@@ -335,7 +335,8 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
             numba and llvmlite; sizes whose largest combination would exceed
             :data:`perfsim.workload.MAX_TENSOR_BYTES` per tensor; a sweep too large for the
             memory (checked before any work: the message gives rows and bytes); ``timing``
-            not a ``TimingParams``; an unknown or repeated name in ``columns``, or none.
+            neither a ``TimingParams`` nor a dict of its fields; an unknown or repeated name
+            in ``columns``, or none.
     """
     _check_timing(timing)
     check_engine(engine)

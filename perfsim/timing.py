@@ -198,6 +198,10 @@ class TimingParams(BaseModel):
     To change fields of one, use :meth:`replace` (``perfsim.timing_for("h100-sxm5", "fa2")
     .replace(hbm_efficiency=0.8)``), which validates them as the constructor does
     (``model_copy(update=...)`` does too here: pydantic's own sets the values unchecked).
+
+    Raises:
+        perfsim.PerfsimError: one line naming the field and what is allowed — a value out of
+            its range (``hbm_efficiency=2``), of the wrong type, or an unknown field name.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)

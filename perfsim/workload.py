@@ -419,4 +419,7 @@ def _one_line(exc: ValidationError) -> str:
     if err["type"] == "less_than_equal" and field != "dropout_p":
         msg += " (2**45: sizes are bounded by what any GPU could hold)"
     shown = "" if isinstance(value, dict) else f" (got {_short(value)})"
+    if field.startswith("window.") and err["type"] == "greater_than_equal":
+        # flash-attn's convention is -1 for an unbounded side
+        shown += "; an unbounded side is None (flash-attn's -1; \"none\" in a sweep config)"
     return f"AttentionWorkload.{field}: {msg}{shown}"

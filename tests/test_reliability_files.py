@@ -797,3 +797,49 @@ def test_a_replaced_output_keeps_its_permissions_and_a_fifo_is_refused(tmp_path)
             attempt()
     with pytest.raises(PerfsimError, match="--out is empty"):
         check_output("", (".csv",), "--out")
+
+
+# ------------------------------------------------------------------ review of 2026-12-05
+def test_external_report_refuses_an_unknown_gpu_before_writing(tmp_path, capsys):
+    from perfsim.validate import external_report
+
+    copy = tmp_path / "ho"
+    copy.mkdir()
+    lines = (ROOT / "validate/reports/h200-external-holdout50/results.jsonl").read_text()
+    (copy / "results.jsonl").write_text("\n".join(lines.splitlines()[:6]) + "\n")
+    assert external_report.main([str(copy), "--gpu", "bogus"]) == 2
+    assert "unknown GPU 'bogus'" in capsys.readouterr().err
+    assert sorted(p.name for p in copy.iterdir()) == ["results.jsonl"]
+    # scored for another GPU, the report says so
+    assert external_report.main([str(copy), "--gpu", "h100-sxm5"]) == 0
+    report = (copy / "score-h100-sxm5" / "report.md").read_text()
+    assert "measured on NVIDIA H200; the predictions are for NVIDIA H100" in report
+
+
+def test_report_only_refuses_the_options_of_a_measuring_run(tmp_path, capsys):
+    for extra in (["--gpu", "bogus"], ["--dry-run"], ["--json"], ["--grid", "quick"]):
+        assert main(["validate", "--report-only", str(tmp_path), *extra]) == 2
+        assert "not used with --report-only" in capsys.readouterr().err
+
+
+def test_a_torch_that_fails_to_import_is_no_gpu_not_a_traceback(tmp_path, monkeypatch):
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        'raise OSError("libcudnn.so.9: cannot open shared object file")\n')
+    monkeypatch.syspath_prepend(str(tmp_path / "fake"))
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    from perfsim.validate.session import no_gpu_reason
+
+    reason = no_gpu_reason()
+    assert reason.startswith("torch failed to import: OSError: libcudnn.so.9")
+
+
+def test_dask_port_out_of_range_is_one_error(tmp_path):
+    pytest.importorskip("distributed")
+    from perfsim.distributed import dask_sweep
+
+    small = {"gpus": ["h100-sxm5"], "algorithms": ["fa2"], "batch": 1, "heads": 8,
+             "seqlen_q": 128, "head_dim": 64}
+    with pytest.raises(PerfsimError, match="the port must be 1 to 65535"):
+        dask_sweep(small, tmp_path / "x", "tcp://127.0.0.1:99999")

@@ -126,6 +126,16 @@ def cmd_validate(args) -> int:
                            "with --report-only DIR "
                            "(regenerating the report of an earlier run)")
     if args.report_only:
+        # a measuring run's options would be ignored here: said, not dropped
+        ignored = [flag for flag, on in (("--dry-run", args.dry_run), ("--json", args.json),
+                                         ("--grid", args.grid != "default"),
+                                         ("--gpu (without --repredict)",
+                                          args.gpu is not None and not args.repredict))
+                   if on]
+        if ignored:
+            raise PerfsimError(f"{', '.join(ignored)}: not used with --report-only DIR, which "
+                               "regenerates the report of an earlier run (--gpu chooses the "
+                               "profile of --repredict)")
         return _report_only(Path(args.report_only), args.repredict, args.gpu, args.force)
     # a measuring run predicts for the GPU it measures: the one present unless told; a dry
     # run (no GPU needed) plans for DEFAULT_GPU
@@ -239,13 +249,15 @@ def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = 
         if other:
             print(f"note: the rows were measured on {other}; --repredict --gpu {gpu_arg} "
                   f"predicts them for {gpu.name}, another GPU", file=sys.stderr)
+            note = (f"**The rows were measured on {other}; the predictions are for {gpu.name}, "
+                    "another GPU.** ")
     dest = out
     if not force and any((out / name).exists()
                          for name in ("report.md", "results.csv", "scatter.png")):
         dest = out / ("repredicted" if gpu is not None else "regenerated")
     if gpu is not None:
         records = repredict(records, gpu, problems, _lines(out))
-        note = (f"Predictions recomputed with perfsim {perfsim.__version__} on "
+        note += (f"Predictions recomputed with perfsim {perfsim.__version__} on "
                 f"{datetime.date.today().isoformat()} (profile {gpu.id}) from the launch "
                 "configurations recorded with the measurements; results.jsonl keeps the "
                 "predictions the rows were measured with. Regenerate with `perfsim validate "
@@ -340,11 +352,27 @@ def _shown(path) -> str:
 def _fitted_on(results: Path, method: str) -> bool:
     """Whether the fit ``method`` names this results file (the fit records it relative to the
     repository root, e.g. ``validate/reports/h200/results.jsonl``)."""
+    import hashlib
     import re
 
     named = re.findall(r"\S*results\.jsonl", method)
     here = results.resolve().as_posix()
-    return any(here == n or here.endswith("/" + n.lstrip("./")) for n in named)
+    if any(here == n or here.endswith("/" + n.lstrip("./")) for n in named):
+        return True
+    # a copy elsewhere holds the same rows: compared by content, not by its path
+    root = Path(__file__).resolve().parent.parent
+    try:
+        mine = hashlib.sha256(results.read_bytes()).digest()
+    except OSError:
+        return False
+    for n in named:
+        fitted = root / n.lstrip("./")
+        try:
+            if fitted.is_file() and hashlib.sha256(fitted.read_bytes()).digest() == mine:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _holdout_note(records, gpu, method: str) -> str:

@@ -198,6 +198,14 @@ def write(directory: Path, out: Path, gpu: str) -> str:
     scored = score([r for r in rows if "_skipped_lines" not in r], gpu)
     table = group_table(scored)
     rank = ranking(scored)
+    from perfsim.gpu_catalog import load_gpu
+    from perfsim.validate.cli import _other_device
+
+    spec = load_gpu(gpu)
+    other = _other_device([{"device": (r.get("launch_config") or {}).get("device")}
+                           for r in rows if isinstance(r.get("launch_config"), dict)], spec)
+    across = (f" **The rows were measured on {other}; the predictions are for {spec.name}, "
+              "another GPU.**" if other else "")
     out.mkdir(parents=True, exist_ok=True)
     _csv(out / "rows.csv", scored)
     _scatter(out / "scatter.png", scored, gpu)
@@ -208,7 +216,7 @@ def write(directory: Path, out: Path, gpu: str) -> str:
              "(perfsim.implementations), sustained clock from the power model. Clock error: "
              f"against NVML's mean x {TENSOR_TICK_OVER_NVML} for calls with tensor-core work "
              "(the clock the SMs tick at then; validate/probe_tick_clock.py), against NVML's "
-             "mean for a calibrated profile (its rates are per NVML clock).", "",
+             "mean for a calibrated profile (its rates are per NVML clock)." + across, "",
              "| implementation | phase | rows | median \\|err\\| | max \\|err\\| | "
              "median signed | within ±10 % | clock median \\|err\\| | clock within 5 % |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -304,6 +312,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     out = args.out or args.directory / f"score-{Path(args.gpu).stem}"
     try:
+        from perfsim.gpu_catalog import load_gpu
+
+        load_gpu(args.gpu)      # an unknown GPU is one error, not every row "infeasible"
         if out.exists() and not out.is_dir():
             raise PerfsimError(f"--out {str(out)!r} is a file; give a folder")
         if not out.exists() and not out.parent.is_dir():

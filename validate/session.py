@@ -36,7 +36,14 @@ def no_gpu_reason() -> str | None:
         import torch
     except ImportError:
         return "torch is not installed"
-    if not torch.cuda.is_available():
+    except Exception as exc:  # noqa: BLE001 (a broken CUDA install: OSError on a missing .so)
+        text = " ".join(str(exc).split())
+        return f"torch failed to import: {type(exc).__name__}: {text[:200]}"
+    try:
+        usable = torch.cuda.is_available()
+    except Exception as exc:  # noqa: BLE001
+        return f"torch.cuda.is_available() failed: {type(exc).__name__}: {exc}"
+    if not usable:
         return "torch.cuda.is_available() is False"
     return None
 
