@@ -10,7 +10,8 @@
 # (seconds for the rows, default 400), GRID (external | external-holdout[2..50]), IMPLS (default all),
 # POWER=0 (skip the power probe in `first`), TAG (default h200: the reports folder's prefix,
 # validate/reports/$TAG-external[-holdoutN]; another GPU gets its own, e.g. TAG=h100, so its
-# rows never resume from the H200's). Outputs under $OUT: run.log,
+# rows never resume from the H200's); PERFSIM_EXT_WARM_S (seconds of warm-up before a row is
+# timed, default 0.4: validate/external.py). Outputs under $OUT: run.log,
 # ext/results.jsonl, power-microbench.json (first only). Rows resume from
 # /tmp/ext-results/$GRID (a warm machine) or else from the repo copy in
 # validate/reports/h200-external[-holdout]/results.jsonl.
