@@ -994,20 +994,27 @@ def _sdpa_math(dims) -> Algorithm:
 
 
 def _no_dropout(dims) -> None:
-    """FlashAttention-3 (``hopper/``) has no dropout (flash-attention issue #1251)."""
+    """FlashAttention-3 (``hopper/``) has no dropout (flash-attention issue #1251), and its
+    K and V take the query's dtype (``hopper/flash_api.cpp``: ``TORCH_CHECK(k.scalar_type()
+    == q_type, "query and key must have the same dtype")``); algorithm ``fa3`` keeps a
+    narrower K/V cache as a what-if."""
     if dims.dropout_p:
         raise InfeasibleError("no dropout in this kernel (FlashAttention-3's hopper/ code "
                               "has none)")
+    _lacks(dims, "FlashAttention-3", "kv_dtype")
 
 
 def _cute_limits(dims) -> None:
     """flash_attn.cute (flash-attn 4) has no dropout on any architecture: its
-    ``flash_attn_func`` takes no ``dropout_p`` (``flash_attn/cute/interface.py``). The ``fa4``
-    algorithm keeps dropout as a what-if (flash-attn 2's draw, ASSUMED)."""
+    ``flash_attn_func`` takes no ``dropout_p`` (``flash_attn/cute/interface.py``), and it
+    asserts one dtype for Q, K and V. The ``fa4`` algorithm keeps dropout and a narrower K/V
+    cache as what-ifs (flash-attn 2's draw, ASSUMED)."""
     if dims.dropout_p:
         raise InfeasibleError("flash_attn.cute has no dropout (its flash_attn_func takes no "
                               "dropout_p, on Hopper or Blackwell); algorithm fa4 models one "
                               "as a what-if")
+    # its interface asserts q.dtype == k.dtype == v.dtype (flash_attn/cute/interface.py)
+    _lacks(dims, "flash_attn.cute", "kv_dtype")
 
 
 def _lacks(dims, name: str, *features: str) -> None:

@@ -349,7 +349,8 @@ class Prediction:
 
     @property
     def hbm_gbps(self) -> float:
-        """Achieved HBM bandwidth (GB/s) implied by the predicted time."""
+        """Achieved HBM bandwidth implied by the predicted time, in GB/s (10^9 bytes per
+        second, not Gbit/s): HBM bytes over ``seconds``."""
         return self.counts.hbm_bytes / self.seconds / 1e9
 
     def _clock_line(self) -> str:
@@ -671,8 +672,10 @@ class Prediction:
                 "clock where the two meet)")
 
     def to_frame(self):
-        """One row per kernel as a pandas DataFrame: name, seconds, bound, grid, waves and
-        each unit's seconds alone (pandas is imported here, not with perfsim)."""
+        """One row per kernel as a pandas DataFrame: ``kernel`` (its name; ``name`` in
+        :meth:`to_dict`'s ``kernels``), ``seconds``, ``bound``, ``grid``, ``waves`` and each
+        unit's seconds alone (``<unit>_seconds``); the count terms stay in :meth:`to_dict`
+        (pandas is imported here, not with perfsim)."""
         import pandas as pd
 
         return pd.DataFrame([{"kernel": k.cost.name, "seconds": float(k.seconds),

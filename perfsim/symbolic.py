@@ -287,6 +287,8 @@ def _kernels(algorithm, gpu, causal, dtype, phase, dropout_p, l2: str, options, 
                       causal, dtype, phase, dropout_p, window=window)
     if options is not None:
         _check_options(algo, options)
+    else:
+        _single_part(algo, {})
     tries = [options] if options is not None else _default_options(algo, dims.e)
     for i, opts in enumerate(tries):
         config = type(algo).model_construct(**{**algo.model_dump(), **opts})
@@ -347,6 +349,25 @@ def _check_options(algo, options: dict) -> None:
                                f"sizes), got {_short(value)}")
         concrete[key] = value
     cls(**{**{k: getattr(algo, k) for k in algo.model_fields_set}, **concrete})
+    _single_part(algo, options)
+
+
+def _single_part(algo, options: dict) -> None:
+    """Refuse a split-KV count above one or GQA packing, asked in ``options`` or set on the
+    algorithm config: the closed forms take one split and no packing (module docstring), and
+    would otherwise drop them without a word.
+
+    Raises:
+        perfsim.PerfsimError: naming the options."""
+    given = {**{k: getattr(algo, k) for k in ("num_splits", "pack_gqa")
+                if k in type(algo).model_fields}, **options}
+    asked = [f"{k}={given[k]!r}" for k, off in (("num_splits", (1, "auto")),
+                                                ("pack_gqa", (False, "auto")))
+             if k in given and given[k] not in off]
+    if asked:
+        raise PerfsimError(f"{algo.label()}: {', '.join(asked)}: the closed forms take one "
+                           "split-KV part and no GQA packing (num_splits 1 or 'auto', pack_gqa "
+                           "False or 'auto'); perfsim.predict prices the split or packed call")
 
 
 def _default_options(algo, e: int) -> list[dict]:

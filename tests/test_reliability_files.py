@@ -843,3 +843,28 @@ def test_dask_port_out_of_range_is_one_error(tmp_path):
              "seqlen_q": 128, "head_dim": 64}
     with pytest.raises(PerfsimError, match="the port must be 1 to 65535"):
         dask_sweep(small, tmp_path / "x", "tcp://127.0.0.1:99999")
+
+
+def test_flash_attn_3_and_cute_presets_refuse_a_k_v_dtype_of_its_own():
+    import perfsim
+    from perfsim import AttentionWorkload
+    from perfsim.errors import InfeasibleError
+
+    w = AttentionWorkload(batch=8, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=32768,
+                          head_dim=128, kv_dtype="fp8_e4m3")
+    for preset in ("flash-attn-3", "flash-attn-cute"):
+        with pytest.raises(InfeasibleError, match="no K/V dtype of its own"):
+            perfsim.predict(w, gpu="h200-sxm", algorithm=preset)
+    assert perfsim.predict(w, gpu="h200-sxm", algorithm="fa3").seconds > 0   # the what-if
+
+
+def test_symbolic_counts_refuse_a_split_or_packing_they_would_drop():
+    from perfsim import symbolic
+    from perfsim.algorithms import FA2, FA3
+
+    sizes = dict(B=4, H=32, H_kv=8, N_q=1, N_k=8192, d=128, d_v=128)
+    with pytest.raises(PerfsimError, match="num_splits=4"):
+        symbolic.counts(FA3(), "h100-sxm5", options={"block_m": 128, "block_n": 128,
+                                                      "num_splits": 4}, **sizes)
+    with pytest.raises(PerfsimError, match="pack_gqa=True"):
+        symbolic.counts(FA2(pack_gqa=True), "h100-sxm5", **sizes)

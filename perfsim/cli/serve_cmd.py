@@ -11,6 +11,14 @@ def _cmd_serve(args) -> int:
     if not 1 <= args.port <= 65535:
         raise PerfsimError(f"--port must be 1-65535, got {args.port}")
     check_address(args.address, args.port)    # before the banner: a busy port is one line
+    import importlib.util
+
+    try:                                                # before the banner too
+        found = importlib.util.find_spec("panel") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise PerfsimError("perfsim serve needs panel (pip install panel)")
     print(f"perfsim explorer at http://{args.address}:{args.port}/ (Ctrl-C stops it)",
           flush=True)
     serve(port=args.port, address=args.address, show=args.show)
