@@ -74,6 +74,10 @@ PICO = 1e-12
 #: Energy of one ALU-pipe lane instruction in FP32 FLOP slots: ASSUMED that of one FMA-pipe
 #: lane instruction (2 slots at ``fp32_pj_per_flop``); no ALU-only microbenchmark was run.
 ALU_SLOTS = 2
+#: Relative tolerance of "at the power limit": a call's modelled power within 0.2 % of
+#: ``tdp_w`` is at it (the clock search stops within 0.1 % of the clock); above
+#: ``tdp_w · (1 + LIMIT_TOLERANCE)`` it is over the limit even at the floor clock.
+LIMIT_TOLERANCE = 0.002
 #: Bisection steps for the sustained clock: the bracket (at most ~1.5 GHz wide) shrinks to
 #: under 0.1 % of the clock.
 BISECTION_STEPS = 11

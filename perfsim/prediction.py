@@ -17,6 +17,7 @@ from perfsim.frozen import fast_init
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import ADDITIVE, UNITS
 from perfsim.mathops import asarray, where
+from perfsim.power import LIMIT_TOLERANCE
 from perfsim.tiles import visible_pairs
 from perfsim.timing import (
     MUFU_BESIDE,
@@ -359,7 +360,7 @@ class Prediction:
         clock = self.clock_hz or g.clock_hz
         text = f"Times are at an SM clock of {clock / 1e6:.0f} MHz"
         tdp = g.power.tdp_w if g.power is not None else None
-        capped = self.power_w is not None and self.power_w >= tdp * 0.998
+        capped = self.power_w is not None and self.power_w >= tdp * (1 - LIMIT_TOLERANCE)
         if not isinstance(choice, str):
             held = ("held there" if clock >= choice * (1 - 1e-9) else
                     "the power limit holds it lower" if capped else
@@ -379,7 +380,7 @@ class Prediction:
                    and clock < g.max_clock_hz * (1 - 1e-9) else "")
             return text + (f" (timing clock = {choice!r}{why}); modelled board power "
                            f"{self.power_w:.0f} W of the {tdp:.0f} W limit.")
-        if self.power_w < tdp * 0.998:
+        if self.power_w < tdp * (1 - LIMIT_TOLERANCE):
             if clock >= g.max_clock_hz * (1 - 1e-9):
                 where = "the maximum boost clock"
             else:
@@ -388,7 +389,7 @@ class Prediction:
                          "without tensor-core work, perfsim.power)")
             return text + (f", {where}: modelled board power "
                            f"{self.power_w:.0f} W stays under the {tdp:.0f} W limit.")
-        if self.power_w > tdp * 1.002:
+        if self.power_w > tdp * (1 + LIMIT_TOLERANCE):
             return text + (f", the power model's floor (power.min_clock_hz): even there the "
                            f"modelled power is {self.power_w:.0f} W, over the {tdp:.0f} W limit "
                            "— the model's energies over-count this call, or the GPU would go "
@@ -658,7 +659,8 @@ class Prediction:
         taken regardless of power (``boost``, ``datasheet``, a lock), or the sustained clock
         at the power model's floor (``power.min_clock_hz``) with the model still over."""
         g = self.gpu
-        if self.power_w is None or g.power is None or self.power_w <= g.power.tdp_w * 1.002:
+        if (self.power_w is None or g.power is None
+                or self.power_w <= g.power.tdp_w * (1 + LIMIT_TOLERANCE)):
             return None
         tdp, choice = g.power.tdp_w, getattr(self.timing, "clock", "datasheet")
         over = f"modelled board power {self.power_w:.0f} W, over the {tdp:.0f} W limit"

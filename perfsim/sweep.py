@@ -44,6 +44,7 @@ from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import implementations, resolve, with_fixed_choice
 from perfsim.kernel import UNITS
 from perfsim.mathops import INT64_SAFE, asarray
+from perfsim.power import LIMIT_TOLERANCE
 from perfsim.predict import BOUNDS, evaluate
 from perfsim.prediction import Counts, convention_flops, credited_flops
 from perfsim.software import DEFAULT_SOFTWARE
@@ -520,7 +521,7 @@ def _count_over_power(over: dict, gpu: GPUSpec | None, params, group: dict, resu
             or getattr(params, "clock", None) != "sustained"):
         return
     ratio = np.asarray(results["power_w"], dtype=float) / gpu.power.tdp_w
-    hot = ratio > 1.002
+    hot = ratio > 1 + LIMIT_TOLERANCE
     if hot.any():
         rows, worst = over.get(group["gpu"], (0, 0.0))
         over[group["gpu"]] = (rows + int(np.count_nonzero(hot)),
