@@ -868,3 +868,14 @@ def test_symbolic_counts_refuse_a_split_or_packing_they_would_drop():
                                                       "num_splits": 4}, **sizes)
     with pytest.raises(PerfsimError, match="pack_gqa=True"):
         symbolic.counts(FA2(pack_gqa=True), "h100-sxm5", **sizes)
+
+
+def test_a_copy_of_the_fitted_results_is_known_by_its_content(tmp_path):
+    from perfsim.validate.cli import _fitted_on
+
+    method = "fitted on validate/reports/h200/results.jsonl (half the shapes)"
+    copy = tmp_path / "results.jsonl"
+    shutil.copy(COMMITTED / "results.jsonl", copy)
+    assert _fitted_on(copy, method)
+    copy.write_text(copy.read_text().splitlines()[0] + "\n")     # other rows
+    assert not _fitted_on(copy, method)

@@ -352,7 +352,7 @@ def _shown(path) -> str:
 def _fitted_on(results: Path, method: str) -> bool:
     """Whether the fit ``method`` names this results file (the fit records it relative to the
     repository root, e.g. ``validate/reports/h200/results.jsonl``)."""
-    import hashlib
+    import filecmp
     import re
 
     named = re.findall(r"\S*results\.jsonl", method)
@@ -361,14 +361,10 @@ def _fitted_on(results: Path, method: str) -> bool:
         return True
     # a copy elsewhere holds the same rows: compared by content, not by its path
     root = Path(__file__).resolve().parent.parent
-    try:
-        mine = hashlib.sha256(results.read_bytes()).digest()
-    except OSError:
-        return False
     for n in named:
         fitted = root / n.lstrip("./")
         try:
-            if fitted.is_file() and hashlib.sha256(fitted.read_bytes()).digest() == mine:
+            if fitted.is_file() and filecmp.cmp(fitted, results, shallow=False):
                 return True
         except OSError:
             continue
