@@ -570,6 +570,9 @@ class Implementation(Algorithm):
             check(dims)
         if self.upcast_16bit and dims.dtype in UPCAST_DTYPES:
             return math_upcast_kernels(self.config(dims, gpu), dims, gpu)
+        if (self.preset in HEAD_DIM_PADDING and not dims.symbolic
+                and dims.d % HEAD_DIM_PAD_MULTIPLE):
+            return self._padded_kernels(dims, gpu, HEAD_DIM_PADDING[self.preset])
         out = self.config(dims, gpu).kernels(dims, gpu)
         if self.preset == "sdpa-cudnn":
             out = [with_mask_bias_loads(k, dims) if k.name == "fa3_fwd" else k for k in out]
@@ -578,8 +581,55 @@ class Implementation(Algorithm):
             out.append(layout_copy_kernel(dims, copies))
         return out
 
+    def _padded_kernels(self, dims: Dims, gpu: GPUSpec, unpads: bool) -> list[KernelCost]:
+        """A call whose head dim is not a multiple of 8, as the library runs it (see
+        :data:`HEAD_DIM_PADDING`): Q, K and V padded with zeros to the next multiple
+        (``constant_pad_nd``: a fill and a copy each), the kernels of the padded head dim —
+        their tensor FLOPs on the zero columns timed, not counted (``KernelCost.executed``) —
+        and in a backward the output gradient padded the same way (the sliced output's
+        backward: zeros and a copy), then, where ``unpads``, the three gradients copied out
+        of the padded ones (``constant_pad_nd``'s backward clones the narrowed tensor)."""
+        d8 = cdiv(dims.d, HEAD_DIM_PAD_MULTIPLE) * HEAD_DIM_PAD_MULTIPLE
+        padded = replace(dims, d=d8, d_v=d8)
+        share = dims.d / d8
+        inner = []
+        for k in self.config(padded, gpu).kernels(padded, gpu):
+            if k.tensor_flops is not None and not np.all(asarray(k.tensor_flops) == 0):
+                k = replace(k, executed=dict(k.sm_demand()),
+                            tensor_flops=k.tensor_flops * share)
+            inner.append(k)
+        copies = load_software(self.software).bwd_layout_copies
+        if copies and dims.bwd:
+            inner.append(layout_copy_kernel(padded, copies))
+        q_rows = dims.B * dims.H * dims.N_q
+        kv_rows = dims.B * dims.H_kv * dims.N_k
+        out = []
+        if dims.fwd:
+            for rows in (q_rows, kv_rows, kv_rows):
+                out += head_dim_pad_kernels(rows, dims.d, d8, dims.e)
+        # the forward's kernels come first in a fwd_bwd call; the dO pad before the backward's
+        n_fwd = sum(1 for k in inner if "bwd" not in k.name and k.name != "layout_copy") \
+            if dims.fwd else 0
+        out += inner[:n_fwd]
+        if dims.bwd:
+            out += head_dim_pad_kernels(q_rows, dims.d, d8, dims.e)
+        out += inner[n_fwd:]
+        if dims.bwd and unpads:
+            for rows in (q_rows, kv_rows, kv_rows):
+                out.append(unpad_copy_kernel(rows, dims.d, dims.e))
+        return out
+
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
-        """Peak footprint (bytes) of the configuration this preset runs."""
+        """Peak footprint (bytes) of the configuration this preset runs (a call padded to a
+        head dim that is a multiple of 8: the padded call's, plus the unpadded Q, K and V
+        it was copied from)."""
+        if (self.preset in HEAD_DIM_PADDING and not dims.symbolic
+                and dims.d % HEAD_DIM_PAD_MULTIPLE):
+            d8 = cdiv(dims.d, HEAD_DIM_PAD_MULTIPLE) * HEAD_DIM_PAD_MULTIPLE
+            inputs = dims.e * dims.B * (dims.H * dims.N_q * dims.d
+                                        + dims.H_kv * dims.N_k * (dims.d + dims.d_v))
+            return self.config(replace(dims, d=d8, d_v=d8), gpu).memory_bytes(
+                replace(dims, d=d8, d_v=d8), gpu) + inputs
         if self.upcast_16bit and dims.dtype in UPCAST_DTYPES:
             # the float32 computation's footprint, plus the 16-bit Q, K, V it was cast from
             inputs = dims.e * dims.B * (dims.H * dims.N_q * dims.d
@@ -738,6 +788,41 @@ def with_mask_bias_loads(cost: KernelCost, dims: Dims) -> KernelCost:
         waits = float(waits)
     return replace(cost, serial_loads=(waits, waits * bias_tile),
                    launch={**cost.launch, "explicit_mask": True})
+
+
+#: Presets whose library pads a head dim that is not a multiple of
+#: :data:`HEAD_DIM_PAD_MULTIPLE` before its kernels, and whether the backward copies the
+#: gradients out of the padded ones. PyTorch's SDPA flash path (``attention.cpp``,
+#: ``scaled_dot_product_attention``: ``pad_last_dim<8, false>`` on Q, K and V, the flash
+#: kernel, then ``post_process_flash_output`` slices the output; ``check_head_dim_size_flash``
+#: takes any head dim up to 256): its autograd clones the narrowed gradients
+#: (``constant_pad_nd``'s backward is ``constant_pad_nd`` with negated pads, which returns
+#: ``narrow(...).clone()``), True. flash-attn 2's Python interface (``flash_attn_interface.py``:
+#: ``F.pad`` of Q, K, V when ``head_size_og % 8``; the backward pads ``dout`` and returns
+#: ``dq[..., :head_size_og]``, a view), False.
+HEAD_DIM_PADDING = {"sdpa-flash": True, "flash-attn-2": False}
+#: The head-dim multiple those kernels take (flash-attn's ``head_size % 8 == 0`` check).
+HEAD_DIM_PAD_MULTIPLE = 8
+
+
+def head_dim_pad_kernels(rows, d: int, d_padded: int, e: int) -> list[KernelCost]:
+    """``constant_pad_nd`` of a ``rows`` x ``d`` tensor to ``rows`` x ``d_padded`` (elements of
+    ``e`` bytes): ``at::empty``, ``fill_`` with zeros (written once) and ``narrow(...).copy_``
+    of the input (read, and written into the padded rows by PyTorch's strided copy)."""
+    fill = rows * d_padded * e
+    data = rows * d * e
+    return [KernelCost(name="pad_fill", grid=cdiv(fill, 4096), warps_per_cta=4,
+                       hbm_write_bytes=fill),
+            KernelCost(name="pad_copy", grid=cdiv(data, 4096), warps_per_cta=4,
+                       hbm_read_bytes=data, hbm_write_bytes=data, eager_op="strided_copy")]
+
+
+def unpad_copy_kernel(rows, d: int, e: int) -> KernelCost:
+    """A gradient's first ``d`` columns copied out of its padded rows (``clone`` of the
+    narrowed tensor, PyTorch's strided copy)."""
+    data = rows * d * e
+    return KernelCost(name="unpad_copy", grid=cdiv(data, 4096), warps_per_cta=4,
+                      hbm_read_bytes=data, hbm_write_bytes=data, eager_op="strided_copy")
 
 
 def layout_copy_kernel(dims: Dims, tensors: int) -> KernelCost:
@@ -1107,7 +1192,8 @@ def _flash_attn_2_limits(dims) -> None:
 
 def _same_head_dims(dims, name: str) -> None:
     """flash-attn 2 takes one head dim for Q, K and V (``CHECK_SHAPE(v, ..., head_size_og)``
-    in its ``mha_fwd``; PyTorch's ``check_head_dim_size_flash`` asks the same of SDPA flash)."""
+    in its ``mha_fwd``; PyTorch's ``check_head_dim_size_flash`` asks the same of SDPA flash,
+    and Triton's fused-attention tutorial asserts it)."""
     if dims.symbolic:
         return
     infeasible_where(asarray(dims.d) != asarray(dims.d_v),
@@ -1146,8 +1232,10 @@ def _tutorial_limits(dims) -> None:
     """The tutorial's backward computes causal attention only, with N a multiple of its
     128-row block (its ``attention.backward`` asserts); it has no GQA, window, softcap,
     paged cache, mixed dtype, dropout or variable-length batch (it takes one ``N_CTX`` for
-    every sequence and no ``cu_seqlens``)."""
+    every sequence and no ``cu_seqlens``); its forward asserts one head dim for Q, K and V
+    (``HEAD_DIM_Q == HEAD_DIM_K == HEAD_DIM_V``, Triton's ``06-fused-attention.py``)."""
     _lacks(dims, "the tutorial kernel", "gqa", "window", "softcap", "paged", "kv_dtype")
+    _same_head_dims(dims, "the tutorial kernel")
     if dims.varlen or dims.seqlens is not None:
         raise InfeasibleError("the tutorial kernel has no variable-length batch: it takes one "
                               "sequence length (N_CTX) for every sequence and no cu_seqlens; "

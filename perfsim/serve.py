@@ -34,6 +34,9 @@ from perfsim.gpu_catalog import load_gpu
 from perfsim.implementations import implementations
 
 #: GPU fields the explorer scales, with the slider's label.
+#: The lowest power-model floor the clock scale sets (``PowerSpec.min_clock_hz`` must be
+#: above 100 MHz).
+MIN_POWER_FLOOR_HZ = 1.01e8
 SCALED = {"hbm_bandwidth_bytes_per_s": "HBM bandwidth ×", "clock_hz": "SM clock ×",
           "mufu_ops_per_clk_per_sm": "MUFU rate ×", "sm_count": "SM count ×",
           "smem_bandwidth_bytes_per_clk_per_sm": "shared-memory bandwidth ×"}
@@ -134,7 +137,9 @@ class Explorer(param.Parameterized):
 
     def specs(self) -> list:
         """The chosen GPUs with the scales applied (a what-if spec where any scale is not
-        1; integer fields rounded, at least 1)."""
+        1; integer fields rounded, at least 1). The clock scale moves the maximum boost
+        clock with ``clock_hz`` and, when it lowers them, the power model's floor
+        (``power.min_clock_hz``) too, so every value of the slider is a valid GPU."""
         out = []
         for gid in self.gpus or []:
             spec = load_gpu(gid)
@@ -144,6 +149,11 @@ class Explorer(param.Parameterized):
                 changes[field] = max(1, round(value)) if field == "sm_count" else value
                 if field == "clock_hz":
                     changes["max_clock_hz"] = max(spec.max_clock_hz * scale, value)
+                    if spec.power is not None and scale < 1:
+                        # (PowerSpec takes a floor above 100 MHz)
+                        changes["power.min_clock_hz"] = min(
+                            max(spec.power.min_clock_hz * scale, MIN_POWER_FLOOR_HZ),
+                            changes["max_clock_hz"])
             out.append(spec.replace(**changes) if changes else spec)
         return out
 
@@ -304,21 +314,37 @@ def create_app(explorer: Explorer | None = None):
         buf.seek(0)
         return buf
 
-    exports = [pn.widgets.FileDownload(callback=csv, filename="perfsim-sweep.csv",
+    # a download in a state no view can show (e.g. kv_heads not dividing heads) says why
+    # beside the buttons, as the views do, and hands over that message as the file
+    notice = pn.pane.Alert("", alert_type="danger", visible=False)
+
+    def download(make):
+        def run():
+            try:
+                out = make()
+            except PerfsimError as exc:
+                notice.object, notice.visible = f"nothing to download: {exc}", True
+                return io.BytesIO(f"perfsim: error: {exc}\n".encode())
+            notice.visible = False
+            return out
+        return run
+
+    exports = [pn.widgets.FileDownload(callback=download(csv), filename="perfsim-sweep.csv",
                                        label="sweep as CSV")]
     try:
         import pyarrow  # noqa: F401
-        exports.append(pn.widgets.FileDownload(callback=parquet, filename="perfsim-sweep.parquet",
+        exports.append(pn.widgets.FileDownload(callback=download(parquet),
+                                               filename="perfsim-sweep.parquet",
                                                label="sweep as Parquet"))
     except ImportError:
         pass
-    exports += [pn.widgets.FileDownload(callback=lambda f=f: _figure_bytes(ex.time_figure(), f),
-                                        filename=f"perfsim-time.{f}",
-                                        label=f"time figure as {f.upper()}")
-                for f in ("png", "svg")]
+    exports += [pn.widgets.FileDownload(
+        callback=download(lambda f=f: _figure_bytes(ex.time_figure(), f)),
+        filename=f"perfsim-time.{f}", label=f"time figure as {f.upper()}")
+        for f in ("png", "svg")]
     main = pn.Column(
         pn.pane.Markdown("## perfsim explorer — attention time on GPUs, and why"),
-        table, pn.Row(*exports),
+        table, pn.Row(*exports), notice,
         pn.Tabs(("time per kernel", time_fig), ("roofline", roof),
                 ("TFLOP/s vs sequence length", curve), ("bottleneck map", bmap),
                 dynamic=True))

@@ -675,8 +675,8 @@ def test_mma_k8_and_address_arithmetic_slow_a_kernel_without_changing_its_flops(
 
 def test_flex_and_flash_presets_take_what_their_references_take():
     """FlexAttention's forward tile is its table's for the exact head dim, else its default
-    64 x 64 with 4 warps; it refuses head dims under 16; SDPA flash and flash-attn 2 take one
-    head dim for Q, K and V; explain() names a padded kernel's head dim."""
+    64 x 64 with 4 warps; it refuses head dims under 16; SDPA flash, flash-attn 2 and the
+    Triton tutorial take one head dim for Q, K and V; explain() names a padded kernel's head dim."""
     from perfsim.errors import InfeasibleError
     from perfsim.implementations import FLEX_FWD_DEFAULT_CONFIG
 
@@ -686,7 +686,7 @@ def test_flex_and_flash_presets_take_what_their_references_take():
         assert (launch["block_m"], launch["block_n"]) == tile, d
     with pytest.raises(InfeasibleError, match="at least 16"):
         perfsim.predict(big("fwd", d=8), "h200-sxm", "flex")
-    for name in ("sdpa-flash", "flash-attn-2"):
+    for name in ("sdpa-flash", "flash-attn-2", "triton-tutorial"):
         with pytest.raises(InfeasibleError, match="one head dim"):
             perfsim.predict(W(batch=1, heads=8, seqlen_q=1024, head_dim=64, head_dim_v=128),
                             "h100-sxm5", name)

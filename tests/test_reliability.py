@@ -688,10 +688,10 @@ def test_cli_help_states_the_window_default_in_its_own_syntax(capsys):
 def test_a_presets_refusal_leads_with_the_preset_and_names_the_model_after():
     w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=2048, head_dim=100)
     with pytest.raises(perfsim.InfeasibleError) as exc:
-        perfsim.predict(w, gpu="h100-sxm5", algorithm="flex")
+        perfsim.predict(w, gpu="h100-sxm5", algorithm="sdpa-cudnn")
     text = str(exc.value)
-    assert text.startswith("flex: needs head_dim a multiple of 8")
-    assert text.endswith("(perfsim models it with fa2)") and "flex: fa2" not in text
+    assert text.startswith("sdpa-cudnn: needs head_dim a multiple of 8")
+    assert text.endswith("(perfsim models it with fa3)") and "sdpa-cudnn: fa3" not in text
 
 
 @pytest.mark.parametrize("extra, words", [

@@ -64,6 +64,38 @@ def test_views_render_and_bad_input_is_one_message():
     assert create_app(ex) is not None
 
 
+def test_every_clock_scale_of_the_slider_gives_valid_gpus():
+    # the slider reaches 0.1: the power model's floor moves down with the clocks, so no
+    # catalog GPU's what-if is refused for a floor above its own maximum clock
+    from perfsim.serve import catalog
+
+    for scale in (0.1, 0.3, 0.6, Explorer.param.clock_hz.bounds[1]):
+        ex = Explorer(clock_hz=scale, gpus=list(catalog()))
+        refused = [(g, p) for g, p in ex.predictions() if isinstance(p, str)]
+        assert not [r for r in refused if "min_clock_hz" in r[1]], refused
+    spec, = Explorer(clock_hz=0.5, gpus=["h100-sxm5"]).specs()
+    base = perfsim.load_gpu("h100-sxm5")
+    assert spec.power.min_clock_hz == 0.5 * base.power.min_clock_hz
+    assert spec.max_clock_hz == 0.5 * base.max_clock_hz
+
+
+def test_downloads_in_a_state_no_view_can_show_say_why():
+    import panel as pn
+
+    ex = Explorer(kv_heads=5)                         # does not divide 16
+    app = create_app(ex)
+    buttons = [w for w in app.select(pn.widgets.FileDownload)]
+    notice, = [a for a in app.select(pn.pane.Alert) if not a.visible]
+    assert len(buttons) >= 3
+    for button in buttons:
+        body = button.callback().read().decode()
+        assert body.startswith("perfsim: error:") and "kv_heads" in body
+        assert notice.visible and "kv_heads" in notice.object
+    ex.kv_heads = 4
+    assert buttons[0].callback().read().startswith(b"batch,")
+    assert not notice.visible
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

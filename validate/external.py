@@ -275,6 +275,13 @@ HOLDOUTS = {
                           "FlexAttention, SDPA flash and cuDNN, forward and backward; frozen "
                           "at f8cb2d3 for the grid's dK/dV and dQ programs (FA2.dq_programs) "
                           "and the causal kernel's spills at head dim 128",
+    "external-holdout51": "head dims that are not a multiple of 8 (36, 60, 90, 100, 124) "
+                          "beside the multiples next to them (64, 104): SDPA flash pads them "
+                          "(three copies, the next multiple's kernel; its backward pads dO and "
+                          "copies the gradients out) and FlexAttention masks its "
+                          "power-of-two tile; frozen for those two mechanisms (read from "
+                          "PyTorch's attention.cpp and FlexAttention's templates) before "
+                          "measuring",
 }
 
 

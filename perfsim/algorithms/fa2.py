@@ -540,7 +540,10 @@ class FusedAttention(Algorithm):
 
         Raises:
             InfeasibleError: a dtype, head dim, mask or tensor family the GPU cannot run."""
-        check_fused_inputs(dims, self.name, self.dtypes)
+        # Triton's templates (FlexAttention) load [BLOCK, next power of two] tiles with the
+        # columns past the head dim masked: any head dim runs (torch/_inductor/kernel/flex)
+        check_fused_inputs(dims, self.name, self.dtypes,
+                           1 if self.compiled_head_dims == "power-of-two" else 8)
         gpu.tensor_flops_per_clk(self.mma_dtype(dims), self.tensor_family)  # raises if unsupported
         self.check_masks(dims)
         out = []
