@@ -187,6 +187,9 @@ def test_the_rows_command_reads_a_file_and_writes_every_row(tmp_path, capsys):
     ("ragged.csv", "batch,heads,seqlen_q,head_dim\n1,8,128,64,99\n",
      "a line has more fields than the header"),
     ("array.jsonl", '[{"batch": 1}]\n', "one JSON object per line, not one array"),
+    # pandas reads a repeated column as "batch.1", then refused as an unknown field
+    ("twice.csv", "batch,batch ,heads,seqlen_q,head_dim\n1,1,8,128,64\n",
+     "the header names 'batch' more than once"),
     ("na.csv", "batch,heads,seqlen_q,head_dim\n1,8,128,64\nNA,8,128,64\n",
      "row 1: batch is missing"),
     ("bad.jsonl", "{not json\n", "cannot be read as jsonl"),

@@ -55,6 +55,7 @@ def read_rows(path: str):
                 except pd.errors.ParserWarning:
                     raise PerfsimError(f"rows file {path}: a line has more fields than the "
                                        "header row (a trailing comma?)") from None
+            _no_repeated_columns(p, path)
             # "batch, heads": a space after a comma is not part of the next column's name
             frame.columns = [str(c).strip() for c in frame.columns]
             return _typed_columns(frame, path)
@@ -83,6 +84,22 @@ def read_rows(path: str):
         text = " ".join(str(exc).split())
         raise PerfsimError(f"rows file {path}: cannot be read as {ext[1:]} "
                            f"({type(exc).__name__}: {text})") from None
+
+
+def _no_repeated_columns(p: Path, path) -> None:
+    """Refuse a CSV header that names a column twice (pandas would read the second as
+    ``batch.1``, then refused as an unknown field).
+
+    Raises:
+        PerfsimError: the repeated names."""
+    import csv
+
+    with p.open(encoding="utf-8-sig", newline="") as f:
+        header = [name.strip() for name in next(csv.reader(f), [])]
+    repeated = sorted({n for n in header if n and header.count(n) > 1})
+    if repeated:
+        raise PerfsimError(f"rows file {path}: the header names {', '.join(map(repr, repeated))} "
+                           "more than once; give each column once")
 
 
 #: The workload fields a rows file gives as numbers.
