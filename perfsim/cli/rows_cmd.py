@@ -86,8 +86,8 @@ def read_rows(path: str):
                            f"({type(exc).__name__}: {text})") from None
 
 
-def _no_repeated_columns(p: Path, path) -> None:
-    """Refuse a CSV header that names a column twice (pandas would read the second as
+def _no_repeated_columns(p, path) -> None:
+    """Refuse a CSV header (``p``, a Path) that names a column twice (pandas reads the second as
     ``batch.1``, then refused as an unknown field).
 
     Raises:
