@@ -811,6 +811,17 @@ class Prediction:
                 lines.append(f"{k.cost.name} runs {int(q_splits)} CTAs per (batch, head), each "
                              f"over one in {int(q_splits)} of the query tiles and all of K and "
                              f"V ({why}).")
+            live, usable = (k.cost.launch.get("live_rows_bytes"),
+                            k.cost.launch.get("l2_usable_bytes"))
+            if live is not None and np.ndim(live) == 0 and live > usable:
+                lines.append(
+                    f"{k.cost.name}: the query rows its resident CTAs read and write back "
+                    f"every step (Q, O, ℓ, m; with dO and dQ in a backward: {_gb(live)}, SMs × "
+                    f"CTAs per SM × rows per CTA) exceed the usable L2 ({_gb(usable)}), so each "
+                    "step's "
+                    "read-modify-write goes to HBM (perfsim.algorithms.base.l2_filtered: "
+                    "written data keeps L2's step, as the FA1 paper's measured HBM traffic "
+                    "shows); more SMs or more CTAs per SM hold more rows at once.")
             if "kernel_head_dims" in k.cost.launch:
                 kd, kd_v = k.cost.launch["kernel_head_dims"]
                 wide = f"{kd}" if kd == kd_v else f"{kd} / {kd_v}"

@@ -22,6 +22,18 @@ def test_fa1_one_more_batch_element_changes_the_splits_and_the_l2_fit():
     assert runs[17][2] == pytest.approx(4.33e-3, rel=0.01)
 
 
+def test_fa1_more_sms_can_overflow_l2_and_explain_says_so():
+    # more SMs hold more query rows at once; past the usable L2 every step's Q, O, l, m
+    # read-modify-write goes to HBM (written data keeps L2's step), and explain() names it
+    gpu = perfsim.load_gpu("rtx-3090")
+    w = W(batch=16, heads=16, seqlen_q=256, head_dim=256, causal=True, dtype="fp16")
+    base = perfsim.predict(w, gpu=gpu, algorithm="fa1")
+    more = perfsim.predict(w, gpu=gpu.replace(sm_count=gpu.sm_count + 41), algorithm="fa1")
+    assert more.counts.hbm_bytes > 4 * base.counts.hbm_bytes
+    assert "exceed the usable L2" not in base.explain()
+    assert "exceed the usable L2" in more.explain()
+
+
 def test_fa1_splits_a_grid_that_already_fills_the_gpu():
     p = perfsim.predict(W(batch=61, heads=16, seqlen_q=256, head_dim=64), gpu="h100-sxm5",
                         algorithm="fa1")

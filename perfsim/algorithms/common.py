@@ -78,15 +78,12 @@ def pick_tile(table: dict, d, algorithm: str = "fa2"):
                           f"(the reference kernels take head dims up to {MAX_HEAD_DIM})")
 
 
-def check_fused_inputs(dims: Dims, algorithm: str, dtypes=("fp16", "bf16"),
-                       head_dim_multiple: int = HEAD_DIM_MULTIPLE) -> None:
-    """The input dtypes and head dims a fused FlashAttention kernel takes
-    (``head_dim_multiple``: 1 for a kernel that pads any head dim itself, as Triton's
-    masked loads of a power-of-two-wide tile do).
+def check_fused_inputs(dims: Dims, algorithm: str, dtypes=("fp16", "bf16")) -> None:
+    """The input dtypes and head dims a fused FlashAttention kernel takes.
 
     Raises:
         InfeasibleError: another dtype, a K/V dtype as wide as Q's or wider but not Q's own,
-            or a head dim that is not a multiple of ``head_dim_multiple`` / over 256.
+            or a head dim that is not a multiple of 8 / over 256.
     """
     if dims.dtype not in dtypes:
         raise InfeasibleError(f"{algorithm} runs {', '.join(dtypes)} inputs, not {dims.dtype}")
@@ -99,10 +96,9 @@ def check_fused_inputs(dims: Dims, algorithm: str, dtypes=("fp16", "bf16"),
     if dims.symbolic:
         return
     for name, d in (("head_dim", dims.d), ("head_dim_v", dims.d_v)):
-        if d % head_dim_multiple or d > MAX_HEAD_DIM:
-            what = (f"a multiple of {head_dim_multiple} " if head_dim_multiple > 1 else "")
-            raise InfeasibleError(f"{algorithm} needs {name} {what}up to {MAX_HEAD_DIM}, "
-                                  f"got {d}")
+        if d % HEAD_DIM_MULTIPLE or d > MAX_HEAD_DIM:
+            raise InfeasibleError(f"{algorithm} needs {name} a multiple of "
+                                  f"{HEAD_DIM_MULTIPLE} up to {MAX_HEAD_DIM}, got {d}")
 
 def check_training_inputs(dims: Dims, algorithm: str, reference: str) -> None:
     """A backward takes 16-bit Q, K and V of one dtype from contiguous memory: no fp8, no

@@ -284,7 +284,8 @@ class FA1(Algorithm):
             **self._overlap(gpu, ctas),
             load_chain=None if self.pipelined else self._load_chain(dims, v, o_b, splits),
             launch={"block_r": b_r, "block_c": b_c, "tiles": bh * v.tiles, "ctas_per_sm": ctas,
-                   "q_splits": splits},
+                   "q_splits": splits, "live_rows_bytes": live,
+                   "l2_usable_bytes": gpu.l2_usable_fraction * gpu.l2_bytes},
         )
 
     def _overlap(self, gpu: GPUSpec, ctas) -> dict:
@@ -351,7 +352,9 @@ class FA1(Algorithm):
             registers_per_thread=self.registers_per_thread, tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
             **self._overlap(gpu, ctas),
-            launch={"block_r": b_r, "block_c": b_c, "tiles": bh * v.tiles, "q_splits": splits},
+            launch={"block_r": b_r, "block_c": b_c, "tiles": bh * v.tiles, "q_splits": splits,
+                    "live_rows_bytes": live,
+                    "l2_usable_bytes": gpu.l2_usable_fraction * gpu.l2_bytes},
         )
 
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):

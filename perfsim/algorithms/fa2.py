@@ -52,6 +52,7 @@ from perfsim.algorithms.base import (
 )
 from perfsim.algorithms.common import (
     BWD_GEMMS,
+    HEAD_DIM_MULTIPLE,
     WARPS_PER_WARPGROUP,
     WGMMA_ROWS,
     backward_softmax_terms,
@@ -540,10 +541,19 @@ class FusedAttention(Algorithm):
 
         Raises:
             InfeasibleError: a dtype, head dim, mask or tensor family the GPU cannot run."""
-        # Triton's templates (FlexAttention) load [BLOCK, next power of two] tiles with the
-        # columns past the head dim masked: any head dim runs (torch/_inductor/kernel/flex)
-        check_fused_inputs(dims, self.name, self.dtypes,
-                           1 if self.compiled_head_dims == "power-of-two" else 8)
+        if self.compiled_head_dims == "power-of-two" and not dims.symbolic and (
+                dims.d % HEAD_DIM_MULTIPLE or dims.d_v % HEAD_DIM_MULTIPLE):
+            # Triton's templates (FlexAttention) run any head dim: [BLOCK, next power of two]
+            # tiles with the columns past it masked (torch/_inductor/kernel/flex). Their rows
+            # are then not a multiple of 16 bytes, so no 16-byte copy loads them, and how
+            # many L2 sectors the narrower copies fetch was never measured
+            # (sector_split_factor covers rows 16 bytes off a sector only)
+            raise InfeasibleError(
+                f"{self.name}: Triton's kernels run head dims off a multiple of "
+                f"{HEAD_DIM_MULTIPLE} (masked power-of-two tiles), but perfsim has no "
+                f"measurement of the narrower loads their rows take (got head_dim "
+                f"{dims.d}, head_dim_v {dims.d_v}); not modelled")
+        check_fused_inputs(dims, self.name, self.dtypes)
         gpu.tensor_flops_per_clk(self.mma_dtype(dims), self.tensor_family)  # raises if unsupported
         self.check_masks(dims)
         out = []
