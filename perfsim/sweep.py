@@ -5,15 +5,17 @@ values given, except that ``kv_heads``, ``seqlen_k`` and ``head_dim_v`` left at 
 follow ``heads``, ``seqlen_q`` and ``head_dim`` (paired, not crossed).
 
 Vectorised: rows are grouped by the fields an algorithm may branch on (algorithm, GPU variant,
-``causal``, ``dtype``, ``phase``, ``dropout_p``, ``head_dim``, ``head_dim_v``). Inside a group
+``causal``, ``dtype``, ``phase``, ``dropout_p``, ``head_dim``, ``head_dim_v`` and the
+inference fields ``window``, ``kv_dtype``, ``page_size``, ``softcap``). Inside a group
 ``batch``, ``heads``, ``kv_heads``, ``seqlen_q`` and ``seqlen_k`` are broadcastable numpy int64
 arrays (blocks of about :data:`CHUNK_ROWS` rows, small enough to stay in cache) that go through
 the very code :func:`perfsim.predict` runs — ``Algorithm.kernels(Dims(...), gpu)``,
 :func:`perfsim.timing.time_kernel`, :func:`perfsim.predict.aggregate`. No per-row Python loop.
 
-Length: one public function and its vectorised machinery (grid, blocks, group evaluation, the
-preallocated result table, size checks); the parts only make sense together and none is used
-elsewhere.
+Length: the sweep functions (:func:`sweep`, :func:`sweep_frames`, :func:`count_rows`,
+:func:`bytes_per_row`, :func:`single_split`, ...) and their vectorised machinery (grid, blocks,
+group evaluation, the preallocated result table, size checks); the parts only make sense
+together and none is used elsewhere.
 """
 
 from __future__ import annotations
