@@ -142,13 +142,17 @@ class TileVisits:
     tallest: object = None
 
 
-def visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool) -> TileVisits:
-    """Tile-visit counts for an ``N_q x N_k`` score matrix in ``B_r x B_c`` tiles."""
+def visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool, offset=None) -> TileVisits:
+    """Tile-visit counts for an ``N_q x N_k`` score matrix in ``B_r x B_c`` tiles;
+    ``offset``: where the causal diagonal sits (query ``i`` sees key ``j ≤ i + offset``),
+    ``N_k − N_q`` unless given — the call's own lengths' when ``N_q`` and ``N_k`` have been
+    rounded up to whole tiles (``base.whole_tile_dims``), as the kernels place the mask."""
     t_r, t_c = cdiv(seqlen_q, block_r), cdiv(seqlen_k, block_c)
     if not causal:
         return TileVisits(t_r, t_c, t_r * t_c, 0 * t_r, seqlen_q * seqlen_k,
                           t_r * seqlen_k, t_c * seqlen_q)
-    offset = seqlen_k - seqlen_q          # query i sees key j iff j <= i + offset
+    if offset is None:
+        offset = seqlen_k - seqlen_q      # query i sees key j iff j <= i + offset
     pad = t_c * block_c - seqlen_k        # missing columns of the last key tile
     # Q-outer: a full query tile m visits ⌊((m+1)·B_r + offset - 1)/B_c⌋ + 1 key tiles
     # (clamped to [0, T_c]); the last query tile always visits all T_c.
@@ -171,7 +175,7 @@ def visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool) -> TileVisits:
         kv_outer_rows=t_c * seqlen_q - block_r * first_q,
         # key tile 0 is first seen by the query tile holding row N_q − N_k (every row from
         # it on sees key 0); with N_q <= N_k, by query tile 0
-        tallest=t_r - fdiv(maximum(seqlen_q - seqlen_k, 0), block_r),
+        tallest=t_r - fdiv(maximum(-offset, 0), block_r),
     )
 
 
@@ -203,7 +207,7 @@ def visible_pairs(seqlen_q, seqlen_k, left=None, right=None, group: int = 1):
 
 
 def banded_visits(seqlen_q, seqlen_k, block_r, block_c, left=None, right=None,
-                  group: int = 1, rows=None) -> TileVisits:
+                  group: int = 1, rows=None, offset=None) -> TileVisits:
     """Tile-visit counts for any band mask ``[p + off − left, p + off + right]`` (see
     :func:`visible_pairs`), by enumerating the query tiles (one numpy pass; exact).
 
@@ -214,7 +218,7 @@ def banded_visits(seqlen_q, seqlen_k, block_r, block_c, left=None, right=None,
     (position, head) rows of GQA packing: ``N_q · group`` rows, position ``row // group``;
     ``rows`` caps them where whole-tile padding has rounded the packed rows up to a count
     that is not a multiple of ``group`` (``⌈rows / group⌉ · group`` would add a query tile
-    the kernel never runs).
+    the kernel never runs); ``offset`` the band's diagonal, ``off`` (as :func:`visits`).
 
     Raises:
         PerfsimError: more than :data:`MAX_ENUMERATED_TILES` query tiles.
@@ -227,7 +231,7 @@ def banded_visits(seqlen_q, seqlen_k, block_r, block_c, left=None, right=None,
         raise PerfsimError(f"a windowed or packed mask over {t_r} query tiles (seqlen_q "
                            f"{seqlen_q} x {group} packed heads in {block_r}-row tiles): at "
                            f"most {MAX_ENUMERATED_TILES} are enumerated; give a shorter seqlen_q")
-    off = seqlen_k - seqlen_q
+    off = seqlen_k - seqlen_q if offset is None else offset
     big = seqlen_q + seqlen_k + 1
     lft = big if left is None else left
     rgt = big if right is None else right
@@ -268,17 +272,18 @@ def banded_visits(seqlen_q, seqlen_k, block_r, block_c, left=None, right=None,
 
 
 def mask_visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool, window=(None, None),
-                group: int = 1, rows=None) -> TileVisits:
+                group: int = 1, rows=None, offset=None) -> TileVisits:
     """:func:`visits` for any mask: the closed forms for none and plain causal (ints, arrays,
     sympy), :func:`banded_visits` for a window or packed GQA rows under a mask (ints;
     numpy arrays element by element). ``rows``: the packed rows when whole-tile padding made
-    them fewer than ``seqlen_q · group`` (:func:`banded_visits`)."""
+    them fewer than ``seqlen_q · group`` (:func:`banded_visits`); ``offset``: the mask's
+    diagonal where the lengths were padded to whole tiles (:func:`visits`), never symbolic."""
     left, right = window
     if causal:
         right = 0 if right is None else min(right, 0)
     if left is None and (right is None or (right == 0 and group == 1)):
         if group == 1:
-            return visits(seqlen_q, seqlen_k, block_r, block_c, right == 0)
+            return visits(seqlen_q, seqlen_k, block_r, block_c, right == 0, offset)
         if right is None:
             return visits(seqlen_q * group if rows is None else minimum(rows, seqlen_q * group),
                           seqlen_k, block_r, block_c, False)
@@ -298,19 +303,21 @@ def mask_visits(seqlen_q, seqlen_k, block_r, block_c, causal: bool, window=(None
     if (isinstance(seqlen_q, np.ndarray) or isinstance(seqlen_k, np.ndarray)
             or isinstance(rows, np.ndarray)):
         cap = seqlen_q * group if rows is None else rows
-        nq, nk, nr = np.broadcast_arrays(asarray(seqlen_q), asarray(seqlen_k),
-                                         asarray(cap))
+        off = seqlen_k - seqlen_q if offset is None else offset
+        nq, nk, nr, no = np.broadcast_arrays(asarray(seqlen_q), asarray(seqlen_k),
+                                             asarray(cap), asarray(off))
         # a sweep block repeats its (N_q, N_k) pairs along the other axes: enumerate each
-        # distinct pair (and row cap) once
-        pairs, inverse = np.unique(np.stack([nq.ravel(), nk.ravel(), nr.ravel()], axis=1),
-                                   axis=0, return_inverse=True)
-        parts = [banded_visits(int(a), int(b), block_r, block_c, left, right, group, int(c))
-                 for a, b, c in pairs]
+        # distinct pair (and row cap, and diagonal) once
+        pairs, inverse = np.unique(np.stack([nq.ravel(), nk.ravel(), nr.ravel(), no.ravel()],
+                                            axis=1), axis=0, return_inverse=True)
+        parts = [banded_visits(int(a), int(b), block_r, block_c, left, right, group, int(c),
+                               int(o)) for a, b, c, o in pairs]
         inverse = inverse.reshape(-1)
         return TileVisits(*(np.array([getattr(p, f) for p in parts])[inverse].reshape(nq.shape)
                             for f in TileVisits.__dataclass_fields__))
     return banded_visits(int(seqlen_q), int(seqlen_k), block_r, block_c, left, right, group,
-                         None if rows is None else int(rows))
+                         None if rows is None else int(rows),
+                         None if offset is None else int(offset))
 
 
 def _banded_visits_symbolic(seqlen_q, seqlen_k, block_r, block_c, left, right,

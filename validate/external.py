@@ -282,7 +282,10 @@ HOLDOUTS = {
                           "PyTorch's attention.cpp, before measuring); FlexAttention at the "
                           "same head dims runs a masked power-of-two tile, which perfsim "
                           "refuses (the rows' narrower loads are unmeasured): its rows are "
-                          "measured for that rule",
+                          "measured for that rule; and three causal calls whose lengths round "
+                          "up by different amounts to the query and key tiles (N 700-3000, "
+                          "N_q > N_k once), frozen for whole tiles on the mask's own diagonal "
+                          "(Dims.mask_lengths)",
 }
 
 

@@ -167,10 +167,29 @@ class Dims:
         ``N_q`` with or without a mask, also when whole-tile padding has made ``N_q`` more than
         the packed heads' rows and not a multiple of ``group`` (``whole_tile_dims``;
         ``⌈N_q / group⌉ · group`` would overshoot the padded tile by a query tile)."""
+        offset = self.padded_offset()
         if self.group == 1 or not self.masked:
-            return mask_visits(self.N_q, self.N_k, block_r, block_c, self.causal, self.window)
+            return mask_visits(self.N_q, self.N_k, block_r, block_c, self.causal, self.window,
+                               offset=offset)
         return mask_visits(cdiv(self.N_q, self.group), self.N_k, block_r, block_c,
-                           self.causal, self.window, self.group, rows=self.N_q)
+                           self.causal, self.window, self.group, rows=self.N_q, offset=offset)
+
+    def mask_lengths(self):
+        """``(positions, N_k)`` that place a bottom-right-aligned mask (query position ``p``
+        sees keys up to ``p + N_k − positions``): the call's own lengths, also after
+        :func:`whole_tile_dims` has rounded ``N_q`` and ``N_k`` up to whole tiles — the
+        kernels place the mask by ``seqlen_q`` and ``seqlen_k`` (flash-attn's
+        ``n_block_max``, ``m_block_min``), and the padded rows and keys only fill tiles."""
+        n_q, n_k = (self.N_q, self.N_k) if self.unpadded is None else self.unpadded[:2]
+        return (n_q if self.group == 1 else cdiv(n_q, self.group)), n_k
+
+    def padded_offset(self):
+        """The mask's diagonal ``N_k − positions`` of :meth:`mask_lengths` where whole-tile
+        padding moved the lengths (``None`` otherwise: the lengths' own)."""
+        if self.unpadded is None or not self.masked:
+            return None
+        positions, n_k = self.mask_lengths()
+        return n_k - positions
 
     def kv_rows_read(self, block_c):
         """K/V rows per (batch, K/V head) that some query's mask reaches, in whole ``B_c``-key
@@ -183,8 +202,8 @@ class Dims:
         left = self.window[0]
         if left is None:
             return self.N_k
-        positions = self.N_q if self.group == 1 else cdiv(self.N_q, self.group)
-        first = maximum(self.N_k - positions - left, 0)
+        positions, n_k = self.mask_lengths()
+        first = maximum(n_k - positions - left, 0)
         return self.N_k - (first // block_c) * block_c
 
     def packed(self) -> Dims:
@@ -310,7 +329,9 @@ def rows_read(dims: Dims, block_r):
     if right is None:
         return dims.N_q
     t_r = cdiv(dims.N_q, block_r)
-    skipped = minimum(maximum(fdiv(dims.N_q - dims.N_k - right, block_r), 0), t_r - 1)
+    # (the call's own lengths place the mask, also on whole tiles: Dims.mask_lengths)
+    n_q, n_k = (dims.N_q, dims.N_k) if dims.unpadded is None else dims.unpadded[:2]
+    skipped = minimum(maximum(fdiv(n_q - n_k - right, block_r), 0), t_r - 1)
     return dims.N_q - block_r * skipped
 
 

@@ -162,7 +162,8 @@ class FA1(Algorithm):
 
         def build(step):
             def cost(x: Dims) -> KernelCost:
-                v = visits(x.N_q, x.N_k, b_r, b_c, x.causal and self.skip_masked_tiles)
+                v = visits(x.N_q, x.N_k, b_r, b_c, x.causal and self.skip_masked_tiles,
+                           x.padded_offset())
                 return step(x, gpu, v, b_r, b_c, smem, ctas, splits)
             return with_whole_tiles(cost, dims, b_r, b_c)
 

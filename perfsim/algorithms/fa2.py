@@ -729,8 +729,8 @@ class FusedAttention(Algorithm):
         right = right_bound(dims)
         if not self.exits_keyless_tiles() or right is None:
             return 0
-        positions = cdiv(dims.N_q, dims.group) if dims.group != 1 else dims.N_q
-        keyless_rows = maximum(positions - dims.N_k - right, 0) * dims.group
+        positions, n_k = dims.mask_lengths()     # the call's own, also on whole tiles
+        keyless_rows = maximum(positions - n_k - right, 0) * dims.group
         keyless = minimum(fdiv(keyless_rows, b_r), cdiv(dims.N_q, b_r) - 1)
         if dims.causal or dims.symbolic:
             return keyless
