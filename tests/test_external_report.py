@@ -48,13 +48,17 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
     assert (tmp_path / "out" / "scatter.png").stat().st_size > 10_000
 
 
-@pytest.mark.parametrize("grid", ["h200-external", "h200-external-holdout4",
-                                  "h200-external-holdout5"])
-def test_committed_default_path_scores_are_reproducible(grid):
-    """The committed score of the external H200 rows is what the current model gives."""
-    committed = (ROOT / f"validate/reports/{grid}/score-h200-sxm/report.md").read_text()
+@pytest.mark.parametrize("grid, gpu", [("h200-external", "h200-sxm"),
+                                       ("h200-external-holdout4", "h200-sxm"),
+                                       ("h200-external-holdout5", "h200-sxm"),
+                                       ("h100-external", "h100-sxm5"),
+                                       ("h100-external-holdout51", "h100-sxm5")])
+def test_committed_default_path_scores_are_reproducible(grid, gpu):
+    """The committed score of the external rows (the H200's, and the H100's measured
+    2026-12-05) is what the current model gives."""
+    committed = (ROOT / f"validate/reports/{grid}/score-{gpu}/report.md").read_text()
     rows = er.load_rows(ROOT / f"validate/reports/{grid}/results.jsonl")
-    table = er.group_table(er.score(rows, "h200-sxm"))
+    table = er.group_table(er.score(rows, gpu))
     for t in table:
         assert f"| {t['impl']}" in committed
         assert f"{100 * t['median_abs']:.1f} %" in committed, t
