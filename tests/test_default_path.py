@@ -1703,3 +1703,31 @@ def test_tutorial_off_hopper_says_its_compiled_facts_are_assumed():
     assert not perfsim.predict(w, gpu="h200-sxm", algorithm="triton-tutorial").notes()
     note = perfsim.predict(w, gpu="b200", algorithm="triton-tutorial").notes()[0]
     assert "sm_90 build only" in note and "ASSUMED" in note
+
+
+def test_head_dims_off_a_multiple_of_8_run_the_padded_call_their_libraries_make():
+    """SDPA flash and flash-attn 2 pad Q, K and V to the next multiple of 8 (PyTorch's
+    attention.cpp pad_last_dim<8>, flash_attn_interface.py) and run that kernel: the pads add
+    kernels, the zero columns' FLOPs are timed but not counted, SDPA's backward copies the
+    gradients out, and a sweep gives the same rows."""
+    w60 = W(batch=4, heads=16, seqlen_q=2048, head_dim=60, causal=True, dtype="bf16")
+    w64 = w60.replace(head_dim=64)
+    for name, unpads in (("sdpa-flash", 3), ("flash-attn-2", 0)):
+        p60, p64 = (perfsim.predict(w, "h100-sxm5", name) for w in (w60, w64))
+        names = [k.cost.name for k in p60.kernels]
+        assert names.count("pad_fill") == names.count("pad_copy") == 3
+        main60 = next(k for k in p60.kernels if k.cost.name.endswith("_fwd"))
+        main64 = p64.kernels[0]
+        assert main60.seconds == pytest.approx(main64.seconds, rel=1e-9)
+        assert main60.cost.tensor_flops == pytest.approx(main64.cost.tensor_flops * 60 / 64)
+        assert p60.seconds > p64.seconds
+        bwd = perfsim.predict(w60.replace(phase="bwd"), "h100-sxm5", name)
+        bnames = [k.cost.name for k in bwd.kernels]
+        assert bnames.count("unpad_copy") == unpads and bnames.count("pad_copy") == 1
+    rows = perfsim.sweep(gpus=["h100-sxm5"], algorithms=["sdpa-flash"], batch=[4], heads=[16],
+                         seqlen_q=[2048], head_dim=[60], causal=[True], phase=["fwd_bwd"])
+    one = perfsim.predict(w60.replace(phase="fwd_bwd"), "h100-sxm5", "sdpa-flash")
+    assert rows.seconds.iloc[0] == pytest.approx(one.seconds, rel=1e-9)
+    # cuDNN takes no such head dim (its own check), and says so
+    with pytest.raises(perfsim.InfeasibleError, match="multiple of 8"):
+        perfsim.predict(w60, "h100-sxm5", "sdpa-cudnn")
