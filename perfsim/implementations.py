@@ -570,9 +570,9 @@ class Implementation(Algorithm):
             check(dims)
         if self.upcast_16bit and dims.dtype in UPCAST_DTYPES:
             return math_upcast_kernels(self.config(dims, gpu), dims, gpu)
-        if (self.preset in HEAD_DIM_PADDING and not dims.symbolic
-                and dims.d % HEAD_DIM_PAD_MULTIPLE):
-            return self._padded_kernels(dims, gpu, HEAD_DIM_PADDING[self.preset])
+        d8 = self._padded_head_dim(dims)
+        if d8 is not None:
+            return self._padded_kernels(dims, gpu, d8)
         out = self.config(dims, gpu).kernels(dims, gpu)
         if self.preset == "sdpa-cudnn":
             out = [with_mask_bias_loads(k, dims) if k.name == "fa3_fwd" else k for k in out]
@@ -581,20 +581,27 @@ class Implementation(Algorithm):
             out.append(layout_copy_kernel(dims, copies))
         return out
 
-    def _padded_kernels(self, dims: Dims, gpu: GPUSpec, unpads: bool) -> list[KernelCost]:
+    def _padded_head_dim(self, dims: Dims):
+        """The head dim this preset's library pads ``dims.d`` to (:data:`HEAD_DIM_PADDING`),
+        or ``None`` where it runs the call as it is."""
+        if (self.preset not in HEAD_DIM_PADDING or dims.symbolic
+                or not dims.d % HEAD_DIM_PAD_MULTIPLE):
+            return None
+        return cdiv(dims.d, HEAD_DIM_PAD_MULTIPLE) * HEAD_DIM_PAD_MULTIPLE
+
+    def _padded_kernels(self, dims: Dims, gpu: GPUSpec, d8: int) -> list[KernelCost]:
         """A call whose head dim is not a multiple of 8, as the library runs it (see
         :data:`HEAD_DIM_PADDING`): Q, K and V padded with zeros to the next multiple
         (``constant_pad_nd``: a fill and a copy each), the kernels of the padded head dim —
         their tensor FLOPs on the zero columns timed, not counted (``KernelCost.executed``) —
         and in a backward the output gradient padded the same way (the sliced output's
-        backward: zeros and a copy), then, where ``unpads``, the three gradients copied out
-        of the padded ones (``constant_pad_nd``'s backward clones the narrowed tensor)."""
-        d8 = cdiv(dims.d, HEAD_DIM_PAD_MULTIPLE) * HEAD_DIM_PAD_MULTIPLE
+        backward: zeros and a copy), then, where the library does, the three gradients copied
+        out of the padded ones (``constant_pad_nd``'s backward clones the narrowed tensor)."""
         padded = replace(dims, d=d8, d_v=d8)
         share = dims.d / d8
         inner = []
         for k in self.config(padded, gpu).kernels(padded, gpu):
-            if k.tensor_flops is not None and not np.all(asarray(k.tensor_flops) == 0):
+            if np.any(asarray(k.tensor_flops)):
                 k = replace(k, executed=dict(k.sm_demand()),
                             tensor_flops=k.tensor_flops * share)
             inner.append(k)
@@ -614,7 +621,7 @@ class Implementation(Algorithm):
         if dims.bwd:
             out += head_dim_pad_kernels(q_rows, dims.d, d8, dims.e)
         out += inner[n_fwd:]
-        if dims.bwd and unpads:
+        if dims.bwd and HEAD_DIM_PADDING[self.preset]:
             for rows in (q_rows, kv_rows, kv_rows):
                 out.append(unpad_copy_kernel(rows, dims.d, dims.e))
         return out
@@ -623,13 +630,12 @@ class Implementation(Algorithm):
         """Peak footprint (bytes) of the configuration this preset runs (a call padded to a
         head dim that is a multiple of 8: the padded call's, plus the unpadded Q, K and V
         it was copied from)."""
-        if (self.preset in HEAD_DIM_PADDING and not dims.symbolic
-                and dims.d % HEAD_DIM_PAD_MULTIPLE):
-            d8 = cdiv(dims.d, HEAD_DIM_PAD_MULTIPLE) * HEAD_DIM_PAD_MULTIPLE
+        d8 = self._padded_head_dim(dims)
+        if d8 is not None:
+            padded = replace(dims, d=d8, d_v=d8)
             inputs = dims.e * dims.B * (dims.H * dims.N_q * dims.d
                                         + dims.H_kv * dims.N_k * (dims.d + dims.d_v))
-            return self.config(replace(dims, d=d8, d_v=d8), gpu).memory_bytes(
-                replace(dims, d=d8, d_v=d8), gpu) + inputs
+            return self.config(padded, gpu).memory_bytes(padded, gpu) + inputs
         if self.upcast_16bit and dims.dtype in UPCAST_DTYPES:
             # the float32 computation's footprint, plus the 16-bit Q, K, V it was cast from
             inputs = dims.e * dims.B * (dims.H * dims.N_q * dims.d
