@@ -526,6 +526,42 @@ class Prediction:
         except PerfsimError:
             return None
 
+    def _eager_ceiling_lines(self) -> list[str]:
+        """For the longest eager kernel held under its measured ceiling (torch.softmax, the
+        broadcast masked_fill_): the rate it streams at, as a share of the GPU's copy
+        bandwidth, and that the ceiling is an SM-side rate (``perfsim.timing.eager_sm_scale``),
+        so its 'hbm' time is not the memory's."""
+        from perfsim.software import DEFAULT_SOFTWARE
+        from perfsim.timing import TimingParams, eager_ceiling
+
+        held = [k for k in self.kernels
+                if k.cost.eager_op in ("softmax", "softmax_masked", "broadcast_fill")]
+        if not held:
+            return []
+        k = max(held, key=lambda k: k.seconds)
+        params = self.timing if isinstance(self.timing, TimingParams) else \
+            TimingParams.for_gpu(self.gpu, getattr(self.algorithm, "software",
+                                                   DEFAULT_SOFTWARE))
+        share = float(eager_ceiling(k.cost, params)[1])
+        eff = self.gpu.hbm_efficiency if params.hbm_efficiency is None else params.hbm_efficiency
+        copy = self.gpu.hbm_bandwidth_bytes_per_s * eff
+        what = ("torch.softmax" + (f" on causally masked rows of {int(k.cost.row_length)}"
+                                   if k.cost.eager_op == "softmax_masked"
+                                   else f" on rows of {int(k.cost.row_length)}")
+                if k.cost.eager_op != "broadcast_fill" else "masked_fill_ with a broadcast mask")
+        why = ("a rate of the SMs, not of the memory (the H200 and the H100, equal SMs and "
+               "clock, 0.72x the bandwidth, ran it at the same bytes per second), carried to "
+               "this GPU by SM count x clock")
+        if self.gpu.calibration:
+            why = "this GPU's own measurement (its calibrated profile)"
+        if share >= 0.999:
+            return [f"{k.cost.name} ({_ms(k.seconds)}) streams at the copy bandwidth, "
+                    f"{share * copy / 1e12:.2f} TB/s: the measured ceiling of {what} is {why}, "
+                    "and here it is above what the memory delivers."]
+        return [f"{k.cost.name} ({_ms(k.seconds)}) streams at the measured ceiling of {what}: "
+                f"{share * copy / 1e12:.2f} TB/s, {share:.2f} of the copy bandwidth. The "
+                f"ceiling is {why}: its 'hbm' time is that ceiling, not the memory's."]
+
     def _unpacked_window_line(self) -> list[str]:
         """Why a windowed one-token GQA decode runs unpacked under flash-attn 2's rule, where
         the same call without the window packs (and may then split): reading fewer keys can
@@ -787,6 +823,7 @@ class Prediction:
                 f"{name} {_ms(t)}" for name, t in top) + ".")
             lines.extend(_padding_gap(self.unit_seconds, terms))
         lines.extend(self._unpacked_window_line())
+        lines.extend(self._eager_ceiling_lines())
         for k in self.kernels:
             splits = k.cost.launch.get("num_splits", 1)
             packed = k.cost.launch.get("packed_heads", 1)

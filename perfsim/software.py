@@ -13,7 +13,11 @@ An attention call from PyTorch is more than its kernels' GPU time:
 
 These are facts about the software, measured on one GPU and stated as fractions or times with
 their sources in ``hardware/software/*.toml``; they apply to every GPU (an assumption named
-in each source string). ``perfsim.timing.TimingParams.for_gpu`` reads the default profile.
+in each source string). The eager ceilings are rates of the SMs, not of the memory (the H100
+and the H200, equal SMs and clock, ran them at the same bytes per second): a profile that names
+the GPU they were measured on (``eager_reference_*``) has them carried to another GPU by SM
+count x clock (``perfsim.timing.eager_sm_scale``). ``perfsim.timing.TimingParams.for_gpu``
+reads the default profile.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import tomllib
 from functools import lru_cache
 from importlib import resources
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from perfsim.errors import PerfsimError
 
@@ -65,6 +69,16 @@ class SoftwareProfile(BaseModel):
     eager_broadcast_fill: float = Field(default=1.0, ge=0.01, le=1, description="fraction of "
                                         "the HBM copy bandwidth masked_fill_ with a "
                                         "broadcast mask reaches")
+    eager_reference_copy_bytes_per_s: float | None = Field(
+        default=None, gt=0, le=1e15, description="the HBM copy bandwidth (B/s) the "
+        "eager_softmax and eager_broadcast_fill fractions were measured against; with the two "
+        "fields below it marks those ceilings as SM-side rates that carry to other GPUs by "
+        "SM count x clock, not by bandwidth (perfsim.timing.eager_sm_scale); None: fractions "
+        "of every GPU's own copy bandwidth")
+    eager_reference_sm_count: int | None = Field(
+        default=None, gt=0, le=4096, description="SMs of the GPU the ceilings were measured on")
+    eager_reference_clock_hz: float | None = Field(
+        default=None, ge=1e8, le=5e9, description="SM clock (Hz) the ceilings were measured at")
     strided_copy: float = Field(default=1.0, ge=0.01, le=1, description="fraction of the HBM "
                                 "copy bandwidth PyTorch's strided (non-vectorised) elementwise "
                                 "copy reaches")
@@ -106,6 +120,18 @@ class SoftwareProfile(BaseModel):
                 raise ValueError(f"{info.field_name}[{length}] = {fraction}: keys must be "
                                  "positive and fractions in [0.01, 1]")
         return table
+
+    @model_validator(mode="after")
+    def _reference_whole(self):
+        """The eager ceilings' reference GPU is given whole (copy bandwidth, SMs, clock) or
+        not at all."""
+        given = [self.eager_reference_copy_bytes_per_s is not None,
+                 self.eager_reference_sm_count is not None,
+                 self.eager_reference_clock_hz is not None]
+        if any(given) and not all(given):
+            raise ValueError("eager_reference_copy_bytes_per_s, eager_reference_sm_count and "
+                             "eager_reference_clock_hz go together: give all three or none")
+        return self
 
     def table(self, name: str) -> tuple[tuple[float, float], ...]:
         """``((key, fraction), ...)`` of the table field ``name``, sorted by key."""

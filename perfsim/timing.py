@@ -352,6 +352,21 @@ class TimingParams(BaseModel):
                 "sgemm_peak_fraction": sw.sgemm_peak_fraction,
                 "sgemm_tile_overhead_k": sw.sgemm_tile_overhead_k,
                 "sgemm_width": sw.table("sgemm_width")}
+        scale = eager_sm_scale(gpu, sw, overrides.get("hbm_efficiency"))
+        if scale != 1.0 and not gpu.calibration:
+            soft = base["eager_softmax"]
+            if soft and base["eager_softmax_masked"]:
+                # the masked rate is an SM-side rate too: capped itself, not the unmasked
+                # rate's cap times the ratio
+                logs, shares = np.log2([n for n, _ in soft]), [f for _, f in soft]
+                masked = []
+                for n, ratio in base["eager_softmax_masked"]:
+                    f = float(np.interp(np.log2(n), logs, shares))
+                    masked.append((n, _sm_side_share(f * ratio, scale)
+                                   / _sm_side_share(f, scale)))
+                base["eager_softmax_masked"] = tuple(masked)
+            base["eager_softmax"] = tuple((n, _sm_side_share(f, scale)) for n, f in soft)
+            base["eager_broadcast_fill"] = _sm_side_share(base["eager_broadcast_fill"], scale)
         if gpu.calibration:
             cal = CalibratedTiming.of(gpu.calibration)
             bw = gpu.hbm_bandwidth_bytes_per_s
@@ -418,6 +433,44 @@ class TimingParams(BaseModel):
             return law
         widths, fractions = zip(*self.sgemm_width)
         return law * np.interp(n, widths, fractions, right=1.0)
+
+
+def eager_sm_scale(gpu: GPUSpec, software: SoftwareProfile, hbm_efficiency=None) -> float:
+    """Factor from a software profile's eager ceilings (``eager_softmax``,
+    ``eager_broadcast_fill``: fractions of the copy bandwidth of the GPU they were measured
+    on) to the same kernels' fractions of ``gpu``'s copy bandwidth, or 1 when the profile
+    names no reference GPU.
+
+    The ceilings are SM-side rates, not shares of the memory: measured with the same
+    microbenchmark (``validate/eager_ceilings.py``) on the H100 SXM5 (3.0e12 B/s copy) and the
+    H200 (4.15e12 B/s), which have the same 132 SMs at the same 1980 MHz, ``torch.softmax``
+    ran at 0.88-1.00 of the H200's bytes per second at every row length from 128 to 16384
+    (median 0.97) and ``masked_fill_`` with a broadcast mask at 0.93, while the copy ran at
+    0.72 and softmax's backward, which the model keeps bandwidth-bound, at 0.70-0.76
+    (``validate/reports/h100/probes/eager_bwd/eager_ceilings.json``). So the rate per SM and
+    clock carries to another GPU: ``rate = fraction x reference copy bandwidth x (SMs x
+    max_clock_hz) / (reference SMs x reference clock)``, as a fraction of ``gpu``'s reachable
+    copy bandwidth (``hbm_bandwidth_bytes_per_s x hbm_efficiency``, the ``TimingParams``
+    override if given). ASSUMED: eager kernels run at ``max_clock_hz`` (they carry no
+    tensor-core work; the H100 and H200 ran SDPA math's calls at 1980 MHz), and an SM of
+    another architecture sustains the H100/H200's bytes per clock (not measured).
+    :func:`_sm_side_share` caps the result at the copy bandwidth."""
+    ref_bw = software.eager_reference_copy_bytes_per_s
+    if ref_bw is None:
+        return 1.0
+    eff = gpu.hbm_efficiency if hbm_efficiency is None else hbm_efficiency
+    scale = (ref_bw / (gpu.hbm_bandwidth_bytes_per_s * eff)
+             * (gpu.sm_count * gpu.max_clock_hz)
+             / (software.eager_reference_sm_count * software.eager_reference_clock_hz))
+    # the reference GPU itself: exactly its own fractions, not a rounding away from them
+    return 1.0 if abs(scale - 1.0) < 1e-9 else scale
+
+
+def _sm_side_share(fraction: float, scale: float) -> float:
+    """A measured eager fraction carried by :func:`eager_sm_scale`'s ``scale``: no faster
+    than the copy bandwidth (a kernel that reads and writes every byte streams no faster than
+    a copy) unless the table itself says so, and at least ``MIN_FRACTION``."""
+    return max(MIN_FRACTION, min(fraction * scale, max(fraction, 1.0)))
 
 
 def _log2_table(table: tuple) -> tuple:

@@ -40,6 +40,20 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
     assert flash["measured_clock_hz"] == pytest.approx(1.9e9 * er.TENSOR_TICK_OVER_NVML)
     assert flash["clock_error"] == pytest.approx(
         flash["predicted_clock_hz"] / (1.9e9 * er.TENSOR_TICK_OVER_NVML) - 1)
+    # the H100's attention kernels ticked at NVML's clock (reports/h100/probes/tick): its
+    # rows are compared with NVML's reading as it is, a device not probed takes the H200's
+    probe = json.loads((ROOT / "validate/reports/h100/probes/tick/tick-clock.json").read_text())
+    ratios = sorted(c["tick_over_nvml"] for c in probe["cases"]
+                    if c["case"].startswith(("sdpa", "flex")))
+    assert probe["device"] == "NVIDIA H100 80GB HBM3"
+    assert er.tensor_tick_over_nvml(probe["device"]) == pytest.approx(
+        ratios[len(ratios) // 2], abs=0.002)
+    assert er.tensor_tick_over_nvml("NVIDIA H200") == er.TENSOR_TICK_OVER_NVML
+    assert er.tensor_tick_over_nvml(None) == er.TENSOR_TICK_OVER_NVML
+    h100_row = {**_row("sdpa_flash", "fwd", 5e-3),
+                "launch_config": {"device": "NVIDIA H100 80GB HBM3"}}
+    on_h100 = er.score([h100_row], "h100-sxm5")[0]
+    assert on_h100["measured_clock_hz"] == pytest.approx(1.9e9)
     # a calibrated profile's rates are per NVML clock: its clock is compared with NVML's
     profile = ROOT / "validate/profiles/h200-sxm-calibrated.toml"
     calibrated = er.score(er.load_rows(tmp_path / "results.jsonl")[:-1], str(profile))

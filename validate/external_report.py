@@ -40,9 +40,38 @@ PRESETS = {"sdpa_flash": "sdpa-flash", "sdpa_cudnn": "sdpa-cudnn",
 #: calibrated profile (``perfsim calibrate``) measured its rates per NVML clock: its clock is
 #: compared with NVML's reading as it is.
 TENSOR_TICK_OVER_NVML = 0.908
+#: The same ratio measured on other GPUs, by the device name the rows record
+#: (``launch_config.device``); a device not listed takes the H200's (ASSUMED). The H100 SXM5
+#: (``probe_tick_clock.py``, ``reports/h100/probes/tick/tick-clock.json``, 2026-12-05): SDPA
+#: flash forward and backward, cuDNN forward and backward and FlexAttention's forward ticked at
+#: 0.988-1.001 of NVML's clock (median 1.000), while a cuBLAS bf16 GEMM ticked at 0.913, as on
+#: the H200; its rows' clocks are compared at 1.000. With 0.908 its FA3-class rows at d = 256
+#: had run above the tensor peak of their own clock (728 TFLOP/s), which is impossible.
+TICK_OVER_NVML_BY_DEVICE = {"NVIDIA H100 80GB HBM3": 1.000}
+
+
+def tensor_tick_over_nvml(device: str | None) -> float:
+    """The tick-over-NVML ratio of tensor-core calls on ``device`` (a row's
+    ``launch_config.device``): :data:`TICK_OVER_NVML_BY_DEVICE`, else the H200's
+    :data:`TENSOR_TICK_OVER_NVML`."""
+    return TICK_OVER_NVML_BY_DEVICE.get(device or "", TENSOR_TICK_OVER_NVML)
+
+
+def _device(row: dict) -> str | None:
+    config = row.get("launch_config")
+    return config.get("device") if isinstance(config, dict) else None
 #: Implementations whose model is known to miss part of the kernel (said in the report).
 NOT_MODELLED = {"sdpa_efficient": "xFormers' kernel: its backward's latency-bound issue "
                 "is not modelled"}
+
+
+def _ratios_text(rows: list[dict]) -> str:
+    """The tick ratio(s) the rows' devices take, for the report's header."""
+    devices = sorted({d for d in (_device(r) for r in rows) if d})
+    ratios = sorted({tensor_tick_over_nvml(d) for d in devices} or {TENSOR_TICK_OVER_NVML})
+    if len(ratios) == 1:
+        return f"{ratios[0]:g}"
+    return " / ".join(f"{tensor_tick_over_nvml(d):g} ({d})" for d in devices)
 
 
 def load_rows(path: Path) -> list[dict]:
@@ -83,7 +112,7 @@ def score(rows: list[dict], gpu: str = "h200-sxm", timing=None) -> list[dict]:
         nvml = r.get("sm_clock_mean_hz")
         # a calibrated profile's rates were measured per NVML clock, so its clock is NVML's
         tick = uses_tensor_cores([k.cost for k in p.kernels]) and p.gpu.calibration is None
-        clock = nvml * (TENSOR_TICK_OVER_NVML if tick else 1.0) if nvml else None
+        clock = nvml * (tensor_tick_over_nvml(_device(r)) if tick else 1.0) if nvml else None
         measured_tflops = r.get("grid_flops", 0) / measured / 1e12
         # the GPU's dense matmul peak at the clock the row ran at: above it is impossible
         peak = p.peak_flops_per_s / (p.clock_hz or 1) * (clock or p.clock_hz or 0) / 1e12
@@ -214,7 +243,7 @@ def write(directory: Path, out: Path, gpu: str) -> str:
              + (f", {skipped} unreadable lines skipped" if skipped else "") + "). "
              "Predictions: `perfsim.predict(w, gpu=" + repr(gpu) + ", algorithm=<preset>)` "
              "(perfsim.implementations), sustained clock from the power model. Clock error: "
-             f"against NVML's mean x {TENSOR_TICK_OVER_NVML} for calls with tensor-core work "
+             f"against NVML's mean x {_ratios_text(rows)} for calls with tensor-core work "
              "(the clock the SMs tick at then; validate/probe_tick_clock.py), against NVML's "
              "mean for a calibrated profile (its rates are per NVML clock)." + across, "",
              "| implementation | phase | rows | median \\|err\\| | max \\|err\\| | "

@@ -47,8 +47,9 @@ def rows(results: Path, gpu_id: str, min_seconds: float) -> list[dict]:
     from perfsim.power import uses_tensor_cores
     from perfsim.validate.external_report import (
         PRESETS,
-        TENSOR_TICK_OVER_NVML,
+        _device,
         load_rows,
+        tensor_tick_over_nvml,
         workload_of,
     )
 
@@ -65,7 +66,7 @@ def rows(results: Path, gpu_id: str, min_seconds: float) -> list[dict]:
             continue
         costs = [k.cost for k in p.kernels]
         tick = uses_tensor_cores(costs)
-        clock = r["sm_clock_mean_hz"] * (TENSOR_TICK_OVER_NVML if tick else 1.0)
+        clock = r["sm_clock_mean_hz"] * (tensor_tick_over_nvml(_device(r)) if tick else 1.0)
         terms = power_terms(gpu, costs, r["measured_s"], clock)
         model = sum(terms.values())
         out.append({"impl": r["impl"], "phase": r["phase"], "head_dim": r["head_dim"],
