@@ -527,40 +527,48 @@ class Prediction:
             return None
 
     def _eager_ceiling_lines(self) -> list[str]:
-        """For the longest eager kernel held under its measured ceiling (torch.softmax, the
-        broadcast masked_fill_): the rate it streams at, as a share of the GPU's copy
-        bandwidth, and that the ceiling is an SM-side rate (``perfsim.timing.eager_sm_scale``),
-        so its 'hbm' time is not the memory's."""
+        """For the longest eager kernel that its ceiling binds (torch.softmax, the broadcast
+        masked_fill_; its 'hbm' unit the bound): the rate it streams at, as a share of the
+        GPU's copy bandwidth, and where that ceiling comes from — an SM-side rate carried
+        from the GPU it was measured on (``perfsim.timing.eager_sm_scale``), so its 'hbm'
+        time is not the memory's."""
         from perfsim.software import DEFAULT_SOFTWARE
-        from perfsim.timing import TimingParams, eager_ceiling
+        from perfsim.timing import TimingParams, eager_ceiling, eager_sm_scale
 
-        held = [k for k in self.kernels
-                if k.cost.eager_op in ("softmax", "softmax_masked", "broadcast_fill")]
+        held = [k for k in self.kernels if k.bound == "hbm"
+                and k.cost.eager_op in ("softmax", "softmax_masked", "broadcast_fill")]
         if not held:
             return []
         k = max(held, key=lambda k: k.seconds)
         params = self.timing if isinstance(self.timing, TimingParams) else \
             TimingParams.for_gpu(self.gpu, getattr(self.algorithm, "software",
                                                    DEFAULT_SOFTWARE))
-        share = float(eager_ceiling(k.cost, params)[1])
+        share = float(eager_ceiling(k.cost, params, self.gpu)[1])
         eff = self.gpu.hbm_efficiency if params.hbm_efficiency is None else params.hbm_efficiency
         copy = self.gpu.hbm_bandwidth_bytes_per_s * eff
         what = ("torch.softmax" + (f" on causally masked rows of {int(k.cost.row_length)}"
                                    if k.cost.eager_op == "softmax_masked"
                                    else f" on rows of {int(k.cost.row_length)}")
                 if k.cost.eager_op != "broadcast_fill" else "masked_fill_ with a broadcast mask")
-        why = ("a rate of the SMs, not of the memory (the H200 and the H100, equal SMs and "
-               "clock, 0.72x the bandwidth, ran it at the same bytes per second), carried to "
-               "this GPU by SM count x clock")
-        if self.gpu.calibration:
-            why = "this GPU's own measurement (its calibrated profile)"
-        if share >= 0.999:
+        rate = f"{share * copy / 1e12:.2f} TB/s, {share:.2f} of the copy bandwidth"
+        if params.eager_reference is None:
+            return [f"{k.cost.name} ({_ms(k.seconds)}) streams at the ceiling of {what} in "
+                    f"this timing ({rate}; a calibrated profile's own measurement or a table "
+                    "given): its 'hbm' time is that ceiling, not the memory's."]
+        scale = eager_sm_scale(self.gpu, params)
+        where = ("measured on this GPU model (the software profile's reference)"
+                 if scale == 1.0 else
+                 "carried from the GPU it was measured on by SM count x clock (ASSUMED for "
+                 "SMs of other designs)")
+        why = ("a rate of the SMs, not of the memory: the H200 and the H100, with equal SMs "
+               "and clock and 0.715x the bandwidth, ran it at the same bytes per second")
+        if abs(share - 1.0) < 1e-3:
             return [f"{k.cost.name} ({_ms(k.seconds)}) streams at the copy bandwidth, "
-                    f"{share * copy / 1e12:.2f} TB/s: the measured ceiling of {what} is {why}, "
-                    "and here it is above what the memory delivers."]
-        return [f"{k.cost.name} ({_ms(k.seconds)}) streams at the measured ceiling of {what}: "
-                f"{share * copy / 1e12:.2f} TB/s, {share:.2f} of the copy bandwidth. The "
-                f"ceiling is {why}: its 'hbm' time is that ceiling, not the memory's."]
+                    f"{share * copy / 1e12:.2f} TB/s: the ceiling of {what} is {why}; "
+                    f"{where}, it is above what this GPU's memory delivers."]
+        return [f"{k.cost.name} ({_ms(k.seconds)}) streams at the ceiling of {what}: {rate}. "
+                f"The ceiling is {why}; {where}. Its 'hbm' time is that ceiling, not the "
+                "memory's."]
 
     def _unpacked_window_line(self) -> list[str]:
         """Why a windowed one-token GQA decode runs unpacked under flash-attn 2's rule, where
@@ -748,7 +756,7 @@ class Prediction:
         for k in self.kernels:
             rate = dict(rates(self.gpu, k.cost, params, self.clock_hz or self.gpu.clock_hz))
             # the measured ceilings of eager kernels and the SGEMM law, as the timing applies
-            ceiling = eager_ceiling(k.cost, params)
+            ceiling = eager_ceiling(k.cost, params, self.gpu)
             if ceiling is not None:
                 rate[ceiling[0]] = rate[ceiling[0]] * ceiling[1]
             if self.gpu.l2_reduction_bytes_per_s:

@@ -155,14 +155,22 @@ class TimingParams(BaseModel):
             calibrated profile's fitted figure, which says how it was obtained; 0 turns it
             off).
         eager_softmax: ``((row_length, efficiency), ...)``: the fraction of the reachable HBM
-            bandwidth ``torch.softmax`` reaches at each row length (interpolated in log2 of
-            the length); empty = 1. From the software profile (catalog GPUs) or a calibrated
-            profile's ``eager_softmax_<L>``.
+            copy bandwidth ``torch.softmax`` reaches at each row length (interpolated in log2
+            of the length); empty = 1. From the software profile (catalog GPUs) or a
+            calibrated profile's ``eager_softmax_<L>``. With ``eager_reference`` set, the
+            fractions (this one and ``eager_broadcast_fill``) are of the reference GPU's copy
+            bandwidth and are carried to the GPU at hand by SM count x clock
+            (:func:`eager_sm_scale`), capped at its copy bandwidth.
         eager_softmax_masked: ``((row_length, ratio), ...)``: ``torch.softmax``'s rate on
             causally masked scores over its rate on unmasked ones (``KernelCost.eager_op=
             "softmax_masked"``); empty = 1.
         eager_broadcast_fill: the same for ``masked_fill_`` with a broadcast mask.
-        eager_strided_copy: the same for PyTorch's strided elementwise copy.
+        eager_strided_copy: the same for PyTorch's strided elementwise copy (a fraction of
+            every GPU's own copy bandwidth: not measured on a second GPU).
+        eager_reference: ``(copy B/s, SMs, SM clock Hz)`` of the GPU the eager ceilings were
+            measured on, or None (the tables are fractions of every GPU's own copy
+            bandwidth, as a calibrated profile's are). The catalog's default: the
+            ``pytorch`` software profile's H200 (4.1712e12 B/s, 132, 1.98e9).
         sgemm_peak_fraction, sgemm_tile_overhead_k: the K law of cuBLAS's SIMT SGEMM (fp32
             matmuls with TF32 off, ``KernelCost.eager_op="sgemm"``): it sustains
             ``e_inf · K / (K + k0)`` of the FP32 pipes' peak for reduction length ``K``
@@ -214,6 +222,7 @@ class TimingParams(BaseModel):
     eager_softmax_masked: tuple[tuple[float, float], ...] = ()
     eager_broadcast_fill: float = Field(default=1.0, ge=MIN_FRACTION, le=MAX_EAGER_FRACTION)
     eager_strided_copy: float = Field(default=1.0, ge=MIN_FRACTION, le=1)
+    eager_reference: tuple[float, int, float] | None = None
     sgemm_peak_fraction: float = Field(default=1.0, ge=MIN_FRACTION, le=1)
     sgemm_tile_overhead_k: float = Field(default=0.0, ge=0, le=4096)
     sgemm_width: tuple[tuple[float, float], ...] = ()
@@ -295,6 +304,25 @@ class TimingParams(BaseModel):
             return value
         return _finite(value)
 
+    @field_validator("eager_reference", mode="before")
+    @classmethod
+    def _reference(cls, value):
+        """``(copy bandwidth B/s, SMs, SM clock Hz)`` of the GPU the eager tables were
+        measured on, each finite and positive, or None."""
+        if value is None:
+            return value
+        if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__") \
+                or len(tuple(value)) != 3:
+            raise ValueError("must be (copy bandwidth in B/s, SM count, SM clock in Hz) of "
+                             f"the GPU the eager ceilings were measured on, or None; got "
+                             f"{_short(value)}")
+        bw, sms, clock = (_finite(x) for x in value)
+        if not (1e9 <= bw <= 1e15 and 1 <= sms <= 4096 and sms == int(sms)
+                and 1e8 <= clock <= 5e9):
+            raise ValueError("must be (copy bandwidth 1e9-1e15 B/s, a whole SM count 1-4096, "
+                             f"an SM clock 1e8-5e9 Hz), got {_short(value)}")
+        return (float(bw), int(sms), float(clock))
+
     @field_validator("clock", mode="before")
     @classmethod
     def _clock_name(cls, v):
@@ -352,21 +380,12 @@ class TimingParams(BaseModel):
                 "sgemm_peak_fraction": sw.sgemm_peak_fraction,
                 "sgemm_tile_overhead_k": sw.sgemm_tile_overhead_k,
                 "sgemm_width": sw.table("sgemm_width")}
-        scale = eager_sm_scale(gpu, sw, overrides.get("hbm_efficiency"))
-        if scale != 1.0 and not gpu.calibration:
-            soft = base["eager_softmax"]
-            if soft and base["eager_softmax_masked"]:
-                # the masked rate is an SM-side rate too: capped itself, not the unmasked
-                # rate's cap times the ratio
-                logs, shares = np.log2([n for n, _ in soft]), [f for _, f in soft]
-                masked = []
-                for n, ratio in base["eager_softmax_masked"]:
-                    f = float(np.interp(np.log2(n), logs, shares))
-                    masked.append((n, _sm_side_share(f * ratio, scale)
-                                   / _sm_side_share(f, scale)))
-                base["eager_softmax_masked"] = tuple(masked)
-            base["eager_softmax"] = tuple((n, _sm_side_share(f, scale)) for n, f in soft)
-            base["eager_broadcast_fill"] = _sm_side_share(base["eager_broadcast_fill"], scale)
+        if sw.eager_reference_copy_bytes_per_s is not None and not gpu.calibration:
+            # the ceilings are SM-side rates measured on this GPU model: carried to the GPU at
+            # hand by SM count x clock where they are used (eager_sm_scale)
+            base["eager_reference"] = (sw.eager_reference_copy_bytes_per_s,
+                                       sw.eager_reference_sm_count,
+                                       sw.eager_reference_clock_hz)
         if gpu.calibration:
             cal = CalibratedTiming.of(gpu.calibration)
             bw = gpu.hbm_bandwidth_bytes_per_s
@@ -408,8 +427,12 @@ class TimingParams(BaseModel):
             return self.host_floor_fwd_unmasked_s + extra
         return self.host_floor_fwd_s + extra
 
-    def eager_efficiency(self, cost: KernelCost):
-        """Reachable fraction of HBM bandwidth for an eager kernel (1 when not measured)."""
+    def eager_efficiency(self, cost: KernelCost, gpu: GPUSpec | None = None):
+        """Reachable fraction of ``gpu``'s HBM copy bandwidth for an eager kernel (1 when not
+        measured). With :attr:`eager_reference` set and ``gpu`` given, the softmax and
+        broadcast-fill ceilings are SM-side rates carried from the reference GPU
+        (:func:`eager_sm_scale`), each capped at the copy bandwidth — the causally masked
+        softmax's own rate, not the unmasked cap times the mask's ratio."""
         if cost.eager_op in ("softmax", "softmax_masked"):
             share = 1.0
             if self.eager_softmax:
@@ -418,12 +441,21 @@ class TimingParams(BaseModel):
             if cost.eager_op == "softmax_masked" and self.eager_softmax_masked:
                 log_lengths, ratios = _log2_table(self.eager_softmax_masked)
                 share = share * np.interp(np.log2(cost.row_length), log_lengths, ratios)
-            return share
+            return self._carried(share, gpu)
         if cost.eager_op == "broadcast_fill":
-            return self.eager_broadcast_fill
+            return self._carried(self.eager_broadcast_fill, gpu)
         if cost.eager_op == "strided_copy":
             return self.eager_strided_copy
         return 1.0
+
+    def _carried(self, share, gpu):
+        """``share`` (a fraction of the reference GPU's copy bandwidth) on ``gpu``."""
+        if gpu is None or self.eager_reference is None:
+            return share
+        scale = eager_sm_scale(gpu, self)
+        if not isinstance(scale, np.ndarray) and scale == 1.0:
+            return share
+        return _sm_side_share(share, scale)
 
     def sgemm_efficiency(self, k, n=None):
         """Share of the FP32 pipes' peak an SGEMM of reduction length ``k`` (and output width
@@ -435,34 +467,48 @@ class TimingParams(BaseModel):
         return law * np.interp(n, widths, fractions, right=1.0)
 
 
-def eager_sm_scale(gpu: GPUSpec, software: SoftwareProfile, hbm_efficiency=None) -> float:
-    """Factor from a software profile's eager ceilings (``eager_softmax``,
+def eager_sm_scale(gpu: GPUSpec, params: TimingParams) -> float:
+    """Factor from the eager ceilings of ``params`` (``eager_softmax``,
     ``eager_broadcast_fill``: fractions of the copy bandwidth of the GPU they were measured
-    on) to the same kernels' fractions of ``gpu``'s copy bandwidth, or 1 when the profile
-    names no reference GPU.
+    on, ``params.eager_reference``) to the same kernels' fractions of ``gpu``'s copy
+    bandwidth; 1 when ``params`` names no reference (a calibrated profile: its own GPU's).
 
     The ceilings are SM-side rates, not shares of the memory: measured with the same
-    microbenchmark (``validate/eager_ceilings.py``) on the H100 SXM5 (3.0e12 B/s copy) and the
+    microbenchmark (``validate/eager_ceilings.py``) on the H100 SXM5 (2.97e12 B/s copy) and the
     H200 (4.15e12 B/s), which have the same 132 SMs at the same 1980 MHz, ``torch.softmax``
     ran at 0.88-1.00 of the H200's bytes per second at every row length from 128 to 16384
-    (median 0.97) and ``masked_fill_`` with a broadcast mask at 0.93, while the copy ran at
-    0.72 and softmax's backward, which the model keeps bandwidth-bound, at 0.70-0.76
-    (``validate/reports/h100/probes/eager_bwd/eager_ceilings.json``). So the rate per SM and
-    clock carries to another GPU: ``rate = fraction x reference copy bandwidth x (SMs x
-    max_clock_hz) / (reference SMs x reference clock)``, as a fraction of ``gpu``'s reachable
-    copy bandwidth (``hbm_bandwidth_bytes_per_s x hbm_efficiency``, the ``TimingParams``
-    override if given). ASSUMED: eager kernels run at ``max_clock_hz`` (they carry no
-    tensor-core work; the H100 and H200 ran SDPA math's calls at 1980 MHz), and an SM of
-    another architecture sustains the H100/H200's bytes per clock (not measured).
-    :func:`_sm_side_share` caps the result at the copy bandwidth."""
-    ref_bw = software.eager_reference_copy_bytes_per_s
-    if ref_bw is None:
+    (median 0.98) and ``masked_fill_`` with a broadcast mask at 0.93, while the copy ran at
+    0.715 and softmax's backward, which the model keeps bandwidth-bound, at 0.70-0.76
+    (``validate/reports/h100/probes/eager_bwd/eager_ceilings.json``). So the rate carries to
+    another GPU by SM count x clock: ``rate = fraction x reference copy bandwidth x (SMs x
+    clock) / (reference SMs x reference clock)``, as a fraction of ``gpu``'s reachable copy
+    bandwidth (``hbm_bandwidth_bytes_per_s x hbm_efficiency``, ``params.hbm_efficiency`` if
+    set). The clock: a fixed lock (``params.clock`` in Hz, at most ``max_clock_hz``) or the
+    datasheet ``clock_hz`` when the timing asks for it, else ``max_clock_hz`` (eager kernels
+    carry no tensor-core work; the H100 and H200 ran SDPA math's calls at 1980 MHz).
+    ASSUMED: the rate scales with the clock and the SM count (the two GPUs measured share both,
+    so they show only that it does not follow the bandwidth; a kernel bound by bytes in flight
+    over latency would follow the SMs but not the clock), and an SM of another architecture
+    sustains the H100/H200's bytes per clock (not measured). :func:`_sm_side_share` caps the
+    result at the copy bandwidth."""
+    ref = params.eager_reference
+    if ref is None:
         return 1.0
-    eff = gpu.hbm_efficiency if hbm_efficiency is None else hbm_efficiency
+    ref_bw, ref_sms, ref_clock = ref
+    eff = gpu.hbm_efficiency if params.hbm_efficiency is None else params.hbm_efficiency
+    clock = params.clock
+    if clock == "datasheet":
+        clock = gpu.clock_hz
+    elif isinstance(clock, str):
+        clock = gpu.max_clock_hz
+    else:
+        clock = minimum(clock, gpu.max_clock_hz)
     scale = (ref_bw / (gpu.hbm_bandwidth_bytes_per_s * eff)
-             * (gpu.sm_count * gpu.max_clock_hz)
-             / (software.eager_reference_sm_count * software.eager_reference_clock_hz))
+             * (gpu.sm_count * clock) / (ref_sms * ref_clock))
     # the reference GPU itself: exactly its own fractions, not a rounding away from them
+    # (GPU fields are arrays in a sweep over what-if hardware)
+    if isinstance(scale, np.ndarray):
+        return np.where(np.abs(scale - 1.0) < 1e-9, 1.0, scale)
     return 1.0 if abs(scale - 1.0) < 1e-9 else scale
 
 
@@ -470,7 +516,7 @@ def _sm_side_share(fraction: float, scale: float) -> float:
     """A measured eager fraction carried by :func:`eager_sm_scale`'s ``scale``: no faster
     than the copy bandwidth (a kernel that reads and writes every byte streams no faster than
     a copy) unless the table itself says so, and at least ``MIN_FRACTION``."""
-    return max(MIN_FRACTION, min(fraction * scale, max(fraction, 1.0)))
+    return maximum(MIN_FRACTION, minimum(fraction * scale, maximum(fraction, 1.0)))
 
 
 def _log2_table(table: tuple) -> tuple:
@@ -703,7 +749,7 @@ class KernelClock:
             # the L2's time for the kernel's TMA row segments (KernelCost.l2_request_seconds)
             # and its fp32 reductions, which take turns with them (l2_request_path_seconds)
             hbm = maximum(hbm, l2_request_path_seconds(cost, gpu))
-        self.ceiling = ceiling = eager_ceiling(cost, params)
+        self.ceiling = ceiling = eager_ceiling(cost, params, gpu)
         if ceiling is not None and ceiling[0] == "hbm":
             hbm = hbm / ceiling[1]
         self.hbm_seconds = hbm
@@ -1178,7 +1224,7 @@ def _edge_shares(edges, hbm_only) -> list:
     return [one if h else every for h in hbm_only]
 
 
-def eager_ceiling(cost: KernelCost, params: TimingParams):
+def eager_ceiling(cost: KernelCost, params: TimingParams, gpu: GPUSpec | None = None):
     """``(unit, share)`` of an eager PyTorch kernel's measured ceiling — the FP32 pipes at
     the SGEMM K law (``TimingParams.sgemm_efficiency``) or HBM at its measured fraction of
     the copy bandwidth (``TimingParams.eager_efficiency``) — or ``None`` for other kernels.
@@ -1186,7 +1232,7 @@ def eager_ceiling(cost: KernelCost, params: TimingParams):
     if cost.eager_op == "sgemm":
         return "fp32", params.sgemm_efficiency(cost.row_length, cost.gemm_n)
     if cost.eager_op:
-        return "hbm", params.eager_efficiency(cost)
+        return "hbm", params.eager_efficiency(cost, gpu)
     return None
 
 

@@ -280,7 +280,7 @@ def _eager_rate(gpu, row_length, op="softmax"):
 
     spec = perfsim.load_gpu(gpu)
     params = TimingParams.for_gpu(spec, "sdpa-math")
-    share = params.eager_efficiency(SimpleNamespace(eager_op=op, row_length=row_length))
+    share = params.eager_efficiency(SimpleNamespace(eager_op=op, row_length=row_length), spec)
     return share * spec.hbm_bandwidth_bytes_per_s * spec.hbm_efficiency
 
 
@@ -299,9 +299,7 @@ def test_eager_ceilings_are_sm_side_rates_measured_on_a_second_gpu():
                      if re.fullmatch(r"eager_softmax_\d+", n))
     assert len(lengths) >= 50
     spec = perfsim.load_gpu("h100-sxm5")
-    old = TimingParams.for_gpu(spec, load_software("sdpa-math").model_copy(
-        update={"eager_reference_copy_bytes_per_s": None, "eager_reference_sm_count": None,
-                "eager_reference_clock_hz": None}))
+    old = TimingParams.for_gpu(spec, "sdpa-math", eager_reference=None)
     from types import SimpleNamespace
 
     copy = spec.hbm_bandwidth_bytes_per_s * spec.hbm_efficiency
@@ -309,7 +307,8 @@ def test_eager_ceilings_are_sm_side_rates_measured_on_a_second_gpu():
     for n in lengths:
         measured = rows[f"eager_softmax_{n}"]
         errors.append(abs(_eager_rate("h100-sxm5", n) / measured - 1))
-        old_share = old.eager_efficiency(SimpleNamespace(eager_op="softmax", row_length=n))
+        old_share = old.eager_efficiency(SimpleNamespace(eager_op="softmax", row_length=n),
+                                         spec)
         old_errors.append(abs(old_share * copy / measured - 1))
     errors.sort()
     old_errors.sort()
@@ -327,7 +326,8 @@ def test_eager_ceilings_follow_sms_and_clock_not_memory():
     bandwidth; the H200 the ceilings were measured on keeps its own fractions exactly."""
     from perfsim.timing import eager_sm_scale
 
-    assert eager_sm_scale(perfsim.load_gpu("h200-sxm"), load_software("sdpa-math")) == 1.0
+    h200 = perfsim.load_gpu("h200-sxm")
+    assert eager_sm_scale(h200, TimingParams.for_gpu(h200, "sdpa-math")) == 1.0
     base = perfsim.load_gpu("h100-sxm5")
     w = W(batch=4, heads=16, seqlen_q=4096, head_dim=128, dtype="bf16")
 
@@ -351,6 +351,19 @@ def test_eager_ceilings_follow_sms_and_clock_not_memory():
         cast.unit_seconds["hbm"] / cast.cost.hbm_bytes, rel=1e-9)
     assert "streams at the copy bandwidth" in copy_bound.explain()
     assert "ceiling is a rate of the SMs" in perfsim.predict(w, base, "sdpa-math").explain()
+    # a clock lock slows the SM-side rate with it (eager kernels tick at the lock)
+    locked = perfsim.predict(w, base, "sdpa-math", timing={"clock": 0.99e9})
+    assert next(k for k in locked.kernels if k.cost.name == "softmax").seconds == \
+        pytest.approx(2 * kernel_s(base, "softmax"), rel=1e-3)
+    # the timing of one GPU carries to another: the ceiling is taken with the GPU at hand
+    h200_params = perfsim.timing_for("h200-sxm", "sdpa-math")
+    assert perfsim.predict(w, base, "sdpa-math", timing=h200_params).seconds == \
+        pytest.approx(perfsim.predict(w, base, "sdpa-math").seconds, rel=1e-12)
+    # one override, two routes: the same timing
+    a = perfsim.predict(w, base, "sdpa-math", timing={"hbm_efficiency": 0.5})
+    b = perfsim.predict(w, base, "sdpa-math", timing=TimingParams.for_gpu(
+        base, "sdpa-math").replace(hbm_efficiency=0.5))
+    assert a.seconds == pytest.approx(b.seconds, rel=1e-12)
     # the causally masked softmax is an SM-side rate too: at 16x the SMs it also meets the
     # copy bandwidth, not the unmasked rate's cap times the mask's ratio
     causal = perfsim.predict(w.model_copy(update={"causal": True}), many, "eager")
@@ -360,13 +373,46 @@ def test_eager_ceilings_follow_sms_and_clock_not_memory():
         cast.unit_seconds["hbm"] / cast.cost.hbm_bytes, rel=1e-9)
 
 
+def test_masked_softmax_is_carried_and_capped_itself():
+    """At every row length, not only the masked table's: the causally masked softmax's share
+    on a GPU is min(scale x f(n) x r(n), 1), with f the unmasked table and r the mask's ratio
+    interpolated at n (the RTX 5090 at N = 2176 had read 0.98 where this gives 0.80)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from perfsim.timing import eager_sm_scale
+
+    for gpu in ("rtx-5090", "rtx-3090", "a100-sxm4-40gb", "h100-pcie", "b200"):
+        spec = perfsim.load_gpu(gpu)
+        params = TimingParams.for_gpu(spec, "sdpa-math")
+        scale = eager_sm_scale(spec, params)
+        (fl, fv), (rl, rv) = (zip(*t) for t in (params.eager_softmax,
+                                                   params.eager_softmax_masked))
+        for n in (384, 640, 1152, 2176, 3000, 7000, 12000):
+            f = np.interp(np.log2(n), np.log2(fl), fv)
+            r = np.interp(np.log2(n), np.log2(rl), rv)
+            got = params.eager_efficiency(SimpleNamespace(eager_op="softmax_masked",
+                                                          row_length=n), spec)
+            assert got == pytest.approx(min(scale * f * r, 1.0), rel=1e-12), (gpu, n)
+
+
 def test_eager_reference_is_given_whole():
-    """The reference GPU of the eager ceilings is all three numbers or none."""
+    """The reference GPU of the eager ceilings is all three numbers or none, in the software
+    profile and in ``TimingParams``; a bad value is one PerfsimError."""
     from perfsim.software import SoftwareProfile
 
     data = {**load_software("pytorch").model_dump(), "eager_reference_sm_count": None}
     with pytest.raises(ValueError, match="go together"):
         SoftwareProfile.model_validate(data)
+    h100 = perfsim.load_gpu("h100-sxm5")
+    for bad in ((4e12, 132), (4e12, 132.5, 2e9), (0, 132, 2e9), "4e12", (4e12, 132, float("nan"))):
+        with pytest.raises(perfsim.PerfsimError, match="eager_reference"):
+            TimingParams.for_gpu(h100, "sdpa-math", eager_reference=bad)
+    w = W(batch=1, heads=1, seqlen_q=64, head_dim=64)
+    for bad in (0, "0.5", [0.5]):
+        with pytest.raises(perfsim.PerfsimError, match="hbm_efficiency"):
+            perfsim.predict(w, "h100-sxm5", "sdpa-math", timing={"hbm_efficiency": bad})
 
 
 def test_eager_backward_kernels_follow_the_profile():
