@@ -165,8 +165,9 @@ class TimingParams(BaseModel):
             causally masked scores over its rate on unmasked ones (``KernelCost.eager_op=
             "softmax_masked"``); empty = 1.
         eager_broadcast_fill: the same for ``masked_fill_`` with a broadcast mask.
-        eager_strided_copy: the same for PyTorch's strided elementwise copy (a fraction of
-            every GPU's own copy bandwidth: not measured on a second GPU).
+        eager_strided_copy: the same for PyTorch's strided elementwise copy (carried as the
+            ceilings above: SDPA flash's backward layout copies took 99-102 µs on the H100 and
+            97-99 µs on the H200, validate/reports/h100/probes/profile_calls.json).
         eager_reference: ``(copy B/s, SMs, SM clock Hz)`` of the GPU the eager ceilings were
             measured on, or None (the tables are fractions of every GPU's own copy
             bandwidth, as a calibrated profile's are). The catalog's default: the
@@ -432,7 +433,8 @@ class TimingParams(BaseModel):
         measured). With :attr:`eager_reference` set and ``gpu`` given, the softmax and
         broadcast-fill ceilings are SM-side rates carried from the reference GPU
         (:func:`eager_sm_scale`), each capped at the copy bandwidth — the causally masked
-        softmax's own rate, not the unmasked cap times the mask's ratio."""
+        softmax's own rate, not the unmasked cap times the mask's ratio — and so is PyTorch's
+        strided copy."""
         if cost.eager_op in ("softmax", "softmax_masked"):
             share = 1.0
             if self.eager_softmax:
@@ -445,7 +447,7 @@ class TimingParams(BaseModel):
         if cost.eager_op == "broadcast_fill":
             return self._carried(self.eager_broadcast_fill, gpu)
         if cost.eager_op == "strided_copy":
-            return self.eager_strided_copy
+            return self._carried(self.eager_strided_copy, gpu)
         return 1.0
 
     def _carried(self, share, gpu):
