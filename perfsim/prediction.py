@@ -536,7 +536,8 @@ class Prediction:
         from perfsim.timing import TimingParams, eager_ceiling, eager_sm_scale
 
         held = [k for k in self.kernels if k.bound == "hbm"
-                and k.cost.eager_op in ("softmax", "softmax_masked", "broadcast_fill")]
+                and k.cost.eager_op in ("softmax", "softmax_masked", "broadcast_fill",
+                                        "strided_copy")]
         if not held:
             return []
         k = max(held, key=lambda k: k.seconds)
@@ -546,11 +547,20 @@ class Prediction:
         share = float(eager_ceiling(k.cost, params, self.gpu)[1])
         eff = self.gpu.hbm_efficiency if params.hbm_efficiency is None else params.hbm_efficiency
         copy = self.gpu.hbm_bandwidth_bytes_per_s * eff
-        what = ("torch.softmax" + (f" on causally masked rows of {int(k.cost.row_length)}"
-                                   if k.cost.eager_op == "softmax_masked"
-                                   else f" on rows of {int(k.cost.row_length)}")
-                if k.cost.eager_op != "broadcast_fill" else "masked_fill_ with a broadcast mask")
+        if k.cost.eager_op == "broadcast_fill":
+            what = "masked_fill_ with a broadcast mask"
+        elif k.cost.eager_op == "strided_copy":
+            what = "PyTorch's strided elementwise copy (layout copies, head-dim pads)"
+        else:
+            what = "torch.softmax" + (f" on causally masked rows of {int(k.cost.row_length)}"
+                                      if k.cost.eager_op == "softmax_masked"
+                                      else f" on rows of {int(k.cost.row_length)}")
         rate = f"{share * copy / 1e12:.2f} TB/s, {share:.2f} of the copy bandwidth"
+        if params.eager_reference is None and k.cost.eager_op == "strided_copy":
+            return [f"{k.cost.name} ({_ms(k.seconds)}) streams at {rate}: the software "
+                    f"profile's share for {what}, taken of this GPU's own copy bandwidth "
+                    "(a calibrated profile does not measure it): its 'hbm' time is that "
+                    "ceiling, not the memory's."]
         if params.eager_reference is None:
             return [f"{k.cost.name} ({_ms(k.seconds)}) streams at the ceiling of {what} in "
                     f"this timing ({rate}; a calibrated profile's own measurement or a table "

@@ -71,7 +71,8 @@ class SoftwareProfile(BaseModel):
                                         "broadcast mask reaches")
     eager_reference_copy_bytes_per_s: float | None = Field(
         default=None, gt=0, le=1e15, description="the HBM copy bandwidth (B/s) the "
-        "eager_softmax and eager_broadcast_fill fractions were measured against; with the two "
+        "eager_softmax, eager_broadcast_fill and strided_copy fractions were measured "
+        "against; with the two "
         "fields below it marks those ceilings as SM-side rates that carry to other GPUs by "
         "SM count x clock, not by bandwidth (perfsim.timing.eager_sm_scale); None: fractions "
         "of every GPU's own copy bandwidth")
@@ -81,7 +82,8 @@ class SoftwareProfile(BaseModel):
         default=None, ge=1e8, le=5e9, description="SM clock (Hz) the ceilings were measured at")
     strided_copy: float = Field(default=1.0, ge=0.01, le=1, description="fraction of the HBM "
                                 "copy bandwidth PyTorch's strided (non-vectorised) elementwise "
-                                "copy reaches")
+                                "copy reaches (of the reference GPU's when eager_reference_* "
+                                "are set)")
     sgemm_peak_fraction: float = Field(
         default=1.0, ge=0.01, le=1, description="share of the FP32 pipes' peak cuBLAS's SIMT "
         "SGEMM main loop sustains (its FFMA share of issue slots): e_inf of the K law "

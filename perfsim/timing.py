@@ -158,9 +158,11 @@ class TimingParams(BaseModel):
             copy bandwidth ``torch.softmax`` reaches at each row length (interpolated in log2
             of the length); empty = 1. From the software profile (catalog GPUs) or a
             calibrated profile's ``eager_softmax_<L>``. With ``eager_reference`` set, the
-            fractions (this one and ``eager_broadcast_fill``) are of the reference GPU's copy
-            bandwidth and are carried to the GPU at hand by SM count x clock
-            (:func:`eager_sm_scale`), capped at its copy bandwidth.
+            fractions (this one, ``eager_broadcast_fill`` and ``eager_strided_copy``) are of
+            the reference GPU's copy bandwidth and are carried to the GPU at hand by SM count
+            x clock (:func:`eager_sm_scale`), capped at its copy bandwidth; an override of
+            them is read the same way (pass ``eager_reference=None`` for fractions of the
+            GPU's own copy bandwidth).
         eager_softmax_masked: ``((row_length, ratio), ...)``: ``torch.softmax``'s rate on
             causally masked scores over its rate on unmasked ones (``KernelCost.eager_op=
             "softmax_masked"``); empty = 1.
@@ -471,9 +473,16 @@ class TimingParams(BaseModel):
 
 def eager_sm_scale(gpu: GPUSpec, params: TimingParams) -> float:
     """Factor from the eager ceilings of ``params`` (``eager_softmax``,
-    ``eager_broadcast_fill``: fractions of the copy bandwidth of the GPU they were measured
-    on, ``params.eager_reference``) to the same kernels' fractions of ``gpu``'s copy
-    bandwidth; 1 when ``params`` names no reference (a calibrated profile: its own GPU's).
+    ``eager_broadcast_fill``, ``eager_strided_copy``: fractions of the copy bandwidth of the
+    GPU they were measured on, ``params.eager_reference``) to the same kernels' fractions of
+    ``gpu``'s copy bandwidth; 1 when ``params`` names no reference (a calibrated profile: its
+    own GPU's; its strided copy, which ``calibrate`` does not measure, then stays the
+    software profile's share of the calibrated GPU's own bandwidth).
+
+    The cap at the copy bandwidth is an extrapolation where the carried rate exceeds it (the
+    RTX 3090/4090/5090, L40S, A10G: SDPA flash's layout copies and pads and the eager softmax
+    there run 17-37 % shorter than under the former bandwidth rule): no GPU where it binds was
+    measured.
 
     The ceilings are SM-side rates, not shares of the memory: measured with the same
     microbenchmark (``validate/eager_ceilings.py``) on the H100 SXM5 (2.97e12 B/s copy) and the

@@ -66,7 +66,10 @@ def profile(name, batch, heads, seqlen, head_dim, causal, reps=5) -> dict:
 
 
 def main(argv=None) -> int:
+    import torch
+
     out_path = (argv or sys.argv[1:] or ["profile_calls.json"])[0]
+    device = torch.cuda.get_device_name(0)
     records = []
     for batch, heads, seqlen, head_dim, causal in SHAPES:
         for name in CALLS:
@@ -75,7 +78,8 @@ def main(argv=None) -> int:
             except Exception as exc:  # noqa: BLE001 - recorded
                 kernels = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
             records.append({"call": name, "batch": batch, "heads": heads, "seqlen": seqlen,
-                            "head_dim": head_dim, "causal": causal, "kernels": kernels})
+                            "head_dim": head_dim, "causal": causal, "kernels": kernels,
+                            "device": device})
             print(json.dumps(records[-1])[:2000], flush=True)
     with open(out_path, "w", encoding="utf-8") as fh:
         json.dump(records, fh, indent=1)
