@@ -526,14 +526,22 @@ class Prediction:
         except PerfsimError:
             return None
 
+    def _timing_params(self):
+        """The ``TimingParams`` this prediction ran with: its own, else the defaults of its GPU
+        under its algorithm's software profile."""
+        from perfsim.software import software_of
+
+        if isinstance(self.timing, TimingParams):
+            return self.timing
+        return TimingParams.for_gpu(self.gpu, software_of(self.algorithm))
+
     def _eager_ceiling_lines(self) -> list[str]:
         """For the longest eager kernel that its ceiling binds (torch.softmax, the broadcast
         masked_fill_; its 'hbm' unit the bound): the rate it streams at, as a share of the
         GPU's copy bandwidth, and where that ceiling comes from — an SM-side rate carried
         from the GPU it was measured on (``perfsim.timing.eager_sm_scale``), so its 'hbm'
         time is not the memory's."""
-        from perfsim.software import DEFAULT_SOFTWARE
-        from perfsim.timing import TimingParams, eager_ceiling, eager_sm_scale
+        from perfsim.timing import eager_ceiling, eager_sm_scale
 
         held = [k for k in self.kernels if k.bound == "hbm"
                 and k.cost.eager_op in ("softmax", "softmax_masked", "broadcast_fill",
@@ -541,12 +549,9 @@ class Prediction:
         if not held:
             return []
         k = max(held, key=lambda k: k.seconds)
-        params = self.timing if isinstance(self.timing, TimingParams) else \
-            TimingParams.for_gpu(self.gpu, getattr(self.algorithm, "software",
-                                                   DEFAULT_SOFTWARE))
+        params = self._timing_params()
         share = float(eager_ceiling(k.cost, params, self.gpu)[1])
-        eff = self.gpu.hbm_efficiency if params.hbm_efficiency is None else params.hbm_efficiency
-        copy = self.gpu.hbm_bandwidth_bytes_per_s * eff
+        copy = params.copy_bandwidth(self.gpu)
         if k.cost.eager_op == "broadcast_fill":
             what = "masked_fill_ with a broadcast mask"
         elif k.cost.eager_op == "strided_copy":
@@ -753,12 +758,9 @@ class Prediction:
         as counted, without whole-tile padding or tail effects, so the terms of one unit add
         up to at most that unit's time; an eager kernel's HBM terms at its measured ceiling
         and an SGEMM's FMA-pipe terms at its K law, as the timing takes them."""
-        from perfsim.software import DEFAULT_SOFTWARE
-        from perfsim.timing import TimingParams, eager_ceiling
+        from perfsim.timing import eager_ceiling
 
-        params = self.timing if isinstance(self.timing, TimingParams) else \
-            TimingParams.for_gpu(self.gpu, getattr(self.algorithm, "software",
-                                                   DEFAULT_SOFTWARE))
+        params = self._timing_params()
         unit_of = {"tensor": "tensor", "fp32": "fp32", "alu": "alu", "mufu": "mufu",
                    "smem_read": "smem", "smem_write": "smem", "hbm_read": "hbm",
                    "hbm_write": "hbm"}

@@ -452,6 +452,12 @@ class TimingParams(BaseModel):
             return self._carried(self.eager_strided_copy, gpu)
         return 1.0
 
+    def copy_bandwidth(self, gpu: GPUSpec):
+        """``gpu``'s reachable HBM copy bandwidth under this timing (B/s): its datasheet rate
+        times ``hbm_efficiency`` (this timing's, else the GPU's)."""
+        eff = gpu.hbm_efficiency if self.hbm_efficiency is None else self.hbm_efficiency
+        return gpu.hbm_bandwidth_bytes_per_s * eff
+
     def _carried(self, share, gpu):
         """``share`` (a fraction of the reference GPU's copy bandwidth) on ``gpu``."""
         if gpu is None or self.eager_reference is None:
@@ -506,7 +512,6 @@ def eager_sm_scale(gpu: GPUSpec, params: TimingParams) -> float:
     if ref is None:
         return 1.0
     ref_bw, ref_sms, ref_clock = ref
-    eff = gpu.hbm_efficiency if params.hbm_efficiency is None else params.hbm_efficiency
     clock = params.clock
     if clock == "datasheet":
         clock = gpu.clock_hz
@@ -514,7 +519,7 @@ def eager_sm_scale(gpu: GPUSpec, params: TimingParams) -> float:
         clock = gpu.max_clock_hz
     else:
         clock = minimum(clock, gpu.max_clock_hz)
-    scale = (ref_bw / (gpu.hbm_bandwidth_bytes_per_s * eff)
+    scale = (ref_bw / params.copy_bandwidth(gpu)
              * (gpu.sm_count * clock) / (ref_sms * ref_clock))
     # the reference GPU itself: exactly its own fractions, not a rounding away from them
     # (GPU fields are arrays in a sweep over what-if hardware)

@@ -281,7 +281,7 @@ def _eager_rate(gpu, row_length, op="softmax"):
     spec = perfsim.load_gpu(gpu)
     params = TimingParams.for_gpu(spec, "sdpa-math")
     share = params.eager_efficiency(SimpleNamespace(eager_op=op, row_length=row_length), spec)
-    return share * spec.hbm_bandwidth_bytes_per_s * spec.hbm_efficiency
+    return share * params.copy_bandwidth(spec)
 
 
 def test_eager_ceilings_are_sm_side_rates_measured_on_a_second_gpu():
