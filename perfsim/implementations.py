@@ -24,8 +24,9 @@ name                    what runs (and the perfsim configuration)
                         ``mma.sync`` (on Blackwell too: perfsim has no cuDNN sm100 model)
 ``sdpa-efficient``      ``SDPBackend.EFFICIENT_ATTENTION``: xFormers' CUTLASS memory-efficient
                         kernels (``cutlassF.h``/``cutlassB.h``) → ``FA2`` with their tiles
-                        by head dim, ``m16n8k8`` MMAs and the address arithmetic of their
-                        instruction census (its backward's latency-bound issue not modelled)
+                        by head dim, ``m16n8k8`` MMAs, the address arithmetic of their
+                        instruction census, PyTorch's key splits and the backward's
+                        locked dQ accumulation (its waits measured without attention)
 ``sdpa-math``, ``eager``  the math backend / eager code: one PyTorch kernel per step →
                         ``Standard`` (math: scale folded into Q and K; eager: separate scale)
 ``flex``                ``torch.compile(flex_attention)``: a Triton template with FA2's loop
@@ -385,6 +386,21 @@ EFFICIENT_BWD_KERNELS = {64: (64, 64, 4, 43_264, 162, 0.0),
                          128: (128, 128, 16, 134_656, 128, 0.0),
                          65536: (128, 64, 8, 61_952, 151, 1536.0)}
 EFFICIENT_BWD_SMALL_SMEM_TILE = (64, 64, 4)
+#: Load latencies (``GPUSpec.load_latency_s``) a cutlassB CTA waits per (query tile, key
+#: tile) step for its locked dQ accumulation (``FA2.dq_lock_waits``): take the lock (two
+#: ``atomicCAS`` and a ``__nanosleep`` when it is free), fence, read the fp32 tile, count the
+#: add (``atomicAdd`` read back), write the tile, fence, release (``kernel_backward.h``,
+#: ``AtomicLock``). Measured without attention by ``validate/probe_dq_lock.py`` on an H100
+#: (``validate/reports/h100/probes/dq_lock/probe_dq_lock.json``): the protocol in a Triton
+#: kernel on cutlassB's grid and query rotation, one 16-warp CTA per SM with a 64 KiB tile
+#: and three 4-warp CTAs per SM with a 16 KiB one, timed against the same kernel without it;
+#: per step, less the tile at ``cta_load_bandwidth_bytes_per_s``, 9.39-10.12 load latencies
+#: (median 9.8) over four runs. An H200 run of an earlier variant (its release an atomic
+#: exchange read back: one more round trip) gave 8.4-9.3. Nsight Compute counts 2.1 and 2.7
+#: ``atomicCAS`` per step: the lock was nearly always free.
+XFORMERS_DQ_LOCK_WAITS = 9.8
+#: cutlassB's GEMMs per step (``kernel_backward.h``: S^T = K Q^T, dV, dP = dO V^T, dQ, dK).
+XFORMERS_BWD_GEMMS = 5
 #: flash_attn.cute sm90 forward tiles by head dim (``interface.py`` ``_tile_size_fwd_sm90``;
 #: head dim 96 takes 192 x 128 when causal; head dim 192 takes 112 keys when the value head
 #: dim is above 128 and 96 with a window; head dim 256 takes 64 keys with a window).
@@ -1049,6 +1065,16 @@ def _efficient(dims, gpu):
     else:
         bwd_m, bwd_n, bwd_warps = EFFICIENT_BWD_SMALL_SMEM_TILE
     bwd["bwd_registers_per_thread"] = registers
+    # The kernel's kMaxK (its table key) against its B_r: above it dK and dV stay in global
+    # memory between steps and are read back each step (``kOutputInRF = kMaxK <= kBlockSizeI``
+    # false), and the next GEMM's operands are not preloaded (``kPreload`` needs
+    # ``kOutputInRF``: the static_assert in kernel_backward.h; the profiled kernel names
+    # carry it — ``..._k64``/``_k128`` preload, ``_k65536`` not).
+    k_max = next(key for key in sorted(EFFICIENT_BWD_KERNELS) if hdim <= key)
+    in_registers = k_max <= bwd_m
+    bwd.update(bwd_key_splits="xformers", dq_lock_waits=XFORMERS_DQ_LOCK_WAITS,
+               bwd_gmem_accumulators=not in_registers,
+               bwd_unprefetched_gemms=0 if in_registers else XFORMERS_BWD_GEMMS)
     # one CTA per (batch, head, query tile): no split-KV, no GQA packing (profiled grid
     # [1, 32, 1] for B = 1, H = 32, one query token). Its census (Nsight Compute on the H200,
     # efficient-fwd/bwd-d128): m16n8k8 HMMAs (CUTLASS's InstructionShape<16, 8, 8> for

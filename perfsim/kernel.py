@@ -138,6 +138,14 @@ class KernelCost:
             instruction stream per CTA). The timing model then charges a load latency per
             wait and a per-CTA load rate (``TimingParams``), and overlaps a CTA's waits only
             with the compute of the other CTAs resident on its SM (``ctas_per_sm``).
+        step_waits: ``None``, or ``(waits, bytes)`` per CTA of a ``tiled`` kernel whose
+            instruction stream stops inside its main loop for its own global-memory round
+            trips that no prefetch covers — a lock taken and released, an accumulator read
+            back, the fences around them (xFormers' locked dQ accumulation): ``waits`` load
+            latencies and ``bytes`` through the CTA's own load path. Unlike ``serial_loads``
+            (charged per wave beside the edges) the timing model joins them to the rest of
+            the kernel as a closed network per SM (``perfsim.timing._step_wait_time``): the
+            other resident CTAs' work hides one CTA's waits.
         local_load_bytes: register-spill reloads from local memory (bytes, the whole grid):
             what the compiler stored there because the kernel's live values exceed the
             registers a thread can address, read back in the main loop (each reload stored
@@ -211,6 +219,7 @@ class KernelCost:
     persistent: bool = False
     unit_edges_exposed: bool = False
     load_chain: tuple | None = None
+    step_waits: tuple | None = None
     bytes_in_flight: object = None
     l2_request_seconds: object = 0
     exp_after: tuple[str, ...] = ()

@@ -831,8 +831,8 @@ class Prediction:
         ranked = sorted(UNITS, key=lambda u: -self.unit_seconds[u])
         parts = ", ".join(f"{u} {_ms(self.unit_seconds[u])}" for u in ranked
                           if self.unit_seconds[u] > 0)
-        reloads = sum(float(k.load_chain["load"]) for k in self.kernels
-                      if k.load_chain is not None and k.load_chain.get("spills"))
+        reloads = sum(float(_spill_parts(k.load_chain)["load"]) for k in self.kernels
+                      if _spill_parts(k.load_chain) is not None)
         if reloads:
             parts += f"; register-spill reloads {_ms(reloads)} (busiest SM)"
         lines.append(f"Each unit alone: {parts}.")
@@ -899,8 +899,11 @@ class Prediction:
 
         inner = getattr(self.algorithm, "config", None)      # an implementation preset
         rule = (inner(Dims.of(w), g) if inner else self.algorithm).overlap_text()
-        if heavy.load_chain is not None and heavy.load_chain.get("spills"):
-            parts = heavy.load_chain
+        spilled = _spill_parts(heavy.load_chain)
+        if heavy.load_chain is not None and heavy.load_chain.get("step_waits"):
+            lines.append(_step_wait_line(heavy, g))
+        if spilled is not None:
+            parts = spilled
             share = parts["load"] / heavy.seconds if heavy.seconds else 0.0
             rate = g.spill_reload_bandwidth_bytes_per_s
             lines.append(
@@ -915,7 +918,7 @@ class Prediction:
                 f"({100 * float(share):.0f} % of the kernel), the rest of the kernel "
                 f"{_ms(parts['compute'])}; "
                 + _spill_overlap_text(parts))
-        elif heavy.load_chain is not None:
+        elif heavy.load_chain is not None and not heavy.load_chain.get("step_waits"):
             parts = heavy.load_chain
             in_flight = parts["in_flight"]
             lines.append(
@@ -1070,3 +1073,31 @@ def _spill_overlap_text(parts: dict) -> str:
     return (f"{per_cta}, each with {streams} consumer warpgroups that reload on their own: "
             f"one warpgroup's reloads hide behind {other} work ({parts['in_flight']} in "
             "flight).")
+
+
+def _spill_parts(chain) -> dict | None:
+    """A kernel timing's register-spill parts (``perfsim.timing._spill_time``): its
+    ``load_chain`` itself, or the spill parts a kernel that also waits inside its loop keeps
+    under ``spill_parts`` (``perfsim.timing._step_wait_time``); ``None`` without spills."""
+    if chain is None:
+        return None
+    if chain.get("spills"):
+        return chain
+    return chain.get("spill_parts")
+
+
+def _step_wait_line(heavy, g) -> str:
+    """The explain line of a kernel whose CTAs wait inside their loop for their own
+    global-memory round trips (``KernelCost.step_waits``)."""
+    parts = heavy.load_chain
+    in_flight = parts["in_flight"]
+    waits = float(np.max(parts["waits"]))
+    return (f"{heavy.cost.name}'s CTAs stop inside their loop for their own global-memory "
+            f"round trips (a lock, an accumulator read back, fences: {waits:.0f} load "
+            f"latencies of {g.load_latency_s * 1e6:.2f} us per CTA, "
+            f"{_source_kind(g, 'load_latency_s')}). On the busiest SM: waits "
+            f"{_ms(parts['latency'])}, their transfers {_ms(parts['load'])}, the rest of the "
+            f"kernel {_ms(parts['compute'])}; "
+            + ("one CTA per SM, so they add." if np.all(in_flight == 1) else
+               f"{in_flight} CTAs per SM hide one's waits behind the others' work "
+               "(a closed network, perfsim.queueing.unpipelined_time)."))

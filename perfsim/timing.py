@@ -734,7 +734,8 @@ class KernelClock:
 
     __slots__ = ("cost", "gpu", "params", "safe_grid", "busiest", "wave_factor", "factors",
                  "demand", "scaled", "hbm_seconds", "ceiling", "groups", "hbm_only",
-                 "gemm_scale", "lead_demand", "edges", "edge_shares", "spills", "launch_s",
+                 "gemm_scale", "lead_demand", "edges", "edge_shares", "spills", "step_waits",
+                 "launch_s",
                  "same_totals", "alu", "_clock", "_result", "_totals",
                  "_by_clock", "_linear")
 
@@ -790,6 +791,7 @@ class KernelClock:
             edges is None or cost.pipeline is None
             or [u for station in cost.pipeline[0] for u in station] != ["hbm"])
         self.spills = not _no_spills(cost) and bool(gpu.spill_reload_bandwidth_bytes_per_s)
+        self.step_waits = cost.step_waits is not None
         launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
         self.launch_s = launched * params.launch_overhead_s
         self._clock = self._result = self._totals = None
@@ -846,6 +848,10 @@ class KernelClock:
         if self.spills:
             chain, chain_bound, body = _spill_time(cost, gpu, unit_seconds, body, self.busiest,
                                                    self.safe_grid, self.edges, lead)
+        if self.step_waits:
+            chain, chain_bound, body = _step_wait_time(cost, gpu, unit_seconds, body,
+                                                       self.busiest, chain, chain_bound,
+                                                       self.edges, lead)
         result = (unit_seconds, body + self.launch_s, chain, chain_bound, self.busiest,
                   wave_factor, lead)
         self._clock, self._result, self._totals = clock_hz, result, totals
@@ -906,7 +912,7 @@ class KernelClock:
         not floating-point numbers: a load chain (its latency term), spills (the reload
         path), a pipeline station that holds HBM, a count that is a symbol."""
         cost = self.cost
-        if (self.groups is None or self.spills
+        if (self.groups is None or self.spills or self.step_waits
                 or (cost.pipeline is not None
                     and any("hbm" in station for station in cost.pipeline[0]))):
             return False
@@ -1310,6 +1316,37 @@ def _spill_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, body, busiest, gri
                                   exp_lead=exp_lead))
     parts = {"load": load, "compute": body, "in_flight": in_flight, "spills": True,
              "ctas": ctas, "streams": cost.spill_streams}
+    return parts, (bound if bound.ndim else str(bound)), t
+
+
+def _step_wait_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, body, busiest,
+                    spill_parts=None, spill_bound=None, edges=None, exp_lead=0.0):
+    """``(parts, bound, seconds)`` of a tiled kernel whose CTAs stop inside their loop for
+    their own global-memory round trips (``KernelCost.step_waits``: per CTA, ``waits`` load
+    latencies and ``bytes`` through its own load path — a lock, an accumulator read back,
+    the fences around it).
+
+    Per SM, the busiest SM's ``busiest`` CTAs, ``k = min(ctas_per_sm, busiest)`` at a time,
+    circulate through a delay (``waits × GPUSpec.load_latency_s`` each, overlapping across
+    CTAs), the SM's load path (``bytes / GPUSpec.cta_load_bandwidth_bytes_per_s``, one CTA
+    at a time) and the rest of the kernel (``body``, its time without these waits, register
+    spills included): :func:`perfsim.queueing.unpipelined_time`, as for an unpipelined
+    kernel (``KernelCost.load_chain``) — one CTA per SM adds them; more hide one CTA's waits
+    behind the others' work. Bound ``latency`` when a CTA spends longer in the waits than in
+    the rest. ``parts`` holds ``step_waits`` (True), the busiest SM's ``latency``, ``load``
+    and ``compute`` seconds, ``in_flight`` (k), ``waits`` per CTA and, for a kernel that also
+    spills, its spill parts (``spill_parts``)."""
+    waits, nbytes = cost.step_waits
+    latency = busiest * waits * gpu.load_latency_s
+    load = busiest * nbytes / gpu.cta_load_bandwidth_bytes_per_s
+    in_flight = minimum(cost.ctas_per_sm, busiest)
+    t, residence = unpipelined_time(latency, load, body, in_flight)
+    below = (spill_bound if spill_bound is not None
+             else binding_unit(unit_seconds, cost.overlap, cost.pipeline, edges,
+                               exp_lead=exp_lead))
+    bound = np.where(residence[0] + residence[1] > residence[2], "latency", below)
+    parts = {"step_waits": True, "latency": latency, "load": load, "compute": body,
+             "in_flight": in_flight, "waits": waits, "spill_parts": spill_parts}
     return parts, (bound if bound.ndim else str(bound)), t
 
 

@@ -267,6 +267,8 @@ def test_fa3_composes_the_fused_kernels_instead_of_inheriting_fa2s_options():
     fa2_only = set(FA2.model_fields) - set(FusedAttention.model_fields)
     assert fa2_only == {"warps", "registers_per_thread", "bwd_registers_per_thread",
                         "dq_recompute", "dq_programs", "dq_reductions", "bwd_prescaled_k",
+                        "bwd_key_splits", "dq_lock_waits", "bwd_gmem_accumulators",
+                        "bwd_unprefetched_gemms",
                         "bwd_masked_row_split",
                         "bwd_spill_bytes",
                         "bwd_smem_per_cta", "fwd_smem_per_cta", "compiled_head_dims",

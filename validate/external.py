@@ -286,6 +286,12 @@ HOLDOUTS = {
                           "up by different amounts to the query and key tiles (N 700-3000, "
                           "N_q > N_k once), frozen for whole tiles on the mask's own diagonal "
                           "(Dims.mask_lengths)",
+    "external-holdout52": "new shapes for xFormers' backward (head dims 32-256 across its three "
+                          "kernels, N 128-12k, B·H 4-320: key splits per key block, one split "
+                          "for a large grid of few keys, ⌊200 / (B·H)⌋ above head dim 128), "
+                          "SDPA memory-efficient, flash and cuDNN, forward and backward; frozen "
+                          "for the locked dQ accumulation (FA2.dq_lock_waits, measured by "
+                          "probe_dq_lock.py), PyTorch's key splits and the gmem accumulators",
 }
 
 

@@ -331,6 +331,18 @@ class FusedAttention(Algorithm):
         block), launched in the backward's grid after its dK/dV programs (FlexAttention)."""
         return False
 
+    def bwd_splits(self, dims: Dims, v, b_c, bh, kd):
+        """CTAs per (batch, head) along the keys of the backward, or ``None`` for one per key
+        block (flash-attn 2's grid; FA2's ``bwd_key_splits`` option)."""
+        return None
+
+    def bwd_step_wait_counts(self, dims: Dims, b_r, b_c, kd, kd_v, splits, kb):
+        """``(load latencies, bytes)`` a backward CTA waits out per step for its own
+        global-memory round trips outside any prefetch (``KernelCost.step_waits``): none
+        here (FA2's options ``dq_lock_waits``, ``bwd_gmem_accumulators``,
+        ``bwd_unprefetched_gemms``)."""
+        return 0, 0
+
     def prescales_k(self) -> bool:
         """Whether the backward first writes a scaled copy of K (one elementwise kernel)."""
         return False
@@ -977,6 +989,11 @@ class FusedAttention(Algorithm):
             working = kv_programs + kinds[1][0]
         else:
             grid = working = v.kv_tiles * bh
+        # xFormers' key splits: CTAs per (batch, head) along the keys, each walking key blocks
+        # split, split + splits, ... (None: one CTA per key block)
+        splits = None if programs else self.bwd_splits(dims, v, b_c, bh, kd)
+        if splits is not None:
+            grid = working = splits * bh
         q_side = bh * v.kv_outer_rows          # (query row, key tile) pairs
         q_total = q_side * (e * (d + d_v) + 2 * STAT_BYTES)   # Q, dO, LSE, D
         q_compulsory = bh * rows_read(dims, b_r) * (e * (d + d_v) + 2 * STAT_BYTES)
@@ -1118,9 +1135,25 @@ class FusedAttention(Algorithm):
         else:
             tail = in_order_tail(v, grid, gpu.sm_count, ctas, dims.masked, False,
                                  columns=True)
+        step_waits = None
+        if splits is not None:
+            # a CTA of several key blocks: the busiest CTA walks ⌈kb / splits⌉ of them, the mean
+            # kb / splits (ASSUMED: their masked lengths mix, so the causal tail is not added
+            # again); its edges (K/V in, dK/dV out, the first Q/dO tiles) come once per block
+            per_cta = cdiv(v.kv_tiles, splits)
+            tail = where(per_cta > 1, per_cta * splits / v.kv_tiles, tail)
+            edge = edge * per_cta
+        waits, wait_bytes = self.bwd_step_wait_counts(dims, b_r, b_c, kd, kd_v, splits,
+                                                      v.kv_tiles)
+        if not (isinstance(waits, (int, float)) and waits == 0):
+            # per CTA: its (query tile, key tile) steps, the busiest's share (tail)
+            steps = bh * v.tiles / grid * tail
+            step_waits = (steps * waits, steps * wait_bytes)
         main = KernelCost.of(
             f"{self.name}_bwd", terms, grid=grid, tiled=True, ctas_per_sm=ctas,
-            edge_bytes=edge, edge_phases=1 if programs else 1 + again,
+            edge_bytes=edge, edge_phases=(1 if programs else 1 + again) * (
+                1 if splits is None else cdiv(v.kv_tiles, splits)),
+            step_waits=step_waits,
             persistent=self.persistent_grid(),
             # a persistent backward's next K/V block waits for this one's dK/dV epilogue
             # (they share shared memory: timing.persistent_unit_seconds)
@@ -1253,6 +1286,24 @@ class FA2(FusedAttention):
             reductions (xFormers' cutlassB: Nsight Compute counts no ``RED``, 0.3-2.6 M
             ``ATOM`` for the lock and the accumulator's ``LDG``/``STG``,
             validate/reports/h200/probes/ncu/summary-efficient.json).
+        bwd_key_splits: how many CTAs of the backward share a (batch, head)'s keys:
+            ``"per-key-tile"`` (default: one per key block, flash-attn 2's grid) or
+            ``"xformers"`` (PyTorch's ``num_splits_key`` rule for xFormers' cutlassB:
+            :meth:`bwd_splits`; each CTA walks key blocks ``split, split + splits, ...``).
+        dq_lock_waits: load latencies (``GPUSpec.load_latency_s``) a backward CTA waits per
+            (query tile, key tile) step to add its dQ partial into the fp32 accumulator under
+            a per-tile lock, when several CTAs add into it: xFormers' cutlassB takes the lock
+            (``atomicCAS`` until it holds it, ``__nanosleep`` between tries), fences, reads
+            the ``B_r × d`` fp32 tile back, adds, counts its add (``atomicAdd``), writes the
+            tile, fences and releases — between ``__syncthreads``, so nothing of the CTA's
+            overlaps it. 0 (default): the adds do not stall the CTA (reductions). Timed per
+            CTA with the tile's bytes through its own load path (``KernelCost.step_waits``).
+        bwd_gmem_accumulators: the backward keeps dK and dV in global memory between steps
+            and reads them back each step (xFormers' cutlassB when the head dim exceeds its
+            ``B_r``: ``kOutputInRF`` false); two load latencies per step.
+        bwd_unprefetched_gemms: GEMMs per backward step whose first operand tiles are not
+            loaded ahead of them (xFormers' cutlassB with ``kPreload`` off: 5); one load
+            latency each.
         bwd_masked_row_split: the backward's dK/dV loop walks the key block's masked
             (diagonal) tiles in steps of ``B_r / k`` query rows, ``k`` steps per tile — each
             step reloading what a step reloads (register spills); 1: one step per tile.
@@ -1345,6 +1396,10 @@ class FA2(FusedAttention):
                              "S and dP; allowed: dq_programs=False, or both True)")
         return v
     dq_reductions: bool = True
+    bwd_key_splits: Literal["per-key-tile", "xformers"] = "per-key-tile"
+    dq_lock_waits: float = Field(default=0.0, ge=0, le=1000)
+    bwd_gmem_accumulators: bool = False
+    bwd_unprefetched_gemms: int = Field(default=0, ge=0, le=5)
     bwd_prescaled_k: bool = False
     bwd_masked_row_split: int = Field(default=1, ge=1, le=8)
     #: at most CUDA's 512 KiB of local memory per thread
@@ -1394,6 +1449,55 @@ class FA2(FusedAttention):
     def reduces_dq(self) -> bool:
         """The ``dq_reductions`` option."""
         return self.dq_reductions
+
+    def bwd_splits(self, dims: Dims, v, b_c, bh, kd):
+        """CTAs per (batch, head) along the keys of the backward, or ``None`` for one per key
+        block (``bwd_key_splits``). ``"xformers"``: PyTorch's rule for xFormers' cutlassB
+        (``_efficient_attention_backward``, aten/src/ATen/native/transformers/cuda/
+        attention_backward.cu): one per key block, but one when the grid is already
+        ``B·H ≥ 256`` CTAs and the keys fit two blocks (``N_k ≤ 2 B_c``), and at most
+        ``⌊200 / (B·H)⌋`` (at least one) for a kernel that keeps dK and dV in global memory
+        (``bwd_gmem_accumulators``: a staging area per split)."""
+        if self.bwd_key_splits == "per-key-tile":
+            return None
+        kb = v.kv_tiles
+        splits = where((bh >= 256) & (asarray(dims.N_k) <= 2 * b_c), 1, kb)
+        if self.bwd_gmem_accumulators:
+            splits = minimum(splits, 200 // bh)
+        return maximum(splits, 1)
+
+    def bwd_step_wait_counts(self, dims: Dims, b_r, b_c, kd, kd_v, splits, kb):
+        """``(load latencies, bytes)`` a backward CTA waits out per (query tile, key tile)
+        step for its own global-memory round trips outside any prefetch
+        (``KernelCost.step_waits``), from the options:
+
+        - ``dq_lock_waits`` where several CTAs add into a query tile (key splits > 1): the
+          locked read-modify-write of the fp32 dQ tile (``B_r × kd`` fp32 read back); where
+          one CTA walks all the key blocks (splits = 1) it takes no lock and reads its own
+          partial back once per step, but not on its first key block (one load latency);
+        - ``bwd_gmem_accumulators``: dK and dV read back from global memory each step (two
+          load latencies, ``B_c × (kd + kd_v)`` fp32);
+        - ``bwd_unprefetched_gemms``: one load latency per GEMM whose first operand tiles
+          are not loaded ahead.
+
+        ``(0, 0)`` with the defaults."""
+        waits = bytes_ = 0.0
+        if self.dq_lock_waits:
+            tile = b_r * kd * FP32_BYTES
+            if splits is None:
+                own = 0.0 if isinstance(kb, (int, float)) and kb == 1 else 1.0
+                locked = kb > 1
+            else:
+                own = 1 - 1 / cdiv(kb, splits)
+                locked = splits > 1
+            per = where(locked, self.dq_lock_waits, own)
+            waits = waits + per
+            bytes_ = bytes_ + tile * where(locked, 1.0, own)
+        if self.bwd_gmem_accumulators:
+            waits = waits + 2
+            bytes_ = bytes_ + b_c * (kd + kd_v) * FP32_BYTES
+        waits = waits + self.bwd_unprefetched_gemms
+        return waits, bytes_
 
     def prescales_k(self) -> bool:
         """The ``bwd_prescaled_k`` option."""
