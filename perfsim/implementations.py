@@ -395,9 +395,11 @@ EFFICIENT_BWD_SMALL_SMEM_TILE = (64, 64, 4)
 #: kernel on cutlassB's grid and query rotation, one 16-warp CTA per SM with a 64 KiB tile
 #: and three 4-warp CTAs per SM with a 16 KiB one, timed against the same kernel without it;
 #: per step, less the tile at ``cta_load_bandwidth_bytes_per_s``, 9.39-10.12 load latencies
-#: (median 9.8) over four runs. An H200 run of an earlier variant (its release an atomic
-#: exchange read back: one more round trip) gave 8.4-9.3. Nsight Compute counts 2.1 and 2.7
-#: ``atomicCAS`` per step: the lock was nearly always free.
+#: (median 9.8) over four runs. On the H200 (``validate/reports/h200/probes/dq_lock/``,
+#: measured after hold-out 52 was frozen with 9.8) the same kernel gave 8.56-9.33 (median
+#: 8.8), with the same ``load_latency_s``: the H100's is inferred from the H200's, so part of
+#: the gap may be its own latency. Nsight Compute counts 2.1 and 2.7 ``atomicCAS`` per step
+#: on both: the lock was nearly always free.
 XFORMERS_DQ_LOCK_WAITS = 9.8
 #: cutlassB's GEMMs per step (``kernel_backward.h``: S^T = K Q^T, dV, dP = dO V^T, dQ, dK).
 XFORMERS_BWD_GEMMS = 5

@@ -22,21 +22,22 @@ from perfsim.timing import TimingParams, time_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "validate/reports/h100/probes/dq_lock/probe_dq_lock.json"
+PROBE_H200 = ROOT / "validate/reports/h200/probes/dq_lock/probe_dq_lock.json"
 NCU = ROOT / "validate/reports/h200/probes/ncu"
 
 
-def _probe():
-    data = json.loads(PROBE.read_text())
+def _probe(path=PROBE):
+    data = json.loads(path.read_text())
     return data, {(r["config"], r["spin"], r["mode"]): r for r in data["rows"]}
 
 
-def _fits():
+def _fits(path=PROBE):
     """Load latencies per step of the whole protocol (mode 2) against the stand-in
     computation alone (mode 0), less the tile's bytes at the per-CTA load rate: the 16-warp
     64 KiB rows (one CTA per SM: they add) at every spin, and the 4-warp 16 KiB rows without
     computation (three CTAs per SM overlap their waits)."""
-    data, rows = _probe()
-    gpu = load_gpu("h100-sxm5")
+    data, rows = _probe(path)
+    gpu = load_gpu("h200-sxm" if "h200" in str(path) else "h100-sxm5")
     lat, rate, sms = gpu.load_latency_s, gpu.cta_load_bandwidth_bytes_per_s, data["sm_count"]
     fits = []
     for (config, spin, mode), r in rows.items():
@@ -63,6 +64,10 @@ def test_the_lock_waits_are_the_microbenchmarks():
     assert impls.XFORMERS_DQ_LOCK_WAITS == pytest.approx(statistics.median(fits), abs=0.05)
     data, _ = _probe()
     assert data["device"].startswith("NVIDIA H100")
+    # the H200's run, after the freeze: 8.5-9.5 (the same load_latency_s, measured there)
+    h200 = _fits(PROBE_H200)
+    assert len(h200) == 4 and all(8.5 < w < 9.5 for w in h200)
+    assert _probe(PROBE_H200)[0]["device"] == "NVIDIA H200"
 
 
 def test_the_closed_network_reproduces_the_probes_three_ctas_per_sm():

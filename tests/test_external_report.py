@@ -65,6 +65,7 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
 @pytest.mark.parametrize("grid, gpu", [("h200-external", "h200-sxm"),
                                        ("h200-external-holdout4", "h200-sxm"),
                                        ("h200-external-holdout5", "h200-sxm"),
+                                       ("h200-external-holdout52", "h200-sxm"),
                                        ("h100-external", "h100-sxm5"),
                                        ("h100-external-holdout51", "h100-sxm5")])
 def test_committed_default_path_scores_are_reproducible(grid, gpu):

@@ -39,23 +39,18 @@ MODES = (0, 1, 2)
 
 
 def _sampler():
-    """An NVML sampler running (``nvml_sampler.py`` beside this file), or None without NVML."""
+    """An NVML sampler running, or None without NVML (``probe_spill_cost._sampler``)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    try:
-        from nvml_sampler import NvmlSampler
+    from probe_spill_cost import _sampler as sampler
 
-        return NvmlSampler(period_s=0.005).start()
-    except Exception:  # noqa: BLE001 - no pynvml / no NVML: times still count
-        return None
+    return sampler()
 
 
 def _clock_power(samples: list[dict]) -> dict:
-    """Mean SM clock (Hz) and power (W) of the samples."""
-    def mean(key):
-        vals = [s[key] for s in samples if s.get(key) is not None]
-        return sum(vals) / len(vals) if vals else None
-    return {"n_samples": len(samples), "sm_clock_mean_hz": mean("sm_hz"),
-            "power_mean_w": mean("power_inst_w") or mean("power_avg_w")}
+    """Mean SM clock (Hz) and power (W) of the samples (``probe_spill_cost._clock_power``)."""
+    from probe_spill_cost import _clock_power as clock_power
+
+    return clock_power(samples)
 
 
 def build():
