@@ -39,7 +39,9 @@ is not consulted, even at a numeric head dim), so its shared-memory bytes differ
 ``predict`` where that table picks another tile or warp layout (the backward at d = 64: 128 x 128
 there, 64 x 128 here); give the tiles, or keep them as ``B_r``/``B_c``, to compare.
 The crossovers compare unit times: an unpipelined kernel's load waits
-(``KernelCost.load_chain``, e.g. ``FA1(pipelined=False)``) are not part of them, nor are
+(``KernelCost.load_chain``, e.g. ``FA1(pipelined=False)``) are not part of them, nor a
+backward's waits inside its loop (``KernelCost.step_waits``: ``sdpa-efficient``'s locked dQ
+accumulation, taken with no key splits for symbolic dims), nor are
 register-spill reloads (``KernelCost.local_load_bytes``; the presets' compiled spill figures
 are not taken for symbolic dims, e.g. ``sdpa-cudnn``'s with dropout). :func:`mufu_crossover`
 compares the MUFU with the slowest other unit; where a kernel's stations run in turn

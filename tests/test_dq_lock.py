@@ -163,3 +163,17 @@ def test_explain_names_the_waits():
     p, _ = _bwd(4, 16, 4096, 128)
     text = p.explain()
     assert "round trips" in text and "load latencies" in text
+
+
+def test_closed_forms_take_no_splits_or_waits():
+    """Symbolic sizes (``perfsim.symbolic``): the counts do not depend on the split grid, so
+    the closed forms of the memory-efficient backward exist and equal predict's counts where
+    the sizes are numbers."""
+    from perfsim import symbolic
+
+    closed = symbolic.counts("sdpa-efficient", "h200-sxm", phase="bwd", d=128, d_v=128)
+    assert "N_k" in str(closed["tensor_flops"])
+    numbers = symbolic.counts("sdpa-efficient", "h200-sxm", phase="bwd", d=128, d_v=128, B=4,
+                              H=16, H_kv=16, N_q=4096, N_k=4096)
+    p, _ = _bwd(4, 16, 4096, 128)
+    assert float(numbers["hbm_bytes"]) == pytest.approx(p.counts.hbm_bytes)

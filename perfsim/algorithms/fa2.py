@@ -1458,8 +1458,8 @@ class FA2(FusedAttention):
         ``B·H ≥ 256`` CTAs and the keys fit two blocks (``N_k ≤ 2 B_c``), and at most
         ``⌊200 / (B·H)⌋`` (at least one) for a kernel that keeps dK and dV in global memory
         (``bwd_gmem_accumulators``: a staging area per split)."""
-        if self.bwd_key_splits == "per-key-tile":
-            return None
+        if self.bwd_key_splits == "per-key-tile" or dims.symbolic:
+            return None         # closed forms: the counts do not depend on the split grid
         kb = v.kv_tiles
         splits = where((bh >= 256) & (asarray(dims.N_k) <= 2 * b_c), 1, kb)
         if self.bwd_gmem_accumulators:
@@ -1480,8 +1480,11 @@ class FA2(FusedAttention):
         - ``bwd_unprefetched_gemms``: one load latency per GEMM whose first operand tiles
           are not loaded ahead.
 
-        ``(0, 0)`` with the defaults."""
+        ``(0, 0)`` with the defaults, and for symbolic dims (closed forms,
+        ``perfsim.symbolic``, count no waits, as they take no load chain)."""
         waits = bytes_ = 0.0
+        if dims.symbolic:
+            return 0, 0
         if self.dq_lock_waits:
             tile = b_r * kd * FP32_BYTES
             if splits is None:
