@@ -25,7 +25,9 @@ def _call(name, causal):
         from perfsim.validate.kernels import load
 
         std = load("standard")
-        return lambda q, k, v: std.forward(q, k, v, causal=causal), None
+        # std.attention returns O alone (std.forward returns (O, logsumexp), which
+        # autograd.grad took for two outputs with one gradient)
+        return lambda q, k, v: std.attention(q, k, v, causal=causal), None
     backend = {"sdpa_flash": SDPBackend.FLASH_ATTENTION,
                "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}[name]
     return (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
