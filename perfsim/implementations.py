@@ -386,23 +386,26 @@ EFFICIENT_BWD_KERNELS = {64: (64, 64, 4, 43_264, 162, 0.0),
                          128: (128, 128, 16, 134_656, 128, 0.0),
                          65536: (128, 64, 8, 61_952, 151, 1536.0)}
 EFFICIENT_BWD_SMALL_SMEM_TILE = (64, 64, 4)
-#: Load latencies (``GPUSpec.load_latency_s``) a cutlassB CTA waits per (query tile, key
-#: tile) step for its locked dQ accumulation (``FA2.dq_lock_waits``): take the lock (two
-#: ``atomicCAS`` and a ``__nanosleep`` when it is free), fence, read the fp32 tile, count the
-#: add (``atomicAdd`` read back), write the tile, fence, release (``kernel_backward.h``,
-#: ``AtomicLock``). Measured without attention by ``validate/probe_dq_lock.py`` on an H100
-#: (``validate/reports/h100/probes/dq_lock/probe_dq_lock.json``): the protocol in a Triton
-#: kernel on cutlassB's grid and query rotation, one 16-warp CTA per SM with a 64 KiB tile
-#: and three 4-warp CTAs per SM with a 16 KiB one, timed against the same kernel without it;
-#: per step, less the tile at ``cta_load_bandwidth_bytes_per_s``, 9.39-10.12 load latencies
-#: (median 9.8) over four runs. On the H200 (``validate/reports/h200/probes/dq_lock/``,
-#: measured after hold-out 52 was frozen with 9.8) the same kernel gave 8.56-9.33 (median
-#: 8.8), with the same ``load_latency_s``: the H100's is inferred from the H200's, so part of
-#: the gap may be its own latency. Nsight Compute counts 2.1 and 2.7 ``atomicCAS`` per step
-#: on both: the lock was nearly always free.
-XFORMERS_DQ_LOCK_WAITS = 9.8
-#: cutlassB's GEMMs per step (``kernel_backward.h``: S^T = K Q^T, dV, dP = dO V^T, dQ, dK).
-XFORMERS_BWD_GEMMS = 5
+#: Load latencies (``GPUSpec.load_latency_s``) a cutlassB CTA waits per (query tile, key tile) step
+#: and ``B_c``-wide dQ column block for its locked dQ accumulation (``FA2.dq_lock_waits``): take the
+#: lock (two relaxed ``atomicCAS`` and a ``__nanosleep`` when it is free), fence, read the fp32
+#: tile, count the add (``atomicAdd`` read back), write the tile, fence, release
+#: (``kernel_backward.h``, ``AtomicLock``). Measured without attention by
+#: ``validate/probe_dq_lock.py`` on an H100 (``validate/reports/h100/probes/dq_lock/
+#: probe_dq_lock.json``): the protocol in a Triton kernel on cutlassB's grid and query rotation with
+#: nothing else between the steps, per step less the tile at ``cta_load_bandwidth_bytes_per_s`` and
+#: the same kernel without the protocol, over the busiest SM's steps: 9.06 load latencies with one
+#: 16-warp CTA per SM and a 64 KiB tile, 8.60 with three 4-warp CTAs and a 16 KiB one; their mean
+#: 8.8. (With the stand-in computation between the steps the 64 KiB rows give 8.9 and 10.1, less
+#: certain: their compute-only control ran at twice the CTAs per SM.) Earlier runs whose atomics
+#: carried acquire semantics (one more fence per step than the source) gave 9.79-10.14 on the H100
+#: and 8.45-9.02 on the H200 (``probe_dq_lock-acquire.json``); the model frozen for hold-out 52 took
+#: 9.8 from the first of them. The probe's release still costs each warp a fence the source's
+#: thread-0 release does not (Nsight Compute: 2.95 against 2.03 ``MEMBAR`` per warp and step), so
+#: the figure is high by up to that fence; its lock was nearly always free (0.13-0.63 ``atomicCAS``
+#: per warp and step), where the real kernel's profile counts ~35 tries per step: contention is not
+#: in it.
+XFORMERS_DQ_LOCK_WAITS = 8.8
 #: flash_attn.cute sm90 forward tiles by head dim (``interface.py`` ``_tile_size_fwd_sm90``;
 #: head dim 96 takes 192 x 128 when causal; head dim 192 takes 112 keys when the value head
 #: dim is above 128 and 96 with a window; head dim 256 takes 64 keys with a window).
@@ -1068,15 +1071,18 @@ def _efficient(dims, gpu):
         bwd_m, bwd_n, bwd_warps = EFFICIENT_BWD_SMALL_SMEM_TILE
     bwd["bwd_registers_per_thread"] = registers
     # The kernel's kMaxK (its table key) against its B_r: above it dK and dV stay in global
-    # memory between steps and are read back each step (``kOutputInRF = kMaxK <= kBlockSizeI``
-    # false), and the next GEMM's operands are not preloaded (``kPreload`` needs
-    # ``kOutputInRF``: the static_assert in kernel_backward.h; the profiled kernel names
-    # carry it — ``..._k64``/``_k128`` preload, ``_k65536`` not).
+    # memory between steps and are read back each step (``kOutputInRF = kIsHalf && kMaxK <=
+    # kBlockSizeI`` false), and the next GEMM's operands are not preloaded (``kPreload``
+    # needs ``kOutputInRF``: the static_assert in kernel_backward.h; the profiled kernel
+    # names carry it — ``..._k64``/``_k128`` preload, ``_k65536`` not). The stand-in 64 x 64
+    # kernel of GPUs whose CTAs cannot take the 128 x 128 one is ASSUMED to keep them in
+    # registers and preload, as PyTorch's pick for sm86/sm89 at head dims up to 96 does
+    # (``128x64_k96``, cutlassB.h; its own kernels there were not profiled).
     k_max = next(key for key in sorted(EFFICIENT_BWD_KERNELS) if hdim <= key)
-    in_registers = k_max <= bwd_m
+    in_registers = k_max <= bwd_m or "bwd_smem_per_cta" not in bwd
     bwd.update(bwd_key_splits="xformers", dq_lock_waits=XFORMERS_DQ_LOCK_WAITS,
-               bwd_gmem_accumulators=not in_registers,
-               bwd_unprefetched_gemms=0 if in_registers else XFORMERS_BWD_GEMMS)
+               dq_reductions=False, bwd_gmem_accumulators=not in_registers,
+               bwd_gemms_preloaded=in_registers)
     # one CTA per (batch, head, query tile): no split-KV, no GQA packing (profiled grid
     # [1, 32, 1] for B = 1, H = 32, one query token). Its census (Nsight Compute on the H200,
     # efficient-fwd/bwd-d128): m16n8k8 HMMAs (CUTLASS's InstructionShape<16, 8, 8> for
@@ -1089,10 +1095,9 @@ def _efficient(dims, gpu):
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps,
                      bwd_block_m=bwd_m, bwd_block_n=bwd_n, bwd_warps=bwd_warps,
                      num_splits=1, pack_gqa=False, mma_k=8, fast_math=False,
-                     dq_reductions=False,
                      fwd_smem_per_cta=fwd_smem,
                      fused_scale=False, address_arithmetic="xformers",
-                     registers_per_thread=EFFICIENT_REGISTERS, **bwd)
+                     registers_per_thread=EFFICIENT_REGISTERS, compiled_head_dims="xformers", **bwd)
 
 
 def _no_gqa(dims) -> None:

@@ -268,7 +268,7 @@ def test_fa3_composes_the_fused_kernels_instead_of_inheriting_fa2s_options():
     assert fa2_only == {"warps", "registers_per_thread", "bwd_registers_per_thread",
                         "dq_recompute", "dq_programs", "dq_reductions", "bwd_prescaled_k",
                         "bwd_key_splits", "dq_lock_waits", "bwd_gmem_accumulators",
-                        "bwd_unprefetched_gemms",
+                        "bwd_gemms_preloaded",
                         "bwd_masked_row_split",
                         "bwd_spill_bytes",
                         "bwd_smem_per_cta", "fwd_smem_per_cta", "compiled_head_dims",

@@ -100,14 +100,16 @@ def build():
                 tl.store(ptrs, acc + x, cache_modifier=".cg")
             elif MODE == 2:
                 lock = LOCKS + tile
-                got = tl.atomic_cas(lock, 0, me, sem="acquire", scope="gpu")
+                # relaxed, as the source's atomicCAS / atomicAdd: its ordering is the
+                # explicit __threadfence (_fence)
+                got = tl.atomic_cas(lock, 0, me, sem="relaxed", scope="gpu")
                 while got != me:
                     _nanosleep(got)
-                    got = tl.atomic_cas(lock, 0, me, sem="acquire", scope="gpu")
+                    got = tl.atomic_cas(lock, 0, me, sem="relaxed", scope="gpu")
                 tl.debug_barrier()
                 _fence(got)
                 acc = tl.load(ptrs, cache_modifier=".cg") + x
-                adds = tl.atomic_add(COUNTS + tile, 1, sem="acq_rel", scope="gpu") + 1
+                adds = tl.atomic_add(COUNTS + tile, 1, sem="relaxed", scope="gpu") + 1
                 if adds == n_s:
                     tl.store(DQ + tile * ROWS * COLS + offs, acc.to(DQ.dtype.element_ty))
                 else:

@@ -237,6 +237,11 @@ ASYNC_MMA_STATIONS = (("tensor", "smem"), ("mufu", "fp32"))
 ASYNC_MMA_SERIAL = (False, True)
 
 
+#: CUTLASS's K step of an sm80 16-bit threadblock GEMM (``DefaultGemmType::ThreadK``), the
+#: step xFormers' cutlassF walks the head dim in (``compiled_head_dims="xformers"``).
+XFORMERS_THREAD_K = 32
+
+
 class FusedAttention(Algorithm):
     """What FlashAttention-2 and -3 share — one fused kernel per phase that keeps a query or
     key tile on chip and streams the other side (FA2 Algorithms 1 and 2) — with the options
@@ -340,7 +345,7 @@ class FusedAttention(Algorithm):
         """``(load latencies, bytes)`` a backward CTA waits out per step for its own
         global-memory round trips outside any prefetch (``KernelCost.step_waits``): none
         here (FA2's options ``dq_lock_waits``, ``bwd_gmem_accumulators``,
-        ``bwd_unprefetched_gemms``)."""
+        ``bwd_gemms_preloaded``)."""
         return 0, 0
 
     def prescales_k(self) -> bool:
@@ -1296,14 +1301,18 @@ class FA2(FusedAttention):
             (``atomicCAS`` until it holds it, ``__nanosleep`` between tries), fences, reads
             the ``B_r × d`` fp32 tile back, adds, counts its add (``atomicAdd``), writes the
             tile, fences and releases — between ``__syncthreads``, so nothing of the CTA's
-            overlaps it. 0 (default): the adds do not stall the CTA (reductions). Timed per
-            CTA with the tile's bytes through its own load path (``KernelCost.step_waits``).
+            overlaps it; one protocol per ``B_c``-wide column block of dQ. 0 (default): the adds
+            do not stall the CTA (reductions); a positive value needs ``dq_reductions=False``.
+            Timed per CTA with the tile's bytes through its own load path
+            (``KernelCost.step_waits``).
         bwd_gmem_accumulators: the backward keeps dK and dV in global memory between steps
             and reads them back each step (xFormers' cutlassB when the head dim exceeds its
-            ``B_r``: ``kOutputInRF`` false); two load latencies per step.
-        bwd_unprefetched_gemms: GEMMs per backward step whose first operand tiles are not
-            loaded ahead of them (xFormers' cutlassB with ``kPreload`` off: 5); one load
-            latency each.
+            ``B_r``: ``kOutputInRF`` false); a load latency per ``B_r``-wide column block of
+            each.
+        bwd_gemms_preloaded: the backward loads each GEMM's first operand tiles ahead of it
+            (default); ``False``: each GEMM pass waits a load latency for them (xFormers'
+            cutlassB with ``kPreload`` off; its dV, dK and dQ GEMMs run once per head-dim
+            column block).
         bwd_masked_row_split: the backward's dK/dV loop walks the key block's masked
             (diagonal) tiles in steps of ``B_r / k`` query rows, ``k`` steps per tile — each
             step reloading what a step reloads (register spills); 1: one step per tile.
@@ -1351,7 +1360,11 @@ class FA2(FusedAttention):
             ``HEADDIM_SWITCH`` (32, 64, 96, 128, 160, 192, 256); ``"pytorch"``: the kernels
             PyTorch's copy runs (torch 2.11, profiled: 32, 64, 96, 128, 192, 256 — no 160;
             an older PyTorch source also has 160 and 224); ``"power-of-two"``: each head
-            dim rounded up to a power of two (FlexAttention's templates); ``"exact"``:
+            dim rounded up to a power of two (FlexAttention's templates); ``"xformers"``:
+            xFormers' cutlassF forward runs Q·Kᵀ at the head dim rounded up to 32 and P·V at
+            the value head dim rounded up to its ``B_c`` (whole CUTLASS threadblock tiles;
+            Nsight Compute counts 1.167 times the exact HMMAs at head dim 192, the value
+            columns at 256), its backward at the call's own; ``"exact"``:
             every head dim runs as itself. The last two take none of flash-attn 2's
             compiled facts (spills, prefetch; kernels that are not its code) but keep its
             launch table for the head dim's range (tiles and warps: the ASSUMED stand-in
@@ -1399,7 +1412,17 @@ class FA2(FusedAttention):
     bwd_key_splits: Literal["per-key-tile", "xformers"] = "per-key-tile"
     dq_lock_waits: float = Field(default=0.0, ge=0, le=1000)
     bwd_gmem_accumulators: bool = False
-    bwd_unprefetched_gemms: int = Field(default=0, ge=0, le=5)
+    bwd_gemms_preloaded: bool = True
+
+    @field_validator("dq_lock_waits")
+    @classmethod
+    def _lock_is_not_reductions(cls, v, info):
+        if v and info.data.get("dq_reductions", True):
+            raise ValueError("dq_lock_waits > 0 is the locked read-modify-write of the dQ "
+                             "accumulator, which replaces its reductions: set "
+                             "dq_reductions=False with it (allowed: dq_lock_waits=0 with "
+                             "reductions)")
+        return v
     bwd_prescaled_k: bool = False
     bwd_masked_row_split: int = Field(default=1, ge=1, le=8)
     #: at most CUDA's 512 KiB of local memory per thread
@@ -1418,7 +1441,8 @@ class FA2(FusedAttention):
         return v
     fwd_stages: int = Field(default=1, ge=1, le=8)
     split_sector_rows: bool = False
-    compiled_head_dims: Literal["flash-attn", "pytorch", "power-of-two", "exact"] = "flash-attn"
+    compiled_head_dims: Literal["flash-attn", "pytorch", "power-of-two", "exact",
+                                "xformers"] = "flash-attn"
     bound_checks: Literal["none", "flash-attn", "cudnn", "flex"] = "flash-attn"
     keyless_tile_exit: bool = True
 
@@ -1471,35 +1495,44 @@ class FA2(FusedAttention):
         step for its own global-memory round trips outside any prefetch
         (``KernelCost.step_waits``), from the options:
 
-        - ``dq_lock_waits`` where several CTAs add into a query tile (key splits > 1): the
-          locked read-modify-write of the fp32 dQ tile (``B_r × kd`` fp32 read back); where
-          one CTA walks all the key blocks (splits = 1) it takes no lock and reads its own
-          partial back once per step, but not on its first key block (one load latency);
-        - ``bwd_gmem_accumulators``: dK and dV read back from global memory each step (two
-          load latencies, ``B_c × (kd + kd_v)`` fp32);
-        - ``bwd_unprefetched_gemms``: one load latency per GEMM whose first operand tiles
-          are not loaded ahead.
+        - ``dq_lock_waits`` per ``B_c``-wide dQ column block where several CTAs add into a
+          query tile (key splits > 1): the locked read-modify-write of the fp32 dQ tile
+          (``B_r × kd`` fp32 read back in all); where one CTA walks all the key blocks
+          (splits = 1) it takes no lock and reads its own partial back (one load latency
+          per block) at each step but those of its first key block;
+        - ``bwd_gmem_accumulators``: dK and dV read back from global memory each step (one
+          load latency per ``B_r``-wide column block of each, ``B_c × (kd + kd_v)`` fp32);
+        - ``bwd_gemms_preloaded=False``: one load latency per GEMM pass whose first operand
+          tiles are not loaded ahead (S and dP once, dV and dK per ``B_r``-wide block, dQ
+          per ``B_c``-wide block).
 
         ``(0, 0)`` with the defaults, and for symbolic dims (closed forms,
         ``perfsim.symbolic``, count no waits, as they take no load chain)."""
         waits = bytes_ = 0.0
         if dims.symbolic:
             return 0, 0
+        # cutlassB walks the head dims in chunks (kernel_backward.h): dQ in B_c-wide column
+        # blocks (MatmulGradQ's N = kBlockSizeJ), each added under its own lock; dK and dV
+        # in B_r-wide ones (MatmulGradK/GradV's N = kBlockSizeI)
+        dq_chunks = cdiv(kd, b_c)
         if self.dq_lock_waits:
             tile = b_r * kd * FP32_BYTES
             if splits is None:
-                own = 0.0 if isinstance(kb, (int, float)) and kb == 1 else 1.0
-                locked = kb > 1
+                # one key block per CTA: several CTAs add into a query tile (locked) unless
+                # the keys are one block; a CTA never reads back its own partial
+                locked, own = kb > 1, 0.0
             else:
-                own = 1 - 1 / cdiv(kb, splits)
-                locked = splits > 1
-            per = where(locked, self.dq_lock_waits, own)
-            waits = waits + per
+                # one CTA walking all the key blocks takes no lock and reads its own partial
+                # back at each step but those of its first key block
+                locked, own = splits > 1, 1 - 1 / cdiv(kb, splits)
+            waits = waits + where(locked, self.dq_lock_waits, own) * dq_chunks
             bytes_ = bytes_ + tile * where(locked, 1.0, own)
         if self.bwd_gmem_accumulators:
-            waits = waits + 2
+            waits = waits + cdiv(kd, b_r) + cdiv(kd_v, b_r)
             bytes_ = bytes_ + b_c * (kd + kd_v) * FP32_BYTES
-        waits = waits + self.bwd_unprefetched_gemms
+        if not self.bwd_gemms_preloaded:
+            # S = K Qᵀ and dP = dO Vᵀ once, dV and dK per B_r-wide chunk, dQ per B_c-wide one
+            waits = waits + 2 + cdiv(kd_v, b_r) + cdiv(kd, b_r) + dq_chunks
         return waits, bytes_
 
     def prescales_k(self) -> bool:
@@ -1608,6 +1641,15 @@ class FA2(FusedAttention):
         mode = self.compiled_head_dims
         if dims.symbolic or mode == "exact":
             return dims.d, dims.d_v
+        if mode == "xformers":
+            if dims.phase != "fwd":
+                return dims.d, dims.d_v         # its backward's GEMMs: the call's (ASSUMED)
+            # cutlassF's CUTLASS threadblock tiles: Q·Kᵀ walks the head dim in steps of
+            # ThreadK = 32; P·V computes B_c value columns per pass (MM1's N = kKeysPerBlock),
+            # the columns past d_v included
+            b_c = self.block_n or 128
+            return (-(-dims.d // XFORMERS_THREAD_K) * XFORMERS_THREAD_K,
+                    -(-dims.d_v // b_c) * b_c)
         if mode == "power-of-two":
             return next_power_of_two(dims.d), next_power_of_two(dims.d_v)
         templates = HEAD_DIM_TEMPLATES if mode == "flash-attn" else PYTORCH_HEAD_DIM_TEMPLATES
