@@ -61,8 +61,9 @@ def _device(row: dict) -> str | None:
     config = row.get("launch_config")
     return config.get("device") if isinstance(config, dict) else None
 #: Implementations whose model is known to miss part of the kernel (said in the report).
-NOT_MODELLED = {"sdpa_efficient": "xFormers' kernel: its forward's output round trips "
-                "above head dim 128 are not modelled"}
+NOT_MODELLED = {"sdpa_efficient": "xFormers' kernel: above head dim 128 its forward's "
+                "output round trips are not modelled and its split-key backward reads "
+                "about 20 % slow"}
 
 
 def _ratios_text(rows: list[dict]) -> str:
