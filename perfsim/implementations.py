@@ -1074,12 +1074,14 @@ def _efficient(dims, gpu):
     # memory between steps and are read back each step (``kOutputInRF = kIsHalf && kMaxK <=
     # kBlockSizeI`` false), and the next GEMM's operands are not preloaded (``kPreload``
     # needs ``kOutputInRF``: the static_assert in kernel_backward.h; the profiled kernel
-    # names carry it — ``..._k64``/``_k128`` preload, ``_k65536`` not). The stand-in 64 x 64
-    # kernel of GPUs whose CTAs cannot take the 128 x 128 one is ASSUMED to keep them in
-    # registers and preload, as PyTorch's pick for sm86/sm89 at head dims up to 96 does
-    # (``128x64_k96``, cutlassB.h; its own kernels there were not profiled).
+    # names carry it — ``..._k64``/``_k128`` preload, ``_k65536`` not). On GPUs whose CTAs
+    # cannot take the 128 x 128 kernel, PyTorch launches the first listed kernel that fits
+    # (cutlassB.h): ``128x64_k96`` for sm86/sm89 up to head dim 96 (dK/dV in registers,
+    # preloaded), then ``64x128_k128`` (B_r 64 < kMaxK 128: in global memory, not
+    # preloaded); the 64 x 64 stand-in tile takes those two rules (ASSUMED: not profiled).
     k_max = next(key for key in sorted(EFFICIENT_BWD_KERNELS) if hdim <= key)
-    in_registers = k_max <= bwd_m or "bwd_smem_per_cta" not in bwd
+    stand_in = "bwd_smem_per_cta" not in bwd
+    in_registers = (hdim <= 96) if stand_in else k_max <= bwd_m
     bwd.update(bwd_key_splits="xformers", dq_lock_waits=XFORMERS_DQ_LOCK_WAITS,
                dq_reductions=False, bwd_gmem_accumulators=not in_registers,
                bwd_gemms_preloaded=in_registers)

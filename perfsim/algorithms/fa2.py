@@ -1352,23 +1352,23 @@ class FA2(FusedAttention):
         fwd_smem_per_cta: shared memory per forward CTA as compiled (bytes; a compiled-kernel
             fact read from a profile, e.g. xFormers' kernels); ``None``: the Q tile and the
             K/V stages (:meth:`_fwd_smem_bytes`).
-        compiled_head_dims: which head dims have a compiled kernel; a call runs the smallest
-            at least ``max(d, d_v)`` — its MMAs, shared-memory tiles and launch table that
-            wide, its HBM traffic at the true head dims, its register spills and warp cycle
-            as profiled (:data:`REFERENCE_FWD_SPILL_BYTES`, :data:`REFERENCE_BWD_SPILL_BYTES`,
-            :data:`REFERENCE_BWD_NO_PREFETCH`). ``"flash-attn"`` (default): flash-attn 2's
-            ``HEADDIM_SWITCH`` (32, 64, 96, 128, 160, 192, 256); ``"pytorch"``: the kernels
-            PyTorch's copy runs (torch 2.11, profiled: 32, 64, 96, 128, 192, 256 — no 160;
-            an older PyTorch source also has 160 and 224); ``"power-of-two"``: each head
-            dim rounded up to a power of two (FlexAttention's templates); ``"xformers"``:
-            xFormers' cutlassF forward runs Q·Kᵀ at the head dim rounded up to 32 and P·V at
-            the value head dim rounded up to its ``B_c`` (whole CUTLASS threadblock tiles;
-            Nsight Compute counts 1.167 times the exact HMMAs at head dim 192, the value
-            columns at 256), its backward at the call's own; ``"exact"``:
-            every head dim runs as itself. The last two take none of flash-attn 2's
-            compiled facts (spills, prefetch; kernels that are not its code) but keep its
-            launch table for the head dim's range (tiles and warps: the ASSUMED stand-in
-            where a preset gives none), so their time can step down where a range starts.
+        compiled_head_dims: which head dims have a compiled kernel; a call runs the smallest at
+            least ``max(d, d_v)`` (``"xformers"``: its own rounding, below) — its MMAs,
+            shared-memory tiles and launch table that wide, its HBM traffic at the true head dims,
+            its register spills and warp cycle as profiled (:data:`REFERENCE_FWD_SPILL_BYTES`,
+            :data:`REFERENCE_BWD_SPILL_BYTES`, :data:`REFERENCE_BWD_NO_PREFETCH`). ``"flash-attn"``
+            (default): flash-attn 2's ``HEADDIM_SWITCH`` (32, 64, 96, 128, 160, 192, 256);
+            ``"pytorch"``: the kernels PyTorch's copy runs (torch 2.11, profiled: 32, 64, 96, 128,
+            192, 256 — no 160; an older PyTorch source also has 160 and 224); ``"power-of-two"``:
+            each head dim rounded up to a power of two (FlexAttention's templates); ``"xformers"``:
+            xFormers' cutlassF forward runs Q·Kᵀ at the head dim rounded up to 32 and P·V at the
+            value head dim rounded up to its ``B_c`` (whole CUTLASS threadblock tiles; Nsight
+            Compute counts 1.167 times the exact HMMAs at head dim 192, the value columns at 256),
+            its backward at the call's own; ``"exact"``: every head dim runs as itself. The last
+            three take none of flash-attn 2's compiled facts (spills, prefetch; kernels that are not
+            its code) but keep its launch table for the head dim's range (tiles and warps: the
+            ASSUMED stand-in where a preset gives none), so their time can step down where a range
+            starts.
         bwd_spill_bytes: local-memory bytes each thread of the backward kernel reloads per
             step of its dK/dV loop because the compiler spilled registers (a compiled-kernel
             fact read from a profile: ``perfsim.validate.spill_facts``); ``None`` (default):
@@ -1418,10 +1418,11 @@ class FA2(FusedAttention):
     @classmethod
     def _lock_is_not_reductions(cls, v, info):
         if v and info.data.get("dq_reductions", True):
-            raise ValueError("dq_lock_waits > 0 is the locked read-modify-write of the dQ "
-                             "accumulator, which replaces its reductions: set "
-                             "dq_reductions=False with it (allowed: dq_lock_waits=0 with "
-                             "reductions)")
+            raise ValueError(f"dq_lock_waits={v} (a locked read-modify-write of the dQ "
+                             "accumulator, as sdpa-efficient's preset sets) and "
+                             "dq_reductions=True (reductions into it) exclude each other: "
+                             "keep dq_reductions=False with lock waits, or set "
+                             "dq_lock_waits=0 with reductions")
         return v
     bwd_prescaled_k: bool = False
     bwd_masked_row_split: int = Field(default=1, ge=1, le=8)
@@ -1443,6 +1444,15 @@ class FA2(FusedAttention):
     split_sector_rows: bool = False
     compiled_head_dims: Literal["flash-attn", "pytorch", "power-of-two", "exact",
                                 "xformers"] = "flash-attn"
+
+    @field_validator("compiled_head_dims")
+    @classmethod
+    def _xformers_needs_its_tile(cls, v, info):
+        if v == "xformers" and info.data.get("block_n") is None:
+            raise ValueError("compiled_head_dims='xformers' rounds the value head dim up to "
+                             "the forward kernel's B_c: give block_n too (cutlassF's "
+                             "kKeysPerBlock, 64 or 128; the sdpa-efficient preset sets it)")
+        return v
     bound_checks: Literal["none", "flash-attn", "cudnn", "flex"] = "flash-attn"
     keyless_tile_exit: bool = True
 
@@ -1647,7 +1657,7 @@ class FA2(FusedAttention):
             # cutlassF's CUTLASS threadblock tiles: Q·Kᵀ walks the head dim in steps of
             # ThreadK = 32; P·V computes B_c value columns per pass (MM1's N = kKeysPerBlock),
             # the columns past d_v included
-            b_c = self.block_n or 128
+            b_c = self.block_n
             return (-(-dims.d // XFORMERS_THREAD_K) * XFORMERS_THREAD_K,
                     -(-dims.d_v // b_c) * b_c)
         if mode == "power-of-two":
