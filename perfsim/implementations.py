@@ -386,6 +386,10 @@ EFFICIENT_BWD_KERNELS = {64: (64, 64, 4, 43_264, 162, 0.0),
                          128: (128, 128, 16, 134_656, 128, 0.0),
                          65536: (128, 64, 8, 61_952, 151, 1536.0)}
 EFFICIENT_BWD_SMALL_SMEM_TILE = (64, 64, 4)
+#: The largest head dim of PyTorch's sm86/sm89 backward pick ``128x64_k96`` (cutlassB.h),
+#: which keeps dK/dV in registers and preloads; above it the stand-in follows
+#: ``64x128_k128`` (global memory, no preload).
+EFFICIENT_BWD_SM8X_K96 = 96
 #: Load latencies (``GPUSpec.load_latency_s``) a cutlassB CTA waits per (query tile, key tile) step
 #: and ``B_c``-wide dQ column block for its locked dQ accumulation (``FA2.dq_lock_waits``): take the
 #: lock (two relaxed ``atomicCAS`` and a ``__nanosleep`` when it is free), fence, read the fp32
@@ -1081,7 +1085,7 @@ def _efficient(dims, gpu):
     # preloaded); the 64 x 64 stand-in tile takes those two rules (ASSUMED: not profiled).
     k_max = next(key for key in sorted(EFFICIENT_BWD_KERNELS) if hdim <= key)
     stand_in = "bwd_smem_per_cta" not in bwd
-    in_registers = (hdim <= 96) if stand_in else k_max <= bwd_m
+    in_registers = (hdim <= EFFICIENT_BWD_SM8X_K96) if stand_in else k_max <= bwd_m
     bwd.update(bwd_key_splits="xformers", dq_lock_waits=XFORMERS_DQ_LOCK_WAITS,
                dq_reductions=False, bwd_gmem_accumulators=not in_registers,
                bwd_gemms_preloaded=in_registers)

@@ -1275,12 +1275,9 @@ def _load_chain_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, busiest):
     (k). ``bound``: ``hbm`` when HBM bandwidth sets the time, else ``latency`` when a CTA
     spends longer waiting for its own loads (delay plus load path: not the HBM bandwidth)
     than computing, else the largest SM unit."""
-    waits, nbytes = cost.load_chain
     compute = group_time(unit_seconds, SM_UNITS)
-    latency = busiest * waits * gpu.load_latency_s
-    load = busiest * nbytes / gpu.cta_load_bandwidth_bytes_per_s
-    in_flight = minimum(cost.ctas_per_sm, busiest)
-    t, residence = unpipelined_time(latency, load, compute, in_flight)
+    latency, load, in_flight, t, residence = _own_waits(cost.load_chain, cost, gpu, compute,
+                                                        busiest)
     waiting = residence[0] + residence[1]            # latency and load path: both waits
     bound = np.where(unit_seconds["hbm"] >= t, "hbm",
                      np.where(waiting > residence[2], "latency",
@@ -1336,18 +1333,30 @@ def _step_wait_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, body, busiest,
     the rest. ``parts`` holds ``step_waits`` (True), the busiest SM's ``latency``, ``load``
     and ``compute`` seconds, ``in_flight`` (k), ``waits`` per CTA and, for a kernel that also
     spills, its spill parts (``spill_parts``)."""
-    waits, nbytes = cost.step_waits
-    latency = busiest * waits * gpu.load_latency_s
-    load = busiest * nbytes / gpu.cta_load_bandwidth_bytes_per_s
-    in_flight = minimum(cost.ctas_per_sm, busiest)
-    t, residence = unpipelined_time(latency, load, body, in_flight)
+    latency, load, in_flight, t, residence = _own_waits(cost.step_waits, cost, gpu, body,
+                                                        busiest)
     below = (spill_bound if spill_bound is not None
              else binding_unit(unit_seconds, cost.overlap, cost.pipeline, edges,
                                exp_lead=exp_lead))
     bound = np.where(residence[0] + residence[1] > residence[2], "latency", below)
     parts = {"step_waits": True, "latency": latency, "load": load, "compute": body,
-             "in_flight": in_flight, "waits": waits, "spill_parts": spill_parts}
+             "in_flight": in_flight, "waits": cost.step_waits[0], "spill_parts": spill_parts}
     return parts, (bound if bound.ndim else str(bound)), t
+
+
+def _own_waits(waits_bytes, cost: KernelCost, gpu: GPUSpec, compute, busiest):
+    """``(latency, load, in_flight, seconds, residences)`` of the busiest SM's ``busiest``
+    CTAs whose own loads stall them (``(waits, bytes)`` per CTA: ``KernelCost.load_chain``
+    or ``KernelCost.step_waits``): ``waits × GPUSpec.load_latency_s`` of delay each, ``bytes``
+    at ``GPUSpec.cta_load_bandwidth_bytes_per_s`` on the SM's load path, ``compute`` on the
+    SM, ``min(ctas_per_sm, busiest)`` of them in flight
+    (:func:`perfsim.queueing.unpipelined_time`)."""
+    waits, nbytes = waits_bytes
+    latency = busiest * waits * gpu.load_latency_s
+    load = busiest * nbytes / gpu.cta_load_bandwidth_bytes_per_s
+    in_flight = minimum(cost.ctas_per_sm, busiest)
+    t, residence = unpipelined_time(latency, load, compute, in_flight)
+    return latency, load, in_flight, t, residence
 
 
 def cycle_time(unit_seconds: dict, stations, tiles_in_flight, serial=None, exp_lead=0.0):

@@ -240,6 +240,13 @@ ASYNC_MMA_SERIAL = (False, True)
 #: CUTLASS's K step of an sm80 16-bit threadblock GEMM (``DefaultGemmType::ThreadK``), the
 #: step xFormers' cutlassF walks the head dim in (``compiled_head_dims="xformers"``).
 XFORMERS_THREAD_K = 32
+#: PyTorch's key-split heuristic for xFormers' backward (``_efficient_attention_backward``,
+#: attention_backward.cu; ``FA2.bwd_splits``): no split once the grid has this many CTAs
+#: (``B·H``) and the keys fit this many key blocks; at most this many CTAs in all
+#: (``⌊200 / (B·H)⌋`` splits) for a kernel that stages dK/dV per split.
+XFORMERS_SPLIT_ENOUGH_CTAS = 256
+XFORMERS_SPLIT_FEW_KEY_BLOCKS = 2
+XFORMERS_SPLIT_STAGING_CTAS = 200
 
 
 class FusedAttention(Algorithm):
@@ -336,7 +343,7 @@ class FusedAttention(Algorithm):
         block), launched in the backward's grid after its dK/dV programs (FlexAttention)."""
         return False
 
-    def bwd_splits(self, dims: Dims, v, b_c, bh, kd):
+    def bwd_splits(self, dims: Dims, v, b_c, bh):
         """CTAs per (batch, head) along the keys of the backward, or ``None`` for one per key
         block (flash-attn 2's grid; FA2's ``bwd_key_splits`` option)."""
         return None
@@ -996,7 +1003,7 @@ class FusedAttention(Algorithm):
             grid = working = v.kv_tiles * bh
         # xFormers' key splits: CTAs per (batch, head) along the keys, each walking key blocks
         # split, split + splits, ... (None: one CTA per key block)
-        splits = None if programs else self.bwd_splits(dims, v, b_c, bh, kd)
+        splits = None if programs else self.bwd_splits(dims, v, b_c, bh)
         if splits is not None:
             grid = working = splits * bh
         q_side = bh * v.kv_outer_rows          # (query row, key tile) pairs
@@ -1140,7 +1147,7 @@ class FusedAttention(Algorithm):
         else:
             tail = in_order_tail(v, grid, gpu.sm_count, ctas, dims.masked, False,
                                  columns=True)
-        step_waits = None
+        step_waits, per_cta = None, 1          # key blocks per CTA
         if splits is not None:
             # a CTA of several key blocks: the busiest CTA walks ⌈kb / splits⌉ of them, the mean
             # kb / splits (ASSUMED: their masked lengths mix, so the causal tail is not added
@@ -1156,8 +1163,7 @@ class FusedAttention(Algorithm):
             step_waits = (steps * waits, steps * wait_bytes)
         main = KernelCost.of(
             f"{self.name}_bwd", terms, grid=grid, tiled=True, ctas_per_sm=ctas,
-            edge_bytes=edge, edge_phases=(1 if programs else 1 + again) * (
-                1 if splits is None else cdiv(v.kv_tiles, splits)),
+            edge_bytes=edge, edge_phases=(1 if programs else 1 + again) * per_cta,
             step_waits=step_waits,
             persistent=self.persistent_grid(),
             # a persistent backward's next K/V block waits for this one's dK/dV epilogue
@@ -1484,7 +1490,7 @@ class FA2(FusedAttention):
         """The ``dq_reductions`` option."""
         return self.dq_reductions
 
-    def bwd_splits(self, dims: Dims, v, b_c, bh, kd):
+    def bwd_splits(self, dims: Dims, v, b_c, bh):
         """CTAs per (batch, head) along the keys of the backward, or ``None`` for one per key
         block (``bwd_key_splits``). ``"xformers"``: PyTorch's rule for xFormers' cutlassB
         (``_efficient_attention_backward``, aten/src/ATen/native/transformers/cuda/
@@ -1495,9 +1501,10 @@ class FA2(FusedAttention):
         if self.bwd_key_splits == "per-key-tile" or dims.symbolic:
             return None         # closed forms: the counts do not depend on the split grid
         kb = v.kv_tiles
-        splits = where((bh >= 256) & (asarray(dims.N_k) <= 2 * b_c), 1, kb)
+        splits = where((bh >= XFORMERS_SPLIT_ENOUGH_CTAS)
+                       & (asarray(dims.N_k) <= XFORMERS_SPLIT_FEW_KEY_BLOCKS * b_c), 1, kb)
         if self.bwd_gmem_accumulators:
-            splits = minimum(splits, 200 // bh)
+            splits = minimum(splits, XFORMERS_SPLIT_STAGING_CTAS // bh)
         return maximum(splits, 1)
 
     def bwd_step_wait_counts(self, dims: Dims, b_r, b_c, kd, kd_v, splits, kb):
