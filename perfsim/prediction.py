@@ -141,6 +141,10 @@ def _pairs(n_q, n_k, causal: bool, window):
     left, right = window
     if causal:
         right = 0 if right is None else min(right, 0)
+    # a sweep's integer columns: count in float64, whose products of two lengths cannot wrap
+    # around as int64's do from N_q · N_k = 2^63 (predict counts in Python ints)
+    n_q, n_k = (x.astype(np.float64) if isinstance(x, np.ndarray) and x.dtype.kind in "iu"
+                else x for x in (n_q, n_k))
     if left is None and right is None:
         return n_q * n_k
     if left is None and right == 0:

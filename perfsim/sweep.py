@@ -1598,8 +1598,11 @@ def _windows(window) -> list:
         return [(None, None)]
     if isinstance(window, (list, tuple)) and len(window) == 2 and all(map(side, window)):
         return [pair(window)]
-    if isinstance(window, (list, tuple)) and window and all(map(side, window)):
+    if (isinstance(window, (list, tuple)) and window and all(map(side, window))
+            and not all(bound(v) is None for v in window)):
         raise bad(window)        # a flat list of sides that is no pair, e.g. [1, 2, 3]
+    # (a list whose every entry is "no window" — [None], ["none"] — is that many no-windows,
+    # as "none" reads beside pairs in a list)
     return [pair(w) for w in _listify(window)]
 
 

@@ -86,3 +86,24 @@ def test_own_kernel_report_figures_quoted_as_the_report_gives_them():
                                ("SDPA flash backward", "sdpa_flash", "bwd"),
                                ("the memory-efficient forward", "sdpa_efficient", "fwd")):
         assert f"{words} {median(impl, phase)} %" in README, words
+
+
+def test_first_example_rows_read_as_printed(capsys):
+    """The README's first command prints the rows its first output block shows (a fresh
+    user's report found the standard row 5 % stale)."""
+    import re
+
+    from perfsim.cli import main
+
+    assert main(["predict", "--gpu", "a100-sxm4-80gb", "--algorithm", "all", "--batch", "64",
+                 "--heads", "16", "--seqlen", "1024", "--head-dim", "64", "--dtype", "fp16",
+                 "--phase", "fwd_bwd"]) == 0
+    printed = capsys.readouterr().out
+
+    def rows(text):
+        return [re.sub(r"\s+", " ", line).strip() for line in text.splitlines()
+                if re.match(r"│ (standard|fa\d) ", line)]
+
+    block = README[README.index("NVIDIA A100 SXM4 80GB: B=64"):]
+    block = block[:block.index("```")]
+    assert rows(printed) and rows(block) == rows(printed)

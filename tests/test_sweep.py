@@ -151,6 +151,8 @@ def test_empty_inference_list_is_one_clear_error(field):
 @pytest.mark.parametrize("window, labels", [
     ("1023,0", ["1023,0"]), ("none,0", ["none,0"]), (["1023,0", ""], ["1023,0", ""]),
     (["none", 0], ["none,0"]), ([[64, 64], "8, none"], ["64,64", "8,none"]),
+    # a list of one "no window" (a fresh user's report: refused as a malformed pair)
+    ([None], [""]), (["none"], [""]), (["NONE", [1023, 0]], ["", "1023,0"]),
 ])
 def test_window_takes_the_csv_columns_format(window, labels):
     df = sweep(batch=1, heads=8, seqlen_q=1, seqlen_k=4096, head_dim=64, gpus="h200-sxm",
@@ -158,6 +160,9 @@ def test_window_takes_the_csv_columns_format(window, labels):
     assert list(df.window) == labels and (df.infeasible == "").all()
     with pytest.raises(perfsim.PerfsimError, match="LEFT,RIGHT"):
         sweep(batch=1, heads=8, seqlen_q=1, head_dim=64, gpus="h200-sxm", window="1,2,3")
+    for flat in ([5], [1, 2, 3], [None, 4, None]):      # sides that make no pair
+        with pytest.raises(perfsim.PerfsimError, match="LEFT,RIGHT"):
+            sweep(batch=1, heads=8, seqlen_q=1, head_dim=64, gpus="h200-sxm", window=flat)
 
 
 def test_stand_in_column_says_what_predict_notes_say():
@@ -769,3 +774,31 @@ def test_rows_over_the_power_limit_at_the_floor_clock_are_reported_once():
         warnings.simplefilter("error")
         perfsim.sweep(**grid, timing={"clock": "boost"})
         perfsim.sweep(**{**grid, "gpus": ["h100-sxm5"], "seqlen_q": 2048})
+
+
+def test_flop_columns_do_not_wrap_at_huge_lengths():
+    """N_q · N_k past 2^63 wraps in int64 columns; the sweep counts FLOPs in float64 as
+    predict does in Python ints (a fresh user's report: TFLOP/s 0.0 at N = 2^32)."""
+    for n in (2 ** 32, 2 ** 33 + 1):
+        row = perfsim.sweep(batch=1, heads=1, seqlen_q=n, head_dim=8, gpus="h100-sxm5",
+                            algorithms="fa2").iloc[0]
+        one = perfsim.predict(perfsim.AttentionWorkload(batch=1, heads=1, seqlen_q=n,
+                                                        head_dim=8),
+                              gpu="h100-sxm5", algorithm="fa2")
+        assert row["model_flops"] == pytest.approx(one.model_flops, rel=1e-12)
+        assert row["tflops"] == pytest.approx(one.tflops, rel=1e-12) and row["tflops"] > 1
+
+
+@pytest.mark.parametrize("name", ["sweep", "whatif"])
+def test_committed_examples_are_what_their_configs_give(tmp_path, name):
+    """examples/*.csv are the rows their .toml gives today (a fresh user's report: 27 of
+    sweep.csv's 192 rows were 18 % stale after later model changes)."""
+    from perfsim.cli import main
+
+    root = Path(__file__).resolve().parent.parent / "examples"
+    out = tmp_path / f"{name}.csv"
+    assert main(["sweep", str(root / f"{name}.toml"), "--out", str(out), "-q"]) == 0
+    fresh, committed = pd.read_csv(out), pd.read_csv(root / f"{name}.csv")
+    assert list(committed.columns) == list(fresh.columns) and len(committed) == len(fresh)
+    for col in ("seconds", "tflops", "clock_hz", "hbm_bytes"):
+        np.testing.assert_allclose(committed[col], fresh[col], rtol=1e-9, err_msg=col)
