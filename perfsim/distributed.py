@@ -137,12 +137,27 @@ def _checked_columns(kwargs: dict) -> dict:
     return {**kwargs, "columns": list(check_columns(kwargs["columns"]))}
 
 
+#: Fields whose "none" entry follows another field (``seqlen_k`` = ``seqlen_q``, ...): the
+#: local sweep merges that entry's rows with an explicit equal value of the same list.
+FOLLOWERS = ("seqlen_k", "kv_heads", "head_dim_v", "kv_dtype")
+
+
+def _follows_in_list(field: str, values: list) -> bool:
+    """Whether ``field``'s list holds a following entry (``None`` or ``"none"``) beside
+    others: cut apart, the following entry and an explicit value equal to its partner's
+    would each give the same row in two partitions (the local sweep gives it once), so such
+    a list is never cut."""
+    return field in FOLLOWERS and any(
+        v is None or isinstance(v, str) and v.strip().lower() == "none" for v in values)
+
+
 def _cut(part: dict, limit: int) -> list[dict]:
     rows = count_rows(part)
     if rows <= limit:
         return [part]
     lists = [(len(_field_values(f, part[f])), f) for f in SPLIT_FIELDS
-             if part.get(f) is not None and len(_field_values(f, part[f])) > 1]
+             if part.get(f) is not None and len(_field_values(f, part[f])) > 1
+             and not _follows_in_list(f, _field_values(f, part[f]))]
     if not lists:
         return [part]
     n, field = max(lists)

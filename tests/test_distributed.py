@@ -64,6 +64,26 @@ def test_partitions_cover_the_grid_once():
                                   check_exact=True)
 
 
+@pytest.mark.parametrize("follower", [
+    {"seqlen_q": [1024, 2048], "seqlen_k": ["none", 1024, 2048, 4096]},
+    {"heads": [8, 16], "kv_heads": [None, 8, 1]},
+    {"head_dim": [64, 128], "head_dim_v": [None, 64, 128]},
+])
+def test_a_following_entry_is_not_cut_from_its_list(follower):
+    """A fresh user's report: "none" (follow the partner) beside an explicit value equal to
+    the partner's gives one row locally; cut into two partitions it gave two (7 rows for 6).
+    Such a list is left whole; the partner may be cut."""
+    kwargs = {"gpus": ["h100-sxm5"], "algorithms": ["fa2"], "batch": [1, 2], "heads": 16,
+              "seqlen_q": 2048, "head_dim": 128, **follower}
+    local = sweep(**kwargs)
+    for limit in (1, 2, 5):
+        parts = partitions(kwargs, rows_per_partition=limit)
+        assert sum(count_rows(p) for p in parts) == len(local) == count_rows(kwargs)
+        together = pd.concat([sweep(**p) for p in parts], ignore_index=True)
+        pd.testing.assert_frame_equal(_canonical(together), _canonical(local),
+                                      check_exact=True)
+
+
 def test_an_interrupted_run_resumes_and_other_configs_are_refused(tmp_path):
     small = {**BIG, "batch": [1, 2], "seqlen_q": [256, 512, 1024]}
     out = dask_sweep(small, tmp_path / "ds", "local", workers=1, rows_per_partition=20)

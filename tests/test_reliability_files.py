@@ -594,10 +594,58 @@ def test_an_interrupted_stream_leaves_the_previous_file(tmp_path):
             yield frame
             raise KeyboardInterrupt           # after the first frame went to the file
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as caught:
         write_frames(frames(), out)
     assert out.read_text() == "previous\n"
-    assert [p.name for p in tmp_path.iterdir()] == ["r.csv"]
+    # the frame finished before the interrupt is kept beside it (a fresh user's report: an
+    # interrupted stream threw away every row it had computed)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv", "r.partial.csv"]
+    assert caught.value.partial == str(tmp_path / "r.partial.csv")
+
+
+@pytest.mark.parametrize("ext", [".csv", ".parquet"])
+@pytest.mark.parametrize("signal_class", ["KeyboardInterrupt", "_Terminated"])
+def test_an_interrupted_stream_keeps_its_finished_blocks(tmp_path, ext, signal_class):
+    """Ctrl-C or SIGTERM while a frame is written or the next one is computed: the frames
+    finished are the partial file's rows, whole and in the sweep's order, the file valid;
+    the command's line says where; a whole result later removes the partial file."""
+    if ext == ".parquet":
+        pytest.importorskip("pyarrow")
+    import numpy as np
+    import pandas as pd
+
+    import perfsim.cli as cli
+    from perfsim.cli.sweep import partial_path, write_frames
+    from perfsim.sweep import sweep_frames
+
+    stop = KeyboardInterrupt if signal_class == "KeyboardInterrupt" else cli._Terminated
+    kwargs = dict(batch=[1, 2, 3], heads=8, seqlen_q=[256, 512, 1024], head_dim=64,
+                  gpus=["h100-sxm5", "a100-sxm4-80gb"], algorithms=["fa2", "standard"])
+    rows = pd.concat(list(sweep_frames(**kwargs)), ignore_index=True)
+    every = [rows.iloc[i:i + 12].reset_index(drop=True) for i in range(0, len(rows), 12)]
+    assert len(every) >= 3
+    out = tmp_path / f"r{ext}"
+
+    def frames():
+        yield every[0]
+        yield every[1]
+        raise stop                             # while the third is being computed
+
+    with pytest.raises(stop) as caught:
+        write_frames(frames(), out)
+    kept = partial_path(out)
+    assert not out.exists() and caught.value.partial == str(kept)
+    assert caught.value.partial_rows == len(every[0]) + len(every[1])
+    read = pd.read_csv(kept) if ext == ".csv" else pd.read_parquet(kept)
+    want = pd.concat(every[:2], ignore_index=True)
+    assert len(read) == len(want)
+    assert np.allclose(read["seconds"], want["seconds"], rtol=1e-12, equal_nan=True)
+    assert list(read["gpu"].astype(str)) == list(want["gpu"].astype(str))
+    message = cli._kept(type("A", (), {"out": str(out), "dask": None})(), caught.value)
+    assert str(kept) in message and f"{len(want):,} rows" in message
+    # a whole result replaces it
+    write_frames(iter(every), out)
+    assert out.exists() and not kept.exists()
 
 
 def test_stream_keeps_a_mixed_type_override_column_as_the_held_sweep_does(tmp_path):
@@ -879,3 +927,18 @@ def test_a_copy_of_the_fitted_results_is_known_by_its_content(tmp_path):
     assert _fitted_on(copy, method)
     copy.write_text(copy.read_text().splitlines()[0] + "\n")     # other rows
     assert not _fitted_on(copy, method)
+
+
+def test_an_interrupted_dask_sweep_says_what_its_folder_holds(tmp_path):
+    """A fresh user's report: an interrupted ``--dask`` run said its folder was as before,
+    where it held the finished partitions (which the same command resumes from)."""
+    import perfsim.cli as cli
+
+    out = tmp_path / "rows"
+    out.mkdir()
+    for i in range(2):
+        (out / f"part-{i:05d}.parquet").write_bytes(b"")
+    args = type("A", (), {"out": str(out), "dask": "local"})()
+    message = cli._kept(args, KeyboardInterrupt())
+    assert "2 finished partition(s) are kept" in message and "resumes" in message
+    assert "_manifest.json" in message and "as it was before" not in message

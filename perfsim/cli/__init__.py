@@ -59,6 +59,29 @@ def build_parser(modules=COMMAND_MODULES):
     return parser
 
 
+def _kept(args, exc: BaseException) -> str:
+    """What an interrupted command left on disk, for its one line: a streamed sweep's rows
+    finished so far (``perfsim.cli.sweep.write_frames``), a Dask sweep's partitions, and that
+    ``--out`` itself is replaced only by a whole result."""
+    out = getattr(args, "out", None)
+    if not isinstance(out, str) or not out:
+        return ""
+    if getattr(args, "dask", None):
+        from pathlib import Path
+
+        parts = len(list(Path(out).glob("part-*.parquet"))) if Path(out).is_dir() else 0
+        return (f": {parts} finished partition(s) are kept in {out}; the same command "
+                "resumes from them, and the dataset is whole only once "
+                f"{out}/_manifest.json is written (perfsim.distributed.read_dataset refuses it "
+                "before; other Parquet readers read the partitions there)")
+    whole = f"{out} is replaced only by a whole result, so it is as it was before this run"
+    partial = getattr(exc, "partial", None)
+    if partial:
+        return (f": the {exc.partial_rows:,} rows finished (the sweep's first, whole blocks) "
+                f"are kept in {partial}; {whole}; a run again starts over")
+    return f" ({whole})"
+
+
 class _Terminated(BaseException):
     """SIGTERM, raised so that ``finally`` blocks run (temporary output files are removed)."""
 
@@ -192,11 +215,8 @@ def _main(argv: list[str]) -> int:
         text = str(exc).replace("\r", "\\r").replace("\n", "\\n")
         sys.stderr.write(f"perfsim: error: {text}\n")
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        out = getattr(args, "out", None)
-        kept = (f" ({out} is replaced only by a whole result, so it is as it was before this "
-                "run)" if isinstance(out, str) and out else "")
-        sys.stderr.write(f"perfsim: interrupted{kept}\n")
+    except KeyboardInterrupt as exc:
+        sys.stderr.write(f"perfsim: interrupted{_kept(args, exc)}\n")
         return 130
     except MemoryError:
         # (numpy's allocation error included; a limit the OS enforces by killing the
@@ -205,8 +225,8 @@ def _main(argv: list[str]) -> int:
                          "`ulimit -v` allowed no more); a sweep written with --out FILE "
                          "streams in blocks of bounded memory, or sweep fewer rows\n")
         return 1
-    except _Terminated:
-        sys.stderr.write("perfsim: terminated\n")
+    except _Terminated as exc:
+        sys.stderr.write(f"perfsim: terminated{_kept(args, exc)}\n")
         return 143
     except BrokenPipeError:     # output piped into a reader that stopped (| head): quietly
         try:

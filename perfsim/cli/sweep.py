@@ -28,8 +28,10 @@ summary; split apart, each path would repeat them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import time
 import tomllib
 from contextlib import contextmanager
@@ -459,19 +461,62 @@ def write_frames(frames, path: str | Path, progress=None) -> Path:
                         progress(written)
                 if pending:
                     flush()
+            except Exception:
+                raise
+            except BaseException as stop:          # Ctrl-C, SIGTERM: keep what is finished
+                try:
+                    if pending:
+                        flush()
+                    if writer is not None:
+                        writer.close()
+                except Exception:                   # (a write cut short: keep nothing)
+                    written = 0
+                writer = None
+                raise _keep_partial(stop, tmp, path, written) from None
             finally:
                 if writer is not None:
                     writer.close()
         else:
             with open(tmp, "w", encoding="utf-8", newline="") as fh:
-                for frame in frames:
-                    frame.to_csv(fh, index=False, header=written == 0)
-                    written += len(frame)
-                    if progress:
-                        progress(written)
+                kept, done = 0, 0
+                try:
+                    for frame in frames:
+                        frame.to_csv(fh, index=False, header=written == 0)
+                        written += len(frame)
+                        fh.flush()
+                        kept, done = fh.tell(), written
+                        if progress:
+                            progress(written)
+                except Exception:
+                    raise
+                except BaseException as stop:      # Ctrl-C, SIGTERM: keep what is finished
+                    fh.truncate(kept)              # no half-written frame
+                    fh.close()
+                    raise _keep_partial(stop, tmp, path, done) from None
         if not written:
             raise PerfsimError("sweep: no rows to write")
+    # a whole result replaces what an earlier interrupted run of it kept
+    with contextlib.suppress(OSError):
+        partial_path(path).unlink()
     return path
+
+
+def partial_path(path: Path) -> Path:
+    """Where an interrupted stream keeps the rows it finished: ``NAME.partial.EXT`` beside
+    ``path``."""
+    return path.with_name(f"{path.stem}.partial{path.suffix}")
+
+
+def _keep_partial(cause: BaseException, tmp: Path, path: Path, rows: int) -> BaseException:
+    """Move the temporary file of an interrupted stream to :func:`partial_path` (whole frames
+    only, a valid file) and return the interrupt to re-raise, carrying ``partial`` (the path)
+    and ``partial_rows``; with no row finished, no file is kept."""
+    cause.partial, cause.partial_rows = None, rows
+    if rows:
+        target = partial_path(path)
+        os.replace(tmp, target)
+        cause.partial = str(target)
+    return cause
 
 
 def _cmd_dask_sweep(args, kwargs) -> int:
