@@ -617,6 +617,17 @@ def test_adding_sequences_to_a_causal_varlen_batch_never_makes_it_faster(gpu, al
      dict(seqlens_q=(1, 1, 2, 1, 4, 15), seqlens_k=(4513, 5862, 6579, 10966, 5455, 11594)),
      dict(seqlens_q=(2, 1, 1, 2, 1, 4, 15),
           seqlens_k=(3053, 4513, 5862, 6579, 10966, 5455, 11594))),
+    # a fresh user's cases: FlexAttention's backward (two program kinds) got 2-5 % faster
+    # with a short sequence added, its equal-program charge falling with the mean program
+    # (base.two_kind_tail's uneven charge)
+    ("b200", "flex", dict(heads=16, head_dim=128, phase="bwd"),
+     dict(seqlens_q=(1024, 2048)), dict(seqlens_q=(1024, 2048, 300))),
+    ("h100-sxm5", "flex", dict(heads=16, head_dim=128, phase="bwd"),
+     dict(seqlens_q=(2048,) * 4), dict(seqlens_q=(2048,) * 4 + (129,))),
+    ("a100-sxm4-80gb", "flex", dict(heads=16, head_dim=128, phase="bwd"),
+     dict(seqlens_q=(1024, 512)), dict(seqlens_q=(1024, 512, 64))),
+    ("h100-sxm5", "flex", dict(heads=16, head_dim=64, phase="bwd"),
+     dict(seqlens_q=(4096, 512)), dict(seqlens_q=(4096, 512, 64))),
 ])
 def test_more_varlen_work_is_never_faster(gpu, algorithm, fields, smaller, larger):
     """The merged tail scaled its excess by the merged grid's waves where the timing's uneven

@@ -651,7 +651,7 @@ def in_order_tail(v, grid, sm_count, ctas_per_sm, causal: bool, lpt: bool,
     return 1 + (longest_over_avg - 1) * minimum(ctas_per_sm, busiest) / busiest
 
 
-def two_kind_tail(dkdv, dq, blocks, programs, sm_count, ctas_per_sm):
+def two_kind_tail(dkdv, dq, blocks, programs, sm_count, ctas_per_sm, uneven=None):
     """Tail factor of a backward grid of two program kinds launched block by block
     (FlexAttention's, ``FA2.dq_programs``): per (batch, K/V head) block, its dK/dV programs
     (longest first under a causal mask), then its dQ programs (shortest first). ``dkdv``
@@ -676,6 +676,13 @@ def two_kind_tail(dkdv, dq, blocks, programs, sm_count, ctas_per_sm):
       ``min(t₀ + c · L, W / S + L − (W / S − t₀) / c)``;
     - one program alone: ``max(L_dKdV, L_dQ)``.
 
+    ``uneven`` (a variable-length batch's merged launch: :func:`_cta_work`'s ``((CTAs, work
+    per CTA), ...)`` of its groups): the equal-program charge becomes the uneven grid's
+    busiest SM (``perfsim.timing.unequal_wave_factor`` times ``W / S``), which equals it for
+    equal programs and, unlike ``w · x̄``, never falls when a short sequence adds light
+    programs (a fresh user's report: FlexAttention's backward got faster with one more
+    sequence).
+
     A stated estimate, not fitted: on 240 shapes (GQA 1-8 with MQA, ``N_q`` 512-8192,
     ``N_k`` 512-8192, causal and not, one or two programs per SM) it is within 15 % of a
     simulation of the programs in launch order on SMs that share their throughput among
@@ -691,6 +698,10 @@ def two_kind_tail(dkdv, dq, blocks, programs, sm_count, ctas_per_sm):
     mean = total / working
     drained = total / sm_count
     charge = waves * mean
+    if uneven is not None:
+        from perfsim.timing import unequal_wave_factor
+
+        charge = unequal_wave_factor(uneven, sm_count) * drained
     last_dq = where(p_dq > 0, drained + c * maximum(l_dq - mean, 0), 0)
     start = maximum(drained - total / maximum(blocks, 1) / sm_count - c * mean, 0)
     first_dkdv = where(p_kv > 0, minimum(start + c * l_kv,
@@ -779,8 +790,8 @@ def merge_kernels(lists: list[list[KernelCost]], whole: list[KernelCost],
         kinds = (_merged_kinds(parts) if all("program_kinds" in k.launch for k in parts)
                  else None)
         tail = (two_kind_tail(*kinds, sum(k.grid for k in parts), sm_count,
-                              min(k.ctas_per_sm for k in parts)) if kinds
-                else _merged_tail(parts, sm_count))
+                              min(k.ctas_per_sm for k in parts), uneven=_cta_work(parts))
+                if kinds else _merged_tail(parts, sm_count))
         executed = {u: tail * sum(k.sm_demand()[u] / k.launch.get("tail", 1) for k in parts)
                     for u in lead.sm_demand()}
         terms: dict = {}
