@@ -49,7 +49,12 @@ class Override:
         return f"{self.field}_scale" if self.scale else self.field
 
     def column_value(self):
-        """The override's value for one sweep row, as the results column holds it."""
+        """The override's value for one sweep row, as the results column holds it: ``None``
+        (the field unset) as NaN, so a column of numbers and unset values is a float column in
+        memory and in every file, whichever group a streamed frame holds first (the label in
+        the ``overrides`` column still reads ``=None``)."""
+        if self.value is None:
+            return float("nan")
         return self.value if isinstance(self.value, (int, float, bool, str)) else str(self.value)
 
     def apply(self, data: dict) -> None:

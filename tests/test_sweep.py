@@ -802,3 +802,26 @@ def test_committed_examples_are_what_their_configs_give(tmp_path, name):
     assert list(committed.columns) == list(fresh.columns) and len(committed) == len(fresh)
     for col in ("seconds", "tflops", "clock_hz", "hbm_bytes"):
         np.testing.assert_allclose(committed[col], fresh[col], rtol=1e-9, err_msg=col)
+
+
+def test_an_override_that_unsets_a_field_is_nan_in_a_float_column(tmp_path):
+    """A fresh user's report: [0.885, None] made the override column strings ('0.885',
+    'None'), in memory and in files, so it could not be filtered or plotted as numbers."""
+    kwargs = dict(batch=[1, 4], heads=16, seqlen_q=4096, head_dim=128, gpus="h100-sxm5",
+                  algorithms="fa2")
+    for values in ([0.885, None], [None, 0.885]):
+        df = sweep(**kwargs, overrides={"l2_reduction_segment_share": values})
+        column = df["l2_reduction_segment_share"]
+        assert column.dtype == np.float64
+        assert set(column.dropna()) == {0.885} and column.isna().sum() == 2
+        assert set(df["overrides"].astype(str)) == {"l2_reduction_segment_share=0.885",
+                                                    "l2_reduction_segment_share=None"}
+    # streamed, the frames holding only the unset groups first, the file's column is float
+    pytest.importorskip("pyarrow")
+    from perfsim.cli.sweep import write_frames
+
+    frames = perfsim.sweep_frames(**kwargs, overrides={"l2_reduction_segment_share":
+                                                       [None, 0.885]})
+    first = next(frames)
+    out = write_frames(iter([first.iloc[:1], first.iloc[1:], *frames]), tmp_path / "r.parquet")
+    assert pd.read_parquet(out)["l2_reduction_segment_share"].dtype == np.float64
