@@ -297,6 +297,14 @@ class Prediction:
     #: reference's heuristics decided against. ``None`` for a prediction built by hand.
     repredict: object = dataclasses.field(default=None, compare=False, repr=False)
 
+    def __repr__(self) -> str:
+        # one line (the generated repr printed the whole GPU spec, ~15 kB); every field is
+        # an attribute, and explain() gives the breakdown
+        label = self.algorithm.label() if hasattr(self.algorithm, "label") else self.algorithm
+        rate = "" if self.tflops is None else f", {self.tflops:.1f} TFLOP/s"
+        return (f"<Prediction {label} on {self.gpu.id}, {self.workload.describe()}: "
+                f"{si(self.seconds, 's')}{rate}, bound by {self.bound}; .explain() for why>")
+
     @classmethod
     def with_lazy_kernels(cls, build, **fields) -> Prediction:
         """A prediction whose ``kernels`` are ``build()``, called when first read (then kept):

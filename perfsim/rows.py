@@ -318,13 +318,13 @@ def _int_column(name: str, values, n: int, index, follow=None) -> np.ndarray:
         out = np.array([int(v) if g else 1 for v, g in zip(values, good)], dtype=np.int64)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise PerfsimError(f"predict_rows: row {_label(index, i)}: {name} must be an integer "
+        raise PerfsimError(f"predict_rows: {_label(index, i)}: {name} must be an integer "
                            f"in [1, 2**45], got {_shown(values, i)}")
     if missing.any():
         if follow is None:
             i = int(np.flatnonzero(missing)[0])
-            raise PerfsimError(f"predict_rows: row {_label(index, i)}: {name} is missing; it "
-                               "has no default")
+            raise PerfsimError(f"predict_rows: {_label(index, i)}: {name} is missing (an empty "
+                               "cell, NA or NaN); it has no default")
         out = np.where(missing, follow, out)
     return out
 
@@ -413,7 +413,7 @@ def _scalar(columns: dict, row: int, index) -> dict:
         if value is None and name != "head_dim":
             values[name] = _DEFAULTS[name]
     if values["head_dim"] is None:
-        raise PerfsimError(f"predict_rows: row {_label(index, row)}: head_dim is missing; "
+        raise PerfsimError(f"predict_rows: {_label(index, row)}: head_dim is missing; "
                            "it has no default")
     for name in ("head_dim", "head_dim_v", "page_size"):
         v = values[name]
@@ -433,12 +433,18 @@ def _scalar(columns: dict, row: int, index) -> dict:
     except PerfsimError as exc:
         text = str(exc)
         text = text[len("sweep: "):] if text.startswith("sweep: ") else text
-        raise PerfsimError(f"predict_rows: row {_label(index, row)}: {text}") from None
+        raise PerfsimError(f"predict_rows: {_label(index, row)}: {text}") from None
     return scalar
 
 
-def _label(index, row: int):
-    return row if index is None else repr(index[row])
+def _label(index, row: int) -> str:
+    """``row N`` (position, or the caller's index label), or ``line N`` for a rows file read
+    by ``perfsim rows`` (its index holds file lines)."""
+    if index is None:
+        return f"row {row}"
+    if getattr(index, "name", None) == "line":
+        return f"line {index[row]}"
+    return f"row {index[row]!r}"
 
 
 def _check_tensor_sizes(arrays: dict, scalars: list, groups: list, index) -> None:
@@ -455,7 +461,7 @@ def _check_tensor_sizes(arrays: dict, scalars: list, groups: list, index) -> Non
             if over.any():
                 row = int(members[np.flatnonzero(over)[0]])
                 raise PerfsimError(
-                    f"predict_rows: row {_label(index, row)}: the {label} tensor would hold "
+                    f"predict_rows: {_label(index, row)}: the {label} tensor would hold "
                     f"{size[over][0]:.3g} bytes; at most 2**45 = {MAX_TENSOR_BYTES} bytes "
                     "(32 TiB) per tensor")
 

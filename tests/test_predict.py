@@ -275,3 +275,15 @@ def test_explain_says_when_the_bound_unit_shares_a_serial_cycle():
                                                      head_dim=128), gpu="h100-sxm5",
                            algorithm="fa2").explain()
     assert "take turns and add" not in many
+
+
+def test_a_prediction_prints_as_one_line():
+    """A fresh user's report: print(prediction) dumped ~15 kB (the whole GPU spec with
+    every source string)."""
+    p = perfsim.predict(perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096,
+                                                  head_dim=128, causal=True),
+                        gpu="h100-sxm5", algorithm="sdpa-flash")
+    text = repr(p)
+    assert "\n" not in text and len(text) < 300 and str(p) == text
+    for part in ("sdpa-flash", "h100-sxm5", "causal", "TFLOP/s", f"bound by {p.bound}"):
+        assert part in text

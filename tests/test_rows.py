@@ -191,13 +191,21 @@ def test_the_rows_command_reads_a_file_and_writes_every_row(tmp_path, capsys):
     ("twice.csv", "batch,batch ,heads,seqlen_q,head_dim\n1,1,8,128,64\n",
      "the header names 'batch' more than once"),
     ("na.csv", "batch,heads,seqlen_q,head_dim\n1,8,128,64\nNA,8,128,64\n",
-     "row 1: batch is missing"),
-    ("bad.jsonl", "{not json\n", "cannot be read as jsonl"),
+     "line 3: batch is missing (an empty cell, NA or NaN)"),
+    ("bad.jsonl", "{not json\n", "line 1 is not JSON (Expecting property name"),
     # one bad cell made the column text, and the first row was blamed with a good value
     ("cell.csv", "batch,heads,seqlen_q,head_dim\n1,8,128,64\n2,8,128,64\n8x,8,128,64\n",
-     "row 2, column batch: '8x' is not a number"),
+     "line 4, column batch: '8x' is not a number"),
     ("flag.csv", "batch,heads,seqlen_q,head_dim,causal\n1,8,128,64,1\n1,8,128,64,maybe\n",
-     "row 1, column causal: 'maybe' is not true or false"),
+     "line 3, column causal: 'maybe' is not true or false"),
+    # errors name the file's line (a fresh user's report: 0-based data rows, and a JSON
+    # error by character position), blank lines counted as the file has them
+    ("gap.csv", "batch,heads,seqlen_q,head_dim\n1,8,128,64\n\n2,x,128,64\n",
+     "line 4, column heads: 'x' is not a number"),
+    ("gap.jsonl", '{"batch": 1, "heads": 8, "seqlen_q": 128, "head_dim": 64}\n\n{"batch": 2,}\n',
+     "line 3 is not JSON"),
+    ("number.jsonl", '{"batch": 1, "heads": 8, "seqlen_q": 128, "head_dim": 64}\n5\n',
+     "line 2 is a JSON int, not an object of workload fields"),
 ])
 def test_the_rows_command_gives_one_line_for_a_bad_file(tmp_path, capsys, name, text, words):
     from perfsim.cli import main

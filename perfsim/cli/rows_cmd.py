@@ -58,6 +58,7 @@ def read_rows(path: str):
             _no_repeated_columns(p, path)
             # "batch, heads": a space after a comma is not part of the next column's name
             frame.columns = [str(c).strip() for c in frame.columns]
+            frame.index = _csv_lines(p, len(frame))
             return _typed_columns(frame, path)
         if ext == ".parquet":
             from perfsim.cli.sweep import _pyarrow
@@ -70,7 +71,11 @@ def read_rows(path: str):
         if text.lstrip().startswith("["):
             raise PerfsimError(f"rows file {path}: a .jsonl file holds one JSON object per "
                                "line, not one array")
-        return pd.read_json(io.StringIO(text), lines=True, dtype=False)
+        lines = _json_lines(text, path)
+        frame = pd.read_json(io.StringIO(text), lines=True, dtype=False)
+        if len(frame) == len(lines):
+            frame.index = pd.Index(lines, name="line")
+        return frame
     except PerfsimError:
         raise
     except pd.errors.EmptyDataError:
@@ -84,6 +89,47 @@ def read_rows(path: str):
         text = " ".join(str(exc).split())
         raise PerfsimError(f"rows file {path}: cannot be read as {ext[1:]} "
                            f"({type(exc).__name__}: {text})") from None
+
+
+def _csv_lines(p, rows: int):
+    """The file line of each data row of the CSV at ``p`` (the header is line 1; blank lines
+    skipped and quoted line breaks counted, as the reader reads them), as a ``line`` index,
+    so errors and the table name the line; a plain 0-based index where they do not agree."""
+    import csv
+
+    import pandas as pd
+
+    with p.open(encoding="utf-8-sig", newline="") as f:
+        reader = csv.reader(f)
+        next(reader, None)
+        lines = []
+        start = reader.line_num + 1
+        for record in reader:
+            if any(cell.strip() for cell in record):
+                lines.append(start)
+            start = reader.line_num + 1
+    return pd.Index(lines, name="line") if len(lines) == rows else pd.RangeIndex(rows)
+
+
+def _json_lines(text: str, path: str) -> list[int]:
+    """The line of each JSON object of a .jsonl text (blank lines skipped).
+
+    Raises:
+        PerfsimError: the first line that is not a JSON object, by its line number."""
+    lines = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as exc:
+            raise PerfsimError(f"rows file {path}: line {number} is not JSON ({exc.msg}, "
+                               f"column {exc.colno})") from None
+        if not isinstance(value, dict):
+            raise PerfsimError(f"rows file {path}: line {number} is a JSON "
+                               f"{type(value).__name__}, not an object of workload fields")
+        lines.append(number)
+    return lines
 
 
 def _no_repeated_columns(p, path) -> None:
@@ -126,7 +172,7 @@ def _typed_columns(frame, path: str):
         bad = numbers.isna() & column.notna()
         if bad.any():
             row = bad.idxmax()
-            raise PerfsimError(f"rows file {path}: row {row}, column {name}: "
+            raise PerfsimError(f"rows file {path}: {_where(frame, row)}, column {name}: "
                                f"{column[row]!r} is not a number")
         frame[name] = numbers
     if "causal" in frame and frame["causal"].dtype.kind != "b":
@@ -138,10 +184,15 @@ def _typed_columns(frame, path: str):
             elif word in _TRUE or word in _FALSE:
                 flags.append(word in _TRUE)
             else:
-                raise PerfsimError(f"rows file {path}: row {row}, column causal: {value!r} is "
-                                   "not true or false (1/0, true/false, yes/no)")
+                raise PerfsimError(f"rows file {path}: {_where(frame, row)}, column causal: "
+                                   f"{value!r} is not true or false (1/0, true/false, yes/no)")
         frame["causal"] = pd.array(flags, dtype="boolean")
     return frame
+
+
+def _where(frame, row) -> str:
+    """``line N`` where the frame's index holds file lines, else ``row N``."""
+    return f"{'line' if frame.index.name == 'line' else 'row'} {row}"
 
 
 #: How a rows file may write ``causal`` (any case; 1.0 as pandas reads a column with a gap).
@@ -193,8 +244,8 @@ def _cmd_rows(args) -> int:
     bad = int((out.infeasible != "").sum())
     print_table(f"{out.gpu.iloc[0]}, {out.algorithm.iloc[0]}: {len(out)} rows "
                 f"({bad} infeasible) in {seconds:.2f} s",
-                ["row", "B", "H/H_kv", "N_q/N_k", "d", "mask", "phase", "time", "TFLOP/s",
-                 "bound"], cells)
+                ["line" if out.index.name == "line" else "row", "B", "H/H_kv", "N_q/N_k", "d",
+                 "mask", "phase", "time", "TFLOP/s", "bound"], cells)
     if len(out) > SHOWN_ROWS:
         print(f"first {SHOWN_ROWS} of {len(out)} rows"
               + ("" if args.out else "; --out FILE.csv or FILE.parquet writes them all"))
