@@ -509,3 +509,16 @@ def test_sweep_json_too_large_for_memory_is_refused_before_the_work(tmp_path, ca
     assert main(["sweep", str(config), "--json", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--json: 120 rows need about" in err[0]
+
+
+def test_a_tile_too_large_says_which_option_set_it(capsys):
+    """A fresh user's report: --set block_m=100000 reported the shared-memory shortfall
+    without naming the tile or the option."""
+    base = ["predict", "--gpu", "h100-sxm5", "-a", "fa2", "-b", "1", "--heads", "8",
+            "--seqlen", "1024", "--head-dim", "64"]
+    assert main([*base, "--set", "block_m=100000"]) == 2
+    err = capsys.readouterr().err
+    assert "the forward tile of 100000 x" in err and "set by block_m=100000" in err
+    assert main([*base, "--phase", "bwd", "--set", "bwd_block_n=4096"]) == 2
+    err = capsys.readouterr().err
+    assert "the backward tile of" in err and "set by bwd_block_n=4096" in err

@@ -234,6 +234,9 @@ def resident_per_sm(grid, ctas_per_sm, gpu: GPUSpec):
 SPLIT_SCALE_TERM = "fp32/scale apart from the exp argument (FMUL)"
 EXP_AFTER = ("alu/row max", SPLIT_SCALE_TERM)
 ASYNC_MMA_STATIONS = (("tensor", "smem"), ("mufu", "fp32"))
+#: Options that set a phase's tile, named by an occupancy error when a caller set them.
+FWD_TILE_OPTIONS = ("block_m", "block_n", "warps", "fwd_warps", "fwd_stages", "stages")
+BWD_TILE_OPTIONS = ("bwd_block_m", "bwd_block_n", "bwd_warps")
 ASYNC_MMA_SERIAL = (False, True)
 
 
@@ -544,6 +547,16 @@ class FusedAttention(Algorithm):
                                       self.split_rule, b_r, b_c, can_split=self.can_split(gpu))
         return splits, group, 0
 
+    def _tile_context(self, phase: str, b_r, b_c, d, options: tuple) -> str:
+        """Which tile an occupancy error is about, and which of ``options`` set it (a user's
+        ``--set block_m=...``), for the error's one line."""
+        fields = type(self).model_fields
+        given = [f"{name}={getattr(self, name)}" for name in options
+                 if name in fields and getattr(self, name) != fields[name].default]
+        how = (f"set by {', '.join(given)}; smaller tiles need less" if given
+               else "the reference's launch for this shape")
+        return f"the {phase} tile of {b_r} x {b_c} at head dim {d}: {how}"
+
     def kv_in_flight(self, dims: Dims, b_c):
         """Global-load bytes one forward CTA keeps in flight: flash-attn 2 prefetches the next
         K (or V) tile with cp.async while it computes on the current one."""
@@ -631,7 +644,11 @@ class FusedAttention(Algorithm):
         # shared-memory tiles as wide as the compiled kernel's head dims
         kd, kd_v = self.kernel_head_dims(dims)
         smem = self._fwd_smem_bytes(dims, gpu, b_r, b_c, kd, kd_v)
-        ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
+        try:
+            ctas = resident_ctas(gpu, smem, warps, self.registers(gpu, warps))
+        except InfeasibleError as exc:
+            tile = self._tile_context("forward", b_r, b_c, kd, FWD_TILE_OPTIONS)
+            raise InfeasibleError(f"{exc} ({tile})") from None
         v = dims.tile_visits(b_r, b_c)
         # query tiles whose rows all see no key (causal or a window's right side with
         # N_q > N_k) and exit before loading Q where the kernel says so
@@ -976,7 +993,9 @@ class FusedAttention(Algorithm):
             ctas = resident_ctas(gpu, smem, warps, self.bwd_registers(gpu, warps))
         except InfeasibleError as exc:
             if not self.bwd_smem_is_stand_in():
-                raise
+                tile = self._tile_context("backward", b_r, b_c, max(kd, kd_v),
+                                          BWD_TILE_OPTIONS)
+                raise InfeasibleError(f"backward: {exc} ({tile})") from None
             raise InfeasibleError(
                 f"backward: {exc} (the {b_r} x {b_c} tile's shared memory taken as flash-attn "
                 "2's layout at one Q/dO stage: ASSUMED, this kernel's own was not compiled "
