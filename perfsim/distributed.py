@@ -292,6 +292,11 @@ def _client(distributed, scheduler: str, workers: int | None):
         if isinstance(exc, TimeoutError) or "timed out" in text.lower():
             raise PerfsimError(f"--dask {scheduler}: no Dask scheduler answered within "
                                f"{CONNECT_TIMEOUT_S} s ({type(exc).__name__})")
+        if isinstance(exc, MemoryError):
+            # Dask's protocol read another server's greeting as a frame length (a fresh
+            # user's report: "Unable to allocate 2.82 EiB ..." from an SSH server)
+            raise PerfsimError(f"--dask {scheduler}: something answered there, but not a "
+                               "Dask scheduler (its reply was not Dask's protocol)")
         raise PerfsimError(f"--dask {scheduler}: could not connect to a Dask scheduler "
                            f"({type(exc).__name__}{': ' + text if text else ''})")
     raise PerfsimError(f"--dask {scheduler}: no Dask scheduler answered within "

@@ -167,7 +167,18 @@ def test_a_bad_scheduler_is_one_error_in_bounded_time(tmp_path, monkeypatch):
     silent.bind(("127.0.0.1", 0))
     silent.listen(4)
     threading.Thread(target=lambda: [silent.accept() for _ in range(4)], daemon=True).start()
+    talker = socket.socket()                  # answers with another protocol's greeting
+    talker.bind(("127.0.0.1", 0))
+    talker.listen(4)
+
+    def greet():
+        for _ in range(4):
+            conn, _ = talker.accept()
+            conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+    threading.Thread(target=greet, daemon=True).start()
     for address, says, within in (
+            (f"tcp://127.0.0.1:{talker.getsockname()[1]}",
+             "something answered there, but not a Dask scheduler", 15),
             ("tcp://127.0.0.1:1", r"no Dask scheduler there \(connection refused\)", 2),
             ("tcp://nosuchhost.invalid:8786", r"no Dask scheduler there \(unknown host\)", 15),
             (f"tcp://127.0.0.1:{silent.getsockname()[1]}",
