@@ -343,3 +343,27 @@ def test_fa3_fp8_preparation_holds_the_16_bit_inputs_and_their_copies():
     assert p.memory_bytes >= prep.cost.hbm_read_bytes + prep.cost.hbm_write_bytes
     off = perfsim.predict(w, gpu="h100-sxm5", algorithm=FA3(quantize_inputs=False))
     assert p.memory_bytes - off.memory_bytes == prep.cost.hbm_read_bytes
+
+
+def test_longest_first_grids_take_at_least_their_longest_cta():
+    """A fresh user's report: kernels that launch the longest tiles first (fa4,
+    flash_attn.cute) were charged the average CTA, so a causal grid of about one wave ran at
+    60 % of the unmasked one and got faster with more query rows. One SM runs the longest
+    CTA (every key tile) from start to end: the causal call costs about the unmasked one."""
+    floors = {"host_floor_fwd_s": 0, "host_floor_bwd_s": 0}
+
+    def seconds(algorithm, gpu, nq, causal):
+        w = W(batch=1, heads=4, seqlen_q=nq, seqlen_k=4096, head_dim=128, causal=causal)
+        return perfsim.predict(w, gpu=gpu, algorithm=algorithm, timing=floors).seconds
+
+    fa4 = "fa4(num_splits=1, pack_gqa=False)"
+    unmasked, causal = seconds(fa4, "b200", 4096, False), seconds(fa4, "b200", 4096, True)
+    assert causal == pytest.approx(unmasked, rel=0.05)
+    assert seconds(fa4, "b200", 8192, True) >= causal
+    assert seconds("flash-attn-cute", "h100-sxm5", 8192, True) >= seconds(
+        "flash-attn-cute", "h100-sxm5", 4096, True)
+    # many waves: longest first balances the SMs, and the causal call takes about half
+    many = [perfsim.predict(W(batch=16, heads=16, seqlen_q=4096, head_dim=128, causal=c),
+                            gpu="b200", algorithm=fa4, timing=floors).seconds
+            for c in (False, True)]
+    assert 0.45 < many[1] / many[0] < 0.6

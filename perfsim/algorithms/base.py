@@ -621,8 +621,10 @@ def in_order_tail(v, grid, sm_count, ctas_per_sm, causal: bool, lpt: bool,
                   columns: bool = False):
     """Tail factor (≥ 1) of a causal grid whose CTAs differ in length.
 
-    With longest-processing-time-first order (``lpt``) or equal CTAs (no mask) the busiest
-    SM stays at the average and the factor is 1. A grid of query tiles (a forward) has its
+    Equal CTAs (no mask) keep the busiest SM at the average: factor 1. With
+    longest-processing-time-first order (``lpt``) the busiest SM holds the average
+    (``w · avg``, the wave factor's charge) or its longest CTA, whichever is more:
+    ``max(1, (max/avg) / w)``. A grid of query tiles (a forward) has its
     longest CTA visit ``TileVisits.widest`` key tiles (all of them under the causal mask; a
     window's band width) against ``tiles / q_tiles`` on average; a grid of key tiles
     (``columns``: a backward) has its longest visited by ``TileVisits.tallest`` query tiles
@@ -639,7 +641,7 @@ def in_order_tail(v, grid, sm_count, ctas_per_sm, causal: bool, lpt: bool,
     grows (one more batch never makes the kernel faster). A stated estimate (list
     scheduling), not a fitted constant.
     """
-    if lpt or not causal:
+    if not causal:
         return 1
     if columns:
         longest_over_avg = ((v.q_tiles if v.tallest is None else v.tallest) * v.kv_tiles
@@ -648,6 +650,12 @@ def in_order_tail(v, grid, sm_count, ctas_per_sm, causal: bool, lpt: bool,
         longest_over_avg = ((v.kv_tiles if v.widest is None else v.widest) * v.q_tiles
                             / maximum(v.tiles, 1))
     busiest = cdiv(maximum(grid, 1), sm_count)
+    if lpt:
+        # longest first: the busiest SM's work is the balanced w · avg, but never less than
+        # its longest CTA, which one SM runs from start to end (a grid of about one wave:
+        # longest first gains nothing; a fresh user's report had flash_attn.cute's causal
+        # forward of one wave at 56 % of its unmasked one, and faster with more rows)
+        return maximum(1, longest_over_avg / busiest)
     return 1 + (longest_over_avg - 1) * minimum(ctas_per_sm, busiest) / busiest
 
 
