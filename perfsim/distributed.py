@@ -41,7 +41,7 @@ from pathlib import Path
 
 from perfsim.errors import PerfsimError
 from perfsim.files import check_output_folder
-from perfsim.sweep import _windows
+from perfsim.sweep import _windows, none_word
 from perfsim.sweep import count_rows as sweep_rows
 
 #: Rows per partition by default. Measured on the 2-core development machine
@@ -56,6 +56,8 @@ SPLIT_FIELDS = ("seqlen_q", "batch", "heads", "seqlen_k", "kv_heads", "head_dim"
                 "head_dim_v", "causal", "dtype", "phase", "dropout_p", "window", "kv_dtype",
                 "page_size", "softcap")
 MANIFEST = "_manifest.json"
+#: The partition files' names (``part-00000.parquet``, ...).
+PART_GLOB = "part-*.parquet"
 #: the name datasets written before 2026-12-03 carry (read, never written): Parquet readers
 #: (pyarrow.dataset, pandas.read_parquet, Spark, DuckDB) skip files whose names start with "_"
 #: or ".", so the folder now reads as a dataset as it is
@@ -147,24 +149,23 @@ def _follows_in_list(field: str, values: list) -> bool:
     others: cut apart, the following entry and an explicit value equal to its partner's
     would each give the same row in two partitions (the local sweep gives it once), so such
     a list is never cut."""
-    return field in FOLLOWERS and any(
-        v is None or isinstance(v, str) and v.strip().lower() == "none" for v in values)
+    return field in FOLLOWERS and any(map(none_word, values))
 
 
 def _cut(part: dict, limit: int) -> list[dict]:
     rows = count_rows(part)
     if rows <= limit:
         return [part]
-    lists = [(len(_field_values(f, part[f])), f) for f in SPLIT_FIELDS
-             if part.get(f) is not None and len(_field_values(f, part[f])) > 1
-             and not _follows_in_list(f, _field_values(f, part[f]))]
+    given = {f: _field_values(f, part[f]) for f in SPLIT_FIELDS if part.get(f) is not None}
+    lists = [(len(values), f) for f, values in given.items()
+             if len(values) > 1 and not _follows_in_list(f, values)]
     if not lists:
         return [part]
     n, field = max(lists)
     # kv_heads / seqlen_k / head_dim_v left at None follow heads / seqlen_q / head_dim: they
     # still follow each chunk's values, so cutting the partner keeps the pairing
     chunks = min(n, math.ceil(rows / limit))
-    values = _field_values(field, part[field])
+    values = given[field]
     size = math.ceil(n / chunks)
     out = []
     for start in range(0, n, size):
@@ -404,7 +405,7 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
                 recorded.add(json.loads(_manifest_path(out).read_text())["key"])
             except (ValueError, KeyError, TypeError):
                 recorded.add("unknown")
-        stray = any(out.glob("part-*.parquet"))
+        stray = any(out.glob(PART_GLOB))
         if recorded - {key} or (stray and not recorded):
             raise PerfsimError(f"{out}: holds partitions of another sweep config or partition "
                                "size (or of an unknown one); choose a new directory or delete "

@@ -1564,16 +1564,25 @@ def _listify(value) -> list:
     return [value]
 
 
+def none_word(value) -> bool:
+    """Whether a config value means "none": ``None``, or ``"none"`` in any case (TOML has no
+    null)."""
+    return value is None or isinstance(value, str) and value.strip().lower() == "none"
+
+
+def _none(value):
+    """``value`` with a "none" word (:func:`none_word`) read as ``None``."""
+    return None if none_word(value) else value
+
+
 def _windows(window) -> list:
     """``None``, one ``(left, right)`` pair or a list of pairs -> a list of pairs (``"none"``
     for an unbounded side, as TOML has no null); a pair may also be the CSV column's
     ``"LEFT,RIGHT"`` string (``""`` for no window)."""
-    def bound(v):
-        return None if v is None or (isinstance(v, str) and v.strip().lower() == "none") else v
+    bound = _none
 
     def side(v) -> bool:          # one side of a pair (not a pair, nor a "LEFT,RIGHT" string)
-        return (v is None or isinstance(v, (int, float, np.number))
-                or isinstance(v, str) and v.strip().lower() == "none")
+        return none_word(v) or isinstance(v, (int, float, np.number))
 
     def bad(w):
         return PerfsimError(f"sweep: window must be [left, right], a \"LEFT,RIGHT\" string "
@@ -1599,7 +1608,7 @@ def _windows(window) -> list:
     if isinstance(window, (list, tuple)) and len(window) == 2 and all(map(side, window)):
         return [pair(window)]
     if (isinstance(window, (list, tuple)) and window and all(map(side, window))
-            and not all(bound(v) is None for v in window)):
+            and not all(map(none_word, window))):
         raise bad(window)        # a flat list of sides that is no pair, e.g. [1, 2, 3]
     # (a list whose every entry is "no window" — [None], ["none"] — is that many no-windows,
     # as "none" reads beside pairs in a list)
@@ -1622,8 +1631,7 @@ def _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p, window
         if value is not None and not _listify(value):
             raise PerfsimError(f"sweep: {name} is an empty list; give at least one value")
     def follow(values):             # "none" (any case; TOML has no null) is None: follow
-        return [None if isinstance(v, str) and v.strip().lower() == "none" else v
-                for v in values]
+        return [_none(v) for v in values]
 
     dims = [(d, d) for d in _listify(head_dim)] if head_dim_v is None else [
         (d, d if dv is None else dv)
@@ -1632,8 +1640,7 @@ def _scalar_combos(head_dim, head_dim_v, causal, dtype, phase, dropout_p, window
     # 0 or "none" reads "contiguous K/V", as the page_size column writes it (so a TOML file,
     # which has no null, can sweep contiguous against paged)
     pages = [None] if page_size is None else [
-        None if pg == 0 or (isinstance(pg, str) and pg.strip().lower() == "none") else pg
-        for pg in _listify(page_size)]
+        None if pg == 0 else _none(pg) for pg in _listify(page_size)]
     combos = []
     for (d, dv), c, t, p, q, win, kvt, pg, cap in itertools.product(
             dims, _listify(causal), _listify(dtype), _listify(phase), _listify(dropout_p),
@@ -1663,8 +1670,7 @@ def _refuse_repeats(**fields) -> None:
 
     Raises:
         perfsim.PerfsimError: naming the field and the repeated value(s)."""
-    def none(v):
-        return None if isinstance(v, str) and v.strip().lower() == "none" else v
+    none = _none
 
     for name, value in fields.items():
         if not isinstance(value, (list, tuple, range, np.ndarray)):
@@ -1721,8 +1727,7 @@ def _pairs(first: str, a, second: str, b) -> np.ndarray:
     if b is None:
         return np.stack([a, a], axis=1)
     # "none" (any case) is None, as TOML, which has no null, writes it
-    listed = [None if isinstance(v, str) and v.strip().lower() == "none" else v
-              for v in _listify(b)]
+    listed = [_none(v) for v in _listify(b)]
     if not listed:
         raise PerfsimError(f"{second}: an empty list; give at least one value (None or "
                            f"\"none\" to follow {first}), or leave it out")

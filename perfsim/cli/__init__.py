@@ -69,7 +69,9 @@ def _kept(args, exc: BaseException) -> str:
     if getattr(args, "dask", None):
         from pathlib import Path
 
-        parts = len(list(Path(out).glob("part-*.parquet"))) if Path(out).is_dir() else 0
+        from perfsim.distributed import PART_GLOB
+
+        parts = len(list(Path(out).glob(PART_GLOB))) if Path(out).is_dir() else 0
         return (f": {parts} finished partition(s) are kept in {out}; the same command "
                 "resumes from them, and the dataset is whole only once "
                 f"{out}/_manifest.json is written (perfsim.distributed.read_dataset refuses it "
