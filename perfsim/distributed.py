@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from perfsim.errors import PerfsimError
-from perfsim.files import check_output_folder
+from perfsim.files import PART_GLOB, check_output_folder
 from perfsim.sweep import _windows, none_word
 from perfsim.sweep import count_rows as sweep_rows
 
@@ -56,8 +56,6 @@ SPLIT_FIELDS = ("seqlen_q", "batch", "heads", "seqlen_k", "kv_heads", "head_dim"
                 "head_dim_v", "causal", "dtype", "phase", "dropout_p", "window", "kv_dtype",
                 "page_size", "softcap")
 MANIFEST = "_manifest.json"
-#: The partition files' names (``part-00000.parquet``, ...).
-PART_GLOB = "part-*.parquet"
 #: the name datasets written before 2026-12-03 carry (read, never written): Parquet readers
 #: (pyarrow.dataset, pandas.read_parquet, Spark, DuckDB) skip files whose names start with "_"
 #: or ".", so the folder now reads as a dataset as it is

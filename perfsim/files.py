@@ -89,6 +89,9 @@ def check_output(path: str | Path, extensions: Iterable[str], what: str = "outpu
 #: random characters and ``.tmp`` then fit the 255 bytes of a file name even when the output's
 #: own name is as long as a file system allows.
 TEMPORARY_NAME_CHARS = 200
+#: The file names of a Dask sweep's partitions in its folder (``part-00000.parquet``, ...):
+#: ``perfsim.distributed`` writes them, the CLI counts them when a run is interrupted.
+PART_GLOB = "part-*.parquet"
 
 
 def _temporary_prefix(path: Path) -> str:

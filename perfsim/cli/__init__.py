@@ -69,7 +69,7 @@ def _kept(args, exc: BaseException) -> str:
     if getattr(args, "dask", None):
         from pathlib import Path
 
-        from perfsim.distributed import PART_GLOB
+        from perfsim.files import PART_GLOB
 
         parts = len(list(Path(out).glob(PART_GLOB))) if Path(out).is_dir() else 0
         return (f": {parts} finished partition(s) are kept in {out}; the same command "
