@@ -292,6 +292,13 @@ HOLDOUTS = {
                           "SDPA memory-efficient, flash and cuDNN, forward and backward; frozen "
                           "for the locked dQ accumulation (FA2.dq_lock_waits, measured by "
                           "probe_dq_lock.py), PyTorch's key splits and the gmem accumulators",
+    "external-holdout53": "16 shapes drawn at random (validate/draw_holdout.py, seed 53) from the "
+                          "range the accuracy issue names: head dims 64, 128 and 256, N 128-15k "
+                          "stratified on a log scale, B·N 4k-32k tokens, 8-40 heads, GQA 1-8, "
+                          "causal or not, bf16 or fp16; every implementation, forward and "
+                          "backward; frozen at 3cf36b2 (the longest-CTA bound for LPT grids and "
+                          "the varlen two-kind tail, never timed) as a general check of the "
+                          "default path",
 }
 
 

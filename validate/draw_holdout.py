@@ -1,0 +1,76 @@
+"""Draw a general hold-out grid at random, reproducibly, from the range the accuracy issue
+names (head dims 64 / 128 / 256, N from 128 to 16k, causal or not, GQA, bf16 and fp16), none
+of it a shape of an earlier grid in ``grids/``.
+
+    python -m perfsim.validate.draw_holdout --seed 53 --count 16 \
+        --out validate/grids/external_holdout53.json
+
+Sequence lengths are stratified: shape i of ``count`` gets N = 2^(7 + 7·(k + u)/count) for a
+shuffled slot k and u uniform in [0, 1), rounded to a multiple of 64 (at least 128), so the
+draw covers 128-16k on a log scale; head dims cycle 64, 128, 256, 128; batch is the nearest
+integer to a log-uniform 4k-32k tokens over N (at most 64); heads from {8, 12, 16, 24, 32, 40};
+a GQA group of 1 (three times as likely), 2, 4 or 8 when it divides the heads; causal with
+probability 1/2; fp16 with probability 0.3, else bf16. Python's ``random.Random(seed)`` fixes
+the draw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+GRID_DIR = Path(__file__).parent / "grids"
+
+
+def _key(s: dict) -> tuple:
+    return (s["batch"], s["heads"], s.get("kv_heads") or s["heads"], s["seqlen_q"],
+            s.get("seqlen_k") or s["seqlen_q"], s["head_dim"], s["causal"],
+            s.get("dtype", "bf16"), s.get("dropout_p", 0.0))
+
+
+def draw(seed: int, count: int, grid_dir: Path = GRID_DIR) -> list[dict]:
+    """``count`` shapes (dicts of ``Shape`` fields, phase left out) drawn with ``seed``."""
+    seen = {_key(s) for f in sorted(grid_dir.glob("*.json"))
+            for s in json.loads(f.read_text())}
+    rng = random.Random(seed)
+    slots = list(range(count))
+    rng.shuffle(slots)
+    out: list[dict] = []
+    while len(out) < count:
+        slot = slots[len(out)]
+        d = (64, 128, 256, 128)[len(out) % 4]
+        n = max(128, round(2 ** (7 + 7 * (slot + rng.random()) / count) / 64) * 64)
+        h = rng.choice([8, 12, 16, 24, 32, 40])
+        group = rng.choice([1, 1, 1, 2, 4, 8])
+        if h % group:
+            group = 1
+        batch = min(64, max(1, round(2 ** rng.uniform(12, 15) / n)))
+        causal = rng.random() < 0.5
+        dtype = "fp16" if rng.random() < 0.3 else "bf16"
+        shape = {"batch": batch, "heads": h, "seqlen_q": n, "head_dim": d, "causal": causal}
+        if group > 1:
+            shape["kv_heads"] = h // group
+        if dtype != "bf16":
+            shape["dtype"] = dtype
+        if _key(shape) in seen:
+            continue
+        seen.add(_key(shape))
+        out.append(shape)
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--count", type=int, default=16)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    shapes = draw(args.seed, args.count)
+    args.out.write_text("[\n" + ",\n".join(" " + json.dumps(s) for s in shapes) + "\n]\n")
+    print(f"{len(shapes)} shapes -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
