@@ -4,6 +4,8 @@ earlier grid (validate/draw_holdout.py)."""
 import json
 import shutil
 
+import pytest
+
 from perfsim.validate import draw_holdout
 
 
@@ -20,3 +22,11 @@ def test_holdout53_is_the_seeded_draw(tmp_path):
     assert {s["head_dim"] for s in drawn} == {64, 128, 256}
     lengths = sorted(s["seqlen_q"] for s in drawn)
     assert lengths[0] < 256 and lengths[-1] > 8192
+    # the documented command, writing over the committed file, draws it again
+    assert draw_holdout.draw(53, 16, skip=committed) == drawn
+
+
+def test_count_is_checked():
+    for bad in (0, -3, draw_holdout.MAX_COUNT + 1):
+        with pytest.raises(ValueError, match="count must be"):
+            draw_holdout.draw(1, bad)

@@ -1,6 +1,8 @@
 """Draw a general hold-out grid at random, reproducibly, from the range the accuracy issue
 names (head dims 64 / 128 / 256, N from 128 to 16k, causal or not, GQA, bf16 and fp16), none
-of it a shape of an earlier grid in ``grids/``.
+of it a shape of another grid in ``grids/`` (the output file itself is left out of that
+check, so the command below rewrites hold-out 53 as committed; a grid drawn later excludes
+this one's shapes, so it never changes this draw).
 
     python -m perfsim.validate.draw_holdout --seed 53 --count 16 \
         --out validate/grids/external_holdout53.json
@@ -11,7 +13,8 @@ draw covers 128-16k on a log scale; head dims cycle 64, 128, 256, 128; batch is 
 integer to a log-uniform 4k-32k tokens over N (at most 64); heads from {8, 12, 16, 24, 32, 40};
 a GQA group of 1 (three times as likely), 2, 4 or 8 when it divides the heads; causal with
 probability 1/2; fp16 with probability 0.3, else bf16. Python's ``random.Random(seed)`` fixes
-the draw.
+the draw. ``count`` is 1-1000; a draw that keeps meeting shapes it already has stops with an
+error rather than looping.
 """
 
 from __future__ import annotations
@@ -30,15 +33,35 @@ def _key(s: dict) -> tuple:
             s.get("dtype", "bf16"), s.get("dropout_p", 0.0))
 
 
-def draw(seed: int, count: int, grid_dir: Path = GRID_DIR) -> list[dict]:
-    """``count`` shapes (dicts of ``Shape`` fields, phase left out) drawn with ``seed``."""
-    seen = {_key(s) for f in sorted(grid_dir.glob("*.json"))
+MAX_COUNT = 1000
+#: candidates drawn per shape asked for before giving up
+MAX_TRIES_PER_SHAPE = 1000
+
+
+def draw(seed: int, count: int, grid_dir: Path = GRID_DIR, skip: Path | None = None
+         ) -> list[dict]:
+    """``count`` shapes (dicts of ``Shape`` fields, phase left out) drawn with ``seed``,
+    none of them in a grid file of ``grid_dir`` other than ``skip``.
+
+    Raises:
+        ValueError: ``count`` outside 1-:data:`MAX_COUNT`, or the draw keeps meeting
+            shapes it already has (:data:`MAX_TRIES_PER_SHAPE` candidates per shape).
+    """
+    if not 1 <= count <= MAX_COUNT:
+        raise ValueError(f"count must be 1-{MAX_COUNT}, got {count}")
+    skip = skip.resolve() if skip is not None else None
+    seen = {_key(s) for f in sorted(grid_dir.glob("*.json")) if f.resolve() != skip
             for s in json.loads(f.read_text())}
     rng = random.Random(seed)
     slots = list(range(count))
     rng.shuffle(slots)
     out: list[dict] = []
+    tries = 0
     while len(out) < count:
+        tries += 1
+        if tries > MAX_TRIES_PER_SHAPE * count:
+            raise ValueError(f"seed {seed}: {tries - 1} candidates gave {len(out)} new shapes "
+                             f"of {count}; ask for fewer")
         slot = slots[len(out)]
         d = (64, 128, 256, 128)[len(out) % 4]
         n = max(128, round(2 ** (7 + 7 * (slot + rng.random()) / count) / 64) * 64)
@@ -67,7 +90,12 @@ def main(argv=None) -> None:
     ap.add_argument("--count", type=int, default=16)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    shapes = draw(args.seed, args.count)
+    if not args.out.parent.is_dir():
+        ap.error(f"--out {args.out}: folder {args.out.parent} does not exist")
+    try:
+        shapes = draw(args.seed, args.count, skip=args.out)
+    except ValueError as exc:
+        ap.error(str(exc))
     args.out.write_text("[\n" + ",\n".join(" " + json.dumps(s) for s in shapes) + "\n]\n")
     print(f"{len(shapes)} shapes -> {args.out}")
 

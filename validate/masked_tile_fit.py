@@ -3,6 +3,8 @@ lead for a profile to confirm; nothing in the model is set from it).
 
     python -m perfsim.validate.masked_tile_fit validate/reports/h200-external \
         validate/reports/h100-external
+    python -m perfsim.validate.masked_tile_fit --predicted \
+        validate/reports/h200-external/score-h200-sxm     # the same fit to the model's times
 
 The main grid's forwards keep B·N fixed (16 384 tokens), so at one head dim every call
 launches the same number of CTAs (B·H·N / B_r) and the non-causal calls differ only in their
@@ -12,16 +14,22 @@ forward then gives what one masked tile costs, ``m = (t − F − u · unmasked)
 counts per SM. The tile counts are flash-attn 2's (``flash_fwd_kernel.h``): a query tile
 visits the key tiles up to its last row, and masks the last ``⌈B_r / B_c⌉`` of them (one more
 when N is not a multiple of both tiles, ``n_masking_steps``); the tiles are what flash-attn 2
-launches on sm80+ for head dims 64 / 128 / 256 without dropout (``run_mha_fwd_hdim*``:
-128 × 128, 128 × 64, 64 × 64). The fit ignores the causal grid's uneven last wave, which
-grows with N, so only the short calls (N ≤ 1024) read a masked tile's cost cleanly.
+launches on sm90 (H100, H200: 132 SMs) for head dims 64 / 128 / 256 without dropout
+(``run_mha_fwd_hdim*``: 128 × 128, 128 × 64, 64 × 64; the A100 and sm86/89 launch others, so
+the tool reads H100/H200 rows only). The fit ignores the causal grid's uneven last wave, so
+only the short calls (N ≤ 1024) read a masked tile's cost cleanly; at head dims 64 and 256
+it rests on three non-causal calls (N = 256, 1024, 4096).
+
+A folder holds ``results.jsonl`` (measured rows, ``measured_s``) or, with ``--predicted``,
+a score's ``rows.csv`` (``validate/external_report.py``), whose ``predicted_s`` is fitted.
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -67,12 +75,38 @@ def fit(rows: list[dict], head_dim: int) -> dict:
     return {"F_us": f, "u_us": u, "masked_over_unmasked": ratios}
 
 
+def _predicted_rows(path: Path) -> list[dict]:
+    """A score's rows.csv as records whose time is the model's."""
+    out = []
+    for r in csv.DictReader(path.open()):
+        out.append({"impl": r["impl"], "phase": r["phase"], "status": "ok",
+                    "head_dim": int(r["head_dim"]), "dtype": r["dtype"],
+                    "kv_heads": int(r["kv_heads"]), "heads": int(r["heads"]),
+                    "seqlen_q": int(r["seqlen_q"]), "seqlen_k": int(r["seqlen_k"]),
+                    "batch": int(r["batch"]), "causal": r["causal"] == "True",
+                    "measured_s": float(r["predicted_s"])})
+    return out
+
+
 def main(argv=None) -> int:
-    dirs = (argv if argv is not None else sys.argv[1:]) or ["validate/reports/h200-external"]
-    for folder in dirs:
-        rows = [json.loads(line) for line in (Path(folder) / "results.jsonl").open()]
-        for d in sorted(FWD_TILES):
-            out = fit(rows, d)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folders", nargs="+", type=Path)
+    ap.add_argument("--predicted", action="store_true",
+                    help="fit the model's times from a score folder's rows.csv")
+    args = ap.parse_args(argv)
+    name = "rows.csv" if args.predicted else "results.jsonl"
+    for folder in args.folders:
+        path = folder / name
+        if not path.is_file():
+            ap.error(f"{path} not found (a folder holding {name} is expected"
+                     f"{'' if args.predicted else '; --predicted reads a score folder'})")
+        rows = (_predicted_rows(path) if args.predicted
+                else [json.loads(line) for line in path.open() if line.strip()])
+        fitted = [(d, fit(rows, d)) for d in sorted(FWD_TILES)]
+        if not any(out for _, out in fitted):
+            print(f"{folder}: no SDPA flash main-grid forwards (B·N = {TOKENS}, bf16, "
+                  "non-causal at two lengths or more) to fit")
+        for d, out in fitted:
             if not out:
                 continue
             ratios = "  ".join(f"N={n}: {v:.2f}" for n, v in out["masked_over_unmasked"].items())
