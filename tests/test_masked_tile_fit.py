@@ -2,6 +2,7 @@
 kernel's loop structure (flash_fwd_kernel.h: a query tile visits the key tiles up to its last
 row and masks the last ⌈B_r/B_c⌉ of them, one more when N is off a tile multiple)."""
 
+from perfsim.tiles import visits
 from perfsim.validate.masked_tile_fit import fit, tile_counts
 
 
@@ -12,6 +13,10 @@ def test_tile_counts_follow_the_kernels_loops():
     # N = 448 is off the 128 tile: query tiles visit 1, 2, 3, 4 key tiles, masking two each
     # after the first
     assert tile_counts(448, 128, 128, True) == (10, 7)
+    # the visited tiles are perfsim's own count
+    for n in (192, 256, 448, 700, 1024, 4096):
+        for b_r, b_c in ((128, 128), (128, 64), (64, 64)):
+            assert tile_counts(n, b_r, b_c, True)[0] == visits(n, n, b_r, b_c, True).tiles
 
 
 def test_fit_recovers_a_planted_masked_cost():

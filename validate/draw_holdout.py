@@ -24,13 +24,14 @@ import json
 import random
 from pathlib import Path
 
+from perfsim.validate.shapes import Shape
+
 GRID_DIR = Path(__file__).parent / "grids"
 
 
-def _key(s: dict) -> tuple:
-    return (s["batch"], s["heads"], s.get("kv_heads") or s["heads"], s["seqlen_q"],
-            s.get("seqlen_k") or s["seqlen_q"], s["head_dim"], s["causal"],
-            s.get("dtype", "bf16"), s.get("dropout_p", 0.0))
+def _key(s: dict) -> str:
+    """A shape's identity: ``Shape.key`` (lengths, heads, head dim, mask, dtype, dropout)."""
+    return Shape(**s).key
 
 
 MAX_COUNT = 1000

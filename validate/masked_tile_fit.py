@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from perfsim.tiles import visits
+
 #: (B_r, B_c) of flash-attn 2's forward by head dim (sm80+, no dropout).
 FWD_TILES = {64: (128, 128), 128: (128, 64), 256: (64, 64)}
 TOKENS = 16384
@@ -42,10 +44,12 @@ SMS = 132
 
 def tile_counts(n: int, b_r: int, b_c: int, causal: bool) -> tuple[int, int]:
     """(visited, masked) tiles of one (batch, head) of an N × N forward."""
-    t_r, t_c = math.ceil(n / b_r), math.ceil(n / b_c)
     if not causal:
-        return t_r * t_c, 0
-    visited = [min(t_c, math.ceil(min(n, (m + 1) * b_r) / b_c)) for m in range(t_r)]
+        return int(visits(n, n, b_r, b_c, False).tiles), 0
+    # per query tile: the key tiles up to its last row (perfsim.tiles.visits sums these), of
+    # which flash-attn 2 masks the last n_masking_steps
+    t_c = math.ceil(n / b_c)
+    visited = [min(t_c, math.ceil(min(n, (m + 1) * b_r) / b_c)) for m in range(math.ceil(n / b_r))]
     steps = math.ceil(b_r / b_c) + (0 if n % b_r == 0 and n % b_c == 0 else 1)
     return sum(visited), sum(min(v, steps) for v in visited)
 
