@@ -41,7 +41,7 @@ from pathlib import Path
 
 from perfsim.errors import PerfsimError
 from perfsim.files import PART_GLOB, check_output_folder
-from perfsim.sweep import _windows, none_word
+from perfsim.sweep import _windows, config_key, none_word
 from perfsim.sweep import count_rows as sweep_rows
 
 #: Rows per partition by default. Measured on the 2-core development machine
@@ -172,22 +172,6 @@ def _cut(part: dict, limit: int) -> list[dict]:
             chunk = [list(w) for w in chunk]
         out.extend(_cut({**part, field: chunk}, limit))
     return out
-
-
-def _config_key(kwargs: dict, rows_per_partition: int) -> str:
-    """A stable text of the config and partition size (the dataset's identity check): GPU
-    specs and algorithms by their full content, not their labels (two what-if GPUs share a
-    label)."""
-    def plain(value):
-        if hasattr(value, "model_dump"):
-            return {"type": type(value).__name__, **plain(value.model_dump(mode="json"))}
-        if isinstance(value, dict):
-            return {str(k): plain(v) for k, v in sorted(value.items())}
-        if isinstance(value, (list, tuple, range)):
-            return [plain(v) for v in value]
-        return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
-    return json.dumps({"config": plain(kwargs), "rows_per_partition": rows_per_partition},
-                      sort_keys=True, default=str)
 
 
 def run_partition(part: dict, path: str, engine: str = "auto") -> int:
@@ -394,7 +378,8 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
     out = Path(os.path.abspath(out))
     kwargs = _checked_columns(kwargs)
     parts = partitions(kwargs, rows_per_partition)       # config errors before any cluster
-    key = _config_key(kwargs, rows_per_partition)
+    # the dataset's identity: the config and the partition size
+    key = config_key(kwargs, rows_per_partition=rows_per_partition)
     marker = out / ".config.json"
     if out.exists():
         recorded = {marker.read_text()} if marker.exists() else set()

@@ -22,13 +22,17 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import hashlib
 import inspect
 import itertools
+import json
+import math
 import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -354,7 +358,7 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
     out.groups.extend(groups)
     out.start_frame()
     tables.append(out)              # the blocks' compiled kernels write into it
-    for _group, block, results, reasons in evaluated:
+    for _group, block, results, reasons in evaluated():
         out.add(block, results, reasons)
         if progress:
             progress(out.rows, len(out))
@@ -370,7 +374,8 @@ def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=No
                  overrides: dict | None = None, timing: TimingParams | dict | None = None,
                  progress: Progress | None = None,
                  engine: str = "auto",
-                 columns: Iterable[str] | str | None = None) -> Iterator[pd.DataFrame]:
+                 columns: Iterable[str] | str | None = None,
+                 skip_rows: int = 0) -> Iterator[pd.DataFrame]:
     """:func:`sweep`'s rows as a stream of DataFrames, one per evaluated block (at most
     :data:`CHUNK_ROWS` rows each), in :func:`sweep`'s row order and with its columns: memory
     stays bounded by one block however many rows the grid has (no ``max_memory_bytes``
@@ -383,12 +388,20 @@ def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=No
     group.
 
     Args: as :func:`sweep` (less ``max_memory_bytes``; ``engine`` and ``columns`` included);
-        ``progress(rows_done, rows_total)`` after each frame is produced.
+        ``progress(rows_done, rows_total)`` after each frame is produced (and, with
+        ``skip_rows``, once before the first, with ``rows_done = skip_rows``).
+        skip_rows: rows to leave out at the start, a whole number of frames: the frames
+            they make are passed over without evaluating any of their blocks (the rows of a
+            stream interrupted after them are elsewhere already: ``perfsim sweep --stream``
+            resumes so); the frames after them are the ones the whole stream gives. 0
+            (default) to the sweep's row count (then no frame is left).
 
     Raises:
         perfsim.PerfsimError: as :func:`sweep`, when called (every value is checked before
-            the iterator is returned); a GPU what-if is checked when its rows are reached
-            (an invalid one gives infeasible rows, as in :func:`sweep`).
+            the iterator is returned); ``skip_rows`` not a whole number from 0 to the
+            sweep's rows, or not at the end of a frame (the message names the frame ends
+            nearest to it); a GPU what-if is checked when its rows are reached (an invalid
+            one gives infeasible rows, as in :func:`sweep`).
     """
     _check_timing(timing)
     check_engine(engine)
@@ -397,11 +410,59 @@ def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=No
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
         phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides,
         timing, None, check_memory=False, engine=engine, columns=kept)
-    return _frames(grid, groups, evaluated, progress, kept)
+    skip_groups, skip_blocks = _skipped(grid, len(groups), skip_rows)
+    return _frames(grid, groups, evaluated(skip_groups, skip_blocks), progress, kept,
+                   skip_rows)
 
 
-def _frames(grid, groups, evaluated, progress, columns=RESULT_COLUMNS):
-    """:func:`sweep_frames`' iterator (its checks done by the caller)."""
+def _groups_per_frame(grid: _Grid) -> int:
+    """Whole groups per frame of :func:`sweep_frames`: several where a group's grid is at
+    most half a block (:data:`CHUNK_ROWS`, read when called), else 1 (a frame per block)."""
+    return max(1, CHUNK_ROWS // grid.size)
+
+
+def _skipped(grid: _Grid, n_groups: int, skip_rows) -> tuple[int, int]:
+    """``(groups, blocks)``: the whole groups, then the blocks of the next group, that the
+    first ``skip_rows`` rows of :func:`sweep_frames` fill.
+
+    Raises:
+        perfsim.PerfsimError: ``skip_rows`` not a whole number from 0 to the sweep's rows,
+            or not at the end of a frame."""
+    total = grid.size * n_groups
+    if (isinstance(skip_rows, bool) or not isinstance(skip_rows, (int, np.integer))
+            or not 0 <= skip_rows <= total):
+        raise PerfsimError(f"skip_rows must be a whole number of rows from 0 to the sweep's "
+                           f"{total:,}, got {skip_rows!r}")
+    skip_rows = int(skip_rows)
+    per_frame = _groups_per_frame(grid)
+    if per_frame > 1:               # frames of per_frame whole groups (the last one fewer)
+        step = per_frame * grid.size
+        below = skip_rows - skip_rows % step
+        if skip_rows not in (below, total):
+            raise _not_at_a_frame_end(skip_rows, below, min(below + step, total))
+        return skip_rows // grid.size, 0
+    # a frame per block: a group's blocks end at these rows of it
+    groups, rest = divmod(skip_rows, grid.size)
+    ends = np.cumsum(grid.block_rows())
+    blocks = int(np.searchsorted(ends, rest, side="right"))
+    if rest and ends[blocks - 1:blocks].tolist() != [rest]:
+        start = groups * grid.size
+        raise _not_at_a_frame_end(skip_rows,
+                                  start + (int(ends[blocks - 1]) if blocks else 0),
+                                  start + int(ends[blocks]))
+    return groups, blocks
+
+
+def _not_at_a_frame_end(rows: int, below: int, above: int) -> PerfsimError:
+    """The error of a ``skip_rows`` between the frame ends ``below`` and ``above``."""
+    return PerfsimError(f"skip_rows: {rows:,} is not at the end of a frame of this sweep "
+                        f"(the nearest frames end at rows {below:,} and {above:,}): only "
+                        "whole frames can be skipped")
+
+
+def _frames(grid, groups, evaluated, progress, columns=RESULT_COLUMNS, skip_rows=0):
+    """:func:`sweep_frames`' iterator (its checks done by the caller); ``evaluated`` starts
+    after the first ``skip_rows`` rows (:func:`_skipped`, a frame end)."""
     keys = list(dict.fromkeys(k for g in groups for k in g))
     # a group column's dtype as the whole sweep's column has it: 1 and 0.5 make a float
     # column there, "wgmma" and 3 a string one, so a frame of one of those groups writes
@@ -413,9 +474,11 @@ def _frames(grid, groups, evaluated, progress, columns=RESULT_COLUMNS):
             kind = np.asarray(values).dtype
             if kind.kind in "biufU":
                 dtypes[key] = kind
-    total, done = grid.size * len(groups), 0
-    per_frame = max(1, CHUNK_ROWS // grid.size)     # whole groups per frame (small grids)
-    table, batched = None, 0                         # groups put in frames so far
+    total, done = grid.size * len(groups), skip_rows
+    per_frame = _groups_per_frame(grid)             # whole groups per frame (small grids)
+    table, batched = None, skip_rows // grid.size    # groups put in frames so far
+    if skip_rows and progress:
+        progress(done, total)
 
     def finish(table):
         frame = table.frame()
@@ -452,11 +515,14 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
                       causal, dtype, phase, dropout_p, window, kv_dtype, page_size, softcap,
                       gpus, algorithms, overrides, timing, max_memory_bytes, check_memory,
                       engine="auto", tables=None, columns=RESULT_COLUMNS):
-    """``(grid, group dicts, iterator of (group, block, results, reasons))``: every value
-    checked (and the result's memory where ``check_memory``) before the iterator is made;
-    the iterator evaluates one block of one group per step, in row order. ``tables``: a list
-    the caller puts its :class:`_Table` in before the first step (a :func:`sweep`), whose
-    rows the compiled kernels then write; empty or None, they write their own arrays.
+    """``(grid, group dicts, evaluated)``: every value checked (and the result's memory where
+    ``check_memory``) first; ``evaluated(skip_groups=0, skip_blocks=0)`` returns an iterator
+    of ``(group, block, results, reasons)`` that evaluates one block of one group per step,
+    in row order, after passing over (unevaluated: no what-if GPU built, no kernel timed) the
+    first ``skip_groups`` groups and the first ``skip_blocks`` blocks of the next.
+    ``tables``: a list the caller puts its :class:`_Table` in before the first step (a
+    :func:`sweep`), whose rows the compiled kernels then write; empty or None, they write
+    their own arrays.
     ``columns``: the result columns the blocks' results hold (:func:`check_columns`)."""
     scalars, specs, configs, variants, grid_rows = _plan(
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
@@ -476,16 +542,21 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
                            **{k: v for k, v in scalar.items() if not k.startswith("_")}})
             plan.append((spec, ovs, algo, scalar))
 
-    def evaluated():
+    def evaluated(skip_groups=0, skip_blocks=0):
         whatifs, over = {}, {}
-        for group, (spec, ovs, algo, scalar) in zip(groups, plan):
+        for index, (group, (spec, ovs, algo, scalar)) in enumerate(zip(groups, plan)):
+            if index < skip_groups:
+                continue
             key = (id(spec), tuple(id(o) for o in ovs))
             if key not in whatifs:
                 whatifs[key] = what_if(spec, ovs)
             gpu, why = whatifs[key]
             params = _params(timing, gpu or spec, algo)
             unpacked = _unpacked(algo)
-            for block in grid.blocks():
+            blocks = grid.blocks()
+            if index == skip_groups and skip_blocks:
+                blocks = itertools.islice(blocks, skip_blocks, None)
+            for block in blocks:
                 # pack_gqa=True changes nothing where H == H_kv: evaluate unpacked there (the
                 # vectorised path refuses packing); elsewhere the refusal stands
                 run = (unpacked if unpacked is not None
@@ -509,7 +580,7 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
                 yield (group, block, *evaluated_block)
         _warn_over_power(over)
 
-    return grid, groups, evaluated()
+    return grid, groups, evaluated
 
 
 def _count_over_power(over: dict, gpu: GPUSpec | None, params, group: dict, results) -> None:
@@ -574,11 +645,7 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
                              kv_dtype, page_size, softcap)
     given_gpus = _listify(catalog() if gpus is None else gpus)
     specs = [load_gpu(g) for g in given_gpus]
-    # "all" and "presets" (any case) as on the command line (perfsim.cli.predict_cmd)
-    algorithms = {"all": algos.names(), "presets": implementations()}.get(
-        algorithms.lower(), algorithms) if isinstance(algorithms, str) else algorithms
-    configs = [resolve(a) for a in _listify(algos.names() if algorithms is None
-                                                  else algorithms)]
+    configs = _configs(algorithms)
     for name, chosen, labels in (("gpus", specs, [s.id for s in specs]),
                                  ("algorithms", configs, [c.label() for c in configs])):
         if not chosen:
@@ -610,6 +677,14 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
     return scalars, specs, configs, list(itertools.product(*options)), grid_rows
 
 
+def _configs(algorithms) -> list[algos.Algorithm]:
+    """The configurations a sweep's ``algorithms`` name: ``"all"`` and ``"presets"`` (any
+    case) as on the command line (:mod:`perfsim.cli.predict_cmd`), None as ``"all"``."""
+    algorithms = {"all": algos.names(), "presets": implementations()}.get(
+        algorithms.lower(), algorithms) if isinstance(algorithms, str) else algorithms
+    return [resolve(a) for a in _listify(algos.names() if algorithms is None else algorithms)]
+
+
 def count_rows(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
                head_dim_v=None, causal=False, dtype="bf16", phase="fwd", dropout_p=0.0,
                window=None, kv_dtype=None, page_size=None, softcap=0.0, gpus=None,
@@ -624,6 +699,78 @@ def count_rows(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
         phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides)
     return grid_rows * len(specs) * len(variants) * len(configs) * len(scalars)
+
+
+def config_key(kwargs: dict, **extra) -> str:
+    """A stable text of the sweep arguments ``kwargs`` and the ``extra`` fields beside them
+    (JSON, keys sorted): GPU specs, algorithms and timing objects by their full content, not
+    their labels (two what-if GPUs share a label); other values as they are. The identity a
+    Dask dataset (:mod:`perfsim.distributed`, with its partition size) and a streamed file's
+    partial rows (:func:`rows_key`) are checked by."""
+    def plain(value):
+        if hasattr(value, "model_dump"):
+            return {"type": type(value).__name__, **plain(value.model_dump(mode="json"))}
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in sorted(value.items())}
+        if isinstance(value, (list, tuple, range)):
+            return [plain(v) for v in value]
+        return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
+    return json.dumps({"config": plain(kwargs), **extra}, sort_keys=True, default=str)
+
+
+#: Sweep arguments that leave the rows as they are, left out of :func:`rows_key` (the
+#: engines' rows agree to 1e-12).
+NOT_IN_ROWS_KEY = ("engine", "progress", "max_memory_bytes", "skip_rows")
+
+
+def rows_key(kwargs: dict) -> str:
+    """The identity of the rows :func:`sweep_frames` gives for the sweep arguments
+    ``kwargs``, frame by frame (:func:`config_key`'s text): a stream interrupted under one key
+    may resume under the same key (``perfsim sweep --stream``), never under another. It
+    holds the package version (``perfsim``) and :func:`model_digest` (``model``: the version
+    does not change with the model), :data:`CHUNK_ROWS` (``frame_rows``: where frames end)
+    and the arguments (``config``) with the GPUs as their full specs (a profile file edited
+    between two runs is another sweep; the default: every catalog GPU), the algorithms as
+    their configurations (``"all"``, ``"presets"`` and the default expanded) and the kept
+    columns in table order; not :data:`NOT_IN_ROWS_KEY`.
+
+    Raises:
+        perfsim.PerfsimError: as :func:`count_rows` for a bad or empty value, and an
+            unknown or repeated column.
+    """
+    from perfsim import __version__
+
+    given = {k: v for k, v in kwargs.items() if k not in NOT_IN_ROWS_KEY}
+    count_rows(**given)                         # every value checked as the sweep checks it
+    gpus = given.get("gpus")
+    resolved = {**given,
+                "gpus": [load_gpu(g) for g in _listify(catalog() if gpus is None else gpus)],
+                "algorithms": _configs(given.get("algorithms")),
+                "columns": list(check_columns(given.get("columns")))}
+    return config_key(resolved, perfsim=__version__, model=model_digest(),
+                      frame_rows=CHUNK_ROWS)
+
+
+@functools.cache
+def model_digest() -> str:
+    """SHA-256 (hex) of the model's code and data as installed: every ``.py`` file of the
+    perfsim package and every ``.toml`` file of its GPU and software catalog
+    (``perfsim.catalog``), by path and content; any edit to them changes it.
+
+    Raises:
+        OSError: a file that cannot be read.
+    """
+    from importlib import resources
+
+    digest = hashlib.sha256()
+    for root, pattern in ((Path(__file__).parent, "*.py"),
+                          (Path(str(resources.files("perfsim.catalog"))), "*.toml")):
+        for path in sorted(root.rglob(pattern)):
+            data = path.read_bytes()
+            digest.update(f"{root.name}/{path.relative_to(root).as_posix()} {len(data)}\n"
+                          .encode())
+            digest.update(data)
+    return digest.hexdigest()
 
 
 def _unpacked(algo: algos.Algorithm) -> algos.Algorithm | None:
@@ -1765,20 +1912,28 @@ class _Grid:
                 "seqlen_q": _spread(self.seqlens[:, 0], 1, nb * nh * times),
                 "seqlen_k": _spread(self.seqlens[:, 1], 1, nb * nh * times)}
 
-    def blocks(self):
-        """Sub-grids in row order, as dicts of broadcastable int64 arrays."""
+    def _cuts(self) -> list[tuple[slice, slice, slice]]:
+        """The blocks' slices of the three axes, in row order (:data:`CHUNK_ROWS` read when
+        called)."""
         nb, nh, ns = self.shape
         if nh * ns <= CHUNK_ROWS:
             step = CHUNK_ROWS // (nh * ns)
-            cuts = [(slice(i, i + step), slice(None), slice(None)) for i in range(0, nb, step)]
-        elif ns <= CHUNK_ROWS:
+            return [(slice(i, i + step), slice(None), slice(None)) for i in range(0, nb, step)]
+        if ns <= CHUNK_ROWS:
             step = CHUNK_ROWS // ns
-            cuts = [(slice(b, b + 1), slice(i, i + step), slice(None))
+            return [(slice(b, b + 1), slice(i, i + step), slice(None))
                     for b in range(nb) for i in range(0, nh, step)]
-        else:
-            cuts = [(slice(b, b + 1), slice(h, h + 1), slice(i, i + CHUNK_ROWS))
-                    for b in range(nb) for h in range(nh) for i in range(0, ns, CHUNK_ROWS)]
-        for sb, sh, ss in cuts:
+        return [(slice(b, b + 1), slice(h, h + 1), slice(i, i + CHUNK_ROWS))
+                for b in range(nb) for h in range(nh) for i in range(0, ns, CHUNK_ROWS)]
+
+    def block_rows(self) -> list[int]:
+        """The rows of each block of :meth:`blocks`, in order (nothing is built)."""
+        return [math.prod(len(range(*cut.indices(n))) for cut, n in zip(cuts, self.shape))
+                for cuts in self._cuts()]
+
+    def blocks(self):
+        """Sub-grids in row order, as dicts of broadcastable int64 arrays."""
+        for sb, sh, ss in self._cuts():
             yield {"batch": self.batch[sb, None, None],
                    "heads": self.heads[sh, 0][None, :, None],
                    "kv_heads": self.heads[sh, 1][None, :, None],

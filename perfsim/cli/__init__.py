@@ -79,8 +79,10 @@ def _kept(args, exc: BaseException) -> str:
     whole = f"{out} is replaced only by a whole result, so it is as it was before this run"
     partial = getattr(exc, "partial", None)
     if partial:
+        again = ("the same command resumes after them (--restart: starts over)"
+                 if getattr(exc, "resumable", False) else "a run again starts over")
         return (f": the {exc.partial_rows:,} rows finished (the sweep's first, whole blocks) "
-                f"are kept in {partial}; {whole}; a run again starts over")
+                f"are kept in {partial}; {whole}; {again}")
     return f" ({whole})"
 
 

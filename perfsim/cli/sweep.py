@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import math
 import os
+import shutil
 import time
 import tomllib
 from contextlib import contextmanager
@@ -47,6 +49,7 @@ from perfsim.files import (
     check_output_folder,
     read_text,
     save_figure,
+    write_text_atomic,
 )
 
 
@@ -216,7 +219,13 @@ def register_sweep(subparsers) -> None:
                    "by block (32 Ki rows at a time) instead of holding them all: memory stays "
                    "bounded however large the sweep (needs --out; no --plot or --json; the "
                    "summary then gives no medians). Chosen by itself, with a note, when the "
-                   "rows would not fit in half the memory available")
+                   "rows would not fit in half the memory available. An interrupted stream "
+                   "keeps its finished rows in NAME.partial.EXT; the same sweep run again "
+                   "resumes after them (same config, columns and perfsim; any engine) and "
+                   "says so; a partial of another sweep is left alone and the run starts over")
+    p.add_argument("--restart", action="store_true", help="with a streamed --out sweep: start "
+                   "over instead of resuming from the rows an interrupted run kept in "
+                   "NAME.partial.EXT (the file stays until a whole result replaces it)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary")
     p.add_argument("--kernel-only", action="store_true",
                    help="GPU time of the kernels alone: no host floor per call")
@@ -261,6 +270,11 @@ def _cmd_sweep(args) -> int:
     if args.dask and args.stream:
         raise PerfsimError("--stream goes without --dask: the Dask path writes its partitions "
                            "to --out DIR as they finish already")
+    if args.restart and (args.dask or not args.out or args.plot or args.json):
+        raise PerfsimError("--restart goes with a streamed sweep (--out FILE, without --dask, "
+                           "--plot or --json): it starts over instead of resuming from "
+                           "NAME.partial.EXT (a --dask run resumes its folder: give a new one "
+                           "to start over)")
     if args.dask:
         return _cmd_dask_sweep(args, kwargs)
     for flag in ("workers", "rows_per_partition"):
@@ -354,17 +368,38 @@ def _streamed(args, kwargs) -> bool:
 def _cmd_stream_sweep(args, kwargs) -> int:
     """``perfsim sweep CONFIG --out FILE --stream``: rows evaluated and written block by
     block (:func:`perfsim.sweep.sweep_frames`, :func:`write_frames`), a summary kept as they
-    pass."""
-    from perfsim.sweep import count_rows, sweep_frames
+    pass; after the rows an interrupted run of the same sweep kept (:func:`resumable_rows`)
+    unless ``--restart``."""
+    from perfsim.sweep import count_rows, rows_key, sweep_frames
 
+    identity = rows_key(kwargs)
+    partial = partial_path(Path(args.out))
+    resumed, why = resumable_rows(args.out, identity)
+    if resumed and args.restart:
+        note = (f"{partial}: not resumed (--restart); starting over (its {resumed:,} rows "
+                "stay until a whole result replaces them)")
+        resumed = 0
+    elif resumed:
+        note = f"resuming from {partial}: its {resumed:,} rows are not computed again"
+    else:
+        note = why and (f"{partial}: not resumed: {why}; starting over (it stays until a "
+                        "whole result replaces it)")
+    if note and not args.quiet:
+        print(note)
     start = time.perf_counter()
     summary = _StreamSummary()
     with _progress_bars(args) as track:
-        frames = sweep_frames(**kwargs, progress=track("sweep", count_rows(**kwargs)),
-                              engine=args.engine)
-        write_frames(summary.watch(frames), args.out)
+        try:
+            frames = sweep_frames(**kwargs, progress=track("sweep", count_rows(**kwargs)),
+                                  engine=args.engine, skip_rows=resumed)
+        except PerfsimError as exc:   # a record that does not fit this sweep's frames
+            if not resumed:
+                raise
+            raise PerfsimError(f"{partial}: cannot resume from it ({exc}); run with "
+                               "--restart to start over") from None
+        write_frames(summary.watch(frames), args.out, identity=identity, resume_rows=resumed)
     if not args.quiet:
-        summary.print(time.perf_counter() - start)
+        summary.print(time.perf_counter() - start, resumed)
         print(f"wrote rows to {args.out}")
     return 0
 
@@ -395,7 +430,9 @@ class _StreamSummary:
                         entry[3][str(bound)] = entry[3].get(str(bound), 0) + int(n)
             yield frame
 
-    def print(self, seconds: float) -> None:
+    def print(self, seconds: float, resumed: int = 0) -> None:
+        """The table, its title giving the rows and seconds of this run and the ``resumed``
+        rows it took from an interrupted one (not counted in the table)."""
         rows = [[gpu, algo, str(n), str(bad),
                  f"{best:.1f}" if n > bad and best > float("-inf") else "-",
                  ", ".join(f"{b} {k}" for b, k in sorted(bounds.items(), key=lambda t: -t[1])
@@ -403,26 +440,54 @@ class _StreamSummary:
                 for (gpu, algo), (n, bad, best, bounds) in self.parts.items()]
         total = sum(e[0] for e in self.parts.values())
         infeasible = sum(e[1] for e in self.parts.values())
+        after = f", after {resumed:,} rows resumed (not in this table)" if resumed else ""
         print_table(f"{total} predictions ({infeasible} infeasible) in {seconds:.2f} s, "
-                    "streamed", ["gpu", "algorithm", "rows", "infeasible", "max TFLOP/s",
-                                 "bound (rows)"], rows)
+                    f"streamed{after}", ["gpu", "algorithm", "rows", "infeasible",
+                                         "max TFLOP/s", "bound (rows)"], rows)
 
 
-def write_frames(frames, path: str | Path, progress=None) -> Path:
+def write_frames(frames, path: str | Path, progress=None, identity: str | None = None,
+                 resume_rows: int = 0) -> Path:
     """Write a stream of sweep frames (:func:`perfsim.sweep.sweep_frames`) to ``path``
     (``.csv`` or ``.parquet``) one frame at a time, through a temporary file renamed over it
     as :func:`write_rows` does: memory holds at most :data:`ROW_GROUP_ROWS` rows, and an
     interrupted run leaves the previous file untouched. Parquet: row groups of
     :data:`ROW_GROUP_ROWS` rows, the schema of the first frame (categoricals as dictionaries
-    of strings, a column that is empty there as strings). ``progress(rows_written)`` after each.
+    of strings, a column that is empty there as strings).
+
+    Ctrl-C or SIGTERM (any ``BaseException`` but an ``Exception``) keeps the whole frames
+    written in :func:`partial_path` (a valid file) with its record (:func:`record_path`), and
+    re-raises the interrupt carrying ``partial`` (the path, or None), ``partial_rows`` and
+    ``resumable`` (whether the record was written). A whole result removes both.
+
+    Args:
+        frames: the frames, in the sweep's order.
+        path: the file to write.
+        progress: called as ``progress(rows_written)`` after each frame (resumed rows
+            included).
+        identity: the text naming the rows (:func:`perfsim.sweep.rows_key`), recorded with
+            a partial file so that a later run of the same sweep resumes from it; None: the
+            partial is kept without a record (no run resumes from it).
+        resume_rows: the rows of the partial file that ``frames`` start after
+            (``sweep_frames(skip_rows=resume_rows)``; :func:`resumable_rows` gives them):
+            they are copied into the new file first (Parquet: its schema kept), the partial
+            left in place until this run's result or partial replaces it. 0: none.
 
     Raises:
         perfsim.PerfsimError: unknown extension, missing folder, pyarrow missing for
-            Parquet, or no rows at all.
+            Parquet, no rows at all, or ``resume_rows`` that are not the rows of a partial
+            file recorded with ``identity`` (the message says why).
     """
     path = check_output(path, OUT_EXTENSIONS, "--out")
     parquet = path.suffix.lower() == ".parquet"
     pq = _pyarrow() if parquet else None
+    partial = partial_path(path)
+    if resume_rows:
+        found, why = resumable_rows(path, identity) if identity is not None else (0, "")
+        if found != resume_rows:
+            raise PerfsimError(f"{partial}: cannot resume {resume_rows:,} rows from it: "
+                               + (why or (f"it holds {found:,}" if found else
+                                          "no partial file recorded with this identity")))
     written = 0
     with atomic_write(path) as tmp:
         if parquet:
@@ -436,6 +501,13 @@ def write_frames(frames, path: str | Path, progress=None) -> Path:
                 pending.clear()
 
             try:
+                if resume_rows:          # the partial's rows first, in its schema
+                    with pq.ParquetFile(partial) as source:
+                        schema = source.schema_arrow
+                        writer = pq.ParquetWriter(tmp, schema)
+                        for group in range(source.num_row_groups):
+                            writer.write_table(source.read_row_group(group))
+                    written = resume_rows
                 for frame in frames:
                     table = pa.Table.from_pandas(frame, preserve_index=False)
                     if writer is None:
@@ -472,14 +544,19 @@ def write_frames(frames, path: str | Path, progress=None) -> Path:
                 except Exception:                   # (a write cut short: keep nothing)
                     written = 0
                 writer = None
-                raise _keep_partial(stop, tmp, path, written) from None
+                raise _keep_partial(stop, tmp, path, written, identity,
+                                    resume_rows) from None
             finally:
                 if writer is not None:
                     writer.close()
         else:
-            with open(tmp, "w", encoding="utf-8", newline="") as fh:
-                kept, done = 0, 0
-                try:
+            kept = done = 0
+            try:
+                if resume_rows:         # the partial's bytes first (it ends with a whole row)
+                    shutil.copyfile(partial, tmp)
+                    kept, done = tmp.stat().st_size, resume_rows
+                written = done
+                with open(tmp, "a", encoding="utf-8", newline="") as fh:
                     for frame in frames:
                         frame.to_csv(fh, index=False, header=written == 0)
                         written += len(frame)
@@ -487,17 +564,17 @@ def write_frames(frames, path: str | Path, progress=None) -> Path:
                         kept, done = fh.tell(), written
                         if progress:
                             progress(written)
-                except Exception:
-                    raise
-                except BaseException as stop:      # Ctrl-C, SIGTERM: keep what is finished
-                    fh.truncate(kept)              # no half-written frame
-                    fh.close()
-                    raise _keep_partial(stop, tmp, path, done) from None
+            except Exception:
+                raise
+            except BaseException as stop:          # Ctrl-C, SIGTERM: keep what is finished
+                os.truncate(tmp, kept)             # no half-written frame (the file closed)
+                raise _keep_partial(stop, tmp, path, done, identity, resume_rows) from None
         if not written:
             raise PerfsimError("sweep: no rows to write")
     # a whole result replaces what an earlier interrupted run of it kept
-    with contextlib.suppress(OSError):
-        partial_path(path).unlink()
+    for kept_file in (partial, record_path(partial)):
+        with contextlib.suppress(OSError):
+            kept_file.unlink()
     return path
 
 
@@ -507,15 +584,96 @@ def partial_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}.partial{path.suffix}")
 
 
-def _keep_partial(cause: BaseException, tmp: Path, path: Path, rows: int) -> BaseException:
+def record_path(partial: Path) -> Path:
+    """The record of a partial file (:func:`partial_path`): ``NAME.partial.EXT.json``, JSON
+    of its ``rows``, its size in ``bytes``, the ``perfsim`` version, the ``model``
+    (:func:`perfsim.sweep.model_digest`) and the SHA-256 of the sweep's ``identity``
+    (:func:`perfsim.sweep.rows_key`)."""
+    return partial.with_name(f"{partial.name}.json")
+
+
+def _record(identity: str, rows: int, size: int) -> dict:
+    """A partial file's record (:func:`record_path`) for ``rows`` rows in ``size`` bytes."""
+    from perfsim import __version__
+    from perfsim.sweep import model_digest
+
+    return {"rows": rows, "bytes": size, "perfsim": __version__, "model": model_digest(),
+            "identity": hashlib.sha256(identity.encode()).hexdigest()}
+
+
+def resumable_rows(path: str | Path, identity: str) -> tuple[int, str]:
+    """The rows of ``path``'s partial file (:func:`partial_path`) that a stream of a sweep
+    may resume after.
+
+    Args:
+        path: the ``--out`` file (not the partial file).
+        identity: the sweep's :func:`perfsim.sweep.rows_key`.
+
+    Returns:
+        ``(rows, "")`` for a partial file this sweep may resume from; ``(0, "")`` where
+        there is none; ``(0, why)`` (a few words) where there is one it may not use: no
+        record, or one that cannot be read (kept by an older perfsim, or cut off before its
+        record was written), kept by another perfsim version or model, of another sweep, or
+        changed since (its size, or a Parquet file's row count, not the recorded one).
+        Raises nothing: an unreadable partial is one it may not use.
+    """
+    partial = partial_path(Path(path))
+    if not partial.is_file():
+        return 0, ""
+    try:
+        record = json.loads(record_path(partial).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return 0, (f"it has no record ({record_path(partial).name}: kept by an older perfsim, "
+                   "or cut off before its record was written)")
+    except (OSError, ValueError):
+        record = None
+    if not isinstance(record, dict):
+        return 0, f"its record {record_path(partial).name} cannot be read"
+    current = _record(identity, 0, 0)
+    if (record.get("perfsim"), record.get("model")) != (current["perfsim"], current["model"]):
+        return 0, "it was kept by another perfsim version or model (its rows may differ)"
+    if record.get("identity") != current["identity"]:
+        return 0, ("it holds rows of another sweep (other grid, GPUs, algorithms, what-ifs, "
+                   "timing or columns)")
+    rows = record.get("rows")
+    try:
+        found = (partial.stat().st_size,
+                 _pyarrow().read_metadata(partial).num_rows
+                 if partial.suffix.lower() == ".parquet" else rows)
+    except Exception:  # noqa: BLE001 - unreadable or damaged: not resumed
+        found = None
+    if (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1
+            or found != (record.get("bytes"), rows)):
+        return 0, "it was changed after it was kept (its size or rows are not the recorded ones)"
+    return rows, ""
+
+
+def _keep_partial(cause: BaseException, tmp: Path, path: Path, rows: int,
+                  identity: str | None, resumed: int) -> BaseException:
     """Move the temporary file of an interrupted stream to :func:`partial_path` (whole frames
-    only, a valid file) and return the interrupt to re-raise, carrying ``partial`` (the path)
-    and ``partial_rows``; with no row finished, no file is kept."""
-    cause.partial, cause.partial_rows = None, rows
-    if rows:
-        target = partial_path(path)
-        os.replace(tmp, target)
-        cause.partial = str(target)
+    only, a valid file) with its record where ``identity`` is given, and return the
+    interrupt to re-raise, carrying ``partial`` (the path), ``partial_rows`` and
+    ``resumable``. A temporary file of no more rows than the ``resumed`` partial it began
+    with leaves that partial as it is; with no row at all, no file is kept."""
+    target = partial_path(path)
+    record = record_path(target)
+    cause.partial, cause.partial_rows, cause.resumable = None, rows, False
+    if rows <= resumed:
+        if resumed:                     # the partial this run resumed from stays
+            cause.partial, cause.partial_rows = str(target), resumed
+            cause.resumable = True
+        return cause
+    with contextlib.suppress(OSError):
+        record.unlink()                 # the older partial's record, before its file goes
+    os.replace(tmp, target)
+    cause.partial = str(target)
+    if identity is not None:
+        try:
+            write_text_atomic(record, json.dumps(_record(identity, rows,
+                                                         target.stat().st_size)))
+            cause.resumable = True
+        except (PerfsimError, OSError):  # kept without a record: a later run starts over
+            pass
     return cause
 
 
