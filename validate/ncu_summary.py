@@ -1,11 +1,13 @@
 """Summarise the Nsight Compute counters written by ``validate/probe_ncu.sh``.
 
-    python -m perfsim.validate.ncu_summary NCU.tgz OUT.json
+    python -m perfsim.validate.ncu_summary NCU.tgz OUT.json ["WHERE AND WHEN"]
 
 For every profiled kernel: its duration, the **effective SM clock** (``sm__cycles_elapsed``
 over ``gpu__time_duration``: the cycles the SMs actually ticked, not NVML's reported clock),
 tensor/FMA/ALU/XU (MUFU) pipe utilisation, issue-slot use, warps resident per SM,
-shared-memory wavefronts, DRAM bytes, registers, and executed SASS instructions by opcode.
+shared-memory wavefronts, DRAM bytes, registers, warp stall reasons, and executed SASS
+instructions by opcode. The optional third argument replaces the summary's ``source`` line
+(the GPU and date of the profile).
 The committed output is ``validate/reports/h200/probes/ncu/summary.json``; ``perfsim.power``
 cites it for the tensor-core clock ceiling.
 """
@@ -61,6 +63,14 @@ METRICS = {
 }
 
 
+#: Warp stall reasons (``WarpStateStats``): the counter's reason -> warps stalled for it per
+#: issue-active cycle (``smsp__average_warps_issue_stalled_REASON_per_issue_active.ratio``);
+#: ``no_instruction`` is a warp waiting for its next instruction to be fetched (an
+#: instruction-cache miss or a branch target), ``wait`` a fixed-latency dependency,
+#: ``long_scoreboard`` a global/local memory result.
+_STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+
+
 #: Opcode instance lists of kernels with many distinct instructions exceed csv's default.
 csv.field_size_limit(1 << 26)
 
@@ -99,6 +109,10 @@ def summarise(files: dict[str, str]) -> dict:
             for key, (metric, scale) in METRICS.items():
                 v = _num(row.get(metric, ""))
                 rec[key] = None if v is None else v * scale
+            stalls = {m.group(1): _num(v) for k, v in row.items()
+                      if (m := _STALL.match(k)) and _num(v) is not None}
+            if stalls:
+                rec["stalls"] = stalls
             if rec["duration_s"] and rec["sm_cycles"]:
                 rec["effective_clock_hz"] = rec["sm_cycles"] / rec["duration_s"]
             if i < len(ops):
@@ -112,14 +126,16 @@ def summarise(files: dict[str, str]) -> dict:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2:
-        print("usage: python -m perfsim.validate.ncu_summary NCU.tgz OUT.json", file=sys.stderr)
+    if len(argv) not in (2, 3):
+        print('usage: python -m perfsim.validate.ncu_summary NCU.tgz OUT.json ["SOURCE"]',
+              file=sys.stderr)
         return 2
     with tarfile.open(argv[0]) as tar:
         files = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()
                  if m.isfile()}
-    summary = {"source": "validate/probe_ncu.sh on the project's H200, 2026-11-30 and "
-                         "2026-12-01 (ncu 2025.3.1, --clock-control none; shapes in "
+    source = argv[2] if len(argv) == 3 else (
+        "validate/probe_ncu.sh on the project's H200, 2026-11-30 and 2026-12-01")
+    summary = {"source": f"{source} (ncu 2025.3.1, --clock-control none; shapes in "
                          "validate/probe_ncu.py)",
                "cases": summarise(files)}
     with open(argv[1], "w") as f:

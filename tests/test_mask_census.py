@@ -1,0 +1,89 @@
+"""validate/mask_census.py (what a causal masked tile adds per score element, from Nsight
+Compute counters of causal / non-causal pairs) and the warp stall reasons
+validate/ncu_summary.py reads."""
+
+import json
+
+import pytest
+
+from perfsim.validate import mask_census, ncu_summary
+from perfsim.validate.masked_tile_fit import tile_counts
+
+
+def _record(tiles, masked, per_tile, extra, opcodes=None, seconds=1e-4):
+    """A summary kernel record whose counters are ``per_tile`` warp instructions per pipe on
+    every visited tile and ``extra`` more on each masked one."""
+    rec = {"kernel": "flash_fwd_kernel", "duration_s": seconds, "issue_active_pct": 40.0,
+           "stalls": {"no_instruction": 0.5 if masked else 0.1, "wait": 1.0}}
+    for pipe in mask_census.PIPES:
+        rec[f"inst_pipe_{pipe}"] = tiles * per_tile[pipe] + masked * extra.get(pipe, 0.0)
+    rec["instructions"] = sum(rec[f"inst_pipe_{p}"] for p in mask_census.PIPES)
+    if opcodes:
+        rec["opcodes"] = {op: int(tiles * n + masked * opcodes.get(op + "+", 0))
+                          for op, n in opcodes.items() if not op.endswith("+")}
+    return rec
+
+
+def test_census_recovers_the_instructions_planted_on_masked_tiles():
+    # d 128, N 256, B 64, H 16: 128 x 64 tiles, flash-attn 2 masks two per query tile
+    b_r, b_c, bh = 128, 64, 64 * 16
+    t_n, _ = tile_counts(256, b_r, b_c, False)
+    t_c, m = tile_counts(256, b_r, b_c, True)
+    per_tile = {"alu": 900.0, "fma": 1200.0, "xu": 256.0, "lsu": 300.0, "uniform": 20.0}
+    extra = {"alu": 1024.0, "fma": 256.0}       # warp instructions per masked tile
+    plain = _record(bh * t_n, 0, per_tile, {}, {"FSEL": 10, "ISETP": 4})
+    causal = _record(bh * t_c, bh * m, per_tile, extra,
+                     {"FSEL": 10, "ISETP": 4, "FSEL+": 256, "ISETP+": 256})
+    got = mask_census.census(causal, plain, bh * t_c, bh * t_n, bh * m, b_r * b_c)
+    el = b_r * b_c
+    assert got["pipes"]["alu"] == pytest.approx(1024 * 32 / el)
+    assert got["pipes"]["fma"] == pytest.approx(256 * 32 / el)
+    assert got["pipes"]["xu"] == pytest.approx(0.0, abs=1e-12)
+    assert got["instructions"] == pytest.approx((1024 + 256) * 32 / el)
+    assert got["opcodes"]["FSEL"] == pytest.approx(1.0)
+    assert got["opcodes"]["ISETP"] == pytest.approx(1.0)
+
+
+def test_census_refuses_a_pair_without_masked_tiles():
+    rec = _record(8, 0, dict.fromkeys(mask_census.PIPES, 1.0), {})
+    with pytest.raises(ValueError, match="masked"):
+        mask_census.census(rec, rec, 8, 8, 0, 128 * 64)
+
+
+def test_pairs_and_command_line(tmp_path, capsys):
+    b_r, b_c, bh = 128, 128, 13 * 40
+    t_n, _ = tile_counts(512, b_r, b_c, False)
+    t_c, m = tile_counts(512, b_r, b_c, True)
+    per_tile = dict.fromkeys(mask_census.PIPES, 100.0)
+    cases = {"flash-fwd-d64-n512-b13-h40": [_record(bh * t_n, 0, per_tile, {})],
+             "flash-fwd-d64-n512-b13-h40-c": [_record(bh * t_c, bh * m, per_tile,
+                                                      {"alu": 512.0}, seconds=9e-5)],
+             "cudnn-fwd-d64": [_record(1, 0, per_tile, {})]}      # no pair: left out
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({"source": "test", "cases": cases}))
+    (found,) = mask_census.pairs(mask_census._load([path]))
+    assert found["masked"] == bh * m and not found["uneven"]
+    assert found["census"]["pipes"]["alu"] == pytest.approx(512 * 32 / (b_r * b_c))
+    assert found["time_ratio"] == pytest.approx(0.9)
+    assert mask_census.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "alu +1.00" in out and "no_instruction 0.50 / 0.10" in out
+    # clear messages, no traceback, for a missing file or a summary without pairs
+    assert mask_census.main([str(tmp_path / "none.json")]) == 2
+    assert "no such file" in capsys.readouterr().out
+    lone = tmp_path / "lone.json"
+    lone.write_text(json.dumps({"cases": {"cudnn-fwd-d64": cases["cudnn-fwd-d64"]}}))
+    assert mask_census.main([str(lone)]) == 1
+    assert "no flash-fwd" in capsys.readouterr().out
+
+
+def test_ncu_summary_reads_the_stall_reasons():
+    header = ('"ID","Kernel Name","gpu__time_duration.sum",'
+              '"smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio",'
+              '"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",'
+              '"smsp__average_warp_latency_issue_stalled_wait"')
+    text = "==PROF== noise\n" + header + '\n"","","nsecond","ratio","ratio",""\n' \
+        + '"0","flash_fwd_kernel","1,500","2.68","0.22","9"\n'
+    (kernel,) = ncu_summary.summarise({"ncu-x.csv": text})["x"]
+    assert kernel["stalls"] == {"no_instruction": 2.68, "long_scoreboard": 0.22}
+    assert kernel["duration_s"] == pytest.approx(1.5e-6)

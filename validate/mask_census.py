@@ -1,0 +1,148 @@
+"""What the causal mask adds to flash-attn 2's forward, per masked tile, from Nsight Compute
+counters (``validate/ncu_summary.py`` summaries of ``validate/probe_ncu.sh`` cases run in
+causal / non-causal pairs of one shape).
+
+    python -m perfsim.validate.mask_census \
+        validate/reports/h200/probes/ncu/summary-causal-mask.json \
+        validate/reports/h200/probes/ncu/summary-causal-mask-2.json
+
+A pair is a case ``flash-fwd-dD-nN-bB-hH-c`` and the same case without ``-c``. The
+non-causal kernel runs the same CTAs (one per query tile) over every key tile; the causal one
+visits the tiles up to each query tile's last row and masks the last ``n_masking_steps`` of
+them (flash-attn 2's count, :func:`perfsim.validate.masked_tile_fit.tile_counts`). Taking an
+unmasked tile of the causal kernel to execute what an average tile of the non-causal kernel
+does, the instructions a masked tile adds per score element are
+
+    (count_causal − count_noncausal · tiles_causal / tiles_noncausal) / (masked · B_r · B_c)
+
+per pipe (ALU, FMA, MUFU, LSU, uniform: lane instructions, warp instructions × 32) and, with
+an opcode census, per opcode. The CTAs' fixed work (Q in, O out) is counted in with the
+tiles, a bias of a few per cent of a tile's instructions that the ratio of tiles spreads over
+the masked ones. Pairs whose N is not a multiple of both tiles mix in the bound checks of the
+non-causal kernel's last key tile (flagged ``uneven``). Beside the census: the causal call's
+time over the non-causal one's against the ratio of their tiles, issue-slot use, and the warp
+stall reasons (warps stalled per issue-active cycle) of both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+from perfsim.validate.masked_tile_fit import FWD_TILES, tile_counts
+
+PIPES = ("alu", "fma", "xu", "lsu", "uniform")
+_CASE = re.compile(r"^flash-fwd-d(\d+)-n(\d+)-b(\d+)-h(\d+)$")
+
+
+def _kernel(kernels: list[dict]) -> dict:
+    """The attention kernel of a case: its longest kernel."""
+    return max(kernels, key=lambda k: k.get("duration_s") or 0)
+
+
+def census(causal: dict, plain: dict, tiles_c: int, tiles_n: int, masked: int,
+           elements: int) -> dict:
+    """Per masked score element, what the causal kernel executes beyond ``tiles_c`` of the
+    non-causal kernel's average tile: ``{"pipes": {pipe: lane instructions}, "opcodes":
+    {opcode: lane instructions}, "instructions": all}``. ``causal``/``plain``: summary
+    kernel records; ``tiles_*``: tiles visited; ``masked``: masked tiles; ``elements``:
+    ``B_r · B_c``.
+
+    Raises:
+        ValueError: no masked tile or no non-causal tile.
+    """
+    if masked <= 0 or tiles_n <= 0:
+        raise ValueError(f"census needs masked and non-causal tiles, got {masked} and "
+                         f"{tiles_n}")
+    scale = tiles_c / tiles_n
+
+    def delta(a, b):
+        return ((a or 0) - (b or 0) * scale) * 32 / (masked * elements)
+
+    out = {"pipes": {p: delta(causal.get(f"inst_pipe_{p}"), plain.get(f"inst_pipe_{p}"))
+                     for p in PIPES},
+           "instructions": delta(causal.get("instructions"), plain.get("instructions"))}
+    oc, on = causal.get("opcodes"), plain.get("opcodes")
+    if oc and on:
+        out["opcodes"] = {op: delta(oc.get(op), on.get(op)) for op in sorted(set(oc) | set(on))}
+    return out
+
+
+def pairs(cases: dict) -> list[dict]:
+    """Every causal / non-causal pair of flash forward cases in ``cases`` (name -> kernels),
+    with its tiles, census, times and stalls."""
+    out = []
+    for name in sorted(cases):
+        m = _CASE.match(name)
+        if not m or f"{name}-c" not in cases:
+            continue
+        d, n, b, h = map(int, m.groups())
+        if d not in FWD_TILES:
+            continue
+        b_r, b_c = FWD_TILES[d]
+        bh = b * h
+        t_n, _ = tile_counts(n, b_r, b_c, False)
+        t_c, masked = tile_counts(n, b_r, b_c, True)
+        kc, kn = _kernel(cases[f"{name}-c"]), _kernel(cases[name])
+        out.append({
+            "case": name, "head_dim": d, "seqlen": n, "tiles": (b_r, b_c),
+            "uneven": bool(n % b_r or n % b_c),
+            "tiles_causal": bh * t_c, "tiles_noncausal": bh * t_n, "masked": bh * masked,
+            "census": census(kc, kn, bh * t_c, bh * t_n, bh * masked, b_r * b_c),
+            "time_ratio": kc["duration_s"] / kn["duration_s"],
+            "issue_active_pct": (kc.get("issue_active_pct"), kn.get("issue_active_pct")),
+            "stalls": (kc.get("stalls") or {}, kn.get("stalls") or {}),
+        })
+    return out
+
+
+def _load(paths: list[Path]) -> dict:
+    cases = {}
+    for path in paths:
+        data = json.loads(path.read_text())
+        got = data["cases"]
+        cases.update(got if isinstance(got, dict) else dict(got))
+    return cases
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("summaries", nargs="+", type=Path,
+                    help="ncu_summary JSON files holding causal / non-causal pairs")
+    ap.add_argument("--opcodes", type=float, default=0.05, metavar="MIN",
+                    help="list opcodes whose census is at least MIN per element (0.05)")
+    args = ap.parse_args(argv)
+    missing = [str(p) for p in args.summaries if not p.is_file()]
+    if missing:
+        print(f"mask_census: no such file: {', '.join(missing)}")
+        return 2
+    found = pairs(_load(args.summaries))
+    if not found:
+        print("mask_census: no flash-fwd-dD-nN-bB-hH case with its -c pair in "
+              + ", ".join(map(str, args.summaries)))
+        return 1
+    for p in found:
+        c = p["census"]
+        pipes = " ".join(f"{k} {v:+.2f}" for k, v in c["pipes"].items())
+        print(f"{p['case']}{' (uneven)' if p['uneven'] else ''}: tiles {p['tiles'][0]}x"
+              f"{p['tiles'][1]}, causal {p['tiles_causal']} ({p['masked']} masked) of "
+              f"{p['tiles_noncausal']}")
+        print(f"  per masked element: {pipes}; all {c['instructions']:+.2f}")
+        if "opcodes" in c:
+            ops = sorted(((v, k) for k, v in c["opcodes"].items() if abs(v) >= args.opcodes),
+                         reverse=True)
+            print("  opcodes: " + ", ".join(f"{k} {v:+.2f}" for v, k in ops))
+        ratio = p["tiles_causal"] / p["tiles_noncausal"]
+        print(f"  time causal / non-causal {p['time_ratio']:.3f} (tiles {ratio:.3f}); issue "
+              f"active {p['issue_active_pct'][0]:.1f} / {p['issue_active_pct'][1]:.1f} %")
+        sc, sn = p["stalls"]
+        top = sorted(set(sc) | set(sn), key=lambda r: -max(sc.get(r, 0), sn.get(r, 0)))[:5]
+        print("  stalls (warps per issue cycle, causal / non-causal): "
+              + ", ".join(f"{r} {sc.get(r, 0):.2f} / {sn.get(r, 0):.2f}" for r in top))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
