@@ -87,3 +87,49 @@ def test_ncu_summary_reads_the_stall_reasons():
     (kernel,) = ncu_summary.summarise({"ncu-x.csv": text})["x"]
     assert kernel["stalls"] == {"no_instruction": 2.68, "long_scoreboard": 0.22}
     assert kernel["duration_s"] == pytest.approx(1.5e-6)
+
+
+def _mask_terms(algorithm, head_dim, causal=True, gpu="h200-sxm"):
+    import perfsim
+
+    w = perfsim.AttentionWorkload(batch=4, heads=8, seqlen_q=1024, head_dim=head_dim,
+                                  causal=causal, dtype="bf16", phase="fwd")
+    (kernel,) = [k for k in perfsim.predict(w, gpu=gpu, algorithm=algorithm).kernels
+                 if k.cost.name.endswith("_fwd")]
+    return {k: v for k, v in kernel.cost.terms.items() if "mask" in k}, kernel.cost.launch
+
+
+@pytest.mark.parametrize("algorithm", ["sdpa-flash", "flash-attn-2", "fa2"])
+def test_flash_attn_2s_causal_forward_takes_the_mask_census(algorithm):
+    from perfsim.algorithms import softmax_costs as sc
+
+    for head_dim, (alu, fma) in ((64, (2.49, 0.63)), (128, (4.11, 1.32))):
+        terms, launch = _mask_terms(algorithm, head_dim)
+        masked = launch["masked_tiles"] * launch["block_m"] * launch["block_n"]
+        assert masked > 0
+        assert terms["alu/mask"] == pytest.approx(masked * alu)
+        assert terms["fp32/mask (census)"] == pytest.approx(masked * sc.FMA_SLOTS * fma)
+    # no census above head dim 128: the assumed one ALU instruction per element
+    terms, launch = _mask_terms(algorithm, 256)
+    masked = launch["masked_tiles"] * launch["block_m"] * launch["block_n"]
+    assert terms == {"alu/mask": pytest.approx(masked * sc.MASK_ALU_OPS_PER_SCORE)}
+    # no mask, no mask work
+    terms, _ = _mask_terms(algorithm, 64, causal=False)
+    assert not any(terms.values())
+
+
+def test_kernels_that_are_not_flash_attn_2s_code_keep_the_assumed_mask():
+    from perfsim.algorithms import softmax_costs as sc
+    from perfsim.gpu_catalog import load_gpu
+    from perfsim.validate import models
+
+    for algorithm in ("flex", "triton-tutorial"):
+        terms, launch = _mask_terms(algorithm, 64)
+        assert "fp32/mask (census)" not in terms
+    # the project's own Triton FA2 kernel and the external FlexAttention mapping
+    gpu = load_gpu("h200-sxm")
+    own = models.kernel_config_to_algorithm(
+        "fa2", {"block_m": 128, "block_n": 64, "num_warps": 4}, gpu)
+    assert own.bound_checks == "none"
+    assert models.external_algorithm("flex", gpu, 64).bound_checks == "none"
+    assert sc.MASK_CENSUS["flash-attn"]["fwd"][-1][0] == 128

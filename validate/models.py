@@ -77,7 +77,9 @@ def _fa2(cfg: dict, gpu: GPUSpec, family: str | None):
     tiles = {"block_m": cfg["block_m"], "block_n": cfg["block_n"], "warps": cfg["num_warps"]}
     if cfg.get("phase") == "bwd":
         tiles = {f"bwd_{k}": v for k, v in tiles.items()}
-    return algorithms.FA2(**tiles, tensor_family=_family(gpu, cfg, family))
+    # Triton code, not flash-attn 2's: none of flash-attn 2's censuses (bound checks, mask)
+    return algorithms.FA2(**tiles, tensor_family=_family(gpu, cfg, family),
+                          bound_checks="none")
 
 
 def _fa3(cfg: dict, gpu: GPUSpec, family: str | None):
@@ -142,7 +144,8 @@ def external_algorithm(backend: str, gpu: GPUSpec, head_dim: int) -> algorithms.
     if backend == "flex":
         block_m, block_n, warps = FLEX_TILES.get(head_dim, FLEX_DEFAULT_TILE)
         return algorithms.FA2(block_m=block_m, block_n=block_n, warps=warps,
-                              tensor_family=triton_tensor_family(gpu, block_m, warps))
+                              tensor_family=triton_tensor_family(gpu, block_m, warps),
+                              bound_checks="none")      # Triton code, not flash-attn 2's
     return algorithms.resolve(name)
 
 

@@ -708,7 +708,7 @@ class FusedAttention(Algorithm):
                 terms["l2_hit/Q,K,V half-sector rows (16-byte copies)"] = extra
         if split:
             terms[SPLIT_SCALE_TERM] = elems * split
-        terms["alu/mask"] = bh * v.masked_tiles * b_r * b_c * sc.MASK_ALU_OPS_PER_SCORE
+        terms.update(self.mask_terms("fwd", dims, bh * v.masked_tiles * b_r * b_c))
         terms.update(self.bound_check_terms("fwd", dims, elems, b_r, b_c))
         terms.update(self.address_terms("fwd", dims, elems))
         if dims.dropout_p:
@@ -902,6 +902,22 @@ class FusedAttention(Algorithm):
         """Warpgroups that issue the backward's WGMMAs (as :meth:`fwd_operand_groups`, on the
         larger tile side)."""
         return self.fwd_operand_groups(warps, max(b_r, b_c))
+
+    def mask_terms(self, phase: str, dims: Dims, masked_elements) -> dict:
+        """The causal or window mask on ``masked_elements`` score elements (of the tiles the
+        mask crosses): ``softmax_costs.MASK_CENSUS``'s ALU and FMA-pipe instructions per
+        element where it has a census of the code that runs (``bound_checks``), for this
+        phase and the compiled head dim, else ``MASK_ALU_OPS_PER_SCORE`` ALU instructions
+        (ASSUMED). Works on arrays of elements (the head dims are one value per call)."""
+        census = sc.MASK_CENSUS.get(self.bound_checks, {}).get(phase)
+        if not census or dims.symbolic:
+            return {"alu/mask": masked_elements * sc.MASK_ALU_OPS_PER_SCORE}
+        compiled = max(self.kernel_head_dims(dims))
+        if compiled > census[-1][0]:
+            return {"alu/mask": masked_elements * sc.MASK_ALU_OPS_PER_SCORE}
+        alu, fma = next(ops for upto, ops in census if compiled <= upto)
+        return {"alu/mask": masked_elements * alu,
+                "fp32/mask (census)": masked_elements * sc.FMA_SLOTS * fma}
 
     def bound_check_terms(self, phase: str, dims: Dims, elems, b_r, b_c) -> dict:
         """The bound checks every tile pays in the kernel variant that checks them:

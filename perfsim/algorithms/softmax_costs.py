@@ -74,8 +74,31 @@ FA1_UPDATE_FLOPS_PER_ROW_ELEMENT = 4 * FMA_SLOTS
 FA1_EXPS_PER_ROW_STEP = 2
 FA2_EXPS_PER_ROW_STEP = 1
 
-#: Causal or window mask on a diagonal tile: one compare/select per score element (ALU).
+#: Causal or window mask on a diagonal tile: one compare/select per score element (ALU;
+#: ASSUMED where no census below names the kernel: never profiled).
 MASK_ALU_OPS_PER_SCORE = 1
+#: The causal mask as the kernels that run it execute it, by the code that runs them
+#: (``FusedAttention.bound_checks``): ``{phase: ((compiled head dim up to which it holds,
+#: (ALU-pipe, FMA-pipe lane instructions per masked score element)), ...)}``, the last entry
+#: for every larger head dim. Census of a causal forward against the non-causal one of the
+#: same shape, the masked tiles flash-attn 2's ``n_masking_steps`` (Nsight Compute on the
+#: H200, ``validate/reports/h200/probes/ncu/summary-causal-mask*.json``, read by
+#: ``validate/mask_census.py``; N a multiple of both tiles):
+#:
+#: - ``"flash-attn"``: flash-attn 2's forward (PyTorch's copy, bf16). Head dim 64 (128 x 128
+#:   tiles, N = 512): ALU +2.49, FMA +0.63. Head dim 128 (128 x 64 tiles, N = 256): ALU
+#:   +4.11 (MOV +1.60, ISETP +1.05, FSEL +1.03, VIADD +0.32, LOP3 +0.10), FMA +1.32 (IMAD
+#:   +0.96). The compare and select per element are the source's (``mask.h``:
+#:   ``col_idx >= col_idx_limit_right`` then ``-INFINITY``); the moves are the compiler's.
+#:   Head dims above 128 and the backward keep :data:`MASK_ALU_OPS_PER_SCORE` (no census;
+#:   ASSUMED). ASSUMED as well: a window mask costs what the causal one does (its
+#:   ``apply_mask_local`` adds the left-side compare), and N off the tiles takes the census
+#:   of N on them, on the geometric count of masked tiles, where flash-attn 2 masks one tile
+#:   more per query tile (``n_masking_steps``; that pair's census, +2.86 / +5.64 ALU at
+#:   d 64 / 128, also holds the non-causal kernel's bound checks).
+MASK_CENSUS = {
+    "flash-attn": {"fwd": ((64, (2.49, 0.63)), (128, (4.11, 1.32)))},
+}
 
 #: FlexAttention's forward scales the scores twice before the exp (``PRESCALE_QK = False`` by
 #: default: ``qk *= SM_SCALE``, then ``post_mod_scores *= RCP_LN2``, two IEEE multiplies the
