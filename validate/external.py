@@ -299,6 +299,11 @@ HOLDOUTS = {
                           "backward; frozen at 3cf36b2 (the longest-CTA bound for LPT grids and "
                           "the varlen two-kind tail, never timed) as a general check of the "
                           "default path",
+    "external-holdout54": "16 shapes drawn at random (validate/draw_holdout.py, seed 54) over "
+                          "the same range as hold-out 53; frozen at 0ea6802 for the mask census "
+                          "of flash-attn 2's causal forward (softmax_costs.MASK_CENSUS), the "
+                          "causal shapes at head dims 64 and 128 its test, every other row a "
+                          "general check of the default path",
 }
 
 
