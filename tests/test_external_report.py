@@ -68,7 +68,8 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
                                        ("h200-external-holdout52", "h200-sxm"),
                                        ("h100-external", "h100-sxm5"),
                                        ("h100-external-holdout51", "h100-sxm5"),
-                                       ("h100-external-holdout52", "h100-sxm5")])
+                                       ("h100-external-holdout52", "h100-sxm5"),
+                                       ("h100-external-holdout54", "h100-sxm5")])
 def test_committed_default_path_scores_are_reproducible(grid, gpu):
     """The committed score of the external rows (the H200's, and the H100's measured
     2026-12-05) is what the current model gives."""
