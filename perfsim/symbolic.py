@@ -28,10 +28,15 @@ Closed forms leave out the floor the L2's TMA row segments put under an FA3-clas
 memory path (``KernelCost.l2_request_seconds``, numeric shapes only;
 :func:`compute_bound_seqlen`, which evaluates numeric lengths, includes it). They also leave
 out the per-tile bound checks a kernel runs when a length is not a multiple of its tile
-(``FusedAttention.bound_check_terms``: ALU and FMA-pipe instructions per score element), so
-``alu_ops`` and ``fp32_flops`` agree where the checks do not run — lengths that are
-multiples of the tile (of 128 for FlexAttention and cuDNN), and for flash-attn 2's backward
-also a compiled head dim of at most 128 equal to the call's, no window, no varlen.
+(``FusedAttention.bound_check_terms``: ALU and FMA-pipe instructions per score element), and
+the census of flash-attn 2's causal or windowed forward mask (``FusedAttention.mask_terms``,
+``softmax_costs.MASK_CENSUS``: it depends on the compiled head dim, a symbol here; closed
+forms charge ``MASK_ALU_OPS_PER_SCORE``), so ``alu_ops`` and ``fp32_flops`` agree where
+neither runs — lengths that are multiples of the tile (of 128 for FlexAttention and cuDNN),
+for flash-attn 2's backward also a compiled head dim of at most 128 equal to the call's, no
+window, no varlen, and no mask on a flash-attn 2 forward at a compiled head dim up to 128
+(``bound_checks="flash-attn"``: there ``predict`` charges the census, 4.5 % more FP32 work at
+head dim 64 and 6.9 % at 128 for a causal N = 1024 call).
 The other counts (tensor FLOPs, bytes, exps) agree everywhere for the same tiles
 (``tests/test_symbolic.py``). Tiles left to FA2 (``options={}``) are fixed stand-ins while the
 sizes are symbols (``fa2.SYMBOLIC_FWD_TILE``, ``SYMBOLIC_BWD_TILE``: flash-attn 2's launch table

@@ -68,13 +68,40 @@ def test_pairs_and_command_line(tmp_path, capsys):
     assert mask_census.main([str(path)]) == 0
     out = capsys.readouterr().out
     assert "alu +1.00" in out and "no_instruction 0.50 / 0.10" in out
-    # clear messages, no traceback, for a missing file or a summary without pairs
+    assert "selected" not in out           # the issuing warp is no stall
+    # clear messages on stderr, no traceback, for a missing file, a file that is not JSON or
+    # not a summary, and a summary without pairs
     assert mask_census.main([str(tmp_path / "none.json")]) == 2
-    assert "no such file" in capsys.readouterr().out
+    assert "no such file" in capsys.readouterr().err
+    for name, text in (("bad.json", "{bad"), ("list.json", "[1, 2]"),
+                       ("nocases.json", '{"x": 1}'), ("rows.json", '{"cases": {"a": [1]}}')):
+        (tmp_path / name).write_text(text)
+        assert mask_census.main([str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("mask_census: ") and name in err
     lone = tmp_path / "lone.json"
     lone.write_text(json.dumps({"cases": {"cudnn-fwd-d64": cases["cudnn-fwd-d64"]}}))
     assert mask_census.main([str(lone)]) == 1
-    assert "no flash-fwd" in capsys.readouterr().out
+    assert "no flash-fwd" in capsys.readouterr().err
+
+
+def test_missing_counters_give_no_figure_and_unknown_head_dims_are_named(tmp_path, capsys):
+    per_tile = dict.fromkeys(mask_census.PIPES, 100.0)
+    plain = _record(8 * 16, 0, per_tile, {})
+    causal = _record(8 * 10, 8 * 4, per_tile, {"alu": 64.0})
+    del causal["inst_pipe_fma"], causal["duration_s"], causal["issue_active_pct"]
+    causal["stalls"] = plain["stalls"] = {}
+    got = mask_census.census(causal, plain, 80, 128, 32, 128 * 128)
+    assert got["pipes"]["fma"] is None and got["pipes"]["alu"] is not None
+    cases = {"flash-fwd-d64-n512-b2-h4": [plain], "flash-fwd-d64-n512-b2-h4-c": [causal],
+             "flash-fwd-d96-n512-b2-h4": [plain], "flash-fwd-d96-n512-b2-h4-c": [causal]}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"cases": cases}))
+    assert mask_census.main([str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "fma n/a" in out and "time causal / non-causal n/a" in out
+    assert "issue active n/a" in out and "none in these summaries" in out
+    assert "skipped flash-fwd-d96-n512-b2-h4: head dim 96" in err
 
 
 def test_ncu_summary_reads_the_stall_reasons():
@@ -123,13 +150,21 @@ def test_kernels_that_are_not_flash_attn_2s_code_keep_the_assumed_mask():
     from perfsim.gpu_catalog import load_gpu
     from perfsim.validate import models
 
-    for algorithm in ("flex", "triton-tutorial"):
+    for algorithm in ("flex", "triton-tutorial", "sdpa-cudnn", "sdpa-efficient"):
         terms, launch = _mask_terms(algorithm, 64)
-        assert "fp32/mask (census)" not in terms
+        masked = launch["masked_tiles"] * launch["block_m"] * launch["block_n"]
+        assert masked > 0, algorithm
+        assert terms == {"alu/mask": pytest.approx(masked * sc.MASK_ALU_OPS_PER_SCORE)}
     # the project's own Triton FA2 kernel and the external FlexAttention mapping
     gpu = load_gpu("h200-sxm")
     own = models.kernel_config_to_algorithm(
         "fa2", {"block_m": 128, "block_n": 64, "num_warps": 4}, gpu)
     assert own.bound_checks == "none"
-    assert models.external_algorithm("flex", gpu, 64).bound_checks == "none"
-    assert sc.MASK_CENSUS["flash-attn"]["fwd"][-1][0] == 128
+    assert models.external_algorithm("flex", gpu, 64).bound_checks == "flex"
+    import perfsim
+
+    w = perfsim.AttentionWorkload(batch=4, heads=8, seqlen_q=1024, head_dim=64, causal=True,
+                                  dtype="bf16", phase="fwd")
+    (kernel,) = perfsim.predict(w, gpu=gpu, algorithm=own).kernels
+    assert "fp32/mask (census)" not in kernel.cost.terms
+    assert kernel.cost.terms["alu/mask"] > 0

@@ -16,12 +16,15 @@ does, the instructions a masked tile adds per score element are
     (count_causal − count_noncausal · tiles_causal / tiles_noncausal) / (masked · B_r · B_c)
 
 per pipe (ALU, FMA, MUFU, LSU, uniform: lane instructions, warp instructions × 32) and, with
-an opcode census, per opcode. The CTAs' fixed work (Q in, O out) is counted in with the
-tiles, a bias of a few per cent of a tile's instructions that the ratio of tiles spreads over
-the masked ones. Pairs whose N is not a multiple of both tiles mix in the bound checks of the
+an opcode census, per opcode; a counter missing from either record gives no figure (not 0).
+The CTAs' fixed work (Q in, O out; not measured apart) is the same in both calls and is
+counted with the non-causal tiles, so the tile ratio spreads part of it over the masked
+ones. Pairs whose N is not a multiple of both tiles mix in the bound checks of the
 non-causal kernel's last key tile (flagged ``uneven``). Beside the census: the causal call's
 time over the non-causal one's against the ratio of their tiles, issue-slot use, and the warp
-stall reasons (warps stalled per issue-active cycle) of both.
+stall reasons (warps stalled per issue-active cycle; ``selected``, the warp that issued, is
+left out) of both. Head dims without a flash-attn 2 sm90 tile in
+:data:`~perfsim.validate.masked_tile_fit.FWD_TILES` are named and skipped.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 
 from perfsim.validate.masked_tile_fit import FWD_TILES, tile_counts
@@ -50,6 +54,8 @@ def census(causal: dict, plain: dict, tiles_c: int, tiles_n: int, masked: int,
     kernel records; ``tiles_*``: tiles visited; ``masked``: masked tiles; ``elements``:
     ``B_r · B_c``.
 
+    A counter missing (``None``) from either record gives ``None``.
+
     Raises:
         ValueError: no masked tile or no non-causal tile.
     """
@@ -59,20 +65,29 @@ def census(causal: dict, plain: dict, tiles_c: int, tiles_n: int, masked: int,
     scale = tiles_c / tiles_n
 
     def delta(a, b):
-        return ((a or 0) - (b or 0) * scale) * 32 / (masked * elements)
+        if a is None or b is None:
+            return None
+        return (a - b * scale) * 32 / (masked * elements)
 
     out = {"pipes": {p: delta(causal.get(f"inst_pipe_{p}"), plain.get(f"inst_pipe_{p}"))
                      for p in PIPES},
            "instructions": delta(causal.get("instructions"), plain.get("instructions"))}
     oc, on = causal.get("opcodes"), plain.get("opcodes")
     if oc and on:
-        out["opcodes"] = {op: delta(oc.get(op), on.get(op)) for op in sorted(set(oc) | set(on))}
+        # an opcode a kernel never ran has the count 0 in its census
+        out["opcodes"] = {op: delta(oc.get(op, 0), on.get(op, 0))
+                          for op in sorted(set(oc) | set(on))}
     return out
 
 
-def pairs(cases: dict) -> list[dict]:
+def _ratio(a, b):
+    return a / b if a and b else None
+
+
+def pairs(cases: dict, skipped: list | None = None) -> list[dict]:
     """Every causal / non-causal pair of flash forward cases in ``cases`` (name -> kernels),
-    with its tiles, census, times and stalls."""
+    with its tiles, census, times and stalls; ``skipped`` (a list) receives the pairs left
+    out and why."""
     out = []
     for name in sorted(cases):
         m = _CASE.match(name)
@@ -80,6 +95,9 @@ def pairs(cases: dict) -> list[dict]:
             continue
         d, n, b, h = map(int, m.groups())
         if d not in FWD_TILES:
+            if skipped is not None:
+                skipped.append(f"{name}: head dim {d} has no flash-attn 2 sm90 forward tile "
+                               f"here (head dims {', '.join(map(str, FWD_TILES))})")
             continue
         b_r, b_c = FWD_TILES[d]
         bh = b * h
@@ -91,7 +109,7 @@ def pairs(cases: dict) -> list[dict]:
             "uneven": bool(n % b_r or n % b_c),
             "tiles_causal": bh * t_c, "tiles_noncausal": bh * t_n, "masked": bh * masked,
             "census": census(kc, kn, bh * t_c, bh * t_n, bh * masked, b_r * b_c),
-            "time_ratio": kc["duration_s"] / kn["duration_s"],
+            "time_ratio": _ratio(kc.get("duration_s"), kn.get("duration_s")),
             "issue_active_pct": (kc.get("issue_active_pct"), kn.get("issue_active_pct")),
             "stalls": (kc.get("stalls") or {}, kn.get("stalls") or {}),
         })
@@ -99,12 +117,29 @@ def pairs(cases: dict) -> list[dict]:
 
 
 def _load(paths: list[Path]) -> dict:
+    """Every case of the summaries (name -> kernel records).
+
+    Raises:
+        ValueError: a file that is not an ``ncu_summary`` JSON (its reason named)."""
     cases = {}
     for path in paths:
-        data = json.loads(path.read_text())
-        got = data["cases"]
-        cases.update(got if isinstance(got, dict) else dict(got))
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}: not readable as JSON ({exc})") from None
+        got = data.get("cases") if isinstance(data, dict) else None
+        if isinstance(got, list):
+            got = dict(got) if all(isinstance(c, list) and len(c) == 2 for c in got) else None
+        if not isinstance(got, dict) or not all(
+                isinstance(k, list) and all(isinstance(r, dict) for r in k)
+                for k in got.values()):
+            raise ValueError(f"{path}: not an ncu_summary file (no 'cases' of kernel records)")
+        cases.update(got)
     return cases
+
+
+def _fmt(value, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 def main(argv=None) -> int:
@@ -116,31 +151,41 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     missing = [str(p) for p in args.summaries if not p.is_file()]
     if missing:
-        print(f"mask_census: no such file: {', '.join(missing)}")
+        print(f"mask_census: no such file: {', '.join(missing)}", file=sys.stderr)
         return 2
-    found = pairs(_load(args.summaries))
+    try:
+        cases = _load(args.summaries)
+    except ValueError as exc:
+        print(f"mask_census: {exc}", file=sys.stderr)
+        return 2
+    skipped: list[str] = []
+    found = pairs(cases, skipped)
+    for why in skipped:
+        print(f"mask_census: skipped {why}", file=sys.stderr)
     if not found:
-        print("mask_census: no flash-fwd-dD-nN-bB-hH case with its -c pair in "
-              + ", ".join(map(str, args.summaries)))
+        print("mask_census: no flash-fwd-dD-nN-bB-hH case with its -c pair to read in "
+              + ", ".join(map(str, args.summaries)), file=sys.stderr)
         return 1
     for p in found:
         c = p["census"]
-        pipes = " ".join(f"{k} {v:+.2f}" for k, v in c["pipes"].items())
+        pipes = " ".join(f"{k} {_fmt(v, '+.2f')}" for k, v in c["pipes"].items())
         print(f"{p['case']}{' (uneven)' if p['uneven'] else ''}: tiles {p['tiles'][0]}x"
               f"{p['tiles'][1]}, causal {p['tiles_causal']} ({p['masked']} masked) of "
               f"{p['tiles_noncausal']}")
-        print(f"  per masked element: {pipes}; all {c['instructions']:+.2f}")
+        print(f"  per masked element: {pipes}; all {_fmt(c['instructions'], '+.2f')}")
         if "opcodes" in c:
             ops = sorted(((v, k) for k, v in c["opcodes"].items() if abs(v) >= args.opcodes),
                          reverse=True)
             print("  opcodes: " + ", ".join(f"{k} {v:+.2f}" for v, k in ops))
         ratio = p["tiles_causal"] / p["tiles_noncausal"]
-        print(f"  time causal / non-causal {p['time_ratio']:.3f} (tiles {ratio:.3f}); issue "
-              f"active {p['issue_active_pct'][0]:.1f} / {p['issue_active_pct'][1]:.1f} %")
-        sc, sn = p["stalls"]
+        issue_c, issue_n = p["issue_active_pct"]
+        print(f"  time causal / non-causal {_fmt(p['time_ratio'], '.3f')} (tiles "
+              f"{ratio:.3f}); issue active {_fmt(issue_c, '.1f')} / {_fmt(issue_n, '.1f')} %")
+        sc, sn = ({r: v for r, v in st.items() if r != "selected"} for st in p["stalls"])
         top = sorted(set(sc) | set(sn), key=lambda r: -max(sc.get(r, 0), sn.get(r, 0)))[:5]
         print("  stalls (warps per issue cycle, causal / non-causal): "
-              + ", ".join(f"{r} {sc.get(r, 0):.2f} / {sn.get(r, 0):.2f}" for r in top))
+              + (", ".join(f"{r} {sc.get(r, 0):.2f} / {sn.get(r, 0):.2f}" for r in top)
+                 or "none in these summaries"))
     return 0
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from perfsim import algorithms
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.gpu import GPUSpec
+from perfsim.implementations import FLEX_DIVISIBLE_MULTIPLE
 from perfsim.predict import predict
 from perfsim.workload import AttentionWorkload
 
@@ -143,9 +144,12 @@ def external_algorithm(backend: str, gpu: GPUSpec, head_dim: int) -> algorithms.
     name = EXTERNAL_MODELS[backend][0]
     if backend == "flex":
         block_m, block_n, warps = FLEX_TILES.get(head_dim, FLEX_DEFAULT_TILE)
+        # Triton code, not flash-attn 2's: FlexAttention's own bound checks (as the flex
+        # preset), no flash-attn 2 mask census
         return algorithms.FA2(block_m=block_m, block_n=block_n, warps=warps,
                               tensor_family=triton_tensor_family(gpu, block_m, warps),
-                              bound_checks="none")      # Triton code, not flash-attn 2's
+                              bound_checks="flex",
+                              bound_check_unless_multiple=FLEX_DIVISIBLE_MULTIPLE)
     return algorithms.resolve(name)
 
 

@@ -908,7 +908,8 @@ class FusedAttention(Algorithm):
         mask crosses): ``softmax_costs.MASK_CENSUS``'s ALU and FMA-pipe instructions per
         element where it has a census of the code that runs (``bound_checks``), for this
         phase and the compiled head dim, else ``MASK_ALU_OPS_PER_SCORE`` ALU instructions
-        (ASSUMED). Works on arrays of elements (the head dims are one value per call)."""
+        (ASSUMED; also for symbolic dims, whose head dim is a symbol: ``perfsim.symbolic``).
+        Works on arrays of elements (the head dims are one value per call)."""
         census = sc.MASK_CENSUS.get(self.bound_checks, {}).get(phase)
         if not census or dims.symbolic:
             return {"alu/mask": masked_elements * sc.MASK_ALU_OPS_PER_SCORE}

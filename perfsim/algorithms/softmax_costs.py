@@ -79,8 +79,9 @@ FA2_EXPS_PER_ROW_STEP = 1
 MASK_ALU_OPS_PER_SCORE = 1
 #: The causal mask as the kernels that run it execute it, by the code that runs them
 #: (``FusedAttention.bound_checks``): ``{phase: ((compiled head dim up to which it holds,
-#: (ALU-pipe, FMA-pipe lane instructions per masked score element)), ...)}``, the last entry
-#: for every larger head dim. Census of a causal forward against the non-causal one of the
+#: (ALU-pipe, FMA-pipe lane instructions per masked score element)), ...)}``; head dims above
+#: the last entry keep :data:`MASK_ALU_OPS_PER_SCORE`. Census of a causal forward against the
+#: non-causal one of the
 #: same shape, the masked tiles flash-attn 2's ``n_masking_steps`` (Nsight Compute on the
 #: H200, ``validate/reports/h200/probes/ncu/summary-causal-mask*.json``, read by
 #: ``validate/mask_census.py``; N a multiple of both tiles):
@@ -91,7 +92,11 @@ MASK_ALU_OPS_PER_SCORE = 1
 #:   +0.96). The compare and select per element are the source's (``mask.h``:
 #:   ``col_idx >= col_idx_limit_right`` then ``-INFINITY``); the moves are the compiler's.
 #:   Head dims above 128 and the backward keep :data:`MASK_ALU_OPS_PER_SCORE` (no census;
-#:   ASSUMED). ASSUMED as well: a window mask costs what the causal one does (its
+#:   ASSUMED). ASSUMED as well, each unprofiled: a compiled head dim below 64 takes the head
+#:   dim 64 figures and one between 64 and 128 (96) the 128 ones; every GPU takes the sm90
+#:   census (sm80, sm89 and sm100 compile the same source to other code, and the RTX cards
+#:   launch other tiles); the split-KV and paged kernels (64 x 128 and 64 x 256 tiles) take
+#:   it per masked element; a window mask costs what the causal one does (its
 #:   ``apply_mask_local`` adds the left-side compare), and N off the tiles takes the census
 #:   of N on them, on the geometric count of masked tiles, where flash-attn 2 masks one tile
 #:   more per query tile (``n_masking_steps``; that pair's census, +2.86 / +5.64 ALU at
