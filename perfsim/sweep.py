@@ -390,7 +390,7 @@ def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=No
     Args: as :func:`sweep` (less ``max_memory_bytes``; ``engine`` and ``columns`` included);
         ``progress(rows_done, rows_total)`` after each frame is produced (and, with
         ``skip_rows``, once before the first, with ``rows_done = skip_rows``).
-        skip_rows: rows to leave out at the start, a whole number of frames: the frames
+        skip_rows: rows to leave out at the start, an int ending a frame: the frames
             they make are passed over without evaluating any of their blocks (the rows of a
             stream interrupted after them are elsewhere already: ``perfsim sweep --stream``
             resumes so); the frames after them are the ones the whole stream gives. 0
@@ -398,10 +398,10 @@ def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=No
 
     Raises:
         perfsim.PerfsimError: as :func:`sweep`, when called (every value is checked before
-            the iterator is returned); ``skip_rows`` not a whole number from 0 to the
-            sweep's rows, or not at the end of a frame (the message names the frame ends
-            nearest to it); a GPU what-if is checked when its rows are reached (an invalid
-            one gives infeasible rows, as in :func:`sweep`).
+            the iterator is returned); ``skip_rows`` not an int (6.0 and True are not)
+            from 0 to the sweep's rows, or not at the end of a frame (the message names the
+            frame ends nearest to it); a GPU what-if is checked when its rows are reached
+            (an invalid one gives infeasible rows, as in :func:`sweep`).
     """
     _check_timing(timing)
     check_engine(engine)
@@ -426,13 +426,15 @@ def _skipped(grid: _Grid, n_groups: int, skip_rows) -> tuple[int, int]:
     first ``skip_rows`` rows of :func:`sweep_frames` fill.
 
     Raises:
-        perfsim.PerfsimError: ``skip_rows`` not a whole number from 0 to the sweep's rows,
-            or not at the end of a frame."""
+        perfsim.PerfsimError: ``skip_rows`` not an int (a bool or a float such as 6.0
+            included), not from 0 to the sweep's rows, or not at the end of a frame."""
     total = grid.size * n_groups
-    if (isinstance(skip_rows, bool) or not isinstance(skip_rows, (int, np.integer))
-            or not 0 <= skip_rows <= total):
-        raise PerfsimError(f"skip_rows must be a whole number of rows from 0 to the sweep's "
-                           f"{total:,}, got {skip_rows!r}")
+    if isinstance(skip_rows, bool) or not isinstance(skip_rows, (int, np.integer)):
+        raise PerfsimError(f"skip_rows must be an int (a count of rows, from 0 to the sweep's "
+                           f"{total:,}), got {skip_rows!r}, a {type(skip_rows).__name__}")
+    if not 0 <= skip_rows <= total:
+        raise PerfsimError(f"skip_rows must be from 0 to the sweep's {total:,} rows, got "
+                           f"{skip_rows:,}")
     skip_rows = int(skip_rows)
     per_frame = _groups_per_frame(grid)
     if per_frame > 1:               # frames of per_frame whole groups (the last one fewer)

@@ -62,7 +62,8 @@ def build_parser(modules=COMMAND_MODULES):
 def _kept(args, exc: BaseException) -> str:
     """What an interrupted command left on disk, for its one line: a streamed sweep's rows
     finished so far (``perfsim.cli.sweep.write_frames``), a Dask sweep's partitions, and that
-    ``--out`` itself is replaced only by a whole result."""
+    ``--out`` itself is replaced only by a whole result (or that it was, where the signal
+    came while the result was renamed into place)."""
     out = getattr(args, "out", None)
     if not isinstance(out, str) or not out:
         return ""
@@ -76,7 +77,13 @@ def _kept(args, exc: BaseException) -> str:
                 "resumes from them, and the dataset is whole only once "
                 f"{out}/_manifest.json is written (perfsim.distributed.read_dataset refuses it "
                 "before; other Parquet readers read the partitions there)")
+    if getattr(exc, "whole", None):     # the signal waited for the rename (write_frames)
+        return (f": {out} was written whole before the signal took effect (every row is "
+                "there)")
     whole = f"{out} is replaced only by a whole result, so it is as it was before this run"
+    if getattr(exc, "keep_error", None):
+        return (f": the {exc.partial_rows:,} rows finished could not be kept "
+                f"({exc.keep_error}); {whole}")
     partial = getattr(exc, "partial", None)
     if partial:
         again = ("the same command resumes after them (--restart: starts over)"

@@ -33,7 +33,7 @@ import hashlib
 import json
 import math
 import os
-import shutil
+import sys
 import time
 import tomllib
 from contextlib import contextmanager
@@ -193,7 +193,7 @@ def register_sweep(subparsers) -> None:
     p.add_argument("--out", metavar="FILE", type=path_arg,
                    help="write the rows to this file: .csv, or .parquet (needs pyarrow); "
                    "written to a temporary file and renamed, so an interrupted sweep never "
-                   "leaves a partial file or loses the previous one (after SIGKILL, which "
+                   "leaves a half-written FILE or loses the previous one (after SIGKILL, which "
                    "cannot be caught, a hidden .FILE.*.tmp may remain beside it: delete it)")
     p.add_argument("--plot", metavar="FILE", type=path_arg, help="write a figure (PNG/SVG/PDF)")
     p.add_argument("--plot-kind", choices=PLOTS, default="tflops",
@@ -221,11 +221,17 @@ def register_sweep(subparsers) -> None:
                    "summary then gives no medians). Chosen by itself, with a note, when the "
                    "rows would not fit in half the memory available. An interrupted stream "
                    "keeps its finished rows in NAME.partial.EXT; the same sweep run again "
-                   "resumes after them (same config, columns and perfsim; any engine) and "
-                   "says so; a partial of another sweep is left alone and the run starts over")
+                   "(with or without --stream, as long as --out is its file and there is no "
+                   "--plot or --json) resumes after them (same config, columns and perfsim; "
+                   "any engine) and says so; a partial file it cannot use (another sweep's, or "
+                   "changed) is not resumed: the run starts over and its result replaces that "
+                   "file, as do the rows it finishes if it is interrupted too")
     p.add_argument("--restart", action="store_true", help="with a streamed --out sweep: start "
                    "over instead of resuming from the rows an interrupted run kept in "
-                   "NAME.partial.EXT (the file stays until a whole result replaces it)")
+                   "NAME.partial.EXT: this run's whole result removes them, and if this run "
+                   "is interrupted, the rows it finished by then replace them (they stay where "
+                   "it finished none). Refused for a sweep held in memory, which resumes "
+                   "nothing (add --stream)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary")
     p.add_argument("--kernel-only", action="store_true",
                    help="GPU time of the kernels alone: no host floor per call")
@@ -286,10 +292,20 @@ def _cmd_sweep(args) -> int:
             _pyarrow()
     if args.plot:
         check_output(args.plot, FIGURE_EXTENSIONS, "--plot")
-    if _streamed(args, kwargs):
-        return _cmd_stream_sweep(args, kwargs)
+    found = _found_partial(args, kwargs)
+    streamed = _streamed(args, kwargs, found)
+    if args.restart and not streamed:
+        raise PerfsimError("--restart goes with a streamed sweep: this one fits in memory and "
+                           "is computed there, resuming nothing (add --stream to stream it and "
+                           "start over instead of resuming from NAME.partial.EXT)")
+    if streamed:
+        return _cmd_stream_sweep(args, kwargs, found, streamed)
     if args.json:
         _check_json_size(kwargs)
+    if found and found[1] and not args.quiet:       # (not on stdout under the JSON)
+        print(f"{partial_path(Path(args.out))}: not resumed: {found[1]}; the sweep is computed "
+              "in memory and its whole result removes it",
+              file=sys.stderr if args.json else sys.stdout)
     start = time.perf_counter()
     with _progress_bars(args) as track:
         df = sweep(**kwargs, progress=track("sweep"), engine=args.engine)
@@ -297,6 +313,8 @@ def _cmd_sweep(args) -> int:
         written = time.perf_counter()
         if args.out:
             write_rows(df, args.out, track("write", len(df)))
+            # a whole result replaces what an interrupted stream to the same file kept
+            drop_partial(args.out)
         written = time.perf_counter() - written
     if args.plot:
         try:
@@ -338,9 +356,35 @@ def _check_json_size(kwargs) -> None:
                            "the rows to a file instead (--out FILE.parquet or .csv)")
 
 
-def _streamed(args, kwargs) -> bool:
-    """Whether ``perfsim sweep`` streams: ``--stream``, or an ``--out`` sweep (no --plot or
-    --json, which need every row at once) whose rows would not fit in memory."""
+def _found_partial(args, kwargs) -> tuple[int, str] | None:
+    """``(rows, why)`` of the partial file beside ``--out`` (:func:`resumable_rows`; a CSV
+    one is read through once, here only), or None: no ``--out`` file, or no partial file
+    there. With ``--plot`` or ``--json`` (which hold every row) it is not looked into."""
+    if not args.out or args.dask:
+        return None
+    try:
+        present = partial_path(Path(args.out)).is_file()
+    except OSError:
+        present = False
+    if not present:
+        return None
+    if args.plot or args.json:
+        return 0, "--plot and --json hold every row in memory"
+    from perfsim.sweep import rows_key
+
+    return resumable_rows(args.out, rows_key(kwargs))
+
+
+def _streamed(args, kwargs, found: tuple[int, str] | None = None) -> str:
+    """Whether ``perfsim sweep`` streams, and why: ``"stream"`` (``--stream``), ``"resume"``
+    (an ``--out`` sweep, no --plot or --json, which need every row at once, whose partial
+    file ``found`` by :func:`_found_partial` it may resume from, unless ``--restart``),
+    ``"memory"`` (such a sweep whose rows would not fit in memory; a line says so), or ``""``
+    (held in memory).
+
+    Raises:
+        perfsim.PerfsimError: ``--stream`` without ``--out``, or with --plot or --json.
+    """
     from perfsim.sweep import bytes_per_row, check_columns, count_rows, memory_budget_bytes
 
     if args.stream:
@@ -350,53 +394,78 @@ def _streamed(args, kwargs) -> bool:
         if args.plot or args.json:
             raise PerfsimError("--stream writes the rows to --out only: --plot and --json "
                                "need every row at once (plot from the file instead)")
-        return True
+        return "stream"
     if not args.out or args.plot or args.json:
-        return False
+        return ""
+    if found and found[0] and not args.restart:
+        return "resume"
     budget = memory_budget_bytes()
     rows = count_rows(**kwargs)
     per_row = bytes_per_row(check_columns(kwargs.get("columns")))
     if rows * per_row <= budget:
-        return False
+        return ""
     if not args.quiet:
         print(f"{rows:,} rows need about {rows * per_row / 2**30:.1f} GiB, more than "
               f"half the memory available ({budget / 2**30:.1f} GiB): streaming them to "
               f"{args.out} block by block (as --stream)")
-    return True
+    return "memory"
 
 
-def _cmd_stream_sweep(args, kwargs) -> int:
+def _cmd_stream_sweep(args, kwargs, found: tuple[int, str] | None = None,
+                      why: str = "stream") -> int:
     """``perfsim sweep CONFIG --out FILE --stream``: rows evaluated and written block by
     block (:func:`perfsim.sweep.sweep_frames`, :func:`write_frames`), a summary kept as they
-    pass; after the rows an interrupted run of the same sweep kept (:func:`resumable_rows`)
-    unless ``--restart``."""
+    pass; after the rows an interrupted run of the same sweep kept (``found`` by
+    :func:`_found_partial`, else looked up here; :func:`resumable_rows`) unless
+    ``--restart``, or where they do not end a frame of the sweep. ``why``: as
+    :func:`_streamed` gives it (``"resume"``: the line that says so names the stream).
+
+    Raises:
+        perfsim.PerfsimError: the partial file's path (or its record's) is a folder
+            (:func:`check_partial`), before any work.
+    """
     from perfsim.sweep import count_rows, rows_key, sweep_frames
 
+    check_partial(args.out)     # before the work: an interrupt keeps the finished rows there
     identity = rows_key(kwargs)
     partial = partial_path(Path(args.out))
-    resumed, why = resumable_rows(args.out, identity)
+    if found is None:
+        found = resumable_rows(args.out, identity)
+    resumed, unused = found
+    bar = []                    # the progress bar's callback, once it is shown
+
+    def progress(done, total=None):
+        if bar:
+            bar[0](done, total)
+
+    frames, note = None, ""
+    replaced = ("this run's whole result removes it, and if this run is interrupted, the rows "
+                "it finished by then replace it (it stays where there are none)")
     if resumed and args.restart:
-        note = (f"{partial}: not resumed (--restart); starting over (its {resumed:,} rows "
-                "stay until a whole result replaces them)")
+        note = (f"{partial}: not resumed (--restart): starting over, its {resumed:,} rows "
+                f"unused; {replaced}")
         resumed = 0
     elif resumed:
-        note = f"resuming from {partial}: its {resumed:,} rows are not computed again"
-    else:
-        note = why and (f"{partial}: not resumed: {why}; starting over (it stays until a "
-                        "whole result replaces it)")
+        try:        # rows off a frame end (an edited record): starting over
+            frames = sweep_frames(**kwargs, progress=progress, engine=args.engine,
+                                  skip_rows=resumed)
+            note = (f"resuming from {partial}: its {resumed:,} rows are not computed again"
+                    + (f" (streaming to {args.out}, as --stream)" if why == "resume" else ""))
+        except PerfsimError:
+            unused = f"its {resumed:,} rows are not whole blocks of this sweep"
+            resumed = 0
+    if not resumed and unused:
+        note = f"{partial}: not resumed: {unused}; starting over: {replaced}"
+    if frames is None:
+        frames = sweep_frames(**kwargs, progress=progress, engine=args.engine)
     if note and not args.quiet:
         print(note)
     start = time.perf_counter()
     summary = _StreamSummary()
     with _progress_bars(args) as track:
-        try:
-            frames = sweep_frames(**kwargs, progress=track("sweep", count_rows(**kwargs)),
-                                  engine=args.engine, skip_rows=resumed)
-        except PerfsimError as exc:   # a record that does not fit this sweep's frames
-            if not resumed:
-                raise
-            raise PerfsimError(f"{partial}: cannot resume from it ({exc}); run with "
-                               "--restart to start over") from None
+        bar.append(track("sweep", count_rows(**kwargs)))
+        if resumed:
+            bar[0](resumed)     # the rows resumed, on the bar while they are copied
         write_frames(summary.watch(frames), args.out, identity=identity, resume_rows=resumed)
     if not args.quiet:
         summary.print(time.perf_counter() - start, resumed)
@@ -458,7 +527,12 @@ def write_frames(frames, path: str | Path, progress=None, identity: str | None =
     Ctrl-C or SIGTERM (any ``BaseException`` but an ``Exception``) keeps the whole frames
     written in :func:`partial_path` (a valid file) with its record (:func:`record_path`), and
     re-raises the interrupt carrying ``partial`` (the path, or None), ``partial_rows`` and
-    ``resumable`` (whether the record was written). A whole result removes both.
+    ``resumable`` (whether the record was written). A whole result removes both. In the main
+    thread SIGINT and SIGTERM wait (:class:`_Interrupts`) while a Parquet row group is
+    written, while the finished rows are kept (a second signal then changes nothing) and
+    from the last row to the rename of the result and the removal of the partial file; one
+    that arrived in that last step is raised once the result is in place, carrying
+    ``whole`` (the path written).
 
     Args:
         frames: the frames, in the sweep's order.
@@ -470,112 +544,285 @@ def write_frames(frames, path: str | Path, progress=None, identity: str | None =
             partial is kept without a record (no run resumes from it).
         resume_rows: the rows of the partial file that ``frames`` start after
             (``sweep_frames(skip_rows=resume_rows)``; :func:`resumable_rows` gives them):
-            they are copied into the new file first (Parquet: its schema kept), the partial
-            left in place until this run's result or partial replaces it. 0: none.
+            they are copied into the new file first (Parquet: its schema kept; CSV: its lines
+            counted as they are copied), the partial left in place until this run's result
+            or partial replaces it. 0: none.
 
     Raises:
         perfsim.PerfsimError: unknown extension, missing folder, pyarrow missing for
-            Parquet, no rows at all, or ``resume_rows`` that are not the rows of a partial
-            file recorded with ``identity`` (the message says why).
+            Parquet, a partial file path (or its record's) that is a folder or another
+            non-regular file (:func:`check_partial`), no rows at all, or ``resume_rows``
+            that are not the rows of a partial file recorded with ``identity`` (the message
+            says why; a CSV partial whose lines are not ``resume_rows`` is found so as it is
+            copied, and nothing is written).
     """
     path = check_output(path, OUT_EXTENSIONS, "--out")
     parquet = path.suffix.lower() == ".parquet"
     pq = _pyarrow() if parquet else None
-    partial = partial_path(path)
+    partial = check_partial(path)
     if resume_rows:
-        found, why = resumable_rows(path, identity) if identity is not None else (0, "")
+        found, why = (resumable_rows(path, identity, count_lines=False)
+                      if identity is not None else (0, ""))
         if found != resume_rows:
             raise PerfsimError(f"{partial}: cannot resume {resume_rows:,} rows from it: "
                                + (why or (f"it holds {found:,}" if found else
                                           "no partial file recorded with this identity")))
-    written = 0
-    with atomic_write(path) as tmp:
-        if parquet:
-            import pyarrow as pa
-
-            writer = schema = None
-            pending, rows = [], 0
-
-            def flush():
-                writer.write_table(pa.concat_tables(pending).combine_chunks())
-                pending.clear()
-
-            try:
-                if resume_rows:          # the partial's rows first, in its schema
-                    with pq.ParquetFile(partial) as source:
-                        schema = source.schema_arrow
-                        writer = pq.ParquetWriter(tmp, schema)
-                        for group in range(source.num_row_groups):
-                            writer.write_table(source.read_row_group(group))
-                    written = resume_rows
-                for frame in frames:
-                    table = pa.Table.from_pandas(frame, preserve_index=False)
-                    if writer is None:
-                        # categoricals (one frame's values each) as dictionaries with
-                        # 32-bit codes (pandas picks 8 or 16 bits by the count), an empty
-                        # column as strings
-                        schema = pa.schema([
-                            pa.field(f.name, pa.string()) if pa.types.is_null(f.type)
-                            else pa.field(f.name, pa.dictionary(pa.int32(), pa.string()))
-                            if pa.types.is_dictionary(f.type) else f
-                            for f in table.schema],
-                            # pandas' own metadata: its column dtypes (the nullable boolean
-                            # fits_memory) come back when the file is read
-                            metadata=table.schema.metadata)
-                        writer = pq.ParquetWriter(tmp, schema)
-                    pending.append(table.cast(schema))
-                    rows += len(frame)
-                    written += len(frame)
-                    if rows >= ROW_GROUP_ROWS:
-                        flush()
-                        rows = 0
-                    if progress:
-                        progress(written)
-                if pending:
-                    flush()
-            except Exception:
-                raise
-            except BaseException as stop:          # Ctrl-C, SIGTERM: keep what is finished
-                try:
-                    if pending:
-                        flush()
-                    if writer is not None:
-                        writer.close()
-                except Exception:                   # (a write cut short: keep nothing)
-                    written = 0
-                writer = None
-                raise _keep_partial(stop, tmp, path, written, identity,
-                                    resume_rows) from None
-            finally:
-                if writer is not None:
-                    writer.close()
-        else:
-            kept = done = 0
-            try:
-                if resume_rows:         # the partial's bytes first (it ends with a whole row)
-                    shutil.copyfile(partial, tmp)
-                    kept, done = tmp.stat().st_size, resume_rows
-                written = done
-                with open(tmp, "a", encoding="utf-8", newline="") as fh:
-                    for frame in frames:
-                        frame.to_csv(fh, index=False, header=written == 0)
-                        written += len(frame)
-                        fh.flush()
-                        kept, done = fh.tell(), written
-                        if progress:
-                            progress(written)
-            except Exception:
-                raise
-            except BaseException as stop:          # Ctrl-C, SIGTERM: keep what is finished
-                os.truncate(tmp, kept)             # no half-written frame (the file closed)
-                raise _keep_partial(stop, tmp, path, done, identity, resume_rows) from None
-        if not written:
-            raise PerfsimError("sweep: no rows to write")
-    # a whole result replaces what an earlier interrupted run of it kept
-    for kept_file in (partial, record_path(partial)):
-        with contextlib.suppress(OSError):
-            kept_file.unlink()
+    with _Interrupts() as interrupts:
+        with atomic_write(path) as tmp:
+            if parquet:
+                written = _write_parquet(frames, tmp, path, pq, progress, identity,
+                                         resume_rows, interrupts)
+            else:
+                written = _write_csv(frames, tmp, path, progress, identity, resume_rows,
+                                     interrupts)
+            if not written:
+                raise PerfsimError("sweep: no rows to write")
+            # (held by _write_*: the rename and the clean-up below are not cut short)
+        # a whole result replaces what an earlier interrupted run of it kept
+        drop_partial(path)
+        interrupts.whole = str(path)        # a signal held since is raised saying so
     return path
+
+
+def _write_parquet(frames, tmp: Path, path: Path, pq, progress, identity, resume_rows: int,
+                   interrupts: _Interrupts) -> int:
+    """:func:`write_frames`' Parquet file: ``tmp`` filled, closed, and signals held (for the
+    rename) on return; the rows written. Interrupted, the rows the file holds (counted as
+    each row group is written, a write held whole, and read back from the closed file: a
+    count that differs keeps nothing) go to :func:`_keep_partial`."""
+    import pyarrow as pa
+
+    writer = schema = None
+    pending, rows, written = [], 0, 0
+    stored = [0]                # rows in the file: whole frames, counted as each write ends
+
+    def write(table):
+        with interrupts.holding():          # the write and its count, never one alone
+            writer.write_table(table)
+            stored[0] += table.num_rows
+
+    def flush():
+        with interrupts.holding():          # no signal between the list and the file
+            tables = pending[:]
+            pending.clear()                 # out of the list first: never written twice
+            write(pa.concat_tables(tables).combine_chunks())
+
+    try:
+        if resume_rows:          # the partial's rows first, in its schema
+            with pq.ParquetFile(partial_path(path)) as source:
+                schema = source.schema_arrow
+                writer = pq.ParquetWriter(tmp, schema)
+                for group in range(source.num_row_groups):
+                    write(source.read_row_group(group))
+            written = resume_rows
+        for frame in frames:
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            if writer is None:
+                # categoricals (one frame's values each) as dictionaries with 32-bit codes
+                # (pandas picks 8 or 16 bits by the count), an empty column as strings
+                schema = pa.schema([
+                    pa.field(f.name, pa.string()) if pa.types.is_null(f.type)
+                    else pa.field(f.name, pa.dictionary(pa.int32(), pa.string()))
+                    if pa.types.is_dictionary(f.type) else f
+                    for f in table.schema],
+                    # pandas' own metadata: its column dtypes (the nullable boolean
+                    # fits_memory) come back when the file is read
+                    metadata=table.schema.metadata)
+                writer = pq.ParquetWriter(tmp, schema)
+            pending.append(table.cast(schema))
+            rows += len(frame)
+            written += len(frame)
+            if rows >= ROW_GROUP_ROWS:
+                flush()
+                rows = 0
+            if progress:
+                progress(written)
+        if pending:
+            flush()
+        interrupts.held = True      # from the footer to the rename: a signal waits
+        if writer is not None:
+            writer.close()
+        return written
+    except Exception:
+        raise
+    except BaseException as stop:          # Ctrl-C, SIGTERM: keep what is finished
+        interrupts.held = True              # first (no call before it): a second waits
+        try:
+            if pending:
+                flush()
+            if writer is not None:
+                writer.close()
+                if pq.read_metadata(tmp).num_rows != stored[0]:
+                    stored[0] = 0           # a write cut short: keep nothing
+        except Exception:                   # (likewise)
+            stored[0] = 0
+        raise _keep_partial(stop, tmp, path, stored[0], identity, resume_rows) from None
+    finally:
+        if writer is not None and writer.is_open:
+            writer.close()
+
+
+def _write_csv(frames, tmp: Path, path: Path, progress, identity, resume_rows: int,
+               interrupts: _Interrupts) -> int:
+    """:func:`write_frames`' CSV file: ``tmp`` filled and signals held (for the rename) on
+    return; the rows written. Interrupted, the file is cut back to its last whole frame and
+    kept (:func:`_keep_partial`).
+
+    Raises:
+        perfsim.PerfsimError: the partial file copied first does not hold ``resume_rows``
+            rows (its lines counted)."""
+    mark = (0, 0)           # (bytes, rows) of the whole frames in the file: one assignment
+    try:
+        if resume_rows:         # the partial's bytes first (it ends with a whole row)
+            partial = partial_path(path)
+            size, lines = _copy_counting_lines(partial, tmp)
+            if lines != resume_rows + 1:
+                raise PerfsimError(f"{partial}: cannot resume {resume_rows:,} rows from it: "
+                                   f"it holds {max(lines - 1, 0):,} (its lines less the "
+                                   "header, or a last line cut short)")
+            mark = (size, resume_rows)
+        written = resume_rows
+        with open(tmp, "a", encoding="utf-8", newline="") as fh:
+            for frame in frames:
+                frame.to_csv(fh, index=False, header=written == 0)
+                written += len(frame)
+                fh.flush()
+                mark = (fh.tell(), written)
+                if progress:
+                    progress(written)
+        interrupts.held = True      # to the rename: a signal waits
+        return written
+    except Exception:
+        raise
+    except BaseException as stop:          # Ctrl-C, SIGTERM: keep what is finished
+        interrupts.held = True              # first (no call before it): a second waits
+        kept, done = mark
+        try:
+            os.truncate(tmp, kept)         # no half-written frame (the file closed)
+        except OSError:
+            done = 0
+        raise _keep_partial(stop, tmp, path, done, identity, resume_rows) from None
+
+
+#: Bytes read per step when a CSV partial file is copied or its lines counted.
+COPY_CHUNK_BYTES = 1 << 23
+
+
+def _copy_counting_lines(source: Path, target: Path | None = None) -> tuple[int, int]:
+    """``(bytes, lines)`` of ``source``, copied to ``target`` on the way where given: its
+    newline characters, less one where the file does not end with a newline (a last line cut
+    short is no whole row). Reads it once, :data:`COPY_CHUNK_BYTES` at a time.
+
+    Raises:
+        OSError: a file that cannot be read or written.
+    """
+    size = lines = 0
+    last = b"\n"
+    with contextlib.ExitStack() as stack:
+        src = stack.enter_context(open(source, "rb"))
+        dst = stack.enter_context(open(target, "wb")) if target is not None else None
+        while chunk := src.read(COPY_CHUNK_BYTES):
+            if dst is not None:
+                dst.write(chunk)
+            size += len(chunk)
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return size, lines - (last != b"\n")
+
+
+class _Interrupts:
+    """SIGINT and SIGTERM while :func:`write_frames` writes (a context manager; the main
+    thread only, where Python runs signal handlers: elsewhere it changes nothing). A signal
+    does what the handler before it did (KeyboardInterrupt, the CLI's SIGTERM exception, the
+    default action) except while ``held`` is true: then it is noted and waits.
+    :meth:`holding` holds over a block and raises a noted signal after it. ``held`` is set
+    by a plain assignment where a signal must not slip in before it (the first statement of
+    an ``except`` clause: no call, so Python runs no handler before it).
+
+    On leaving, the handlers before it come back; a signal still noted is dropped where an
+    exception is on its way out (the run is stopping already), else raised, carrying
+    ``whole`` (set by the writer: the result written whole before it took effect).
+    """
+
+    def __init__(self):
+        self.held = False
+        self.noted: list = []
+        self.previous: dict = {}
+        self.whole = None
+
+    def __enter__(self):
+        import signal
+
+        try:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                handler = signal.getsignal(signum)
+                if handler is None or handler is signal.SIG_IGN:
+                    continue        # set outside Python, or ignored: left as it is
+                try:
+                    signal.signal(signum, self._handle)
+                except ValueError:  # not the main thread
+                    break
+                self.previous[signum] = handler
+        except BaseException:       # a signal before both were in place
+            self._restore(list(self.previous.items()))
+            raise
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        self.held = True            # a signal while the handlers go back waits
+        self._restore(list(self.previous.items()))
+        noted, self.noted, self.held = self.noted, [], False
+        if noted and kind is None:
+            try:
+                self._deliver(noted[0])
+            except BaseException as stop:
+                stop.whole = self.whole
+                raise
+        return False
+
+    def _restore(self, handlers: list) -> None:
+        """Put ``handlers`` (``(signum, handler)`` pairs) back, every one of them even where
+        a signal raises on the way (each in the ``finally`` of the one before)."""
+        import signal
+
+        if handlers:
+            try:
+                signal.signal(*handlers[0])
+            finally:
+                self._restore(handlers[1:])
+
+    def _handle(self, signum, frame):
+        if self.held:
+            self.noted.append(signum)
+        else:
+            self._deliver(signum, frame)
+
+    def _deliver(self, signum, frame=None):
+        """What the handler before :meth:`__enter__` does with ``signum``."""
+        import signal
+
+        handler = self.previous.get(signum)
+        if callable(handler):
+            handler(signum, frame)
+        elif handler == signal.SIG_DFL:     # the default action: the process ends
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+
+    @contextmanager
+    def holding(self):
+        """Hold signals over the block (already held: nothing changes); one noted meanwhile
+        is raised after it."""
+        if self.held:
+            yield
+            return
+        self.held = True
+        try:
+            yield
+        finally:
+            self.held = False
+            noted, self.noted = self.noted, []
+        if noted:
+            self._deliver(noted[0])
 
 
 def partial_path(path: Path) -> Path:
@@ -592,6 +839,45 @@ def record_path(partial: Path) -> Path:
     return partial.with_name(f"{partial.name}.json")
 
 
+def check_partial(path: str | Path) -> Path:
+    """``path``'s partial file (:func:`partial_path`), checked before a stream starts: it and
+    its record are regular files or absent, so that an interrupted run can keep its rows
+    there.
+
+    Raises:
+        perfsim.PerfsimError: either is a folder or another non-regular file (a FIFO, a
+            device), or the system refuses its name.
+    """
+    partial = partial_path(Path(path))
+    for where in (partial, record_path(partial)):
+        try:
+            odd = where.exists() and not where.is_file()
+        except OSError as exc:
+            raise PerfsimError(f"{where}: {exc.strerror or type(exc).__name__} (an "
+                               "interrupted stream keeps its finished rows there)") from None
+        if odd:
+            what = "a folder" if where.is_dir() else "not a regular file"
+            raise PerfsimError(f"{where} is {what}: an interrupted stream to {path} keeps its "
+                               "finished rows there; move it away or give another --out")
+    return partial
+
+
+def drop_partial(path: str | Path) -> None:
+    """Remove ``path``'s partial file and its record (:func:`record_path`): what a whole
+    result at ``path`` replaces, whichever sweep kept them. The record goes first (a file
+    left without one is not resumed); a file that cannot be removed stays."""
+    partial = partial_path(Path(path))
+    for kept_file in (record_path(partial), partial):
+        with contextlib.suppress(OSError):
+            kept_file.unlink()
+
+
+#: The fields of a partial file's record (:func:`record_path`).
+RECORD_FIELDS = ("rows", "bytes", "perfsim", "model", "identity")
+#: The most bytes of a record read: one is about 300 bytes.
+RECORD_MAX_BYTES = 1 << 16
+
+
 def _record(identity: str, rows: int, size: int) -> dict:
     """A partial file's record (:func:`record_path`) for ``rows`` rows in ``size`` bytes."""
     from perfsim import __version__
@@ -601,50 +887,92 @@ def _record(identity: str, rows: int, size: int) -> dict:
             "identity": hashlib.sha256(identity.encode()).hexdigest()}
 
 
-def resumable_rows(path: str | Path, identity: str) -> tuple[int, str]:
+def _read_record(partial: Path) -> dict:
+    """The record of ``partial`` (:func:`record_path`), a dict.
+
+    Raises:
+        FileNotFoundError: there is none.
+        ValueError: anything else that keeps it from being read: unreadable, larger than
+            :data:`RECORD_MAX_BYTES`, not UTF-8 JSON (arrays nested too deep included), not
+            a JSON object.
+    """
+    try:
+        with open(record_path(partial), "rb") as fh:
+            data = fh.read(RECORD_MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ValueError(exc.strerror) from None
+    if len(data) > RECORD_MAX_BYTES:
+        raise ValueError("too large")
+    try:
+        record = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:   # JSON nested too deep: RecursionError
+        raise ValueError(str(exc)) from None
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
+    return record
+
+
+def resumable_rows(path: str | Path, identity: str, count_lines: bool = True) -> tuple[int, str]:
     """The rows of ``path``'s partial file (:func:`partial_path`) that a stream of a sweep
     may resume after.
 
     Args:
         path: the ``--out`` file (not the partial file).
         identity: the sweep's :func:`perfsim.sweep.rows_key`.
+        count_lines: a CSV partial file's lines are counted (one read through it: about
+            1 s per GB from the page cache, disk speed otherwise): its rows must be the
+            recorded ones, its header once before them. False: only its size is compared
+            (:func:`write_frames` counts them as it copies the file). A Parquet file's row
+            count is read from its footer either way.
 
     Returns:
         ``(rows, "")`` for a partial file this sweep may resume from; ``(0, "")`` where
         there is none; ``(0, why)`` (a few words) where there is one it may not use: no
-        record, or one that cannot be read (kept by an older perfsim, or cut off before its
-        record was written), kept by another perfsim version or model, of another sweep, or
-        changed since (its size, or a Parquet file's row count, not the recorded one).
+        record; one that cannot be read (anything: unreadable, not JSON, too large, nested
+        too deep) or is incomplete (a field missing); kept by another perfsim version or
+        model, of another sweep, or changed since (its size, or its rows: a Parquet file's
+        row count, a CSV file's lines, not the recorded ones). Whether the rows end a frame
+        of the sweep is :func:`perfsim.sweep.sweep_frames`' check (``skip_rows``).
         Raises nothing: an unreadable partial is one it may not use.
     """
     partial = partial_path(Path(path))
-    if not partial.is_file():
-        return 0, ""
+    name = record_path(partial).name
     try:
-        record = json.loads(record_path(partial).read_text(encoding="utf-8"))
+        if not partial.is_file():
+            return 0, ""
+        record = _read_record(partial)
     except FileNotFoundError:
-        return 0, (f"it has no record ({record_path(partial).name}: kept by an older perfsim, "
+        return 0, (f"it has no record ({name}: kept by an older perfsim, "
                    "or cut off before its record was written)")
-    except (OSError, ValueError):
-        record = None
-    if not isinstance(record, dict):
-        return 0, f"its record {record_path(partial).name} cannot be read"
+    except Exception:  # noqa: BLE001 - whatever keeps the record from being read
+        return 0, f"its record {name} cannot be read"
+    missing = [field for field in RECORD_FIELDS if field not in record]
+    if missing:
+        return 0, f"its record {name} is incomplete (no {', '.join(missing)})"
     current = _record(identity, 0, 0)
-    if (record.get("perfsim"), record.get("model")) != (current["perfsim"], current["model"]):
+    if (record["perfsim"], record["model"]) != (current["perfsim"], current["model"]):
         return 0, "it was kept by another perfsim version or model (its rows may differ)"
-    if record.get("identity") != current["identity"]:
+    if record["identity"] != current["identity"]:
         return 0, ("it holds rows of another sweep (other grid, GPUs, algorithms, what-ifs, "
                    "timing or columns)")
-    rows = record.get("rows")
+    rows = record["rows"]
+    changed = "it was changed after it was kept (its size or rows are not the recorded ones)"
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+        return 0, changed
     try:
-        found = (partial.stat().st_size,
-                 _pyarrow().read_metadata(partial).num_rows
-                 if partial.suffix.lower() == ".parquet" else rows)
+        size = partial.stat().st_size
+        if partial.suffix.lower() == ".parquet":
+            found = _pyarrow().read_metadata(partial).num_rows
+        elif count_lines and size == record["bytes"]:
+            found = _copy_counting_lines(partial)[1] - 1       # less the header
+        else:
+            found = rows
     except Exception:  # noqa: BLE001 - unreadable or damaged: not resumed
-        found = None
-    if (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1
-            or found != (record.get("bytes"), rows)):
-        return 0, "it was changed after it was kept (its size or rows are not the recorded ones)"
+        return 0, changed
+    if (size, found) != (record["bytes"], rows):
+        return 0, changed
     return rows, ""
 
 
@@ -654,7 +982,10 @@ def _keep_partial(cause: BaseException, tmp: Path, path: Path, rows: int,
     only, a valid file) with its record where ``identity`` is given, and return the
     interrupt to re-raise, carrying ``partial`` (the path), ``partial_rows`` and
     ``resumable``. A temporary file of no more rows than the ``resumed`` partial it began
-    with leaves that partial as it is; with no row at all, no file is kept."""
+    with leaves that partial as it is; with no row at all, no file is kept. The record of
+    the partial file replaced goes first, the new one is written after the move: a record is
+    never beside rows it does not describe (:func:`write_frames` holds signals meanwhile).
+    Where the move fails (an ``OSError``) the rows are lost and ``keep_error`` says why."""
     target = partial_path(path)
     record = record_path(target)
     cause.partial, cause.partial_rows, cause.resumable = None, rows, False
@@ -665,7 +996,11 @@ def _keep_partial(cause: BaseException, tmp: Path, path: Path, rows: int,
         return cause
     with contextlib.suppress(OSError):
         record.unlink()                 # the older partial's record, before its file goes
-    os.replace(tmp, target)
+    try:
+        os.replace(tmp, target)
+    except OSError as exc:
+        cause.keep_error = f"{target}: {exc.strerror or type(exc).__name__}"
+        return cause
     cause.partial = str(target)
     if identity is not None:
         try:
