@@ -179,6 +179,11 @@ def test_rows_key_names_the_rows_not_the_engine(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------ resuming on the CLI
+def partial_files(tmp_path, ext):
+    """``r.partial.EXT`` and its record beside an ``--out r.EXT``."""
+    return tmp_path / f"r.partial.{ext}", tmp_path / f"r.partial.{ext}.json"
+
+
 @pytest.mark.parametrize("ext", ["csv", "parquet"])
 def test_an_interrupted_stream_resumes_to_the_uninterrupted_file(
         tmp_path, config, capsys, monkeypatch, small_blocks, evaluations, ext):
@@ -186,7 +191,7 @@ def test_an_interrupted_stream_resumes_to_the_uninterrupted_file(
         pytest.importorskip("pyarrow")
     whole = reference(tmp_path, config, ext)
     out = tmp_path / f"r.{ext}"
-    partial, record = tmp_path / f"r.partial.{ext}", tmp_path / f"r.partial.{ext}.json"
+    partial, record = partial_files(tmp_path, ext)
     interrupt_after(monkeypatch, 5)
     assert main(["sweep", str(config), "--out", str(out), "--stream", "-q"]) == 130
     err = capsys.readouterr().err
@@ -215,7 +220,7 @@ def test_a_resumed_run_interrupted_again_keeps_every_finished_row(
 
     whole = reference(tmp_path, config, ext)
     out = tmp_path / f"r.{ext}"
-    partial, record = tmp_path / f"r.partial.{ext}", tmp_path / f"r.partial.{ext}.json"
+    partial, record = partial_files(tmp_path, ext)
     run = ["sweep", str(config), "--out", str(out), "--stream", "-q"]
     interrupt_after(monkeypatch, 3)
     assert main(run) == 130
@@ -247,7 +252,7 @@ def test_an_interrupt_while_the_partial_is_copied_leaves_it_as_it_was(
     import perfsim.cli.sweep as cli_sweep
 
     out = tmp_path / "r.csv"
-    partial, record = tmp_path / "r.partial.csv", tmp_path / "r.partial.csv.json"
+    partial, record = partial_files(tmp_path, "csv")
     interrupt_after(monkeypatch, 5)
     assert main(["sweep", str(config), "--out", str(out), "--stream", "-q"]) == 130
     before = partial.read_bytes(), record.read_bytes()
@@ -325,7 +330,7 @@ def test_a_partial_that_cannot_be_vouched_for_is_not_resumed(
         tmp_path, config, capsys, monkeypatch, small_blocks, evaluations, damage, words):
     whole = reference(tmp_path, config, "csv")
     out = tmp_path / "r.csv"
-    partial, record = tmp_path / "r.partial.csv", tmp_path / "r.partial.csv.json"
+    partial, record = partial_files(tmp_path, "csv")
     interrupt_after(monkeypatch, 5)
     assert main(["sweep", str(config), "--out", str(out), "--stream", "-q"]) == 130
     if damage == "model":
@@ -475,7 +480,7 @@ def test_a_signal_at_a_parquet_row_group_write_keeps_each_row_once(
 
     whole = reference(tmp_path, config, "parquet")
     out = tmp_path / "r.parquet"
-    partial, record = tmp_path / "r.partial.parquet", tmp_path / "r.partial.parquet.json"
+    partial, record = partial_files(tmp_path, "parquet")
     monkeypatch.setattr(cli_sweep, "ROW_GROUP_ROWS", 12)        # a write every 2 frames
     raising_signal(monkeypatch, pq.ParquetWriter, "write_table", getattr(signal, signame),
                    when, calls={3})
@@ -537,7 +542,7 @@ def test_a_second_signal_while_the_rows_are_kept_changes_nothing(
 
     whole = reference(tmp_path, config, ext)
     out = tmp_path / f"r.{ext}"
-    partial, record = tmp_path / f"r.partial.{ext}", tmp_path / f"r.partial.{ext}.json"
+    partial, record = partial_files(tmp_path, ext)
     signum = getattr(signal, signame)
     if step in ("write", "close"):
         import pyarrow.parquet as pq
@@ -643,7 +648,7 @@ def test_rows_off_a_frame_end_start_over_with_one_line(tmp_path, config, capsys,
     one line says so and the run starts over (it said "resuming", then exited 2)."""
     whole = reference(tmp_path, config, "csv")
     out = tmp_path / "r.csv"
-    partial, record = tmp_path / "r.partial.csv", tmp_path / "r.partial.csv.json"
+    partial, record = partial_files(tmp_path, "csv")
     interrupt_after(monkeypatch, 5)
     assert main(["sweep", str(config), "--out", str(out), "--stream", "-q"]) == 130
     lines = partial.read_bytes().splitlines(keepends=True)[:28]         # 27 rows
@@ -717,7 +722,7 @@ def test_an_out_sweep_resumes_a_partial_file_of_it_without_stream(
         pytest.importorskip("pyarrow")
     whole = reference(tmp_path, config, ext)
     out = tmp_path / f"r.{ext}"
-    partial, record = tmp_path / f"r.partial.{ext}", tmp_path / f"r.partial.{ext}.json"
+    partial, record = partial_files(tmp_path, ext)
     interrupt_after(monkeypatch, 5)
     assert main(["sweep", str(config), "--out", str(out), "--stream", "-q"]) == 130
     evaluations[0] = 0
@@ -739,7 +744,7 @@ def test_a_whole_result_held_in_memory_removes_the_partial_file(
     """A partial file an --out sweep held in memory does not resume: one line says so, and
     the whole result removes it and its record, as a streamed result does."""
     out = tmp_path / "r.csv"
-    partial, record = tmp_path / "r.partial.csv", tmp_path / "r.partial.csv.json"
+    partial, record = partial_files(tmp_path, "csv")
     interrupt_after(monkeypatch, 5)
     assert main(["sweep", str(config), "--out", str(out), "--stream", "-q"]) == 130
     capsys.readouterr()
