@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,power.limit,clocks.max.sm,driver_version --format=cs
 (cd /tmp && timeout 150 python3 -m perfsim.validate.power_probe --out "$OUT/power-microbench.json" \
   --duration 3 --only idle,spin_1cta,hbm_copy,gemm_bf16,gemm_fp16,mufu_exp2,fp32_fma,gemm_bf16_half_duty,l2_read,wgmma_smem_1cta,wgmma_smem_2cta 2>&1 | tail -14)
 (cd /tmp && timeout 40 python3 -c "import sys; from perfsim.validate.probe_mma_smem import run_power; run_power(sys.argv[1])" "$OUT/probe_mma_sync_power.json" 2>&1 | tail -3)
-(cd /tmp && timeout 90 python3 -m perfsim.validate.probe_tick_clock --out "$OUT/tick-clock-power.json" \
-  --cases idle,power:fp32_fma,power:gemm_bf16_half_duty,power:wgmma_smem_1cta,power:wgmma_smem_2cta,power:gemm_bf16 2>&1 | grep -v Warning | tail -10)
+(cd /tmp && timeout 150 python3 -m perfsim.validate.probe_tick_clock --out "$OUT/tick-clock-power.json" \
+  --cases idle,power:fp32_fma,power:gemm_bf16_half_duty,power:wgmma_smem_1cta,power:wgmma_smem_2cta,power:gemm_bf16,sdpa_flash-bwd@64x16x256x128,sdpa_flash-fwd@1x16x1024x128,flex-fwd@22x12x192x128,sdpa_cudnn-bwd@29x16x192x128 2>&1 | grep -v Warning | tail -10)
 OUT="$OUT/ncu" OPCODES=0 CASES="${NCU_CASES:-flash-fwd-d128 flash-bwd-d128 cudnn-fwd-d128 cudnn-bwd-d128 flex-fwd-d128 tutorial-fwd-d128 flash-fwd-d64}" \
   bash validate/probe_ncu.sh 2>&1 | tail -12

@@ -24,7 +24,9 @@ bf16 8192^3, cuBLAS), ``power:NAME`` (a microbenchmark of ``perfsim.validate.pow
 where the power model's energies come from), and ``IMPL-PHASE`` with IMPL one of
 ``perfsim.validate.external``'s (``sdpa_flash``, ``sdpa_cudnn``, ``flex``, ``cute``,
 ``triton_tutorial``) and PHASE ``fwd`` or ``bwd``, at B = 2, H = 16, N = 8192, d = 128,
-bf16, non-causal (a main-grid shape).
+bf16, non-causal (a main-grid shape); ``IMPL-PHASE@BxHxNxD`` takes another batch, head count,
+sequence length and head dim (``sdpa_flash-bwd@64x16x256x128``: a load the power limit does
+not cap).
 
 Usage (on the GPU, perfsim importable as ``external_h200.sh`` links it)::
 
@@ -103,13 +105,19 @@ def _workload(case: str):
     from perfsim.validate import external
     from perfsim.validate.shapes import Shape
 
+    case_shape = dict(SHAPE)
+    if "@" in case:
+        # IMPL-PHASE@BxHxNxD: another batch, head count, sequence length and head dim
+        case, dims = case.split("@", 1)
+        b, h, n, d = (int(x) for x in dims.split("x"))
+        case_shape.update(batch=b, heads=h, seqlen_q=n, head_dim=d)
     impl, phase = case.rsplit("-", 1)
-    shape = Shape(**SHAPE, phase=phase)
+    shape = Shape(**case_shape, phase=phase)
     q, k, v, do = external.make_inputs(shape, case)
     built = external.build(shape, impl, q, k, v)
     with built.context():
         fn = built.backward_fn(built.make_do(do)) if phase == "bwd" else built.forward
-    return fn, built.context, f"{impl} {phase} {SHAPE}"
+    return fn, built.context, f"{impl} {phase} {case_shape}"
 
 
 def _windows(t_ns, cycles, start_ns):
