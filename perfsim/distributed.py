@@ -12,8 +12,13 @@ of one dataset directory::
 
 A partition file is written to a temporary name and renamed, and partitions whose file
 already exists are not recomputed, so an interrupted run (a lost worker, Ctrl-C) resumes
-where it stopped: run the same command again. ``_manifest.json`` records the partitioning, so a
-second run with another config or partition size into the same directory is refused.
+where it stopped: run the same command again. ``_manifest.json`` (and, from the first
+partition on, the hidden ``.config.json``) records the dataset's identity: the config with its
+GPUs and algorithms resolved to their full specs, the perfsim version, the digest of the
+model's code and catalog (:func:`perfsim.sweep.rows_key`) and the partition size. A second run
+into the same directory with any of them changed is refused, naming what differs, so one
+dataset never mixes rows of two models (datasets written before 2026-12-06 recorded only the
+config and partition size, and are refused as another model).
 
 The rows are those of the single-machine sweep of the same config, value for value (each
 partition runs the same code); only their order differs: partition by partition, each in the
@@ -41,7 +46,7 @@ from pathlib import Path
 
 from perfsim.errors import PerfsimError
 from perfsim.files import PART_GLOB, check_output_folder
-from perfsim.sweep import _windows, config_key, none_word
+from perfsim.sweep import _windows, none_word, rows_key
 from perfsim.sweep import count_rows as sweep_rows
 
 #: Rows per partition by default. Measured on the 2-core development machine
@@ -340,6 +345,29 @@ def check_workers(workers, flag: str = "workers") -> None:
                            f"share the cores), got {workers!r}")
 
 
+def _what_differs(recorded: set, key: str) -> str:
+    """`` (FIELDS differ)``: which parts of a dataset's recorded identity differ from ``key``
+    (:func:`perfsim.sweep.rows_key`'s fields), or `` (an unknown one)`` where no record can be
+    read; a dataset written before the identity held the perfsim version and the model's
+    digest shows them as differing."""
+    names = {"config": "the grid, GPUs, algorithms or columns", "perfsim": "the perfsim version",
+             "model": "the model (perfsim's code or catalog changed)",
+             "rows_per_partition": "the partition size"}
+    want = json.loads(key)
+    differ: list[str] = []
+    for text in recorded:
+        try:
+            got = json.loads(text)
+        except ValueError:
+            return " (an unknown one)"
+        if not isinstance(got, dict):
+            return " (an unknown one)"
+        fields = [*names, *(k for k in want if k not in names and k != "frame_rows")]
+        differ += [names.get(k, k) for k in fields
+                   if got.get(k) != want.get(k) and names.get(k, k) not in differ]
+    return f" ({', '.join(differ)} differ)" if differ else " (an unknown one)"
+
+
 def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
                workers: int | None = None, rows_per_partition: int = ROWS_PER_PARTITION,
                progress=None, engine: str = "auto") -> Path:
@@ -378,8 +406,9 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
     out = Path(os.path.abspath(out))
     kwargs = _checked_columns(kwargs)
     parts = partitions(kwargs, rows_per_partition)       # config errors before any cluster
-    # the dataset's identity: the config and the partition size
-    key = config_key(kwargs, rows_per_partition=rows_per_partition)
+    # the dataset's identity: the rows (the config with its GPUs and algorithms resolved, the
+    # perfsim version and the model's digest, as a streamed file's) and the partition size
+    key = rows_key(kwargs, frame_rows=None, rows_per_partition=rows_per_partition)
     marker = out / ".config.json"
     if out.exists():
         recorded = {marker.read_text()} if marker.exists() else set()
@@ -390,9 +419,9 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
                 recorded.add("unknown")
         stray = any(out.glob(PART_GLOB))
         if recorded - {key} or (stray and not recorded):
-            raise PerfsimError(f"{out}: holds partitions of another sweep config or partition "
-                               "size (or of an unknown one); choose a new directory or delete "
-                               "it")
+            raise PerfsimError(f"{out}: holds partitions of another sweep config"
+                               f"{_what_differs(recorded - {key}, key)}; choose a new "
+                               "directory or delete it")
     paths = [out / f"part-{i:05d}.parquet" for i in range(len(parts))]
     client, cluster = _client(distributed, scheduler, workers)
     futures: list = []

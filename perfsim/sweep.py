@@ -725,7 +725,7 @@ def config_key(kwargs: dict, **extra) -> str:
 NOT_IN_ROWS_KEY = ("engine", "progress", "max_memory_bytes", "skip_rows")
 
 
-def rows_key(kwargs: dict) -> str:
+def rows_key(kwargs: dict, **extra) -> str:
     """The identity of the rows :func:`sweep_frames` gives for the sweep arguments
     ``kwargs``, frame by frame (:func:`config_key`'s text): a stream interrupted under one key
     may resume under the same key (``perfsim sweep --stream``), never under another. It
@@ -734,7 +734,9 @@ def rows_key(kwargs: dict) -> str:
     and the arguments (``config``) with the GPUs as their full specs (a profile file edited
     between two runs is another sweep; the default: every catalog GPU), the algorithms as
     their configurations (``"all"``, ``"presets"`` and the default expanded) and the kept
-    columns in table order; not :data:`NOT_IN_ROWS_KEY`.
+    columns in table order; not :data:`NOT_IN_ROWS_KEY`. ``extra`` replaces or adds fields
+    beside them (a Dask dataset, :mod:`perfsim.distributed`, records its partition size in
+    place of ``frame_rows``: its partitions are not the stream's frames).
 
     Raises:
         perfsim.PerfsimError: as :func:`count_rows` for a bad or empty value, and an
@@ -749,8 +751,8 @@ def rows_key(kwargs: dict) -> str:
                 "gpus": [load_gpu(g) for g in _listify(catalog() if gpus is None else gpus)],
                 "algorithms": _configs(given.get("algorithms")),
                 "columns": list(check_columns(given.get("columns")))}
-    return config_key(resolved, perfsim=__version__, model=model_digest(),
-                      frame_rows=CHUNK_ROWS)
+    return config_key(resolved, **{"perfsim": __version__, "model": model_digest(),
+                                   "frame_rows": CHUNK_ROWS, **extra})
 
 
 @functools.cache

@@ -232,3 +232,33 @@ def test_local_workers_leave_ctrl_c_to_the_command():
     finally:
         client.close()
         cluster.close()
+
+
+def test_a_dataset_of_another_model_is_refused_naming_it(tmp_path, monkeypatch):
+    """The dataset's identity holds the perfsim version and the model's digest: a run under
+    an edited model (or a dataset that did not record them) is refused with the reason, not
+    resumed into a mix of two models' rows."""
+    import importlib
+    import json
+
+    sweep_module = importlib.import_module("perfsim.sweep")   # the module, not perfsim.sweep()
+
+    small = {"gpus": ["h100-sxm5"], "algorithms": ["fa2"], "batch": [1, 2], "heads": 8,
+             "seqlen_q": [128, 256], "head_dim": 64}
+    out = dask_sweep(small, tmp_path / "ds", "local", workers=1, rows_per_partition=2)
+    (out / "part-00001.parquet").unlink()                  # an interrupted run
+    (out / "_manifest.json").unlink()
+    monkeypatch.setattr(sweep_module, "model_digest", lambda: "an edited model")
+    with pytest.raises(PerfsimError, match=r"another sweep config \(the model \(perfsim's "
+                                           r"code or catalog changed\) differ\)"):
+        dask_sweep(small, out, "local", workers=1, rows_per_partition=2)
+    assert not (out / "part-00001.parquet").exists()       # nothing written under the new one
+    monkeypatch.undo()
+    old = json.loads((out / ".config.json").read_text())
+    del old["perfsim"], old["model"]                        # as written before 2026-12-06
+    (out / ".config.json").write_text(json.dumps(old))
+    with pytest.raises(PerfsimError, match="the perfsim version, the model"):
+        dask_sweep(small, out, "local", workers=1, rows_per_partition=2)
+    dask_sweep(small, tmp_path / "fresh", "local", workers=1, rows_per_partition=2)
+    with pytest.raises(PerfsimError, match="the partition size differ"):
+        dask_sweep(small, tmp_path / "fresh", "local", workers=1, rows_per_partition=3)
