@@ -54,8 +54,11 @@ cuDNN's decode kernel, 12 % busy, at 1.75 GHz — and kernels without them (elem
 split-KV combines) at ``max_clock_hz``. So the ceiling is a property of what a call runs: any
 tensor-core work (:func:`clock_ceiling`). Kernels with no tensor-core work (FP32 matmuls,
 elementwise, softmax) keep ``max_clock_hz``. On GPUs whose tensor peak is quoted at the
-maximum clock (A100, RTX 3090/4090) the ceiling changes nothing; elsewhere it is ASSUMED to
-act as measured on the H200.
+maximum clock (A100, RTX 3090/4090) the ceiling changes nothing. The H100 SXM5 shows the same
+ceiling (Nsight Compute on a lent H100, 2026-12-06, ``validate/reports/h100/probes/ncu/
+summary-clocks.json``: its attention kernels with tensor-core work ticked at 1.71-1.84 GHz,
+median 1.80, alone and under the power limit, its elementwise kernels at 1.90-2.05); on the
+other GPUs it is ASSUMED to act as measured on these two.
 
 Length: the energy of a call, the clock ceiling and the clock search (its scalar form and its
 array form, whose bisection reads tabulated powers of the clock) are one model of the

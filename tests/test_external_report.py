@@ -50,10 +50,23 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
         ratios[len(ratios) // 2], abs=0.002)
     assert er.tensor_tick_over_nvml("NVIDIA H200") == er.TENSOR_TICK_OVER_NVML
     assert er.tensor_tick_over_nvml(None) == er.TENSOR_TICK_OVER_NVML
+    # ... up to the clock its tensor-core kernels tick at alone, with no power limit reached
+    # (Nsight Compute's cycles over duration, reports/h100/probes/ncu/summary-clocks.json):
+    # the median of its attention kernels with tensor-core work
+    ncu = json.loads((ROOT / "validate/reports/h100/probes/ncu/summary-clocks.json")
+                     .read_text())
+    clocks = sorted(k["effective_clock_hz"] for kernels in ncu["cases"].values()
+                    for k in kernels if (k.get("tensor_pipe_pct") or 0) >= 10)
+    ceiling = er.TICK_BY_DEVICE["NVIDIA H100 80GB HBM3"][1]
+    assert len(clocks) == 9 and ceiling == pytest.approx(clocks[len(clocks) // 2], rel=1e-3)
     h100_row = {**_row("sdpa_flash", "fwd", 5e-3),
                 "launch_config": {"device": "NVIDIA H100 80GB HBM3"}}
     on_h100 = er.score([h100_row], "h100-sxm5")[0]
-    assert on_h100["measured_clock_hz"] == pytest.approx(1.9e9)
+    assert on_h100["measured_clock_hz"] == pytest.approx(ceiling)          # NVML read 1.9 GHz
+    capped = er.score([{**h100_row, "sm_clock_mean_hz": 1.6e9}], "h100-sxm5")[0]
+    assert capped["measured_clock_hz"] == pytest.approx(1.6e9)             # under it: NVML's
+    assert er.tensor_tick_clock("NVIDIA H200", 1.9e9) == pytest.approx(
+        1.9e9 * er.TENSOR_TICK_OVER_NVML)
     # a calibrated profile's rates are per NVML clock: its clock is compared with NVML's
     profile = ROOT / "validate/profiles/h200-sxm-calibrated.toml"
     calibrated = er.score(er.load_rows(tmp_path / "results.jsonl")[:-1], str(profile))

@@ -5,7 +5,8 @@ For each measured row (implementation × shape × phase) the prediction is
 — what a user who names the implementation gets (:mod:`perfsim.implementations`). The report
 gives, per (implementation, phase): rows, median and max |error|, median signed error, rows
 within ±10 %; the predicted sustained SM clock against the clock the SMs ticked at in each
-row (NVML's mean times :data:`TENSOR_TICK_OVER_NVML` for tensor-core calls); and per
+row (NVML's mean times :data:`TENSOR_TICK_OVER_NVML` for tensor-core calls, or the device's
+own rule, :func:`tensor_tick_clock`); and per
 (shape, phase) whether the predicted fastest implementation is the measured fastest.
 
     python -m perfsim.validate.external_report DIR [--gpu h200-sxm] [--out DIR/score-GPU]
@@ -40,21 +41,41 @@ PRESETS = {"sdpa_flash": "sdpa-flash", "sdpa_cudnn": "sdpa-cudnn",
 #: calibrated profile (``perfsim calibrate``) measured its rates per NVML clock: its clock is
 #: compared with NVML's reading as it is.
 TENSOR_TICK_OVER_NVML = 0.908
-#: The same ratio measured on other GPUs, by the device name the rows record
-#: (``launch_config.device``); a device not listed takes the H200's (ASSUMED). The H100 SXM5
-#: (``probe_tick_clock.py``, ``reports/h100/probes/tick/tick-clock.json``, 2026-12-05): SDPA
-#: flash forward and backward, cuDNN forward and backward and FlexAttention's forward ticked at
-#: 0.988-1.001 of NVML's clock (median 1.000), while a cuBLAS bf16 GEMM ticked at 0.913, as on
-#: the H200; its rows' clocks are compared at 1.000. With 0.908 its FA3-class rows at d = 256
-#: had run above the tensor peak of their own clock (728 TFLOP/s), which is impossible.
-TICK_OVER_NVML_BY_DEVICE = {"NVIDIA H100 80GB HBM3": 1.000}
+#: The same measurement on other GPUs, by the device name the rows record
+#: (``launch_config.device``): ``(ratio, ceiling_hz)``, the cores' clock under tensor-core work
+#: being ``min(NVML's clock x ratio, ceiling_hz)``; a device not listed takes the H200's ratio
+#: and no ceiling (ASSUMED). The H100 SXM5: beside the resident probe
+#: (``probe_tick_clock.py``, ``reports/h100/probes/tick/tick-clock.json``, 2026-12-05) SDPA
+#: flash forward and backward, cuDNN forward and backward and FlexAttention's forward held at
+#: the 700 W limit (NVML 1515-1853 MHz) ticked at 0.988-1.001 of NVML's clock (median 1.000),
+#: while a cuBLAS bf16 GEMM ticked at 0.913, as on the H200. Under the limit NVML reads its
+#: 1980 MHz maximum, and the cores of the same kinds of kernel do not follow it: Nsight Compute's
+#: cycle counters over each kernel's duration, each kernel launched alone with no power limit
+#: reached (``validate/h100_power_run.sh``, ``reports/h100/probes/ncu/summary-clocks.json``,
+#: 2026-12-06), have the nine attention kernels with tensor-core work (SDPA flash forward d 64
+#: and 128 and its backward, cuDNN forward and backward, FlexAttention's and the Triton
+#: tutorial's forward) tick at 1.706-1.836 GHz, median 1.802, and their elementwise kernels at
+#: 1.90-2.05; WGMMA loops on shared-memory operands, not capped (NVML 1980 MHz), ticked at
+#: 0.904-0.908 of it beside the probe (1789-1798 MHz, ``tick-clock-power.json``). So on the
+#: H100 a tensor-core call ticks at NVML's clock up to 1.802 GHz: 1980 MHz readings of
+#: uncapped calls are compared at 1802. (The H200's 0.908 x 1980 = 1798 MHz is the same
+#: ceiling.)
+TICK_BY_DEVICE = {"NVIDIA H100 80GB HBM3": (1.000, 1.802e9)}
 
 
 def tensor_tick_over_nvml(device: str | None) -> float:
     """The tick-over-NVML ratio of tensor-core calls on ``device`` (a row's
-    ``launch_config.device``): :data:`TICK_OVER_NVML_BY_DEVICE`, else the H200's
+    ``launch_config.device``) below its ceiling (:data:`TICK_BY_DEVICE`), else the H200's
     :data:`TENSOR_TICK_OVER_NVML`."""
-    return TICK_OVER_NVML_BY_DEVICE.get(device or "", TENSOR_TICK_OVER_NVML)
+    return TICK_BY_DEVICE.get(device or "", (TENSOR_TICK_OVER_NVML, None))[0]
+
+
+def tensor_tick_clock(device: str | None, nvml_hz: float) -> float:
+    """The clock (Hz) the SMs of ``device`` tick at during a tensor-core call whose NVML SM
+    clock read ``nvml_hz``: ``min(nvml_hz x ratio, ceiling)`` (:data:`TICK_BY_DEVICE`; the
+    H200's ratio and no ceiling for a device not listed)."""
+    ratio, ceiling = TICK_BY_DEVICE.get(device or "", (TENSOR_TICK_OVER_NVML, None))
+    return min(nvml_hz * ratio, ceiling) if ceiling else nvml_hz * ratio
 
 
 def _device(row: dict) -> str | None:
@@ -69,10 +90,15 @@ NOT_MODELLED = {"sdpa_efficient": "xFormers' kernel: above head dim 128 its forw
 def _ratios_text(rows: list[dict]) -> str:
     """The tick ratio(s) the rows' devices take, for the report's header."""
     devices = sorted({d for d in (_device(r) for r in rows) if d})
-    ratios = sorted({tensor_tick_over_nvml(d) for d in devices} or {TENSOR_TICK_OVER_NVML})
-    if len(ratios) == 1:
-        return f"{ratios[0]:g}"
-    return " / ".join(f"{tensor_tick_over_nvml(d):g} ({d})" for d in devices)
+
+    def text(device):
+        ratio, ceiling = TICK_BY_DEVICE.get(device or "", (TENSOR_TICK_OVER_NVML, None))
+        return f"{ratio:g}" + (f", at most {ceiling / 1e6:.0f} MHz" if ceiling else "")
+
+    texts = sorted({text(d) for d in devices} or {text(None)})
+    if len(texts) == 1:
+        return texts[0]
+    return " / ".join(f"{text(d)} ({d})" for d in devices)
 
 
 def load_rows(path: Path) -> list[dict]:
@@ -113,7 +139,7 @@ def score(rows: list[dict], gpu: str = "h200-sxm", timing=None) -> list[dict]:
         nvml = r.get("sm_clock_mean_hz")
         # a calibrated profile's rates were measured per NVML clock, so its clock is NVML's
         tick = uses_tensor_cores([k.cost for k in p.kernels]) and p.gpu.calibration is None
-        clock = nvml * (tensor_tick_over_nvml(_device(r)) if tick else 1.0) if nvml else None
+        clock = ((tensor_tick_clock(_device(r), nvml) if tick else nvml) if nvml else None)
         measured_tflops = r.get("grid_flops", 0) / measured / 1e12
         # the GPU's dense matmul peak at the clock the row ran at: above it is impossible
         peak = p.peak_flops_per_s / (p.clock_hz or 1) * (clock or p.clock_hz or 0) / 1e12

@@ -49,7 +49,7 @@ def rows(results: Path, gpu_id: str, min_seconds: float) -> list[dict]:
         PRESETS,
         _device,
         load_rows,
-        tensor_tick_over_nvml,
+        tensor_tick_clock,
         workload_of,
     )
 
@@ -66,7 +66,8 @@ def rows(results: Path, gpu_id: str, min_seconds: float) -> list[dict]:
             continue
         costs = [k.cost for k in p.kernels]
         tick = uses_tensor_cores(costs)
-        clock = r["sm_clock_mean_hz"] * (tensor_tick_over_nvml(_device(r)) if tick else 1.0)
+        clock = (tensor_tick_clock(_device(r), r["sm_clock_mean_hz"]) if tick
+                 else r["sm_clock_mean_hz"])
         terms = power_terms(gpu, costs, r["measured_s"], clock)
         model = sum(terms.values())
         out.append({"impl": r["impl"], "phase": r["phase"], "head_dim": r["head_dim"],
