@@ -346,26 +346,36 @@ def check_workers(workers, flag: str = "workers") -> None:
 
 
 def _what_differs(recorded: set, key: str) -> str:
-    """`` (FIELDS differ)``: which parts of a dataset's recorded identity differ from ``key``
-    (:func:`perfsim.sweep.rows_key`'s fields), or `` (an unknown one)`` where no record can be
-    read; a dataset written before the identity held the perfsim version and the model's
-    digest shows them as differing."""
-    names = {"config": "the grid, GPUs, algorithms or columns", "perfsim": "the perfsim version",
-             "model": "the model (perfsim's code or catalog changed)",
+    """``: FIELDS differ`` naming which parts of a dataset's recorded identity differ from
+    ``key`` (:func:`perfsim.sweep.rows_key`'s fields); ``: ...`` saying so where a record
+    cannot be read, or was written before the identity held the perfsim version and the
+    model's digest (2026-12-06; its config was also recorded unresolved, so it is not
+    compared)."""
+    names = {"config": "the config (grid, GPUs, algorithms or columns)",
+             "perfsim": "the perfsim version",
+             "model": "the model (a digest of perfsim's code and catalog)",
              "rows_per_partition": "the partition size"}
+    if not recorded:
+        return ": no record in it says which"
     want = json.loads(key)
     differ: list[str] = []
     for text in recorded:
         try:
             got = json.loads(text)
-        except ValueError:
-            return " (an unknown one)"
-        if not isinstance(got, dict):
-            return " (an unknown one)"
+        except (TypeError, ValueError):
+            got = None
+        if not isinstance(got, dict) or "config" not in got:
+            return ": its record cannot be read"
+        if "model" not in got:
+            return (": it was written by a perfsim before 2026-12-06, which did not record "
+                    "the perfsim version and model its rows came from")
         fields = [*names, *(k for k in want if k not in names and k != "frame_rows")]
         differ += [names.get(k, k) for k in fields
                    if got.get(k) != want.get(k) and names.get(k, k) not in differ]
-    return f" ({', '.join(differ)} differ)" if differ else " (an unknown one)"
+    if not differ:
+        return ": its record cannot be read"
+    listed = differ[0] if len(differ) == 1 else ", ".join(differ[:-1]) + " and " + differ[-1]
+    return f": {listed} {'differs' if len(differ) == 1 else 'differ'}"
 
 
 def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
@@ -411,15 +421,19 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
     key = rows_key(kwargs, frame_rows=None, rows_per_partition=rows_per_partition)
     marker = out / ".config.json"
     if out.exists():
-        recorded = {marker.read_text()} if marker.exists() else set()
-        if _manifest_path(out).exists():
+        recorded = set()
+        for path, field in ((marker, None), (_manifest_path(out), "key")):
+            if not (path.exists() or path.is_symlink()):
+                continue
             try:
-                recorded.add(json.loads(_manifest_path(out).read_text())["key"])
-            except (ValueError, KeyError, TypeError):
-                recorded.add("unknown")
+                text = path.read_text(encoding="utf-8")
+                value = json.loads(text)[field] if field else text
+            except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, IndexError):
+                value = "unknown"       # unreadable, not UTF-8, a folder, not the record
+            recorded.add(value if isinstance(value, str) else "unknown")
         stray = any(out.glob(PART_GLOB))
         if recorded - {key} or (stray and not recorded):
-            raise PerfsimError(f"{out}: holds partitions of another sweep config"
+            raise PerfsimError(f"{out}: holds partitions of another sweep"
                                f"{_what_differs(recorded - {key}, key)}; choose a new "
                                "directory or delete it")
     paths = [out / f"part-{i:05d}.parquet" for i in range(len(parts))]

@@ -99,7 +99,7 @@ def test_an_interrupted_run_resumes_and_other_configs_are_refused(tmp_path):
     assert all(p.stat().st_mtime_ns == kept[p.name] for p in out.glob("part-*.parquet")
                if p.name in kept)                       # not recomputed
     pd.testing.assert_frame_equal(read_dataset(out), first, check_exact=True)
-    with pytest.raises(PerfsimError, match="another sweep config"):
+    with pytest.raises(PerfsimError, match=r"another sweep: the config \(grid"):
         dask_sweep({**small, "batch": [4]}, out, "local", workers=1, rows_per_partition=20)
 
 
@@ -140,14 +140,14 @@ def test_datasets_of_two_configs_are_never_mixed(tmp_path):
     for f in first.glob("*"):                  # `cp a/* copy/`: the hidden marker stays behind
         if not f.name.startswith("."):
             shutil.copy(f, copy / f.name)
-    with pytest.raises(PerfsimError, match="another sweep config"):
+    with pytest.raises(PerfsimError, match=r"another sweep: the config \(grid"):
         dask_sweep({**small, "batch": [4, 8]}, copy, "local", workers=1, rows_per_partition=2)
     b200 = perfsim.load_gpu("b200")
     slow = {**small, "gpus": [b200.replace(mufu_ops_per_clk_per_sm=8)]}
     fast = {**small, "gpus": [b200.replace(mufu_ops_per_clk_per_sm=64)]}
     assert slow["gpus"][0].id == fast["gpus"][0].id               # same label, "b200*"
     dask_sweep(slow, tmp_path / "w", "local", workers=1, rows_per_partition=2)
-    with pytest.raises(PerfsimError, match="another sweep config"):
+    with pytest.raises(PerfsimError, match=r"another sweep: the config \(grid"):
         dask_sweep(fast, tmp_path / "w", "local", workers=1, rows_per_partition=2)
 
 
@@ -239,7 +239,6 @@ def test_a_dataset_of_another_model_is_refused_naming_it(tmp_path, monkeypatch):
     an edited model (or a dataset that did not record them) is refused with the reason, not
     resumed into a mix of two models' rows."""
     import importlib
-    import json
 
     sweep_module = importlib.import_module("perfsim.sweep")   # the module, not perfsim.sweep()
 
@@ -249,16 +248,26 @@ def test_a_dataset_of_another_model_is_refused_naming_it(tmp_path, monkeypatch):
     (out / "part-00001.parquet").unlink()                  # an interrupted run
     (out / "_manifest.json").unlink()
     monkeypatch.setattr(sweep_module, "model_digest", lambda: "an edited model")
-    with pytest.raises(PerfsimError, match=r"another sweep config \(the model \(perfsim's "
-                                           r"code or catalog changed\) differ\)"):
+    with pytest.raises(PerfsimError, match=r"another sweep: the model \(a digest of perfsim's "
+                                           r"code and catalog\) differs;"):
         dask_sweep(small, out, "local", workers=1, rows_per_partition=2)
     assert not (out / "part-00001.parquet").exists()       # nothing written under the new one
     monkeypatch.undo()
-    old = json.loads((out / ".config.json").read_text())
-    del old["perfsim"], old["model"]                        # as written before 2026-12-06
-    (out / ".config.json").write_text(json.dumps(old))
-    with pytest.raises(PerfsimError, match="the perfsim version, the model"):
+    # as the code before 2026-12-06 recorded it: the config unresolved, no version or model
+    (out / ".config.json").write_text(sweep_module.config_key(small, rows_per_partition=2))
+    with pytest.raises(PerfsimError, match="written by a perfsim before 2026-12-06"):
+        dask_sweep(small, out, "local", workers=1, rows_per_partition=2)
+    for garbage in (b"\xff\xfe", b"[1, 2]", b"", b'{"key": 5}'):
+        (out / ".config.json").write_bytes(garbage)
+        with pytest.raises(PerfsimError, match="another sweep: its record cannot be read"):
+            dask_sweep(small, out, "local", workers=1, rows_per_partition=2)
+    (out / ".config.json").unlink()
+    (out / "_manifest.json").write_text('{"key": 5}')
+    with pytest.raises(PerfsimError, match="its record cannot be read"):
+        dask_sweep(small, out, "local", workers=1, rows_per_partition=2)
+    (out / "_manifest.json").unlink()
+    with pytest.raises(PerfsimError, match="no record in it says which"):
         dask_sweep(small, out, "local", workers=1, rows_per_partition=2)
     dask_sweep(small, tmp_path / "fresh", "local", workers=1, rows_per_partition=2)
-    with pytest.raises(PerfsimError, match="the partition size differ"):
+    with pytest.raises(PerfsimError, match="another sweep: the partition size differs;"):
         dask_sweep(small, tmp_path / "fresh", "local", workers=1, rows_per_partition=3)

@@ -52,19 +52,29 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
     assert er.tensor_tick_over_nvml(None) == er.TENSOR_TICK_OVER_NVML
     # ... up to the clock its tensor-core kernels tick at alone, with no power limit reached
     # (Nsight Compute's cycles over duration, reports/h100/probes/ncu/summary-clocks.json):
-    # the median of its attention kernels with tensor-core work
+    # per implementation and phase the longest such kernel of each profiled call, else the
+    # median of all nine
     ncu = json.loads((ROOT / "validate/reports/h100/probes/ncu/summary-clocks.json")
                      .read_text())
-    clocks = sorted(k["effective_clock_hz"] for kernels in ncu["cases"].values()
-                    for k in kernels if (k.get("tensor_pipe_pct") or 0) >= 10)
-    ceiling = er.TICK_BY_DEVICE["NVIDIA H100 80GB HBM3"][1]
-    assert len(clocks) == 9 and ceiling == pytest.approx(clocks[len(clocks) // 2], rel=1e-3)
-    h100_row = {**_row("sdpa_flash", "fwd", 5e-3),
-                "launch_config": {"device": "NVIDIA H100 80GB HBM3"}}
-    on_h100 = er.score([h100_row], "h100-sxm5")[0]
-    assert on_h100["measured_clock_hz"] == pytest.approx(ceiling)          # NVML read 1.9 GHz
-    capped = er.score([{**h100_row, "sm_clock_mean_hz": 1.6e9}], "h100-sxm5")[0]
-    assert capped["measured_clock_hz"] == pytest.approx(1.6e9)             # under it: NVML's
+    tensor = {case: [k for k in kernels if (k.get("tensor_pipe_pct") or 0) >= 10]
+              for case, kernels in ncu["cases"].items()}
+    clocks = sorted(k["effective_clock_hz"] for ks in tensor.values() for k in ks)
+    ceilings = er.h100_ceilings()
+    assert len(clocks) == 9 and ceilings[None] == clocks[4]
+    bwd = max(tensor["cudnn-bwd-d128"], key=lambda k: k["duration_s"])
+    assert "bprop" in bwd["kernel"] and ceilings["sdpa_cudnn", "bwd"] == \
+        bwd["effective_clock_hz"]
+    assert ceilings["sdpa_cudnn", "fwd"] == pytest.approx(1.706e9, rel=1e-3)
+    assert ceilings["sdpa_flash", "fwd"] == pytest.approx(1.832e9, rel=1e-3)   # d 64 and 128
+    h100 = {"launch_config": {"device": "NVIDIA H100 80GB HBM3"}}
+    for impl, phase in (("sdpa_flash", "fwd"), ("sdpa_cudnn", "fwd"), ("cute", "bwd")):
+        row = {**_row(impl, "fwd", 5e-3), "phase": phase, **h100}
+        scored_row = er.score([row], "h100-sxm5")[0]                    # NVML read 1.9 GHz
+        assert scored_row["measured_clock_hz"] == ceilings.get((impl, phase), ceilings[None])
+        capped = er.score([{**row, "sm_clock_mean_hz": 1.6e9}], "h100-sxm5")[0]
+        assert capped["measured_clock_hz"] == pytest.approx(1.6e9)         # under: NVML's
+    assert "at most the clock its tensor-core kernels tick at alone" in er._ratios_text([h100])
+    assert er._ratios_text([]) == f"{er.TENSOR_TICK_OVER_NVML:g}"
     assert er.tensor_tick_clock("NVIDIA H200", 1.9e9) == pytest.approx(
         1.9e9 * er.TENSOR_TICK_OVER_NVML)
     # a calibrated profile's rates are per NVML clock: its clock is compared with NVML's

@@ -6,7 +6,8 @@ For each measured row (implementation × shape × phase) the prediction is
 gives, per (implementation, phase): rows, median and max |error|, median signed error, rows
 within ±10 %; the predicted sustained SM clock against the clock the SMs ticked at in each
 row (NVML's mean times :data:`TENSOR_TICK_OVER_NVML` for tensor-core calls, or the device's
-own rule, :func:`tensor_tick_clock`); and per
+own rule, :func:`tensor_tick_clock`: on the H100 NVML's mean up to the clock the row's
+kernel ticks at alone); and per
 (shape, phase) whether the predicted fastest implementation is the measured fastest.
 
     python -m perfsim.validate.external_report DIR [--gpu h200-sxm] [--out DIR/score-GPU]
@@ -18,8 +19,10 @@ panels) under ``--out``; never over the measurements. Pure Python (pandas, matpl
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -42,25 +45,52 @@ PRESETS = {"sdpa_flash": "sdpa-flash", "sdpa_cudnn": "sdpa-cudnn",
 #: compared with NVML's reading as it is.
 TENSOR_TICK_OVER_NVML = 0.908
 #: The same measurement on other GPUs, by the device name the rows record
-#: (``launch_config.device``): ``(ratio, ceiling_hz)``, the cores' clock under tensor-core work
-#: being ``min(NVML's clock x ratio, ceiling_hz)``; a device not listed takes the H200's ratio
-#: and no ceiling (ASSUMED). The H100 SXM5: beside the resident probe
-#: (``probe_tick_clock.py``, ``reports/h100/probes/tick/tick-clock.json``, 2026-12-05) SDPA
-#: flash forward and backward, cuDNN forward and backward and FlexAttention's forward held at
-#: the 700 W limit (NVML 1515-1853 MHz) ticked at 0.988-1.001 of NVML's clock (median 1.000),
-#: while a cuBLAS bf16 GEMM ticked at 0.913, as on the H200. Under the limit NVML reads its
-#: 1980 MHz maximum, and the cores of the same kinds of kernel do not follow it: Nsight Compute's
-#: cycle counters over each kernel's duration, each kernel launched alone with no power limit
-#: reached (``validate/h100_power_run.sh``, ``reports/h100/probes/ncu/summary-clocks.json``,
-#: 2026-12-06), have the nine attention kernels with tensor-core work (SDPA flash forward d 64
-#: and 128 and its backward, cuDNN forward and backward, FlexAttention's and the Triton
-#: tutorial's forward) tick at 1.706-1.836 GHz, median 1.802, and their elementwise kernels at
-#: 1.90-2.05; WGMMA loops on shared-memory operands, not capped (NVML 1980 MHz), ticked at
-#: 0.904-0.908 of it beside the probe (1789-1798 MHz, ``tick-clock-power.json``). So on the
-#: H100 a tensor-core call ticks at NVML's clock up to 1.802 GHz: 1980 MHz readings of
-#: uncapped calls are compared at 1802. (The H200's 0.908 x 1980 = 1798 MHz is the same
-#: ceiling.)
-TICK_BY_DEVICE = {"NVIDIA H100 80GB HBM3": (1.000, 1.802e9)}
+#: (``launch_config.device``): ``(ratio, ceilings)``, the cores' clock under tensor-core work
+#: being ``min(NVML's clock x ratio, ceiling)`` with the ceiling of the row's implementation
+#: and phase (:func:`h100_ceilings`); a device not listed takes the H200's ratio and no
+#: ceiling (ASSUMED). The H100 SXM5: beside the resident probe (``probe_tick_clock.py``,
+#: ``reports/h100/probes/tick/tick-clock.json``, 2026-12-05) SDPA flash forward and backward,
+#: cuDNN forward and backward and FlexAttention's forward held at the 700 W limit (NVML
+#: 1515-1853 MHz) ticked at 0.988-1.001 of NVML's clock (median 1.000), while a cuBLAS bf16
+#: GEMM ticked at 0.913, as on the H200. Below the limit NVML reads its 1980 MHz maximum, and
+#: the cores of tensor-core kernels do not follow it: Nsight Compute's cycle counters over each
+#: kernel's duration, each kernel launched alone with the power limit not reached
+#: (``validate/h100_power_run.sh``, :data:`H100_NCU_CLOCKS`, 2026-12-06), have the nine
+#: attention kernels with tensor-core work tick at 1.706-1.836 GHz (median 1.802) and the
+#: calls' elementwise kernels at 1.90-2.05; WGMMA loops on shared-memory operands with NVML at
+#: 1980 MHz ticked at 0.904-0.908 of it beside the probe (1789-1798 MHz,
+#: ``tick-clock-power.json``). So on the H100 a tensor-core call ticks at NVML's clock up to its
+#: kernel's own ceiling. (The H200's 0.908 x 1980 = 1798 MHz is the same order.)
+TICK_BY_DEVICE = {"NVIDIA H100 80GB HBM3": (1.000, "h100")}
+#: Nsight Compute's per-kernel clocks on the H100 (:data:`TICK_BY_DEVICE`).
+H100_NCU_CLOCKS = (Path(__file__).resolve().parent
+                   / "reports/h100/probes/ncu/summary-clocks.json")
+#: ``summary-clocks.json`` case prefix -> the rows' implementation name.
+NCU_IMPLS = {"flash": "sdpa_flash", "cudnn": "sdpa_cudnn", "flex": "flex",
+             "tutorial": "triton_tutorial"}
+
+
+@functools.cache
+def h100_ceilings() -> dict:
+    """``{(impl, phase): Hz}`` and ``{None: Hz}``: the clock the H100's tensor-core kernels
+    tick at alone (:data:`H100_NCU_CLOCKS`). Per profiled implementation and phase, the median
+    over its cases of the longest kernel with tensor-core work (a case ``flash-bwd-d128`` runs
+    the forward before the backward: the backward kernel is the longest); ``None``: the median
+    of every such kernel, for the implementations and phases not profiled (cute, SDPA
+    mem-efficient, FlexAttention's and the tutorial's backward; ASSUMED)."""
+    doc = json.loads(H100_NCU_CLOCKS.read_text(encoding="utf-8"))
+    every, per = [], {}
+    for case, kernels in doc["cases"].items():
+        tensor = [k for k in kernels if (k.get("tensor_pipe_pct") or 0) >= 10]
+        if not tensor:
+            continue
+        every += [k["effective_clock_hz"] for k in tensor]
+        impl, phase = NCU_IMPLS.get(case.split("-")[0]), case.split("-")[1]
+        longest = max(tensor, key=lambda k: k["duration_s"])
+        per.setdefault((impl, phase), []).append(longest["effective_clock_hz"])
+    out = {key: statistics.median(v) for key, v in per.items() if key[0]}
+    out[None] = statistics.median(every)
+    return out
 
 
 def tensor_tick_over_nvml(device: str | None) -> float:
@@ -70,12 +100,17 @@ def tensor_tick_over_nvml(device: str | None) -> float:
     return TICK_BY_DEVICE.get(device or "", (TENSOR_TICK_OVER_NVML, None))[0]
 
 
-def tensor_tick_clock(device: str | None, nvml_hz: float) -> float:
-    """The clock (Hz) the SMs of ``device`` tick at during a tensor-core call whose NVML SM
-    clock read ``nvml_hz``: ``min(nvml_hz x ratio, ceiling)`` (:data:`TICK_BY_DEVICE`; the
+def tensor_tick_clock(device: str | None, nvml_hz: float, impl: str | None = None,
+                      phase: str | None = None) -> float:
+    """The clock (Hz) the SMs of ``device`` tick at during a tensor-core call of ``impl``
+    (a row's implementation) in ``phase`` whose NVML SM clock read ``nvml_hz``:
+    ``min(nvml_hz x ratio, ceiling)`` (:data:`TICK_BY_DEVICE`, :func:`h100_ceilings`; the
     H200's ratio and no ceiling for a device not listed)."""
-    ratio, ceiling = TICK_BY_DEVICE.get(device or "", (TENSOR_TICK_OVER_NVML, None))
-    return min(nvml_hz * ratio, ceiling) if ceiling else nvml_hz * ratio
+    ratio, ceilings = TICK_BY_DEVICE.get(device or "", (TENSOR_TICK_OVER_NVML, None))
+    if not ceilings:
+        return nvml_hz * ratio
+    table = h100_ceilings()
+    return min(nvml_hz * ratio, table.get((impl, phase), table[None]))
 
 
 def _device(row: dict) -> str | None:
@@ -93,7 +128,12 @@ def _ratios_text(rows: list[dict]) -> str:
 
     def text(device):
         ratio, ceiling = TICK_BY_DEVICE.get(device or "", (TENSOR_TICK_OVER_NVML, None))
-        return f"{ratio:g}" + (f", at most {ceiling / 1e6:.0f} MHz" if ceiling else "")
+        if not ceiling:
+            return f"{ratio:g}"
+        low, high = min(h100_ceilings().values()), max(h100_ceilings().values())
+        return (f"{ratio:g}, at most the clock its tensor-core kernels tick at alone "
+                f"({low / 1e6:.0f}-{high / 1e6:.0f} MHz by implementation and phase: Nsight "
+                "Compute, validate/reports/h100/probes/ncu/summary-clocks.json)")
 
     texts = sorted({text(d) for d in devices} or {text(None)})
     if len(texts) == 1:
@@ -139,7 +179,8 @@ def score(rows: list[dict], gpu: str = "h200-sxm", timing=None) -> list[dict]:
         nvml = r.get("sm_clock_mean_hz")
         # a calibrated profile's rates were measured per NVML clock, so its clock is NVML's
         tick = uses_tensor_cores([k.cost for k in p.kernels]) and p.gpu.calibration is None
-        clock = ((tensor_tick_clock(_device(r), nvml) if tick else nvml) if nvml else None)
+        clock = ((tensor_tick_clock(_device(r), nvml, r.get("impl"), r.get("phase")) if tick
+                  else nvml) if nvml else None)
         measured_tflops = r.get("grid_flops", 0) / measured / 1e12
         # the GPU's dense matmul peak at the clock the row ran at: above it is impossible
         peak = p.peak_flops_per_s / (p.clock_hz or 1) * (clock or p.clock_hz or 0) / 1e12

@@ -66,8 +66,8 @@ def rows(results: Path, gpu_id: str, min_seconds: float) -> list[dict]:
             continue
         costs = [k.cost for k in p.kernels]
         tick = uses_tensor_cores(costs)
-        clock = (tensor_tick_clock(_device(r), r["sm_clock_mean_hz"]) if tick
-                 else r["sm_clock_mean_hz"])
+        clock = (tensor_tick_clock(_device(r), r["sm_clock_mean_hz"], r["impl"], r["phase"])
+                 if tick else r["sm_clock_mean_hz"])
         terms = power_terms(gpu, costs, r["measured_s"], clock)
         model = sum(terms.values())
         out.append({"impl": r["impl"], "phase": r["phase"], "head_dim": r["head_dim"],
