@@ -46,10 +46,10 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
     ratios = sorted(c["tick_over_nvml"] for c in probe["cases"]
                     if c["case"].startswith(("sdpa", "flex")))
     assert probe["device"] == "NVIDIA H100 80GB HBM3"
-    assert er.tensor_tick_over_nvml(probe["device"]) == pytest.approx(
-        ratios[len(ratios) // 2], abs=0.002)
-    assert er.tensor_tick_over_nvml("NVIDIA H200") == er.TENSOR_TICK_OVER_NVML
-    assert er.tensor_tick_over_nvml(None) == er.TENSOR_TICK_OVER_NVML
+    assert er._tick_rule(probe["device"])[0] == pytest.approx(ratios[len(ratios) // 2],
+                                                              abs=0.002)
+    assert er._tick_rule("NVIDIA H200") == er._tick_rule(None) == (er.TENSOR_TICK_OVER_NVML,
+                                                                   None)
     # ... up to the clock its tensor-core kernels tick at alone, with no power limit reached
     # (Nsight Compute's cycles over duration, reports/h100/probes/ncu/summary-clocks.json):
     # per implementation and phase the longest such kernel of each profiled call, else the
@@ -59,7 +59,7 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
     tensor = {case: [k for k in kernels if (k.get("tensor_pipe_pct") or 0) >= 10]
               for case, kernels in ncu["cases"].items()}
     clocks = sorted(k["effective_clock_hz"] for ks in tensor.values() for k in ks)
-    ceilings = er.h100_ceilings()
+    ceilings = er.kernel_ceilings(er.H100_NCU_CLOCKS)
     assert len(clocks) == 9 and ceilings[None] == clocks[4]
     bwd = max(tensor["cudnn-bwd-d128"], key=lambda k: k["duration_s"])
     assert "bprop" in bwd["kernel"] and ceilings["sdpa_cudnn", "bwd"] == \
@@ -102,6 +102,8 @@ def test_committed_default_path_scores_are_reproducible(grid, gpu):
     for t in table:
         assert f"| {t['impl']}" in committed
         assert f"{100 * t['median_abs']:.1f} %" in committed, t
+        if t["clock_median_abs"] is not None:     # and the clock comparison (tick rules)
+            assert f"{100 * t['clock_median_abs']:.1f} %" in committed, t
 
 
 def test_a_ranking_miss_carries_the_measured_gap():

@@ -47,7 +47,7 @@ TENSOR_TICK_OVER_NVML = 0.908
 #: The same measurement on other GPUs, by the device name the rows record
 #: (``launch_config.device``): ``(ratio, ceilings)``, the cores' clock under tensor-core work
 #: being ``min(NVML's clock x ratio, ceiling)`` with the ceiling of the row's implementation
-#: and phase (:func:`h100_ceilings`); a device not listed takes the H200's ratio and no
+#: and phase (:func:`kernel_ceilings`); a device not listed takes the H200's ratio and no
 #: ceiling (ASSUMED). The H100 SXM5: beside the resident probe (``probe_tick_clock.py``,
 #: ``reports/h100/probes/tick/tick-clock.json``, 2026-12-05) SDPA flash forward and backward,
 #: cuDNN forward and backward and FlexAttention's forward held at the 700 W limit (NVML
@@ -61,24 +61,25 @@ TENSOR_TICK_OVER_NVML = 0.908
 #: 1980 MHz ticked at 0.904-0.908 of it beside the probe (1789-1798 MHz,
 #: ``tick-clock-power.json``). So on the H100 a tensor-core call ticks at NVML's clock up to its
 #: kernel's own ceiling. (The H200's 0.908 x 1980 = 1798 MHz is the same order.)
-TICK_BY_DEVICE = {"NVIDIA H100 80GB HBM3": (1.000, "h100")}
 #: Nsight Compute's per-kernel clocks on the H100 (:data:`TICK_BY_DEVICE`).
 H100_NCU_CLOCKS = (Path(__file__).resolve().parent
                    / "reports/h100/probes/ncu/summary-clocks.json")
+TICK_BY_DEVICE = {"NVIDIA H100 80GB HBM3": (1.000, H100_NCU_CLOCKS)}
 #: ``summary-clocks.json`` case prefix -> the rows' implementation name.
 NCU_IMPLS = {"flash": "sdpa_flash", "cudnn": "sdpa_cudnn", "flex": "flex",
              "tutorial": "triton_tutorial"}
 
 
 @functools.cache
-def h100_ceilings() -> dict:
-    """``{(impl, phase): Hz}`` and ``{None: Hz}``: the clock the H100's tensor-core kernels
-    tick at alone (:data:`H100_NCU_CLOCKS`). Per profiled implementation and phase, the median
-    over its cases of the longest kernel with tensor-core work (a case ``flash-bwd-d128`` runs
-    the forward before the backward: the backward kernel is the longest); ``None``: the median
-    of every such kernel, for the implementations and phases not profiled (cute, SDPA
-    mem-efficient, FlexAttention's and the tutorial's backward; ASSUMED)."""
-    doc = json.loads(H100_NCU_CLOCKS.read_text(encoding="utf-8"))
+def kernel_ceilings(path: Path) -> dict:
+    """``{(impl, phase): Hz}`` and ``{None: Hz}``: the clock a GPU's tensor-core kernels tick
+    at alone, from an ``ncu_summary`` document (``path``, e.g. :data:`H100_NCU_CLOCKS`). Per
+    profiled implementation and phase, the median over its cases of the longest kernel with
+    tensor-core work (a case ``flash-bwd-d128`` runs the forward before the backward: the
+    backward kernel is the longest); ``None``: the median of every such kernel, for the
+    implementations and phases not profiled (on the H100: cute, SDPA mem-efficient,
+    FlexAttention's and the tutorial's backward; ASSUMED)."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
     every, per = [], {}
     for case, kernels in doc["cases"].items():
         tensor = [k for k in kernels if (k.get("tensor_pipe_pct") or 0) >= 10]
@@ -93,23 +94,22 @@ def h100_ceilings() -> dict:
     return out
 
 
-def tensor_tick_over_nvml(device: str | None) -> float:
-    """The tick-over-NVML ratio of tensor-core calls on ``device`` (a row's
-    ``launch_config.device``) below its ceiling (:data:`TICK_BY_DEVICE`), else the H200's
-    :data:`TENSOR_TICK_OVER_NVML`."""
-    return TICK_BY_DEVICE.get(device or "", (TENSOR_TICK_OVER_NVML, None))[0]
+def _tick_rule(device: str | None) -> tuple:
+    """``(ratio, ceilings document or None)`` of tensor-core calls on ``device`` (a row's
+    ``launch_config.device``): :data:`TICK_BY_DEVICE`, else the H200's
+    :data:`TENSOR_TICK_OVER_NVML` and no ceiling."""
+    return TICK_BY_DEVICE.get(device or "", (TENSOR_TICK_OVER_NVML, None))
 
 
 def tensor_tick_clock(device: str | None, nvml_hz: float, impl: str | None = None,
                       phase: str | None = None) -> float:
     """The clock (Hz) the SMs of ``device`` tick at during a tensor-core call of ``impl``
     (a row's implementation) in ``phase`` whose NVML SM clock read ``nvml_hz``:
-    ``min(nvml_hz x ratio, ceiling)`` (:data:`TICK_BY_DEVICE`, :func:`h100_ceilings`; the
-    H200's ratio and no ceiling for a device not listed)."""
-    ratio, ceilings = TICK_BY_DEVICE.get(device or "", (TENSOR_TICK_OVER_NVML, None))
-    if not ceilings:
+    ``min(nvml_hz x ratio, ceiling)`` (:func:`_tick_rule`, :func:`kernel_ceilings`)."""
+    ratio, ceilings = _tick_rule(device)
+    if ceilings is None:
         return nvml_hz * ratio
-    table = h100_ceilings()
+    table = kernel_ceilings(ceilings)
     return min(nvml_hz * ratio, table.get((impl, phase), table[None]))
 
 
@@ -127,13 +127,14 @@ def _ratios_text(rows: list[dict]) -> str:
     devices = sorted({d for d in (_device(r) for r in rows) if d})
 
     def text(device):
-        ratio, ceiling = TICK_BY_DEVICE.get(device or "", (TENSOR_TICK_OVER_NVML, None))
-        if not ceiling:
+        ratio, ceilings = _tick_rule(device)
+        if ceilings is None:
             return f"{ratio:g}"
-        low, high = min(h100_ceilings().values()), max(h100_ceilings().values())
+        clocks = kernel_ceilings(ceilings).values()
+        where = Path(ceilings).relative_to(Path(__file__).resolve().parent.parent).as_posix()
         return (f"{ratio:g}, at most the clock its tensor-core kernels tick at alone "
-                f"({low / 1e6:.0f}-{high / 1e6:.0f} MHz by implementation and phase: Nsight "
-                "Compute, validate/reports/h100/probes/ncu/summary-clocks.json)")
+                f"({min(clocks) / 1e6:.0f}-{max(clocks) / 1e6:.0f} MHz by implementation and "
+                f"phase: Nsight Compute, {where})")
 
     texts = sorted({text(d) for d in devices} or {text(None)})
     if len(texts) == 1:
