@@ -64,17 +64,18 @@ class PowerSpec(BaseModel):
     Power at SM clock ``f`` while a kernel runs for ``T(f)`` seconds::
 
         P(f) = static_w + (Σ_SM-units n_u · e_u · (f / reference_clock_hz)^voltage_exponent
-                           + hbm_bytes · hbm_pj_per_byte + l2_hit_bytes · l2_pj_per_byte)
+                           + hbm_bytes · hbm_pj_per_byte + l2_hit_bytes · l2_pj_per_byte
+                           + local_load_bytes · spill_pj_per_byte)
            / T(f)
 
     ``n_u`` are the kernel's executed counts (tensor FLOPs, FP32 FLOPs, MUFU ops, shared-memory
     bytes), ``e_u`` the energy per operation at ``reference_clock_hz``. The energy of a switching
     transistor is C·V², and over the DVFS range the supply voltage rises about linearly with the
     clock, so energy per SM operation scales as ``(f/f_ref)^voltage_exponent`` (2 for V ∝ f;
-    the value is measured where a ``[sources]`` entry says so). HBM and L2 energy do not scale
-    with the SM clock (L2 runs in its own clock domain: ASSUMED). The sustained clock is where
-    ``P(f) = tdp_w``, capped at ``max_clock_hz`` and
-    floored at ``min_clock_hz``.
+    the value is measured where a ``[sources]`` entry says so). HBM, L2 and spill energy do
+    not scale with the SM clock (L2 runs in its own clock domain: ASSUMED). The sustained
+    clock is where ``P(f) = tdp_w``, capped at ``max_clock_hz`` and floored at
+    ``min_clock_hz``.
 
     Energies in picojoules (pJ, 1e-12 J); tensor energies per FLOP of 16-bit inputs, keyed by
     instruction family (``mma_sync``, ``wgmma``, ``tcgen05``); other input widths scale with
@@ -104,11 +105,17 @@ class PowerSpec(BaseModel):
                                   "measured on the H200 (22.85), taken by the GH100 parts; 0 "
                                   "(default) where the tensor energies include their GEMM's "
                                   "L2 traffic")
+    spill_pj_per_byte: float = Field(default=0.0, ge=0, le=1e4, description="pJ per byte a "
+                                     "kernel reloads from local memory (register spills, "
+                                     "KernelCost.local_load_bytes), its store back included "
+                                     "(spilled accumulators are reloaded and stored once per "
+                                     "step; both cross the L2): measured on the H100 (106.9); "
+                                     "0 (default) prices spills in time only")
 
     @field_validator("tdp_w", "static_w", "reference_clock_hz", "min_clock_hz",
                      "voltage_exponent", "tensor_pj_per_flop", "fp32_pj_per_flop",
                      "mufu_pj_per_op", "smem_pj_per_byte", "hbm_pj_per_byte", "l2_pj_per_byte",
-                     mode="before")
+                     "spill_pj_per_byte", mode="before")
     @classmethod
     def _strict_numbers(cls, value, info: ValidationInfo):
         field = cls.model_fields[info.field_name]

@@ -272,22 +272,28 @@ FLEX_HEAD_DIMS = "power-of-two"
 #: Local-memory bytes a thread reloads per dK/dV step when the compiled backward spills (the
 #: dK and dV accumulators alone need 2 · B_c · d / threads registers: 256 for the tutorial at
 #: d 128, 192 and 256 for FlexAttention at d 192 and 256, against 255), from Nsight Compute
-#: on the H200 divided by the profiled call's dK/dV steps and threads
-#: (``python -m perfsim.validate.spill_facts``; ``reports/h200/probes/ncu/summary*.json``).
-#: Keyed by the largest head dim each figure covers: only 64, 128, 192 and 256 were profiled,
-#: so head dims 129-192 take the d = 192 figure and 193-256 the d = 256 one (ASSUMED: a step,
-#: not a measured curve), on every GPU (each caps a thread at 255 registers; the compiled code
-#: differs on other architectures and was not profiled).
+#: divided by the profiled call's dK/dV steps and threads (``python -m
+#: perfsim.validate.spill_facts``; ``reports/h200/probes/ncu/summary*.json`` and
+#: ``reports/h100/probes/spill/summary-flex-spills.json``). Keyed by the largest head dim
+#: each figure covers. The tutorial: only 64 and 128 profiled. FlexAttention without a block
+#: mask: 1113 B at head dims 160 (H100), 192 (H200) and 224 (H100) alike — every head dim
+#: its template pads to 256 with a mask on the head-dim loads — and 1233 B at 256 (H200), the
+#: unmasked load; so 129-255 take 1113 (ASSUMED between the profiled ones and for 232-248:
+#: the same masked code) and 256 takes 1233. The same compiled code on both GPUs (sm_90; the
+#: H100's d 160 and the H200's d 192 agree to 0.01 %); taken on every GPU (each caps a thread
+#: at 255 registers; the compiled code differs on other architectures and was not profiled).
 TRITON_TUTORIAL_BWD_SPILL_BYTES = {64: 0.0, 128: 751.7}
-FLEX_BWD_SPILL_BYTES = {128: 0.0, 192: 1113.1, 256: 1233.1}
+FLEX_BWD_SPILL_BYTES = {128: 0.0, 255: 1113.1, 256: 1233.1}
 #: The same for FlexAttention's backward compiled with a block mask (causal, a window): its
 #: ``mask_mod`` code in the partial blocks takes the kernel from 253 to 255 registers at head
 #: dim 128, and it spills — 0.159 GB of local loads in the profiled causal call (B = 16,
 #: H = 16, N = 1024; ``summary-short-shapes.json``, ``spill_facts``), 33.8 B per thread and
-#: dK/dV step, where the unmasked kernel moves none. ASSUMED: none at head dims up to 64 (the
-#: unmasked kernel holds 194 registers there), the d = 128 figure from 65 (not profiled at
-#: 96), and the unmasked figures above 128, where the accumulators spill already.
-FLEX_BWD_MASKED_SPILL_BYTES = {**FLEX_BWD_SPILL_BYTES, 64: 0.0, 128: 33.8}
+#: dK/dV step, where the unmasked kernel moves none. Above 128 the masked kernel reloads
+#: 1336 B per thread and step at head dims 160, 192 and 256 alike (causal, H100,
+#: ``summary-flex-spills.json``: 1336.1, 1336.1 and 1335.6), 20 % more than the unmasked
+#: kernel's 1113 (8 % more at 256). ASSUMED: none at head dims up to 64 (the unmasked kernel
+#: holds 194 registers there) and the d = 128 figure from 65 (not profiled at 96).
+FLEX_BWD_MASKED_SPILL_BYTES = {64: 0.0, 128: 33.8, 256: 1336.0}
 #: (The tutorial's head-dim-64 backward moves 0.015 GB through local memory in the profiled
 #: call, 0.8 B per thread and step: spills outside the loop, taken as none.)
 #: Shared memory per backward CTA as compiled for sm_90, by head dim: it sets the CTAs per SM

@@ -116,28 +116,30 @@ def call_energy_j(gpu: GPUSpec, costs: list[KernelCost]):
     """``(E_SM, E_HBM)`` in joules: the SM-side energy at ``PowerSpec.reference_clock_hz``
     (executed work, whole tiles included — tensor FLOPs on zero padding at
     :data:`PADDING_ENERGY_FRACTION` of the energy) and the memory-side energy of all ``costs``
-    (HBM bytes, and the bytes L2 served, ``KernelCost.l2_hit_bytes``), which does not scale
-    with the SM clock: the sums of :func:`energy_terms_pj`."""
+    (HBM bytes, the bytes L2 served, ``KernelCost.l2_hit_bytes``, and register-spill traffic,
+    ``KernelCost.local_load_bytes``), which does not scale with the SM clock: the sums of
+    :func:`energy_terms_pj`."""
     e_sm = e_hbm = 0.0
     for cost in costs:
         t = energy_terms_pj(gpu, cost)
         e_sm = e_sm + PICO * (t["tensor"] + t["fp32"] + t["mufu"] + t["smem"])
-        e_hbm = e_hbm + PICO * (t["hbm"] + t["l2"])
+        e_hbm = e_hbm + PICO * (t["hbm"] + t["l2"] + t["spill"])
     # numpy float scalars (from np.maximum) as Python floats: the same doubles, and the clock
     # search's power_w then runs on floats
     return _float(e_sm), _float(e_hbm)
 
 
 #: The terms of :func:`energy_terms_pj`: SM-side (scaled with the SM clock), then memory-side.
-SM_TERMS, MEMORY_TERMS = ("tensor", "fp32", "mufu", "smem"), ("hbm", "l2")
+SM_TERMS, MEMORY_TERMS = ("tensor", "fp32", "mufu", "smem"), ("hbm", "l2", "spill")
 
 
 def energy_terms_pj(gpu: GPUSpec, cost: KernelCost) -> dict:
     """One kernel's energy by term, in pJ (numbers, or arrays in sweeps): ``tensor`` (its
     instruction family's energy per FLOP, padding at :data:`PADDING_ENERGY_FRACTION`),
     ``fp32`` (FMA-pipe FLOP slots and ALU-pipe instructions, :data:`ALU_SLOTS` slots each),
-    ``mufu``, ``smem`` — at ``PowerSpec.reference_clock_hz`` — and ``hbm``, ``l2`` (bytes,
-    not scaled with the clock)."""
+    ``mufu``, ``smem`` — at ``PowerSpec.reference_clock_hz`` — and ``hbm``, ``l2`` and
+    ``spill`` (bytes, not scaled with the clock: a spilled byte's reload and store cross the
+    L1 and L2, ``PowerSpec.spill_pj_per_byte``)."""
     power = gpu.power
     work = cost.sm_demand()
     # (floats: a padded count beyond int64 as a Python int would overflow in numpy)
@@ -149,7 +151,8 @@ def energy_terms_pj(gpu: GPUSpec, cost: KernelCost) -> dict:
             "mufu": work["mufu"] * power.mufu_pj_per_op,
             "smem": work["smem"] * power.smem_pj_per_byte,
             "hbm": cost.hbm_bytes * power.hbm_pj_per_byte,
-            "l2": cost.l2_hit_bytes * power.l2_pj_per_byte}
+            "l2": cost.l2_hit_bytes * power.l2_pj_per_byte,
+            "spill": cost.local_load_bytes * power.spill_pj_per_byte}
 
 
 def _float(x):

@@ -361,6 +361,17 @@ def _escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
+def _kept_sources(path: Path, keys) -> dict:
+    """The ``power.KEY`` source strings ``path`` has for ``keys`` (those it has)."""
+    text = path.read_text(encoding="utf-8")
+    keep = {}
+    for key in keys:
+        m = re.search(rf'"power\.{key}" = "((?:[^"\\]|\\.)*)"', text)
+        if m:
+            keep[key] = m.group(1).replace('\\"', '"')
+    return keep
+
+
 def rewrite(path: Path, values: dict, sources: dict) -> None:
     """Replace ``path``'s ``[power]`` tables and ``power.*`` sources (insert them if absent)."""
     text = path.read_text(encoding="utf-8")
@@ -416,20 +427,22 @@ def main(argv=None) -> int:
                                  "clock (below every clock measured under load, 1.46 GHz)")
     order = ["tdp_w", "static_w", "reference_clock_hz", "min_clock_hz", "voltage_exponent",
              "fp32_pj_per_flop", "mufu_pj_per_op", "smem_pj_per_byte", "hbm_pj_per_byte",
-             "l2_pj_per_byte", "tensor_pj_per_flop"]
-    rewrite(HARDWARE / "h200-sxm.toml", {k: h200[k] for k in order}, fitted["sources"])
+             "l2_pj_per_byte", "spill_pj_per_byte", "tensor_pj_per_flop"]
+    # the spill energy is not fitted here (validate/fit_spill_energy.py): every entry keeps
+    # its value and its source
+    h200["spill_pj_per_byte"] = old.spill_pj_per_byte if old else 0.0
+    kept = _kept_sources(HARDWARE / "h200-sxm.toml", ("spill_pj_per_byte",))
+    rewrite(HARDWARE / "h200-sxm.toml", {k: h200[k] for k in order},
+            {**fitted["sources"], **kept})
     for gid in perfsim.gpus():
         if gid == "h200-sxm":
             continue
         gpu = perfsim.load_gpu(gid)
         values, src = catalog_power(gpu, h200 if gid in GH100 else inclusive)
-        keep = {}
-        if gid not in LIMITS:          # keep the breadth entries' own limit sources
-            text = (HARDWARE / f"{gid}.toml").read_text(encoding="utf-8")
-            for key in ("tdp_w", "min_clock_hz"):
-                m = re.search(rf'"power\.{key}" = "((?:[^"\\]|\\.)*)"', text)
-                if m:
-                    keep[key] = m.group(1).replace('\\"', '"')
+        values["spill_pj_per_byte"] = gpu.power.spill_pj_per_byte if gpu.power else 0.0
+        # the breadth entries' own limit sources, and every entry's spill energy source
+        keep = _kept_sources(HARDWARE / f"{gid}.toml", ("spill_pj_per_byte",) + (
+            ("tdp_w", "min_clock_hz") if gid not in LIMITS else ()))
         rewrite(HARDWARE / f"{gid}.toml", {k: values[k] for k in order}, {**src, **keep})
     return 0
 

@@ -21,7 +21,7 @@ bf16 GEMM 4096^3 alternating with ``torch.cuda._sleep`` of about the same length
 utilisation); an L2-resident read walk (``probe_l2``); a WGMMA loop with both operands in shared
 memory (``probe_mma_smem``'s kernel on a 64 x 256 x 64 tile) at 1 and 2 CTAs per SM; fp32
 reductions into an L2-resident buffer (``probe_l2``'s walk: per-element atomic adds, and TMA
-bulk reductions). torch,
+bulk reductions); ``probe_spill_cost``'s register-spilling MMA loop and its control. torch,
 triton and pynvml are imported inside functions.
 """
 
@@ -218,6 +218,34 @@ def _benches():
                     f"{forms}; random normal / 8), {grid} CTAs x 4 warps, {iters} iterations")
         return setup
 
+    def spill_loop(m, n, factor):
+        # probe_spill_cost's kernel: one 4-warp CTA per SM, two MMAs per step into two fp32
+        # M x N accumulators; at M = N = 128 (or 64 x 256) they need more than 255 registers
+        # and ptxas spills them to local memory, which Nsight Compute counts (reload and store
+        # per thread and step; lts__t_bytes: through the L2); M x N = 64 x 128 or 128 x 64 at
+        # twice the steps is the control (the same FLOPs, no spill). The energy of a spilled
+        # byte is (W - static - the control's energy per FLOP x FLOP/s) / local bytes per
+        # second, the local bytes from that profile (reports/h200/probes/probe_spill_cost.json)
+        def setup():
+            from perfsim.validate.probe_spill_cost import BUFFERS, STEPS, kernel
+
+            two_acc_loop = kernel()
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            k, steps = 64, STEPS * factor
+            a = torch.randn(BUFFERS * m * k, device="cuda", dtype=torch.bfloat16) * 0.01
+            b = torch.randn(BUFFERS * k * n, device="cuda", dtype=torch.bfloat16) * 0.01
+            out = torch.empty(sms * m * n, device="cuda", dtype=torch.float32)
+
+            def step():
+                return two_acc_loop[(sms,)](a, b, out, steps, M=m, N=n, K=k, NBUF=BUFFERS,
+                                            num_warps=4, num_stages=2)
+            compiled = step()
+            return (step, 2.0 * 2 * m * n * k * steps * sms, "FLOP",
+                    f"probe_spill_cost two_acc_loop M={m} N={n} K={k}, {steps} steps, {sms} "
+                    f"CTAs x 4 warps; n_regs {getattr(compiled, 'n_regs', None)}, n_spills "
+                    f"{getattr(compiled, 'n_spills', None)}")
+        return setup
+
     def tile_walk(mode, where, group=1, stride=0, lag=0):
         # _bench_kernels.tile_walk: [64, 64] bf16 boxes of a [rows, 256] tensor, each fed to a
         # WGMMA with N = 16 (16 FLOP per byte loaded), 2 programs per SM. ``where``: "l2" =
@@ -289,6 +317,10 @@ def _benches():
         "walk_ptr_l2_pair1_lag1": tile_walk("ptr", "l2", stride=1, lag=1),
         "walk_ptr_l2_g8": tile_walk("ptr", "l2", group=8),
         "walk_tma_hbm_g8": tile_walk("tma", "hbm", group=8),
+        "spill_m128_n128": spill_loop(128, 128, 1),
+        "spill_m64_n256": spill_loop(64, 256, 1),
+        "nospill_m64_n128": spill_loop(64, 128, 2),
+        "nospill_m128_n64": spill_loop(128, 64, 2),
         "wgmma_rs_1cta": wgmma_loop(1, a_in_registers=True),
         "wgmma_rs_2cta": wgmma_loop(2, a_in_registers=True),
         "l2_read": l2_walk("read"),
@@ -357,7 +389,8 @@ BENCHES = ("idle", "spin_1cta", "hbm_copy", "gemm_bf16", "gemm_fp16", "gemm_bf16
            "walk_tma_l2_g4", "walk_tma_l2_g16", "walk_tma_l2_g32", "walk_tma_l2_g132",
            *(f"walk_tma_l2_pair{s}" for s in (1, 2, 8, 33, 66, 132)),
            *(f"walk_tma_l2_pair1_lag{k}" for k in (1, 2, 8)), "walk_ptr_l2_pair1",
-           "walk_ptr_l2_pair1_lag1")
+           "walk_ptr_l2_pair1_lag1", "spill_m128_n128", "nospill_m64_n128", "spill_m64_n256",
+           "nospill_m128_n64")
 
 
 def _trace(samples, t0):

@@ -5,10 +5,11 @@ Nsight Compute profiles (issue 9; no attention timing is used).
 
 The two Triton backwards users call that hold dK and dV for a key block in fp32 registers of
 four warps — Triton's fused-attention tutorial at head dim 128 (``B_c = 128``) and
-FlexAttention at head dims 192 and 256 (``BLOCK_N1 = 64``) — need ``2 · B_c · d / 128``
-registers per thread for the two accumulators alone (256, 256 and 192), against the 255 a
-thread can address, and their profiles show local-memory (spill) traffic of 12.8-23.7 GB per
-call where the same kernels at smaller head dims show none or ~0.03 GB. Each profiled number
+FlexAttention above head dim 128 (``BLOCK_N1 = 64``, its tiles padded to head dim 256) — need
+``2 · B_c · d / 128`` registers per thread for the two accumulators alone (256 in both),
+against the 255 a thread can address, and their profiles show local-memory (spill) traffic of
+12.8-23.7 GB per call where the same kernels at smaller head dims show none or ~0.03 GB. Each
+profiled number
 is divided by the steps of the dK/dV loop (``Dims.tile_visits`` of the kernel's
 ``BLOCK_M1 x BLOCK_N1`` tiles, the count perfsim's backward uses) and the threads of a CTA:
 the bytes one thread reloads per step. Only the dK/dV programs hold the two accumulators;
@@ -26,7 +27,10 @@ kernel without one does not (255 registers against 253): ``summary-short-shapes.
 Sources: ``reports/h200/probes/ncu/summary-dropout.json`` and
 ``summary-dropout-spills.json`` (cuDNN, 2026-12-03); ``summary.json`` (tutorial-bwd-d64/d128,
 flex-bwd-d128) and ``summary-spills.json`` (flex-bwd-d64/d192/d256, ``probe_spills.sh``,
-2026-12-01); kernel configurations in ``reports/h200/probes/flex_bwd_configs.json``.
+2026-12-01); kernel configurations in ``reports/h200/probes/flex_bwd_configs.json``;
+FlexAttention at head dims 160 and 224 and causal at 160, 192 and 256 on a lent H100
+(``reports/h100/probes/spill/summary-flex-spills.json``, ``probe_spill_power.sh``, 2026-12-06).
+FlexAttention's dK/dV accumulators are counted at its compiled head dim (a power of two).
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-PROBES = Path(__file__).resolve().parent / "reports" / "h200" / "probes"
+REPORTS = Path(__file__).resolve().parent / "reports"
+#: the H200's probes (a case's file is relative to it unless it names another GPU's folder)
+PROBES = REPORTS / "h200" / "probes"
 
 #: (case, summary file, (B, H, N, d, causal), (B_r, B_c, warps)) — the profiled shapes of
 #: validate/probe_ncu.py (B = 1, H = 4096 // d, N = 4096; the tutorial's backward is causal)
@@ -50,6 +56,13 @@ CASES = (
      (16, 16, 1024, 128, True), (64, 128, 8)),
     ("flex-bwd-d192", "ncu/summary-spills.json", (1, 21, 4096, 192, False), (64, 64, 4)),
     ("flex-bwd-d256", "ncu/summary-spills.json", (1, 16, 4096, 256, False), (64, 64, 4)),
+    # ... and on a lent H100 (the same sm_90 code): between the profiled head dims, and the
+    # kernel compiled with a causal block mask above 128 (validate/probe_spill_power.sh)
+    *((case, "../../h100/probes/spill/summary-flex-spills.json", (1, 4096 // d, 4096, d, c),
+       (64, 64, 4))
+      for case, d, c in (("flex-bwd-d160", 160, False), ("flex-bwd-d224", 224, False),
+                         ("flex-bwd-d160-c", 160, True), ("flex-bwd-d192-c", 192, True),
+                         ("flex-bwd-d256-c", 256, True))),
     # PyTorch's copy of flash-attn 2 (SDPA flash) on sm_90, at compiled head dims (64 ... 256)
     # and between them (40, 80, 112, 160, 176, 200, 224: run by the next compiled kernel)
     *((f"flash-bwd-d{d}", "ncu/summary.json" if d in (64, 128, 256) else
@@ -104,6 +117,8 @@ def facts() -> list[dict]:
                                          causal=causal, phase="bwd"))
         steps = b * h * dims.tile_visits(b_r, b_c).tiles
         threads = warps * 32
+        # FlexAttention's template pads the head dim to a power of two (FLEX_HEAD_DIMS)
+        compiled = 1 << (d - 1).bit_length() if case.startswith("flex-") else d
         rows.append({
             "case": case, "registers_per_thread": main["registers_per_thread"],
             # Nsight Compute leaves the local-memory counters empty where there was none
@@ -111,7 +126,7 @@ def facts() -> list[dict]:
             "local_store_bytes": main["local_store_bytes"] or 0.0,
             "steps": int(steps), "threads": threads,
             # a backward's dK and dV accumulators (none in a forward)
-            "accumulator_registers": 0 if "-fwd-" in case else 2 * b_c * d // threads,
+            "accumulator_registers": 0 if "-fwd-" in case else 2 * b_c * compiled // threads,
             "reload_bytes_per_thread_step": (main["local_load_bytes"] or 0.0) / (steps * threads)})
     return rows
 
