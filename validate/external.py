@@ -304,6 +304,12 @@ HOLDOUTS = {
                           "of flash-attn 2's causal forward (softmax_costs.MASK_CENSUS), the "
                           "causal shapes at head dims 64 and 128 its test, every other row a "
                           "general check of the default path",
+    "external-holdout55": "FlexAttention's backward above head dim 128 (d 144-256, N 768-12k, "
+                          "causal and not, GQA, fp16 twice), FlexAttention, SDPA flash and "
+                          "cuDNN, forward and backward; frozen at 145ad59 for the causal "
+                          "kernel's spill bytes (FLEX_BWD_MASKED_SPILL_BYTES), one figure for "
+                          "head dims 129-255 without a mask (FLEX_BWD_SPILL_BYTES) and the "
+                          "energy of a spilled byte (PowerSpec.spill_pj_per_byte)",
 }
 
 
