@@ -24,9 +24,21 @@ import os
 import sys
 
 STEPS = 2048
-#: (name, M, N, K, steps factor)
+#: (name, M, N, K, steps factor[, num_stages: 2 unless given])
 VARIANTS = (("spill_m128_n128", 128, 128, 64, 1), ("nospill_m64_n128", 64, 128, 64, 2),
             ("spill_m64_n256", 64, 256, 64, 1), ("nospill_m128_n64", 128, 64, 64, 2))
+#: ``PROBE_SET=sweep``: the reload rate against the bytes spilled per step and the shared
+#: memory beside them (more pipeline stages take more of the SM's 256 KB of L1 and shared
+#: memory): the two spilling loops at 2-4 stages, a wider one (M = 128, N = 256: 512
+#: accumulator registers), each with a control of the same FLOPs that does not spill (12
+#: variants, 24 launches under Nsight Compute)
+VARIANTS_SWEEP = (
+    ("spill_m128_n128", 128, 128, 64, 1, 2), ("spill_m128_n128_s3", 128, 128, 64, 1, 3),
+    ("spill_m128_n128_s4", 128, 128, 64, 1, 4), ("nospill_m64_n128", 64, 128, 64, 2, 2),
+    ("nospill_m64_n128_s3", 64, 128, 64, 2, 3), ("nospill_m64_n128_s4", 64, 128, 64, 2, 4),
+    ("spill_m64_n256", 64, 256, 64, 1, 2), ("spill_m64_n256_s3", 64, 256, 64, 1, 3),
+    ("nospill_m128_n64", 128, 64, 64, 2, 2), ("nospill_m128_n64_s3", 128, 64, 64, 2, 3),
+    ("spill_m128_n256", 128, 256, 64, 1, 2), ("nospill_m64_n128_x4", 64, 128, 64, 4, 2))
 BUFFERS = 8
 
 
@@ -51,7 +63,10 @@ def _clock_power(samples: list[dict]) -> dict:
 
 
 #: spilling variant -> its control (the same FLOPs, no spill)
-CONTROLS = {"spill_m128_n128": "nospill_m64_n128", "spill_m64_n256": "nospill_m128_n64"}
+CONTROLS = {"spill_m128_n128": "nospill_m64_n128", "spill_m64_n256": "nospill_m128_n64",
+            "spill_m128_n128_s3": "nospill_m64_n128_s3", "spill_m128_n128_s4":
+            "nospill_m64_n128_s4", "spill_m64_n256_s3": "nospill_m128_n64_s3",
+            "spill_m128_n256": "nospill_m64_n128_x4"}
 
 
 def merge(out_json: str, ncu_csv: str) -> int:
@@ -77,6 +92,8 @@ def merge(out_json: str, ncu_csv: str) -> int:
         row["ncu_duration_s"] *= 1e-9
     by = {r["variant"]: r for r in data["rows"]}
     for spill, control in CONTROLS.items():
+        if spill not in by or control not in by:
+            continue
         s, c = by[spill], by[control]
         extra = s["median_s"] - c["median_s"]
         s["extra_s_vs_control"] = extra
@@ -136,15 +153,17 @@ def main(argv=None) -> int:
     dev = torch.cuda.get_device_properties(0)
     sms = dev.multi_processor_count
     rows = []
-    for name, m, n, k, factor in VARIANTS:
+    variants = VARIANTS_SWEEP if os.environ.get("PROBE_SET") == "sweep" else VARIANTS
+    for name, m, n, k, factor, *rest in variants:
+        stages = rest[0] if rest else 2
         a = torch.randn(BUFFERS * m * k, device="cuda", dtype=torch.bfloat16) * 0.01
         b = torch.randn(BUFFERS * k * n, device="cuda", dtype=torch.bfloat16) * 0.01
         out = torch.empty(sms * m * n, device="cuda", dtype=torch.float32)
         steps = STEPS * factor
 
-        def run(a=a, b=b, out=out, m=m, n=n, k=k, steps=steps):  # noqa: B023
+        def run(a=a, b=b, out=out, m=m, n=n, k=k, steps=steps, stages=stages):  # noqa: B023
             return two_acc_loop[(sms,)](a, b, out, steps, M=m, N=n, K=k, NBUF=BUFFERS,
-                                        num_warps=4, num_stages=2)
+                                        num_warps=4, num_stages=stages)
         compiled = run()
         torch.cuda.synchronize()
         times = []
@@ -159,6 +178,7 @@ def main(argv=None) -> int:
         samples = sampler.stop() if sampler else []
         times.sort()
         rows.append({"variant": name, "M": m, "N": n, "K": k, "steps": steps, "ctas": sms,
+                     "num_stages": stages,
                      "warps": 4, "n_regs": getattr(compiled, "n_regs", None),
                      "n_spills": getattr(compiled, "n_spills", None),
                      "shared": getattr(compiled, "metadata", None) and compiled.metadata.shared,
