@@ -713,6 +713,9 @@ class Prediction:
         power = self._over_power_note()
         if power:
             out.append(power)
+        spills = self._unpriced_spills_note()
+        if spills:
+            out.append(spills)
         splits = max((int(k.cost.launch.get("num_splits", 1)) for k in self.kernels
                       if k.cost.launch and np.ndim(k.cost.launch.get("num_splits", 1)) == 0),
                      default=1)
@@ -724,6 +727,20 @@ class Prediction:
                            f"combine: one split would take {t1 * 1e6:.1f} µs "
                            f"({(1 - t1 / self.seconds) * 100:.0f} % less; --explain)")
         return out
+
+    def _unpriced_spills_note(self) -> str | None:
+        """Where the kernels reload spilled registers and the GPU's power model gives them no
+        energy (``PowerSpec.spill_pj_per_byte`` 0: a GPU file written without it), in words."""
+        g = self.gpu
+        if g.power is None or g.power.spill_pj_per_byte:
+            return None
+        reloaded = sum(float(np.sum(k.cost.local_load_bytes)) for k in self.kernels)
+        if reloaded <= 0:
+            return None
+        return (f"its kernels reload {_gb(reloaded)} of spilled registers, which {g.id}'s power "
+                "model charges no energy (power.spill_pj_per_byte = 0; the catalog's GPUs "
+                "carry 106.9 pJ per reloaded byte, measured on an H100): the predicted power "
+                "and sustained clock leave them out")
 
     def _over_power_note(self) -> str | None:
         """Where the modelled board power ends above the GPU's limit, why, in words: a clock
@@ -922,14 +939,19 @@ class Prediction:
                 f"{heavy.cost.name} spills registers: its CTAs reload "
                 f"{_gb(float(heavy.cost.local_load_bytes))} of spilled values from local "
                 f"memory in all (the bytes per thread and step are a compiled-kernel figure: "
-                f"the presets' from H200 profiles, perfsim.validate.spill_facts), at "
+                f"the presets' from Nsight Compute profiles on an H200 and an H100, "
+                f"perfsim.validate.spill_facts), at "
                 f"{rate / 1e9:.1f} GB/s "
                 f"per SM ({g.id}'s spill-reload rate, "
                 f"{_source_kind(g, 'spill_reload_bandwidth_bytes_per_s')}). "
                 f"On the busiest SM the reloads take {_ms(parts['load'])} "
                 f"({100 * float(share):.0f} % of the kernel), the rest of the kernel "
                 f"{_ms(parts['compute'])}; "
-                + _spill_overlap_text(parts))
+                + _spill_overlap_text(parts)
+                + (f" Each reloaded byte and its store draw {g.power.spill_pj_per_byte:g} pJ "
+                   f"of board power (power.spill_pj_per_byte, "
+                   f"{_source_kind(g, 'power.spill_pj_per_byte')})."
+                   if g.power is not None and g.power.spill_pj_per_byte else ""))
         elif heavy.load_chain is not None and not heavy.load_chain.get("step_waits"):
             parts = heavy.load_chain
             in_flight = parts["in_flight"]
@@ -1068,10 +1090,12 @@ def _edges_sentence(cost, gpu, params) -> str | None:
 
 
 def _source_kind(gpu, field: str) -> str:
-    """``measured`` or ``assumed`` (as the catalog source of ``field`` says), else ``given``."""
+    """``measured``, ``inferred`` (another GPU's measurement, carried by a stated reason) or
+    ``assumed``, as the catalog source of ``field`` says, else ``given``."""
     text = str((gpu.sources or {}).get(field, ""))
     return ("assumed" if text.startswith("ASSUMED") else
-            "measured" if text.startswith(("M:", "M ")) else "given")
+            "measured" if text.startswith(("M:", "M ")) else
+            "inferred from another GPU's measurement" if text.startswith("I:") else "given")
 
 def _spill_overlap_text(parts: dict) -> str:
     """How a spilling kernel's reloads overlap its work (``timing._spill_time``'s parts)."""

@@ -183,3 +183,43 @@ def test_a_tutorial_backward_sweep_marks_its_limits_row_by_row():
         assert row.seconds == pytest.approx(
             perfsim.predict(w, gpu="h200-sxm", algorithm="triton-tutorial").seconds, rel=1e-9)
     assert df[df["infeasible"] != ""]["seconds"].isna().all()
+
+
+def test_the_spill_energy_is_the_microbenchmark_s_fit_on_every_catalog_gpu():
+    """``PowerSpec.spill_pj_per_byte`` is what ``validate/fit_spill_energy.py`` derives from
+    the committed H100 power run and the H200 profile of the same compiled loop (the two
+    spilling loops within 5 % of each other), on every catalog GPU; and a kernel's spill
+    reloads are charged it in the power model's memory-side terms."""
+    from perfsim import power
+    from perfsim.validate import fit_spill_energy as fse
+
+    doc = json.loads(fse.POWER.read_text())
+    prof = json.loads(fse.SPILL_COST.read_text())
+    fitted = fse.fit(doc, prof, load_gpu("h200-sxm").power.voltage_exponent)
+    pjs = [r["pj_per_reloaded_byte"] for r in fitted["rows"]]
+    assert len(pjs) == 2 and max(pjs) / min(pjs) < 1.05
+    for gid in perfsim.gpus():
+        assert load_gpu(gid).power.spill_pj_per_byte == pytest.approx(
+            fitted["pj_per_reloaded_byte"], abs=0.05), gid
+    w = AttentionWorkload(batch=2, heads=8, seqlen_q=2048, head_dim=192, causal=True,
+                          phase="bwd")
+    gpu = load_gpu("h200-sxm")
+    main = max(perfsim.predict(w, gpu, "flex").kernels, key=lambda k: k.seconds).cost
+    assert main.local_load_bytes > 0
+    terms = power.energy_terms_pj(gpu, main)
+    assert terms["spill"] == pytest.approx(main.local_load_bytes * 106.9, rel=1e-3)
+    assert "spill" in power.MEMORY_TERMS
+
+
+def test_a_gpu_that_prices_no_spill_energy_says_so():
+    """A GPU file without ``spill_pj_per_byte`` (0, the default) predicts a spilling kernel's
+    power without its reloads, and the prediction's notes say so; the catalog GPU does not."""
+    w = AttentionWorkload(batch=2, heads=8, seqlen_q=2048, head_dim=192, causal=True,
+                          phase="bwd")
+    gpu = load_gpu("h200-sxm")
+    bare = gpu.model_copy(update={"id": "h200-no-spill-energy", "power": gpu.power.model_copy(
+        update={"spill_pj_per_byte": 0.0})})
+    with_energy, without = (perfsim.predict(w, g, "flex") for g in (gpu, bare))
+    assert without.power_w < with_energy.power_w
+    assert not any("spill" in n for n in with_energy.notes())
+    assert any("charges no energy" in n and "spill" in n for n in without.notes())

@@ -134,7 +134,7 @@ def facts() -> list[dict]:
 def main() -> int:
     from perfsim.cli.common import print_table
 
-    print_table("register spills (Nsight Compute, H200)",
+    print_table("register spills (Nsight Compute, H200 and H100)",
                 ["case", "registers", "dK,dV accumulator registers", "local loads GB",
                  "local stores GB", "tile steps", "reloaded B / thread / step"],
                 [[r["case"], f"{r['registers_per_thread']:.0f}", str(r["accumulator_registers"]),
