@@ -746,6 +746,11 @@ def rows_key(kwargs: dict, **extra) -> str:
 
     given = {k: v for k, v in kwargs.items() if k not in NOT_IN_ROWS_KEY}
     count_rows(**given)                         # every value checked as the sweep checks it
+    # an argument given at its default is the same sweep as one left out (the CLI passes
+    # overrides=None, a Python call may not pass it at all)
+    defaults = _sweep_defaults()
+    given = {k: v for k, v in given.items()
+             if not (k in defaults and _is_default(v, defaults[k]))}
     gpus = given.get("gpus")
     resolved = {**given,
                 "gpus": [load_gpu(g) for g in _listify(catalog() if gpus is None else gpus)],
@@ -753,6 +758,21 @@ def rows_key(kwargs: dict, **extra) -> str:
                 "columns": list(check_columns(given.get("columns")))}
     return config_key(resolved, **{"perfsim": __version__, "model": model_digest(),
                                    "frame_rows": CHUNK_ROWS, **extra})
+
+
+@functools.cache
+def _sweep_defaults() -> dict:
+    """:func:`sweep_frames`' keyword defaults (name -> value)."""
+    return {name: p.default for name, p in inspect.signature(sweep_frames).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
+def _is_default(value, default) -> bool:
+    """Whether a sweep argument equals its default: ``None`` only as ``None``; a number, text
+    or bool as the same type and value (``False`` is not ``0.0``)."""
+    if default is None or value is None:
+        return value is None and default is None
+    return type(value) is type(default) and value == default
 
 
 @functools.cache

@@ -162,6 +162,12 @@ def test_rows_key_names_the_rows_not_the_engine(tmp_path, monkeypatch):
         rows_key({**KWARGS, "columns": ["seconds", "bound"]}) != key
     assert rows_key({**KWARGS, "head_dim": [64]}) != key
     assert rows_key({**KWARGS, "timing": {"clock": "boost"}}) != key
+    # an argument given at its default is the sweep that leaves it out (the CLI passes
+    # overrides=None and timing=None; a reviewer found a CLI dataset refused by the API)
+    plain = {k: v for k, v in KWARGS.items() if k != "overrides"}
+    assert rows_key({**plain, "overrides": None, "timing": None, "dtype": "bf16",
+                     "phase": "fwd", "softcap": 0.0}) == rows_key(plain) != key
+    assert rows_key({**plain, "softcap": 1.0}) != rows_key(plain)
     monkeypatch.setattr(sweep_module, "CHUNK_ROWS", 8)          # frames end elsewhere
     assert rows_key(KWARGS) != key
     monkeypatch.setattr(sweep_module, "model_digest", lambda: "another model")
