@@ -2,7 +2,8 @@
 # Code size of PyTorch's flash-attn 2 forward kernels (issue 9's instruction-fetch lead): the
 # .text section of each flash_fwd kernel in libtorch_cuda's cubins, by cuobjdump, on a CUDA
 # machine (no GPU work):  OUT=DIR bash validate/probe_sass_size.sh
-# Writes DIR/sass_size.txt: the cubins that hold flash_fwd kernels and each kernel's .text size.
+# Writes DIR/sass_size.txt (the log), DIR/elf_list.txt (every cubin) and DIR/flash_fwd_text.txt
+# (each sm_90 flash_fwd kernel: cubin, .text size in bytes, mangled name).
 set -u
 OUT=${OUT:-/tmp/perfsim-sass}
 mkdir -p "$OUT"
