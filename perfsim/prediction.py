@@ -737,13 +737,10 @@ class Prediction:
         reloaded = sum(float(np.sum(k.cost.local_load_bytes)) for k in self.kernels)
         if reloaded <= 0:
             return None
-        from perfsim.gpu_catalog import load_gpu
-
-        measured = load_gpu("h100-sxm5").power.spill_pj_per_byte     # where it was measured
         return (f"its kernels reload {_gb(reloaded)} of spilled registers, which {g.id}'s power "
-                f"model charges no energy (power.spill_pj_per_byte = 0; the catalog's GPUs "
-                f"carry {measured:g} pJ per reloaded byte, measured on an H100): the predicted "
-                "power and sustained clock leave them out")
+                "model charges no energy (power.spill_pj_per_byte = 0; the catalog's GPUs carry "
+                "the energy measured on an H100): the predicted power and sustained clock leave "
+                "them out")
 
     def _over_power_note(self) -> str | None:
         """Where the modelled board power ends above the GPU's limit, why, in words: a clock

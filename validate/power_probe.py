@@ -227,18 +227,10 @@ def _benches():
         # byte is (W - static - the control's energy per FLOP x FLOP/s) / local bytes per
         # second, the local bytes from that profile (reports/h200/probes/probe_spill_cost.json)
         def setup():
-            from perfsim.validate.probe_spill_cost import BUFFERS, STEPS, kernel
+            from perfsim.validate.probe_spill_cost import STEPS, launcher
 
-            two_acc_loop = kernel()
-            sms = torch.cuda.get_device_properties(0).multi_processor_count
             k, steps = 64, STEPS * factor
-            a = torch.randn(BUFFERS * m * k, device="cuda", dtype=torch.bfloat16) * 0.01
-            b = torch.randn(BUFFERS * k * n, device="cuda", dtype=torch.bfloat16) * 0.01
-            out = torch.empty(sms * m * n, device="cuda", dtype=torch.float32)
-
-            def step():
-                return two_acc_loop[(sms,)](a, b, out, steps, M=m, N=n, K=k, NBUF=BUFFERS,
-                                            num_warps=4, num_stages=2)
+            step, sms = launcher(m, n, k, steps)
             compiled = step()
             return (step, 2.0 * 2 * m * n * k * steps * sms, "FLOP",
                     f"probe_spill_cost two_acc_loop M={m} N={n} K={k}, {steps} steps, {sms} "

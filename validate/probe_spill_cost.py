@@ -143,27 +143,38 @@ def kernel():
     return _KERNEL
 
 
+def launcher(m: int, n: int, k: int, steps: int, stages: int = 2):
+    """``(run, sms)``: ``run()`` launches :func:`kernel` once on one CTA of 4 warps per SM,
+    ``M x N x K`` tiles, ``steps`` steps and ``stages`` pipeline stages, on inputs made here
+    (``BUFFERS`` small bf16 operand buffers, L2-resident), and returns the compiled kernel
+    (its ``n_regs`` and ``n_spills``). Shared by :func:`main` and ``power_probe.py``."""
+    import torch
+
+    two_acc_loop = kernel()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    a = torch.randn(BUFFERS * m * k, device="cuda", dtype=torch.bfloat16) * 0.01
+    b = torch.randn(BUFFERS * k * n, device="cuda", dtype=torch.bfloat16) * 0.01
+    out = torch.empty(sms * m * n, device="cuda", dtype=torch.float32)
+
+    def run():
+        return two_acc_loop[(sms,)](a, b, out, steps, M=m, N=n, K=k, NBUF=BUFFERS,
+                                    num_warps=4, num_stages=stages)
+    return run, sms
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--merge":
         return merge(argv[1], argv[2])
     import torch
 
-    two_acc_loop = kernel()
     dev = torch.cuda.get_device_properties(0)
-    sms = dev.multi_processor_count
     rows = []
     variants = VARIANTS_SWEEP if os.environ.get("PROBE_SET") == "sweep" else VARIANTS
     for name, m, n, k, factor, *rest in variants:
         stages = rest[0] if rest else 2
-        a = torch.randn(BUFFERS * m * k, device="cuda", dtype=torch.bfloat16) * 0.01
-        b = torch.randn(BUFFERS * k * n, device="cuda", dtype=torch.bfloat16) * 0.01
-        out = torch.empty(sms * m * n, device="cuda", dtype=torch.float32)
         steps = STEPS * factor
-
-        def run(a=a, b=b, out=out, m=m, n=n, k=k, steps=steps, stages=stages):  # noqa: B023
-            return two_acc_loop[(sms,)](a, b, out, steps, M=m, N=n, K=k, NBUF=BUFFERS,
-                                        num_warps=4, num_stages=stages)
+        run, sms = launcher(m, n, k, steps, stages)
         compiled = run()
         torch.cuda.synchronize()
         times = []

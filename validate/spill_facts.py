@@ -39,8 +39,10 @@ import json
 from pathlib import Path
 
 REPORTS = Path(__file__).resolve().parent / "reports"
-#: the H200's probes (a case's file is relative to it unless it names another GPU's folder)
+#: the H200's probes (a case's file is relative to it; an absolute path stays as it is)
 PROBES = REPORTS / "h200" / "probes"
+#: FlexAttention's backward profiled on a lent H100 (validate/probe_spill_power.sh)
+H100_FLEX_SPILLS = REPORTS / "h100" / "probes" / "spill" / "summary-flex-spills.json"
 
 #: (case, summary file, (B, H, N, d, causal), (B_r, B_c, warps)) — the profiled shapes of
 #: validate/probe_ncu.py (B = 1, H = 4096 // d, N = 4096; the tutorial's backward is causal)
@@ -58,8 +60,7 @@ CASES = (
     ("flex-bwd-d256", "ncu/summary-spills.json", (1, 16, 4096, 256, False), (64, 64, 4)),
     # ... and on a lent H100 (the same sm_90 code): between the profiled head dims, and the
     # kernel compiled with a causal block mask above 128 (validate/probe_spill_power.sh)
-    *((case, "../../h100/probes/spill/summary-flex-spills.json", (1, 4096 // d, 4096, d, c),
-       (64, 64, 4))
+    *((case, H100_FLEX_SPILLS, (1, 4096 // d, 4096, d, c), (64, 64, 4))
       for case, d, c in (("flex-bwd-d160", 160, False), ("flex-bwd-d224", 224, False),
                          ("flex-bwd-d160-c", 160, True), ("flex-bwd-d192-c", 192, True),
                          ("flex-bwd-d256-c", 256, True))),
