@@ -152,14 +152,16 @@ def engine() -> str:
 
 class _Structure:
     """What one structure has: guard misses since its last program, its programs (:class:`_Runner`),
-    whether one is being built, whether it cannot be compiled, and the objects whose ids
-    its key holds (kept alive so that an id is not reused while the entry exists)."""
+    whether one is being built, whether it cannot be compiled (``dead``: no program serves
+    it), whether it gets no more programs (``closed``: a row its guards refused could not be
+    traced; its programs keep answering the rows they pass), and the objects whose ids its
+    key holds (kept alive so that an id is not reused while the entry exists)."""
 
-    __slots__ = ("misses", "runners", "building", "dead", "keep")
+    __slots__ = ("misses", "runners", "building", "dead", "closed", "keep")
 
     def __init__(self, keep):
         self.misses, self.runners = 0, []
-        self.building, self.dead, self.keep = False, False, keep
+        self.building, self.dead, self.closed, self.keep = False, False, False, keep
 
 
 class _Runner:
@@ -254,7 +256,7 @@ class Handle:
         if runner is not None:
             _check(entry, runner, out, prediction)
             return
-        if entry.dead or entry.building:
+        if entry.dead or entry.building or entry.closed:
             return
         mode = engine()
         if entry.runners:
@@ -472,7 +474,15 @@ def _build(entry, row, dims, run, spec, params, wide, given, evaluate, backgroun
         program = compiled.generate(trace)
         compiled.primitive_addresses(program)       # numba: Python work, here too
     except Exception:       # noqa: BLE001 - untraceable (or raising) structures stay interpreted
-        entry.dead, entry.building = True, False
+        # ... all of it where no program serves it yet; else its programs keep answering
+        # the rows their guards pass (e.g. FlexAttention's forward: rows whose length class
+        # spills take the spill timing, which does not trace) and no more are built
+        with _LOCK:
+            if entry.runners:
+                entry.closed = True
+            else:
+                entry.dead = True
+            entry.building = False
         return
     except BaseException:   # an interrupt: the structure may be built at a later call
         entry.building = False

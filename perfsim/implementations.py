@@ -348,7 +348,8 @@ TRITON_TUTORIAL_HEAD_DIMS = (64, 128, 256)
 COMPILED_FACTS = {
     "triton-tutorial": (("block_m", "block_n", "warps", "fwd_stages"),
                         ("registers_per_thread", "fwd_smem_per_cta")),
-    "flex": (("block_m", "block_n", "warps", "fwd_stages"), ("registers_per_thread",)),
+    "flex": (("block_m", "block_n", "warps", "fwd_stages"),
+             ("registers_per_thread", "bound_check_classes")),
 }
 #: Its backward (``_attn_bwd``): BLOCK_M1 = 32, BLOCK_N1 = 128, 4 warps (the tutorial's fixed
 #: backward launch; the dQ loop uses the transposed 128 x 32 blocks).
@@ -1000,10 +1001,17 @@ def _flex(dims, gpu):
     # its pipelined loads copy Q, K and V rows 16 bytes at a time (split_sector_rows: at head
     # dims 16 bytes off a whole number of 32-byte sectors, 1.5x the L2 bytes; Nsight Compute,
     # reports/h200/probes/ncu/summary-flex-unaligned.json, and validate/probe_row_alignment.py)
+    # and on sm_90 the check's code by the lengths' class (multiples of 16, even, odd), with
+    # the spills it brings at the 4-warp tiles near 255 registers
+    # (softmax_costs.FLEX_FWD_BOUND_CHECK_CLASSES)
     compiled = {}
     if flex_arch(gpu) == "sm90":
-        regs = FLEX_FWD_REGISTERS_SM90.get((block_m, block_n, warps, next_power_of_two(hdim)))
+        tile = (block_m, block_n, warps, next_power_of_two(hdim))
+        regs = FLEX_FWD_REGISTERS_SM90.get(tile)
         compiled = {} if regs is None else {"registers_per_thread": regs}
+        classes = sc.flex_fwd_bound_check_classes(tile)
+        if classes is not None:
+            compiled["bound_check_classes"] = classes
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, dq_recompute=True,
                      dq_programs=True,
                      split_sector_rows=True, scale_multiplies=sc.FLEX_SCALE_FMULS,

@@ -74,6 +74,8 @@ STRUCTURES = [
     ("h100-sxm5", "standard", dict(head_dim=128, causal=True, phase="fwd_bwd")),
     ("a100-sxm4-40gb", "fa1", dict(head_dim=64, causal=True, phase="fwd_bwd")),
     ("h200-sxm", "flex", dict(head_dim=128, causal=True)),
+    # the forward's bound checks and spills by length class (3000: even, off 16)
+    ("h100-sxm5", "flex", dict(head_dim=64, causal=False)),
     ("l40s", "sdpa-math", dict(head_dim=64, causal=False)),
     ("h100-sxm5", "fa2", dict(head_dim=128, causal=True, window=(512, 0))),
 ]
@@ -114,6 +116,23 @@ def test_rows_far_larger_than_the_traced_one_keep_their_numbers():
         ref = _interpreted_of(w(batch), "h100-sxm5", "fa2")
         assert _same(p, ref) is None, batch
     assert _answered(p) and p.tflops > 0
+
+
+def test_a_row_that_does_not_trace_keeps_the_structures_programs():
+    """FlexAttention's head-dim-64 forward on the H100 spills at an even length off 16
+    (3000), and the spill timing does not trace: that row runs interpreted, the structure
+    gets no more programs, and its program keeps answering the lengths it was traced for."""
+    def predict(n):
+        w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=n, head_dim=64)
+        return perfsim.predict(w, gpu="h100-sxm5", algorithm="flex")
+
+    predict(4096), predict(4096)
+    assert _answered(predict(2048))
+    spilled = predict(3000)
+    assert not _answered(spilled) and spilled.kernels[0].cost.local_load_bytes > 0
+    entries = [e for e in fastpath._STRUCTURES.values() if e.runners]
+    assert len(entries) == 1 and entries[0].closed and not entries[0].dead
+    assert _answered(predict(8192)) and not _answered(predict(3000))
 
 
 def test_kernels_are_built_when_read_and_match_the_interpreted_ones():

@@ -289,6 +289,14 @@ class FusedAttention(Algorithm):
             skipped (FlexAttention: 128, its ``IS_DIVISIBLE``); ``None`` (default): the
             phase's own tile, ``N_q % B_r`` and ``N_k % B_c`` (flash-attn 2's
             ``is_even_MN``).
+        bound_check_classes: the forward's bound checks by the class of the sequence
+            lengths, for a kernel compiled with the lengths as constants (FlexAttention on
+            sm_90: ``softmax_costs.FLEX_FWD_BOUND_CHECK_CLASSES``): rows ``(class, ALU, FMA,
+            spill)`` for lengths whose largest power-of-two divisor is at least ``class`` (16,
+            2 and 1, in that order), ALU and FMA-pipe lane instructions per score element and
+            local bytes a thread reloads per K/V step; they replace the
+            ``BOUND_CHECKS[bound_checks]["fwd"]`` figure where the checked variant runs.
+            ``None`` (default): that figure for every length.
         address_arithmetic: whose census of integer and predicate arithmetic per score
             element the kernels issue beside the softmax (``softmax_costs.ADDRESS_ARITHMETIC``:
             ``"pytorch-flash"``, ``"xformers"``, ``"cudnn"``), or ``"none"`` (default: left
@@ -320,6 +328,35 @@ class FusedAttention(Algorithm):
     scale_multiplies: int | None = Field(default=None, ge=0, le=4)
     bound_checks: Literal["none", "flash-attn", "cudnn", "flex"] = "none"
     bound_check_unless_multiple: int | None = Field(default=None, ge=1)
+    bound_check_classes: tuple[tuple[Literal[16, 2, 1], float, float, float], ...] | None = None
+
+    @field_validator("bound_check_classes", mode="before")
+    @classmethod
+    def _rows_as_tuples(cls, v):
+        # JSON and TOML give lists
+        if isinstance(v, list):
+            return tuple(tuple(row) if isinstance(row, list) else row for row in v)
+        return v
+
+    @field_validator("bound_check_classes")
+    @classmethod
+    def _three_classes(cls, v, info):
+        if v is None:
+            return v
+        if cls.name != "fa2":
+            raise ValueError(f"bound_check_classes is a forward fact of kernels run through "
+                             f"the FA2 model (FlexAttention's); {cls.name} does not take it "
+                             "(allowed: None)")
+        if (info.data.get("bound_checks", "none") == "none"
+                or not info.data.get("bound_check_unless_multiple")):
+            raise ValueError("bound_check_classes needs bound_checks (e.g. 'flex') and "
+                             "bound_check_unless_multiple (the length multiple that skips the "
+                             "checks: 128 for FlexAttention)")
+        if (tuple(row[0] for row in v) != (16, 2, 1)
+                or any(not math.isfinite(x) or x < 0 for row in v for x in row[1:])):
+            raise ValueError("give three rows (16, alu, fma, spill), (2, ...), (1, ...) in "
+                             "that order, each figure finite and at least 0")
+        return v
     address_arithmetic: Literal["none", "pytorch-flash", "xformers", "cudnn"] = "none"
 
     _splits = field_validator("num_splits", mode="before")(
@@ -465,7 +502,10 @@ class FusedAttention(Algorithm):
     def spill_term(self, phase: str) -> str:
         """The named term of the ``phase``'s register-spill reloads: flash-attn 2's compiled
         kernels spill in the forward where the call's head dim is below the kernel's
-        (predicated loads), in the backward their dK/dV accumulators."""
+        (predicated loads), in the backward their dK/dV accumulators; FlexAttention's
+        forward where its bound checks spill (:attr:`bound_check_classes`)."""
+        if phase == "fwd" and self.bound_check_classes:
+            return "local_load/register spills (bound checks by length class)"
         return ("local_load/register spills (head dim below the kernel's)" if phase == "fwd"
                 else "local_load/dK,dV accumulators (register spills)")
 
@@ -717,9 +757,10 @@ class FusedAttention(Algorithm):
         exps = sum(t for key, t in terms.items() if key.startswith("mufu/"))
         terms.update(self.exp_fixup(exps))
         spill = self.fwd_spill_bytes(dims)
-        if spill:
+        if np.any(spill):
             # every thread reloads its spilled registers once per tile its CTA visits
-            # (REFERENCE_FWD_SPILL_BYTES: the kernel's predicated head-dim loads)
+            # (REFERENCE_FWD_SPILL_BYTES: the kernel's predicated head-dim loads;
+            # bound_check_spill_bytes: FlexAttention's checked kernel by length class)
             terms[self.spill_term("fwd")] = bh * v.tiles * warps * 32 * spill
         tail = in_order_tail(run, grid, gpu.sm_count, ctas, dims.masked, self.lpt_scheduling)
         # a CTA's edges: its Q tile and first K/V tile in, its O tile out
@@ -936,6 +977,8 @@ class FusedAttention(Algorithm):
         if self.bound_checks == "none" or dims.symbolic:
             return {}
         alu, fma = sc.BOUND_CHECKS[self.bound_checks][phase]
+        if phase == "fwd" and self.bound_check_classes:
+            alu, fma, _ = self._by_length_class(dims)
         # the call's own lengths and head dim, also when the executed work is counted on
         # whole tiles at the compiled head dim
         n_q, n_k, d_call, _ = dims.unpadded or (dims.N_q, dims.N_k, dims.d, dims.d_v)
@@ -950,12 +993,45 @@ class FusedAttention(Algorithm):
             compiled = max(self.kernel_head_dims(dims))
             local = any(side is not None for side in dims.window)
             checked = checked | (dims.varlen or local or compiled > 128 or d_call != compiled)
+        # which terms exist is decided by the figures, not the call's lengths (an array of
+        # lengths gives arrays of figures)
+        some_alu, some_fma = alu, fma
+        if phase == "fwd" and self.bound_check_classes:
+            some_alu = any(row[1] for row in self.bound_check_classes)
+            some_fma = any(row[2] for row in self.bound_check_classes)
         out = {}
-        if alu:
+        if some_alu:
             out["alu/bound checks, every tile"] = elems * alu * checked
-        if fma:
+        if some_fma:
             out["fp32/bound checks, every tile"] = elems * sc.FMA_SLOTS * fma * checked
         return out
+
+    def _by_length_class(self, dims: Dims):
+        """``(ALU, FMA, spill)`` of :attr:`bound_check_classes` for the call's lengths (its
+        query positions and keys; the class of the smaller power-of-two divisor of the two,
+        ASSUMED: profiled with ``N_q = N_k``). Works on arrays."""
+        n_q, n_k = dims.unpadded[:2] if dims.unpadded else (dims.N_q, dims.N_k)
+        positions = n_q // max(dims.group, 1)
+        even = (positions % 2 == 0) & (n_k % 2 == 0)
+        by16 = (positions % 16 == 0) & (n_k % 16 == 0)
+        (_, *a16), (_, *a2), (_, *a1) = self.bound_check_classes
+        if isinstance(by16, (bool, np.bool_)):
+            return a16 if by16 else a2 if even else a1
+        # arrays (sweeps, and the compiled engine's traced arrays: numpy.where traces)
+        return tuple(np.where(by16, c16, np.where(even, c2, c1))
+                     for c16, c2, c1 in zip(a16, a2, a1))
+
+    def bound_check_spill_bytes(self, dims: Dims):
+        """Local bytes a forward thread reloads per K/V step because the checked variant
+        spills (:attr:`bound_check_classes`; 0 where the unchecked variant runs or no classes
+        are given). Works on arrays."""
+        if not self.bound_check_classes or dims.symbolic:
+            return 0.0
+        n_q, n_k = dims.unpadded[:2] if dims.unpadded else (dims.N_q, dims.N_k)
+        # the field's validator makes sure both are set: the test of bound_check_terms
+        every = self.bound_check_unless_multiple
+        checked = ((n_q // max(dims.group, 1)) % every != 0) | (n_k % every != 0)
+        return self._by_length_class(dims)[2] * checked
 
     def address_terms(self, phase: str, dims: Dims, elems) -> dict:
         """The integer and predicate arithmetic of ``address_arithmetic``'s census:
@@ -1608,8 +1684,11 @@ class FA2(FusedAttention):
         """Local-memory bytes a forward thread reloads per tile step: the reference's
         compiled figure (:data:`REFERENCE_FWD_SPILL_BYTES`; none unless
         ``compiled_head_dims`` names flash-attn 2's own code). The split-KV (and paged)
-        kernel takes the same figure by its compiled head dim (not profiled, ASSUMED)."""
-        return self._reference_figure(REFERENCE_FWD_SPILL_BYTES, dims)
+        kernel takes the same figure by its compiled head dim (not profiled, ASSUMED). Plus
+        the spills of a checked variant by length class (:meth:`bound_check_spill_bytes`;
+        may be an array)."""
+        return (self._reference_figure(REFERENCE_FWD_SPILL_BYTES, dims)
+                + self.bound_check_spill_bytes(dims))
 
     def _reference_figure(self, table: dict, dims: Dims) -> float:
         """``table``'s figure for the compiled kernel running ``dims`` (at its head dim, or

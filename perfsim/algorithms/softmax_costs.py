@@ -34,6 +34,9 @@ compiles its copy of flash-attn 2 without ``--use_fast_math``, so each ``exp2f``
 around the MUFU.EX2 (one FSETP per MUFU in the census). flash-attn's own ``setup.py`` and
 cuDNN (no FSETP in its census) use the fast path. Register moves (MOV: 0.07-1.08 per score,
 from register pressure at 255 registers) and integer address arithmetic are not counted.
+
+Length: a table of measured figures — per score element by kernel, mask, bound check and
+dropout — each beside the census it comes from; split up, a figure would leave its source.
 """
 
 #: FLOP slots per FMA-pipe lane instruction.
@@ -145,6 +148,49 @@ BWD_BOUND_CHECK_FMA_OPS_PER_SCORE = 2.33
 #:   +1.11, FSEL +1.06, VIADD +0.56 (2.73) and IMAD +0.38.
 #:
 #: Each figure is one head dim's; other head dims and GPUs take it as measured (ASSUMED).
+#: FlexAttention's forward bound checks on sm_90 by compiled tile and by the class of the
+#: sequence lengths (``torch.compile(flex_attention, dynamic=False)`` bakes the lengths into
+#: the kernel; Triton compiles the check from what it can prove about the constant): rows
+#: ``(class, ALU, FMA, spill)`` — lengths whose largest power-of-two divisor is at least
+#: ``class`` (16: multiples of 16; 2: even; 1: odd; the first row that holds), ALU- and
+#: FMA-pipe lane instructions per score element of the padded tiles beyond the same kernel at a
+#: multiple of 128, and the local-memory bytes a thread reloads per K/V step where the check
+#: pushes the kernel past 255 registers. Keyed by ``(BLOCK_M, BLOCK_N, num_warps, the dots'
+#: head dim)`` (``implementations.FLEX_FWD_CONFIGS["sm90"]``). Nsight Compute on a lent H100
+#: (B = 3, H = 8, N = 2688 against 2689-2720; ``validate/reports/h100/probes/ncu/
+#: summary-flex-lengths.json``, derived by ``python -m perfsim.validate.flex_length_census``):
+#: the three classes each compile one code (2690, 2696 and 2700 identical; 2704 and 2720 within
+#: 0.02), and the class of 16 reads the N = 4000 figure above (1.44-1.49 ALU per score) but at
+#: the 64 x 64 tile whose dots run 256 wide (2.10). A class a tile was not profiled at takes
+#: the next larger class's row, and a missing class 16 takes :data:`BOUND_CHECKS` (ASSUMED:
+#: odd lengths cost 0.4-0.5 ALU per score more than even ones where both were profiled).
+#: Tiles not listed (the default tile at dots of 16-128, other architectures) take
+#: :data:`BOUND_CHECKS` for every class (not profiled). The 64 x 64 tile at dots 256 runs every
+#: head dim from 129 to 255: its rows were profiled at 160 (ASSUMED for the others). The same
+#: lengths' times (``reports/h100/probes/flex_lengths/probe_flex_lengths.json``) follow the
+#: classes: at head
+#: dim 64, 121 µs at 2688, 137-143 at multiples of 16, 158 at even lengths, 178 at 2689.
+FLEX_FWD_BOUND_CHECK_CLASSES = {
+    (128, 128, 4, 64): ((16, 1.48, 0.13, 0.0), (2, 2.16, 0.71, 24.7), (1, 2.55, 0.64, 80.7)),
+    (128, 64, 8, 128): ((2, 1.87, 0.40, 0.0),),
+    (64, 64, 4, 256): ((16, 2.10, 0.0, 0.0), (2, 7.36, 0.70, 16.1), (1, 7.87, 0.70, 20.2)),
+    (64, 32, 4, 256): ((2, 4.04, 1.50, 0.0),),
+}
+
+
+def flex_fwd_bound_check_classes(tile) -> tuple | None:
+    """The three rows ``((16, …), (2, …), (1, …))`` of :data:`FLEX_FWD_BOUND_CHECK_CLASSES`
+    for ``tile``, the missing ones filled as that table says, or ``None`` where the tile was
+    not profiled."""
+    rows = dict((row[0], row[1:]) for row in FLEX_FWD_BOUND_CHECK_CLASSES.get(tile, ()))
+    if not rows:
+        return None
+    filled = {16: rows.get(16, (BOUND_CHECK_ALU_OPS_PER_SCORE, 0.0, 0.0))}
+    filled[2] = rows.get(2, filled[16])
+    filled[1] = rows.get(1, filled[2])
+    return tuple((cls, *filled[cls]) for cls in (16, 2, 1))
+
+
 BOUND_CHECKS = {
     "flex": {"fwd": (BOUND_CHECK_ALU_OPS_PER_SCORE, 0.0),
              "bwd": (BWD_BOUND_CHECK_ALU_OPS_PER_SCORE, BWD_BOUND_CHECK_FMA_OPS_PER_SCORE)},
