@@ -820,7 +820,9 @@ class Prediction:
         lines — the time, TFLOP/s against the matmul peak at the call's clock, HBM bytes and
         peak memory; the binding unit and each unit's time alone; the largest count terms;
         the kernel's overlap rule and pipeline; its waves, edges and memory path; the clock
-        and modelled board power; the split, packing and stand-in notes. Times are in µs up
+        and modelled board power; the split, packing and stand-in notes; for FlexAttention's
+        forward at lengths that run its bound check, their class and the time at longer
+        lengths that skip it or take the cheaper code. Times are in µs up
         to 1 ms, ms to 10 s, s above; bytes in SI units (GB, TB), footprints in GiB/TiB."""
         w, g = self.workload, self.gpu
         lines = [f"{self.algorithm.label()} on {g.name}: {w.describe()}",
@@ -1029,8 +1031,56 @@ class Prediction:
         if len(self.kernels) > 1:
             lines.append(f"{len(self.kernels)} kernels; the longest is {heavy.cost.name} "
                          f"({_ms(heavy.seconds)}, bound by {heavy.bound}).")
+        length_class = self._length_class_line()
+        if length_class:
+            lines.append(length_class)
         lines.extend(getattr(self.algorithm, "explain_lines", lambda p: [])(self))
         return "\n".join(lines)
+
+    def _length_class_line(self) -> str | None:
+        """For a forward whose compiled bound check depends on the class of its lengths
+        (``FusedAttention.bound_check_classes``: FlexAttention on sm_90) at lengths that run
+        the check: the class, and the predicted time at the lengths rounded up to a multiple
+        of 16 and to the multiple that skips the check (the mask padded keys would need is
+        not priced). ``None`` elsewhere."""
+        from perfsim.algorithms.base import Dims
+        from perfsim.predict import predict
+
+        w, g = self.workload, self.gpu
+        if w.phase == "bwd" or w.seqlens_q is not None or w.seqlens_k is not None:
+            return None
+        inner = getattr(self.algorithm, "config", None)      # an implementation preset
+        try:
+            cfg = inner(Dims.of(w), g) if inner else self.algorithm
+        except PerfsimError:
+            return None
+        classes = getattr(cfg, "bound_check_classes", None)
+        every = getattr(cfg, "bound_check_unless_multiple", None)
+        n_q, n_k = w.seqlen_q, w.seqlen_k
+        if not classes or not every or (n_q % every == 0 and n_k % every == 0):
+            return None
+
+        def length_class(n):
+            return 16 if n % 16 == 0 else 2 if n % 2 == 0 else 1
+
+        cls = min(length_class(n_q), length_class(n_k))
+        words = {16: "multiples of 16", 2: "even, not multiples of 16", 1: "odd"}[cls]
+        parts = []
+        for m in ((16,) if cls != 16 else ()) + (every,):
+            up_q, up_k = -(-n_q // m) * m, -(-n_k // m) * m
+            try:
+                other = predict(w.replace(seqlen_q=up_q, seqlen_k=up_k), g, self.algorithm,
+                                self.timing)
+            except PerfsimError:
+                continue
+            lengths = f"{up_q}" if up_q == up_k else f"{up_q} / {up_k}"
+            parts.append(f"{_ms(other.seconds)} at {lengths}")
+        alt = (f" The same call at longer lengths: {', '.join(parts)} (padded keys would "
+               f"need a mask in practice, which these do not price)." if parts else "")
+        return (f"The lengths are {words}: the kernel is compiled with them as constants "
+                f"and checks key bounds on every tile, with code of that class "
+                f"(softmax_costs.FLEX_FWD_BOUND_CHECK_CLASSES, Nsight Compute on an H100; "
+                f"odd and even lengths off 16 issue more and may spill).{alt}")
 
 
 class _LazyKernels:

@@ -106,3 +106,12 @@ def test_a_launch_other_than_the_profiled_one_takes_the_generic_figure():
     assert impl.config(Dims.of(w), perfsim.load_gpu("h100-sxm5")).bound_check_classes is None
     p = perfsim.predict(w, gpu="h100-sxm5", algorithm=impl)
     assert sum(k.cost.local_load_bytes for k in p.kernels) == 0
+
+
+def test_explain_names_the_length_class_and_prices_longer_lengths():
+    text = _flex_fwd(2700).explain()
+    assert "The lengths are even, not multiples of 16" in text
+    assert " at 2704, " in text and " at 2816 " in text
+    assert "The lengths are multiples of 16" in _flex_fwd(2704).explain()
+    assert "The lengths are" not in _flex_fwd(2688).explain()          # no check runs
+    assert "The lengths are" not in _flex_fwd(2700, gpu="a100-sxm4-80gb").explain()
