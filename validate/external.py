@@ -310,6 +310,11 @@ HOLDOUTS = {
                           "kernel's spill bytes (FLEX_BWD_MASKED_SPILL_BYTES), one figure for "
                           "head dims 129-255 without a mask (FLEX_BWD_SPILL_BYTES) and the "
                           "energy of a spilled byte (PowerSpec.spill_pj_per_byte)",
+    "external-holdout56": "FlexAttention's forward at odd, even and multiple-of-16 lengths "
+                          "off 128 over its profiled sm_90 tiles (head dims 64, 128, 176, 224, "
+                          "256) and one unprofiled (96); drawn after the freeze for the "
+                          "length classes (softmax_costs.FLEX_FWD_BOUND_CHECK_CLASSES), not "
+                          "measured yet",
 }
 
 
