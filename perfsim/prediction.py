@@ -1059,15 +1059,20 @@ class Prediction:
         n_q, n_k = w.seqlen_q, w.seqlen_k
         if not classes or not every or (n_q % every == 0 and n_k % every == 0):
             return None
+        if n_q < every:     # shorter than one tile: not the profiled template's case
+            return None
 
         def length_class(n):
             return 16 if n % 16 == 0 else 2 if n % 2 == 0 else 1
 
         cls = min(length_class(n_q), length_class(n_k))
         words = {16: "multiples of 16", 2: "even, not multiples of 16", 1: "odd"}[cls]
-        parts = []
+        parts, seen = [], set()
         for m in ((16,) if cls != 16 else ()) + (every,):
             up_q, up_k = -(-n_q // m) * m, -(-n_k // m) * m
+            if (up_q, up_k) in seen:        # rounding up to 16 already reached the multiple
+                continue
+            seen.add((up_q, up_k))
             try:
                 other = predict(w.replace(seqlen_q=up_q, seqlen_k=up_k), g, self.algorithm,
                                 self.timing)

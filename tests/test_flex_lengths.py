@@ -115,3 +115,7 @@ def test_explain_names_the_length_class_and_prices_longer_lengths():
     assert "The lengths are multiples of 16" in _flex_fwd(2704).explain()
     assert "The lengths are" not in _flex_fwd(2688).explain()          # no check runs
     assert "The lengths are" not in _flex_fwd(2700, gpu="a100-sxm4-80gb").explain()
+    # one price where the multiple of 16 is already the multiple of 128
+    text = perfsim.predict(AttentionWorkload(batch=2, heads=16, seqlen_q=4095, head_dim=64),
+                           gpu="h100-sxm5", algorithm="flex").explain()
+    assert text.count(" at 4096") == 1
