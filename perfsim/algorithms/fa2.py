@@ -984,9 +984,7 @@ class FusedAttention(Algorithm):
         n_q, n_k, d_call, _ = dims.unpadded or (dims.N_q, dims.N_k, dims.d, dims.d_v)
         every = self.bound_check_unless_multiple
         if every:
-            # the framework's test is on the sequence lengths: packed rows are positions
-            # times the query heads per K/V head
-            checked = ((n_q // max(dims.group, 1)) % every != 0) | (n_k % every != 0)
+            checked = self._off_multiple(dims, every)
         else:
             checked = (n_q % b_r != 0) | (n_k % b_c != 0)
         if self.bound_checks == "flash-attn" and phase == "bwd":
@@ -1027,11 +1025,17 @@ class FusedAttention(Algorithm):
         are given). Works on arrays."""
         if not self.bound_check_classes or dims.symbolic:
             return 0.0
-        n_q, n_k = dims.unpadded[:2] if dims.unpadded else (dims.N_q, dims.N_k)
-        # the field's validator makes sure both are set: the test of bound_check_terms
-        every = self.bound_check_unless_multiple
-        checked = ((n_q // max(dims.group, 1)) % every != 0) | (n_k % every != 0)
+        # the field's validator makes sure bound_check_unless_multiple is set
+        checked = self._off_multiple(dims, self.bound_check_unless_multiple)
         return self._by_length_class(dims)[2] * checked
+
+    @staticmethod
+    def _off_multiple(dims: Dims, every: int):
+        """Whether the call's query positions or keys are not multiples of ``every``: the
+        framework's test for its checked kernel, on the sequence lengths (packed rows are
+        positions times the query heads per K/V head). Works on arrays."""
+        n_q, n_k = dims.unpadded[:2] if dims.unpadded else (dims.N_q, dims.N_k)
+        return ((n_q // max(dims.group, 1)) % every != 0) | (n_k % every != 0)
 
     def address_terms(self, phase: str, dims: Dims, elems) -> dict:
         """The integer and predicate arithmetic of ``address_arithmetic``'s census:

@@ -168,8 +168,8 @@ BWD_BOUND_CHECK_FMA_OPS_PER_SCORE = 2.33
 #: :data:`BOUND_CHECKS` for every class (not profiled). The 64 x 64 tile at dots 256 runs every
 #: head dim from 129 to 255: its rows were profiled at 160 (ASSUMED for the others). The same
 #: lengths' times (``reports/h100/probes/flex_lengths/probe_flex_lengths.json``) follow the
-#: classes: at head
-#: dim 64, 121 µs at 2688, 137-143 at multiples of 16, 158 at even lengths, 178 at 2689.
+#: classes: at head dim 64, 121 µs at 2688, 137-143 at multiples of 16, 158 at even lengths,
+#: 178 at 2689.
 FLEX_FWD_BOUND_CHECK_CLASSES = {
     (128, 128, 4, 64): ((16, 1.48, 0.13, 0.0), (2, 2.16, 0.71, 24.7), (1, 2.55, 0.64, 80.7)),
     (128, 64, 8, 128): ((2, 1.87, 0.40, 0.0),),
