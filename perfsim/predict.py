@@ -140,10 +140,10 @@ def _timing_of(spec: GPUSpec, algo: Algorithm, fields: dict) -> TimingParams:
 
 
 def _same_call(workload: AttentionWorkload, spec: GPUSpec, params: TimingParams,
-               algorithm: Algorithm) -> Prediction:
-    """:func:`predict` of ``algorithm`` on a prediction's own workload, GPU and timing
-    (``Prediction.repredict``)."""
-    return predict(workload, spec, algorithm, timing=params)
+               algorithm: Algorithm, other: AttentionWorkload | None = None) -> Prediction:
+    """:func:`predict` of ``algorithm`` on a prediction's own workload (or ``other``), GPU and
+    timing (``Prediction.repredict``)."""
+    return predict(other if other is not None else workload, spec, algorithm, timing=params)
 
 
 def timing_for(gpu: str | Path | GPUSpec, algorithm: str | Algorithm = "fa2",

@@ -273,9 +273,10 @@ class Prediction:
             differ most).
         power_w: modelled average board power at that clock (W); ``None`` for a GPU
             without a power table.
-        repredict: ``algorithm -> Prediction`` on the same workload, GPU and timing (set by
-            ``perfsim.predict``; ``None`` for a prediction built by hand), with which
-            :meth:`explain` prices a choice the reference's heuristics made.
+        repredict: ``(algorithm, other=None) -> Prediction`` on the same workload (or the
+            workload ``other``), GPU and timing (set by ``perfsim.predict``; ``None`` for a
+            prediction built by hand), with which :meth:`explain` prices a choice the
+            reference's heuristics made and other lengths.
     """
 
     workload: AttentionWorkload
@@ -292,9 +293,10 @@ class Prediction:
     timing: object = None
     clock_hz: float | None = None
     power_w: float | None = None
-    #: ``algorithm -> Prediction`` of the same workload, GPU and timing, set by
-    #: ``perfsim.predict`` (kept out of comparisons): :meth:`explain` prices alternatives the
-    #: reference's heuristics decided against. ``None`` for a prediction built by hand.
+    #: ``(algorithm, other=None) -> Prediction`` of the same workload (or ``other``), GPU and
+    #: timing, set by ``perfsim.predict`` (kept out of comparisons): :meth:`explain` prices
+    #: alternatives the reference's heuristics decided against, and other lengths. ``None``
+    #: for a prediction built by hand.
     repredict: object = dataclasses.field(default=None, compare=False, repr=False)
 
     def __repr__(self) -> str:
@@ -1044,10 +1046,10 @@ class Prediction:
         of 16 and to the multiple that skips the check (the mask padded keys would need is
         not priced). ``None`` elsewhere."""
         from perfsim.algorithms.base import Dims
-        from perfsim.predict import predict
 
         w, g = self.workload, self.gpu
-        if w.phase == "bwd" or w.seqlens_q is not None or w.seqlens_k is not None:
+        if (self.repredict is None or w.phase == "bwd" or w.seqlens_q is not None
+                or w.seqlens_k is not None):
             return None
         inner = getattr(self.algorithm, "config", None)      # an implementation preset
         try:
@@ -1074,8 +1076,8 @@ class Prediction:
                 continue
             seen.add((up_q, up_k))
             try:
-                other = predict(w.replace(seqlen_q=up_q, seqlen_k=up_k), g, self.algorithm,
-                                self.timing)
+                other = self.repredict(self.algorithm,
+                                       other=w.replace(seqlen_q=up_q, seqlen_k=up_k))
             except PerfsimError:
                 continue
             lengths = f"{up_q}" if up_q == up_k else f"{up_q} / {up_k}"
