@@ -92,11 +92,21 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
                                        ("h100-external", "h100-sxm5"),
                                        ("h100-external-holdout51", "h100-sxm5"),
                                        ("h100-external-holdout52", "h100-sxm5"),
-                                       ("h100-external-holdout54", "h100-sxm5")])
+                                       ("h100-external-holdout54", "h100-sxm5"),
+                                       # FlexAttention's forward by length class (2026-12-06)
+                                       ("h200-external-holdout13", "h200-sxm"),
+                                       ("h200-external-holdout15", "h200-sxm"),
+                                       ("h100-external-holdout53", "h100-sxm5"),
+                                       # and the calibrated profile's score
+                                       ("h200-external", "calibrated"),
+                                       ("h200-external-holdout13", "calibrated")])
 def test_committed_default_path_scores_are_reproducible(grid, gpu):
     """The committed score of the external rows (the H200's, and the H100's measured
-    2026-12-05) is what the current model gives."""
-    committed = (ROOT / f"validate/reports/{grid}/score-{gpu}/report.md").read_text()
+    2026-12-05; the calibrated H200 profile's too) is what the current model gives."""
+    folder = "h200-sxm-calibrated" if gpu == "calibrated" else gpu
+    if gpu == "calibrated":
+        gpu = str(ROOT / "validate/profiles/h200-sxm-calibrated.toml")
+    committed = (ROOT / f"validate/reports/{grid}/score-{folder}/report.md").read_text()
     rows = er.load_rows(ROOT / f"validate/reports/{grid}/results.jsonl")
     table = er.group_table(er.score(rows, gpu))
     for t in table:
