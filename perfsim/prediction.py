@@ -1045,6 +1045,7 @@ class Prediction:
         the check: the class, and the predicted time at the lengths rounded up to a multiple
         of 16 and to the multiple that skips the check (the mask padded keys would need is
         not priced). ``None`` elsewhere."""
+        from perfsim.algorithms import softmax_costs as sc
         from perfsim.algorithms.base import Dims
 
         w, g = self.workload, self.gpu
@@ -1063,11 +1064,7 @@ class Prediction:
             return None
         if n_q < every:     # shorter than one tile: not the profiled template's case
             return None
-
-        def length_class(n):
-            return 16 if n % 16 == 0 else 2 if n % 2 == 0 else 1
-
-        cls = min(length_class(n_q), length_class(n_k))
+        cls = min(sc.length_class(n_q), sc.length_class(n_k))
         words = {16: "multiples of 16", 2: "even, not multiples of 16", 1: "odd"}[cls]
         parts, seen = [], set()
         for m in ((16,) if cls != 16 else ()) + (every,):

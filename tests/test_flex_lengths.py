@@ -27,8 +27,23 @@ def test_table_is_the_census():
 
 
 def test_classes_follow_the_largest_power_of_two_divisor():
-    assert [flex_length_census.length_class(n) for n in (2688, 2704, 2720, 2690, 2700, 2689)] \
+    assert [sc.length_class(n) for n in (2688, 2704, 2720, 2690, 2700, 2689)] \
         == [16, 16, 16, 2, 2, 1]
+    # the model's rule on arrays (sweeps) picks the row of the same class, length by length
+    import dataclasses
+
+    import numpy as np
+
+    from perfsim.algorithms.base import Dims
+    table = sc.flex_fwd_bound_check_classes((128, 128, 4, 64))
+    algo = FA2(bound_checks="flex", bound_check_unless_multiple=128, bound_check_classes=table)
+    lengths = np.arange(2688, 2822)
+    dims = dataclasses.replace(
+        Dims.of(AttentionWorkload(batch=1, heads=1, seqlen_q=2688, head_dim=64)),
+        N_q=lengths, N_k=lengths)
+    alu = algo._by_length_class(dims)[0]
+    rows = {row[0]: row[1] for row in table}
+    assert list(alu) == [rows[sc.length_class(int(n))] for n in lengths]
     # a tile profiled at one class fills the others from the next larger one, or the
     # generic figure for a missing class 16
     rows = sc.flex_fwd_bound_check_classes((64, 32, 4, 256))

@@ -37,6 +37,8 @@ import json
 from math import ceil
 from pathlib import Path
 
+from perfsim.algorithms.softmax_costs import length_class
+
 from .address_census import ALU_OPCODES, FMA_OPCODES, KERNEL_MARK
 
 REPORTS = Path(__file__).resolve().parent / "reports"
@@ -58,11 +60,6 @@ BASELINES = {
 #: The classes, by the smallest power-of-two divisor they admit (16: multiples of 16; 2: even
 #: lengths that are not; 1: odd ones).
 CLASSES = (16, 2, 1)
-
-
-def length_class(n: int) -> int:
-    """The class of length ``n``: 16 if it is a multiple of 16, 2 if even, else 1."""
-    return 16 if n % 16 == 0 else 2 if n % 2 == 0 else 1
 
 
 def _kernel(path: Path, case: str) -> dict:

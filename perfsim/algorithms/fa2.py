@@ -1008,8 +1008,7 @@ class FusedAttention(Algorithm):
         """``(ALU, FMA, spill)`` of :attr:`bound_check_classes` for the call's lengths (its
         query positions and keys; the class of the smaller power-of-two divisor of the two,
         ASSUMED: profiled with ``N_q = N_k``). Works on arrays."""
-        n_q, n_k = dims.unpadded[:2] if dims.unpadded else (dims.N_q, dims.N_k)
-        positions = n_q // max(dims.group, 1)
+        positions, n_k = self._call_lengths(dims)
         even = (positions % 2 == 0) & (n_k % 2 == 0)
         by16 = (positions % 16 == 0) & (n_k % 16 == 0)
         (_, *a16), (_, *a2), (_, *a1) = self.bound_check_classes
@@ -1034,8 +1033,15 @@ class FusedAttention(Algorithm):
         """Whether the call's query positions or keys are not multiples of ``every``: the
         framework's test for its checked kernel, on the sequence lengths (packed rows are
         positions times the query heads per K/V head). Works on arrays."""
+        positions, n_k = FusedAttention._call_lengths(dims)
+        return (positions % every != 0) | (n_k % every != 0)
+
+    @staticmethod
+    def _call_lengths(dims: Dims):
+        """The call's query positions and keys, before whole-tile padding (packed rows are
+        positions times the query heads per K/V head): what frameworks test lengths on."""
         n_q, n_k = dims.unpadded[:2] if dims.unpadded else (dims.N_q, dims.N_k)
-        return ((n_q // max(dims.group, 1)) % every != 0) | (n_k % every != 0)
+        return n_q // max(dims.group, 1), n_k
 
     def address_terms(self, phase: str, dims: Dims, elems) -> dict:
         """The integer and predicate arithmetic of ``address_arithmetic``'s census:

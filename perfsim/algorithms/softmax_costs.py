@@ -178,6 +178,12 @@ FLEX_FWD_BOUND_CHECK_CLASSES = {
 }
 
 
+def length_class(n: int) -> int:
+    """The class of a sequence length in :data:`FLEX_FWD_BOUND_CHECK_CLASSES`: 16 for a
+    multiple of 16, 2 for another even length, 1 for an odd one."""
+    return 16 if n % 16 == 0 else 2 if n % 2 == 0 else 1
+
+
 def flex_fwd_bound_check_classes(tile) -> tuple | None:
     """The three rows ``((16, …), (2, …), (1, …))`` of :data:`FLEX_FWD_BOUND_CHECK_CLASSES`
     for ``tile``, the missing ones filled as that table says, or ``None`` where the tile was
