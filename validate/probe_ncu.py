@@ -116,12 +116,12 @@ def cases() -> list[str]:
     return [f"{i}-{p}-d{d}" for i in IMPLS for p in PHASES for d in HEAD_DIMS]
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] == "--list":
-        print("\n".join(cases()))
-        return 0
-    parts = argv[0].split("-")
+def parse_case(name: str) -> dict:
+    """The shape of case ``name`` (``IMPL-PHASE-dD[-nN][-bB][-hH][-qQ][-gG][-pP][-c]``, the
+    module docstring): ``impl``, ``phase``, ``head_dim``, ``seqlen``, ``batch``, ``heads``
+    (``4096 // d`` by default: :data:`HEADS_TOTAL` x 64 / d), ``causal``, ``dropout_p`` and the
+    raw ``extra`` tokens. Raises ``ValueError`` naming the expected form."""
+    parts = name.split("-")
     causal = parts[-1] == "c"
     if causal:
         parts = parts[:-1]
@@ -132,16 +132,31 @@ def main(argv=None) -> int:
         if ok:
             extra[token[0]] = int(token[1:])
     if not ok:
-        raise SystemExit(f"case {argv[0]!r}: expected IMPL-PHASE-dD[-nN][-bB][-hH][-pP][-c] "
+        raise ValueError(f"case {name!r}: expected IMPL-PHASE-dD[-nN][-bB][-hH][-pP][-c] "
                          "(e.g. flex-fwd-d96-n4000, cudnn-bwd-d128-n256-b64-h16-c)")
     impl, phase, dname = parts[:3]
     d = int(dname[1:])
-    seqlen, batch = extra["n"], extra["b"]
-    heads = extra["h"] or HEADS_TOTAL * 64 // d
-    dropout_p = extra["p"] / 100
+    return {"impl": impl, "phase": phase, "head_dim": d, "seqlen": extra["n"],
+            "batch": extra["b"], "heads": extra["h"] or HEADS_TOTAL * 64 // d,
+            "causal": causal, "dropout_p": extra["p"] / 100, "extra": extra}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] == "--list":
+        print("\n".join(cases()))
+        return 0
+    try:
+        shape = parse_case(argv[0])
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    impl, phase, d, causal, extra = (shape["impl"], shape["phase"], shape["head_dim"],
+                                     shape["causal"], shape["extra"])
+    seqlen, batch, heads = shape["seqlen"], shape["batch"], shape["heads"]
+    dropout_p = shape["dropout_p"]
     if dropout_p and (impl in EXTERNAL or phase in ("dec", "pre")):
         raise SystemExit(f"case {argv[0]!r}: -pP (dropout) goes with an SDPA fwd/bwd case")
-    if phase == "dec" and len(parts) > 3:
+    if phase == "dec" and len(argv[0].split("-")) - causal > 3:
         raise SystemExit(f"case {argv[0]!r}: a decode case takes its shape from DECODE")
     if phase == "pre" and impl in ("flash", "cudnn", "efficient"):
         return _few_queries(impl, d, extra, causal)

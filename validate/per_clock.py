@@ -1,0 +1,185 @@
+"""The timing model alone: perfsim's time for each kernel Nsight Compute profiled, at the SM
+clock that kernel ran at, against the profiled duration.
+
+The external reports compare a predicted time at a predicted clock with a measured time at a
+measured clock, so an error of the timing model (cycles) and one of the power model (the
+clock) can cancel: a kernel predicted in too few cycles is predicted to draw more power, so
+the power limit holds its predicted clock lower, and its predicted time can come out right at
+the wrong clock. Here the clock is taken from the profile instead of predicted: every case of
+``validate/reports/{h200,h100}/probes/ncu/summary*.json`` (``validate/probe_ncu.sh``; shapes
+as ``validate/probe_ncu.py`` names them, ``parse_case``) is predicted with its preset
+(``external_report.PRESETS``) at the main kernel's **effective** SM clock (Nsight Compute's
+``sm__cycles_elapsed`` over ``gpu__time_duration``, the cycles the SMs ticked), the board
+power limit lifted (the clock is measured, not solved for; a kernel that ticked above the
+model's tensor-core clock ceiling runs at the ceiling, and the table says so), and the main
+kernel's predicted seconds (perfsim's longest kernel) are compared with the profiled duration
+of the longest kernel of the call. No NVML reading and no external-grid timing is used.
+
+What the profile's conditions are: ``--clock-control none`` (the clock the GPU chose; each
+kernel's effective clock differs), one launch per kernel replayed per metric pass with the
+caches flushed before each pass (so the L2 starts cold: a few microseconds at most of
+these 0.1-10 ms kernels), and kernels serialised (no overlap between a call's kernels).
+Left out: decode (``dec``) and few-query (``pre``) cases, which profile other kernels than the
+grids' (split-KV, decode templates), and cases whose implementation perfsim does not model
+(``math`` runs as a chain of kernels: no single main kernel).
+
+    python -m perfsim.validate.per_clock [--gpu h200|h100] [--out FILE.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+REPORTS = Path(__file__).resolve().parent / "reports"
+#: Case prefix of ``probe_ncu.py`` -> the external grid's implementation name
+#: (``external_report.PRESETS`` maps that to a perfsim preset).
+IMPL_NAMES = {"flash": "sdpa_flash", "cudnn": "sdpa_cudnn", "efficient": "sdpa_efficient",
+              "cute": "cute", "tutorial": "triton_tutorial", "flex": "flex"}
+#: Folder under ``REPORTS`` -> catalog GPU.
+GPUS = {"h200": "h200-sxm", "h100": "h100-sxm5"}
+PHASES = ("fwd", "bwd")
+
+
+def _effective_clock(kernel: dict) -> float | None:
+    clock = kernel.get("effective_clock_hz")
+    if clock:
+        return float(clock)
+    if kernel.get("sm_cycles") and kernel.get("duration_s"):
+        return kernel["sm_cycles"] / kernel["duration_s"]
+    return None
+
+
+def unlimited(gpu):
+    """``gpu`` with its board power limit lifted to the schema's ceiling, so that a clock lock
+    holds (``TimingParams.clock`` as a number otherwise yields to the power limit)."""
+    if gpu.power is None:
+        return gpu
+    return gpu.model_copy(update={"power": gpu.power.model_copy(update={"tdp_w": 5000.0})})
+
+
+def cases(folder: str) -> list[dict]:
+    """Every fwd/bwd case of ``REPORTS/folder/probes/ncu/summary*.json`` with a modelled
+    implementation: its file, name, shape and main kernel (the longest)."""
+    from perfsim.validate.probe_ncu import parse_case
+
+    out = []
+    for path in sorted((REPORTS / folder / "probes" / "ncu").glob("summary*.json")):
+        for name, kernels in json.loads(path.read_text())["cases"].items():
+            try:
+                shape = parse_case(name)
+            except ValueError:
+                continue
+            if shape["phase"] not in PHASES or shape["impl"] not in IMPL_NAMES or not kernels:
+                continue
+            main = max(kernels, key=lambda k: k.get("duration_s") or 0.0)
+            clock = _effective_clock(main)
+            if not clock or not main.get("duration_s"):
+                continue
+            out.append({"file": path.name, "case": name, **shape,
+                        "kernel": main["kernel"], "measured_s": main["duration_s"],
+                        "clock_hz": clock})
+    return out
+
+
+def predict_case(case: dict, gpu) -> dict:
+    """``case`` with perfsim's main-kernel seconds at the case's clock (``predicted_s``), the
+    relative error, the main kernel's name and binding unit."""
+    import perfsim
+    from perfsim.validate.external_report import PRESETS
+
+    # the tutorial's backward has no non-causal mode (validate/probe_ncu.py)
+    causal = case["causal"] or (case["impl"] == "tutorial" and case["phase"] == "bwd")
+    w = perfsim.AttentionWorkload(batch=case["batch"], heads=case["heads"],
+                                  seqlen_q=case["seqlen"], head_dim=case["head_dim"],
+                                  causal=causal, dtype="bf16", phase=case["phase"],
+                                  dropout_p=case["dropout_p"])
+    p = perfsim.predict(w, gpu=gpu, algorithm=PRESETS[IMPL_NAMES[case["impl"]]],
+                        timing={"clock": case["clock_hz"]})
+    main = max(p.kernels, key=lambda k: k.seconds)
+    return {**case, "predicted_s": main.seconds, "model_kernel": main.cost.name,
+            "bound": main.bound, "model_clock_hz": p.clock_hz,
+            "error": main.seconds / case["measured_s"] - 1}
+
+
+def rows(folder: str) -> list[dict]:
+    """:func:`predict_case` for every case of ``folder`` (``"h200"`` or ``"h100"``)."""
+    from perfsim.gpu_catalog import load_gpu
+
+    gpu = unlimited(load_gpu(GPUS[folder]))
+    return [predict_case(c, gpu) for c in cases(folder)]
+
+
+def group_table(scored: list[dict]) -> str:
+    """Markdown: per (implementation, phase) the median error and its range."""
+    groups: dict = {}
+    for r in scored:
+        groups.setdefault((r["impl"], r["phase"]), []).append(r["error"])
+    lines = ["| implementation | phase | kernels | median error | median \\|error\\| | min … max |",
+             "|---|---|---|---|---|---|"]
+    for (impl, phase), errs in sorted(groups.items()):
+        lines.append(f"| {IMPL_NAMES[impl]} | {phase} | {len(errs)} | "
+                     f"{100 * statistics.median(errs):+.1f} % | "
+                     f"{100 * statistics.median(abs(e) for e in errs):.1f} % | "
+                     f"{100 * min(errs):+.1f} … {100 * max(errs):+.1f} % |")
+    return "\n".join(lines)
+
+
+def case_table(scored: list[dict]) -> str:
+    """Markdown: one line per profiled kernel."""
+    lines = ["| case | file | clock MHz | profiled µs | perfsim µs | error | perfsim's unit |",
+             "|---|---|---|---|---|---|---|"]
+    for r in sorted(scored, key=lambda r: (r["impl"], r["phase"], r["head_dim"], r["case"])):
+        clock = f"{r['clock_hz'] / 1e6:.0f}"
+        if abs(r["model_clock_hz"] - r["clock_hz"]) > 0.5e6:
+            clock += f" (perfsim {r['model_clock_hz'] / 1e6:.0f})"
+        lines.append(f"| {r['case']} | {r['file']} | {clock} | "
+                     f"{r['measured_s'] * 1e6:.1f} | {r['predicted_s'] * 1e6:.1f} | "
+                     f"{100 * r['error']:+.1f} % | {r['bound']} |")
+    return "\n".join(lines)
+
+
+def report(folder: str) -> str:
+    """The markdown report of ``folder``'s profiled kernels."""
+    scored = rows(folder)
+    if not scored:
+        from perfsim.errors import PerfsimError
+
+        raise PerfsimError(f"no profiled fwd/bwd cases under {REPORTS / folder / 'probes/ncu'}")
+    return (f"# The timing model alone, at each profiled kernel's clock — {GPUS[folder]}\n\n"
+            f"{len(scored)} kernels profiled by Nsight Compute (`{folder}/probes/ncu/"
+            "summary*.json`), each predicted by the catalog GPU with its implementation's "
+            "preset at the kernel's effective SM clock, the power limit lifted; error = "
+            "perfsim's main kernel / the profiled duration − 1 (`python -m "
+            "perfsim.validate.per_clock`).\n\n" + group_table(scored) + "\n\n"
+            + case_table(scored) + "\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m perfsim.validate.per_clock",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu", choices=sorted(GPUS), default="h200",
+                    help="whose profiles (default h200)")
+    ap.add_argument("--out", type=Path, help="write the markdown report here too")
+    args = ap.parse_args(argv)
+    from perfsim.errors import PerfsimError
+    from perfsim.files import check_output, write_text_atomic
+
+    try:
+        if args.out is not None:
+            check_output(args.out, (".md",), "--out")
+        text = report(args.gpu)
+    except PerfsimError as exc:
+        sys.stderr.write(f"per_clock: {exc}\n")
+        return 2
+    sys.stdout.write(text)
+    if args.out is not None:
+        write_text_atomic(args.out, text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
