@@ -146,6 +146,16 @@ class KernelCost:
             (charged per wave beside the edges) the timing model joins them to the rest of
             the kernel as a closed network per SM (``perfsim.timing._step_wait_time``): the
             other resident CTAs' work hides one CTA's waits.
+        ring_loads: ``None``, or ``(flops_per_step, k_bytes, v_bytes, qk_share)`` for a
+            forward whose K/V ring holds a single stage (one K and one V buffer in shared
+            memory): a K tile can only be loaded once the current one's S GEMMs are done and
+            must be in before the next S GEMMs start, so each step takes at least a K tile's
+            load (``GPUSpec.load_latency_s`` + ``k_bytes`` at
+            ``GPUSpec.cta_load_bandwidth_bytes_per_s``: one tile, nothing ahead of it) plus
+            the S GEMMs' tensor time (``qk_share`` of the kernel's), and likewise for V with
+            the P·V GEMMs. ``flops_per_step``: tensor FLOPs of one CTA's K/V step, which turn
+            the executed tensor work into steps. The timing model takes the longer of this
+            bound and the kernel's cycle (``perfsim.timing.ring_seconds``).
         local_load_bytes: register-spill reloads from local memory (bytes, the whole grid):
             what the compiler stored there because the kernel's live values exceed the
             registers a thread can address, read back in the main loop (each reload stored
@@ -220,6 +230,7 @@ class KernelCost:
     unit_edges_exposed: bool = False
     load_chain: tuple | None = None
     step_waits: tuple | None = None
+    ring_loads: tuple | None = None
     bytes_in_flight: object = None
     l2_request_seconds: object = 0
     exp_after: tuple[str, ...] = ()

@@ -41,7 +41,8 @@ UNIT_WORDS = {
     "smem": "shared-memory bandwidth",
     "hbm": "HBM bandwidth",
     "latency": "memory latency (a kernel waiting for its own loads: an unpipelined load "
-               "chain, or reloads of spilled registers)",
+               "chain, reloads of spilled registers, round trips inside its loop, or a "
+               "single-stage K/V ring)",
     "launch": "kernel launches (the GPU-side gap each launch adds)",
     "host": "the host (the per-call time of the software stack, longer than the GPU work)",
 }
@@ -57,6 +58,25 @@ def _ms(seconds) -> str:
     if s >= 10:
         return f"{s:,.3f} s"
     return f"{s * 1e3:.3f} ms" if s >= 1e-3 else si(s, "s")
+
+
+def _ring_line(k, gpu) -> str:
+    """The explain line of a kernel whose K/V ring holds one stage (``KernelCost.ring_loads``,
+    ``perfsim.timing.ring_seconds``)."""
+    from perfsim.timing import ring_load_seconds, ring_seconds
+
+    busiest = k.cost.sm_demand()["tensor"] * k.wave_factor
+    ring = ring_load_seconds(k.cost, gpu, busiest)
+    bound = float(ring_seconds(ring, k.unit_seconds["tensor"]))
+    tile = k.cost.ring_loads[1]
+    return (f"{k.cost.name} holds one K and one V tile in shared memory (one ring stage): a "
+            "tile can only be loaded once the GEMMs reading the last one are done, so on the "
+            f"busiest SM its K loads ({_ms(ring[0])}: a load latency plus {tile / 1024:g} KiB "
+            "at the per-CTA load rate each step, GPUSpec.load_latency_s and "
+            "cta_load_bandwidth_bytes_per_s) and the S GEMMs take turns: at least "
+            f"{_ms(bound)}"
+            + (", which sets its time (bound 'latency')." if k.bound == "latency" else
+               ", under its cycle's time."))
 
 
 def _gb(nbytes) -> str:
@@ -1003,6 +1023,8 @@ class Prediction:
             lines.append(f"{heavy.cost.name} is a closed cycle of two stations, "
                          f"{' and '.join(parts)}, with {float(tiles):g} in flight (tiles, or "
                          f"CTAs times operand slices for mma.sync kernels): {pace}.")
+        if heavy.cost.ring_loads is not None and heavy.cost.pipeline is not None:
+            lines.append(_ring_line(heavy, g))
         edges_line = self._edges_line(heavy)
         if edges_line:
             lines.append(edges_line)

@@ -735,7 +735,7 @@ class KernelClock:
     __slots__ = ("cost", "gpu", "params", "safe_grid", "busiest", "wave_factor", "factors",
                  "demand", "scaled", "hbm_seconds", "ceiling", "groups", "hbm_only",
                  "gemm_scale", "lead_demand", "edges", "edge_shares", "spills", "step_waits",
-                 "launch_s",
+                 "ring", "launch_s",
                  "same_totals", "alu", "_clock", "_result", "_totals",
                  "_by_clock", "_linear")
 
@@ -792,6 +792,8 @@ class KernelClock:
             or [u for station in cost.pipeline[0] for u in station] != ["hbm"])
         self.spills = not _no_spills(cost) and bool(gpu.spill_reload_bandwidth_bytes_per_s)
         self.step_waits = cost.step_waits is not None
+        self.ring = (ring_load_seconds(cost, gpu, self.scaled["tensor"])
+                     if cost.ring_loads is not None and cost.pipeline is not None else None)
         launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
         self.launch_s = launched * params.launch_overhead_s
         self._clock = self._result = self._totals = None
@@ -838,7 +840,10 @@ class KernelClock:
         lead = (0.0 if self.lead_demand is None
                 else _lead_at(self.lead_demand, unit_rate, wave_factor))
         if cost.pipeline is not None:
-            group_seconds.append(cycle_time(unit_seconds, *cost.pipeline, exp_lead=lead))
+            cycle = cycle_time(unit_seconds, *cost.pipeline, exp_lead=lead)
+            if self.ring is not None:
+                cycle = maximum(cycle, ring_seconds(self.ring, unit_seconds["tensor"]))
+            group_seconds.append(cycle)
         if self.edge_shares is not None:
             group_seconds = [g + e for g, e in zip(group_seconds, self.edge_shares)]
         totals = group_seconds
@@ -912,7 +917,7 @@ class KernelClock:
         not floating-point numbers: a load chain (its latency term), spills (the reload
         path), a pipeline station that holds HBM, a count that is a symbol."""
         cost = self.cost
-        if (self.groups is None or self.spills or self.step_waits
+        if (self.groups is None or self.spills or self.step_waits or self.ring is not None
                 or (cost.pipeline is not None
                     and any("hbm" in station for station in cost.pipeline[0]))):
             return False
@@ -981,8 +986,54 @@ class KernelClock:
                                  edge_seconds(cost, self.gpu, self.params,
                                               maximum(cost.grid, 1)),
                                  exp_lead=lead)
+        if self.ring is not None and chain is None:
+            bound = self._ring_bound(unit_seconds, lead, bound)
         return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
                             wave_factor=wave_factor, load_chain=chain)
+
+
+    def _ring_bound(self, unit_seconds, lead, bound):
+        """``bound``, or ``"latency"`` where a single-stage ring's loads set the kernel's
+        time (:func:`ring_seconds` above the cycle, and the cycle's group the longest)."""
+        totals, cost = self._totals, self.cost
+        cycle = cycle_time(unit_seconds, *cost.pipeline, exp_lead=lead)
+        ring = ring_seconds(self.ring, unit_seconds["tensor"])
+        longest = totals[0]
+        for t in totals[1:]:
+            longest = maximum(longest, t)
+        binds = (ring > cycle) & (totals[-1] >= longest)
+        if isinstance(binds, np.ndarray):
+            return np.where(binds, "latency", bound)
+        return "latency" if binds else bound
+
+
+def ring_load_seconds(cost: KernelCost, gpu: GPUSpec, busiest_tensor_flops) -> tuple:
+    """``(K loads, V loads, S GEMMs' share)`` of a kernel with a single-stage K/V ring
+    (``KernelCost.ring_loads``) on the busiest SM: its steps there (the SM's share of the
+    executed tensor FLOPs, ``busiest_tensor_flops / SMs``, over one step's) times one tile's
+    load with nothing ahead of it — ``GPUSpec.load_latency_s`` plus the tile's bytes at
+    ``GPUSpec.cta_load_bandwidth_bytes_per_s`` (both from ``microbench.load_chain``: one CTA
+    per SM loading 8-64 KiB tiles with no prefetch, 1.59 µs per 64 KiB on the H200) —
+    seconds; and the share of the tensor time the S GEMMs (which read K) take."""
+    flops_per_step, k_bytes, v_bytes, qk_share = cost.ring_loads
+    steps = busiest_tensor_flops / gpu.sm_count / flops_per_step
+    rate = gpu.cta_load_bandwidth_bytes_per_s
+    return (steps * (gpu.load_latency_s + k_bytes / rate),
+            steps * (gpu.load_latency_s + v_bytes / rate), qk_share)
+
+
+def ring_seconds(ring: tuple, tensor_seconds):
+    """The least time of a single-stage ring's kernel on the busiest SM (seconds; arrays
+    elementwise): each K tile is loaded, then read by the S GEMMs, before the next can be
+    loaded — ``K loads + the S GEMMs' tensor time`` — and each V tile likewise with the P·V
+    GEMMs. ``ring``: :func:`ring_load_seconds`; ``tensor_seconds``: the kernel's tensor time
+    there. Evidence: Nsight Compute on the H200 (``validate/reports/h200/probes/ncu/
+    summary-dropout-spills.json``, cuDNN's forward at head dims 192 and 256, 233,472 B of
+    shared memory: Q and one K and one V tile) has the tensor pipe busy for the time the
+    model gives (within 1 %) but the kernel 10-11 % longer than the model's cycle at its
+    clock (``perfsim.validate.per_clock``)."""
+    load_k, load_v, qk = ring
+    return maximum(load_k + tensor_seconds * qk, load_v + tensor_seconds * (1 - qk))
 
 
 def unequal_wave_factor(cta_work, sm_count) -> float:

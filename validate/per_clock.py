@@ -15,13 +15,18 @@ model's tensor-core clock ceiling runs at the ceiling, and the table says so), a
 kernel's predicted seconds (perfsim's longest kernel) are compared with the profiled duration
 of the longest kernel of the call. No NVML reading and no external-grid timing is used.
 
+A case profiled more than once (the same name in several summaries) is one case: its error is
+the mean of its profiles' (they agree within ~1 % in cycles), so the group medians weigh each
+shape once.
+
 What the profile's conditions are: ``--clock-control none`` (the clock the GPU chose; each
 kernel's effective clock differs), one launch per kernel replayed per metric pass with the
-caches flushed before each pass (so the L2 starts cold: a few microseconds at most of
-these 0.1-10 ms kernels), and kernels serialised (no overlap between a call's kernels).
-Left out: decode (``dec``) and few-query (``pre``) cases, which profile other kernels than the
-grids' (split-KV, decode templates), and cases whose implementation perfsim does not model
-(``math`` runs as a chain of kernels: no single main kernel).
+caches flushed before each pass (so the L2 starts cold: a few microseconds at most of these
+54 µs - 17 ms kernels), and kernels serialised (no overlap between a call's kernels).
+Left out, and listed in the report: decode (``dec``) and few-query (``pre``) cases, which
+profile other kernels than the grids' (split-KV, decode templates); implementations perfsim
+does not model as one main kernel (``math``: a chain of kernels); and profiles without a
+cycle counter or duration (no effective clock to run the model at).
 
     python -m perfsim.validate.per_clock [--gpu h200|h100] [--out FILE.md]
 """
@@ -42,6 +47,10 @@ IMPL_NAMES = {"flash": "sdpa_flash", "cudnn": "sdpa_cudnn", "efficient": "sdpa_e
 #: Folder under ``REPORTS`` -> catalog GPU.
 GPUS = {"h200": "h200-sxm", "h100": "h100-sxm5"}
 PHASES = ("fwd", "bwd")
+#: Fragments of the profiled kernels' names by phase: the pairing check of the tests (the
+#: longest kernel of a backward call must be a backward kernel, not its forward or a helper).
+KERNEL_MARKS = {"fwd": ("fwd", "fprop", "cutlassF", "flex_attention"),
+                "bwd": ("bwd", "bprop", "cutlassB", "backward")}
 
 
 def _effective_clock(kernel: dict) -> float | None:
@@ -54,40 +63,69 @@ def _effective_clock(kernel: dict) -> float | None:
 
 
 def unlimited(gpu):
-    """``gpu`` with its board power limit lifted to the schema's ceiling, so that a clock lock
-    holds (``TimingParams.clock`` as a number otherwise yields to the power limit)."""
+    """A copy of the ``GPUSpec`` ``gpu`` with its board power limit (``power.tdp_w``) lifted
+    to the schema's ceiling, 5000 W, so that a clock lock holds (``TimingParams.clock`` as a
+    number otherwise yields to the power limit); ``gpu`` itself when it has no power table."""
     if gpu.power is None:
         return gpu
     return gpu.model_copy(update={"power": gpu.power.model_copy(update={"tdp_w": 5000.0})})
 
 
-def cases(folder: str) -> list[dict]:
-    """Every fwd/bwd case of ``REPORTS/folder/probes/ncu/summary*.json`` with a modelled
-    implementation: its file, name, shape and main kernel (the longest)."""
+def _folder(folder: str) -> str:
+    if folder not in GPUS:
+        from perfsim.errors import PerfsimError
+
+        raise PerfsimError(f"unknown profile folder {folder!r}; allowed: {', '.join(GPUS)}")
+    return folder
+
+
+def cases(folder: str) -> tuple[list[dict], list[tuple[str, str, str]]]:
+    """The profiles of ``REPORTS/folder/probes/ncu/summary*.json`` (``folder``: ``"h200"`` or
+    ``"h100"``) this report scores, and those it leaves out.
+
+    Returns:
+        ``(kept, skipped)``: ``kept`` one dict per profile — its ``file``, case name, the
+        shape of :func:`probe_ncu.parse_case`, the main (longest) kernel's name, its
+        ``measured_s`` (seconds) and ``clock_hz`` (effective SM clock, Hz); ``skipped``
+        ``(file, case, reason)`` for every case left out.
+
+    Raises:
+        PerfsimError: an unknown ``folder``."""
     from perfsim.validate.probe_ncu import parse_case
 
-    out = []
-    for path in sorted((REPORTS / folder / "probes" / "ncu").glob("summary*.json")):
+    kept, skipped = [], []
+    for path in sorted((REPORTS / _folder(folder) / "probes" / "ncu").glob("summary*.json")):
         for name, kernels in json.loads(path.read_text())["cases"].items():
             try:
                 shape = parse_case(name)
             except ValueError:
+                skipped.append((path.name, name, "name not in probe_ncu.py's form"))
                 continue
-            if shape["phase"] not in PHASES or shape["impl"] not in IMPL_NAMES or not kernels:
+            if shape["phase"] not in PHASES:
+                skipped.append((path.name, name, f"phase {shape['phase']} (other kernels)"))
+                continue
+            if shape["impl"] not in IMPL_NAMES:
+                skipped.append((path.name, name, f"{shape['impl']}: no single main kernel"))
+                continue
+            if not kernels:
+                skipped.append((path.name, name, "no kernel in the profile"))
                 continue
             main = max(kernels, key=lambda k: k.get("duration_s") or 0.0)
             clock = _effective_clock(main)
             if not clock or not main.get("duration_s"):
+                skipped.append((path.name, name, "no cycle counter or duration"))
                 continue
-            out.append({"file": path.name, "case": name, **shape,
-                        "kernel": main["kernel"], "measured_s": main["duration_s"],
-                        "clock_hz": clock})
-    return out
+            kept.append({"file": path.name, "case": name, **shape,
+                         "kernel": main["kernel"], "measured_s": main["duration_s"],
+                         "clock_hz": clock})
+    return kept, skipped
 
 
 def predict_case(case: dict, gpu) -> dict:
-    """``case`` with perfsim's main-kernel seconds at the case's clock (``predicted_s``), the
-    relative error, the main kernel's name and binding unit."""
+    """``case`` (one of :func:`cases`'s) with perfsim's main kernel at the case's clock on
+    ``gpu`` (a ``GPUSpec``, :func:`unlimited`): ``predicted_s`` (seconds), ``error``
+    (``predicted_s / measured_s − 1``, a fraction), ``model_kernel`` (its name), ``bound`` and
+    ``model_clock_hz`` (the clock it ran at, Hz)."""
     import perfsim
     from perfsim.validate.external_report import PRESETS
 
@@ -106,19 +144,33 @@ def predict_case(case: dict, gpu) -> dict:
 
 
 def rows(folder: str) -> list[dict]:
-    """:func:`predict_case` for every case of ``folder`` (``"h200"`` or ``"h100"``)."""
+    """:func:`predict_case` for every profile :func:`cases` keeps in ``folder`` (``"h200"``
+    or ``"h100"``), on that folder's catalog GPU with the power limit lifted.
+
+    Raises:
+        PerfsimError: an unknown ``folder``."""
     from perfsim.gpu_catalog import load_gpu
 
-    gpu = unlimited(load_gpu(GPUS[folder]))
-    return [predict_case(c, gpu) for c in cases(folder)]
+    gpu = unlimited(load_gpu(GPUS[_folder(folder)]))
+    return [predict_case(c, gpu) for c in cases(folder)[0]]
+
+
+def by_case(scored: list[dict]) -> list[dict]:
+    """One entry per case name: the first profile's fields, ``error`` the mean of its
+    profiles' errors, ``profiles`` how many there were."""
+    merged: dict = {}
+    for r in scored:
+        merged.setdefault((r["case"]), []).append(r)
+    return [{**rs[0], "error": statistics.fmean(r["error"] for r in rs), "profiles": len(rs)}
+            for rs in merged.values()]
 
 
 def group_table(scored: list[dict]) -> str:
-    """Markdown: per (implementation, phase) the median error and its range."""
+    """Markdown: per (implementation, phase) the median error over cases and its range."""
     groups: dict = {}
-    for r in scored:
+    for r in by_case(scored):
         groups.setdefault((r["impl"], r["phase"]), []).append(r["error"])
-    lines = ["| implementation | phase | kernels | median error | median \\|error\\| | min … max |",
+    lines = ["| implementation | phase | cases | median error | median \\|error\\| | min … max |",
              "|---|---|---|---|---|---|"]
     for (impl, phase), errs in sorted(groups.items()):
         lines.append(f"| {IMPL_NAMES[impl]} | {phase} | {len(errs)} | "
@@ -143,19 +195,25 @@ def case_table(scored: list[dict]) -> str:
 
 
 def report(folder: str) -> str:
-    """The markdown report of ``folder``'s profiled kernels."""
+    """The markdown report of ``folder``'s profiled kernels (``"h200"`` or ``"h100"``).
+
+    Raises:
+        PerfsimError: an unknown ``folder``, or one without a profile to score."""
     scored = rows(folder)
+    skipped = cases(folder)[1]
     if not scored:
         from perfsim.errors import PerfsimError
 
         raise PerfsimError(f"no profiled fwd/bwd cases under {REPORTS / folder / 'probes/ncu'}")
+    left = "\n".join(f"- {case} (`{file}`): {why}" for file, case, why in skipped)
     return (f"# The timing model alone, at each profiled kernel's clock — {GPUS[folder]}\n\n"
-            f"{len(scored)} kernels profiled by Nsight Compute (`{folder}/probes/ncu/"
-            "summary*.json`), each predicted by the catalog GPU with its implementation's "
-            "preset at the kernel's effective SM clock, the power limit lifted; error = "
-            "perfsim's main kernel / the profiled duration − 1 (`python -m "
-            "perfsim.validate.per_clock`).\n\n" + group_table(scored) + "\n\n"
-            + case_table(scored) + "\n")
+            f"{len(by_case(scored))} cases ({len(scored)} profiles) of Nsight Compute "
+            f"(`{folder}/probes/ncu/summary*.json`), each predicted by the catalog GPU with its "
+            "implementation's preset at the main kernel's effective SM clock, the power limit "
+            "lifted; error = perfsim's main kernel / the profiled duration − 1, a case's "
+            "profiles averaged (`python -m perfsim.validate.per_clock`).\n\n"
+            + group_table(scored) + "\n\n" + case_table(scored) + "\n\n"
+            + f"Left out ({len(skipped)}):\n\n" + (left or "- none") + "\n")
 
 
 def main(argv=None) -> int:

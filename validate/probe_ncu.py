@@ -126,16 +126,20 @@ def parse_case(name: str) -> dict:
     if causal:
         parts = parts[:-1]
     extra = {"n": SEQLEN, "b": 1, "h": None, "q": 16, "g": None, "p": 0}
-    ok = len(parts) >= 3 and parts[2].startswith("d") and parts[2][1:].isdigit()
+    ok = len(parts) >= 3 and parts[2].startswith("d") and parts[2][1:].isdecimal() \
+        and parts[2][1:].isascii()
     for token in parts[3:]:
-        ok = ok and token[:1] in extra and token[1:].isdigit()
+        ok = ok and token[:1] in extra and token[1:].isdecimal() and token[1:].isascii()
         if ok:
             extra[token[0]] = int(token[1:])
     if not ok:
-        raise ValueError(f"case {name!r}: expected IMPL-PHASE-dD[-nN][-bB][-hH][-pP][-c] "
+        raise ValueError(f"case {name!r}: expected "
+                         "IMPL-PHASE-dD[-nN][-bB][-hH][-qQ][-gG][-pP][-c] "
                          "(e.g. flex-fwd-d96-n4000, cudnn-bwd-d128-n256-b64-h16-c)")
     impl, phase, dname = parts[:3]
     d = int(dname[1:])
+    if d < 1:
+        raise ValueError(f"case {name!r}: the head dim (dD) must be at least 1")
     return {"impl": impl, "phase": phase, "head_dim": d, "seqlen": extra["n"],
             "batch": extra["b"], "heads": extra["h"] or HEADS_TOTAL * 64 // d,
             "causal": causal, "dropout_p": extra["p"] / 100, "extra": extra}

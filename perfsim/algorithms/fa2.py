@@ -602,6 +602,12 @@ class FusedAttention(Algorithm):
         K (or V) tile with cp.async while it computes on the current one."""
         return dims.e_kv * b_c * maximum(dims.d, dims.d_v)
 
+    def ring_loads(self, dims: Dims, b_r, b_c):
+        """``KernelCost.ring_loads`` of the forward: ``None`` here — flash-attn 2's kernels
+        and Triton's issue their K/V loads from the warps that compute, which the load path
+        (``bytes_in_flight``) and the warp cycle already time."""
+        return None
+
     def varlen_config(self, dims: Dims, gpu: GPUSpec):
         """Split-KV and packing decided once for the whole variable-length batch."""
         if self.num_splits != "auto" and self.pack_gqa != "auto":
@@ -775,6 +781,7 @@ class FusedAttention(Algorithm):
             overlap=self.overlap_groups("fwd", dims),
             pipeline=self.pipeline("fwd", gpu, resident_per_sm(grid, ctas, gpu), warps),
             bytes_in_flight=self.kv_in_flight(dims, b_c), exp_after=EXP_AFTER,
+            ring_loads=self.ring_loads(dims, b_r, b_c),
             cuda_cores_in_turn=self.cuda_cores_in_turn(),
             tensor_issue_share=self.tensor_issue_share(gpu, resident_per_sm(grid, ctas, gpu)),
             spill_streams=self.spill_streams("fwd"),

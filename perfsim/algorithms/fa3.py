@@ -306,6 +306,20 @@ class FA3(FusedAttention):
         """TMA keeps ``stages`` K/V tiles in flight (the producer warpgroup's ring)."""
         return self.stages * dims.e_kv * b_c * (dims.d + dims.d_v)
 
+    def ring_loads(self, dims: Dims, b_r, b_c):
+        """``KernelCost.ring_loads`` of a forward whose ring holds one stage (``stages=1``:
+        the ``sdpa-cudnn`` preset at head dims above 128, where Q and two stages do not fit
+        an SM's shared memory): the producer can load the next K (V) tile only once both
+        consumer warpgroups have read the current one, so per step the tile's load and the
+        GEMMs that read it run one after the other. ``None`` with two stages or more (the
+        next tile loads while the current one is read) and for symbolic dims (closed forms
+        do not count it)."""
+        if self.stages != 1 or dims.symbolic:
+            return None
+        kd, kd_v = self.kernel_head_dims(dims)
+        return (2 * b_r * b_c * (kd + kd_v), dims.e_kv * b_c * dims.d,
+                dims.e_kv * b_c * dims.d_v, kd / (kd + kd_v))
+
     def registers(self, gpu: GPUSpec, warps: int) -> int:
         """``setmaxnreg`` shares the whole register file among the CTA's warpgroups (240 for
         consumers, 24-32 for the producer in the reference): one CTA per SM.
