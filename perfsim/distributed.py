@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 
 from perfsim.errors import PerfsimError
-from perfsim.files import PART_GLOB, check_output_folder
+from perfsim.files import PART_GLOB, check_output_folder, write_text_atomic
 from perfsim.sweep import _windows, none_word, rows_key
 from perfsim.sweep import count_rows as sweep_rows
 
@@ -441,7 +441,9 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
     futures: list = []
     try:
         out.mkdir(parents=True, exist_ok=True)
-        marker.write_text(key)
+        # whole or not at all (a full disk once left a truncated record that a later run
+        # took for another sweep's)
+        write_text_atomic(marker, key)
         todo = [(p, str(path)) for p, path in zip(parts, paths) if not _readable(path)]
         futures = [client.submit(run_partition, p, path, engine, pure=False)
                    for p, path in todo]

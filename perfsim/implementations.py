@@ -54,6 +54,7 @@ from pydantic import model_validator
 from perfsim import algorithms as algos
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import Algorithm, Dims, infeasible_where
+from perfsim.algorithms.common import MAX_HEAD_DIM
 from perfsim.algorithms.fa2 import fwd_smem_bytes, next_power_of_two
 from perfsim.algorithms.fa3 import kernel_head_dims
 from perfsim.errors import InfeasibleError, PerfsimError
@@ -619,7 +620,10 @@ class Implementation(Algorithm):
         if (self.preset not in HEAD_DIM_PADDING or dims.symbolic
                 or not dims.d % HEAD_DIM_PAD_MULTIPLE):
             return None
-        return cdiv(dims.d, HEAD_DIM_PAD_MULTIPLE) * HEAD_DIM_PAD_MULTIPLE
+        padded = cdiv(dims.d, HEAD_DIM_PAD_MULTIPLE) * HEAD_DIM_PAD_MULTIPLE
+        # above the kernels' largest head dim nothing is padded: the call is refused with
+        # the head dim the user gave (the kernel's check), not the padded one
+        return padded if padded <= MAX_HEAD_DIM else None
 
     def _padded_kernels(self, dims: Dims, gpu: GPUSpec, d8: int) -> list[KernelCost]:
         """A call whose head dim is not a multiple of 8, as the library runs it (see

@@ -117,8 +117,12 @@ def _lengths(value):
 
 def _contiguous_as_none(value):
     """``page_size`` 0 (an integer, as sweeps write contiguous K/V) as ``None``."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value == 0:
-        return None
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        if value == 0:
+            return None
+        if value < 0:
+            raise ValueError("must be a page size of at least 1 key, or 0 (or None) for "
+                             "contiguous K/V")
     return value
 
 

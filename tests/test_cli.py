@@ -522,3 +522,61 @@ def test_a_tile_too_large_says_which_option_set_it(capsys):
     assert main([*base, "--phase", "bwd", "--set", "bwd_block_n=4096"]) == 2
     err = capsys.readouterr().err
     assert "the backward tile of" in err and "set by bwd_block_n=4096" in err
+
+
+class _FullDisk:
+    """A standard output the system refuses (a full disk, ``> /dev/full``)."""
+
+    def write(self, text):
+        import errno
+
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self):
+        pass
+
+
+def test_an_output_the_disk_refuses_is_one_line_not_a_traceback(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setattr(sys, "stdout", _FullDisk())
+    assert main(["gpus", "--json"]) == 1
+    err = capsys.readouterr().err
+    assert err == "perfsim: error: standard output: No space left on device\n"
+
+
+def test_a_head_dim_above_the_kernels_is_refused_as_the_user_gave_it(capsys):
+    """sdpa-flash and flash-attn-2 pad a head dim to a multiple of 8; above 256 nothing is
+    padded and the error quotes the call's head dim, not the padded one."""
+    for preset in ("sdpa-flash", "flash-attn-2"):
+        assert main(["predict", "-b", "1", "--heads", "8", "--seqlen", "1024",
+                     "--head-dim", "300", "-a", preset]) == 2
+        assert "got 300" in capsys.readouterr().err
+
+
+def test_an_interrupted_dry_run_claims_nothing_about_files():
+    from perfsim.cli import _kept, _parse
+
+    assert _kept(_parse(["validate", "--dry-run"]), KeyboardInterrupt()) == ""
+    note = _kept(_parse(["validate", "--out", "results-x"]), KeyboardInterrupt())
+    assert "kept in results-x" in note and "resumes" in note
+
+
+def test_a_negative_page_size_says_what_is_allowed(capsys):
+    assert main(["predict", "-b", "1", "--heads", "8", "--seqlen", "1024", "--head-dim", "64",
+                 "--page-size", "-1"]) == 2
+    assert "or 0 (or None) for contiguous K/V" in capsys.readouterr().err
+
+
+def test_a_sweep_config_with_a_byte_order_mark_and_a_folder_named_as_a_profile(tmp_path,
+                                                                             capsys):
+    config = tmp_path / "c.toml"
+    config.write_text('\ufeffgpus = ["h100-sxm5"]\nalgorithms = ["fa2"]\n[workload]\n'
+                      "batch = 1\nheads = 8\nseqlen_q = 512\nhead_dim = 64\n", encoding="utf-8")
+    assert main(["sweep", str(config), "-q", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["head_dim"] == 64
+    (tmp_path / "d.toml").mkdir()
+    config.write_text('gpus = ["d.toml"]\nalgorithms = ["fa2"]\n[workload]\n'
+                      "batch = 1\nheads = 8\nseqlen_q = 512\nhead_dim = 64\n", encoding="utf-8")
+    assert main(["sweep", str(config), "-q"]) == 2
+    assert "is a folder" in capsys.readouterr().err

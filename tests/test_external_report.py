@@ -135,18 +135,18 @@ def test_rescoring_keeps_a_committed_score_unless_forced(tmp_path, capsys):
     rows = [_row("sdpa_flash", "fwd", 5e-3), _row("sdpa_cudnn", "fwd", 3e-3)]
     (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     committed = tmp_path / "score-h200-sxm"
-    assert er.main([str(tmp_path)]) == 0
+    assert er.main([str(tmp_path), "--gpu", "h200-sxm"]) == 0
     first = (committed / "report.md").read_text()
     (committed / "report.md").write_text("the frozen record\n")
-    assert er.main([str(tmp_path)]) == 0
+    assert er.main([str(tmp_path), "--gpu", "h200-sxm"]) == 0
     assert (committed / "report.md").read_text() == "the frozen record\n"
     assert (committed / "regenerated" / "report.md").read_text() == first
     assert "--force overwrites it" in capsys.readouterr().err
-    assert er.main([str(tmp_path), "--force"]) == 0
+    assert er.main([str(tmp_path), "--gpu", "h200-sxm", "--force"]) == 0
     assert (committed / "report.md").read_text() == first
     # naming the committed folder with --out is no way around it
     (committed / "report.md").write_text("the frozen record\n")
-    assert er.main([str(tmp_path), "--out", str(committed)]) == 0
+    assert er.main([str(tmp_path), "--gpu", "h200-sxm", "--out", str(committed)]) == 0
     assert (committed / "report.md").read_text() == "the frozen record\n"
     # an --out that cannot be a folder is one line, exit 2 (a traceback, or a folder made
     # anywhere, before)
@@ -154,7 +154,22 @@ def test_rescoring_keeps_a_committed_score_unless_forced(tmp_path, capsys):
     for out, needle in ((tmp_path / "a-file", "is a file"),
                         (tmp_path / "missing" / "x", "does not exist")):
         capsys.readouterr()
-        assert er.main([str(tmp_path), "--out", str(out)]) == 2
+        assert er.main([str(tmp_path), "--gpu", "h200-sxm", "--out", str(out)]) == 2
         err = capsys.readouterr().err
         assert needle in err and err.count("\n") == 1
     assert not (tmp_path / "missing").exists()
+
+
+def test_the_default_gpu_is_the_one_the_rows_were_measured_on(tmp_path, capsys):
+    """Without --gpu the rows' own device picks the catalog entry (an H100's rows were
+    scored against the H200 before)."""
+    import shutil
+
+    src = ROOT / "validate/reports/h100-external-holdout56/results.jsonl"
+    (tmp_path / "rows").mkdir()
+    shutil.copy(src, tmp_path / "rows" / "results.jsonl")
+    assert er.measured_gpu(tmp_path / "rows") == "h100-sxm5"
+    assert er.main([str(tmp_path / "rows")]) == 0
+    assert (tmp_path / "rows" / "score-h100-sxm5" / "report.md").is_file()
+    assert er.main([str(tmp_path / "nothing")]) == 2
+    assert "no results.jsonl" in capsys.readouterr().err

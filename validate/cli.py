@@ -40,6 +40,16 @@ def _no_gpu(command: str) -> int | None:
 
 
 # ------------------------------------------------------------------ validate
+def _interrupt_note(args) -> str:
+    """What an interrupted ``perfsim validate`` keeps, for the CLI's one line: nothing for a
+    dry run or a report (they write nothing, or their report whole), else the rows measured
+    so far, which the same command resumes after."""
+    if args.dry_run or args.report_only:
+        return ""
+    return (f": the rows measured so far are kept in {args.out} (each row is appended as "
+            "it is measured); the same command resumes after them")
+
+
 def register_validate(subparsers) -> None:
     """Add ``validate`` to an argparse subparsers object."""
     from perfsim.cli.common import int_arg
@@ -92,7 +102,7 @@ def register_validate(subparsers) -> None:
                    help="with --report-only: overwrite DIR's existing report.md, results.csv "
                    "and scatter.png (otherwise a new report goes to DIR/repredicted/ or "
                    "DIR/regenerated/)")
-    p.set_defaults(func=cmd_validate)
+    p.set_defaults(func=cmd_validate, interrupt_note=_interrupt_note)
 
 
 def _positive_seconds(text: str) -> float:

@@ -316,8 +316,8 @@ HOLDOUTS = {
                           "length classes (softmax_costs.FLEX_FWD_BOUND_CHECK_CLASSES); "
                           "measured on a lent H100 the next session",
     "external-holdout57": "cuDNN's forward where its K/V ring holds one stage (head dims "
-                          "160-256, causal twice, N 1024-8192) and two two-stage controls "
-                          "(96, 128), with SDPA flash for the ranking, forward and backward; "
+                          "160-256, causal twice, N 1024-8192) and a two-stage control (96), "
+                          "with SDPA flash for the ranking, forward and backward; "
                           "the shapes of the Nsight Compute hold-out of the single-stage ring "
                           "(KernelCost.ring_loads), frozen at e09525e",
 }

@@ -113,6 +113,33 @@ def tensor_tick_clock(device: str | None, nvml_hz: float, impl: str | None = Non
     return min(nvml_hz * ratio, table.get((impl, phase), table[None]))
 
 
+def measured_gpu(directory: Path) -> str:
+    """The catalog id of the GPU the rows of ``directory/results.jsonl`` were measured on
+    (their recorded device name, ``perfsim.gpu_catalog.catalog_id_for``).
+
+    Raises:
+        PerfsimError: no results file, rows from several GPUs or none named, or a device the
+            catalog lacks (then ``--gpu`` says which model to use)."""
+    from perfsim.gpu_catalog import catalog_id_for
+
+    results = Path(directory) / "results.jsonl"
+    if not results.is_file():
+        raise PerfsimError(f"{directory}: no results.jsonl there (the rows of "
+                           "perfsim.validate.external_run)")
+    names = {d for d in map(_device, load_rows(results)) if d}
+    if len(names) != 1:
+        found = ", ".join(sorted(names)) or "none named"
+        raise PerfsimError(f"{directory}: the rows name {len(names)} devices ({found}); give "
+                           "--gpu, the catalog id or .toml profile to predict with")
+    name = names.pop()
+    try:
+        return catalog_id_for(name)
+    except PerfsimError:
+        raise PerfsimError(f"{directory}: the rows were measured on {name!r}, which no "
+                           "catalog entry matches; give --gpu, the catalog id or .toml "
+                           "profile to predict with") from None
+
+
 def _device(row: dict) -> str | None:
     config = row.get("launch_config")
     return config.get("device") if isinstance(config, dict) else None
@@ -399,7 +426,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m perfsim.validate.external_report",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("directory", type=Path)
-    parser.add_argument("--gpu", default="h200-sxm")
+    parser.add_argument("--gpu", default=None,
+                        help="catalog id or .toml profile to predict with (default: the GPU "
+                        "the rows were measured on, by its device name)")
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for report.md, rows.csv and scatter.png (default: "
                         "DIRECTORY/score-GPU); one that already holds a report.md is kept and "
@@ -408,6 +437,12 @@ def main(argv=None) -> int:
                         help="overwrite the score already in the output folder (a committed "
                         "score)")
     args = parser.parse_args(argv)
+    try:
+        if args.gpu is None:
+            args.gpu = measured_gpu(args.directory)
+    except PerfsimError as exc:
+        print(f"external_report: {exc}", file=sys.stderr)
+        return 2
     out = args.out or args.directory / f"score-{Path(args.gpu).stem}"
     try:
         from perfsim.gpu_catalog import load_gpu

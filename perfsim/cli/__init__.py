@@ -5,6 +5,11 @@ for ``sweep``, the validation harness for ``validate``) load only with the comma
 no command module imports this one.
 
 Bad input prints one line on stderr and exits with code 2; no traceback.
+
+Length: the one-line contract for every way a command can end — bad input, Ctrl-C, SIGTERM,
+an output the system refuses or a reader that went away, out of memory — with what an
+interrupted command kept on disk, is one mechanism: each way out is caught where the command
+runs, around it.
 """
 
 from __future__ import annotations
@@ -64,6 +69,9 @@ def _kept(args, exc: BaseException) -> str:
     finished so far (``perfsim.cli.sweep.write_frames``), a Dask sweep's partitions, and that
     ``--out`` itself is replaced only by a whole result (or that it was, where the signal
     came while the result was renamed into place)."""
+    note = getattr(args, "interrupt_note", None)
+    if note is not None:                # a command that says what it keeps (validate)
+        return note(args)
     out = getattr(args, "out", None)
     if not isinstance(out, str) or not out:
         return ""
@@ -218,7 +226,9 @@ def _main(argv: list[str]) -> int:
         args = _parse(argv)
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
-            return int(args.func(args) or 0)
+            code = int(args.func(args) or 0)
+        sys.stdout.flush()          # a full disk or a failing device reports here, not at exit
+        return code
     except PerfsimError as exc:
         from perfsim.cli.common import EXIT_BAD_INPUT
 
@@ -240,15 +250,29 @@ def _main(argv: list[str]) -> int:
         sys.stderr.write(f"perfsim: terminated{_kept(args, exc)}\n")
         return 143
     except BrokenPipeError:     # output piped into a reader that stopped (| head): quietly
-        try:
-            sys.stdout = open(os.devnull, "w")   # no second error when Python flushes stdout
-        except OSError:
-            pass
+        _drop_stdout()
         return 141
+    except OSError as exc:
+        # an output the system would not take (a full disk, a quota, an I/O error) or a path
+        # a command opened itself; the files perfsim reads and writes by name report their
+        # own errors as PerfsimError before this
+        where = exc.filename or "standard output"
+        sys.stderr.write(f"perfsim: error: {where}: {exc.strerror or exc}\n")
+        _drop_stdout()
+        return 1
     finally:
         sys.unraisablehook = _previous_unraisablehook
         if installed:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _drop_stdout() -> None:
+    """Point ``sys.stdout`` at the null device, so that Python's flush at exit does not fail a
+    second time on an output that already failed."""
+    try:
+        sys.stdout = open(os.devnull, "w")
+    except OSError:
+        pass
 
 
 def _parse(argv: list[str]):

@@ -90,7 +90,8 @@ def load_sweep_config(path: str | Path) -> dict:
     from perfsim.sweep import WORKLOAD_FIELDS  # pandas: imported only when sweeping
 
     path = Path(path)
-    text = read_text(path, "sweep config")
+    # a UTF-8 byte-order mark (some Windows editors write one) is not TOML: skipped
+    text = read_text(path, "sweep config").removeprefix("\ufeff")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -156,6 +157,10 @@ def _profile_paths(gpus, config: Path):
             if beside.is_file():
                 entry = str(beside)
             elif not Path(entry).is_file():
+                folder = next((p for p in (beside, Path(entry)) if p.is_dir()), None)
+                if folder is not None:
+                    raise PerfsimError(f"{config}: GPU profile {entry!r} is a folder "
+                                       f"({str(folder)!r}), not a .toml file")
                 raise PerfsimError(f"{config}: GPU profile file {entry!r} does not exist "
                                    f"beside the config (in {str(config.parent)!r}) nor in "
                                    "the current folder")
