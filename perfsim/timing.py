@@ -898,26 +898,28 @@ class KernelClock:
             linear = self._linear = self._linear_form(self._clock)
         if not linear:
             return self.at(clock_hz)[1]
-        reference, parts, launch_s, _at_reference = linear
+        reference, parts, launch_s, _at_reference, ring_parts = linear
         scale = (ratio[1] if ratio is not None and ratio[0] is reference
                  else reference / clock_hz)
         a, b = parts[0]
         body = a * scale + b
         if type(body) is float:
-            for a, b in parts[1:]:
+            for a, b in (*parts[1:], *ring_parts):
                 body = max(body, a * scale + b)
         else:
-            for a, b in parts[1:]:
+            for a, b in (*parts[1:], *ring_parts):
                 body = np.maximum(body, a * scale + b)
         return body + launch_s
 
     def _linear_form(self, clock_hz):
-        """``(f₀, [(A, B) per group], launch seconds)`` of :meth:`seconds` at the clock
-        ``clock_hz`` already timed, or ``False`` where the seconds are not of that form or
+        """``(f₀, [(A, B) per group], launch seconds, the timing at f₀, ring parts)`` of
+        :meth:`seconds` at the clock ``clock_hz`` already timed — the ring parts the two lines
+        of a single-stage ring's bound (:func:`ring_seconds`), which join the cycle's group —
+        or ``False`` where the seconds are not of that form or
         not floating-point numbers: a load chain (its latency term), spills (the reload
         path), a pipeline station that holds HBM, a count that is a symbol."""
         cost = self.cost
-        if (self.groups is None or self.spills or self.step_waits or self.ring is not None
+        if (self.groups is None or self.spills or self.step_waits
                 or (cost.pipeline is not None
                     and any("hbm" in station for station in cost.pipeline[0]))):
             return False
@@ -938,11 +940,21 @@ class KernelClock:
             parts.append((a, b))
         if cost.pipeline is not None:
             parts.append((cycle_time(sm_only, *cost.pipeline, exp_lead=lead), 0.0))
+        ring_parts = ()
+        if self.ring is not None:
+            # the ring's bound joins the cycle's group (its last part) with that group's
+            # edges: two lines more, K's and V's (ring_seconds), each A · f₀/f + B
+            load_k, load_v, qk = self.ring
+            if not all(_is_real(x) for x in (load_k, load_v, qk)):
+                return False
+            tensor = sm_only["tensor"]
+            edge = self.edge_shares[-1] if self.edge_shares is not None else 0.0
+            ring_parts = ((tensor * qk, load_k + edge), (tensor * (1 - qk), load_v + edge))
         if self.edge_shares is not None:
             if not all(_is_real(e) for e in self.edge_shares):
                 return False
             parts = [(a, b + e) for (a, b), e in zip(parts, self.edge_shares)]
-        return clock_hz, parts, self.launch_s, (unit_seconds, lead, self._totals)
+        return clock_hz, parts, self.launch_s, (unit_seconds, lead, self._totals), ring_parts
 
     def _scaled_at(self, clock_hz):
         """:meth:`at` at another clock from the linear form (:meth:`seconds`): every SM-side
@@ -952,11 +964,13 @@ class KernelClock:
         divisions). Elements at ``f₀`` itself (a sweep's rows under the power limit) keep
         the full evaluation's doubles, so a row's numbers do not depend on its neighbours';
         elsewhere the same numbers as :meth:`at` up to rounding (:meth:`seconds`)."""
-        reference, parts, launch_s, (unit_seconds, lead, totals) = self._linear
+        reference, parts, launch_s, (unit_seconds, lead, totals), ring_parts = self._linear
         scale = reference / clock_hz
         unit_seconds = {u: t if u == "hbm" else t * scale for u, t in unit_seconds.items()}
         lead = lead * scale
         scaled = [a * scale + b for a, b in parts]
+        for a, b in ring_parts:             # the ring's bound, in the cycle's group (last)
+            scaled[-1] = maximum(scaled[-1], a * scale + b)
         if isinstance(scaled[0], np.ndarray):
             same = clock_hz == reference
             scaled = [np.where(same, t, s) for t, s in zip(totals, scaled)]
@@ -975,26 +989,30 @@ class KernelClock:
         unit_seconds, seconds, chain, chain_bound, busiest, wave_factor, lead = self.at(
             clock_hz)
         cost = self.cost
+        ring = (self._ring_binds(unit_seconds, lead)
+                if self.ring is not None and chain is None else None)
         if chain is not None:
             bound = chain_bound
         elif self.same_totals:          # the groups' times at this clock, from at()
             groups = (cost.overlap if cost.pipeline is None
                       else _bound_groups(cost.overlap, cost.pipeline))
-            bound = _largest_entry(unit_seconds, groups, self._totals, cost.pipeline, lead)
+            bound = _largest_entry(unit_seconds, groups, self._totals, cost.pipeline, lead,
+                                   latency=ring)
         else:
             bound = binding_unit(unit_seconds, cost.overlap, cost.pipeline,
                                  edge_seconds(cost, self.gpu, self.params,
                                               maximum(cost.grid, 1)),
                                  exp_lead=lead)
-        if self.ring is not None and chain is None:
-            bound = self._ring_bound(unit_seconds, lead, bound)
+            if ring is not None:
+                bound = (np.where(ring, "latency", bound) if isinstance(ring, np.ndarray)
+                         else ("latency" if ring else bound))
         return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
                             wave_factor=wave_factor, load_chain=chain)
 
 
-    def _ring_bound(self, unit_seconds, lead, bound):
-        """``bound``, or ``"latency"`` where a single-stage ring's loads set the kernel's
-        time (:func:`ring_seconds` above the cycle, and the cycle's group the longest)."""
+    def _ring_binds(self, unit_seconds, lead):
+        """Whether a single-stage ring's loads set the kernel's time (arrays: elementwise):
+        :func:`ring_seconds` above the cycle, and the cycle's group the longest."""
         totals, cost = self._totals, self.cost
         cycle = cycle_time(unit_seconds, *cost.pipeline, exp_lead=lead)
         ring = ring_seconds(self.ring, unit_seconds["tensor"])
@@ -1002,9 +1020,7 @@ class KernelClock:
         for t in totals[1:]:
             longest = maximum(longest, t)
         binds = (ring > cycle) & (totals[-1] >= longest)
-        if isinstance(binds, np.ndarray):
-            return np.where(binds, "latency", bound)
-        return "latency" if binds else bound
+        return bool(binds) if type(binds) in (bool, np.bool_) else binds
 
 
 def ring_load_seconds(cost: KernelCost, gpu: GPUSpec, busiest_tensor_flops) -> tuple:
@@ -1587,11 +1603,14 @@ def _any_array(values) -> bool:
     return False
 
 
-def _largest_entry(unit_seconds: dict, overlap, totals, pipeline=None, exp_lead=0.0):
+def _largest_entry(unit_seconds: dict, overlap, totals, pipeline=None, exp_lead=0.0,
+                   latency=None):
     """:func:`binding_unit` from the groups' times ``totals`` (edges included): the largest
     weighted entry of the longest group (arrays: elementwise). With ``pipeline``, the last
     group is its stations' units (:func:`_bound_groups`) and names the unit that contributes
-    most to the cycle (:func:`_pipeline_unit`)."""
+    most to the cycle (:func:`_pipeline_unit`). ``latency``: where true, ``"latency"``
+    instead (a single-stage ring's loads set the time, ``KernelClock._ring_binds``), chosen
+    by index so that the compiled paths trace it."""
     if _any_array([unit_seconds[u] for u in UNITS]):
         shape = np.broadcast(*[asarray(unit_seconds[u]) for u in UNITS]).shape
         best_group = np.argmax(np.stack([np.broadcast_to(t, shape) for t in totals]), axis=0)
@@ -1606,11 +1625,19 @@ def _largest_entry(unit_seconds: dict, overlap, totals, pipeline=None, exp_lead=
                 pick = take(index, np.argmax(weighted, axis=0))
             # index into UNITS (ints: fast for sweeps); every element's group overwrites it
             best = pick if best is None else np.where(best_group == gi, pick, best)
+        if latency is not None:
+            return take(UNITS_AND_LATENCY, np.where(latency, len(UNITS), best))
         return take(UNITS, best)
+    if latency:
+        return "latency"
     g = max(range(len(overlap)), key=lambda i: totals[i])
     if pipeline is not None and g == len(overlap) - 1:
         return UNITS[int(_pipeline_unit(unit_seconds, pipeline, exp_lead))]
     return max(_entries(overlap[g]), key=lambda e: unit_seconds[e[0]] * e[1])[0]
+
+
+#: :data:`UNITS` and ``"latency"``, which :func:`_largest_entry` names by index.
+UNITS_AND_LATENCY = (*UNITS, "latency")
 
 
 def _pipeline_unit(unit_seconds: dict, pipeline, exp_lead=0.0, shape=None):

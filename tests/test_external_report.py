@@ -98,6 +98,7 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
                                        ("h200-external-holdout15", "h200-sxm"),
                                        ("h100-external-holdout53", "h100-sxm5"),
                                        ("h100-external-holdout56", "h100-sxm5"),
+                                       ("h100-external-holdout57", "h100-sxm5"),
                                        # and the calibrated profile's score
                                        ("h200-external", "calibrated"),
                                        ("h200-external-holdout13", "calibrated")])
