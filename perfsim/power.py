@@ -71,7 +71,7 @@ import numpy as np
 
 from perfsim.gpu import TENSOR_ENERGY_SCALE, GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import asarray, shortcut_none, take
+from perfsim.mathops import asarray, minimum, shortcut_none, take
 
 PICO = 1e-12
 #: Energy of one ALU-pipe lane instruction in FP32 FLOP slots: ASSUMED that of one FMA-pipe
@@ -382,8 +382,8 @@ def call_clock(gpu: GPUSpec, costs: list[KernelCost], params, seconds_at):
         return sustained_clock(gpu, costs, seconds_at, max_clock_hz=lock)
     if isinstance(choice, str):
         clock = clock_ceiling(gpu, costs) if choice == "boost" else gpu.clock_hz
-    else:     # a lock without a power table: held up to the call's ceiling
-        clock = min(float(choice), clock_ceiling(gpu, costs))
+    else:     # a lock without a power table: held up to the call's ceiling (arrays in sweeps)
+        clock = minimum(float(choice), clock_ceiling(gpu, costs))
     if gpu.power is None:
         return clock, None
     return _out(clock, power_w(gpu, call_energy_j(gpu, costs), seconds_at(clock), clock))

@@ -62,21 +62,27 @@ def _ms(seconds) -> str:
 
 def _ring_line(k, gpu) -> str:
     """The explain line of a kernel whose K/V ring holds one stage (``KernelCost.ring_loads``,
-    ``perfsim.timing.ring_seconds``)."""
-    from perfsim.timing import ring_load_seconds, ring_seconds
+    ``perfsim.timing.ring_seconds``): the side (K with the S GEMMs, or V with the P·V GEMMs)
+    whose loads and GEMMs take longer, and whether that bound sets the kernel's time — it does
+    where the bound is ``latency`` and no load chain (spill reloads, round trips) set it."""
+    from perfsim.timing import ring_load_seconds
 
     busiest = k.cost.sm_demand()["tensor"] * k.wave_factor
-    ring = ring_load_seconds(k.cost, gpu, busiest)
-    bound = float(ring_seconds(ring, k.unit_seconds["tensor"]))
-    tile = k.cost.ring_loads[1]
+    load_k, load_v, qk = ring_load_seconds(k.cost, gpu, busiest)
+    tensor = k.unit_seconds["tensor"]
+    k_side, v_side = load_k + tensor * qk, load_v + tensor * (1 - qk)
+    v_binds = float(v_side) > float(k_side)
+    name, loads, tile, gemms = (("V", load_v, k.cost.ring_loads[2], "P·V") if v_binds
+                                else ("K", load_k, k.cost.ring_loads[1], "S"))
+    sets = k.bound == "latency" and k.load_chain is None
     return (f"{k.cost.name} holds one K and one V tile in shared memory (one ring stage): a "
             "tile can only be loaded once the GEMMs reading the last one are done, so on the "
-            f"busiest SM its K loads ({_ms(ring[0])}: a load latency plus {tile / 1024:g} KiB "
-            "at the per-CTA load rate each step, GPUSpec.load_latency_s and "
-            "cta_load_bandwidth_bytes_per_s) and the S GEMMs take turns: at least "
-            f"{_ms(bound)}"
-            + (", which sets its time (bound 'latency')." if k.bound == "latency" else
-               ", under its cycle's time."))
+            f"busiest SM its {name} loads ({_ms(loads)}: a load latency plus "
+            f"{tile / 1024:g} KiB at the per-CTA load rate each step, "
+            "GPUSpec.load_latency_s and cta_load_bandwidth_bytes_per_s) and the "
+            f"{gemms} GEMMs take turns: at least {_ms(max(k_side, v_side))}"
+            + (", which sets its time (bound 'latency')." if sets else
+               f", not what sets its time (bound {k.bound!r})."))
 
 
 def _gb(nbytes) -> str:

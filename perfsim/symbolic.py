@@ -46,14 +46,16 @@ there, 64 x 128 here); give the tiles, or keep them as ``B_r``/``B_c``, to compa
 The crossovers compare unit times: an unpipelined kernel's load waits
 (``KernelCost.load_chain``, e.g. ``FA1(pipelined=False)``) are not part of them, nor a
 backward's waits inside its loop (``KernelCost.step_waits``: ``sdpa-efficient``'s locked dQ
-accumulation, taken with no key splits for symbolic dims), nor are
-register-spill reloads (``KernelCost.local_load_bytes``; the presets' compiled spill figures
-are not taken for symbolic dims, e.g. ``sdpa-cudnn``'s with dropout). :func:`mufu_crossover`
-compares the MUFU with the slowest other unit; where a kernel's stations run in turn
-(``FA3.serial_stations``) every unit adds to the time and the crossover only says where the
-exps stop being the largest term, and on an ``mma.sync`` kernel (``base.MMA_SYNC_SERIAL``)
-the exps stop mattering only where the MUFU's time plus its lead falls under the FP32 work's,
-which the crossover, taken against the slowest other unit, does not solve for.
+accumulation, taken with no key splits for symbolic dims), nor are register-spill reloads
+(``KernelCost.local_load_bytes``; the presets' compiled spill figures are not taken for symbolic
+dims, e.g. ``sdpa-cudnn``'s with dropout), nor a single-stage K/V ring's loads
+(``KernelCost.ring_loads``, ``FA3(stages=1)``: not set for symbolic dims).
+:func:`mufu_crossover` compares the MUFU with the slowest other unit; where a kernel's stations
+run in turn (``FA3.serial_stations``) every unit adds to the time and the crossover only says
+where the exps stop being the largest term, and on an ``mma.sync`` kernel
+(``base.MMA_SYNC_SERIAL``) the exps stop mattering only where the MUFU's time plus its lead
+falls under the FP32 work's, which the crossover, taken against the slowest other unit, does not
+solve for.
 
 Closed forms take one split-KV part and no GQA packing (``num_splits="auto"`` and
 ``pack_gqa="auto"`` resolve per shape, which a symbol cannot do): they equal

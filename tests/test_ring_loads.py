@@ -7,16 +7,22 @@ from __future__ import annotations
 import pytest
 
 import perfsim
+from perfsim import fastpath
 from perfsim.algorithms import FA3
 from perfsim.algorithms.base import Dims
 from perfsim.gpu_catalog import load_gpu
-from perfsim.timing import ring_load_seconds, ring_seconds
+from perfsim.timing import KernelClock, TimingParams, cycle_time, ring_seconds
 from perfsim.validate.per_clock import unlimited
 
 
-def _w(d=256, n=4096, **kw):
-    return perfsim.AttentionWorkload(batch=1, heads=4096 // d, seqlen_q=n, head_dim=d,
-                                     dtype="bf16", phase="fwd", **kw)
+def _w(d=256, n=4096, heads=None, **kw):
+    return perfsim.AttentionWorkload(batch=kw.pop("batch", 1), heads=heads or 4096 // d,
+                                     seqlen_q=n, head_dim=d, dtype="bf16",
+                                     phase=kw.pop("phase", "fwd"), **kw)
+
+
+def _main(p):
+    return max(p.kernels, key=lambda k: k.seconds)
 
 
 def test_only_a_single_stage_forward_carries_the_ring():
@@ -35,40 +41,103 @@ def test_only_a_single_stage_forward_carries_the_ring():
         assert any(k.cost.ring_loads is not None for k in p.kernels) is ring, d
 
 
-def test_the_ring_bound_is_the_tile_loads_plus_the_gemms_that_read_them():
+def test_k_and_v_tiles_take_their_own_head_dims():
+    """Bytes at the call's head dims (what the loads move), FLOPs and the S GEMMs' share at
+    the compiled ones (what the tensor pipe runs): d 160 runs cuDNN's d 192 kernel."""
+    dims = Dims.of(_w(128, head_dim_v=256))
+    exact = FA3(stages=1, compiled_head_dims="exact")
+    assert exact.ring_loads(dims, 128, 64) == (2 * 128 * 64 * 384, 2 * 64 * 128,
+                                                       2 * 64 * 256, 128 / 384)
+    p = perfsim.predict(_w(160, heads=16), gpu="h200-sxm", algorithm="sdpa-cudnn")
+    flops, k_bytes, v_bytes, qk = _main(p).cost.ring_loads
+    assert (flops, k_bytes, v_bytes, qk) == (2 * 128 * 128 * 384, 2 * 128 * 160,
+                                             2 * 128 * 160, 0.5)
+
+
+def test_the_kernel_takes_the_longer_of_its_cycle_and_the_ring():
     """cuDNN's forward at d 256 on the H200 at 1686 MHz (its Nsight Compute profile's
-    clock): steps on the busiest SM times (load latency + a 64 KiB K tile at the per-CTA
-    load rate) plus the S GEMMs' half of the tensor time sets the kernel's time, bound
-    ``latency``; without the ring the cycle is shorter."""
+    clock): 512 query tiles on 132 SMs, the busiest SM 4 of them × 32 K/V steps, each step a
+    64 KiB K tile's load (load latency + bytes at the per-CTA rate) before its S GEMMs; the
+    cycle's group is the longer of the cycle and that bound, plus its edges."""
     gpu = unlimited(load_gpu("h200-sxm"))
     p = perfsim.predict(_w(256), gpu=gpu, algorithm="sdpa-cudnn", timing={"clock": 1.686e9})
-    main = max(p.kernels, key=lambda k: k.seconds)
-    cost = main.cost
-    busiest_flops = cost.sm_demand()["tensor"] * main.wave_factor
-    load_k, load_v, qk = ring_load_seconds(cost, gpu, busiest_flops)
-    steps = busiest_flops / gpu.sm_count / cost.ring_loads[0]
-    assert steps == pytest.approx(4 * 32)          # 512 query tiles on 132 SMs, 32 steps each
-    assert load_k == pytest.approx(steps * (gpu.load_latency_s
-                                            + 2 * 128 * 256 / gpu.cta_load_bandwidth_bytes_per_s))
-    ring = ring_seconds((load_k, load_v, qk), main.unit_seconds["tensor"])
-    assert ring == pytest.approx(load_k + 0.5 * main.unit_seconds["tensor"])
+    main = _main(p)
+    clock = KernelClock(main.cost, gpu, TimingParams.for_gpu(gpu, "sdpa-cudnn"))
+    unit_seconds, _seconds, _chain, _b, _busiest, _wave, lead = clock.at(1.686e9)
+    load_k, load_v, qk = clock.ring
+    step = gpu.load_latency_s + 2 * 128 * 256 / gpu.cta_load_bandwidth_bytes_per_s
+    assert load_k == pytest.approx(4 * 32 * step) and load_v == pytest.approx(load_k)
+    ring = ring_seconds(clock.ring, unit_seconds["tensor"])
+    assert ring == pytest.approx(load_k + qk * unit_seconds["tensor"])
+    cycle = cycle_time(unit_seconds, *main.cost.pipeline, exp_lead=lead)
+    assert ring > cycle                                   # it binds here ...
+    edge = clock.edge_shares[-1] if clock.edge_shares is not None else 0.0
+    assert clock._totals[-1] == pytest.approx(max(cycle, ring) + edge, rel=1e-12)
     assert main.bound == "latency"
-    assert main.seconds >= ring
-    # at a clock low enough the GEMMs take longer than the loads save: the cycle binds again
+    # ... and not at a clock low enough that the GEMMs outlast the loads
     slow = perfsim.predict(_w(256), gpu=gpu, algorithm="sdpa-cudnn", timing={"clock": 1.2e9})
-    assert max(slow.kernels, key=lambda k: k.seconds).bound != "latency"
+    assert _main(slow).bound != "latency"
 
 
-def test_sweep_rows_equal_predict_where_the_ring_binds_and_where_it_does_not():
+def test_the_power_capped_clock_search_keeps_the_ring():
+    """At the sustained clock (the clock search's linear form) the main kernel's time is
+    the full evaluation's at that clock, with the ring: an H100 call where it binds."""
+    gpu = load_gpu("h100-sxm5")
+    p = perfsim.predict(_w(256, n=1024), gpu=gpu, algorithm="sdpa-cudnn")
+    main = _main(p)
+    assert main.bound == "latency" and p.clock_hz < 1.83e9
+    fresh = KernelClock(main.cost, gpu, TimingParams.for_gpu(gpu, "sdpa-cudnn"))
+    assert main.seconds == pytest.approx(fresh.at(float(p.clock_hz))[1], rel=1e-12)
+
+
+def test_the_ring_names_the_bound_only_where_it_sets_the_time():
+    """Where the kernel's HBM path is longer (a few queries against many keys on the H100)
+    the bound stays ``hbm`` though the ring is above the cycle; where spill reloads set the
+    time (cuDNN with dropout at d 256) explain does not credit the ring."""
+    few = perfsim.predict(_w(256, n=16, batch=8, heads=8, seqlen_k=16384), gpu="h100-sxm5",
+                          algorithm="sdpa-cudnn", timing={"clock": "boost"})
+    assert _main(few).bound == "hbm"
+    line = next(x for x in few.explain().splitlines() if "one ring stage" in x)
+    assert "not what sets its time (bound 'hbm')" in line
+    drop = perfsim.predict(_w(256, heads=16, batch=2, dropout_p=0.1), gpu="h100-sxm5",
+                           algorithm="sdpa-cudnn", timing={"clock": "boost"})
+    line = next(x for x in drop.explain().splitlines() if "one ring stage" in x)
+    assert "not what sets its time" in line
+    wide_v = perfsim.predict(_w(160, heads=16, batch=2, head_dim_v=192), gpu="h200-sxm",
+                             algorithm="sdpa-cudnn", timing={"clock": "boost"})
+    line = next(x for x in wide_v.explain().splitlines() if "one ring stage" in x)
+    assert "its V loads" in line and "P·V GEMMs" in line          # the longer side
+
+
+@pytest.mark.parametrize("clock", ["boost", "sustained"])
+def test_sweep_rows_equal_predict_where_the_ring_binds_and_where_it_does_not(clock):
     df = perfsim.sweep(batch=[1, 4], heads=8, seqlen_q=[1024, 4096], head_dim=[192, 256],
-                       causal=[False, True], gpus="h200-sxm", algorithms="sdpa-cudnn",
-                       timing={"clock": "boost"})
-    assert "latency" in set(df["bound"])
+                       causal=[False, True], gpus=["h200-sxm", "h100-sxm5"],
+                       algorithms="sdpa-cudnn", timing={"clock": clock})
+    if clock == "boost":
+        assert "latency" in set(df["bound"])
     for row in df.itertuples():
         w = perfsim.AttentionWorkload(batch=row.batch, heads=row.heads,
                                       seqlen_q=row.seqlen_q, head_dim=row.head_dim,
                                       causal=row.causal, dtype="bf16", phase="fwd")
-        p = perfsim.predict(w, gpu="h200-sxm", algorithm="sdpa-cudnn",
-                            timing={"clock": "boost"})
+        p = perfsim.predict(w, gpu=row.gpu, algorithm="sdpa-cudnn", timing={"clock": clock})
         assert row.seconds == pytest.approx(p.seconds, rel=1e-12)
         assert row.bound == p.bound
+
+
+@pytest.mark.skipif(not fastpath._available(), reason="llvmlite/numba not installed")
+def test_the_compiled_predict_path_covers_ring_kernels(monkeypatch):
+    """The ring's bound is chosen by index, so the fastpath traces these structures (a
+    string ``np.where`` had made them untraceable: every call interpreted)."""
+    fastpath.clear()
+    monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "compiled")
+    before = dict(fastpath.STATS)
+    try:
+        for n in (2048, 4096, 8192):
+            p = perfsim.predict(_w(256, n=n, batch=2, heads=16), gpu="h200-sxm",
+                                algorithm="sdpa-cudnn", timing={"clock": "boost"})
+            assert p.bound == "latency"
+        assert fastpath.STATS["programs"] > before["programs"]
+        assert fastpath.STATS["hits"] > before["hits"]
+    finally:
+        fastpath.clear()
