@@ -65,12 +65,11 @@ def _ring_line(k, gpu) -> str:
     ``perfsim.timing.ring_seconds``): the side (K with the S GEMMs, or V with the P·V GEMMs)
     whose loads and GEMMs take longer, and whether that bound sets the kernel's time — it does
     where the bound is ``latency`` and no load chain (spill reloads, round trips) set it."""
-    from perfsim.timing import ring_load_seconds
+    from perfsim.timing import ring_load_seconds, ring_sides
 
-    busiest = k.cost.sm_demand()["tensor"] * k.wave_factor
-    load_k, load_v, qk = ring_load_seconds(k.cost, gpu, busiest)
-    tensor = k.unit_seconds["tensor"]
-    k_side, v_side = load_k + tensor * qk, load_v + tensor * (1 - qk)
+    ring = ring_load_seconds(k.cost, gpu, k.cost.sm_demand()["tensor"] * k.wave_factor)
+    load_k, load_v, _qk = ring
+    k_side, v_side = ring_sides(ring, k.unit_seconds["tensor"])
     v_binds = float(v_side) > float(k_side)
     name, loads, tile, gemms = (("V", load_v, k.cost.ring_loads[2], "P·V") if v_binds
                                 else ("K", load_k, k.cost.ring_loads[1], "S"))

@@ -1009,7 +1009,6 @@ class KernelClock:
         return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
                             wave_factor=wave_factor, load_chain=chain)
 
-
     def _ring_binds(self, unit_seconds, lead):
         """Whether a single-stage ring's loads set the kernel's time (arrays: elementwise):
         :func:`ring_seconds` above the cycle, and the cycle's group the longest."""
@@ -1048,8 +1047,15 @@ def ring_seconds(ring: tuple, tensor_seconds):
     shared memory: Q and one K and one V tile) has the tensor pipe busy for the time the
     model gives (within 1 %) but the kernel 10-11 % longer than the model's cycle at its
     clock (``perfsim.validate.per_clock``)."""
+    k_side, v_side = ring_sides(ring, tensor_seconds)
+    return maximum(k_side, v_side)
+
+
+def ring_sides(ring: tuple, tensor_seconds) -> tuple:
+    """``(K loads + the S GEMMs, V loads + the P·V GEMMs)``: the two bounds whose longer is
+    :func:`ring_seconds` (seconds, on the busiest SM)."""
     load_k, load_v, qk = ring
-    return maximum(load_k + tensor_seconds * qk, load_v + tensor_seconds * (1 - qk))
+    return load_k + tensor_seconds * qk, load_v + tensor_seconds * (1 - qk)
 
 
 def unequal_wave_factor(cta_work, sm_count) -> float:

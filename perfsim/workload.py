@@ -116,7 +116,8 @@ def _lengths(value):
 
 
 def _contiguous_as_none(value):
-    """``page_size`` 0 (an integer, as sweeps write contiguous K/V) as ``None``."""
+    """``page_size`` 0 (an integer, as sweeps write contiguous K/V) as ``None``; a negative
+    one refused with what is allowed (the field's own bound would say only "≥ 1")."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         if value == 0:
             return None

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from perfsim.errors import InfeasibleError, PerfsimError
+from perfsim.validate.probe_ncu import NCU_IMPLS
 
 #: ``impl`` field of a measured row -> implementation preset (perfsim.implementations).
 PRESETS = {"sdpa_flash": "sdpa-flash", "sdpa_cudnn": "sdpa-cudnn",
@@ -65,9 +66,6 @@ TENSOR_TICK_OVER_NVML = 0.908
 H100_NCU_CLOCKS = (Path(__file__).resolve().parent
                    / "reports/h100/probes/ncu/summary-clocks.json")
 TICK_BY_DEVICE = {"NVIDIA H100 80GB HBM3": (1.000, H100_NCU_CLOCKS)}
-#: ``summary-clocks.json`` case prefix -> the rows' implementation name.
-NCU_IMPLS = {"flash": "sdpa_flash", "cudnn": "sdpa_cudnn", "flex": "flex",
-             "tutorial": "triton_tutorial"}
 
 
 @functools.cache

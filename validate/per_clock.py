@@ -39,11 +39,9 @@ import statistics
 import sys
 from pathlib import Path
 
+from perfsim.validate.probe_ncu import NCU_IMPLS, parse_case
+
 REPORTS = Path(__file__).resolve().parent / "reports"
-#: Case prefix of ``probe_ncu.py`` -> the external grid's implementation name
-#: (``external_report.PRESETS`` maps that to a perfsim preset).
-IMPL_NAMES = {"flash": "sdpa_flash", "cudnn": "sdpa_cudnn", "efficient": "sdpa_efficient",
-              "cute": "cute", "tutorial": "triton_tutorial", "flex": "flex"}
 #: Folder under ``REPORTS`` -> catalog GPU.
 GPUS = {"h200": "h200-sxm", "h100": "h100-sxm5"}
 PHASES = ("fwd", "bwd")
@@ -51,15 +49,6 @@ PHASES = ("fwd", "bwd")
 #: longest kernel of a backward call must be a backward kernel, not its forward or a helper).
 KERNEL_MARKS = {"fwd": ("fwd", "fprop", "cutlassF", "flex_attention"),
                 "bwd": ("bwd", "bprop", "cutlassB", "backward")}
-
-
-def _effective_clock(kernel: dict) -> float | None:
-    clock = kernel.get("effective_clock_hz")
-    if clock:
-        return float(clock)
-    if kernel.get("sm_cycles") and kernel.get("duration_s"):
-        return kernel["sm_cycles"] / kernel["duration_s"]
-    return None
 
 
 def unlimited(gpu):
@@ -91,7 +80,6 @@ def cases(folder: str) -> tuple[list[dict], list[tuple[str, str, str]]]:
 
     Raises:
         PerfsimError: an unknown ``folder``."""
-    from perfsim.validate.probe_ncu import parse_case
 
     kept, skipped = [], []
     for path in sorted((REPORTS / _folder(folder) / "probes" / "ncu").glob("summary*.json")):
@@ -104,15 +92,16 @@ def cases(folder: str) -> tuple[list[dict], list[tuple[str, str, str]]]:
             if shape["phase"] not in PHASES:
                 skipped.append((path.name, name, f"phase {shape['phase']} (other kernels)"))
                 continue
-            if shape["impl"] not in IMPL_NAMES:
+            if shape["impl"] not in NCU_IMPLS:
                 skipped.append((path.name, name, f"{shape['impl']}: no single main kernel"))
                 continue
             if not kernels:
                 skipped.append((path.name, name, "no kernel in the profile"))
                 continue
             main = max(kernels, key=lambda k: k.get("duration_s") or 0.0)
-            clock = _effective_clock(main)
-            if not clock or not main.get("duration_s"):
+            # (ncu_summary writes it where the profile has the cycle counter and duration)
+            clock = main.get("effective_clock_hz")
+            if not clock:
                 skipped.append((path.name, name, "no cycle counter or duration"))
                 continue
             kept.append({"file": path.name, "case": name, **shape,
@@ -135,7 +124,7 @@ def predict_case(case: dict, gpu) -> dict:
                                   seqlen_q=case["seqlen"], head_dim=case["head_dim"],
                                   causal=causal, dtype="bf16", phase=case["phase"],
                                   dropout_p=case["dropout_p"])
-    p = perfsim.predict(w, gpu=gpu, algorithm=PRESETS[IMPL_NAMES[case["impl"]]],
+    p = perfsim.predict(w, gpu=gpu, algorithm=PRESETS[NCU_IMPLS[case["impl"]]],
                         timing={"clock": case["clock_hz"]})
     main = max(p.kernels, key=lambda k: k.seconds)
     return {**case, "predicted_s": main.seconds, "model_kernel": main.cost.name,
@@ -173,7 +162,7 @@ def group_table(scored: list[dict]) -> str:
     lines = ["| implementation | phase | cases | median error | median \\|error\\| | min … max |",
              "|---|---|---|---|---|---|"]
     for (impl, phase), errs in sorted(groups.items()):
-        lines.append(f"| {IMPL_NAMES[impl]} | {phase} | {len(errs)} | "
+        lines.append(f"| {NCU_IMPLS[impl]} | {phase} | {len(errs)} | "
                      f"{100 * statistics.median(errs):+.1f} % | "
                      f"{100 * statistics.median(abs(e) for e in errs):.1f} % | "
                      f"{100 * min(errs):+.1f} … {100 * max(errs):+.1f} % |")

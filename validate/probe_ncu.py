@@ -39,6 +39,10 @@ DECODE = (8, 32, 8, 32768)
 
 #: Case prefix -> ``perfsim.validate.external`` implementation name.
 EXTERNAL = {"cute": "cute", "tutorial": "triton_tutorial", "flex": "flex"}
+#: Every case prefix -> the external grid's implementation name (the reports that pair a
+#: profile with the grid's rows or presets: ``external_report``, ``per_clock``).
+NCU_IMPLS = {"flash": "sdpa_flash", "cudnn": "sdpa_cudnn", "efficient": "sdpa_efficient",
+             **EXTERNAL}
 
 
 def _profile_once(fn, warmup: int = 3) -> None:
