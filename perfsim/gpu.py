@@ -780,4 +780,10 @@ def _validate_spec(data: dict, where: str) -> GPUSpec:
                 # ours name a value of the wrong type already ("not str 'lots'")
                 and f"{type(first['input']).__name__} {first['input']!r}" not in msg):
             msg = f"{msg}, got {first['input']!r}"      # pydantic's own checks omit it
+        extra = [".".join(str(p) for p in e["loc"]) for e in exc.errors()
+                 if e["type"] == "extra_forbidden"]
+        if first["type"] == "missing" and extra:
+            # a missing field beside keys the schema lacks: most often one misspelt
+            msg += (f" (the file has {'keys' if len(extra) > 1 else 'a key'} no GPU spec "
+                    f"takes: {', '.join(map(repr, extra))}; misspelt?)")
         raise PerfsimError(f"{where}: {loc + ': ' if loc else ''}{msg}") from None

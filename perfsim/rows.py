@@ -75,6 +75,22 @@ _DEFAULTS = {"head_dim_v": None, "causal": False, "dtype": "bf16", "phase": "fwd
              "softcap": 0.0}
 
 
+def check_row_columns(columns, where: str, reader: str, advice: str) -> None:
+    """Refuse column names that are not :data:`ROW_FIELDS`: one line that starts with
+    ``where`` (a call or a file), names them and what ``reader`` reads, and ends with
+    ``advice``.
+
+    Raises:
+        perfsim.PerfsimError: an unknown column (variable-length fields: predict only)."""
+    unknown = [str(k) for k in columns if k not in ROW_FIELDS]
+    if unknown:
+        hint = ("; variable-length batches are perfsim predict-only"
+                if {"seqlens_q", "seqlens_k"} & set(unknown) else "")
+        raise PerfsimError(f"{where}: unknown column{'s' * (len(unknown) > 1)} "
+                           f"{', '.join(map(repr, unknown))}{hint}; {reader} reads "
+                           f"{', '.join(ROW_FIELDS)} ({advice})")
+
+
 def predict_rows(rows, *, gpu: str | GPUSpec = "h100-sxm5", algorithm="fa2",
                  timing: TimingParams | dict | None = None, engine: str = "auto",
                  max_memory_bytes: int | None = None) -> pd.DataFrame:
@@ -252,13 +268,7 @@ def _columns(rows) -> tuple[dict, object]:
         raise PerfsimError("predict_rows: give a pandas DataFrame, a mapping of field name "
                            "to values, or an iterable of AttentionWorkload; got "
                            f"{type(rows).__name__}")
-    unknown = [k for k in given if k not in ROW_FIELDS]
-    if unknown:
-        hint = (" (variable-length batches are perfsim.predict-only)"
-                if {"seqlens_q", "seqlens_k"} & set(unknown) else "")
-        raise PerfsimError(f"predict_rows: unknown column{'s' * (len(unknown) > 1)} "
-                           f"{', '.join(map(repr, unknown))}{hint}; columns: "
-                           f"{', '.join(ROW_FIELDS)} (select them before the call)")
+    check_row_columns(given, "predict_rows", "predict_rows", "select them before the call")
     missing = [k for k in REQUIRED_FIELDS if k not in given]
     if missing:
         raise PerfsimError(f"predict_rows: needs column{'s' * (len(missing) > 1)} "

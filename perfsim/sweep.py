@@ -580,7 +580,11 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
                     _COLUMNS.reset(tokens[4])
                 _count_over_power(over, gpu, params, group, evaluated_block[0])
                 yield (group, block, *evaluated_block)
-        _warn_over_power(over)
+        # a resumed stream (sweep_frames' skip_rows) evaluates only the rows after those
+        # another run wrote: the warning counts these and says so
+        _warn_over_power(over, "sweep" if not (skip_groups or skip_blocks) else
+                         "sweep (the rows computed in this run; the rows resumed from an "
+                         "interrupted run are not counted here)")
 
     return grid, groups, evaluated
 

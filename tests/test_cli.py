@@ -580,3 +580,16 @@ def test_a_sweep_config_with_a_byte_order_mark_and_a_folder_named_as_a_profile(t
                       "batch = 1\nheads = 8\nseqlen_q = 512\nhead_dim = 64\n", encoding="utf-8")
     assert main(["sweep", str(config), "-q"]) == 2
     assert "is a folder" in capsys.readouterr().err
+
+
+def test_a_quiet_sweep_with_nowhere_to_go_says_so(tmp_path, capsys):
+    """``perfsim sweep CONFIG -q`` with no --out, --plot or --json computes rows nobody sees:
+    it says so on stderr (a fresh user's run printed nothing and exited 0)."""
+    config = tmp_path / "c.toml"
+    config.write_text('gpus = ["h100-sxm5"]\nalgorithms = ["fa2"]\n[workload]\n'
+                      "batch = 1\nheads = 8\nseqlen_q = 512\nhead_dim = 64\n")
+    assert main(["sweep", str(config), "-q"]) == 0
+    captured = capsys.readouterr()
+    assert "shows nothing of it" in captured.err and captured.out == ""
+    assert main(["sweep", str(config), "-q", "--json"]) == 0
+    assert "shows nothing" not in capsys.readouterr().err

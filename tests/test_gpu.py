@@ -95,6 +95,21 @@ def test_load_from_a_toml_path(tmp_path):
     assert perfsim.load_gpu(str(path)).power == perfsim.load_gpu("h200-sxm").power
 
 
+def test_a_misspelt_key_is_named_beside_the_field_it_leaves_missing(tmp_path):
+    """A GPU file whose required key is misspelt said only that the field was missing (a
+    fresh user's report); the key the spec does not take is named beside it."""
+    from perfsim.validate.tomlwrite import dumps
+
+    src = perfsim.load_gpu("h100-sxm5").model_dump()
+    src["id"] = "my-h100"
+    src["hbm_eficiency"] = src.pop("hbm_efficiency")
+    path = tmp_path / "typo.toml"
+    path.write_text(dumps(src))
+    with pytest.raises(perfsim.PerfsimError, match=r"hbm_efficiency: Field required \(the "
+                       r"file has a key no GPU spec takes: 'hbm_eficiency'; misspelt\?\)"):
+        perfsim.load_gpu(str(path))
+
+
 def test_missing_feature_raises_infeasible():
     a100 = perfsim.load_gpu("a100-sxm4-80gb")
     with pytest.raises(perfsim.InfeasibleError, match="WGMMA"):

@@ -437,6 +437,29 @@ def test_fa2_splits_a_windowed_decode_and_only_dropout_stops_it():
     assert "fa2_fwd_combine" not in [k.cost.name for k in dropped.kernels]
 
 
+def test_fa2_variable_length_batches_split_only_swapped_decodes():
+    """flash-attn 2's mha_varlen_fwd calls set_params_splitkv only when it swaps the query
+    heads into rows (seqlenq_ngroups_swapped: one query token, H > H_kv, no window, no
+    dropout); the split-KV rule of its fixed-length entry point had been taken for every
+    variable-length batch (a fresh user's finding: MHA decodes and prefills split, 1.4-2.6x
+    fast)."""
+    def kernels(w, algo="flash-attn-2"):
+        return [k.cost.name for k in perfsim.predict(w, "h100-sxm5", algo).kernels]
+
+    decode = dict(heads=32, head_dim=128, seqlens_q=(1, 1), seqlens_k=(64000, 60000))
+    assert kernels(AttentionWorkload(kv_heads=8, **decode)) == ["fa2_fwd", "fa2_fwd_combine"]
+    for w in (AttentionWorkload(kv_heads=32, **decode),                      # MHA
+              AttentionWorkload(kv_heads=8, window=(4095, 0), **decode),     # a window
+              AttentionWorkload(heads=2, head_dim=128, seqlens_q=(2048, 2048))):  # prefill
+        assert kernels(w) == ["fa2_fwd"], w
+        assert perfsim.predict(w, "h100-sxm5", "flash-attn-2").seconds == pytest.approx(
+            perfsim.predict(w, "h100-sxm5", FA2(num_splits=1)).seconds, rel=1e-12)
+    assert kernels(AttentionWorkload(kv_heads=32, **decode), "sdpa-flash") == ["fa2_fwd"]
+    # the fixed-length call still splits (mha_fwd's rule)
+    fixed = AttentionWorkload(batch=2, heads=32, seqlen_q=1, seqlen_k=64000, head_dim=128)
+    assert kernels(fixed) == ["fa2_fwd", "fa2_fwd_combine"]
+
+
 def test_flex_decode_says_it_times_the_prefill_template():
     """FlexAttention's short-query forward runs flex_decoding, which perfsim does not model:
     explain() says so; a long query does not get the note."""

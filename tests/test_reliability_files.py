@@ -942,3 +942,18 @@ def test_an_interrupted_dask_sweep_says_what_its_folder_holds(tmp_path):
     message = cli._kept(args, KeyboardInterrupt())
     assert "2 finished partition(s) are kept" in message and "resumes" in message
     assert "_manifest.json" in message and "as it was before" not in message
+
+
+def test_an_interrupt_before_any_result_says_there_is_no_file(tmp_path):
+    """The interrupt's line said a new --out file was "as it was before this run" (a fresh
+    user's report: it never existed); it now says which of the two it is."""
+    from types import SimpleNamespace
+
+    from perfsim.cli import _kept
+
+    out = tmp_path / "new.csv"
+    args = SimpleNamespace(out=str(out), dask=None)
+    assert _kept(args, KeyboardInterrupt()) == (
+        f" ({out} is written only as a whole result, so there is none)")
+    out.write_text("previous\n")
+    assert "so it is as it was before this run" in _kept(args, KeyboardInterrupt())

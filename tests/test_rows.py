@@ -206,6 +206,11 @@ def test_the_rows_command_reads_a_file_and_writes_every_row(tmp_path, capsys):
      "line 3 is not JSON"),
     ("number.jsonl", '{"batch": 1, "heads": 8, "seqlen_q": 128, "head_dim": 64}\n5\n',
      "line 2 is a JSON int, not an object of workload fields"),
+    # a column perfsim does not read: said for a file, not for a Python call
+    ("extra.csv", "batch,heads,seqlen_q,head_dim,request_id\n1,8,128,64,7\n",
+     "unknown column 'request_id'; perfsim rows reads batch, heads"),
+    ("varlen.csv", "batch,heads,seqlen_q,head_dim,seqlens_q\n1,8,128,64,7\n",
+     "variable-length batches are perfsim predict-only"),
 ])
 def test_the_rows_command_gives_one_line_for_a_bad_file(tmp_path, capsys, name, text, words):
     from perfsim.cli import main

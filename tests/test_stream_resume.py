@@ -787,3 +787,20 @@ def test_a_partial_file_that_cannot_be_moved_into_place_is_said(tmp_path, config
     assert (f"perfsim: interrupted: the 30 rows finished could not be kept ({tmp_path}/"
             "r.partial.csv: Permission denied)") in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+
+
+def test_a_resumed_stream_s_power_warning_says_it_counts_this_run_s_rows(monkeypatch):
+    """The over-the-limit warning counts the rows a run evaluates; a resumed stream does not
+    evaluate the rows it resumes, so its warning says which rows it counted (a fresh user's
+    resumed run named one GPU where the whole run named two)."""
+    monkeypatch.setattr(sweep_module, "CHUNK_ROWS", 2)
+    hot = dict(batch=[4], heads=[16], seqlen_q=[4096, 8192], head_dim=[128], causal=True,
+               gpus=["h100-pcie"], algorithms=["fa3"])
+    with pytest.warns(UserWarning, match=r"^sweep: modelled board power stays over") as whole:
+        frames = list(sweep_module.sweep_frames(**hot))
+    assert len(frames) == 1 and "h100-pcie: 2 rows" in str(whole[0].message)
+    monkeypatch.setattr(sweep_module, "CHUNK_ROWS", 1)
+    with pytest.warns(UserWarning, match=r"the rows computed in this run; the rows resumed "
+                      r"from an interrupted run are not counted here") as resumed:
+        frames = list(sweep_module.sweep_frames(**hot, skip_rows=1))
+    assert len(frames) == 1 and "h100-pcie: 1 row," in str(resumed[0].message)

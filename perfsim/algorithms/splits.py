@@ -16,7 +16,9 @@ The ``"auto"`` choices follow the references (facts read from their sources):
   for head dims ≤ 64 / ≤ 128 / larger, query tiles of 64 rows, ``num_splits_heuristic`` with
   twice the SM count (two 128-thread CTAs per SM) and at most 128 splits; no splits with
   dropout. ``mha_fwd`` packs the heads of one query token (``seqlenq_ngroups_swapped``:
-  ``N_q = 1``, ``H > H_kv``, no window, no dropout).
+  ``N_q = 1``, ``H > H_kv``, no window, no dropout). Its variable-length entry point
+  (``mha_varlen_fwd``) splits only those swapped calls; every other variable-length batch
+  runs unsplit.
 * flash-attn 3 ``hopper/heuristics.h``: ``should_pack_gqa`` (pack when the query tile's row
   use without packing is below 0.9 of the packed one; always for varlen) and its
   ``num_splits_heuristic`` (one split once the query tiles fill 80 % of the SMs — unless one
@@ -274,8 +276,13 @@ def decide(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int, block
         return out
     if num_splits == "auto":
         # flash-attn 2 splits whenever there is no dropout (set_params_splitkv: "SplitKV is
-        # not implemented for dropout"); a window does not stop it (only the head packing)
-        if rule == "fa2" and dims.dropout_p:
+        # not implemented for dropout"); a window does not stop it (only the head packing).
+        # Its variable-length entry point splits only the calls whose query heads it swaps
+        # into rows (mha_varlen_fwd calls set_params_splitkv under seqlenq_ngroups_swapped:
+        # one query token, H > H_kv, no window, no dropout; PyTorch's copy also for a paged
+        # cache, which SDPA does not pass)
+        if rule == "fa2" and (dims.dropout_p or dims.seqlens is not None and not (
+                dims.N_q == 1 and group > 1 and dims.window == (None, None))):
             splits = 1
         else:
             n_blocks = cdiv(dims.N_k, block_n)

@@ -88,7 +88,11 @@ def _kept(args, exc: BaseException) -> str:
     if getattr(exc, "whole", None):     # the signal waited for the rename (write_frames)
         return (f": {out} was written whole before the signal took effect (every row is "
                 "there)")
-    whole = f"{out} is replaced only by a whole result, so it is as it was before this run"
+    import os
+
+    whole = (f"{out} is replaced only by a whole result, so it is as it was before this run"
+             if os.path.lexists(out) else
+             f"{out} is written only as a whole result, so there is none")
     if getattr(exc, "keep_error", None):
         return (f": the {exc.partial_rows:,} rows finished could not be kept "
                 f"({exc.keep_error}); {whole}")

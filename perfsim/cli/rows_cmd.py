@@ -202,7 +202,7 @@ _TRUE, _FALSE = ("1", "1.0", "true", "yes"), ("0", "0.0", "false", "no")
 def _cmd_rows(args) -> int:
     from perfsim.cli.sweep import OUT_EXTENSIONS, _pyarrow, json_records, write_rows
     from perfsim.gpu_catalog import load_gpu
-    from perfsim.rows import predict_rows
+    from perfsim.rows import check_row_columns, predict_rows
     from perfsim.sweep import check_engine
 
     check_engine(args.engine)
@@ -219,6 +219,8 @@ def _cmd_rows(args) -> int:
     algo = _algorithm_from_args(args.algorithm, args.set)     # before reading the file
     gpu = load_gpu(args.gpu)
     frame = read_rows(args.file)
+    check_row_columns(frame.columns, f"rows file {args.file}", "perfsim rows",
+                      "remove the others from the file")
     timing = timing_fields(args)
     start = time.perf_counter()
     out = predict_rows(frame, gpu=gpu, algorithm=algo, timing=timing or None,

@@ -286,6 +286,10 @@ def _cmd_sweep(args) -> int:
                            "--plot or --json): it starts over instead of resuming from "
                            "NAME.partial.EXT (a --dask run resumes its folder: give a new one "
                            "to start over)")
+    if args.quiet and not (args.out or args.plot or args.json):
+        print("perfsim sweep: --quiet with no --out, --plot or --json computes the sweep and "
+              "shows nothing of it: give --out FILE (or --plot FILE, --json), or drop --quiet "
+              "for the summary table", file=sys.stderr)
     if args.dask:
         return _cmd_dask_sweep(args, kwargs)
     for flag in ("workers", "rows_per_partition"):
