@@ -460,6 +460,43 @@ def test_fa2_variable_length_batches_split_only_swapped_decodes():
     assert kernels(fixed) == ["fa2_fwd", "fa2_fwd_combine"]
 
 
+def test_fa3_gathers_a_paged_cache_without_tma_where_its_rule_says_so():
+    """flash-attn 3 loads a paged K/V cache with TMA only where a page holds whole key blocks
+    and the query rows of a K/V head exceed the query tile (get_pagedkv_tma); elsewhere its
+    producer warps gather the pages with a narrower key block (tile_size_fwd_sm90's
+    paged_kv_non_TMA) and the heads are packed (get_pack_gqa). A fresh user found every
+    paged call timed and named as TMA with the 176-key tile."""
+    def main(w, algo="fa3"):
+        p = perfsim.predict(w, "h100-sxm5", algo)
+        k = max(p.kernels, key=lambda k: k.seconds).cost
+        return k.launch["block_n"], k.launch["packed_heads"], [
+            t for t in k.terms if t.startswith("smem_write/K,V")][0], p
+
+    decode = AttentionWorkload(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=131072,
+                               head_dim=128)
+    assert main(decode)[:3] == (176, 4, "smem_write/K,V (TMA)")
+    for page in (16, 176, 256):     # one query token: never TMA, whatever the page
+        assert main(decode.replace(page_size=page))[:3] == (
+            128, 4, "smem_write/K,V (paged, gathered by the producer warps)")
+    prefill = AttentionWorkload(batch=2, heads=32, kv_heads=8, seqlen_q=2048, seqlen_k=8192,
+                                head_dim=128, page_size=256)
+    assert main(prefill)[:2] == (128, 4)                            # 256 % 176: gathered
+    assert main(prefill.replace(causal=True))[:3] == (128, 1, "smem_write/K,V (TMA)")
+    # flash_attn.cute: TMA where a page is one key tile, else gathered (named so)
+    assert main(decode.replace(page_size=16), "flash-attn-cute")[2].startswith(
+        "smem_write/K,V (paged")
+    # a sweep whose block mixes both paths (32 query rows x 4 heads gathered, 40 by TMA;
+    # both packed and unsplit) gives each row its predict()
+    df = perfsim.sweep(batch=64, heads=32, kv_heads=8, seqlen_q=[1, 32, 40, 2048],
+                       seqlen_k=8192, head_dim=128, page_size=176, gpus="h100-sxm5",
+                       algorithms="fa3")
+    assert main(prefill.replace(batch=64, seqlen_q=32, page_size=176))[:2] == (128, 4)
+    assert main(prefill.replace(batch=64, seqlen_q=40, page_size=176))[:2] == (176, 4)
+    for row in df.itertuples():
+        w = prefill.replace(batch=64, seqlen_q=row.seqlen_q, page_size=176)
+        assert row.seconds == pytest.approx(main(w)[3].seconds, rel=1e-12), row.seqlen_q
+
+
 def test_flex_decode_says_it_times_the_prefill_template():
     """FlexAttention's short-query forward runs flex_decoding, which perfsim does not model:
     explain() says so; a long query does not get the note."""

@@ -787,10 +787,8 @@ class FusedAttention(Algorithm):
             spill_streams=self.spill_streams("fwd"),
             l2_request_seconds=self.tma_l2_seconds(dims, gpu, (
                 (bh * q_rows, kd, dims.d, e),
-                # paged K/V gathered with cp.async unless a page is one key tile
-                # (flash_attn.cute's flash_fwd_sm90.py: TMA for "paged with page_size ==
-                # n_block_size", else the cp.async path): those rows are no TMA segments
-                *(() if dims.page_size and dims.page_size != b_c else (
+                # paged K/V gathered without TMA: no TMA segments (kv_tma_segments)
+                *(() if not self.kv_tma_segments(dims, b_c) else (
                     (kv_total / (ekv * dkv), kd, dims.d, ekv),
                     (kv_total / (ekv * dkv), kd_v, dims.d_v, ekv))))),
             launch={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
@@ -906,6 +904,14 @@ class FusedAttention(Algorithm):
         of ``perfsim.symbolic`` leave it out): not for these kernels (TMA or flash-attn's
         copies, not profiled)."""
         return False
+
+    def kv_tma_segments(self, dims: Dims, b_c) -> bool:
+        """Whether the forward's K/V rows reach the L2 as TMA row segments
+        (:meth:`tma_l2_seconds`; 0 s for kernels that use no TMA): a contiguous cache, or a
+        paged one whose page is one key tile (flash_attn.cute's flash_fwd_sm90.py: TMA for
+        "paged with page_size == n_block_size", else the cp.async path; flash-attn 3's own
+        rule in ``FA3.kv_tma_segments``)."""
+        return not dims.page_size or dims.page_size == b_c
 
     def tma_l2_seconds(self, dims: Dims, gpu: GPUSpec, loads) -> object:
         """``KernelCost.l2_request_seconds`` of a kernel whose ``loads`` are ``(rows, tile

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
+import numpy as np
 from pydantic import Field
 
 from perfsim.algorithms.base import FP32_BYTES, Dims, register_file_share
@@ -52,10 +53,12 @@ from perfsim.algorithms.common import (
 from perfsim.algorithms.fa2 import FusedAttention, fwd_smem_bytes
 from perfsim.algorithms.fa2_launch import BwdLaunch
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
+from perfsim.algorithms.splits import choice_arrays, decide
 from perfsim.errors import InfeasibleError
+from perfsim.frozen import replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, log2
+from perfsim.mathops import cdiv, log2, one_value
 
 #: Forward tiles (block_m, block_n) by head dim, 16-bit inputs, as flash-attention's
 #: hopper/tile_size.h ``tile_size_fwd_sm90`` returns them for non-causal attention
@@ -67,6 +70,16 @@ FWD_TILES_CAUSAL = {64: (192, 128), 96: (192, 128), 128: (128, 128), 192: (128, 
 #: tiles are half the size; the reference tunes FP8 tiles separately).
 FWD_TILES_FP8 = {64: (192, 160), 96: (192, 128), 128: (128, 224), 192: (128, 160),
                  256: (128, 128)}
+#: The forward's tiles where flash-attn 3 reads a paged K/V cache without TMA (its producer
+#: warps gather the pages: ``tile_size_fwd_sm90(..., paged_kv_non_TMA=true)``, hopper/
+#: tile_size.h): a narrower key block at head dims up to 192 (16-bit) and 128 (fp8); causal
+#: keeps its 128 at head dims up to 128.
+PAGED_NON_TMA_TILES = {64: (192, 160), 96: (192, 128), 128: (128, 128), 192: (128, 96),
+                       256: (128, 80)}
+PAGED_NON_TMA_TILES_CAUSAL = {64: (192, 128), 96: (192, 128), 128: (128, 128), 192: (128, 96),
+                              256: (128, 80)}
+PAGED_NON_TMA_TILES_FP8 = {64: (192, 160), 96: (192, 128), 128: (128, 160), 192: (128, 160),
+                           256: (128, 128)}
 #: Backward tiles (query rows, key rows), after hopper/tile_size.h ``tile_size_bwd_sm90``.
 BWD_TILES = {64: (128, 128), 96: (64, 128), 128: (64, 128), 192: (64, 96), 256: (64, 64)}
 #: Fewest 32-bit registers per thread the reference gives a consumer (MMA) warpgroup and the
@@ -228,14 +241,93 @@ class FA3(FusedAttention):
 
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)``: flash-attn 3's forward tile for the head dim and mask (a
-        producer warpgroup plus one consumer warpgroup per 64 query rows)."""
+        producer warpgroup plus one consumer warpgroup per 64 query rows); a paged K/V cache
+        read without TMA (:meth:`paged_kv_tma`) takes the narrower key block of
+        :data:`PAGED_NON_TMA_TILES` where every element of ``dims`` does (a sweep's block of
+        mixed calls keeps the TMA tile: ``perfsim.sweep`` evaluates the others apart,
+        :meth:`split_choices`)."""
+        b_r, b_c = self._tma_tile(dims)
+        if self._gathers(dims):
+            table = (PAGED_NON_TMA_TILES_FP8 if dims.dtype == "fp8_e4m3" else
+                     PAGED_NON_TMA_TILES_CAUSAL if dims.masked else PAGED_NON_TMA_TILES)
+            paged_r, paged_c = pick_tile(table, max(dims.d, dims.d_v), self.name)
+            b_r, b_c = self.block_m or paged_r, self.block_n or paged_c
+        consumers = cdiv(b_r, WGMMA_ROWS)
+        return b_r, b_c, WARPS_PER_WARPGROUP * (consumers + 1)
+
+    def _tma_tile(self, dims: Dims) -> tuple[int, int]:
+        """``(B_r, B_c)`` of the forward with its K/V loaded by TMA (no pages, or pages TMA
+        can load): the reference's table for the head dim, mask and dtype, or the options."""
         table = (FWD_TILES_FP8 if dims.dtype == "fp8_e4m3" else
                  FWD_TILES_CAUSAL if dims.masked else FWD_TILES)
         b_r, b_c = (pick_tile(table, max(dims.d, dims.d_v), self.name)
                     if _numeric_head_dims(dims) else (128, 128))
-        b_r, b_c = self.block_m or b_r, self.block_n or b_c
-        consumers = cdiv(b_r, WGMMA_ROWS)
-        return b_r, b_c, WARPS_PER_WARPGROUP * (consumers + 1)
+        return self.block_m or b_r, self.block_n or b_c
+
+    def _gathers(self, dims: Dims) -> bool:
+        """Whether every element of ``dims`` reads a paged cache without TMA
+        (:meth:`paged_kv_tma`): the forward then runs the gathering kernel's tile and names
+        its K/V writes so."""
+        return self._paged_rule(dims) and one_value(np.logical_not(
+            self.paged_kv_tma(dims, *self._tma_tile(dims))).astype(np.int64)) == 1
+
+    def kv_tma_segments(self, dims: Dims, b_c) -> bool:
+        """Whether the forward's K/V rows reach the L2 as TMA row segments: not where
+        flash-attn 3 gathers the pages of a paged cache (:meth:`paged_kv_tma`); flash_attn.cute
+        and cuDNN as :meth:`FusedAttention.kv_tma_segments`."""
+        if self._paged_rule(dims):
+            return not self._gathers(dims)
+        return super().kv_tma_segments(dims, b_c)
+
+    def _paged_rule(self, dims: Dims) -> bool:
+        """Whether flash-attn 3's own rule for a paged cache applies: a page size given, the
+        reference's kernels (``compiled_head_dims`` ``"flash-attn-3"``; flash_attn.cute loads a
+        page with TMA where it is one key tile, ``FusedAttention._forward``), numeric dims."""
+        return (bool(dims.page_size) and self.compiled_head_dims == "flash-attn-3"
+                and not dims.symbolic and _numeric_head_dims(dims))
+
+    def paged_kv_tma(self, dims: Dims, b_r: int, b_c: int):
+        """Whether flash-attn 3 loads the call's K/V with TMA (``get_pagedkv_tma``,
+        hopper/flash_api.cpp): always without pages; with pages only where a page holds
+        whole key blocks of the TMA tile ``(b_r, b_c)`` and the query rows of a K/V head
+        (``N_q · H / H_kv``) exceed its ``b_r`` ("when seqlen_q <= kBlockM ... using TMA is
+        slower"), and never for a local window. Elementwise on array dims (a bool array).
+        Where it does not, its producer warps gather the pages (a narrower key block,
+        :meth:`fwd_tiles`) and the query heads of a K/V head are packed (``get_pack_gqa``)."""
+        if not self._paged_rule(dims):
+            return True
+        rows = np.asarray(dims.N_q) * (np.asarray(dims.H) // np.asarray(dims.H_kv))
+        tma = (rows > b_r) & (dims.page_size % b_c == 0) & (dims.window == (None, None))
+        return bool(tma) if np.ndim(tma) == 0 else tma
+
+    def forward_dims(self, dims: Dims, gpu: GPUSpec) -> Dims:
+        """The forward's dims with the packing and split-KV choice applied; a paged cache
+        read without TMA packs the query heads of a K/V head (:meth:`paged_kv_tma`)."""
+        if dims.symbolic or not self._paged_rule(dims):
+            return super().forward_dims(dims, gpu)
+        b_r, b_c, _ = self.fwd_tiles(dims, gpu)
+        gather = np.logical_not(self.paged_kv_tma(dims, *self._tma_tile(dims)))
+        return decide(dims, gpu, self.num_splits, self.pack_gqa, self.split_rule, b_r, b_c,
+                      can_split=self.can_split(gpu), pack_always=gather)
+
+    def split_choices(self, dims: Dims, gpu: GPUSpec):
+        """Sweeps: :meth:`FusedAttention.split_choices`, and for a paged cache each element's
+        K/V path as a further key (1: gathered without TMA, its narrower tile and packing;
+        0: TMA), so that a block's elements of either path run apart."""
+        if dims.symbolic or not self._paged_rule(dims):
+            return super().split_choices(dims, gpu)
+        fdims = replace(dims, phase="fwd")
+        b_r, b_c = self._tma_tile(fdims)
+        gather = np.logical_not(self.paged_kv_tma(fdims, b_r, b_c))
+        table = (PAGED_NON_TMA_TILES_FP8 if fdims.dtype == "fp8_e4m3" else
+                 PAGED_NON_TMA_TILES_CAUSAL if fdims.masked else PAGED_NON_TMA_TILES)
+        paged_r, paged_c = pick_tile(table, max(fdims.d, fdims.d_v), self.name)
+        splits, group = choice_arrays(
+            fdims, gpu, self.num_splits, self.pack_gqa, self.split_rule,
+            np.where(gather, self.block_m or paged_r, b_r),
+            np.where(gather, self.block_n or paged_c, b_c), can_split=self.can_split(gpu),
+            pack_always=gather)
+        return splits, group, np.asarray(gather, dtype=np.int64)
 
     def bwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)``: flash-attn 3's backward tile (three warpgroups)."""
@@ -496,7 +588,9 @@ class FA3(FusedAttention):
         consumers = cdiv(b_r, WGMMA_ROWS)
         terms = {"smem_write/Q": e * bh * dims.N_q * dims.d,
                  "smem_write/O (TMA store)": e * bh * dims.N_q * dims.d_v,
-                 "smem_write/K,V (TMA)": e * bh * v.q_outer_cols * dkv,
+                 ("smem_write/K,V (TMA)" if self.kv_tma_segments(dims, self.fwd_tiles(dims)[1])
+                  else "smem_write/K,V (paged, gathered by the producer warps)"):
+                     e * bh * v.q_outer_cols * dkv,
                  "smem_read/Q (per tile, SS)": e * bh * v.tiles * b_r * dims.d,
                  "smem_read/K,V (every consumer warpgroup)":
                      e * bh * consumers * v.q_outer_cols * dkv,

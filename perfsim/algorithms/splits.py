@@ -248,18 +248,22 @@ def combine_kernel(dims: Dims, splits: int, name: str, gpu) -> KernelCost:
 
 
 def decide(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int, block_n: int,
-           can_split: bool = True) -> Dims:
+           can_split: bool = True, pack_always=False) -> Dims:
     """The forward dims with the packing and split choice applied (``"auto"``: the
     reference's rule, ``rule`` = ``"fa2"``, ``"fa3"`` or ``"cute"``), as ``Dims.group`` /
-    ``Dims.splits``.
+    ``Dims.splits``. ``pack_always``: the ``"auto"`` packing holds wherever ``H > H_kv``
+    (flash-attn 3 for a paged cache it gathers without TMA, ``get_pack_gqa``; a bool, an
+    array in sweeps).
     Symbolic dims keep one split and no packing."""
     if dims.symbolic:
         return dims
     if any(isinstance(x, np.ndarray) for x in (dims.B, dims.H, dims.H_kv, dims.N_q, dims.N_k)):
         return _decide_arrays(dims, gpu, num_splits, pack_gqa, rule, block_m, block_n,
-                              can_split)
+                              can_split, pack_always)
     group = dims.H // dims.H_kv
-    if pack_gqa == "auto":
+    if pack_gqa == "auto" and bool(pack_always):
+        pack = group > 1
+    elif pack_gqa == "auto":
         if rule == "fa2":
             pack = (dims.N_q == 1 and group > 1 and dims.window == (None, None)
                     and not dims.dropout_p)
@@ -308,7 +312,7 @@ def decide(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int, block
 
 
 def _decide_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int,
-                   block_n: int, can_split: bool) -> Dims:
+                   block_n: int, can_split: bool, pack_always=False) -> Dims:
     """:func:`decide` on array dims (sweeps): every element's choice is :func:`decide`'s for
     that element alone (:func:`choice_arrays`), and one kernel structure must serve the whole
     block: one packing group, and either no element split or every element split (the
@@ -340,7 +344,7 @@ def _decide_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: in
             return out
         return replace(out, splits=max(int(num_splits), 1))
     splits, group = choice_arrays(dims, gpu, num_splits, pack_gqa, rule, block_m, block_n,
-                                  can_split)
+                                  can_split, pack_always=pack_always)
     groups = np.unique(group)
     if len(groups) != 1:
         raise PerfsimError("the GQA packing choice differs across this block of rows "
@@ -360,7 +364,7 @@ def _decide_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: in
 
 
 def choice_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int,
-                  block_n: int, can_split: bool = True):
+                  block_n: int, can_split: bool = True, pack_always=False):
     """:func:`decide` for every element of array dims at once (sweeps): ``(splits, group)``,
     integer arrays of the broadcast shape of ``B, H, H_kv, N_q, N_k`` — the split count and
     the packing group (``H / H_kv`` where the heads are packed, else 1) that :func:`decide`
@@ -392,6 +396,8 @@ def choice_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int
             pack = gqa & (use(N_q) < 0.9 * use(N_q * group))
     else:
         pack = gqa & bool(pack_gqa)
+    if pack_gqa == "auto":
+        pack = pack | (gqa & np.asarray(pack_always, dtype=bool))
     rows_q = np.where(pack, N_q * group, N_q)
     heads = np.where(pack, H_kv, H)
     splits = np.ones(shape, np.int64)
