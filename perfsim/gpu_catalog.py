@@ -6,11 +6,12 @@ The model of a spec is :class:`perfsim.gpu.GPUSpec`.
 from __future__ import annotations
 
 import tomllib
+import warnings
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from perfsim.errors import PerfsimError
+from perfsim.errors import PerfsimError, outside_perfsim
 from perfsim.gpu import GPUSpec, _validate_spec
 
 
@@ -83,7 +84,9 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
             raise PerfsimError(f"GPU profile {text!r} is a folder, not a .toml file")
         if not _is(path, "file"):
             raise PerfsimError(f"GPU profile file {text!r} does not exist")
-        return _load_path(str(path.resolve()), path.stat().st_mtime_ns)
+        spec = _load_path(str(path.resolve()), path.stat().st_mtime_ns)
+        _warn_catalog_id(spec, str(path.resolve()))
+        return spec
     text = text.lower()                 # catalog ids are lower case
     path = _catalog_dir() / f"{text}.toml"
     if not _is(path, "file") and _is(Path(str(gpu)), "dir"):
@@ -96,6 +99,23 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
     if type(gpu) is str:
         _BY_ID[gpu] = spec
     return spec
+
+
+#: Files already warned about by :func:`_warn_catalog_id` (once per file and process).
+_WARNED_IDS: set = set()
+
+
+def _warn_catalog_id(spec: GPUSpec, where: str) -> None:
+    """Warn (once per file) where a profile file takes a catalog GPU's id with other values:
+    its results would be labelled as that catalog GPU (a fresh user's edited copy of
+    ``h100-sxm5.toml`` was)."""
+    if where in _WARNED_IDS or spec.id not in gpus():
+        return
+    _WARNED_IDS.add(where)
+    if spec != load_gpu(spec.id):
+        warnings.warn(f"{where}: its id {spec.id!r} is a catalog GPU's, but its values differ "
+                      f"from the catalog's; its results are labelled {spec.id!r} all the same "
+                      "(give the file an id of its own)", stacklevel=outside_perfsim())
 
 
 def _is(path: Path, kind: str) -> bool:

@@ -110,6 +110,31 @@ def test_a_misspelt_key_is_named_beside_the_field_it_leaves_missing(tmp_path):
         perfsim.load_gpu(str(path))
 
 
+def test_a_file_that_keeps_a_catalog_id_with_other_values_is_warned_about(tmp_path):
+    """An edited copy of a catalog file keeps its id, so its results were labelled as the
+    catalog GPU without a word (a fresh user's report): it warns once; an unedited copy
+    does not."""
+    import warnings
+
+    from perfsim.validate.tomlwrite import dumps
+
+    src = perfsim.load_gpu("h100-sxm5").model_dump()
+    same = tmp_path / "same.toml"
+    same.write_text(dumps(src))
+    src["hbm_efficiency"] = 0.7
+    edited = tmp_path / "edited.toml"
+    edited.write_text(dumps(src))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert perfsim.load_gpu(str(same)) == perfsim.load_gpu("h100-sxm5")
+    with pytest.warns(UserWarning, match="its id 'h100-sxm5' is a catalog GPU's, but its "
+                      "values differ"):
+        assert perfsim.load_gpu(str(edited)).hbm_efficiency == 0.7
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        perfsim.load_gpu(str(edited))                   # once per file
+
+
 def test_missing_feature_raises_infeasible():
     a100 = perfsim.load_gpu("a100-sxm4-80gb")
     with pytest.raises(perfsim.InfeasibleError, match="WGMMA"):
