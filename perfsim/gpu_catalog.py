@@ -84,8 +84,9 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
             raise PerfsimError(f"GPU profile {text!r} is a folder, not a .toml file")
         if not _is(path, "file"):
             raise PerfsimError(f"GPU profile file {text!r} does not exist")
-        spec = _load_path(str(path.resolve()), path.stat().st_mtime_ns)
-        _warn_catalog_id(spec, str(path.resolve()))
+        mtime = path.stat().st_mtime_ns
+        spec = _load_path(str(path.resolve()), mtime)
+        _warn_catalog_id(spec, str(path.resolve()), mtime)
         return spec
     text = text.lower()                 # catalog ids are lower case
     path = _catalog_dir() / f"{text}.toml"
@@ -101,17 +102,18 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
     return spec
 
 
-#: Files already warned about by :func:`_warn_catalog_id` (once per file and process).
+#: ``(file, modification time)`` already checked by :func:`_warn_catalog_id` (each version of
+#: a file once per process).
 _WARNED_IDS: set = set()
 
 
-def _warn_catalog_id(spec: GPUSpec, where: str) -> None:
-    """Warn (once per file) where a profile file takes a catalog GPU's id with other values:
-    its results would be labelled as that catalog GPU (a fresh user's edited copy of
-    ``h100-sxm5.toml`` was)."""
-    if where in _WARNED_IDS or spec.id not in gpus():
+def _warn_catalog_id(spec: GPUSpec, where: str, mtime_ns: int) -> None:
+    """Warn (once per version of a file) where a profile file takes a catalog GPU's id with
+    other values: its results would be labelled as that catalog GPU (a fresh user's edited
+    copy of ``h100-sxm5.toml`` was)."""
+    if (where, mtime_ns) in _WARNED_IDS or spec.id not in gpus():
         return
-    _WARNED_IDS.add(where)
+    _WARNED_IDS.add((where, mtime_ns))
     if spec != load_gpu(spec.id):
         warnings.warn(f"{where}: its id {spec.id!r} is a catalog GPU's, but its values differ "
                       f"from the catalog's; its results are labelled {spec.id!r} all the same "

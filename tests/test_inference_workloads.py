@@ -497,6 +497,77 @@ def test_fa3_gathers_a_paged_cache_without_tma_where_its_rule_says_so():
         assert row.seconds == pytest.approx(main(w)[3].seconds, rel=1e-12), row.seqlen_q
 
 
+@pytest.mark.parametrize("d, dtype, mask, block_n", [
+    (64, "bf16", None, 160), (96, "bf16", None, 128), (128, "bf16", None, 128),
+    (192, "bf16", None, 96), (256, "bf16", None, 80), (64, "bf16", "causal", 128),
+    (192, "bf16", "causal", 96), (256, "bf16", "window", 64), (64, "bf16", "window", 160),
+    (128, "fp8_e4m3", None, 160), (192, "fp8_e4m3", None, 160), (256, "fp8_e4m3", None, 128),
+    (192, "fp8_e4m3", "window", 128), (256, "fp8_e4m3", "window", 64)])
+def test_fa3_s_gathered_pages_take_the_reference_s_tile(d, dtype, mask, block_n):
+    """tile_size_fwd_sm90(paged_kv_non_TMA=true) entry by entry (hopper/tile_size.h): pages of
+    64 keys are no whole key block of any TMA tile, so these calls gather; a window is
+    is_local, not causal. A key block set by hand holds on that path too."""
+    w = AttentionWorkload(batch=2, heads=16, seqlen_q=2048, head_dim=d, dtype=dtype,
+                          causal=mask == "causal", page_size=64,
+                          window=(511, 0) if mask == "window" else (None, None))
+
+    def fwd(algo):
+        p = perfsim.predict(w, "h100-sxm5", algo)
+        return [k for k in p.kernels if k.cost.name == "fa3_fwd"][0].cost.launch["block_n"]
+
+    assert fwd("fa3") == block_n
+    assert fwd(FA3(block_n=64)) == 64
+
+
+def test_fa3_s_paged_path_holds_for_windows_packing_and_variable_lengths():
+    """A windowed paged call never takes TMA (get_pagedkv_tma: is_local), though its page holds
+    whole key blocks; the gathered path packs the heads whatever pack_gqa says (PagedKVNonTMA
+    instantiates PackGQA), in sweeps as in predict; a variable-length batch takes one path
+    from its longest query (max_seqlen_q); a V of head dim 128 under K of 192 takes 128
+    keys (headdim_v <= 128), so pages of 256 are TMA's."""
+    def fwd(w, algo="fa3"):
+        p = perfsim.predict(w, "h100-sxm5", algo)
+        return [k for k in p.kernels if k.cost.name == "fa3_fwd"], p
+
+    prefill = AttentionWorkload(batch=2, heads=32, kv_heads=8, seqlen_q=4096, head_dim=128,
+                                causal=True, page_size=256)
+    (k,), _ = fwd(prefill)
+    assert "smem_write/K,V (TMA)" in k.cost.terms                  # 256 % 128, 4096 > 128
+    (k,), _ = fwd(prefill.replace(causal=False, window=(1023, 0)))
+    assert "smem_write/K,V (paged, gathered by the producer warps)" in k.cost.terms
+    gathered = prefill.replace(seqlen_q=2000, page_size=64)
+    for algo in ("fa3", FA3(pack_gqa=False), FA3(num_splits=1, pack_gqa=False)):
+        (k,), p = fwd(gathered, algo)
+        assert k.cost.launch["packed_heads"] == 4
+        df = perfsim.sweep(batch=2, heads=32, kv_heads=8, seqlen_q=[1, 2000], seqlen_k=4096,
+                           head_dim=128, causal=True, page_size=64, gpus="h100-sxm5",
+                           algorithms=[algo])
+        row = df[df.seqlen_q == 2000].iloc[0]
+        assert row.seconds == pytest.approx(
+            fwd(gathered.replace(seqlen_k=4096), algo)[1].seconds, rel=1e-12)
+    ragged = AttentionWorkload(heads=32, kv_heads=8, head_dim=64, seqlens_q=(1, 2048),
+                               seqlens_k=(8192, 8192), page_size=384)
+    kernels, _ = fwd(ragged)
+    assert [k.cost.launch["block_n"] for k in kernels] == [192]
+    assert all("smem_write/K,V (TMA)" in k.cost.terms for k in kernels)
+    (k,), _ = fwd(AttentionWorkload(batch=2, heads=16, seqlen_q=4096, head_dim=192,
+                                    head_dim_v=128, page_size=256))
+    assert k.cost.launch["block_n"] == 128 and "smem_write/K,V (TMA)" in k.cost.terms
+
+
+def test_fa2_variable_length_gqa_prefill_does_not_split():
+    """mha_varlen_fwd's swap needs one query token: a GQA prefill batch runs unsplit, where
+    the fixed-length call of its shape splits (few query tiles, long keys)."""
+    w = AttentionWorkload(heads=8, kv_heads=2, head_dim=128, seqlens_q=(128, 128),
+                          seqlens_k=(65536, 65536))
+    assert [k.cost.name for k in perfsim.predict(w, "h100-sxm5", "flash-attn-2").kernels] == [
+        "fa2_fwd"]
+    fixed = AttentionWorkload(batch=2, heads=8, kv_heads=2, seqlen_q=128, seqlen_k=65536,
+                              head_dim=128)
+    assert "fa2_fwd_combine" in [k.cost.name for k in perfsim.predict(
+        fixed, "h100-sxm5", "flash-attn-2").kernels]
+
+
 def test_flex_decode_says_it_times_the_prefill_template():
     """FlexAttention's short-query forward runs flex_decoding, which perfsim does not model:
     explain() says so; a long query does not get the note."""

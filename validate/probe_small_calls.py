@@ -12,12 +12,14 @@ This probe answers, per implementation and shape, without a model:
 * ``host_s``: the host's own time per call (``time.perf_counter`` around ``fn()``, back to
   back, median; the GPU never blocks the host here);
 * per call of an isolated run (``torch.cuda.synchronize`` and a 2 ms pause before each, so the
-  GPU is idle when the call starts) under ``torch.profiler`` (CPU and CUDA activity): every
-  kernel the call launches (name, GPU duration), its launch and its GPU start relative to the
-  call's start on the host (a CUDA event recorded before ``fn()``; CUDA activity alone, no
-  per-op CPU records), and the call's host span.
+  GPU is idle when the call starts) under ``torch.profiler`` with CUDA activity alone (no
+  per-op CPU records): every kernel the call launches (name, GPU duration), its launch and
+  its GPU start relative to the call's start on the host (a CUDA event recorded before
+  ``fn()``), and the call's host span. The profiler's host spans are several times the
+  unprofiled ones, so its offsets are not used; the kernels' durations are.
 
-    python -m perfsim.validate.probe_small_calls OUT.json [--cases flex-fwd,...] [--calls 20]
+    python -m perfsim.validate.probe_small_calls OUT.json [--impls flex,sdpa_flash,...]
+        [--calls 20]
 
 torch is imported inside functions (run on a CUDA machine; ``validate/probe_run.sh``-style
 layout: perfsim importable, the implementations of ``validate/external.py``).

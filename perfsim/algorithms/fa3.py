@@ -53,7 +53,7 @@ from perfsim.algorithms.common import (
 from perfsim.algorithms.fa2 import FusedAttention, fwd_smem_bytes
 from perfsim.algorithms.fa2_launch import BwdLaunch
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
-from perfsim.algorithms.splits import choice_arrays, decide
+from perfsim.algorithms.splits import choice_arrays, decide, varlen_batch_dims
 from perfsim.errors import InfeasibleError
 from perfsim.frozen import replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
@@ -80,6 +80,12 @@ PAGED_NON_TMA_TILES_CAUSAL = {64: (192, 128), 96: (192, 128), 128: (128, 128), 1
                               256: (128, 80)}
 PAGED_NON_TMA_TILES_FP8 = {64: (192, 160), 96: (192, 128), 128: (128, 160), 192: (128, 160),
                            256: (128, 128)}
+#: ... under a local window (``is_local``; flash-attn 3 never loads a windowed paged cache
+#: with TMA): 64 keys above head dim 192, fp8 128 at 192.
+PAGED_NON_TMA_TILES_LOCAL = {64: (192, 160), 96: (192, 128), 128: (128, 128), 192: (128, 96),
+                             256: (128, 64)}
+PAGED_NON_TMA_TILES_FP8_LOCAL = {64: (192, 160), 96: (192, 128), 128: (128, 160),
+                                 192: (128, 128), 256: (128, 64)}
 #: Backward tiles (query rows, key rows), after hopper/tile_size.h ``tile_size_bwd_sm90``.
 BWD_TILES = {64: (128, 128), 96: (64, 128), 128: (64, 128), 192: (64, 96), 256: (64, 64)}
 #: Fewest 32-bit registers per thread the reference gives a consumer (MMA) warpgroup and the
@@ -218,6 +224,10 @@ class FA3(FusedAttention):
     #: :data:`CUDNN_SM90_HEAD_DIM_MULTIPLE`) or ``"exact"`` (every head dim as itself).
     compiled_head_dims: Literal["flash-attn-3", "cute-sm90", "cudnn-sm90", "exact"] = \
         "flash-attn-3"
+    #: how the forward reads a paged K/V cache (``compiled_head_dims`` ``"flash-attn-3"``):
+    #: ``"auto"`` (the reference's ``get_pagedkv_tma``, :meth:`paged_kv_tma`), ``"tma"`` or
+    #: ``"gather"`` (its producer warps gather the pages: the narrower tile, heads packed)
+    paged_kv_path: Literal["auto", "tma", "gather"] = "auto"
     dtypes: ClassVar[tuple[str, ...]] = ("fp16", "bf16", "fp8_e4m3")
 
     def kernel_head_dims(self, dims: Dims) -> tuple:
@@ -242,26 +252,39 @@ class FA3(FusedAttention):
     def fwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
         """``(B_r, B_c, warps)``: flash-attn 3's forward tile for the head dim and mask (a
         producer warpgroup plus one consumer warpgroup per 64 query rows); a paged K/V cache
-        read without TMA (:meth:`paged_kv_tma`) takes the narrower key block of
-        :data:`PAGED_NON_TMA_TILES` where every element of ``dims`` does (a sweep's block of
-        mixed calls keeps the TMA tile: ``perfsim.sweep`` evaluates the others apart,
+        read without TMA (:meth:`paged_kv_tma`) takes the gathering kernel's tile
+        (:meth:`_gather_tile`) where every element of ``dims`` does (a sweep's block of mixed
+        calls keeps the TMA tile: ``perfsim.sweep`` evaluates the others apart,
         :meth:`split_choices`)."""
-        b_r, b_c = self._tma_tile(dims)
-        if self._gathers(dims):
-            table = (PAGED_NON_TMA_TILES_FP8 if dims.dtype == "fp8_e4m3" else
-                     PAGED_NON_TMA_TILES_CAUSAL if dims.masked else PAGED_NON_TMA_TILES)
-            paged_r, paged_c = pick_tile(table, max(dims.d, dims.d_v), self.name)
-            b_r, b_c = self.block_m or paged_r, self.block_n or paged_c
+        b_r, b_c = self._gather_tile(dims) if self._gathers(dims) else self._tma_tile(dims)
         consumers = cdiv(b_r, WGMMA_ROWS)
         return b_r, b_c, WARPS_PER_WARPGROUP * (consumers + 1)
 
     def _tma_tile(self, dims: Dims) -> tuple[int, int]:
         """``(B_r, B_c)`` of the forward with its K/V loaded by TMA (no pages, or pages TMA
-        can load): the reference's table for the head dim, mask and dtype, or the options."""
+        can load): the reference's table for the head dim, mask and dtype, or the options.
+        Above head dim 128 a 16-bit V of head dim at most 128 takes 128 keys, not 112
+        (``headdim_v <= 128 ? 128 : 112``, tile_size.h)."""
         table = (FWD_TILES_FP8 if dims.dtype == "fp8_e4m3" else
                  FWD_TILES_CAUSAL if dims.masked else FWD_TILES)
-        b_r, b_c = (pick_tile(table, max(dims.d, dims.d_v), self.name)
-                    if _numeric_head_dims(dims) else (128, 128))
+        if not _numeric_head_dims(dims):
+            return self.block_m or 128, self.block_n or 128
+        b_r, b_c = pick_tile(table, max(dims.d, dims.d_v), self.name)
+        if dims.dtype != "fp8_e4m3" and 128 < dims.d <= 192 and dims.d_v <= 128:
+            b_c = 128
+        return self.block_m or b_r, self.block_n or b_c
+
+    def _gather_tile(self, dims: Dims) -> tuple[int, int]:
+        """``(B_r, B_c)`` of the forward whose producer warps gather a paged cache
+        (``tile_size_fwd_sm90(..., paged_kv_non_TMA=true)``, tile_size.h): a local window's
+        table, the causal one, or :data:`PAGED_NON_TMA_TILES`; the options where set."""
+        local = dims.window != (None, None)
+        if dims.dtype == "fp8_e4m3":
+            table = PAGED_NON_TMA_TILES_FP8_LOCAL if local else PAGED_NON_TMA_TILES_FP8
+        else:
+            table = (PAGED_NON_TMA_TILES_LOCAL if local else
+                     PAGED_NON_TMA_TILES_CAUSAL if dims.masked else PAGED_NON_TMA_TILES)
+        b_r, b_c = pick_tile(table, max(dims.d, dims.d_v), self.name)
         return self.block_m or b_r, self.block_n or b_c
 
     def _gathers(self, dims: Dims) -> bool:
@@ -291,14 +314,37 @@ class FA3(FusedAttention):
         hopper/flash_api.cpp): always without pages; with pages only where a page holds
         whole key blocks of the TMA tile ``(b_r, b_c)`` and the query rows of a K/V head
         (``N_q · H / H_kv``) exceed its ``b_r`` ("when seqlen_q <= kBlockM ... using TMA is
-        slower"), and never for a local window. Elementwise on array dims (a bool array).
-        Where it does not, its producer warps gather the pages (a narrower key block,
-        :meth:`fwd_tiles`) and the query heads of a K/V head are packed (``get_pack_gqa``)."""
+        slower"), and never for a local window; ``paged_kv_path`` fixes it. Elementwise on
+        array dims (a bool array). Where it does not, its producer warps gather the pages
+        (:meth:`_gather_tile`) and the query heads of a K/V head are packed whatever
+        ``pack_gqa`` says (``PackGQA_ || ... || PagedKVNonTMA``, hopper/flash_api.cpp)."""
         if not self._paged_rule(dims):
             return True
+        if self.paged_kv_path != "auto":
+            return self.paged_kv_path == "tma"
         rows = np.asarray(dims.N_q) * (np.asarray(dims.H) // np.asarray(dims.H_kv))
         tma = (rows > b_r) & (dims.page_size % b_c == 0) & (dims.window == (None, None))
         return bool(tma) if np.ndim(tma) == 0 else tma
+
+    def _with_path(self, dims: Dims):
+        """This configuration with the paged K/V path of ``dims`` fixed
+        (``paged_kv_path``), so that the kernels built for it — their whole-tile padding
+        included (``base.with_whole_tiles`` rounds ``N_q`` up) — keep the path the call's own
+        shape takes; itself where the path is fixed, not paged, or mixed across a sweep
+        block's elements."""
+        if self.paged_kv_path != "auto" or not self._paged_rule(dims):
+            return self
+        tma = one_value(np.asarray(self.paged_kv_tma(replace(dims, phase="fwd"),
+                                                     *self._tma_tile(dims)), dtype=np.int64))
+        if tma is None:
+            return self
+        return type(self)(**{**self.model_dump(), "paged_kv_path": "tma" if tma else "gather"})
+
+    def varlen_config(self, dims: Dims, gpu: GPUSpec):
+        """Split-KV, packing and a paged cache's K/V path decided once for the whole
+        variable-length batch (its longest lengths, as ``max_seqlen_q`` decides them)."""
+        batch = varlen_batch_dims(dims)
+        return super().varlen_config(dims, gpu)._with_path(batch)
 
     def forward_dims(self, dims: Dims, gpu: GPUSpec) -> Dims:
         """The forward's dims with the packing and split-KV choice applied; a paged cache
@@ -307,26 +353,24 @@ class FA3(FusedAttention):
             return super().forward_dims(dims, gpu)
         b_r, b_c, _ = self.fwd_tiles(dims, gpu)
         gather = np.logical_not(self.paged_kv_tma(dims, *self._tma_tile(dims)))
-        return decide(dims, gpu, self.num_splits, self.pack_gqa, self.split_rule, b_r, b_c,
+        pack = self.pack_gqa if self.pack_gqa == "auto" or not np.all(gather) else True
+        return decide(dims, gpu, self.num_splits, pack, self.split_rule, b_r, b_c,
                       can_split=self.can_split(gpu), pack_always=gather)
 
     def split_choices(self, dims: Dims, gpu: GPUSpec):
         """Sweeps: :meth:`FusedAttention.split_choices`, and for a paged cache each element's
-        K/V path as a further key (1: gathered without TMA, its narrower tile and packing;
-        0: TMA), so that a block's elements of either path run apart."""
+        K/V path as a further key (1: gathered without TMA, its tile and packing; 0: TMA), so
+        that a block's elements of either path run apart."""
         if dims.symbolic or not self._paged_rule(dims):
             return super().split_choices(dims, gpu)
         fdims = replace(dims, phase="fwd")
         b_r, b_c = self._tma_tile(fdims)
         gather = np.logical_not(self.paged_kv_tma(fdims, b_r, b_c))
-        table = (PAGED_NON_TMA_TILES_FP8 if fdims.dtype == "fp8_e4m3" else
-                 PAGED_NON_TMA_TILES_CAUSAL if fdims.masked else PAGED_NON_TMA_TILES)
-        paged_r, paged_c = pick_tile(table, max(fdims.d, fdims.d_v), self.name)
+        paged_r, paged_c = self._gather_tile(fdims)
         splits, group = choice_arrays(
             fdims, gpu, self.num_splits, self.pack_gqa, self.split_rule,
-            np.where(gather, self.block_m or paged_r, b_r),
-            np.where(gather, self.block_n or paged_c, b_c), can_split=self.can_split(gpu),
-            pack_always=gather)
+            np.where(gather, paged_r, b_r), np.where(gather, paged_c, b_c),
+            can_split=self.can_split(gpu), pack_always=gather)
         return splits, group, np.asarray(gather, dtype=np.int64)
 
     def bwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
@@ -538,7 +582,9 @@ class FA3(FusedAttention):
                 (False, not self.warp_specialized))
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
-        """FA3's kernels (FP8 inputs add the quantisation pass).
+        """FA3's kernels (FP8 inputs add the quantisation pass); a paged call's K/V path is
+        fixed from its own shape first (:meth:`_with_path`: the kernels' whole-tile padding
+        keeps it).
 
         Raises:
             InfeasibleError: a GPU without TMA and WGMMA, or an input FA3 does not take."""
@@ -547,6 +593,9 @@ class FA3(FusedAttention):
             raise InfeasibleError(f"fa3 needs {' and '.join(m.upper() for m in missing)} "
                                   f"(Hopper sm_90a); {gpu.id} has none")
         check_fused_inputs(dims, self.name, self.dtypes)
+        fixed = self._with_path(dims) if dims.fwd else self
+        if fixed is not self:       # a paged call's K/V path, fixed from its own shape
+            return fixed.kernels(dims, gpu)
         self._check_smem(dims, gpu)
         out = super().kernels(dims, gpu)
         if dims.dtype == "fp8_e4m3" and self.quantize_inputs and dims.fwd:

@@ -251,9 +251,9 @@ def decide(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int, block
            can_split: bool = True, pack_always=False) -> Dims:
     """The forward dims with the packing and split choice applied (``"auto"``: the
     reference's rule, ``rule`` = ``"fa2"``, ``"fa3"`` or ``"cute"``), as ``Dims.group`` /
-    ``Dims.splits``. ``pack_always``: the ``"auto"`` packing holds wherever ``H > H_kv``
-    (flash-attn 3 for a paged cache it gathers without TMA, ``get_pack_gqa``; a bool, an
-    array in sweeps).
+    ``Dims.splits``. ``pack_always``: the query heads are packed wherever ``H > H_kv``,
+    whatever ``pack_gqa`` says (flash-attn 3's kernel for a paged cache it gathers without
+    TMA, ``PackGQA_ || ... || PagedKVNonTMA``; a bool, an array in sweeps).
     Symbolic dims keep one split and no packing."""
     if dims.symbolic:
         return dims
@@ -261,7 +261,7 @@ def decide(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int, block
         return _decide_arrays(dims, gpu, num_splits, pack_gqa, rule, block_m, block_n,
                               can_split, pack_always)
     group = dims.H // dims.H_kv
-    if pack_gqa == "auto" and bool(pack_always):
+    if bool(pack_always):
         pack = group > 1
     elif pack_gqa == "auto":
         if rule == "fa2":
@@ -396,8 +396,7 @@ def choice_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int
             pack = gqa & (use(N_q) < 0.9 * use(N_q * group))
     else:
         pack = gqa & bool(pack_gqa)
-    if pack_gqa == "auto":
-        pack = pack | (gqa & np.asarray(pack_always, dtype=bool))
+    pack = pack | (gqa & np.asarray(pack_always, dtype=bool))
     rows_q = np.where(pack, N_q * group, N_q)
     heads = np.where(pack, H_kv, H)
     splits = np.ones(shape, np.int64)
