@@ -637,7 +637,9 @@ class FA3(FusedAttention):
         consumers = cdiv(b_r, WGMMA_ROWS)
         terms = {"smem_write/Q": e * bh * dims.N_q * dims.d,
                  "smem_write/O (TMA store)": e * bh * dims.N_q * dims.d_v,
-                 ("smem_write/K,V (TMA)" if self.kv_tma_segments(dims, self.fwd_tiles(dims)[1])
+                 # (a contiguous cache is TMA's: no tile looked up for it)
+                 ("smem_write/K,V (TMA)" if not dims.page_size
+                  or self.kv_tma_segments(dims, self.fwd_tiles(dims)[1])
                   else "smem_write/K,V (paged, gathered by the producer warps)"):
                      e * bh * v.q_outer_cols * dkv,
                  "smem_read/Q (per tile, SS)": e * bh * v.tiles * b_r * dims.d,

@@ -88,8 +88,6 @@ def _kept(args, exc: BaseException) -> str:
     if getattr(exc, "whole", None):     # the signal waited for the rename (write_frames)
         return (f": {out} was written whole before the signal took effect (every row is "
                 "there)")
-    import os
-
     whole = (f"{out} is replaced only by a whole result, so it is as it was before this run"
              if os.path.lexists(out) else
              f"{out} is written only as a whole result, so there is none")
