@@ -419,15 +419,17 @@ EFFICIENT_BWD_SM8X_K96 = 96
 #: in it.
 XFORMERS_DQ_LOCK_WAITS = 8.8
 #: flash_attn.cute sm90 forward tiles by head dim (``interface.py`` ``_tile_size_fwd_sm90``;
-#: head dim 96 takes 192 x 128 when causal; head dim 192 takes 112 keys when the value head
-#: dim is above 128 and 96 with a window; head dim 256 takes 64 keys with a window).
+#: head dim 96 takes 192 x 128 when causal or under a window; head dim 192 takes 112 keys
+#: when the value head dim is above 128 and 96 with a window; head dim 256 takes 64 keys with
+#: a window).
 CUTE_SM90_FWD_TILES = {64: (192, 128), 96: (192, 144), 128: (128, 128), 192: (128, 128),
                        256: (128, 80)}
 #: flash_attn.cute sm90 backward tiles (``_tile_size_bwd_sm90``: head dim 128 takes 64 query
-#: rows when causal, 80 otherwise; head dim 256 takes 64 x 48, because its 64 KB shared-memory
-#: dQ staging buffer leaves no room for FA3's C++ 64 x 80 tile — the source's own comment,
-#: flash-attn-4 4.0.0b36; an Nsight Compute profile on the H200 shows the 86 key blocks of
-#: N = 4096 / 48 in its grid, validate/reports/h200/probes/ncu/summary.json ``cute-bwd-d256``).
+#: rows when causal or under a window, 80 otherwise; head dim 256 takes 64 x 48, because its
+#: 64 KB shared-memory dQ staging buffer leaves no room for FA3's C++ 64 x 80 tile — the
+#: source's own comment, flash-attn-4 4.0.0b36; an Nsight Compute profile on the H200 shows
+#: the 86 key blocks of N = 4096 / 48 in its grid, validate/reports/h200/probes/ncu/
+#: summary.json ``cute-bwd-d256``).
 CUTE_SM90_BWD_TILES = {64: (128, 128), 96: (64, 128), 128: (80, 128), 192: (64, 96),
                        256: (64, 48)}
 
@@ -1368,14 +1370,14 @@ def _cute(dims, gpu):
     d = max(dims.d, dims.d_v)
     block_m, block_n = _tile(CUTE_SM90_FWD_TILES, d)
     local = any(side is not None for side in dims.window)
-    if d > 64 and d <= 96 and dims.causal:
+    if d > 64 and d <= 96 and (dims.causal or local):
         block_n = 128
     elif 128 < d <= 192:
         block_n = 96 if local else (128 if dims.d_v <= 128 else 112)
     elif d > 192 and local:
         block_n = 64
     bwd_m, bwd_n = _tile(CUTE_SM90_BWD_TILES, d)
-    if 96 < d <= 128 and dims.causal:
+    if 96 < d <= 128 and (dims.causal or local):
         bwd_m = 64
     # one CTA per tile, not persistent: its sm90 forward builds its tile scheduler with
     # ``is_persistent=False`` (SingleTileScheduler, or SingleTileLPTScheduler when causal) and

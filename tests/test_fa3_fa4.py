@@ -145,6 +145,23 @@ def test_fa4_two_cta_backward_needs_the_feature():
     assert perfsim.predict(w, gpu=no_pair, algorithm=FA4(two_cta_backward=False)).seconds > 0
 
 
+def test_fa4_pairs_ctas_in_the_backward_from_head_dim_128():
+    """flash-attn-4 4.0.0b36 _flash_attn_bwd: use_2cta_instrs = head_dim >= 128 and ...;
+    perfsim had paired the CTAs at every head dim (an auditor's finding)."""
+    def bwd(d, gpu="b200", algo="fa4"):
+        w = W(batch=4, heads=16, seqlen_q=4096, head_dim=d, dtype="bf16", phase="bwd")
+        p = perfsim.predict(w, gpu=gpu, algorithm=algo)
+        return [k for k in p.kernels if k.cost.name == "fa4_bwd"][0].cost.launch["two_cta"], p
+
+    assert bwd(128)[0] is True and bwd(192)[0] is True
+    assert bwd(64)[0] is False and bwd(96)[0] is False
+    assert bwd(64)[1].seconds == pytest.approx(
+        bwd(64, algo=FA4(two_cta_backward=False))[1].seconds, rel=1e-12)
+    no_pair = perfsim.load_gpu("b200").replace(features={"tma": True, "wgmma": False,
+                                                         "tcgen05": True, "two_cta": False})
+    assert bwd(64, gpu=no_pair)[1].seconds > 0          # no pair needed below 128
+
+
 # --------------------------------------------------------------------------- headlines
 def _best_fwd_tflops(gpu, algo, dims=(64, 128, 256), total=16384, timing=None):
     best = 0.0

@@ -154,6 +154,60 @@ def test_fa3_heuristics_follow_hopper_heuristics_h():
     assert fa3_num_splits(300, 132, 5000, 300, big, True) == 1     # not when masked
 
 
+def test_fa3_s_scheduler_runs_masked_tiles_longest_first_and_split_grids_one_cta_per_tile():
+    """hopper/flash_fwd_launch_template.h: UsePersistentScheduler = !(Split && !Varlen) on
+    sm90, and a causal or windowed fixed-length call's persistent scheduler is
+    DynamicPersistentTileScheduler, which hands out each head's query tiles in reverse
+    (hopper/tile_scheduler.hpp, "Longest-processing-time-first"); perfsim had charged FA3's
+    causal forward the in-order tail (an auditor's finding: 137 against 121 us)."""
+    def fwd(w, algo="fa3"):
+        p = perfsim.predict(w, "h100-sxm5", algo)
+        return [k for k in p.kernels if k.cost.name == "fa3_fwd"][0].cost, p
+
+    causal = AttentionWorkload(batch=1, heads=16, seqlen_q=4096, head_dim=128, causal=True)
+    k, p = fwd(causal)
+    assert k.persistent and k.launch["tail"] == 1                  # one wave: no tail
+    lpt = fwd(causal, FA3(lpt_scheduling=True))[1]
+    assert p.seconds == pytest.approx(lpt.seconds, rel=1e-12)
+    assert fwd(causal, FA3(compiled_head_dims="exact"))[0].launch["tail"] > 1   # in order
+    split = AttentionWorkload(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=32768,
+                              head_dim=128)
+    k, _ = fwd(split)
+    assert k.launch["num_splits"] > 1 and not k.persistent
+    assert fwd(split, FA3(num_splits=1))[0].persistent
+    dims = perfsim.algorithms.Dims.of(causal)
+    assert FA3().fwd_scheduling(dims) == (True, True)
+    assert FA3(persistent=False).fwd_scheduling(dims) == (False, False)
+    assert FA3().fwd_scheduling(perfsim.algorithms.Dims.of(causal.replace(causal=False))) \
+        == (True, False)
+
+
+def test_fa3_split_count_scores_every_count_and_a_window_s_keys_only():
+    """hopper/heuristics.h scores every split count (no is_split_eligible filter, which
+    flash-attn 2 has), and get_num_splits counts key tiles over seqlen_k_loaded = min(N_k,
+    left + right + 1 + kBlockM) under a local window (an auditor's findings: 14 splits where
+    the reference takes 15, and 14 where a 256-key window takes 1)."""
+    from perfsim.algorithms.splits import fa2_num_splits
+
+    # 8 query tiles, 187 key tiles, 132 slots: 33 splits fill whole waves (efficiency 1.0),
+    # so the first count within 85 % is 15 (0.91; 14 gives 0.848); flash-attn 2's filter
+    # drops 33, 66 and 99 (ceil(187/33) == ceil(187/32)), its best is 32's 0.97, and 14 passes
+    assert fa3_num_splits(8, 132, 187, 1, 1 << 20, False) == 15
+    assert fa2_num_splits(8, 66, 187) == 14
+
+    def splits(**kw):
+        w = AttentionWorkload(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=32768,
+                              head_dim=128, **kw)
+        k = [k for k in perfsim.predict(w, "h100-sxm5", "fa3").kernels
+             if k.cost.name == "fa3_fwd"][0]
+        return k.cost.launch.get("num_splits", 1)
+
+    assert splits() == 15
+    assert splits(window=(255, 0)) == 1           # 256 + 128 keys: 3 key tiles
+    assert splits(window=(1023, 0)) == 8          # 1024 + 128 keys: 9 key tiles
+    assert splits(window=(1023, 0), causal=True) == 8
+
+
 def test_fa2_packs_one_query_token_like_mha_fwd():
     p = perfsim.predict(w(), "h100-sxm5", FA2(num_splits=1))
     assert p.kernels[0].cost.launch["packed_heads"] == 4
@@ -517,6 +571,62 @@ def test_fa3_s_gathered_pages_take_the_reference_s_tile(d, dtype, mask, block_n)
 
     assert fwd("fa3") == block_n
     assert fwd(FA3(block_n=64)) == 64
+
+
+@pytest.mark.parametrize("d, d_v, dtype, mask, block_n", [
+    (64, 64, "bf16", None, 192), (64, 64, "bf16", "causal", 128), (64, 64, "bf16", "window", 160),
+    (96, 96, "bf16", "causal", 144), (96, 96, "bf16", "window", 128),
+    (128, 128, "bf16", "causal", 128), (128, 128, "bf16", "window", 128),
+    (192, 128, "bf16", None, 128), (192, 128, "bf16", "window", 96),
+    (192, 192, "bf16", "causal", 112), (256, 256, "bf16", "causal", 80),
+    (256, 256, "bf16", "window", 64), (256, 256, "fp8_e4m3", "window", 64),
+    (256, 256, "fp8_e4m3", "causal", 128)])
+def test_fa3_s_tma_tile_tells_causal_from_a_local_window(d, d_v, dtype, mask, block_n):
+    """tile_size_fwd_sm90 with K/V by TMA (hopper/tile_size.h): is_causal and is_local are
+    different entries (a causal call with a left edge is is_local, hopper/flash_api.cpp), and
+    head dim 96 keeps 144 keys under the causal mask. perfsim had taken every window for the
+    causal table (a reviewer's finding: 128 where 160 runs at head dim 64, 112 where 96 runs
+    at 192, 80 where 64 runs at 256)."""
+    w = AttentionWorkload(batch=2, heads=16, seqlen_q=2048, head_dim=d, head_dim_v=d_v,
+                          dtype=dtype, causal=mask == "causal",
+                          window=(511, 0) if mask == "window" else (None, None))
+    p = perfsim.predict(w, "h100-sxm5", "fa3")
+    (k,) = [k for k in p.kernels if k.cost.name == "fa3_fwd"]
+    assert k.cost.launch["block_n"] == block_n
+
+
+def test_fa3_s_one_token_causal_decode_launches_unmasked_but_for_paged_head_dim_128():
+    """hopper/flash_api.cpp sets is_causal = false for one query row against no window (the
+    mask hides no key), except with a paged cache at head dims 65-128, which keeps the causal
+    128-key tile; at head dim 64 a local window also turns intra-warpgroup overlap off
+    (tile_size.h: IntraWGOverlap = !is_local)."""
+    def fwd(w, algo="fa3"):
+        p = perfsim.predict(w, "h100-sxm5", algo)
+        return [k for k in p.kernels if k.cost.name == "fa3_fwd"][0].cost.launch["block_n"]
+
+    one = AttentionWorkload(batch=8, heads=16, seqlen_q=1, seqlen_k=8192, head_dim=64,
+                            causal=True)
+    assert fwd(one) == fwd(one.replace(causal=False)) == 192
+    assert fwd(one.replace(seqlen_q=2)) == 128                     # two rows: causal
+    d128 = one.replace(head_dim=128)
+    assert fwd(d128) == 176
+    paged = d128.replace(page_size=256)
+    assert FA3().launch_mask(perfsim.algorithms.Dims.of(paged)) == "causal"  # kept
+    assert FA3().launch_mask(perfsim.algorithms.Dims.of(paged.replace(head_dim=64))) == "none"
+    assert fwd(paged) == 128       # one token gathers the pages: 128 keys, masked or not
+    assert fwd(one, FA3(block_n=64)) == 64                           # options still win
+    dims = perfsim.algorithms.Dims.of(one)
+    assert FA3().launch_mask(dims) == "none"
+    assert FA3(compiled_head_dims="exact").launch_mask(dims) == "causal"
+    # intra-warpgroup overlap: off under a local window at head dim 64, 16-bit only
+    local = AttentionWorkload(batch=8, heads=16, seqlen_q=4096, head_dim=64, window=(255, 255))
+    for w, off in ((local, True), (local.replace(head_dim=128), False),
+                   (local.replace(dtype="fp8_e4m3"), False),
+                   (local.replace(window=(None, None), causal=True), False)):
+        assert FA3()._drops_intra_overlap(perfsim.algorithms.Dims.of(w)) is off, w
+    a = perfsim.predict(local, "h100-sxm5", "fa3")
+    b = perfsim.predict(local, "h100-sxm5", FA3(intra_warpgroup_overlap=False))
+    assert a.seconds == pytest.approx(b.seconds, rel=1e-12)
 
 
 def test_fa3_s_paged_path_holds_for_windows_packing_and_variable_lengths():

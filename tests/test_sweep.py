@@ -242,6 +242,8 @@ def test_split_and_packing_choices_equal_predicts_element_by_element():
     seen = set()
     for gpu_id, algo, extra in (("h100-sxm5", FA2(), {}), ("a100-sxm4-80gb", FA2(), {}),
                                 ("h100-sxm5", FA3(), {}), ("h100-sxm5", FA3(), {"causal": True}),
+                                ("h100-sxm5", FA3(), {"window": (256, 0)}),
+                                ("h100-sxm5", FA3(), {"window": (1023, 64)}),
                                 ("b200", FA4(), {}), ("b200", FA4(), {"window": (256, 0)}),
                                 ("h100-sxm5", FA2(), {"dropout_p": 0.1})):
         gpu = perfsim.load_gpu(gpu_id)

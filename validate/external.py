@@ -320,6 +320,11 @@ HOLDOUTS = {
                           "with SDPA flash for the ranking, forward and backward; "
                           "the shapes of the Nsight Compute hold-out of the single-stage ring "
                           "(KernelCost.ring_loads), frozen at e09525e",
+    "external-holdout58": "16 shapes drawn at random (validate/draw_holdout.py, seed 58) over "
+                          "the same range as hold-out 53; frozen at 8b16f0a (the tenth "
+                          "session's end: flash-attn 2's varlen split rule and flash-attn 3's "
+                          "paged path, which no fixed-length row reaches) as a general check "
+                          "of the default path after hold-outs 54-57's changes",
 }
 
 

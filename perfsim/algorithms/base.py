@@ -630,7 +630,8 @@ def in_order_tail(v, grid, sm_count, ctas_per_sm, causal: bool, lpt: bool,
     (``columns``: a backward) has its longest visited by ``TileVisits.tallest`` query tiles
     against ``tiles / kv_tiles`` — the two agree on a square causal mask, not when
     ``N_q > N_k``, where rows that see no key shorten the key tiles' CTAs. Launched in index
-    order (flash-attn 2, FA3, Triton: query tiles of each head from short to long), the
+    order (flash-attn 2, Triton, flash-attn 3's split and variable-length launches: query
+    tiles of each head from short to long; ``FA3.fwd_scheduling``), the
     longest CTAs start last,
     and each of the busiest SM's resident CTAs of the final wave ends about ``max − avg`` of
     a CTA after the balanced finish. The busiest SM runs ``w = ⌈grid / SMs⌉`` CTAs, of which

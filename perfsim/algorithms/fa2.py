@@ -469,6 +469,12 @@ class FusedAttention(Algorithm):
                                default_atom_layouts(warps))
         return launch
 
+    def fwd_scheduling(self, dims: Dims) -> tuple[bool, bool]:
+        """``(persistent, lpt)`` of the forward kernel of ``dims`` (its split count
+        decided): :meth:`persistent_grid` and ``lpt_scheduling`` unless a subclass's
+        reference decides them per call (``FA3.fwd_scheduling``)."""
+        return self.persistent_grid(), self.lpt_scheduling
+
     def persistent_grid(self) -> bool:
         """flash-attn 2 launches one CTA per tile (not persistent)."""
         return False
@@ -768,12 +774,13 @@ class FusedAttention(Algorithm):
             # (REFERENCE_FWD_SPILL_BYTES: the kernel's predicated head-dim loads;
             # bound_check_spill_bytes: FlexAttention's checked kernel by length class)
             terms[self.spill_term("fwd")] = bh * v.tiles * warps * 32 * spill
-        tail = in_order_tail(run, grid, gpu.sm_count, ctas, dims.masked, self.lpt_scheduling)
+        persistent, lpt = self.fwd_scheduling(dims)
+        tail = in_order_tail(run, grid, gpu.sm_count, ctas, dims.masked, lpt)
         # a CTA's edges: its Q tile and first K/V tile in, its O tile out
         edge = e * b_r * (dims.d + dims.d_v) + ekv * b_c * dkv
         cost = KernelCost.of(
             f"{self.name}_fwd", terms, grid=grid, tiled=True, ctas_per_sm=ctas,
-            edge_bytes=edge, persistent=self.persistent_grid(),
+            edge_bytes=edge, persistent=persistent,
             gemms=self.fwd_gemms(dims, b_r, b_c, warps),
             warps_per_cta=warps, smem_bytes_per_cta=smem,
             registers_per_thread=self.registers(gpu, warps), tensor_dtype=self.mma_dtype(dims),

@@ -53,23 +53,28 @@ from perfsim.algorithms.common import (
 from perfsim.algorithms.fa2 import FusedAttention, fwd_smem_bytes
 from perfsim.algorithms.fa2_launch import BwdLaunch
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
-from perfsim.algorithms.splits import choice_arrays, decide, varlen_batch_dims
+from perfsim.algorithms.splits import any_split, choice_arrays, decide, varlen_batch_dims
 from perfsim.errors import InfeasibleError
 from perfsim.frozen import replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, log2, one_value
+from perfsim.mathops import asarray, cdiv, log2, one_value
 
 #: Forward tiles (block_m, block_n) by head dim, 16-bit inputs, as flash-attention's
-#: hopper/tile_size.h ``tile_size_fwd_sm90`` returns them for non-causal attention
-#: (causal narrows block_n to 128 for hdim <= 128).
+#: hopper/tile_size.h ``tile_size_fwd_sm90`` returns them with K/V loaded by TMA, for the
+#: three masks its launch tells apart (``is_causal``, ``is_local``, neither; hopper/
+#: flash_api.cpp): no mask; causal (128 keys at head dims 64 and 128, 96 keeps its 144);
+#: a local window (160 keys at 64, 128 at 96-128, 96 at 192, 64 at 256).
 FWD_TILES = {64: (192, 192), 96: (192, 144), 128: (128, 176), 192: (128, 112), 256: (128, 80)}
-FWD_TILES_CAUSAL = {64: (192, 128), 96: (192, 128), 128: (128, 128), 192: (128, 112),
+FWD_TILES_CAUSAL = {64: (192, 128), 96: (192, 144), 128: (128, 128), 192: (128, 112),
                     256: (128, 80)}
-#: FP8 doubles the key block where shared memory allows (perfsim's assumption: one-byte
-#: tiles are half the size; the reference tunes FP8 tiles separately).
+FWD_TILES_LOCAL = {64: (192, 160), 96: (192, 128), 128: (128, 128), 192: (128, 96),
+                   256: (128, 64)}
+#: FP8 doubles the key block where shared memory allows (the reference's fp8 entries of the
+#: same function; the mask changes only head dim 256's, 64 keys under a local window).
 FWD_TILES_FP8 = {64: (192, 160), 96: (192, 128), 128: (128, 224), 192: (128, 160),
                  256: (128, 128)}
+FWD_TILES_FP8_LOCAL = {**FWD_TILES_FP8, 256: (128, 64)}
 #: The forward's tiles where flash-attn 3 reads a paged K/V cache without TMA (its producer
 #: warps gather the pages: ``tile_size_fwd_sm90(..., paged_kv_non_TMA=true)``, hopper/
 #: tile_size.h): a narrower key block at head dims up to 192 (16-bit) and 128 (fp8); causal
@@ -152,7 +157,9 @@ class FA3(FusedAttention):
         block_m, block_n: forward tile; ``None`` = reference default per head dim.
         stages: K/V shared-memory ring depth (reference: 2).
         pingpong: inter-warpgroup ping-pong scheduling (§3.1).
-        intra_warpgroup_overlap: GEMM–softmax pipelining inside a warpgroup (§3.2).
+        intra_warpgroup_overlap: GEMM–softmax pipelining inside a warpgroup (§3.2); the
+            reference turns it off for a local window at head dims up to 64 (16-bit inputs,
+            tile_size.h), and so does perfsim there whatever this says.
         warp_specialized: a producer warpgroup issues the TMA loads (§3.1).
         quantize_inputs: for fp8, include the kernel that Hadamard-rotates and
             block-quantises Q, K, V (§3.3).
@@ -260,17 +267,49 @@ class FA3(FusedAttention):
         consumers = cdiv(b_r, WGMMA_ROWS)
         return b_r, b_c, WARPS_PER_WARPGROUP * (consumers + 1)
 
+    def launch_mask(self, dims: Dims) -> str:
+        """The mask flash-attn 3's launch chooses its tile for: ``"local"`` (a window: the
+        reference's ``is_local``, a causal call with a left edge included), ``"causal"`` or
+        ``"none"`` (hopper/flash_api.cpp, after ``base.effective_mask`` has dropped the
+        window sides that hide nothing). A causal call of one query row against no window
+        launches unmasked ("causal=true is the same as causal=false in this case"), except
+        with a paged cache at head dims 65-128, where the source keeps the causal tile (128
+        keys, "better for pagedKV and TMA"). The rows are the query positions, before GQA
+        packing and whole-tile padding; each variable-length group tests its own longest
+        (ASSUMED, as ``FA2.launch_causal``: the reference tests ``max_seqlen_q`` of the whole
+        batch). flash_attn.cute and cuDNN (other ``compiled_head_dims``) keep the call's
+        mask: their presets set their own tiles. Only the tile changes: the mask's costs
+        follow the call's mask either way."""
+        if dims.window != (None, None):
+            return "local"
+        if not dims.causal:
+            return "none"
+        if (self.compiled_head_dims != "flash-attn-3" or dims.symbolic
+                or not _numeric_head_dims(dims)):
+            return "causal"
+        n_q = dims.unpadded[0] if dims.unpadded else dims.N_q
+        positions = n_q if dims.group == 1 else cdiv(n_q, dims.group)
+        if not bool(np.all(asarray(positions) == 1)):
+            return "causal"
+        keeps = bool(dims.page_size) and 64 < dims.d <= 128
+        return "causal" if keeps else "none"
+
     def _tma_tile(self, dims: Dims) -> tuple[int, int]:
         """``(B_r, B_c)`` of the forward with its K/V loaded by TMA (no pages, or pages TMA
-        can load): the reference's table for the head dim, mask and dtype, or the options.
-        Above head dim 128 a 16-bit V of head dim at most 128 takes 128 keys, not 112
-        (``headdim_v <= 128 ? 128 : 112``, tile_size.h)."""
-        table = (FWD_TILES_FP8 if dims.dtype == "fp8_e4m3" else
-                 FWD_TILES_CAUSAL if dims.masked else FWD_TILES)
+        can load): the reference's table for the head dim, launch mask
+        (:meth:`launch_mask`) and dtype, or the options. Above head dim 128 a 16-bit V of
+        head dim at most 128 takes 128 keys, not 112 (``headdim_v <= 128 ? 128 : 112``,
+        tile_size.h), unless a local window narrows it to 96."""
         if not _numeric_head_dims(dims):
             return self.block_m or 128, self.block_n or 128
+        mask = self.launch_mask(dims)
+        if dims.dtype == "fp8_e4m3":
+            table = FWD_TILES_FP8_LOCAL if mask == "local" else FWD_TILES_FP8
+        else:
+            table = {"local": FWD_TILES_LOCAL, "causal": FWD_TILES_CAUSAL}.get(mask, FWD_TILES)
         b_r, b_c = pick_tile(table, max(dims.d, dims.d_v), self.name)
-        if dims.dtype != "fp8_e4m3" and 128 < dims.d <= 192 and dims.d_v <= 128:
+        if (dims.dtype != "fp8_e4m3" and mask != "local" and 128 < dims.d <= 192
+                and dims.d_v <= 128):
             b_c = 128
         return self.block_m or b_r, self.block_n or b_c
 
@@ -278,12 +317,13 @@ class FA3(FusedAttention):
         """``(B_r, B_c)`` of the forward whose producer warps gather a paged cache
         (``tile_size_fwd_sm90(..., paged_kv_non_TMA=true)``, tile_size.h): a local window's
         table, the causal one, or :data:`PAGED_NON_TMA_TILES`; the options where set."""
-        local = dims.window != (None, None)
+        mask = self.launch_mask(dims)
         if dims.dtype == "fp8_e4m3":
-            table = PAGED_NON_TMA_TILES_FP8_LOCAL if local else PAGED_NON_TMA_TILES_FP8
+            table = (PAGED_NON_TMA_TILES_FP8_LOCAL if mask == "local" else
+                     PAGED_NON_TMA_TILES_FP8)
         else:
-            table = (PAGED_NON_TMA_TILES_LOCAL if local else
-                     PAGED_NON_TMA_TILES_CAUSAL if dims.masked else PAGED_NON_TMA_TILES)
+            table = {"local": PAGED_NON_TMA_TILES_LOCAL,
+                     "causal": PAGED_NON_TMA_TILES_CAUSAL}.get(mask, PAGED_NON_TMA_TILES)
         b_r, b_c = pick_tile(table, max(dims.d, dims.d_v), self.name)
         return self.block_m or b_r, self.block_n or b_c
 
@@ -357,16 +397,48 @@ class FA3(FusedAttention):
         return decide(dims, gpu, self.num_splits, pack, self.split_rule, b_r, b_c,
                       can_split=self.can_split(gpu), pack_always=gather)
 
+    def _unmasked_rows(self, dims: Dims):
+        """Sweeps: where a causal block mixes one-row calls, which :meth:`launch_mask`
+        launches unmasked and the others causal, a bool array of the unmasked elements
+        (``None`` where every element launches alike)."""
+        if (not dims.causal or dims.window != (None, None) or dims.symbolic
+                or np.ndim(dims.N_q) == 0 or self.launch_mask(dims) != "causal"):
+            return None
+        one = np.asarray(dims.N_q) == 1
+        if not one.any():
+            return None
+        return None if self.launch_mask(replace(dims, N_q=1)) == "causal" else one
+
+    @staticmethod
+    def _each(dims: Dims, unmasked, tile):
+        """``tile(dims)``, with the unmasked elements' (``unmasked``) from the call without
+        its causal mask, elementwise."""
+        b_r, b_c = tile(dims)
+        if unmasked is None:
+            return b_r, b_c
+        r0, c0 = tile(replace(dims, causal=False))
+        return np.where(unmasked, r0, b_r), np.where(unmasked, c0, b_c)
+
     def split_choices(self, dims: Dims, gpu: GPUSpec):
         """Sweeps: :meth:`FusedAttention.split_choices`, and for a paged cache each element's
         K/V path as a further key (1: gathered without TMA, its tile and packing; 0: TMA), so
-        that a block's elements of either path run apart."""
-        if dims.symbolic or not self._paged_rule(dims):
-            return super().split_choices(dims, gpu)
+        that a block's elements of either path run apart; a causal block's one-row elements
+        with the tile of their unmasked launch (:meth:`launch_mask`)."""
         fdims = replace(dims, phase="fwd")
-        b_r, b_c = self._tma_tile(fdims)
+        unmasked = self._unmasked_rows(fdims)
+        if dims.symbolic or not self._paged_rule(dims):
+            if unmasked is None:
+                return super().split_choices(dims, gpu)
+            b_r, b_c = self._each(fdims, unmasked, self._tma_tile)
+            if self.num_splits != "auto" and self.pack_gqa is False:
+                return None
+            splits, group = choice_arrays(fdims, gpu, self.num_splits, self.pack_gqa,
+                                          self.split_rule, b_r, b_c,
+                                          can_split=self.can_split(gpu))
+            return splits, group, 0
+        b_r, b_c = self._each(fdims, unmasked, self._tma_tile)
         gather = np.logical_not(self.paged_kv_tma(fdims, b_r, b_c))
-        paged_r, paged_c = self._gather_tile(fdims)
+        paged_r, paged_c = self._each(fdims, unmasked, self._gather_tile)
         splits, group = choice_arrays(
             fdims, gpu, self.num_splits, self.pack_gqa, self.split_rule,
             np.where(gather, paged_r, b_r), np.where(gather, paged_c, b_c),
@@ -395,6 +467,23 @@ class FA3(FusedAttention):
     def persistent_grid(self) -> bool:
         """FA3 launches one CTA per SM that loops over tiles."""
         return self.persistent
+
+    def fwd_scheduling(self, dims: Dims) -> tuple[bool, bool]:
+        """``(persistent, lpt)`` of the forward: the reference's scheduler where
+        ``compiled_head_dims`` is ``"flash-attn-3"`` (hopper/flash_fwd_launch_template.h:
+        ``UsePersistentScheduler = Arch >= 90 ? !(Split && !Varlen)``; a persistent grid of
+        fixed-length calls under a causal mask or a window runs
+        ``DynamicPersistentTileScheduler``, whose ``get_block_coord`` hands out each head's
+        query tiles in reverse, "Longest-processing-time-first", hopper/tile_scheduler.hpp;
+        a variable-length batch's scheduler walks them in order), ``persistent`` and
+        ``lpt_scheduling`` otherwise (or where set off: ``persistent=False`` launches one
+        CTA per tile, ``lpt_scheduling=True`` forces longest first)."""
+        if self.compiled_head_dims != "flash-attn-3" or dims.symbolic:
+            return self.persistent, self.lpt_scheduling
+        split = any_split(dims.splits)
+        varlen = dims.varlen or dims.seqlens is not None
+        persistent = self.persistent and not (split and not varlen)
+        return persistent, self.lpt_scheduling or (persistent and not varlen and dims.masked)
 
     def check_masks(self, dims: Dims) -> None:
         """flash-attn 3 (``hopper/``) has windows, softcap and paged K/V (any page size) but no
@@ -581,6 +670,16 @@ class FA3(FusedAttention):
         return ((mma, ("mufu", "fp32")), 1 + staggered + self.intra_warpgroup_overlap,
                 (False, not self.warp_specialized))
 
+    def _drops_intra_overlap(self, dims: Dims) -> bool:
+        """Whether the reference forward of this call runs without intra-warpgroup
+        overlap though the option asks for it: tile_size.h returns ``IntraWGOverlap =
+        !is_local`` for 16-bit inputs at head dims up to 64, so a local window there
+        (:meth:`launch_mask`) pipelines only across warpgroups."""
+        return (self.intra_warpgroup_overlap and dims.fwd
+                and self.compiled_head_dims == "flash-attn-3" and dims.dtype != "fp8_e4m3"
+                and not dims.symbolic and _numeric_head_dims(dims)
+                and max(dims.d, dims.d_v) <= 64 and self.launch_mask(dims) == "local")
+
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         """FA3's kernels (FP8 inputs add the quantisation pass); a paged call's K/V path is
         fixed from its own shape first (:meth:`_with_path`: the kernels' whole-tile padding
@@ -596,6 +695,9 @@ class FA3(FusedAttention):
         fixed = self._with_path(dims) if dims.fwd else self
         if fixed is not self:       # a paged call's K/V path, fixed from its own shape
             return fixed.kernels(dims, gpu)
+        if self._drops_intra_overlap(dims):
+            return type(self)(**{**self.model_dump(),
+                                 "intra_warpgroup_overlap": False}).kernels(dims, gpu)
         self._check_smem(dims, gpu)
         out = super().kernels(dims, gpu)
         if dims.dtype == "fp8_e4m3" and self.quantize_inputs and dims.fwd:

@@ -127,7 +127,9 @@ class FA4(Algorithm):
             (8.0 = log2 256; 0 = rescale every tile, as FA2).
         rescales_per_row: expected rescales per row when τ > 0 (see
             ``perfsim.algorithms.fa4_softmax.estimate_rescales``); default 1.
-        two_cta_backward: 2-CTA MMA in the backward pass (§3.2).
+        two_cta_backward: 2-CTA MMA in the backward pass (§3.2); flash_attn.cute pairs the
+            CTAs only from head dim 128 up (4.0.0b36 ``interface.py``: ``use_2cta_instrs =
+            head_dim >= 128 and ...``), and so does perfsim (:meth:`pairs_ctas`).
         lpt_scheduling: longest-processing-time-first tile order for causal work (§3.3).
         persistent: CTAs stay resident and loop over tiles (the reference's tile scheduler,
             flash_attn/cute/tile_scheduler.py); ``False`` for one CTA per tile (Triton).
@@ -168,7 +170,7 @@ class FA4(Algorithm):
     def check(self, dims: Dims, gpu: GPUSpec) -> None:
         """Raise ``InfeasibleError`` naming what the GPU or workload lacks."""
         needs = ["tcgen05"] if self.variant == "sm100" else ["tma", "wgmma"]
-        if self.variant == "sm100" and self.two_cta_backward and dims.bwd:
+        if self.variant == "sm100" and dims.bwd and self.pairs_ctas(dims):
             needs.append("two_cta")
         missing = [f for f in needs if not getattr(gpu.features, f)]
         if missing:
@@ -234,6 +236,17 @@ class FA4(Algorithm):
         return shipped_emulation_fraction(dims.d, dims.causal, dims.dtype,
                                           gpu.mufu_ops_per_clk_per_sm)
 
+    def pairs_ctas(self, dims: Dims) -> bool:
+        """Whether the backward runs its MMAs on CTA pairs: ``two_cta_backward``, from head
+        dim 128 up (flash-attn-4 4.0.0b36 ``_flash_attn_bwd``: ``use_2cta_instrs = head_dim
+        >= 128 and not requested_disable_2cta and ...``); a symbolic head dim keeps the
+        option."""
+        if not self.two_cta_backward:
+            return False
+        if dims.symbolic and not getattr(dims.d, "is_number", True):
+            return True
+        return bool(dims.d >= 128)
+
     # ---------------------------------------------------------------- per-tile model
     def tile_cycles(self, dims: Dims, gpu: GPUSpec, phase: str = "fwd",
                     two_cta: bool | None = None) -> dict:
@@ -254,7 +267,7 @@ class FA4(Algorithm):
             return {"mma": 2 * m * n * (d + d_v) / rate, "smem": smem / smem_rate,
                     "exp": m * n / gpu.mufu_ops_per_clk_per_sm}
         m = n = MMA_ROWS
-        pair = self.two_cta_backward if two_cta is None else two_cta
+        pair = self.pairs_ctas(dims) if two_cta is None else two_cta
         shared = (3 * n * d + 2 * m * d) / (2 if pair else 1)   # B operands, halved in a pair
         operands = (2 * m * d + m * n) * e + shared * e
         smem = operands + m * n * e + 2 * FP32_BYTES * m * d
@@ -462,7 +475,7 @@ class FA4(Algorithm):
             registers_per_thread=register_file_share(gpu, FWD_WARPS),
             tensor_dtype=dims.dtype, tensor_family=self.family(),
             overlap=(("hbm",),), pipeline=(STATIONS, BWD_TILES_IN_FLIGHT),
-            launch={"two_cta": self.two_cta_backward},
+            launch={"two_cta": self.pairs_ctas(dims)},
         )
         return cost.padded(self._imbalance(dims, gpu, v, grid, columns=True))
 

@@ -46,7 +46,7 @@ from perfsim.algorithms.base import FP32_BYTES, STAT_BYTES, Dims, l2_filtered
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
 from perfsim.frozen import replace
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, one_value
+from perfsim.mathops import cdiv, maximum, minimum, one_value
 
 #: Most splits the references take (``num_splits <= 128``).
 MAX_SPLITS = 128
@@ -79,15 +79,16 @@ def _eligible(n_blocks: int, splits: int) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-def _best_wave_split(mblocks: int, slots: int, n_blocks: int, max_splits: int) -> int:
+def _best_wave_split(mblocks: int, slots: int, n_blocks: int, max_splits: int,
+                     filtered: bool = True) -> int:
     """The smallest eligible split count whose wave efficiency is within 85 % of the best
-    (:func:`_best_wave_split_arrays` on one element). A function of its four integers alone,
+    (:func:`_best_wave_split_arrays` on one element). A function of its integers alone,
     kept for the last 1024 of them (a serving loop asks the same shapes again)."""
     return int(_best_wave_split_arrays(np.array([mblocks]), slots, np.array([n_blocks]),
-                                       max_splits)[0])
+                                       max_splits, filtered)[0])
 
 
-#: Results of :func:`_best_wave_split_arrays` by ``(slots, max_splits)``: the sorted keys
+#: Results of :func:`_best_wave_split_arrays` by ``(slots, max_splits, filtered)``: the sorted keys
 #: ``mblocks · 2^32 + n_blocks`` and their split counts. A sweep asks the scan of a block's
 #: pairs to choose its parts (``perfsim.sweep._split_parts``), then of each split part's
 #: pairs again when the part is evaluated: the second asking is a lookup.
@@ -98,10 +99,13 @@ _SCAN_MEMO_PAIRS = 1 << 20
 _SCAN_MEMO_KEYS = 64
 
 
-def _best_wave_split_arrays(mblocks, slots: int, n_blocks, max_splits: int):
+def _best_wave_split_arrays(mblocks, slots: int, n_blocks, max_splits: int,
+                            filtered: bool = True):
     """flash-attn 2's and 3's wave scan for arrays of ``mblocks`` (query tiles of the grid)
     and ``n_blocks`` (key tiles): for each element, the smallest eligible split count
-    (``1`` or one that changes ``⌈n_blocks / splits⌉``, at most ``min(max_splits, slots,
+    (``filtered``, flash-attn 2's ``is_split_eligible``: ``1`` or one that changes
+    ``⌈n_blocks / splits⌉``; flash-attn 3's hopper/heuristics.h scores every count;
+    at most ``min(max_splits, slots,
     n_blocks)``) whose wave efficiency ``waves / ⌈waves⌉``, ``waves = mblocks · splits /
     slots``, is within 85 % of the best; 1 where none is eligible. Pairs scanned before for
     the same ``slots`` and ``max_splits`` are looked up (:data:`_SCAN_MEMO`); the others are
@@ -110,10 +114,11 @@ def _best_wave_split_arrays(mblocks, slots: int, n_blocks, max_splits: int):
     n_blocks = np.asarray(n_blocks, dtype=np.int64).ravel()
     if len(mblocks) < 64 or not (0 <= mblocks.min() and mblocks.max() < 1 << 31
                                  and 0 <= n_blocks.min() and n_blocks.max() < 1 << 32):
-        return _scan_waves(mblocks, slots, n_blocks, max_splits)
+        return _scan_waves(mblocks, slots, n_blocks, max_splits, filtered)
     keys = (mblocks << 32) | n_blocks
     out = np.empty(len(keys), dtype=np.int64)
-    memo = _SCAN_MEMO.get((slots, max_splits))
+    memo_key = (slots, max_splits, bool(filtered))
+    memo = _SCAN_MEMO.get(memo_key)
     missing = np.ones(len(keys), bool)
     if memo is not None:
         known, best = memo
@@ -123,7 +128,8 @@ def _best_wave_split_arrays(mblocks, slots: int, n_blocks, max_splits: int):
         missing = ~hit
     if missing.any():
         new_keys = keys[missing]
-        new = _scan_waves(mblocks[missing], slots, n_blocks[missing], max_splits)
+        new = _scan_waves(mblocks[missing], slots, n_blocks[missing], max_splits,
+                          filtered)
         out[missing] = new
         if len(new_keys) > _SCAN_MEMO_PAIRS:
             return out
@@ -133,13 +139,13 @@ def _best_wave_split_arrays(mblocks, slots: int, n_blocks, max_splits: int):
         new_keys, new = new_keys[order], new[order]
         first = np.ones(len(new_keys), bool)
         first[1:] = new_keys[1:] != new_keys[:-1]
-        if (slots, max_splits) not in _SCAN_MEMO and len(_SCAN_MEMO) >= _SCAN_MEMO_KEYS:
+        if memo_key not in _SCAN_MEMO and len(_SCAN_MEMO) >= _SCAN_MEMO_KEYS:
             _SCAN_MEMO.clear()
-        _SCAN_MEMO[slots, max_splits] = (new_keys[first], new[first])
+        _SCAN_MEMO[memo_key] = (new_keys[first], new[first])
     return out
 
 
-def _scan_waves(mblocks, slots: int, n_blocks, max_splits: int):
+def _scan_waves(mblocks, slots: int, n_blocks, max_splits: int, filtered: bool = True):
     """:func:`_best_wave_split_arrays`' scan itself, without the memo."""
     out = np.ones(len(mblocks), dtype=np.int64)
     counts = np.arange(1, max_splits + 1, dtype=np.int64)[None, :]
@@ -148,7 +154,8 @@ def _scan_waves(mblocks, slots: int, n_blocks, max_splits: int):
         n = np.asarray(n_blocks[lo:lo + 8192], dtype=np.int64)[:, None]
         limit = np.minimum(min(max_splits, slots), n)
         previous = np.maximum(counts - 1, 1)
-        eligible = (counts == 1) | (-(-n // counts) != -(-n // previous))
+        eligible = ((counts == 1) | (-(-n // counts) != -(-n // previous)) if filtered
+                    else True)
         valid = (counts <= limit) & eligible
         waves = m * counts / slots
         with np.errstate(invalid="ignore", divide="ignore"):    # (no grid: m = 0)
@@ -169,7 +176,9 @@ def fa2_num_splits(mblocks: int, sm_count: int, n_blocks: int) -> int:
 
 def fa3_num_splits(mblocks: int, sm_count: int, n_blocks: int, m_blocks: int,
                    kv_head_bytes: int, masked: bool) -> int:
-    """flash-attn 3's ``num_splits_heuristic`` (one CTA slot per SM)."""
+    """flash-attn 3's ``num_splits_heuristic`` (one CTA slot per SM; hopper/heuristics.h
+    scores every split count up to ``min(128, SMs, n_blocks)``, without flash-attn 2's
+    ``is_split_eligible`` filter)."""
     if mblocks >= 0.8 * sm_count:
         if (kv_head_bytes > FA3_ASSUMED_L2_BYTES and m_blocks >= 2 * sm_count
                 and not masked):
@@ -177,7 +186,24 @@ def fa3_num_splits(mblocks: int, sm_count: int, n_blocks: int, m_blocks: int,
         return 1
     if n_blocks <= 4:
         return 1
-    return _best_wave_split(mblocks, sm_count, n_blocks, MAX_SPLITS)
+    return _best_wave_split(mblocks, sm_count, n_blocks, MAX_SPLITS, False)
+
+
+def fa3_keys_loaded(dims: Dims, block_m, n_q=None, n_k=None):
+    """The keys flash-attn 3's ``get_num_splits`` counts its key tiles over
+    (``seqlen_k_loaded``, hopper/flash_api.cpp): every key, or under a local window (the
+    launch's ``is_local``: a window side set after ``base.effective_mask``) at most
+    ``left + right + 1 + kBlockM``, a side left open counting as ``set_params_fprop`` fills
+    it (``left = N_k − 1``, ``right = N_q − 1``; a causal call's right edge is 0).
+    ``n_q``, ``n_k``: the lengths (arrays in a sweep; ``dims``' own by default)."""
+    n_q = dims.N_q if n_q is None else n_q
+    n_k = dims.N_k if n_k is None else n_k
+    left, right = dims.window
+    if left is None and right is None:
+        return n_k
+    left = n_k - 1 if left is None else left
+    right = (0 if dims.causal else n_q - 1) if right is None else right
+    return maximum(0, minimum(n_k, left + right + 1 + block_m))
 
 
 def cute_num_splits(mblocks: int, sm_count: int, n_blocks: int) -> int:
@@ -300,6 +326,7 @@ def decide(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int, block
                     n_blocks = min(n_blocks, cdiv(left + right + 1 + block_m, block_n))
                 splits = cute_num_splits(mblocks, gpu.sm_count, n_blocks)
             else:
+                n_blocks = cdiv(fa3_keys_loaded(dims, block_m), block_n)
                 splits = fa3_num_splits(mblocks, gpu.sm_count, n_blocks, m_blocks,
                                         dims.N_k * (dims.d + dims.d_v) * dims.e_kv,
                                         dims.masked)
@@ -424,6 +451,7 @@ def choice_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int
                            & (m_blocks >= 2 * sms) & (not dims.masked))
                     splits = np.where(big, np.minimum(-(-kv_head_bytes // FA3_ASSUMED_L2_BYTES),
                                                       MAX_SPLITS), 1)
+                    n_blocks = -(-fa3_keys_loaded(dims, block_m, N_q, N_k) // block_n)
                     scan = scan & (n_blocks > 4)
                 if scan.any():
                     # one key per (query tiles, key tiles) pair: the scanned query tiles are
@@ -435,7 +463,7 @@ def choice_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int
                             + np.minimum(np.broadcast_to(n_blocks, shape)[scan], 1 << 20))
                     uniq, inverse = np.unique(pair, return_inverse=True)
                     best = _best_wave_split_arrays(uniq >> 32, slots, uniq & 0xFFFFFFFF,
-                                                   MAX_SPLITS)
+                                                   MAX_SPLITS, rule == "fa2")
                     splits = np.array(np.broadcast_to(splits, shape), dtype=np.int64)
                     splits[scan] = best[inverse.ravel()]
     splits = np.broadcast_to(np.asarray(splits, dtype=np.int64), shape)
