@@ -182,6 +182,30 @@ def test_fa3_s_scheduler_runs_masked_tiles_longest_first_and_split_grids_one_cta
         == (True, False)
 
 
+@pytest.mark.parametrize("d, d_v, mask, softcap, tile, warps", [
+    (64, 64, None, 0.0, (128, 128), 12), (64, 64, "causal", 30.0, (96, 128), 12),
+    (96, 96, None, 0.0, (64, 128), 12), (128, 128, None, 0.0, (80, 128), 12),
+    (128, 128, "causal", 0.0, (64, 128), 12), (128, 128, "window", 0.0, (64, 128), 12),
+    (128, 128, None, 30.0, (64, 128), 12), (192, 128, None, 0.0, (64, 96), 12),
+    (192, 192, None, 0.0, (64, 96), 16), (256, 256, None, 0.0, (64, 80), 12)])
+def test_fa3_backward_takes_the_reference_s_sm90_dispatch(d, d_v, mask, softcap, tile, warps):
+    """hopper/flash_bwd_launch_template.h run_mha_bwd_hdim* on sm90: 80 x 128 at head dim
+    128 without a mask or softcap, 64 x 80 at 256 (one dO stage fits it in shared memory),
+    three MMA warpgroups at 192 with V wider than 128; one CTA per key tile, causal calls
+    longest first (SingleTileBwdLPTScheduler). perfsim had 64 x 128, 64 x 64, 12 warps and a
+    persistent grid in index order (an auditor's findings)."""
+    w = AttentionWorkload(batch=2, heads=16, seqlen_q=4096, head_dim=d, head_dim_v=d_v,
+                          causal=mask == "causal", softcap=softcap, phase="bwd",
+                          window=(1023, 0) if mask == "window" else (None, None))
+    p = perfsim.predict(w, "h100-sxm5", "fa3")
+    (k,) = [k.cost for k in p.kernels if k.cost.name == "fa3_bwd"]
+    assert (k.launch["block_m"], k.launch["block_n"]) == tile
+    assert k.warps_per_cta == warps and not k.persistent
+    dims = perfsim.algorithms.Dims.of(w)
+    assert FA3().bwd_scheduling(dims) == (False, mask == "causal")
+    assert FA3(compiled_head_dims="exact").bwd_scheduling(dims) == (True, False)
+
+
 def test_fa3_split_count_scores_every_count_and_a_window_s_keys_only():
     """hopper/heuristics.h scores every split count (no is_split_eligible filter, which
     flash-attn 2 has), and get_num_splits counts key tiles over seqlen_k_loaded = min(N_k,

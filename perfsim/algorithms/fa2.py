@@ -475,6 +475,12 @@ class FusedAttention(Algorithm):
         reference decides them per call (``FA3.fwd_scheduling``)."""
         return self.persistent_grid(), self.lpt_scheduling
 
+    def bwd_scheduling(self, dims: Dims) -> tuple[bool, bool]:
+        """``(persistent, lpt)`` of the backward kernel: :meth:`persistent_grid`, key tiles
+        in index order, unless a subclass's reference says otherwise
+        (``FA3.bwd_scheduling``)."""
+        return self.persistent_grid(), False
+
     def persistent_grid(self) -> bool:
         """flash-attn 2 launches one CTA per tile (not persistent)."""
         return False
@@ -1284,10 +1290,11 @@ class FusedAttention(Algorithm):
         # ends late as in the forward (base.in_order_tail; FA4's backward takes the same).
         # Nsight Compute on the H200 (probes/ncu/summary-short-shapes.json): cuDNN's causal
         # backward at B = 1, H = 32, N = 1024 keeps its busiest SM active 1.47 times the mean.
+        persistent, lpt = self.bwd_scheduling(dims)
         if programs:
             tail = two_kind_tail(*kinds, dims.B * dims.H_kv, grid, gpu.sm_count, ctas)
         else:
-            tail = in_order_tail(v, grid, gpu.sm_count, ctas, dims.masked, False,
+            tail = in_order_tail(v, grid, gpu.sm_count, ctas, dims.masked, lpt,
                                  columns=True)
         step_waits, per_cta = None, 1          # key blocks per CTA
         if splits is not None:
@@ -1307,10 +1314,10 @@ class FusedAttention(Algorithm):
             f"{self.name}_bwd", terms, grid=grid, tiled=True, ctas_per_sm=ctas,
             edge_bytes=edge, edge_phases=(1 if programs else 1 + again) * per_cta,
             step_waits=step_waits,
-            persistent=self.persistent_grid(),
+            persistent=persistent,
             # a persistent backward's next K/V block waits for this one's dK/dV epilogue
             # (they share shared memory: timing.persistent_unit_seconds)
-            unit_edges_exposed=self.persistent_grid(),
+            unit_edges_exposed=persistent,
             gemms=gemms,
             # Q and dO at every (query row, key tile) pair, K and V once
             l2_request_seconds=self.tma_l2_seconds(dims, gpu, (

@@ -91,8 +91,17 @@ PAGED_NON_TMA_TILES_LOCAL = {64: (192, 160), 96: (192, 128), 128: (128, 128), 19
                              256: (128, 64)}
 PAGED_NON_TMA_TILES_FP8_LOCAL = {64: (192, 160), 96: (192, 128), 128: (128, 160),
                                  192: (128, 128), 256: (128, 64)}
-#: Backward tiles (query rows, key rows), after hopper/tile_size.h ``tile_size_bwd_sm90``.
-BWD_TILES = {64: (128, 128), 96: (64, 128), 128: (64, 128), 192: (64, 96), 256: (64, 64)}
+#: Backward tiles (query rows, key rows) by head dim, as flash-attention's
+#: hopper/flash_bwd_launch_template.h ``run_mha_bwd_hdim*`` dispatches them on sm90 (read at
+#: Dao-AILab commit 000786d2): 128 x 128 at 64 (96 x 128 causal with softcap), 64 x 128 at
+#: 96, 80 x 128 at 128 without a mask or softcap (64 x 128 with one), 64 x 96 at 192, 64 x 80
+#: at 256 (one dO and one dS stage above 128: ``Stages_dO = Stages_dS = 1``).
+BWD_TILES = {64: (128, 128), 96: (64, 128), 128: (80, 128), 192: (64, 96), 256: (64, 80)}
+#: ... where the mask (causal or a window) or softcap narrows them
+BWD_TILES_MASKED = {**BWD_TILES, 128: (64, 128)}
+#: MMA warpgroups of the backward: two, three at head dims 129-192 whose V is wider than 128
+#: (``NumMmaWarpGroups`` 3 where ``dv_rounded > 128``, the same template)
+BWD_MMA_WARPGROUPS_WIDE_V = 3
 #: Fewest 32-bit registers per thread the reference gives a consumer (MMA) warpgroup and the
 #: producer warpgroup through ``setmaxnreg`` (flash-attn 3, hopper/flash_fwd_kernel_sm90.h and
 #: flash_bwd_kernel_sm90.h: ``MmaRegisterRequirement = NumMmaWarpGroups == 2 ? 240 : 160``,
@@ -446,23 +455,49 @@ class FA3(FusedAttention):
         return splits, group, np.asarray(gather, dtype=np.int64)
 
     def bwd_tiles(self, dims: Dims, gpu: GPUSpec = None) -> tuple[int, int, int]:
-        """``(B_r, B_c, warps)``: flash-attn 3's backward tile (three warpgroups)."""
-        b_r, b_c = (pick_tile(BWD_TILES, max(dims.d, dims.d_v), self.name)
-                    if _numeric_head_dims(dims) else (64, 128))
-        return (self.bwd_block_m or b_r, self.bwd_block_n or b_c,
-                self.bwd_warps or 3 * WARPS_PER_WARPGROUP)
+        """``(B_r, B_c, warps)``: flash-attn 3's backward tile (:data:`BWD_TILES`, by the
+        mask and softcap: :data:`BWD_TILES_MASKED`) and warps (a producer warpgroup and two
+        MMA warpgroups; the reference's three at head dims 129-192 with V wider than 128),
+        or the options."""
+        warps = 3 * WARPS_PER_WARPGROUP
+        if _numeric_head_dims(dims):
+            masked = dims.masked or bool(dims.softcap)
+            d = max(dims.d, dims.d_v)
+            b_r, b_c = pick_tile(BWD_TILES_MASKED if masked else BWD_TILES, d, self.name)
+            if d <= 64 and dims.causal and dims.softcap:
+                b_r = 96
+            if (128 < d <= 192 and dims.d_v > 128
+                    and self.compiled_head_dims == "flash-attn-3"):
+                warps = (BWD_MMA_WARPGROUPS_WIDE_V + 1) * WARPS_PER_WARPGROUP
+        else:
+            b_r, b_c = 64, 128
+        return (self.bwd_block_m or b_r, self.bwd_block_n or b_c, self.bwd_warps or warps)
 
     def bwd_launch(self, dims: Dims, gpu: GPUSpec) -> BwdLaunch:
         """The backward tile; WGMMA warpgroups need no warp layouts."""
         return BwdLaunch(*self.bwd_tiles(dims, gpu), atoms=(1, 1, 1))
 
     def bwd_smem_bytes(self, launch, dims: Dims):
-        """Q and dO tiles double-buffered, K and V resident, P and dS staged (the FA2
-        accounting, which FA3's two-stage Q/dO pipeline matches), at the compiled kernel's
-        head dims."""
-        e, dkv = dims.e, sum(self.kernel_head_dims(dims))
-        return e * (launch.block_n * dkv + 2 * launch.block_m * dkv
+        """Q tiles double-buffered, dO double-buffered (the reference's single above head
+        dim 128: its ``Stages_dO``, hopper/flash_bwd_launch_template.h), K and V resident, P
+        and dS staged, at the compiled kernel's head dims."""
+        e = dims.e
+        kd, kd_v = self.kernel_head_dims(dims)
+        wide = (self.compiled_head_dims == "flash-attn-3" and _numeric_head_dims(dims)
+                and max(kd, kd_v) > 128)
+        stages_do = 1 if wide else 2
+        return e * (launch.block_n * (kd + kd_v) + launch.block_m * (2 * kd + stages_do * kd_v)
                     + 2 * launch.block_m * launch.block_n)
+
+    def bwd_scheduling(self, dims: Dims) -> tuple[bool, bool]:
+        """``(persistent, lpt)`` of the backward: the reference launches one CTA per key
+        tile, ``SingleTileBwdLPTScheduler`` for a causal fixed-length call (longest first)
+        and ``SingleTileScheduler`` otherwise (hopper/flash_bwd_launch_template.h:
+        ``Is_causal && !Varlen``); other kernels as :meth:`FusedAttention.bwd_scheduling`."""
+        if self.compiled_head_dims != "flash-attn-3" or dims.symbolic:
+            return super().bwd_scheduling(dims)
+        varlen = dims.varlen or dims.seqlens is not None
+        return False, bool(dims.causal and dims.window == (None, None) and not varlen)
 
     def persistent_grid(self) -> bool:
         """FA3 launches one CTA per SM that loops over tiles."""
