@@ -24,3 +24,9 @@ def si(value: float, unit: str, binary: bool = False) -> str:
         if abs(value) >= scale * 0.9995:
             return f"{value / scale:.3g} {prefix}{unit}"
     return f"{value:.3g} {unit}"
+
+
+def tflops_text(value: float) -> str:
+    """TFLOP/s for a table: one decimal from 0.1 up (``"412.3"``), three significant digits
+    below it (``"0.00412"``), so a tiny call's rate never reads ``"0.0"``."""
+    return f"{value:.1f}" if value >= 0.1 else f"{value:.3g}"

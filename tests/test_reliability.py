@@ -1468,6 +1468,20 @@ def test_sub_nanosecond_times_take_an_si_prefix():
     assert si(2.5e-9, "s") == "2.5 ns"
 
 
+def test_tables_print_a_tiny_call_s_tflops_with_its_digits(capsys, tmp_path):
+    """`perfsim rows` and the sweep summary printed a one-token decode's TFLOP/s as 0.0
+    (perfsim predict printed three digits): one formatter for every table."""
+    from perfsim.cli import main
+    from perfsim.units import tflops_text
+
+    assert tflops_text(412.345) == "412.3" and tflops_text(0.000169) == "0.000169"
+    csv = tmp_path / "w.csv"
+    csv.write_text("batch,heads,seqlen_q,seqlen_k,head_dim\n1,1,1,16,64\n")
+    assert main(["rows", str(csv), "--gpu", "h100-sxm5", "--algorithm", "fa2"]) == 0
+    out = capsys.readouterr().out
+    assert "0.000" in out and " 0.0 " not in out
+
+
 def test_flash_attn2_forward_skips_query_tiles_that_see_no_key():
     """flash-attn 2's forward returns before loading Q in a CTA whose rows all see no key
     (compute_attn_1rowblock: zero O, +inf LSE), so with N_q > N_k under the causal mask

@@ -14,6 +14,7 @@ from perfsim.cli.common import (
     path_arg,
     print_table,
     si,
+    tflops_text,
     timing_fields,
     workload_from_args,
 )
@@ -92,7 +93,7 @@ def _print_predictions(w, gpu, results) -> None:
             notes.append(f"{r[0]}: infeasible: {reason}")
             continue
         c = r.counts
-        tflops = f"{r.tflops:.1f}" if r.tflops >= 0.1 else f"{r.tflops:.3g}"
+        tflops = tflops_text(r.tflops)
         rows.append([r.algorithm.label(), si(r.seconds, "s"), tflops, r.bound,
                      f"{(r.clock_hz or gpu.clock_hz) / 1e6:.0f} MHz", si(c.flops, "FLOP"),
                      si(c.tensor_flops, "FLOP"), si(c.hbm_bytes, "B"), si(c.exp_ops, ""),

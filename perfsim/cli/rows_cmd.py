@@ -14,6 +14,7 @@ from perfsim.cli.common import (
     _algorithm_from_args,
     path_arg,
     print_table,
+    tflops_text,
     timing_fields,
 )
 from perfsim.errors import PerfsimError
@@ -241,7 +242,7 @@ def _cmd_rows(args) -> int:
                       f"{row.seqlen_q}/{row.seqlen_k}", str(row.head_dim),
                       _mask(row), str(row.phase),
                       f"{row.seconds * 1e6:.1f} µs" if done else "-",
-                      f"{row.tflops:.1f}" if done else "-",
+                      tflops_text(row.tflops) if done else "-",
                       str(row.bound) if done else f"infeasible: {row.infeasible}"])
     bad = int((out.infeasible != "").sum())
     print_table(f"{out.gpu.iloc[0]}, {out.algorithm.iloc[0]}: {len(out)} rows "

@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from perfsim import algorithms
-from perfsim.cli.common import path_arg, print_table, timing_fields
+from perfsim.cli.common import path_arg, print_table, tflops_text, timing_fields
 from perfsim.errors import PerfsimError
 from perfsim.files import (
     FIGURE_EXTENSIONS,
@@ -1142,8 +1142,8 @@ def _summary(df, seconds: float) -> None:
         bound = (good.bound.astype(str).value_counts() if "bound" in good
                  else {})
         rows.append([f"{gpu}", f"{algo}", str(len(part)), str(len(part) - len(good)),
-                     f"{good.tflops.median():.1f}" if tflops else "-",
-                     f"{good.tflops.max():.1f}" if tflops else "-",
+                     tflops_text(good.tflops.median()) if tflops else "-",
+                     tflops_text(good.tflops.max()) if tflops else "-",
                      ", ".join(f"{b} {n}" for b, n in bound.items() if n) or "-"])
     print_table(f"{len(df)} predictions ({len(df) - len(ok)} infeasible) in {seconds:.2f} s",
                  ["gpu", "algorithm", "rows", "infeasible", "median TFLOP/s", "max TFLOP/s",
