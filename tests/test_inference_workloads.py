@@ -651,6 +651,16 @@ def test_fa3_s_one_token_causal_decode_launches_unmasked_but_for_paged_head_dim_
     a = perfsim.predict(local, "h100-sxm5", "fa3")
     b = perfsim.predict(local, "h100-sxm5", FA3(intra_warpgroup_overlap=False))
     assert a.seconds == pytest.approx(b.seconds, rel=1e-12)
+    # fp8 above head dim 192 on the gathered paged path (IntraWGOverlap = !paged_kv_non_TMA)
+    fp8 = AttentionWorkload(batch=2, heads=16, seqlen_q=2048, head_dim=256, dtype="fp8_e4m3",
+                            page_size=64)
+    gathered = FA3()._with_path(perfsim.algorithms.Dims.of(fp8))
+    assert gathered.paged_kv_path == "gather"
+    assert gathered._drops_intra_overlap(perfsim.algorithms.Dims.of(fp8))
+    assert not FA3()._drops_intra_overlap(perfsim.algorithms.Dims.of(fp8.replace(page_size=0)))
+    assert perfsim.predict(fp8, "h100-sxm5", "fa3").seconds == pytest.approx(
+        perfsim.predict(fp8, "h100-sxm5", FA3(intra_warpgroup_overlap=False)).seconds,
+        rel=1e-12)
 
 
 def test_fa3_s_paged_path_holds_for_windows_packing_and_variable_lengths():

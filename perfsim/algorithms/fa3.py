@@ -709,11 +709,16 @@ class FA3(FusedAttention):
         """Whether the reference forward of this call runs without intra-warpgroup
         overlap though the option asks for it: tile_size.h returns ``IntraWGOverlap =
         !is_local`` for 16-bit inputs at head dims up to 64, so a local window there
-        (:meth:`launch_mask`) pipelines only across warpgroups."""
-        return (self.intra_warpgroup_overlap and dims.fwd
-                and self.compiled_head_dims == "flash-attn-3" and dims.dtype != "fp8_e4m3"
-                and not dims.symbolic and _numeric_head_dims(dims)
-                and max(dims.d, dims.d_v) <= 64 and self.launch_mask(dims) == "local")
+        (:meth:`launch_mask`) pipelines only across warpgroups, and ``!paged_kv_non_TMA``
+        for fp8 above head dim 192 ("PagedKV uses more registers"), so a gathered paged
+        cache there (:meth:`_gathers`) does the same."""
+        if not (self.intra_warpgroup_overlap and dims.fwd
+                and self.compiled_head_dims == "flash-attn-3" and not dims.symbolic
+                and _numeric_head_dims(dims)):
+            return False
+        if dims.dtype == "fp8_e4m3":
+            return max(dims.d, dims.d_v) > 192 and self._gathers(dims)
+        return max(dims.d, dims.d_v) <= 64 and self.launch_mask(dims) == "local"
 
     def kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         """FA3's kernels (FP8 inputs add the quantisation pass); a paged call's K/V path is
