@@ -206,6 +206,43 @@ def test_fa3_backward_takes_the_reference_s_sm90_dispatch(d, d_v, mask, softcap,
     assert FA3(compiled_head_dims="exact").bwd_scheduling(dims) == (True, False)
 
 
+def test_fa3_backward_runs_its_causal_grid_longest_first_and_windows_are_local():
+    """The causal backward's tail is the longest-first one (a reviewer's mutation that
+    computed the flag and dropped it survived every unit test); a window with softcap at head
+    dim 64 is is_local, not Is_causal, so it keeps 128 x 128."""
+    w = AttentionWorkload(batch=1, heads=16, seqlen_q=4096, head_dim=128, causal=True,
+                          phase="bwd")
+
+    def bwd(w, algo="fa3"):
+        return [k.cost for k in perfsim.predict(w, "h100-sxm5", algo).kernels
+                if k.cost.name == "fa3_bwd"][0]
+
+    assert bwd(w).launch["tail"] == 1                       # 4 waves, longest first
+    in_order = bwd(w, FA3(compiled_head_dims="exact", persistent=False))
+    assert in_order.launch["tail"] > 1.2       # in index order: 1 + (max/avg - 1) / 4
+    soft = AttentionWorkload(batch=2, heads=16, seqlen_q=4096, head_dim=64, phase="bwd",
+                             causal=True, softcap=30.0)
+    assert bwd(soft).launch["block_m"] == 96
+    assert bwd(soft.replace(window=(255, 0))).launch["block_m"] == 128
+
+
+def test_flash_attn_cute_sm90_takes_its_causal_tiles_under_any_window():
+    """flash_attn.cute interface.py: head dim 96's forward takes 192 x 128 and head dim 128's
+    backward 64 query rows when ``is_causal or is_local``; a two-sided window had kept the
+    unmasked 144 keys and 80 rows."""
+    def tile(w, name):
+        p = perfsim.predict(w, "h100-sxm5", "flash-attn-cute")
+        k = [k.cost for k in p.kernels if k.cost.name == name][0]
+        return k.launch["block_m"], k.launch["block_n"]
+
+    fwd = AttentionWorkload(batch=2, heads=16, seqlen_q=4096, head_dim=96)
+    assert tile(fwd, "fa3_fwd") == (192, 144)
+    assert tile(fwd.replace(window=(256, 256)), "fa3_fwd") == (192, 128)
+    bwd = AttentionWorkload(batch=2, heads=16, seqlen_q=4096, head_dim=128, phase="bwd")
+    assert tile(bwd, "fa3_bwd") == (80, 128)
+    assert tile(bwd.replace(window=(256, 256)), "fa3_bwd") == (64, 128)
+
+
 def test_fa3_split_count_scores_every_count_and_a_window_s_keys_only():
     """hopper/heuristics.h scores every split count (no is_split_eligible filter, which
     flash-attn 2 has), and get_num_splits counts key tiles over seqlen_k_loaded = min(N_k,
@@ -230,6 +267,18 @@ def test_fa3_split_count_scores_every_count_and_a_window_s_keys_only():
     assert splits(window=(255, 0)) == 1           # 256 + 128 keys: 3 key tiles
     assert splits(window=(1023, 0)) == 8          # 1024 + 128 keys: 9 key tiles
     assert splits(window=(1023, 0), causal=True) == 8
+    # a causal call's right edge is 0 (set_params_fprop), whatever N_q
+    from perfsim.algorithms.splits import fa3_keys_loaded
+
+    w = AttentionWorkload(batch=1, heads=32, kv_heads=8, seqlen_q=16, seqlen_k=32768,
+                          head_dim=128, causal=True, window=(1023, None))
+    assert fa3_keys_loaded(perfsim.algorithms.Dims.of(w), 128) == 1023 + 0 + 1 + 128
+    both = w.replace(causal=False, window=(1023, 8))
+    assert fa3_keys_loaded(perfsim.algorithms.Dims.of(both), 128) == 1023 + 8 + 1 + 128
+    wide = w.replace(causal=False, window=(1023, 64))    # a right side past N_q - 1: N_q - 1
+    assert fa3_keys_loaded(perfsim.algorithms.Dims.of(wide), 128) == 1023 + 15 + 1 + 128
+    left = w.replace(causal=False, window=(None, 64))            # left open: N_k - 1
+    assert fa3_keys_loaded(perfsim.algorithms.Dims.of(left), 128) == 32768
 
 
 def test_fa2_packs_one_query_token_like_mha_fwd():
@@ -604,7 +653,9 @@ def test_fa3_s_gathered_pages_take_the_reference_s_tile(d, dtype, mask, block_n)
     (192, 128, "bf16", None, 128), (192, 128, "bf16", "window", 96),
     (192, 192, "bf16", "causal", 112), (256, 256, "bf16", "causal", 80),
     (256, 256, "bf16", "window", 64), (256, 256, "fp8_e4m3", "window", 64),
-    (256, 256, "fp8_e4m3", "causal", 128)])
+    (256, 256, "fp8_e4m3", "causal", 128), (128, 128, "fp8_e4m3", "window", 224),
+    (128, 128, "fp8_e4m3", "window+softcap", 192), (192, 192, "fp8_e4m3", "window", 160),
+    (192, 192, "fp8_e4m3", "window+softcap", 128)])
 def test_fa3_s_tma_tile_tells_causal_from_a_local_window(d, d_v, dtype, mask, block_n):
     """tile_size_fwd_sm90 with K/V by TMA (hopper/tile_size.h): is_causal and is_local are
     different entries (a causal call with a left edge is is_local, hopper/flash_api.cpp), and
@@ -613,7 +664,8 @@ def test_fa3_s_tma_tile_tells_causal_from_a_local_window(d, d_v, dtype, mask, bl
     at 192, 80 where 64 runs at 256)."""
     w = AttentionWorkload(batch=2, heads=16, seqlen_q=2048, head_dim=d, head_dim_v=d_v,
                           dtype=dtype, causal=mask == "causal",
-                          window=(511, 0) if mask == "window" else (None, None))
+                          softcap=30.0 if mask == "window+softcap" else 0.0,
+                          window=(511, 0) if str(mask).startswith("window") else (None, None))
     p = perfsim.predict(w, "h100-sxm5", "fa3")
     (k,) = [k for k in p.kernels if k.cost.name == "fa3_fwd"]
     assert k.cost.launch["block_n"] == block_n
@@ -645,6 +697,7 @@ def test_fa3_s_one_token_causal_decode_launches_unmasked_but_for_paged_head_dim_
     # intra-warpgroup overlap: off under a local window at head dim 64, 16-bit only
     local = AttentionWorkload(batch=8, heads=16, seqlen_q=4096, head_dim=64, window=(255, 255))
     for w, off in ((local, True), (local.replace(head_dim=128), False),
+                   (local.replace(head_dim=96), False),
                    (local.replace(dtype="fp8_e4m3"), False),
                    (local.replace(window=(None, None), causal=True), False)):
         assert FA3()._drops_intra_overlap(perfsim.algorithms.Dims.of(w)) is off, w

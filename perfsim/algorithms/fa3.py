@@ -71,7 +71,8 @@ FWD_TILES_CAUSAL = {64: (192, 128), 96: (192, 144), 128: (128, 128), 192: (128, 
 FWD_TILES_LOCAL = {64: (192, 160), 96: (192, 128), 128: (128, 128), 192: (128, 96),
                    256: (128, 64)}
 #: FP8 doubles the key block where shared memory allows (the reference's fp8 entries of the
-#: same function; the mask changes only head dim 256's, 64 keys under a local window).
+#: same function; a local window takes 64 keys at head dim 256, and with softcap 192 at 128
+#: and 128 at 192: ``FA3._tma_tile``).
 FWD_TILES_FP8 = {64: (192, 160), 96: (192, 128), 128: (128, 224), 192: (128, 160),
                  256: (128, 128)}
 FWD_TILES_FP8_LOCAL = {**FWD_TILES_FP8, 256: (128, 64)}
@@ -320,6 +321,11 @@ class FA3(FusedAttention):
         if (dims.dtype != "fp8_e4m3" and mask != "local" and 128 < dims.d <= 192
                 and dims.d_v <= 128):
             b_c = 128
+        if dims.dtype == "fp8_e4m3" and mask == "local" and dims.softcap:
+            # fp8 with softcap under a window: 192 keys at head dim 128, 128 at 129-192
+            # (``softcap && is_local``, tile_size.h)
+            d = max(dims.d, dims.d_v)
+            b_c = 192 if 96 < d <= 128 else (128 if 128 < d <= 192 else b_c)
         return self.block_m or b_r, self.block_n or b_c
 
     def _gather_tile(self, dims: Dims) -> tuple[int, int]:
@@ -464,8 +470,8 @@ class FA3(FusedAttention):
             masked = dims.masked or bool(dims.softcap)
             d = max(dims.d, dims.d_v)
             b_r, b_c = pick_tile(BWD_TILES_MASKED if masked else BWD_TILES, d, self.name)
-            if d <= 64 and dims.causal and dims.softcap:
-                b_r = 96
+            if d <= 64 and dims.causal and dims.window == (None, None) and dims.softcap:
+                b_r = 96        # Is_causal && Has_softcap (a window is is_local)
             if (128 < d <= 192 and dims.d_v > 128
                     and self.compiled_head_dims == "flash-attn-3"):
                 warps = (BWD_MMA_WARPGROUPS_WIDE_V + 1) * WARPS_PER_WARPGROUP
