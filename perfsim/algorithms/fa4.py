@@ -80,7 +80,7 @@ from perfsim.errors import InfeasibleError
 from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import asarray, cdiv, is_symbolic
+from perfsim.mathops import asarray, cdiv, is_symbolic, where
 
 #: MMA tile rows on Blackwell (tcgen05: 128 x N; P4 §2.2).
 MMA_ROWS = 128
@@ -240,12 +240,20 @@ class FA4(Algorithm):
         """Whether the backward runs its MMAs on CTA pairs: ``two_cta_backward``, from head
         dim 128 up (flash-attn-4 4.0.0b36 ``_flash_attn_bwd``: ``use_2cta_instrs = head_dim
         >= 128 and not requested_disable_2cta and ...``); a symbolic head dim keeps the
-        option."""
+        option here (the feature it needs, the launch label) and its closed form takes the
+        head-dim condition (:meth:`_pair_divisor`)."""
         if not self.two_cta_backward:
             return False
         if dims.symbolic and not getattr(dims.d, "is_number", True):
             return True
         return bool(dims.d >= 128)
+
+    def _pair_divisor(self, dims: Dims):
+        """2 where the backward's CTAs are paired (they share the B operands' reads), else
+        1: :meth:`pairs_ctas`, a ``Piecewise`` in a symbolic head dim."""
+        if self.two_cta_backward and dims.symbolic and not getattr(dims.d, "is_number", True):
+            return where(dims.d >= 128, 2, 1)
+        return 2 if self.pairs_ctas(dims) else 1
 
     # ---------------------------------------------------------------- per-tile model
     def tile_cycles(self, dims: Dims, gpu: GPUSpec, phase: str = "fwd",
@@ -267,8 +275,8 @@ class FA4(Algorithm):
             return {"mma": 2 * m * n * (d + d_v) / rate, "smem": smem / smem_rate,
                     "exp": m * n / gpu.mufu_ops_per_clk_per_sm}
         m = n = MMA_ROWS
-        pair = self.pairs_ctas(dims) if two_cta is None else two_cta
-        shared = (3 * n * d + 2 * m * d) / (2 if pair else 1)   # B operands, halved in a pair
+        pairs = self._pair_divisor(dims) if two_cta is None else (2 if two_cta else 1)
+        shared = (3 * n * d + 2 * m * d) / pairs      # B operands, halved in a pair
         operands = (2 * m * d + m * n) * e + shared * e
         smem = operands + m * n * e + 2 * FP32_BYTES * m * d
         return {"mma": 2 * m * n * (3 * d + 2 * d_v) / rate, "smem": smem / smem_rate,
