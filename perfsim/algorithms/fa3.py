@@ -442,11 +442,9 @@ class FA3(FusedAttention):
         fdims = replace(dims, phase="fwd")
         unmasked = self._unmasked_rows(fdims)
         if dims.symbolic or not self._paged_rule(dims):
-            if unmasked is None:
+            if unmasked is None or (self.num_splits != "auto" and self.pack_gqa is False):
                 return super().split_choices(dims, gpu)
             b_r, b_c = self._each(fdims, unmasked, self._tma_tile)
-            if self.num_splits != "auto" and self.pack_gqa is False:
-                return None
             splits, group = choice_arrays(fdims, gpu, self.num_splits, self.pack_gqa,
                                           self.split_rule, b_r, b_c,
                                           can_split=self.can_split(gpu))
