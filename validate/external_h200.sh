@@ -7,7 +7,7 @@
 #          then rows
 #   rows   rows only
 # Always carried: .whl (pydantic wheels) and .ext (Triton's tutorial kernel). Knobs: LIMIT
-# (seconds for the rows, default 400), GRID (external | external-holdout[2..58]), IMPLS (default all),
+# (seconds for the rows, default 400), GRID (external | external-holdout[2..59]), IMPLS (default all),
 # POWER=0 (skip the power probe in `first`), TAG (default h200: the reports folder's prefix,
 # validate/reports/$TAG-external[-holdoutN]; another GPU gets its own, e.g. TAG=h100, so its
 # rows never resume from the H200's); PERFSIM_EXT_WARM_S (seconds of warm-up before a row is
