@@ -30,3 +30,22 @@ def test_count_is_checked():
     for bad in (0, -3, draw_holdout.MAX_COUNT + 1):
         with pytest.raises(ValueError, match="count must be"):
             draw_holdout.draw(1, bad)
+
+
+
+def test_the_main_grid_is_excluded():
+    """A draw never returns a main-grid shape: seed 59, drawn as hold-out 59 was (its own file
+    left out), met B = 64, H = 8, N = 256, d = 256 causal before the main grid, built in code,
+    was excluded (its rows were taken out of that hold-out); now it draws another shape there,
+and the later draws differ from the committed ones."""
+    from perfsim.validate.external import external_grid
+
+    main = {s.key for s in external_grid()}
+    out = draw_holdout.GRID_DIR / "external_holdout59.json"
+    drawn = draw_holdout.draw(59, 16, skip=out)
+    assert not {draw_holdout._key(s) for s in drawn} & main
+    # up to the shape it now passes over, the draw is hold-out 59's as committed
+    kept = json.loads(out.read_text())
+    assert drawn[:10] == kept[:10]
+    assert {"batch": 64, "heads": 8, "seqlen_q": 256, "head_dim": 256,
+            "causal": True} not in drawn

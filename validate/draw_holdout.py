@@ -1,8 +1,10 @@
 """Draw a general hold-out grid at random, reproducibly, from the range the accuracy issue
 names (head dims 64 / 128 / 256, N from 128 to 16k, causal or not, GQA, bf16 and fp16), none
-of it a shape of another grid in ``grids/`` (the output file itself is left out of that
-check, so the command below rewrites hold-out 53 as committed; a grid drawn later excludes
-this one's shapes, so it never changes this draw).
+of it a shape of the main grid (``external.external_grid``, built in code) or of another grid
+in ``grids/`` (the output file itself is left out of that check, so the command below
+rewrites hold-out 53 as committed; a grid drawn later excludes this one's shapes, so it never
+changes this draw). Before 2026-12-06 the main grid was not excluded: hold-out 59's draw met
+one of its shapes, which was measured and then taken out of that hold-out.
 
     python -m perfsim.validate.draw_holdout --seed 53 --count 16 \
         --out validate/grids/external_holdout53.json
@@ -51,8 +53,11 @@ def draw(seed: int, count: int, grid_dir: Path = GRID_DIR, skip: Path | None = N
     if not 1 <= count <= MAX_COUNT:
         raise ValueError(f"count must be 1-{MAX_COUNT}, got {count}")
     skip = skip.resolve() if skip is not None else None
+    from perfsim.validate.external import external_grid
+
     seen = {_key(s) for f in sorted(grid_dir.glob("*.json")) if f.resolve() != skip
             for s in json.loads(f.read_text())}
+    seen |= {s.key for s in external_grid()}     # (phase fwd, as Shape(**drawn))
     rng = random.Random(seed)
     slots = list(range(count))
     rng.shuffle(slots)

@@ -325,11 +325,13 @@ HOLDOUTS = {
                           "session's end: flash-attn 2's varlen split rule and flash-attn 3's "
                           "paged path, which no fixed-length row reaches) as a general check "
                           "of the default path after hold-outs 54-57's changes",
-    "external-holdout59": "16 shapes drawn at random (validate/draw_holdout.py, seed 59) over "
+    "external-holdout59": "15 shapes drawn at random (validate/draw_holdout.py, seed 59) over "
                           "the same range as hold-out 53; frozen at a1a314b (the eleventh "
                           "session's end: launch rules read from flash-attn 3's, "
                           "flash_attn.cute's and flash-attn 4's source) as a general check of "
-                          "the default path",
+                          "the default path; the draw's 16th (B 64, H 8, N 256, d 256 causal) "
+                          "was a main-grid shape, measured and then taken out "
+                          "(results-main-grid-shape.jsonl)",
 }
 
 

@@ -21,7 +21,18 @@ their share of the FP32 pipe's 128 lanes, and the kernel's code size (its cubin,
 its PTX holds). Where ``two`` falls below ``one`` and ``double`` stays level, the cost is
 warps fetching different code; where ``double`` falls as well, the footprint alone.
 
-    python -m perfsim.validate.probe_icache OUT.json     # on the GPU
+A second mode, ``--prologue``, asks what flash-attn 2's causal forward does once per CTA: it
+runs its masked iterations as unrolled straight-line copies of the loop body (one to three,
+each 20-39 kB of sm_90 code) before its ~19-26 kB main loop (``validate/sass_loops.py`` on
+torch 2.11's kernels). Each CTA here runs ``VIRTUAL`` units of: ``P`` FMAs of straight-line
+code executed once, then a loop body of :data:`LOOP_FMAS` FMAs repeated :data:`LOOP_REPS`
+times; ``P`` from 0 to 6144 FMAs (0-96 kB), 2 or 4 CTAs of 4 warps per SM (a grid of exactly
+that many CTAs per SM; flash-attn 2's forward at head dims 64-128 holds two). The time per
+unit against ``P`` gives what straight-line code costs beyond issuing its FMAs, and whether
+the cost depends on the kernel's whole code size (an instruction cache's capacity).
+
+    python -m perfsim.validate.probe_icache OUT.json                 # on the GPU
+    python -m perfsim.validate.probe_icache OUT.json --prologue      # the per-CTA straight line
 """
 
 from __future__ import annotations
@@ -34,6 +45,11 @@ BODY_FMAS = (256, 512, 1024, 2048, 4096, 8192)
 FMAS_PER_THREAD = 65536
 CTAS_PER_SM = 16
 THREADS = 128
+#: ``--prologue``: straight-line FMAs run once per unit (0-96 kB of code), the loop body after
+#: it (16 kB), its repetitions per unit, units per CTA and the CTAs per SM tried.
+PROLOGUE_FMAS = (0, 512, 1024, 2048, 3072, 4096, 6144)
+LOOP_FMAS, LOOP_REPS, VIRTUAL = 1024, 4, 16
+PROLOGUE_CTAS_PER_SM = (2, 4)
 
 
 def _kernels():
@@ -59,7 +75,67 @@ def _kernels():
                 x = body(x, K, 0)
         tl.store(out + pid * BLOCK + offs, x)
 
-    return icache
+    @triton.jit
+    def prologue(out, units, reps, P: tl.constexpr, L: tl.constexpr, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        offs = tl.arange(0, BLOCK)
+        x = offs.to(tl.float32) * 1e-3 + pid.to(tl.float32)
+        for _ in range(units):
+            if P > 0:
+                x = body(x, P, 1)
+            for _ in range(reps):
+                x = body(x, L, 0)
+        tl.store(out + pid * BLOCK + offs, x)
+
+    return icache, prologue
+
+
+def _code(compiled) -> dict:
+    """A compiled Triton kernel's cubin bytes, FMAs in its PTX and registers per thread."""
+    return {"cubin_bytes": len(compiled.asm.get("cubin", b"")),
+            "ptx_fmas": compiled.asm.get("ptx", "").count("fma.rn.f32"),
+            "registers": getattr(compiled, "n_regs", None)}
+
+
+def measure_prologue(out_path: str) -> None:
+    """``--prologue``: time per unit (straight line of ``P`` FMAs, then the loop) against
+    ``P``, at each of :data:`PROLOGUE_CTAS_PER_SM`."""
+    import torch
+
+    from perfsim.validate.probe_util import back_to_back, nvml_handle, write_rows
+
+    _, prologue = _kernels()
+    handle = nvml_handle()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = []
+    for per_sm in PROLOGUE_CTAS_PER_SM:
+        grid = sms * per_sm
+        out = torch.empty(grid * THREADS, device="cuda", dtype=torch.float32)
+        for p in PROLOGUE_FMAS:
+            def call(p=p, grid=grid, out=out):
+                return prologue[(grid,)](out, VIRTUAL, LOOP_REPS, P=p, L=LOOP_FMAS,
+                                         BLOCK=THREADS, num_warps=4)
+
+            compiled = call()
+            torch.cuda.synchronize()
+            got = back_to_back(call, handle, 0.3)
+            fmas_per_thread = VIRTUAL * (p + LOOP_FMAS * LOOP_REPS)
+            clock = got["sm_clock_mhz_mean"] * 1e6
+            cycles_per_unit = got["seconds"] * clock / VIRTUAL
+            row = {"mode": "prologue", "ctas_per_sm": per_sm, "prologue_fmas": p,
+                   "loop_fmas": LOOP_FMAS, "loop_reps": LOOP_REPS, "units": VIRTUAL,
+                   "grid": grid, **got, "cycles_per_unit": cycles_per_unit,
+                   "fmas_per_thread": fmas_per_thread,
+                   "fma_per_clock_per_sm": grid * THREADS * fmas_per_thread / got["seconds"]
+                   / clock / sms, **_code(compiled)}
+            rows.append(row)
+            print(f"{per_sm} CTA/SM P {p:5d} cubin {row['cubin_bytes']:7d} B "
+                  f"{got['seconds'] * 1e6:8.1f} us {got['sm_clock_mhz_mean']:5.0f} MHz "
+                  f"{cycles_per_unit:9.0f} cycles/unit "
+                  f"{row['fma_per_clock_per_sm']:6.1f} FMA/clk/SM", flush=True)
+            write_rows(out_path, rows, prologue_fmas=list(PROLOGUE_FMAS),
+                       loop_fmas=LOOP_FMAS, loop_reps=LOOP_REPS, units=VIRTUAL,
+                       threads=THREADS)
 
 
 def measure(out_path: str) -> None:
@@ -67,7 +143,7 @@ def measure(out_path: str) -> None:
 
     from perfsim.validate.probe_util import back_to_back, nvml_handle, write_rows
 
-    icache = _kernels()
+    icache, _ = _kernels()
     handle = nvml_handle()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     grid = sms * CTAS_PER_SM * 4
@@ -87,13 +163,9 @@ def measure(out_path: str) -> None:
             fmas = grid * THREADS * reps * body
             clock = got["sm_clock_mhz_mean"] * 1e6
             per_clock_sm = fmas / got["seconds"] / clock / sms
-            ptx = compiled.asm.get("ptx", "")
             row = {"body_fmas": k, "variant": variant, "fmas_per_body": body, "reps": reps,
                    "grid": grid, **got, "fma_per_clock_per_sm": per_clock_sm,
-                   "fp32_lane_share": per_clock_sm / 128,
-                   "cubin_bytes": len(compiled.asm.get("cubin", b"")),
-                   "ptx_fmas": ptx.count("fma.rn.f32"),
-                   "registers": getattr(compiled, "n_regs", None)}
+                   "fp32_lane_share": per_clock_sm / 128, **_code(compiled)}
             rows.append(row)
             print(f"K {k:5d} {variant:6s} body {body:5d} cubin {row['cubin_bytes']:7d} B "
                   f"ptx fma {row['ptx_fmas']:5d}  {got['seconds'] * 1e3:7.3f} ms "
@@ -106,10 +178,13 @@ def measure(out_path: str) -> None:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m perfsim.validate.probe_icache OUT.json", file=sys.stderr)
+    flags = [a for a in argv if a.startswith("--")]
+    paths = [a for a in argv if not a.startswith("--")]
+    if len(paths) != 1 or set(flags) - {"--prologue"}:
+        print("usage: python -m perfsim.validate.probe_icache OUT.json [--prologue]",
+              file=sys.stderr)
         return 2
-    measure(argv[0])
+    (measure_prologue if flags else measure)(paths[0])
     return 0
 
 
