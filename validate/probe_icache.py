@@ -87,7 +87,33 @@ def _kernels():
                 x = body(x, L, 0)
         tl.store(out + pid * BLOCK + offs, x)
 
-    return icache, prologue
+    from perfsim.validate.probe_util import smid_reader
+
+    smid = smid_reader()
+
+    @triton.jit
+    def phases(out, sm_out, units, reps, ctas_per_sm, bodies, P: tl.constexpr,
+               L: tl.constexpr, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        offs = tl.arange(0, BLOCK)
+        x = offs.to(tl.float32) * 1e-3 + pid.to(tl.float32)
+        slot = pid // (tl.num_programs(0) // ctas_per_sm)
+        for u in range(units):
+            which = (u + slot) % bodies
+            if which == 0:
+                x = body(x, P, 1)
+            elif which == 1:
+                x = body(x, P, 2)
+            elif which == 2:
+                x = body(x, P, 3)
+            else:
+                x = body(x, P, 4)
+            for _ in range(reps):
+                x = body(x, L, 0)
+        tl.store(out + pid * BLOCK + offs, x)
+        tl.store(sm_out + pid, smid(pid))
+
+    return icache, prologue, phases
 
 
 def _code(compiled) -> dict:
@@ -104,7 +130,7 @@ def measure_prologue(out_path: str) -> None:
 
     from perfsim.validate.probe_util import back_to_back, nvml_handle, write_rows
 
-    _, prologue = _kernels()
+    _, prologue, _ = _kernels()
     handle = nvml_handle()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
@@ -138,12 +164,66 @@ def measure_prologue(out_path: str) -> None:
                        threads=THREADS)
 
 
+#: ``--phases``: straight-line FMAs per body (16-64 kB), distinct bodies K (each CTA runs them in
+#: turn, the CTAs of one SM offset by one, so co-resident warps run different code when K > 1)
+PHASE_FMAS = (1024, 2048, 3072, 4096)
+PHASE_BODIES = (1, 2, 4)
+
+
+def measure_phases(out_path: str) -> None:
+    """``--phases``: time per unit (one of ``K`` straight-line bodies of ``P`` FMAs, then the
+    loop) with two CTAs of 4 warps per SM, the CTA in the second slot a body ahead of the
+    first: at K = 1 both run the same code, at K ≥ 2 different code (the causal flash-attn 2
+    forward's CTAs in its masked copies and its main loop). Records each CTA's SM."""
+    import torch
+
+    from perfsim.validate.probe_util import back_to_back, nvml_handle, write_rows
+
+    _, _, phases = _kernels()
+    handle = nvml_handle()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    per_sm = 2
+    grid = sms * per_sm
+    out = torch.empty(grid * THREADS, device="cuda", dtype=torch.float32)
+    sm_of = torch.empty(grid, device="cuda", dtype=torch.int32)
+    rows = []
+    for p in PHASE_FMAS:
+        for k in PHASE_BODIES:
+            def call(p=p, k=k):
+                # (the body count is an argument: one compile per P, all four bodies in it)
+                return phases[(grid,)](out, sm_of, VIRTUAL, LOOP_REPS, per_sm, k, P=p,
+                                       L=LOOP_FMAS, BLOCK=THREADS, num_warps=4)
+
+            compiled = call()
+            torch.cuda.synchronize()
+            ctas = sm_of.tolist()
+            # CTAs sharing an SM whose slots differ (so they run different bodies at K > 1)
+            by_sm = {}
+            for pid, sm in enumerate(ctas):
+                by_sm.setdefault(sm, set()).add(pid // sms)
+            mixed = sum(1 for slots in by_sm.values() if len(slots) > 1)
+            got = back_to_back(call, handle, 0.3)
+            clock = got["sm_clock_mhz_mean"] * 1e6
+            cycles_per_unit = got["seconds"] * clock / VIRTUAL
+            row = {"mode": "phases", "ctas_per_sm": per_sm, "body_fmas": p, "bodies": k,
+                   "loop_fmas": LOOP_FMAS, "loop_reps": LOOP_REPS, "units": VIRTUAL,
+                   "grid": grid, **got, "cycles_per_unit": cycles_per_unit,
+                   "sms_with_both_slots": mixed, "sms_used": len(by_sm), **_code(compiled)}
+            rows.append(row)
+            print(f"P {p:5d} K {k} cubin {row['cubin_bytes']:7d} B {got['seconds'] * 1e6:8.1f} "
+                  f"us {got['sm_clock_mhz_mean']:5.0f} MHz {cycles_per_unit:9.0f} cycles/unit "
+                  f"SMs with both slots {mixed}/{len(by_sm)}", flush=True)
+            write_rows(out_path, rows, phase_fmas=list(PHASE_FMAS),
+                       bodies=list(PHASE_BODIES), loop_fmas=LOOP_FMAS, loop_reps=LOOP_REPS,
+                       units=VIRTUAL, threads=THREADS)
+
+
 def measure(out_path: str) -> None:
     import torch
 
     from perfsim.validate.probe_util import back_to_back, nvml_handle, write_rows
 
-    icache, _ = _kernels()
+    icache, _, _ = _kernels()
     handle = nvml_handle()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     grid = sms * CTAS_PER_SM * 4
@@ -180,11 +260,12 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     flags = [a for a in argv if a.startswith("--")]
     paths = [a for a in argv if not a.startswith("--")]
-    if len(paths) != 1 or set(flags) - {"--prologue"}:
-        print("usage: python -m perfsim.validate.probe_icache OUT.json [--prologue]",
-              file=sys.stderr)
+    modes = {"--prologue": measure_prologue, "--phases": measure_phases}
+    if len(paths) != 1 or len(flags) > 1 or set(flags) - set(modes):
+        print("usage: python -m perfsim.validate.probe_icache OUT.json "
+              "[--prologue | --phases]", file=sys.stderr)
         return 2
-    (measure_prologue if flags else measure)(paths[0])
+    (modes[flags[0]] if flags else measure)(paths[0])
     return 0
 
 
