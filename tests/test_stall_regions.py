@@ -43,3 +43,10 @@ def test_a_file_that_is_no_source_page_is_one_line(tmp_path, capsys):
     assert stall_regions.main([str(bad)]) == 1
     assert "no 'Address' header" in capsys.readouterr().err
     assert stall_regions.main([]) == 2
+
+
+def test_a_page_without_instructions_is_one_line(tmp_path, capsys):
+    path = tmp_path / "empty-source.csv.gz"
+    _page(path, [])
+    assert stall_regions.main([str(path)]) == 1
+    assert "without instructions" in capsys.readouterr().err

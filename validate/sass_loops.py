@@ -48,12 +48,19 @@ def loops(code) -> list[tuple[int, int, int]]:
     :data:`MIN_LOOP_BYTES`."""
     found = []
     for addr, text in code:
-        m = re.match(r"(?:@!?U?P\w+\s+)?BRA\S*\s+0x([0-9a-f]+)", text)
+        m = re.match(r"(?:@!?U?P\w+\s+)?BRA\S*\s+0x([0-9a-f]+)", text.strip())
         if m and int(m.group(1), 16) < addr:
             size = addr + INSTRUCTION_BYTES - int(m.group(1), 16)
             if size >= MIN_LOOP_BYTES:
                 found.append((int(m.group(1), 16), addr, size))
     return found
+
+
+def main_loop(code) -> tuple[int, int, int] | None:
+    """The longest of :func:`loops` (a flash-attn forward's main loop over key tiles), else
+    None."""
+    found = loops(code)
+    return max(found, key=lambda loop: loop[2]) if found else None
 
 
 def describe(name: str):
@@ -76,7 +83,7 @@ def rows(text: str) -> list[dict]:
             continue
         (d, b_r, b_c, warps), bools = got
         found = loops(code)
-        main = max(found, key=lambda loop: loop[2]) if found else None
+        main = main_loop(code)
         out.append({"head_dim": d, "block_m": b_r, "block_n": b_c, "warps": warps,
                     "bools": bools, "causal": bools[1] == "1", "local": bools[2] == "1",
                     "even_mn": bools[4] == "1",

@@ -15,10 +15,10 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import re
 import sys
 
-from perfsim.validate.sass_loops import INSTRUCTION_BYTES, MIN_LOOP_BYTES
+from perfsim.validate import sass_loops
+from perfsim.validate.sass_loops import INSTRUCTION_BYTES
 
 #: Stall reasons listed per region (the largest first).
 TOP_REASONS = 6
@@ -29,7 +29,7 @@ def read_page(path: str) -> tuple[str, list[dict]]:
     sass``, gzip or plain): each row the page's columns, ``Address`` as an int.
 
     Raises:
-        ValueError: no ``Address`` / ``Source`` header."""
+        ValueError: no ``Address`` / ``Source`` header, or no instruction under it."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
         text = fh.read()
@@ -42,6 +42,8 @@ def read_page(path: str) -> tuple[str, list[dict]]:
             reader = csv.DictReader(io.StringIO("\n".join(lines[i:])))
             rows = [dict(r, Address=int(r["Address"], 16)) for r in reader
                     if r.get("Address", "").startswith("0x")]
+            if not rows:
+                raise ValueError(f"{path}: a source page without instructions")
             return kernel, rows
     raise ValueError(f"{path}: no 'Address' header (not an ncu source page as CSV)")
 
@@ -54,18 +56,10 @@ def _number(text) -> float:
 
 
 def main_loop(rows: list[dict]) -> tuple[int, int] | None:
-    """``(first address, last address)`` of the longest backward branch of at least
-    :data:`sass_loops.MIN_LOOP_BYTES`, else None."""
-    best = None
-    for r in rows:
-        m = re.search(r"\bBRA\S*\s+(?:`\()?0x([0-9a-f]+)", r["Source"])
-        if not m:
-            continue
-        target = int(m.group(1), 16)
-        if target < r["Address"] and r["Address"] + INSTRUCTION_BYTES - target >= MIN_LOOP_BYTES:
-            if best is None or r["Address"] - target > best[1] - best[0]:
-                best = (target, r["Address"])
-    return best
+    """``(first address, branch address)`` of the page's main loop
+    (:func:`sass_loops.main_loop` on its SASS), else None."""
+    loop = sass_loops.main_loop([(r["Address"], r["Source"]) for r in rows])
+    return loop[:2] if loop else None
 
 
 def regions(rows: list[dict]) -> dict:
