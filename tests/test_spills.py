@@ -1,7 +1,8 @@
 """Register spills (issue 9): the presets' figures (Triton backwards) and flash-attn 2's own
 (forward and backward, by compiled head dim) are the profiles' numbers; the timing rule adds
-reloads at the measured rate, hidden only by other CTAs; flash-attn 2's head-dim-256 backward
-prefetches no operands (its stall profile, not its spills)."""
+reloads at the measured rate, hidden only by other CTAs; flash-attn 2's backwards all prefetch
+their next operand slice, and below a compiled head dim its predicated path adds the profiled
+shared-memory wavefronts."""
 
 from __future__ import annotations
 
@@ -93,13 +94,15 @@ def _bwd_main(algorithm, d):
                 if k.cost.name.endswith("_bwd"))
 
 
-def test_flash_attn_2s_head_dim_256_backward_prefetches_no_operands():
-    """REFERENCE_BWD_NO_PREFETCH: the 256 kernel (head dims 193-256) runs one operand slice
-    per CTA, the others two; spill bytes are charged apart (96 spills, keeps its prefetch)."""
-    for d, kernel_256 in ((256, True), (224, True), (128, False), (96, False)):
+def test_flash_attn_2s_backwards_all_prefetch_their_next_operand_slice():
+    """Every flash-attn 2 backward keeps one operand slice in flight beside the one it
+    computes (``OPERAND_PREFETCH_DEPTH``), the 256 kernel (head dims 193-256) included: its
+    shared-memory pipe is as busy as the other kernels' (Nsight Compute, 0.59 against
+    0.59-0.63 wavefronts per clock per SM; validate/README.md); spill bytes are charged apart
+    (96 spills)."""
+    for d in (256, 224, 128, 96):
         cost = _bwd_main("sdpa-flash", d).cost
-        ahead = 0 if kernel_256 else OPERAND_PREFETCH_DEPTH
-        assert cost.pipeline[1] == cost.ctas_per_sm * (1 + ahead), d
+        assert cost.pipeline[1] == cost.ctas_per_sm * (1 + OPERAND_PREFETCH_DEPTH), d
     assert _bwd_main("sdpa-flash", 96).cost.local_load_bytes > 0
     assert _bwd_main("sdpa-flash", 224).cost.local_load_bytes == 0      # 0.1 B: none
     forced = _bwd_main(FA2(bwd_spill_bytes=0), 256)
@@ -223,3 +226,49 @@ def test_a_gpu_that_prices_no_spill_energy_says_so():
     assert without.power_w < with_energy.power_w
     assert not any("spill" in n for n in with_energy.notes())
     assert any("charges no energy" in n and "spill" in n for n in without.notes())
+
+
+def test_uneven_head_dim_wavefronts_are_the_profiles_numbers():
+    """fa2.REFERENCE_UNEVEN_SMEM_WAVEFRONTS is Nsight Compute's extra shared-memory wavefronts
+    per warp and tile step below each compiled head dim (``spill_facts --uneven``, to 0.1),
+    and the calls below one kernel issue the same extra loads and stores (the predicated
+    path's code, not the head dim's columns)."""
+    got = spill_facts.uneven_wavefronts()
+    assert set(got) == set(fa2.REFERENCE_UNEVEN_SMEM_WAVEFRONTS)
+    for phase, rows in got.items():
+        table = fa2.REFERENCE_UNEVEN_SMEM_WAVEFRONTS[phase]
+        assert set(rows) == set(table), phase
+        for kd, r in rows.items():
+            assert table[kd] == round(r["extra"], 1), (phase, kd)
+            assert r["extra"] > 0 and r["extra_lds"] > 0 and r["extra_sts"] > 0, (phase, kd)
+            below = list(r["below"].values())
+            # two calls below one kernel: within 2 % of each other
+            assert max(below) <= 1.02 * min(below), (phase, kd)
+
+
+def _main_cost(algorithm, d, phase, gpu="h200-sxm"):
+    w = AttentionWorkload(batch=2, heads=8, seqlen_q=1000, head_dim=d, phase=phase)
+    suffix = f"_{phase}"
+    return next(k for k in perfsim.predict(w, gpu=gpu, algorithm=algorithm).kernels
+                if k.cost.name.endswith(suffix)).cost
+
+
+@pytest.mark.parametrize("phase", ["fwd", "bwd"])
+def test_head_dim_below_the_kernel_adds_its_profiled_wavefronts(phase):
+    """A call below a compiled head dim runs the kernel's predicated path: its shared-memory
+    count carries the profiled wavefronts per warp and tile step, in the counted and the
+    executed (whole-tile) work alike; at the compiled head dim, and for kernels that are not
+    flash-attn 2's own code (FlexAttention), none."""
+    term = fa2.UNEVEN_TERM
+    for d, kd in ((200, 256), (112, 128), (48, 64)):
+        cost = _main_cost("sdpa-flash", d, phase)
+        even = _main_cost("sdpa-flash", kd, phase)
+        assert term in cost.terms and term not in even.terms, d
+        launch = cost.launch
+        want = (launch["tiles"] * cost.warps_per_cta
+                * fa2.REFERENCE_UNEVEN_SMEM_WAVEFRONTS[phase][kd] * fa2.SMEM_WAVEFRONT_BYTES)
+        assert cost.terms[term] == pytest.approx(want, rel=1e-9), d
+        # the executed work (the compiled head dim's whole tiles) keeps it: more shared-memory
+        # bytes than the compiled head dim's own call of the same lengths
+        assert cost.sm_demand()["smem"] > even.sm_demand()["smem"], d
+    assert term not in _main_cost("flex", 200, phase).terms

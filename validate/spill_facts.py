@@ -2,6 +2,8 @@
 Nsight Compute profiles (issue 9; no attention timing is used).
 
     python -m perfsim.validate.spill_facts            # prints the table the presets cite
+    python -m perfsim.validate.spill_facts --uneven   # flash-attn 2's shared-memory wavefronts
+                                                      # below its compiled head dims
 
 The two Triton backwards users call that hold dK and dV for a key block in fp32 registers of
 four warps — Triton's fused-attention tutorial at head dim 128 (``B_c = 128``) and
@@ -132,9 +134,72 @@ def facts() -> list[dict]:
     return rows
 
 
-def main() -> int:
+#: flash-attn 2's compiled head dim for each profiled head dim below one (PyTorch's copy:
+#: ``fa2_launch.PYTORCH_HEAD_DIM_TEMPLATES``), by phase
+UNEVEN_CASES = {"fwd": {40: 64, 80: 96, 112: 128, 160: 192, 176: 192, 200: 256, 224: 256},
+                "bwd": {40: 64, 80: 96, 112: 128, 160: 192, 224: 256}}
+
+
+def uneven_wavefronts() -> dict:
+    """Shared-memory wavefronts each warp of flash-attn 2's kernels adds per tile step when
+    the call's head dim is below the compiled kernel's (``fa2.REFERENCE_UNEVEN_SMEM_WAVEFRONTS``):
+    ``{phase: {compiled head dim: row}}``, a row holding the wavefronts per warp and tile step
+    at the kernel's own head dim (``even``), the calls below it (``below``: head dim → figure),
+    their mean less ``even`` (``extra``) and the extra ``LDS`` and ``STS`` per CTA and tile step
+    (means over the calls below). From the profiles of :data:`CASES` (Nsight Compute's
+    ``smem_wavefronts`` and opcode counts; tile steps as :func:`facts` counts them)."""
+    from perfsim import AttentionWorkload
+    from perfsim.algorithms.base import Dims
+
+    per = {}
+    for case, path, (b, h, n, d, causal), (b_r, b_c, warps) in CASES:
+        if not case.startswith("flash-"):
+            continue
+        phase = "fwd" if "-fwd-" in case else "bwd"
+        kernels = json.loads((PROBES / path).read_text())["cases"][case]
+        name = MAIN[4] if phase == "fwd" else MAIN[2]
+        main = next(k for k in kernels if name in k["kernel"])
+        dims = Dims.of(AttentionWorkload(batch=b, heads=h, seqlen_q=n, head_dim=d,
+                                         causal=causal, phase="bwd"))
+        steps = b * h * dims.tile_visits(b_r, b_c).tiles
+        ops = main.get("opcodes") or {}
+        per[(phase, d)] = {"wavefronts": main["smem_wavefronts"] / (steps * warps),
+                           "lds": ops.get("LDS", 0) / steps, "sts": ops.get("STS", 0) / steps}
+    out = {}
+    for phase, below in UNEVEN_CASES.items():
+        for kd in sorted(set(below.values())):
+            calls = [d for d, k in below.items() if k == kd]
+            even = per[(phase, kd)]
+            mean = sum(per[(phase, d)]["wavefronts"] for d in calls) / len(calls)
+            out.setdefault(phase, {})[kd] = {
+                "even": even["wavefronts"],
+                "below": {d: per[(phase, d)]["wavefronts"] for d in calls},
+                "extra": mean - even["wavefronts"],
+                "extra_lds": sum(per[(phase, d)]["lds"] for d in calls) / len(calls) - even["lds"],
+                "extra_sts": sum(per[(phase, d)]["sts"] for d in calls) / len(calls) - even["sts"]}
+    return out
+
+
+def main(argv=None) -> int:
+    import sys
+
     from perfsim.cli.common import print_table
 
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--uneven"]:
+        print_table("flash-attn 2 below its compiled head dim: shared-memory wavefronts per warp "
+                    "and tile step (Nsight Compute, H200)",
+                    ["phase", "kernel", "at its head dim", "below it (head dim: figure)",
+                     "extra", "extra LDS / CTA step", "extra STS / CTA step"],
+                    [[phase, str(kd), f"{r['even']:.1f}",
+                      ", ".join(f"{d}: {v:.1f}" for d, v in r["below"].items()),
+                      f"{r['extra']:.1f}", f"{r['extra_lds']:.0f}", f"{r['extra_sts']:.0f}"]
+                     for phase, rows in uneven_wavefronts().items()
+                     for kd, r in rows.items()])
+        return 0
+    if args:
+        print("usage: python -m perfsim.validate.spill_facts [--uneven]", file=sys.stderr)
+        return 2
     print_table("register spills (Nsight Compute, H200 and H100)",
                 ["case", "registers", "dK,dV accumulator registers", "local loads GB",
                  "local stores GB", "tile steps", "reloaded B / thread / step"],

@@ -585,9 +585,11 @@ MMA_SYNC_SERIAL = (False, "mufu beside")
 
 #: Operand slices a CTA of flash-attn 2 keeps in flight while it computes: its GEMM loop
 #: copies k-slice ``i + 1`` from shared memory to registers before issuing the MMAs of slice
-#: ``i`` (flash-attn 2 ``csrc/flash_attn/src/utils.h``, ``flash::gemm``). A kernel whose warps
-#: cannot hold the next slice runs with ``prefetch = 0`` (one slice in flight per CTA):
-#: flash-attn 2's head-dim-256 backward (``fa2.REFERENCE_BWD_NO_PREFETCH``).
+#: ``i`` (flash-attn 2 ``csrc/flash_attn/src/utils.h``, ``flash::gemm``). ``prefetch = 0`` (one
+#: slice in flight per CTA) is the hook for a kernel whose warps cannot hold the next slice;
+#: no modelled kernel uses it since flash-attn 2's head-dim-256 backward was shown to keep its
+#: shared-memory pipe as busy as the other backwards (``validate/README.md``, "flash-attn 2
+#: below its compiled head dims: the predicated path's shared-memory traffic").
 OPERAND_PREFETCH_DEPTH = 1
 
 

@@ -113,14 +113,30 @@ REFERENCE_BWD_SPILL_BYTES = {64: (0.0, 1.6), 96: (20.5, 53.1), 128: (0.0, 0.0),
                              192: (0.0, 0.0), 256: (4.1, 0.0)}
 REFERENCE_FWD_SPILL_BYTES = {64: (0.0, 128.2), 96: (0.0, 28.0), 128: (0.0, 118.7),
                              192: (0.0, 0.0), 256: (0.0, 23.6)}
-#: Compiled head dims whose backward runs its warp cycle without the operand prefetch
-#: (``perfsim.algorithms.base.warp_cycle``): its warps wait for each ldmatrix. Nsight Compute
-#: on the H200 (not a timing): the 256 kernel's warps stall on short-scoreboard dependencies
-#: (shared-memory loads) 2.68-2.69 times per issued instruction in both profiled calls (head
-#: dims 224 and 256) against 1.64-2.27 for the 64-192 kernels, and on long-scoreboard ones
-#: 1.44-1.48 times against 0.41-0.92. Profiled on the H200 only; used on every GPU (A100's
-#: single-buffered 256 variant included: ASSUMED).
-REFERENCE_BWD_NO_PREFETCH = frozenset({256})
+#: Shared-memory wavefronts (128-byte shared-memory cycles) each warp of flash-attn 2's
+#: kernels adds per tile step when the call's head dim is below the compiled kernel's, by
+#: phase and compiled head dim. The kernel then takes its predicated head-dim path
+#: (``Is_even_K`` false), which issues shared-memory loads and stores the even path does not:
+#: per CTA and tile step, 122-362 more ``LDS`` and 65-134 more ``STS`` in the forward,
+#: 101-340 and 141-322 in the backward, the same count at every head dim below one kernel
+#: (160 and 176; 200 and 224), with the ``IMAD``/``LEA`` address arithmetic that feeds them.
+#: Nsight Compute on the H200 (opcodes and ``smem_wavefronts``, not a time; PyTorch's copy,
+#: sm_90; ``python -m perfsim.validate.spill_facts --uneven``, ``reports/h200/probes/ncu/
+#: summary.json`` and ``summary-headdims.json``): the wavefronts per tile step of each profiled
+#: call below a kernel (head dims 40, 80, 112, 160 and 176, 200 and 224; their mean where two)
+#: less those of the call at the kernel's own head dim, over the warps of a CTA. The model's
+#: own count of the even path's operand traffic is kept as it is; this adds the difference.
+#: Per warp so that another GPU's launch of the same kernel (other warps per CTA) scales with
+#: its warps, and per tile step whatever the tile (ASSUMED off sm_90, and for flash-attn 2's
+#: own 160 and 224 kernels, not profiled: none).
+REFERENCE_UNEVEN_SMEM_WAVEFRONTS = {
+    "fwd": {64: 118.2, 96: 61.0, 128: 88.3, 192: 62.2, 256: 172.4},
+    "bwd": {64: 88.1, 96: 37.2, 128: 60.7, 192: 102.9, 256: 134.1}}
+#: Bytes of one shared-memory wavefront: the port's width, one wavefront per clock
+#: (``smem_bandwidth_bytes_per_clk_per_sm`` = 128 on every catalog GPU with this code).
+SMEM_WAVEFRONT_BYTES = 128
+#: The term that carries them (``smem_read``: the port serves loads and stores alike).
+UNEVEN_TERM = "smem_read/head dim below the kernel's: predicated path's loads and stores"
 #: ``compiled_head_dims`` values that mean flash-attn 2's own code (its compiled facts apply)
 FLASH_ATTN_CODE = ("flash-attn", "pytorch")
 
@@ -409,6 +425,11 @@ class FusedAttention(Algorithm):
 
     def fwd_spill_bytes(self, dims: Dims) -> float:
         """Local-memory bytes a forward thread reloads per tile step (register spills)."""
+        return 0.0
+
+    def uneven_head_dim_wavefronts(self, phase: str, dims: Dims) -> float:
+        """Shared-memory wavefronts each warp adds per tile step because the call's head dim
+        is below the compiled kernel's (none here)."""
         return 0.0
 
     def bwd_smem_is_stand_in(self) -> bool:
@@ -780,6 +801,9 @@ class FusedAttention(Algorithm):
             # (REFERENCE_FWD_SPILL_BYTES: the kernel's predicated head-dim loads;
             # bound_check_spill_bytes: FlexAttention's checked kernel by length class)
             terms[self.spill_term("fwd")] = bh * v.tiles * warps * 32 * spill
+        uneven = self.uneven_head_dim_wavefronts("fwd", dims)
+        if uneven:
+            terms[UNEVEN_TERM] = bh * v.tiles * warps * uneven * SMEM_WAVEFRONT_BYTES
         persistent, lpt = self.fwd_scheduling(dims)
         tail = in_order_tail(run, grid, gpu.sm_count, ctas, dims.masked, lpt)
         # a CTA's edges: its Q tile and first K/V tile in, its O tile out
@@ -1271,6 +1295,9 @@ class FusedAttention(Algorithm):
             # (bwd_masked_row_split = k) takes k steps for each
             steps = v.tiles + (self.masked_row_split() - 1) * v.masked_tiles
             terms[self.spill_term("bwd")] = bh * steps * warps * 32 * spill
+        uneven = self.uneven_head_dim_wavefronts("bwd", dims)
+        if uneven:
+            terms[UNEVEN_TERM] = bh * v.tiles * warps * uneven * SMEM_WAVEFRONT_BYTES
         # a CTA's edges: its K/V block and first Q, dO, LSE and D tiles in, dK and dV out
         edge = 2 * e * b_c * (d + d_v) + b_r * (e * (d + d_v) + 2 * STAT_BYTES)
         if again:
@@ -1510,8 +1537,9 @@ class FA2(FusedAttention):
         compiled_head_dims: which head dims have a compiled kernel; a call runs the smallest at
             least ``max(d, d_v)`` (``"xformers"``: its own rounding, below) — its MMAs,
             shared-memory tiles and launch table that wide, its HBM traffic at the true head dims,
-            its register spills and warp cycle as profiled (:data:`REFERENCE_FWD_SPILL_BYTES`,
-            :data:`REFERENCE_BWD_SPILL_BYTES`, :data:`REFERENCE_BWD_NO_PREFETCH`). ``"flash-attn"``
+            its register spills and predicated-path shared-memory traffic as profiled
+            (:data:`REFERENCE_FWD_SPILL_BYTES`, :data:`REFERENCE_BWD_SPILL_BYTES`,
+            :data:`REFERENCE_UNEVEN_SMEM_WAVEFRONTS`). ``"flash-attn"``
             (default): flash-attn 2's ``HEADDIM_SWITCH`` (32, 64, 96, 128, 160, 192, 256);
             ``"pytorch"``: the kernels PyTorch's copy runs (torch 2.11, profiled: 32, 64, 96, 128,
             192, 256 — no 160; an older PyTorch source also has 160 and 224); ``"power-of-two"``:
@@ -1727,6 +1755,19 @@ class FA2(FusedAttention):
         return (self._reference_figure(REFERENCE_FWD_SPILL_BYTES, dims)
                 + self.bound_check_spill_bytes(dims))
 
+    def uneven_head_dim_wavefronts(self, phase: str, dims: Dims) -> float:
+        """Shared-memory wavefronts each warp adds per tile step of ``phase`` when the
+        call's head dim (before the compiled kernel's padding) is below the kernel's:
+        :data:`REFERENCE_UNEVEN_SMEM_WAVEFRONTS` (0 unless ``compiled_head_dims`` names
+        flash-attn 2's own code, and at the compiled head dim itself)."""
+        if self.compiled_head_dims not in FLASH_ATTN_CODE or dims.symbolic:
+            return 0.0
+        kd = max(self.kernel_head_dims(dims))
+        call = dims.unpadded[2:] if dims.unpadded else (dims.d, dims.d_v)
+        if kd == max(call):
+            return 0.0
+        return REFERENCE_UNEVEN_SMEM_WAVEFRONTS[phase].get(kd, 0.0)
+
     def _reference_figure(self, table: dict, dims: Dims) -> float:
         """``table``'s figure for the compiled kernel running ``dims`` (at its head dim, or
         below it); 0 where the table has none or nothing is compiled per head dim."""
@@ -1751,14 +1792,6 @@ class FA2(FusedAttention):
         n_q = dims.unpadded[0] if dims.unpadded else dims.N_q
         positions = n_q if dims.group == 1 else cdiv(n_q, dims.group)
         return not bool(np.all(asarray(positions) == 1))
-
-    def bwd_prefetch(self, dims: Dims) -> int:
-        """Operand slices the backward's warps load ahead: none for the compiled kernels of
-        :data:`REFERENCE_BWD_NO_PREFETCH`, else ``OPERAND_PREFETCH_DEPTH``."""
-        if (self.compiled_head_dims in FLASH_ATTN_CODE and not dims.symbolic
-                and max(self.kernel_head_dims(dims)) in REFERENCE_BWD_NO_PREFETCH):
-            return 0
-        return OPERAND_PREFETCH_DEPTH
 
     def bwd_launch(self, dims: Dims, gpu: GPUSpec):
         """As ``FusedAttention.bwd_launch``; a kernel that is not flash-attn 2's code with its
