@@ -49,3 +49,18 @@ and the later draws differ from the committed ones."""
     assert drawn[:10] == kept[:10]
     assert {"batch": 64, "heads": 8, "seqlen_q": 256, "head_dim": 256,
             "causal": True} not in drawn
+
+
+def test_a_head_dim_pool_is_drawn_from_and_checked():
+    """``head_dims``: each shape's head dim comes from the pool (hold-out 60 is that draw, at
+    head dims between flash-attn 2's compiled ones); a head dim off a multiple of 8 is
+    refused."""
+    pool = (40, 48, 56, 72, 80, 88, 104, 112, 120, 136, 144, 152, 160, 168, 176, 184, 200,
+            208, 216, 224, 232, 240, 248)
+    out = draw_holdout.GRID_DIR / "external_holdout60.json"
+    drawn = draw_holdout.draw(60, 12, skip=out, head_dims=pool)
+    assert drawn == json.loads(out.read_text())
+    assert {s["head_dim"] for s in drawn} <= set(pool)
+    for bad in ((), (40, 41), (0,), (True,)):
+        with pytest.raises(ValueError, match="multiples of 8"):
+            draw_holdout.draw(1, 2, head_dims=bad)

@@ -16,7 +16,12 @@ integer to a log-uniform 4k-32k tokens over N (at most 64); heads from {8, 12, 1
 a GQA group of 1 (three times as likely), 2, 4 or 8 when it divides the heads; causal with
 probability 1/2; fp16 with probability 0.3, else bf16. Python's ``random.Random(seed)`` fixes
 the draw. ``count`` is 1-1000; a draw that keeps meeting shapes it already has stops with an
-error rather than looping.
+error rather than looping. ``--head-dims 40,48,...`` draws each head dim from that list instead
+(hold-out 60, head dims between flash-attn 2's compiled ones)::
+
+    python -m perfsim.validate.draw_holdout --seed 60 --count 12 \
+        --head-dims 40,48,56,72,80,88,104,112,120,136,144,152,160,168,176,184,200,208,216,224,232,240,248 \
+        --out validate/grids/external_holdout60.json
 """
 
 from __future__ import annotations
@@ -41,17 +46,24 @@ MAX_COUNT = 1000
 MAX_TRIES_PER_SHAPE = 1000
 
 
-def draw(seed: int, count: int, grid_dir: Path = GRID_DIR, skip: Path | None = None
-         ) -> list[dict]:
+def draw(seed: int, count: int, grid_dir: Path = GRID_DIR, skip: Path | None = None,
+         head_dims: tuple[int, ...] | None = None) -> list[dict]:
     """``count`` shapes (dicts of ``Shape`` fields, phase left out) drawn with ``seed``,
-    none of them in a grid file of ``grid_dir`` other than ``skip``.
+    none of them in a grid file of ``grid_dir`` other than ``skip``. ``head_dims``: draw each
+    shape's head dim uniformly from these instead of cycling 64, 128, 256, 128 (a hold-out
+    aimed at other head dims, e.g. those between flash-attn 2's compiled ones).
 
     Raises:
-        ValueError: ``count`` outside 1-:data:`MAX_COUNT`, or the draw keeps meeting
-            shapes it already has (:data:`MAX_TRIES_PER_SHAPE` candidates per shape).
+        ValueError: ``count`` outside 1-:data:`MAX_COUNT`, a head dim not a positive
+            multiple of 8, or the draw keeps meeting shapes it already has
+            (:data:`MAX_TRIES_PER_SHAPE` candidates per shape).
     """
     if not 1 <= count <= MAX_COUNT:
         raise ValueError(f"count must be 1-{MAX_COUNT}, got {count}")
+    if head_dims is not None and (not head_dims or any(
+            isinstance(d, bool) or not isinstance(d, int) or d <= 0 or d % 8
+            for d in head_dims)):
+        raise ValueError(f"head dims must be positive multiples of 8, got {head_dims}")
     skip = skip.resolve() if skip is not None else None
     from perfsim.validate.external import external_grid
 
@@ -69,7 +81,7 @@ def draw(seed: int, count: int, grid_dir: Path = GRID_DIR, skip: Path | None = N
             raise ValueError(f"seed {seed}: {tries - 1} candidates gave {len(out)} new shapes "
                              f"of {count}; ask for fewer")
         slot = slots[len(out)]
-        d = (64, 128, 256, 128)[len(out) % 4]
+        d = (64, 128, 256, 128)[len(out) % 4] if head_dims is None else rng.choice(head_dims)
         n = max(128, round(2 ** (7 + 7 * (slot + rng.random()) / count) / 64) * 64)
         h = rng.choice([8, 12, 16, 24, 32, 40])
         group = rng.choice([1, 1, 1, 2, 4, 8])
@@ -95,11 +107,20 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--count", type=int, default=16)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--head-dims", default=None,
+                    help="comma-separated head dims to draw from (multiples of 8); default: "
+                         "cycle 64, 128, 256, 128")
     args = ap.parse_args(argv)
+    head_dims = None
+    if args.head_dims is not None:
+        try:
+            head_dims = tuple(int(x) for x in args.head_dims.split(","))
+        except ValueError:
+            ap.error(f"--head-dims {args.head_dims!r}: give integers separated by commas")
     if not args.out.parent.is_dir():
         ap.error(f"--out {args.out}: folder {args.out.parent} does not exist")
     try:
-        shapes = draw(args.seed, args.count, skip=args.out)
+        shapes = draw(args.seed, args.count, skip=args.out, head_dims=head_dims)
     except ValueError as exc:
         ap.error(str(exc))
     args.out.write_text("[\n" + ",\n".join(" " + json.dumps(s) for s in shapes) + "\n]\n")

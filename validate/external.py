@@ -332,6 +332,11 @@ HOLDOUTS = {
                           "the default path; the draw's 16th (B 64, H 8, N 256, d 256 causal) "
                           "was a main-grid shape, measured and then taken out "
                           "(results-main-grid-shape.jsonl)",
+    "external-holdout60": "12 shapes drawn at random (validate/draw_holdout.py, seed 60) at "
+                          "head dims between flash-attn 2's compiled ones (40-248, multiples "
+                          "of 8); frozen at 6346048 (its predicated path's shared-memory "
+                          "wavefronts, the 256 backward's prefetch) as the check of that "
+                          "change on shapes it was not read from",
 }
 
 
