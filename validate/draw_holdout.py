@@ -19,8 +19,8 @@ the draw. ``count`` is 1-1000; a draw that keeps meeting shapes it already has s
 error rather than looping. ``--head-dims 40,48,...`` draws each head dim from that list instead
 (hold-out 60, head dims between flash-attn 2's compiled ones)::
 
-    python -m perfsim.validate.draw_holdout --seed 60 --count 12 \
-        --head-dims 40,48,56,72,80,88,104,112,120,136,144,152,160,168,176,184,200,208,216,224,232,240,248 \
+    python -m perfsim.validate.draw_holdout --seed 60 --count 12 --head-dims \
+        40,48,56,72,80,88,104,112,120,136,144,152,160,168,176,184,200,208,216,224,232,240,248 \
         --out validate/grids/external_holdout60.json
 """
 
