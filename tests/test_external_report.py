@@ -103,6 +103,8 @@ def test_scores_rows_ranks_and_skips_what_cannot_be_compared(tmp_path):
                                        ("h100-external-holdout58", "h100-sxm5"),
                                        # another, measured 2026-12-06 (12th session)
                                        ("h100-external-holdout59", "h100-sxm5"),
+                                       # head dims between flash-attn 2's compiled ones
+                                       ("h100-external-holdout60", "h100-sxm5"),
                                        # and the calibrated profile's score
                                        ("h200-external", "calibrated"),
                                        ("h200-external-holdout13", "calibrated")])
