@@ -91,7 +91,10 @@ def _kernels():
 
     smid = smid_reader()
 
-    @triton.jit
+    # (``bodies`` not specialised: Triton compiles an integer argument equal to 1 as a
+    # constant, which at K = 1 left one body and 21 registers against 255 for K >= 2 —
+    # reports/h100/probes/icache/probe_icache_phases.json; now every K runs one binary)
+    @triton.jit(do_not_specialize=["bodies"])
     def phases(out, sm_out, units, reps, ctas_per_sm, bodies, P: tl.constexpr,
                L: tl.constexpr, BLOCK: tl.constexpr):
         pid = tl.program_id(0)
@@ -166,7 +169,7 @@ def measure_prologue(out_path: str) -> None:
 
 #: ``--phases``: straight-line FMAs per body (16-64 kB), distinct bodies K (each CTA runs them in
 #: turn, the CTAs of one SM offset by one, so co-resident warps run different code when K > 1)
-PHASE_FMAS = (1024, 2048, 3072, 4096)
+PHASE_FMAS = (256, 512, 1024, 2048, 4096)
 PHASE_BODIES = (1, 2, 4)
 
 
