@@ -167,7 +167,7 @@ def measure_prologue(out_path: str) -> None:
                        threads=THREADS)
 
 
-#: ``--phases``: straight-line FMAs per body (16-64 kB), distinct bodies K (each CTA runs them in
+#: ``--phases``: straight-line FMAs per body (4-64 kB), distinct bodies K (each CTA runs them in
 #: turn, the CTAs of one SM offset by one, so co-resident warps run different code when K > 1)
 PHASE_FMAS = (256, 512, 1024, 2048, 4096)
 PHASE_BODIES = (1, 2, 4)
