@@ -272,3 +272,16 @@ def test_head_dim_below_the_kernel_adds_its_profiled_wavefronts(phase):
         # bytes than the compiled head dim's own call of the same lengths
         assert cost.sm_demand()["smem"] > even.sm_demand()["smem"], d
     assert term not in _main_cost("flex", 200, phase).terms
+
+
+def test_a_value_head_dim_filling_the_kernel_keeps_the_predicated_path():
+    """A call whose value head dim fills the compiled kernel but whose query/key head dim does
+    not still runs predicated: more value columns never make it faster (a fresh user's
+    report: d = 112 with d_v = 128 read 17 % faster than d = d_v = 112)."""
+    def seconds(d_v, phase):
+        w = AttentionWorkload(batch=2, heads=16, seqlen_q=4096, head_dim=112, head_dim_v=d_v,
+                              phase=phase)
+        return perfsim.predict(w, gpu="h200-sxm", algorithm="fa2").seconds
+
+    for phase in ("fwd", "bwd"):
+        assert seconds(128, phase) >= seconds(112, phase), phase

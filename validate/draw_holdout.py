@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import numbers
 import random
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def draw(seed: int, count: int, grid_dir: Path = GRID_DIR, skip: Path | None = N
     if not 1 <= count <= MAX_COUNT:
         raise ValueError(f"count must be 1-{MAX_COUNT}, got {count}")
     if head_dims is not None and (not head_dims or any(
-            isinstance(d, bool) or not isinstance(d, int) or d <= 0 or d % 8
+            isinstance(d, bool) or not isinstance(d, numbers.Integral) or d <= 0 or d % 8
             for d in head_dims)):
         raise ValueError(f"head dims must be positive multiples of 8, got {head_dims}")
     skip = skip.resolve() if skip is not None else None
@@ -81,7 +82,7 @@ def draw(seed: int, count: int, grid_dir: Path = GRID_DIR, skip: Path | None = N
             raise ValueError(f"seed {seed}: {tries - 1} candidates gave {len(out)} new shapes "
                              f"of {count}; ask for fewer")
         slot = slots[len(out)]
-        d = (64, 128, 256, 128)[len(out) % 4] if head_dims is None else rng.choice(head_dims)
+        d = (64, 128, 256, 128)[len(out) % 4] if head_dims is None else int(rng.choice(head_dims))
         n = max(128, round(2 ** (7 + 7 * (slot + rng.random()) / count) / 64) * 64)
         h = rng.choice([8, 12, 16, 24, 32, 40])
         group = rng.choice([1, 1, 1, 2, 4, 8])
@@ -123,7 +124,10 @@ def main(argv=None) -> None:
         shapes = draw(args.seed, args.count, skip=args.out, head_dims=head_dims)
     except ValueError as exc:
         ap.error(str(exc))
-    args.out.write_text("[\n" + ",\n".join(" " + json.dumps(s) for s in shapes) + "\n]\n")
+    try:
+        args.out.write_text("[\n" + ",\n".join(" " + json.dumps(s) for s in shapes) + "\n]\n")
+    except OSError as exc:
+        ap.error(f"--out {args.out}: cannot write it ({exc.strerror or exc})")
     print(f"{len(shapes)} shapes -> {args.out}")
 
 

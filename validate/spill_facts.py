@@ -186,6 +186,11 @@ def main(argv=None) -> int:
     from perfsim.cli.common import print_table
 
     args = sys.argv[1:] if argv is None else argv
+    if args in (["-h"], ["--help"]):
+        print("usage: python -m perfsim.validate.spill_facts [--uneven]\n\n"
+              "Prints the register-spill table the presets cite; --uneven: flash-attn 2's extra "
+              "shared-memory wavefronts below its compiled head dims.")
+        return 0
     if args == ["--uneven"]:
         print_table("flash-attn 2 below its compiled head dim: shared-memory wavefronts per warp "
                     "and tile step (Nsight Compute, H200)",

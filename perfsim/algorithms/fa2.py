@@ -117,18 +117,22 @@ REFERENCE_FWD_SPILL_BYTES = {64: (0.0, 128.2), 96: (0.0, 28.0), 128: (0.0, 118.7
 #: kernels adds per tile step when the call's head dim is below the compiled kernel's, by
 #: phase and compiled head dim. The kernel then takes its predicated head-dim path
 #: (``Is_even_K`` false), which issues shared-memory loads and stores the even path does not:
-#: per CTA and tile step, 122-362 more ``LDS`` and 65-134 more ``STS`` in the forward,
-#: 101-340 and 141-322 in the backward, the same count at every head dim below one kernel
-#: (160 and 176; 200 and 224), with the ``IMAD``/``LEA`` address arithmetic that feeds them.
+#: per CTA and tile step, 122-362 more ``LDS`` and 65-129 more ``STS`` in the forward,
+#: 101-340 and 141-322 in the backward, the same count at every head dim below one forward
+#: kernel profiled twice (160 and 176; 200 and 224), with the ``IMAD``/``LEA`` address
+#: arithmetic that feeds them.
 #: Nsight Compute on the H200 (opcodes and ``smem_wavefronts``, not a time; PyTorch's copy,
 #: sm_90; ``python -m perfsim.validate.spill_facts --uneven``, ``reports/h200/probes/ncu/
 #: summary.json`` and ``summary-headdims.json``): the wavefronts per tile step of each profiled
-#: call below a kernel (head dims 40, 80, 112, 160 and 176, 200 and 224; their mean where two)
+#: call below a kernel (forward 40, 80, 112, 160 and 176, 200 and 224, their mean where two;
+#: backward 40, 80, 112, 160, 224)
 #: less those of the call at the kernel's own head dim, over the warps of a CTA. The model's
 #: own count of the even path's operand traffic is kept as it is; this adds the difference.
 #: Per warp so that another GPU's launch of the same kernel (other warps per CTA) scales with
-#: its warps, and per tile step whatever the tile (ASSUMED off sm_90, and for flash-attn 2's
-#: own 160 and 224 kernels, not profiled: none).
+#: its warps, and per tile step whatever the tile (ASSUMED off sm_90, for the split-KV and
+#: paged kernels, and for flash-attn 2's own head dims 193-224, which run its 256 kernel; its
+#: 160 and 32 kernels, not profiled, take none). The ``fa2`` algorithm and the
+#: ``flash-attn-2`` preset are that code (``compiled_head_dims="flash-attn"``) and take it too.
 REFERENCE_UNEVEN_SMEM_WAVEFRONTS = {
     "fwd": {64: 118.2, 96: 61.0, 128: 88.3, 192: 62.2, 256: 172.4},
     "bwd": {64: 88.1, 96: 37.2, 128: 60.7, 192: 102.9, 256: 134.1}}
@@ -1548,10 +1552,10 @@ class FA2(FusedAttention):
             value head dim rounded up to its ``B_c`` (whole CUTLASS threadblock tiles; Nsight
             Compute counts 1.167 times the exact HMMAs at head dim 192, the value columns at 256),
             its backward at the call's own; ``"exact"``: every head dim runs as itself. The last
-            three take none of flash-attn 2's compiled facts (spills, prefetch; kernels that are not
-            its code) but keep its launch table for the head dim's range (tiles and warps: the
-            ASSUMED stand-in where a preset gives none), so their time can step down where a range
-            starts.
+            three take none of flash-attn 2's compiled facts (spills, predicated-path traffic;
+            kernels that are not its code) but keep its launch table for the head dim's range
+            (tiles and warps: the ASSUMED stand-in where a preset gives none), so their time can
+            step down where a range starts.
         bwd_spill_bytes: local-memory bytes each thread of the backward kernel reloads per
             step of its dK/dV loop because the compiler spilled registers (a compiled-kernel
             fact read from a profile: ``perfsim.validate.spill_facts``); ``None`` (default):
@@ -1759,14 +1763,15 @@ class FA2(FusedAttention):
         """Shared-memory wavefronts each warp adds per tile step of ``phase`` when the
         call's head dim (before the compiled kernel's padding) is below the kernel's:
         :data:`REFERENCE_UNEVEN_SMEM_WAVEFRONTS` (0 unless ``compiled_head_dims`` names
-        flash-attn 2's own code, and at the compiled head dim itself)."""
+        flash-attn 2's own code, and at the compiled head dim itself). The split-KV (and
+        paged) kernel takes the same figure by its compiled head dim (not profiled,
+        ASSUMED)."""
         if self.compiled_head_dims not in FLASH_ATTN_CODE or dims.symbolic:
             return 0.0
-        kd = max(self.kernel_head_dims(dims))
-        call = dims.unpadded[2:] if dims.unpadded else (dims.d, dims.d_v)
-        if kd == max(call):
+        if not self._below_kernel(dims):
             return 0.0
-        return REFERENCE_UNEVEN_SMEM_WAVEFRONTS[phase].get(kd, 0.0)
+        return REFERENCE_UNEVEN_SMEM_WAVEFRONTS[phase].get(max(self.kernel_head_dims(dims)),
+                                                           0.0)
 
     def _reference_figure(self, table: dict, dims: Dims) -> float:
         """``table``'s figure for the compiled kernel running ``dims`` (at its head dim, or
@@ -1775,7 +1780,16 @@ class FA2(FusedAttention):
             return 0.0
         kd = max(self.kernel_head_dims(dims))
         even, uneven = table.get(kd, (0.0, 0.0))
-        return even if kd == max(dims.d, dims.d_v) else uneven
+        return uneven if self._below_kernel(dims) else even
+
+    def _below_kernel(self, dims: Dims) -> bool:
+        """Whether the compiled kernel runs the call predicated: its query/key head dim or its
+        value head dim (the call's own, before whole-tile padding) below the kernel's. The
+        reference kernels take ``d_v = d``; a call with ``d < d_v`` runs the kernel for
+        ``d_v`` with its query/key loads predicated, and counts as below it (ASSUMED)."""
+        call = dims.unpadded[2:] if dims.unpadded else (dims.d, dims.d_v)
+        kd = max(self.kernel_head_dims(dims))
+        return any(c < kd for c in call)
 
     def launch_causal(self, dims: Dims) -> bool:
         """flash-attn 2's own code (``compiled_head_dims`` its or PyTorch's) launches its
