@@ -231,8 +231,8 @@ def test_a_gpu_that_prices_no_spill_energy_says_so():
 def test_uneven_head_dim_wavefronts_are_the_profiles_numbers():
     """fa2.REFERENCE_UNEVEN_SMEM_WAVEFRONTS is Nsight Compute's extra shared-memory wavefronts
     per warp and tile step below each compiled head dim (``spill_facts --uneven``, to 0.1),
-    and the calls below one kernel issue the same extra loads and stores (the predicated
-    path's code, not the head dim's columns)."""
+    and the two forward calls below one kernel issue the same extra loads and stores (the
+    predicated path's code, not the head dim's columns)."""
     got = spill_facts.uneven_wavefronts()
     assert set(got) == set(fa2.REFERENCE_UNEVEN_SMEM_WAVEFRONTS)
     for phase, rows in got.items():
@@ -241,9 +241,11 @@ def test_uneven_head_dim_wavefronts_are_the_profiles_numbers():
         for kd, r in rows.items():
             assert table[kd] == round(r["extra"], 1), (phase, kd)
             assert r["extra"] > 0 and r["extra_lds"] > 0 and r["extra_sts"] > 0, (phase, kd)
-            below = list(r["below"].values())
-            # two calls below one kernel: within 2 % of each other
-            assert max(below) <= 1.02 * min(below), (phase, kd)
+    # the forward's 192 and 256 kernels were profiled at two head dims below them each: the
+    # two agree within 2 % (the backward has one call per kernel, nothing to compare)
+    for kd in (192, 256):
+        below = list(got["fwd"][kd]["below"].values())
+        assert len(below) == 2 and max(below) <= 1.02 * min(below), kd
 
 
 def _main_cost(algorithm, d, phase, gpu="h200-sxm"):
@@ -266,7 +268,8 @@ def test_head_dim_below_the_kernel_adds_its_profiled_wavefronts(phase):
         assert term in cost.terms and term not in even.terms, d
         launch = cost.launch
         want = (launch["tiles"] * cost.warps_per_cta
-                * fa2.REFERENCE_UNEVEN_SMEM_WAVEFRONTS[phase][kd] * fa2.SMEM_WAVEFRONT_BYTES)
+                * fa2.REFERENCE_UNEVEN_SMEM_WAVEFRONTS[phase][kd]
+                * load_gpu("h200-sxm").smem_bandwidth_bytes_per_clk_per_sm)
         assert cost.terms[term] == pytest.approx(want, rel=1e-9), d
         # the executed work (the compiled head dim's whole tiles) keeps it: more shared-memory
         # bytes than the compiled head dim's own call of the same lengths

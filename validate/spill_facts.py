@@ -102,23 +102,30 @@ MAIN = ("_attn_bwd", "flex_attention_backward_1", "flash_bwd_dq_dk_dv_loop", "_b
         "flash_fwd_kernel", "_fprop_")
 
 
-def facts() -> list[dict]:
-    """One row per profiled case: local bytes loaded and stored, the dK/dV steps, and the
-    bytes reloaded per thread and step."""
+def _main_kernel(case: str, path, shape: tuple, tile: tuple) -> tuple[dict, int]:
+    """A :data:`CASES` entry's main kernel (its profile's dict) and the tile steps it runs
+    (``Dims.tile_visits`` of the kernel's ``B_r x B_c`` tiles over the profiled shape)."""
     from perfsim import AttentionWorkload
     from perfsim.algorithms.base import Dims
 
+    b, h, n, d, causal = shape
+    kernels = json.loads((PROBES / path).read_text())["cases"][case]
+    # the tutorial's "_attn_bwd" by its exact name (its preprocess kernel shares the prefix);
+    # the others by a part of theirs
+    names = MAIN[4:] if "-fwd-" in case else MAIN[1:4]
+    main = next(k for k in kernels if k["kernel"] == MAIN[0]
+                or any(name in k["kernel"] for name in names))
+    dims = Dims.of(AttentionWorkload(batch=b, heads=h, seqlen_q=n, head_dim=d, causal=causal,
+                                     phase="bwd"))
+    return main, int(b * h * dims.tile_visits(tile[0], tile[1]).tiles)
+
+
+def facts() -> list[dict]:
+    """One row per profiled case: local bytes loaded and stored, the dK/dV steps, and the
+    bytes reloaded per thread and step."""
     rows = []
     for case, path, (b, h, n, d, causal), (b_r, b_c, warps) in CASES:
-        kernels = json.loads((PROBES / path).read_text())["cases"][case]
-        # the tutorial's "_attn_bwd" by its exact name (its preprocess kernel shares the
-        # prefix); the others by a part of theirs
-        names = MAIN[4:] if "-fwd-" in case else MAIN[1:4]
-        main = next(k for k in kernels if k["kernel"] == MAIN[0]
-                    or any(name in k["kernel"] for name in names))
-        dims = Dims.of(AttentionWorkload(batch=b, heads=h, seqlen_q=n, head_dim=d,
-                                         causal=causal, phase="bwd"))
-        steps = b * h * dims.tile_visits(b_r, b_c).tiles
+        main, steps = _main_kernel(case, path, (b, h, n, d, causal), (b_r, b_c, warps))
         threads = warps * 32
         # FlexAttention's template pads the head dim to a power of two (FLEX_HEAD_DIMS)
         compiled = 1 << (d - 1).bit_length() if case.startswith("flex-") else d
@@ -148,20 +155,12 @@ def uneven_wavefronts() -> dict:
     their mean less ``even`` (``extra``) and the extra ``LDS`` and ``STS`` per CTA and tile step
     (means over the calls below). From the profiles of :data:`CASES` (Nsight Compute's
     ``smem_wavefronts`` and opcode counts; tile steps as :func:`facts` counts them)."""
-    from perfsim import AttentionWorkload
-    from perfsim.algorithms.base import Dims
-
     per = {}
-    for case, path, (b, h, n, d, causal), (b_r, b_c, warps) in CASES:
+    for case, path, shape, tile in CASES:
         if not case.startswith("flash-"):
             continue
-        phase = "fwd" if "-fwd-" in case else "bwd"
-        kernels = json.loads((PROBES / path).read_text())["cases"][case]
-        name = MAIN[4] if phase == "fwd" else MAIN[2]
-        main = next(k for k in kernels if name in k["kernel"])
-        dims = Dims.of(AttentionWorkload(batch=b, heads=h, seqlen_q=n, head_dim=d,
-                                         causal=causal, phase="bwd"))
-        steps = b * h * dims.tile_visits(b_r, b_c).tiles
+        phase, d, warps = ("fwd" if "-fwd-" in case else "bwd"), shape[3], tile[2]
+        main, steps = _main_kernel(case, path, shape, tile)
         ops = main.get("opcodes") or {}
         per[(phase, d)] = {"wavefronts": main["smem_wavefronts"] / (steps * warps),
                            "lds": ops.get("LDS", 0) / steps, "sts": ops.get("STS", 0) / steps}

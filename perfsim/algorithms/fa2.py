@@ -136,10 +136,9 @@ REFERENCE_FWD_SPILL_BYTES = {64: (0.0, 128.2), 96: (0.0, 28.0), 128: (0.0, 118.7
 REFERENCE_UNEVEN_SMEM_WAVEFRONTS = {
     "fwd": {64: 118.2, 96: 61.0, 128: 88.3, 192: 62.2, 256: 172.4},
     "bwd": {64: 88.1, 96: 37.2, 128: 60.7, 192: 102.9, 256: 134.1}}
-#: Bytes of one shared-memory wavefront: the port's width, one wavefront per clock
-#: (``smem_bandwidth_bytes_per_clk_per_sm`` = 128 on every catalog GPU with this code).
-SMEM_WAVEFRONT_BYTES = 128
-#: The term that carries them (``smem_read``: the port serves loads and stores alike).
+#: The term that carries them, as bytes of the GPU's shared-memory port width
+#: (``GPUSpec.smem_bandwidth_bytes_per_clk_per_sm``: one wavefront a clock) so that each costs
+#: one port cycle (``smem_read``: the port serves loads and stores alike).
 UNEVEN_TERM = "smem_read/head dim below the kernel's: predicated path's loads and stores"
 #: ``compiled_head_dims`` values that mean flash-attn 2's own code (its compiled facts apply)
 FLASH_ATTN_CODE = ("flash-attn", "pytorch")
@@ -448,10 +447,6 @@ class FusedAttention(Algorithm):
             return {}
         kd = tuple(int(x) for x in self.kernel_head_dims(dims))
         return {} if kd == (dims.d, dims.d_v) else {"kernel_head_dims": kd}
-
-    def bwd_prefetch(self, dims: Dims) -> int:
-        """Operand slices the backward's warps load ahead (``base.warp_cycle``)."""
-        return OPERAND_PREFETCH_DEPTH
 
     def kernel_head_dims(self, dims: Dims) -> tuple:
         """``(d, d_v)`` the compiled kernel runs at: the call's own (FA2 overrides it)."""
@@ -807,7 +802,8 @@ class FusedAttention(Algorithm):
             terms[self.spill_term("fwd")] = bh * v.tiles * warps * 32 * spill
         uneven = self.uneven_head_dim_wavefronts("fwd", dims)
         if uneven:
-            terms[UNEVEN_TERM] = bh * v.tiles * warps * uneven * SMEM_WAVEFRONT_BYTES
+            terms[UNEVEN_TERM] = (bh * v.tiles * warps * uneven
+                                 * gpu.smem_bandwidth_bytes_per_clk_per_sm)
         persistent, lpt = self.fwd_scheduling(dims)
         tail = in_order_tail(run, grid, gpu.sm_count, ctas, dims.masked, lpt)
         # a CTA's edges: its Q tile and first K/V tile in, its O tile out
@@ -1301,7 +1297,8 @@ class FusedAttention(Algorithm):
             terms[self.spill_term("bwd")] = bh * steps * warps * 32 * spill
         uneven = self.uneven_head_dim_wavefronts("bwd", dims)
         if uneven:
-            terms[UNEVEN_TERM] = bh * v.tiles * warps * uneven * SMEM_WAVEFRONT_BYTES
+            terms[UNEVEN_TERM] = (bh * v.tiles * warps * uneven
+                                 * gpu.smem_bandwidth_bytes_per_clk_per_sm)
         # a CTA's edges: its K/V block and first Q, dO, LSE and D tiles in, dK and dV out
         edge = 2 * e * b_c * (d + d_v) + b_r * (e * (d + d_v) + 2 * STAT_BYTES)
         if again:
@@ -1359,8 +1356,7 @@ class FusedAttention(Algorithm):
             registers_per_thread=self.bwd_registers(gpu, warps), tensor_dtype=dims.dtype,
             tensor_family=self.tensor_family,
             overlap=self.overlap_groups("bwd", dims),
-            pipeline=self.pipeline("bwd", gpu, resident_per_sm(working, ctas, gpu),
-                                   warps, prefetch=self.bwd_prefetch(dims)),
+            pipeline=self.pipeline("bwd", gpu, resident_per_sm(working, ctas, gpu), warps),
             cuda_cores_in_turn=self.cuda_cores_in_turn(),
             tensor_issue_share=self.tensor_issue_share(
                 gpu, resident_per_sm(working, ctas, gpu)),
