@@ -54,7 +54,7 @@ from pydantic import model_validator
 from perfsim import algorithms as algos
 from perfsim.algorithms import softmax_costs as sc
 from perfsim.algorithms.base import Algorithm, Dims, infeasible_where
-from perfsim.algorithms.common import MAX_HEAD_DIM
+from perfsim.algorithms.common import HEAD_DIM_MULTIPLE, MAX_HEAD_DIM
 from perfsim.algorithms.fa2 import fwd_smem_bytes, next_power_of_two
 from perfsim.algorithms.fa3 import kernel_head_dims
 from perfsim.errors import InfeasibleError, PerfsimError
@@ -581,6 +581,12 @@ class Implementation(Algorithm):
         same words for a whole call (:meth:`kernels`) and for some rows of a sweep block."""
         if text.startswith(self.preset + ": "):
             return text
+        if self.preset in HEAD_DIM_PADDING:
+            # the kernel's own check reads "a multiple of 8 up to 256"; this library pads
+            # other head dims to the next multiple of 8 first, so only the ceiling refuses
+            text = text.replace(f"a multiple of {HEAD_DIM_MULTIPLE} up to {MAX_HEAD_DIM}",
+                                f"at most {MAX_HEAD_DIM} (the library pads a head dim that "
+                                f"is not a multiple of {HEAD_DIM_PAD_MULTIPLE} to one)")
         model = None
         try:
             inner = self.config(dims, gpu)

@@ -287,3 +287,13 @@ def test_a_prediction_prints_as_one_line():
     assert "\n" not in text and len(text) < 300 and str(p) == text
     for part in ("sdpa-flash", "h100-sxm5", "causal", "TFLOP/s", f"bound by {p.bound}"):
         assert part in text
+
+
+def test_a_forward_only_split_count_in_a_backward_call_is_named():
+    """``num_splits`` is a forward option: a backward call ignores it, and says so."""
+    w = W1.replace(phase="bwd")
+    split = perfsim.predict(w, gpu="h100-sxm5", algorithm=FA2(num_splits=4))
+    plain = perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2")
+    assert split.seconds == plain.seconds
+    assert any("ignores it" in n for n in split.notes())
+    assert not any("ignores it" in n for n in plain.notes())
