@@ -21,6 +21,7 @@ def main(argv=None) -> int:
 
     from perfsim.validate import _bench_kernels as bk
     from perfsim.validate.microbench import CHAIN_GRID, CHAIN_STEPS
+    from perfsim.validate.probe_ncu import _profile_once
 
     cols = int(argv[0]) if argv else 256
     n = CHAIN_GRID * CHAIN_STEPS * 64 * cols
@@ -30,13 +31,7 @@ def main(argv=None) -> int:
     def run():
         bk.load_chain[(CHAIN_GRID,)](x, y, CHAIN_STEPS, ROWS=64, COLS=cols, num_warps=4,
                                     num_stages=1)
-    for _ in range(3):
-        run()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    run()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    _profile_once(run)
     return 0
 
 
