@@ -61,6 +61,20 @@ def load_chain(X, Y, steps, ROWS: tl.constexpr, COLS: tl.constexpr):
 
 
 @triton.jit
+def load_chain_wrapped(X, Y, steps, wrap, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """:func:`load_chain` over ``wrap`` tiles per CTA, walked again and again (step ``i``
+    reads tile ``i % wrap``): with ``CTAs x wrap`` tiles smaller than the L2, every load after
+    the first pass is an L2 hit."""
+    pid = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
+    base = pid * wrap * ROWS * COLS
+    for i in range(steps):
+        tile = (i % wrap) * ROWS * COLS
+        t = tl.load(X + base + tile + offs)
+        tl.store(Y + base + tile + offs, t + 1.0)
+
+
+@triton.jit
 def noop(X):
     """One thread block storing one element: the cheapest kernel a launch can run."""
     tl.store(X, 1.0)
