@@ -192,16 +192,6 @@ def credited_flops(model, tensor_flops, flops):
                                                                                    executed)
 
 
-def _duration(seconds: float) -> str:
-    """A call-scale time in words' units: µs (one decimal) below 10 ms, then ms, then s
-    (4 significant digits), so a long call does not print as billions of µs."""
-    if seconds < 1e-2:
-        return f"{seconds * 1e6:.1f} µs"
-    if seconds < 10:
-        return f"{seconds * 1e3:.4g} ms"
-    return f"{seconds:.4g} s"
-
-
 @fast_init
 @dataclass(frozen=True)
 class Counts:
@@ -548,8 +538,8 @@ class Prediction:
                 f"{t.host_floor_fwd_s * 1e6:.1f} µs{unmasked} and a backward "
                 f"{t.host_floor_bwd_s * 1e6:.1f} "
                 f"µs (software profile; hardware/software/*.toml), so "
-                f"{_duration(self.seconds - kernels)} of this call is the GPU waiting for "
-                f"the host. Kernels alone: {_duration(kernels)} (TimingParams host floors "
+                f"{_ms(self.seconds - kernels)} of this call is the GPU waiting for "
+                f"the host. Kernels alone: {_ms(kernels)} (TimingParams host floors "
                 "0, or --kernel-only).")
 
     def _one_split_seconds(self) -> float | None:
@@ -671,7 +661,7 @@ class Prediction:
         if abs(change) < 0.005:
             # within half a percent (both calls on the host floor, say): no effect to rate
             return [f"The {splits} splits are the reference's heuristic choice "
-                    f"(num_splits='auto'); with one split perfsim predicts {_duration(t1)} "
+                    f"(num_splits='auto'); with one split perfsim predicts {_ms(t1)} "
                     "as well: the split changes nothing here"
                     + (" (the call is bound by its host floor either way)."
                        if self.bound == "host" else ".")]
@@ -680,7 +670,7 @@ class Prediction:
         effect = (f"{change * 100:.0f} % slower" if change > 0 else
                   f"{t1 / self.seconds:.3g}x faster ({-change * 100:.0f} % less time)")
         return [f"The {splits} splits are the reference's heuristic choice (num_splits='auto'); "
-                f"with one split perfsim predicts {_duration(t1)}, so the split is "
+                f"with one split perfsim predicts {_ms(t1)}, so the split is "
                 f"{effect}{why}."]
 
     def to_dict(self) -> dict:
@@ -765,7 +755,7 @@ class Prediction:
             if t1 is not None and self.seconds > t1 * 1.005:
                 out.append(f"split over {splits} CTAs per query tile by the reference's "
                            f"heuristic (num_splits='auto'), which weighs waves, not the "
-                           f"combine: one split would take {_duration(t1)} "
+                           f"combine: one split would take {_ms(t1)} "
                            f"({(1 - t1 / self.seconds) * 100:.0f} % less; --explain)")
         return out
 

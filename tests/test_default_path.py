@@ -20,6 +20,7 @@ from perfsim.algorithms.fa2_launch import (
 )
 from perfsim.algorithms.fa3 import wgmma_operand_reads
 from perfsim.implementations import implementations
+from perfsim.prediction import _ms
 from perfsim.queueing import closed_cycle
 from perfsim.software import load_software
 from perfsim.timing import TimingParams, edge_seconds
@@ -197,8 +198,8 @@ def test_flex_floors_are_its_own_and_an_unmasked_forward_pays_the_empty_mask():
     kernels = sum(k.seconds for k in p.kernels)
     assert 0 < kernels < p.seconds
     assert "with no mask" in p.explain()
-    assert (f"so {(p.seconds - kernels) * 1e6:.1f} µs of this call is the GPU waiting"
-            in p.explain()) and f"Kernels alone: {kernels * 1e6:.1f} µs" in p.explain()
+    assert (f"so {_ms(p.seconds - kernels)} of this call is the GPU waiting"
+            in p.explain()) and f"Kernels alone: {_ms(kernels)}" in p.explain()
     # SDPA's forward has one floor, masked or not
     sdpa = [perfsim.predict(w, "h200-sxm", "sdpa-flash").seconds
             for w in (tiny, tiny.model_copy(update={"causal": True}))]

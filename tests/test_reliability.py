@@ -14,6 +14,7 @@ import perfsim
 from perfsim import AttentionWorkload, InfeasibleError, PerfsimError, load_gpu, predict
 from perfsim.algorithms import FA1, FA2, FA4
 from perfsim.cli import main
+from perfsim.prediction import _ms
 from perfsim.timing import TimingParams
 from perfsim.workload import MAX_TENSOR_BYTES
 
@@ -783,7 +784,7 @@ def test_explain_prices_the_references_split_choice_against_one_split():
     p = predict(w, "rtx-4090", "fa2")
     one = predict(w, "rtx-4090", FA2(num_splits=1))
     text = p.explain()
-    assert f"with one split perfsim predicts {one.seconds * 1e6:.1f} µs" in text
+    assert f"with one split perfsim predicts {_ms(one.seconds)}" in text
     assert "slower (the heuristic weighs the waves" in text
     # presets compare with their own configuration; a fixed split count says nothing more
     assert "with one split" in predict(w, "rtx-4090", "sdpa-flash").explain()
