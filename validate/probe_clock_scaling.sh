@@ -9,8 +9,8 @@
 # beside the same shapes under sustained load: the clock the SMs tick at over NVML's.
 #   OUT=DIR [CASES="..."] [TICK="..."] bash validate/probe_clock_scaling.sh
 # Writes DIR/clk-CASE-{none,base}.csv (Nsight Compute's raw page, one row per kernel),
-# DIR/tick.json. Cases: probe_ncu.py's (attention) chain-COLS (probe_chain_target.py, HBM) and chainl2-COLS (its
-# L2-resident walk).
+# DIR/tick.json. Cases: probe_ncu.py's (attention), chain-COLS (probe_chain_target.py: the
+# load chain from HBM) and chainl2-COLS (its L2-resident walk).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/perfsim-clock}
@@ -24,7 +24,7 @@ CASES=${CASES:-"chain-32 chain-256 cudnn-fwd-d256-n16384-b1-h8 cudnn-fwd-d256 cu
 cudnn-fwd-d128-n16384-b1-h16 flash-fwd-d128-n16384-b1-h16"}
 for c in $CASES; do
     for cc in none base; do
-        case "$c" in        # chain-COLS: the load-chain microbenchmark, else an attention case
+        case "$c" in
             chainl2-*) target=(validate/probe_chain_target.py "${c#chainl2-}" 8) ;;
             chain-*) target=(validate/probe_chain_target.py "${c#chain-}") ;;
             *) target=(validate/probe_ncu.py "$c") ;;
