@@ -240,6 +240,8 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "tmem_bytes_per_sm": (0, 2**30, "bytes"),
     "load_latency_s": (1e-9, 1e-3, "s (1 ns to 1 ms)"),
     "cta_load_bandwidth_bytes_per_s": (1e6, 1e14, "bytes/s (1 MB/s to 100 TB/s)"),
+    "l2_load_latency_clk": (1, 1e6, "SM cycles"),
+    "cta_l2_load_bytes_per_clk": (0.01, 1e4, "bytes per SM cycle"),
     "cta_wave_overhead_s": (0, 1e-3, "s (0 to 1 ms)"),
     "spill_reload_bandwidth_bytes_per_s": (1e6, 1e14, "bytes/s (1 MB/s to 100 TB/s)"),
     "tensor_sustained_fraction": (0.01, 1, "(a share of the per-clock tensor rate)"),
@@ -450,6 +452,18 @@ class GPUSpec(Immutable, BaseModel):
         "(KernelCost.load_chain; validate/microbench.py load_chain)")
     cta_load_bandwidth_bytes_per_s: float = Field(
         gt=0, description="bytes per second of that step's loads, one CTA per SM")
+    l2_load_latency_clk: float | None = Field(
+        default=None, gt=0, description="the same unpipelined load step when the L2 holds "
+        "the tile (microbench.load_chain walking a few tiles again and again: "
+        "validate/probe_chain_target.py COLS WRAP) takes l2_load_latency_clk + bytes / "
+        "cta_l2_load_bytes_per_clk SM cycles: it keeps its cycles when the SM clock drops "
+        "(validate/probe_clock_scaling.sh), unlike the step from HBM. Times a single-stage "
+        "K/V ring's loads, which its co-resident CTAs' reads of the same head have brought "
+        "into L2 (perfsim.timing.ring_load_terms). None where not measured: those loads are "
+        "timed as the step from HBM (load_latency_s, cta_load_bandwidth_bytes_per_s)")
+    cta_l2_load_bytes_per_clk: float | None = Field(
+        default=None, gt=0, description="bytes per SM cycle of that L2-hit step's loads, one "
+        "CTA per SM (see l2_load_latency_clk; set both or neither)")
     cta_wave_overhead_s: float = Field(
         ge=0, description="fixed time (s) a wave of a tiled kernel's CTAs spends outside its "
         "steady-state loop beyond its first loads' latency and its edge tiles' bytes on the "
@@ -566,6 +580,9 @@ class GPUSpec(Immutable, BaseModel):
             if not 0 < value < 1e-6:
                 raise ValueError(f"tma_segment_seconds[{key}] must be between 0 and 1e-6 s, "
                                  f"got {value}")
+        if (self.l2_load_latency_clk is None) != (self.cta_l2_load_bytes_per_clk is None):
+            raise ValueError("l2_load_latency_clk and cta_l2_load_bytes_per_clk are one "
+                             "measurement (the L2-hit load step's fit): set both or neither")
         if self.smem_bytes_per_block > self.smem_bytes_per_sm:
             raise ValueError(f"smem_bytes_per_block ({self.smem_bytes_per_block} B, the most one "
                              f"CTA may take) must not exceed smem_bytes_per_sm "
@@ -603,14 +620,16 @@ class GPUSpec(Immutable, BaseModel):
         elif family == "mma_sync":
             table = self.mma_sync_flops_per_clk_per_sm
         else:  # e.g. wgmma requested on a tcgen05 GPU: not issued by any kernel we model
+            others = ("mma_sync" if self.native_tensor_family == "mma_sync" else
+                      f"{self.native_tensor_family}, or mma_sync")
             raise InfeasibleError(f"{self.id}: instruction family {family!r} is not available "
-                                  f"(native: {self.native_tensor_family}, or mma_sync)")
+                                  f"(native: {others})")
         if dtype in table:
             return table[dtype]
         if dtype == "fp32":
             return self.fp32_flops_per_clk_per_sm
         raise InfeasibleError(f"{self.id} has no {family} tensor-core path for {dtype} "
-                              f"(has: {', '.join(table)})")
+                              f"(has: {', '.join(table) or 'none, an empty table'})")
 
     def sm_clocks_per_s(self, clock_hz=None):
         """SM-clocks per second over the whole GPU at ``clock_hz`` (default ``clock_hz``; a

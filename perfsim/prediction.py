@@ -60,14 +60,16 @@ def _ms(seconds) -> str:
     return f"{s * 1e3:.3f} ms" if s >= 1e-3 else si(s, "s")
 
 
-def _ring_line(k, gpu) -> str:
+def _ring_line(k, gpu, clock_hz) -> str:
     """The explain line of a kernel whose K/V ring holds one stage (``KernelCost.ring_loads``,
     ``perfsim.timing.ring_seconds``): the side (K with the S GEMMs, or V with the P·V GEMMs)
     whose loads and GEMMs take longer, and whether that bound sets the kernel's time — it does
-    where the bound is ``latency`` and no load chain (spill reloads, round trips) set it."""
-    from perfsim.timing import ring_load_seconds, ring_sides
+    where the bound is ``latency`` and no load chain (spill reloads, round trips) set it.
+    ``clock_hz``: the SM clock the kernel was timed at (Hz)."""
+    from perfsim.timing import ring_load_seconds, ring_load_terms, ring_sides
 
-    ring = ring_load_seconds(k.cost, gpu, k.cost.sm_demand()["tensor"] * k.wave_factor)
+    terms = ring_load_terms(k.cost, gpu, k.cost.sm_demand()["tensor"] * k.wave_factor)
+    ring = ring_load_seconds(terms, clock_hz)
     load_k, load_v, _qk = ring
     k_side, v_side = ring_sides(ring, k.unit_seconds["tensor"])
     v_binds = float(v_side) > float(k_side)
@@ -78,7 +80,10 @@ def _ring_line(k, gpu) -> str:
             "tile can only be loaded once the GEMMs reading the last one are done, so on the "
             f"busiest SM its {name} loads ({_ms(loads)}: a load latency plus "
             f"{tile / 1024:g} KiB at the per-CTA load rate each step, "
-            "GPUSpec.load_latency_s and cta_load_bandwidth_bytes_per_s) and the "
+            + ("from L2, in SM cycles: GPUSpec.l2_load_latency_clk and "
+               "cta_l2_load_bytes_per_clk" if gpu.l2_load_latency_clk is not None else
+               "GPUSpec.load_latency_s and cta_load_bandwidth_bytes_per_s")
+            + ") and the "
             f"{gemms} GEMMs take turns: at least {_ms(max(k_side, v_side))}"
             + (", which sets its time (bound 'latency')." if sets else
                f", not what sets its time (bound {k.bound!r})."))
@@ -125,8 +130,11 @@ def _padding_gap(unit_seconds: dict, terms: dict) -> list[str]:
                  if name.split(": ", 1)[-1].split("/", 1)[0] in _GAP_FIELDS[unit])
     if total <= 0 or summed <= 0 or total < 1.1 * summed:
         return []
-    return [f"The {unit} unit's {_ms(total)} is {100 * (total / summed - 1):.0f} % more "
-            f"than its terms add up to ({_ms(summed)}): it also times the padding to "
+    ratio = total / summed
+    more = (f"{100 * (ratio - 1):.0f} % more than" if ratio < 2 else
+            f"{ratio:,.0f} times" if ratio >= 10 else f"{ratio:.1f} times")
+    return [f"The {unit} unit's {_ms(total)} is {more} what its terms add up to "
+            f"({_ms(summed)}): it also times the padding to "
             "whole tiles and to the compiled head dim, and the busiest SM's share of the "
             "waves of CTAs, which are not counted as terms."]
 
@@ -392,6 +400,22 @@ class Prediction:
         """Achieved HBM bandwidth implied by the predicted time, in GB/s (10^9 bytes per
         second, not Gbit/s): HBM bytes over ``seconds``."""
         return self.counts.hbm_bytes / self.seconds / 1e9
+
+    def _clock_not_held_note(self) -> str | None:
+        """Where a clock lock (``timing={"clock": Hz}``, ``--clock MHz``) was not held: above
+        the GPU's maximum boost clock or its tensor-core clock ceiling, or held lower by the
+        power limit (:meth:`explain` says which). ``None`` otherwise."""
+        g, asked = self.gpu, getattr(self.timing, "clock", None)
+        if isinstance(asked, str) or asked is None or not self.clock_hz:
+            return None
+        if self.clock_hz >= asked * (1 - 1e-9):
+            return None
+        above = (f" (above the {g.max_clock_hz / 1e6:.0f} MHz maximum boost clock)"
+                 if asked > g.max_clock_hz else
+                 f" (above the {g.clock_hz / 1e6:.0f} MHz tensor-core clock ceiling)"
+                 if asked > g.clock_hz and abs(self.clock_hz - g.clock_hz) < 1e3 else "")
+        return (f"clock {asked / 1e6:.0f} MHz not held{above}: runs at "
+                f"{self.clock_hz / 1e6:.0f} MHz (explain() says why)")
 
     def _clock_line(self) -> str:
         """Which SM clock the times are at, and why."""
@@ -740,6 +764,9 @@ class Prediction:
         power = self._over_power_note()
         if power:
             out.append(power)
+        held = self._clock_not_held_note()
+        if held:
+            out.append(held)
         spills = self._unpriced_spills_note()
         if spills:
             out.append(spills)
@@ -885,10 +912,15 @@ class Prediction:
                   and heavy_hbm.cost.pipeline is not None
                   and np.ndim(heavy_hbm.cost.pipeline[1]) == 0
                   and heavy_hbm.cost.pipeline[1] == 1)
+        edge = (_edge_share(heavy_hbm, self.gpu, self.timing)
+                if heavy_hbm is not None and heavy_hbm.bound == self.bound else 0.0)
         lines.append(f"Bound by {words} for {share:.0f} % of the time"
                      + (f" ({heavy_hbm.cost.name} runs one tile at a time, so its two "
                         "stations take turns and add: this unit has the largest part of "
                         "its time, not all of it; the cycle below)" if serial else "")
+                     + (f"; {100 * edge:.0f} % of {heavy_hbm.cost.name}'s time is its CTAs' "
+                        "time outside their loop (set-up, first loads, output tiles; below), "
+                        "which that unit's group carries" if edge >= 0.2 else "")
                      + ".")
         ranked = sorted(UNITS, key=lambda u: -self.unit_seconds[u])
         parts = ", ".join(f"{u} {_ms(self.unit_seconds[u])}" for u in ranked
@@ -1033,7 +1065,7 @@ class Prediction:
                          f"{' and '.join(parts)}, with {float(tiles):g} in flight (tiles, or "
                          f"CTAs times operand slices for mma.sync kernels): {pace}.")
         if heavy.cost.ring_loads is not None and heavy.cost.pipeline is not None:
-            lines.append(_ring_line(heavy, g))
+            lines.append(_ring_line(heavy, g, self.clock_hz or g.clock_hz))
         edges_line = self._edges_line(heavy)
         if edges_line:
             lines.append(edges_line)
@@ -1162,18 +1194,31 @@ def _edges_sentence(cost, gpu, params) -> str | None:
         why = ("each unit's loads waiting for the last unit's output tiles, which leave "
                "through the same shared memory" if cost.unit_edges_exposed
                else "their loads prefetched")
-        count = (f"persistent: once, then {unit * 1e6:.2f} µs for each of the {waves - 1} "
-                 f"further units its busiest CTA takes ({why})"
+        further = ("the 1 further unit" if waves == 2 else
+                   f"each of the {waves - 1} further units")
+        count = (f"persistent: once, then {unit * 1e6:.2f} µs for {further} its busiest CTA "
+                 f"takes ({why})"
                  if waves > 1 and unit else "persistent: once")
         return (f"{cost.name}'s CTAs spend {per_wave * 1e6:.2f} µs outside their loop "
-                f"({how}; {count}): {every * 1e6:.1f} µs on the SM side; HBM streams on "
+                f"({how}; {count}): {_ms(every)} on the SM side; HBM streams on "
                 "meanwhile except in the first and last unit's edges.")
     busiest = int(cdiv(max(int(cost.grid), 1), gpu.sm_count))
     slots = (f" (the busiest SM's {busiest} CTAs, {max(int(cost.ctas_per_sm), 1)} resident at "
              "a time; the kernel's 'waves' field counts CTAs)" if busiest != waves else "")
     return (f"{cost.name}'s CTAs spend {per_wave * 1e6:.2f} µs per wave outside their loop "
-            f"({how}), {waves} wave{plural} of resident CTAs{slots}: {every * 1e6:.1f} µs on "
+            f"({how}), {waves} wave{plural} of resident CTAs{slots}: {_ms(every)} on "
             "the SM side; HBM streams on meanwhile except in the first and last wave's edges.")
+
+
+def _edge_share(k, gpu, params) -> float:
+    """The share of kernel ``k``'s seconds its CTAs spend outside their loop
+    (``perfsim.timing.edge_seconds``'s SM-side time; 0 without edges)."""
+    from perfsim.timing import edge_seconds
+
+    if params is None or not k.seconds or np.ndim(k.cost.grid) != 0:
+        return 0.0
+    edges = edge_seconds(k.cost, gpu, params, max(int(k.cost.grid), 1))
+    return 0.0 if edges is None else min(float(edges[0]) / float(k.seconds), 1.0)
 
 
 def _source_kind(gpu, field: str) -> str:

@@ -1841,7 +1841,8 @@ def _refuse_repeats(**fields) -> None:
     """Refuse a list that holds one value twice, as ``gpus`` and ``algorithms`` are refused:
     its rows would be copies no column tells apart. Values are compared as the sweep reads
     them (``"none"`` as None, a ``page_size`` of 0 as contiguous K/V, a window's
-    ``"LEFT,RIGHT"`` string as its pair, 1 as 1.0); the fields are validated before.
+    ``"LEFT,RIGHT"`` string as its pair, 1 as 1.0, a dtype or phase in any case with its
+    spaces trimmed); the fields are validated before.
 
     Raises:
         perfsim.PerfsimError: naming the field and the repeated value(s)."""
@@ -1858,6 +1859,8 @@ def _refuse_repeats(**fields) -> None:
                 values = [none(v) for v in values]
             if name == "page_size":
                 values = [None if v == 0 else v for v in values]
+            if name in ("dtype", "kv_dtype", "phase"):      # read in any case, spaces trimmed
+                values = [v.strip().lower() if isinstance(v, str) else v for v in values]
         twice = _repeated([tuple(v) if isinstance(v, list) else v for v in values])
         if twice:
             if name == "window":        # as its column and a config write it

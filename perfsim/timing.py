@@ -792,7 +792,7 @@ class KernelClock:
             or [u for station in cost.pipeline[0] for u in station] != ["hbm"])
         self.spills = not _no_spills(cost) and bool(gpu.spill_reload_bandwidth_bytes_per_s)
         self.step_waits = cost.step_waits is not None
-        self.ring = (ring_load_seconds(cost, gpu, self.scaled["tensor"])
+        self.ring = (ring_load_terms(cost, gpu, self.scaled["tensor"])
                      if cost.ring_loads is not None and cost.pipeline is not None else None)
         launched = where(grid > 0, 1, 0) if isinstance(grid, np.ndarray) else (1 if grid else 0)
         self.launch_s = launched * params.launch_overhead_s
@@ -842,7 +842,9 @@ class KernelClock:
         if cost.pipeline is not None:
             cycle = cycle_time(unit_seconds, *cost.pipeline, exp_lead=lead)
             if self.ring is not None:
-                cycle = maximum(cycle, ring_seconds(self.ring, unit_seconds["tensor"]))
+                cycle = maximum(cycle, ring_seconds(
+                    ring_load_seconds(self.ring, gpu.clock_hz if clock_hz is None else clock_hz),
+                    unit_seconds["tensor"]))
             group_seconds.append(cycle)
         if self.edge_shares is not None:
             group_seconds = [g + e for g, e in zip(group_seconds, self.edge_shares)]
@@ -944,12 +946,14 @@ class KernelClock:
         if self.ring is not None:
             # the ring's bound joins the cycle's group (its last part) with that group's
             # edges: two lines more, K's and V's (ring_seconds), each A · f₀/f + B
-            load_k, load_v, qk = self.ring
-            if not all(_is_real(x) for x in (load_k, load_v, qk)):
+            # (the loads' SM cycles scale with the clock, their seconds do not)
+            k_s, k_clk, v_s, v_clk, qk = self.ring
+            if not all(_is_real(x) for x in self.ring):
                 return False
             tensor = sm_only["tensor"]
             edge = self.edge_shares[-1] if self.edge_shares is not None else 0.0
-            ring_parts = ((tensor * qk, load_k + edge), (tensor * (1 - qk), load_v + edge))
+            ring_parts = ((tensor * qk + k_clk / clock_hz, k_s + edge),
+                          (tensor * (1 - qk) + v_clk / clock_hz, v_s + edge))
         if self.edge_shares is not None:
             if not all(_is_real(e) for e in self.edge_shares):
                 return False
@@ -989,7 +993,8 @@ class KernelClock:
         unit_seconds, seconds, chain, chain_bound, busiest, wave_factor, lead = self.at(
             clock_hz)
         cost = self.cost
-        ring = (self._ring_binds(unit_seconds, lead)
+        ring = (self._ring_binds(unit_seconds, lead,
+                                 self.gpu.clock_hz if clock_hz is None else clock_hz)
                 if self.ring is not None and chain is None else None)
         if chain is not None:
             bound = chain_bound
@@ -1009,12 +1014,13 @@ class KernelClock:
         return KernelTiming(cost, unit_seconds, seconds, bound, waves=busiest,
                             wave_factor=wave_factor, load_chain=chain)
 
-    def _ring_binds(self, unit_seconds, lead):
-        """Whether a single-stage ring's loads set the kernel's time (arrays: elementwise):
-        :func:`ring_seconds` above the cycle, and the cycle's group the longest."""
+    def _ring_binds(self, unit_seconds, lead, clock_hz):
+        """Whether a single-stage ring's loads set the kernel's time at SM clock ``clock_hz``
+        (arrays: elementwise): :func:`ring_seconds` above the cycle, and the cycle's group
+        the longest."""
         totals, cost = self._totals, self.cost
         cycle = cycle_time(unit_seconds, *cost.pipeline, exp_lead=lead)
-        ring = ring_seconds(self.ring, unit_seconds["tensor"])
+        ring = ring_seconds(ring_load_seconds(self.ring, clock_hz), unit_seconds["tensor"])
         longest = totals[0]
         for t in totals[1:]:
             longest = maximum(longest, t)
@@ -1022,19 +1028,39 @@ class KernelClock:
         return bool(binds) if type(binds) in (bool, np.bool_) else binds
 
 
-def ring_load_seconds(cost: KernelCost, gpu: GPUSpec, busiest_tensor_flops) -> tuple:
-    """``(K loads, V loads, S GEMMs' share)`` of a kernel with a single-stage K/V ring
-    (``KernelCost.ring_loads``) on the busiest SM: its steps there (the SM's share of the
-    executed tensor FLOPs, ``busiest_tensor_flops / SMs``, over one step's) times one tile's
-    load with nothing ahead of it — ``GPUSpec.load_latency_s`` plus the tile's bytes at
-    ``GPUSpec.cta_load_bandwidth_bytes_per_s`` (both from ``microbench.load_chain``: one CTA
-    per SM loading 8-64 KiB tiles with no prefetch, 1.59 µs per 64 KiB on the H200) —
-    seconds; and the share of the tensor time the S GEMMs (which read K) take."""
+def ring_load_terms(cost: KernelCost, gpu: GPUSpec, busiest_tensor_flops) -> tuple:
+    """``(K loads' seconds, K loads' SM cycles, V loads' seconds, V loads' SM cycles, S GEMMs'
+    share)`` of a kernel with a single-stage K/V ring (``KernelCost.ring_loads``) on the
+    busiest SM: its steps there (the SM's share of the executed tensor FLOPs,
+    ``busiest_tensor_flops / SMs``, over one step's) times one tile's load with nothing ahead
+    of it. At SM clock ``f`` a side's loads take ``seconds + cycles / f``
+    (:func:`ring_load_seconds`).
+
+    The ring's CTAs read K/V tiles that the CTAs of the same head beside them have just
+    loaded (Nsight Compute, cuDNN's head-dim-256 forward on an H100, 1 x 8 x 16384: 12.6 GB
+    through L2, 0.37 GB from HBM), so where the GPU has the L2-hit step's fit
+    (``GPUSpec.l2_load_latency_clk``, ``cta_l2_load_bytes_per_clk``) a load is
+    ``l2_load_latency_clk + bytes / cta_l2_load_bytes_per_clk`` SM cycles — cycles, as
+    that kernel keeps its cycles per call when the SM clock drops
+    (``validate/reports/h100/probes/clock-scaling/``). Elsewhere it is the step from HBM,
+    ``GPUSpec.load_latency_s + bytes / cta_load_bandwidth_bytes_per_s`` seconds (both from
+    ``microbench.load_chain``: 1.59 µs per 64 KiB on the H200), a stated fallback."""
     flops_per_step, k_bytes, v_bytes, qk_share = cost.ring_loads
     steps = busiest_tensor_flops / gpu.sm_count / flops_per_step
+    if gpu.l2_load_latency_clk is not None:
+        latency, rate = gpu.l2_load_latency_clk, gpu.cta_l2_load_bytes_per_clk
+        return (0.0, steps * (latency + k_bytes / rate), 0.0,
+                steps * (latency + v_bytes / rate), qk_share)
     rate = gpu.cta_load_bandwidth_bytes_per_s
-    return (steps * (gpu.load_latency_s + k_bytes / rate),
-            steps * (gpu.load_latency_s + v_bytes / rate), qk_share)
+    return (steps * (gpu.load_latency_s + k_bytes / rate), 0.0,
+            steps * (gpu.load_latency_s + v_bytes / rate), 0.0, qk_share)
+
+
+def ring_load_seconds(terms: tuple, clock_hz) -> tuple:
+    """``(K loads, V loads, S GEMMs' share)`` in seconds at SM clock ``clock_hz`` (Hz; arrays
+    elementwise) from :func:`ring_load_terms`."""
+    k_s, k_clk, v_s, v_clk, qk = terms
+    return k_s + k_clk / clock_hz, v_s + v_clk / clock_hz, qk
 
 
 def ring_seconds(ring: tuple, tensor_seconds):

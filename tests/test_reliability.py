@@ -659,10 +659,19 @@ def test_cli_says_when_a_clock_lock_is_not_held(capsys):
     base = ["predict", "--gpu", "h100-sxm5", "-b", "1", "--heads", "8", "--seqlen", "1000",
             "--head-dim", "64", "-a", "fa2"]
     assert main([*base, "--clock", "5000"]) == 0
-    assert ("--clock 5000 MHz not held (above the 1980 MHz maximum boost clock): runs at "
+    assert ("clock 5000 MHz not held (above the 1980 MHz maximum boost clock): runs at "
             "1830 MHz") in capsys.readouterr().out
     assert main([*base, "--clock", "1500"]) == 0
     assert "not held" not in capsys.readouterr().out
+    # the same note in --json's notes and in the API's Prediction.notes()
+    assert main([*base, "--clock", "5000", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert any("not held" in n and "runs at 1830 MHz" in n for n in record["notes"])
+    w = AttentionWorkload(batch=1, heads=8, seqlen_q=1000, head_dim=64)
+    assert any("not held" in n for n in predict(w, "h100-sxm5", "fa2",
+                                                 timing={"clock": 5e9}).notes())
+    assert not any("not held" in n for n in predict(w, "h100-sxm5", "fa2",
+                                                     timing={"clock": 1.5e9}).notes())
 
 
 def test_cli_says_when_a_clock_taken_regardless_of_power_exceeds_the_limit(capsys):
@@ -799,9 +808,17 @@ def test_explain_says_why_a_unit_takes_longer_than_its_terms():
     with nothing to say why. explain() now names the gap where it is 10 % or more."""
     w = AttentionWorkload(batch=2, heads=16, seqlen_q=1024, head_dim=64, causal=True)
     text = predict(w, "rtx-4090", "fa2").explain()
-    assert "more than its terms add up to" in text and "padding to whole tiles" in text
+    assert "more than what its terms add up to" in text and "padding to whole tiles" in text
     big = AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
-    assert "more than its terms add up to" not in predict(big, "h100-sxm5", "fa2").explain()
+    assert "what its terms add up to" not in predict(big, "h100-sxm5", "fa2").explain()
+    # a gap of many times is said as a ratio (a fresh user read "825500 % more"), and a
+    # kernel whose time is half per-wave set-up says so beside its binding unit
+    tiny = AttentionWorkload(batch=2**30, heads=1, seqlen_q=1, head_dim=8)
+    text = predict(tiny, "h100-sxm5", "fa2").explain()
+    assert re.search(r"is [0-9,]+ times what its terms add up to", text)
+    assert re.search(r"for 100 % of the time; [0-9]+ % of fa2_fwd's time is its CTAs' time "
+                     r"outside their loop", text)
+    assert "time outside their loop (set-up" not in predict(big, "h100-sxm5", "fa2").explain()
 
 
 def test_cudnn_causal_with_fewer_queries_names_its_explicit_mask():

@@ -129,6 +129,9 @@ def test_invalid_what_if_gpu_is_an_infeasible_row():
     # a repeated entry's rows could not be told apart (a fresh user's review)
     ({"algorithms": ["fa2", "fa2"]}, "'fa2' given more than once"),
     ({"gpus": ["h200-sxm", "h200-sxm"]}, "'h200-sxm' given more than once"),
+    # dtypes and phases as the grid reads them, in any case and with spaces trimmed
+    ({"dtype": ["bf16", "BF16", " bf16"]}, "dtype: 'bf16' given more than once"),
+    ({"phase": ["fwd", "FWD"]}, "phase: 'fwd' given more than once"),
     ({"gpus": ["h200-sxm", str(Path(__file__).parent.parent / "hardware" / "h200-sxm.toml")]},
      "give each GPU file its own `id`"),
     ({"gpus": [perfsim.load_gpu("h200-sxm").replace(sm_count=100),

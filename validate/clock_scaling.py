@@ -98,6 +98,53 @@ def summarize(folder: Path, gpu: str) -> list[dict]:
     return out
 
 
+def chain_fits(entries: list[dict]) -> list[dict]:
+    """Least-squares ``cycles per step = latency + bytes / rate`` of the load chain at each
+    clock, from HBM (``chain-COLS``) and from L2 (``chainl2-COLS``): one CTA on each of
+    ``CHAIN_GRID`` SMs walks ``CHAIN_STEPS`` 64 x COLS fp32 tiles (load, add 1, store); the
+    seconds and SM cycles of a step are the call's over ``CHAIN_STEPS``. Needs two tile sizes
+    or more per source."""
+    from perfsim.validate.microbench import CHAIN_STEPS
+
+    fits = []
+    for source, prefix in (("HBM", "chain-"), ("L2", "chainl2-")):
+        got = [e for e in entries if e["case"].startswith(prefix)]
+        if len(got) < 2:
+            continue
+        for control in ("none", "base"):
+            xs = [64 * int(e["case"][len(prefix):]) * 4 for e in got]
+            row = {"source": source, "control": control,
+                   "clock_hz": sum(e[control]["clock_hz"] for e in got) / len(got),
+                   "tile_bytes": xs}
+            for unit, key in (("cycles", "cycles"), ("seconds", "seconds")):
+                ys = [e[control][key] / CHAIN_STEPS for e in got]
+                mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+                slope = (sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+                         / sum((x - mx) ** 2 for x in xs))
+                row[f"per_step_{unit}"] = ys
+                row[f"latency_{unit}"] = my - slope * mx
+                row[f"bytes_per_{unit[:-1]}"] = 1 / slope
+            fits.append(row)
+    return fits
+
+
+def chain_table(fits: list[dict]) -> str:
+    """The fits of :func:`chain_fits` as a Markdown table (empty without any)."""
+    if not fits:
+        return ""
+    lines = ["", "Load chain per step (least squares over the tile sizes): latency + bytes / rate",
+             "", "| source | clock (MHz) | tiles (KiB) | cycles per step | latency (cycles) | "
+             "bytes per cycle | latency (ns) | GB/s |", "|---|---|---|---|---|---|---|---|"]
+    for f in fits:
+        lines.append(
+            f"| {f['source']} | {f['clock_hz'] / 1e6:.0f} | "
+            f"{', '.join(f'{b / 1024:g}' for b in f['tile_bytes'])} | "
+            f"{', '.join(f'{c:.0f}' for c in f['per_step_cycles'])} | "
+            f"{f['latency_cycles']:.0f} | {f['bytes_per_cycle']:.2f} | "
+            f"{f['latency_seconds'] * 1e9:.0f} | {f['bytes_per_second'] / 1e9:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def table(entries: list[dict], gpu: str) -> str:
     lines = [f"# Cycles per call at two SM clocks — perfsim's {gpu}", "",
              "| case | clock none / base (MHz) | measured cycles base / none | perfsim's | "
@@ -123,8 +170,11 @@ def main(argv=None) -> int:
         print(f"clock_scaling: no folder {folder}", file=sys.stderr)
         return 2
     entries = summarize(folder, args.gpu)
+    fits = chain_fits(entries)
     (folder / "summary.json").write_text(json.dumps(entries, indent=1) + "\n")
-    text = table(entries, args.gpu)
+    if fits:
+        (folder / "chain-fits.json").write_text(json.dumps(fits, indent=1) + "\n")
+    text = table(entries, args.gpu) + chain_table(fits)
     if args.out:
         Path(args.out).write_text(text)
     print(text, end="")

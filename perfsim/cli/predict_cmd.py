@@ -60,7 +60,6 @@ def _cmd_predict(args) -> int:
         print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
     else:
         _print_predictions(w, gpu, results)
-        _clock_notes(args.clock, results, gpu)
         if args.explain:
             for r in results:
                 if not isinstance(r, tuple):
@@ -114,29 +113,6 @@ def _print_predictions(w, gpu, results) -> None:
           "memory: peak footprint")
     for note in notes:
         print(note)
-
-
-def _clock_notes(clock: str, results, gpu) -> None:
-    """Say where a clock lock (--clock MHz) could not be held — above the GPU's maximum
-    boost clock or its tensor-clock ceiling, or held lower by the power limit
-    (``Prediction.explain`` says why). A board power over the limit is among the
-    prediction's own notes (``Prediction.notes``)."""
-    try:
-        asked = float(clock) * 1e6
-    except ValueError:
-        asked = None
-    for r in results:
-        if isinstance(r, tuple) or not r.clock_hz:
-            continue
-        if asked is None:         # a power limit exceeded: Prediction.notes() says it
-            continue
-        if r.clock_hz < asked * (1 - 1e-9):
-            above = (f" (above the {gpu.max_clock_hz / 1e6:.0f} MHz maximum boost clock)"
-                     if asked > gpu.max_clock_hz else
-                     f" (above the {gpu.clock_hz / 1e6:.0f} MHz tensor-core clock ceiling)"
-                     if asked > gpu.clock_hz and abs(r.clock_hz - gpu.clock_hz) < 1e3 else "")
-            print(f"{r.algorithm.label()}: --clock {clock} MHz not held{above}: runs at "
-                  f"{r.clock_hz / 1e6:.0f} MHz (see --explain)")
 
 
 def register(sub) -> None:

@@ -519,8 +519,9 @@ class _StreamSummary:
         total = sum(e[0] for e in self.parts.values())
         infeasible = sum(e[1] for e in self.parts.values())
         after = f", after {resumed:,} rows resumed (not in this table)" if resumed else ""
-        print_table(f"{total} predictions ({infeasible} infeasible) in {seconds:.2f} s, "
-                    f"streamed{after}", ["gpu", "algorithm", "rows", "infeasible",
+        plural = "" if total == 1 else "s"
+        print_table(f"{total} prediction{plural} ({infeasible} infeasible) in {seconds:.2f} "
+                    f"s, streamed{after}", ["gpu", "algorithm", "rows", "infeasible",
                                          "max TFLOP/s", "bound (rows)"], rows)
 
 
@@ -1145,7 +1146,9 @@ def _summary(df, seconds: float) -> None:
                      tflops_text(good.tflops.median()) if tflops else "-",
                      tflops_text(good.tflops.max()) if tflops else "-",
                      ", ".join(f"{b} {n}" for b, n in bound.items() if n) or "-"])
-    print_table(f"{len(df)} predictions ({len(df) - len(ok)} infeasible) in {seconds:.2f} s",
+    plural = "" if len(df) == 1 else "s"
+    print_table(f"{len(df)} prediction{plural} ({len(df) - len(ok)} infeasible) in "
+                f"{seconds:.2f} s",
                  ["gpu", "algorithm", "rows", "infeasible", "median TFLOP/s", "max TFLOP/s",
                   "bound (rows)"], rows)
 
