@@ -337,6 +337,12 @@ HOLDOUTS = {
                           "of 8); frozen at 6346048 (its predicated path's shared-memory "
                           "wavefronts, the 256 backward's prefetch) as the check of that "
                           "change on shapes it was not read from",
+    "external-holdout61": "10 shapes drawn at random (validate/draw_holdout.py, seed 61) at "
+                          "head dims 160-256, where cuDNN's forward runs a single-stage K/V "
+                          "ring; cuDNN and SDPA flash, forward and backward; drawn and "
+                          "committed before the L2-hit step's fit was measured, timed in the "
+                          "same device call as that probe and scored only after the fit was "
+                          "written and committed",
 }
 
 
