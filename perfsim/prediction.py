@@ -745,9 +745,10 @@ class Prediction:
         """What a reader of the numbers must know, in words (the lines ``perfsim predict``
         prints under its table; ``notes`` in :meth:`to_dict`): the kernel perfsim times in
         place of one it has no model of (an implementation preset's ``stand_in_note``), a
-        footprint above the GPU's memory, and a modelled board power above the GPU's limit
-        (a clock taken regardless of power, or the power model's floor clock). Empty when
-        there is nothing to say."""
+        footprint above the GPU's memory, a modelled board power above the GPU's limit
+        (a clock taken regardless of power, or the power model's floor clock), and a clock
+        lock (``timing={"clock": Hz}``) the call could not be held at. Empty when there is
+        nothing to say."""
         out = []
         stand_in = getattr(self.algorithm, "stand_in_note", None)
         note = stand_in(self.gpu, self.workload) if stand_in else None
