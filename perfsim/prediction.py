@@ -401,21 +401,33 @@ class Prediction:
         second, not Gbit/s): HBM bytes over ``seconds``."""
         return self.counts.hbm_bytes / self.seconds / 1e9
 
-    def _clock_not_held_note(self) -> str | None:
-        """Where a clock lock (``timing={"clock": Hz}``, ``--clock MHz``) was not held: above
-        the GPU's maximum boost clock or its tensor-core clock ceiling, or held lower by the
-        power limit (:meth:`explain` says which). ``None`` otherwise."""
+    def _clock_lock(self) -> tuple | None:
+        """``(asked Hz, held, why)`` of a clock lock (``timing={"clock": Hz}``, ``--clock
+        MHz``): whether the call runs at it, and in words why or why not — the power limit,
+        above the maximum boost clock, or the tensor-core clock ceiling. ``None`` without a
+        numeric lock."""
         g, asked = self.gpu, getattr(self.timing, "clock", None)
-        if isinstance(asked, str) or asked is None or not self.clock_hz:
+        if isinstance(asked, str) or asked is None:
             return None
-        if self.clock_hz >= asked * (1 - 1e-9):
+        clock = self.clock_hz or g.clock_hz
+        tdp = g.power.tdp_w if g.power is not None else None
+        capped = self.power_w is not None and self.power_w >= tdp * (1 - LIMIT_TOLERANCE)
+        if clock >= asked * (1 - 1e-9):
+            return asked, True, "held there"
+        return asked, False, (
+            "the power limit holds it lower" if capped else
+            f"above the {g.max_clock_hz / 1e6:.0f} MHz maximum boost clock, so held "
+            "there" if clock >= g.max_clock_hz * (1 - 1e-9) else
+            "the tensor-core clock ceiling holds it lower (perfsim.power)")
+
+    def _clock_not_held_note(self) -> str | None:
+        """Where a clock lock was not held (:meth:`_clock_lock`), for :meth:`notes`."""
+        lock = self._clock_lock()
+        if lock is None or lock[1]:
             return None
-        above = (f" (above the {g.max_clock_hz / 1e6:.0f} MHz maximum boost clock)"
-                 if asked > g.max_clock_hz else
-                 f" (above the {g.clock_hz / 1e6:.0f} MHz tensor-core clock ceiling)"
-                 if asked > g.clock_hz and abs(self.clock_hz - g.clock_hz) < 1e3 else "")
-        return (f"clock {asked / 1e6:.0f} MHz not held{above}: runs at "
-                f"{self.clock_hz / 1e6:.0f} MHz (explain() says why)")
+        asked, _held, why = lock
+        return (f"clock {asked / 1e6:.0f} MHz not held ({why}): runs at "
+                f"{(self.clock_hz or self.gpu.clock_hz) / 1e6:.0f} MHz")
 
     def _clock_line(self) -> str:
         """Which SM clock the times are at, and why."""
@@ -423,13 +435,8 @@ class Prediction:
         clock = self.clock_hz or g.clock_hz
         text = f"Times are at an SM clock of {clock / 1e6:.0f} MHz"
         tdp = g.power.tdp_w if g.power is not None else None
-        capped = self.power_w is not None and self.power_w >= tdp * (1 - LIMIT_TOLERANCE)
         if not isinstance(choice, str):
-            held = ("held there" if clock >= choice * (1 - 1e-9) else
-                    "the power limit holds it lower" if capped else
-                    f"above the {g.max_clock_hz / 1e6:.0f} MHz maximum boost clock, so held "
-                    "there" if clock >= g.max_clock_hz * (1 - 1e-9) else
-                    "the tensor-core clock ceiling holds it lower (perfsim.power)")
+            held = self._clock_lock()[2]
             power = ("" if self.power_w is None else f"; modelled board power "
                      f"{self.power_w:.0f} W of the {tdp:.0f} W limit")
             return text + f" (clock locked at {choice / 1e6:.0f} MHz, {held}){power}."

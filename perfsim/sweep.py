@@ -56,7 +56,7 @@ from perfsim.prediction import Counts, convention_flops, credited_flops
 from perfsim.software import DEFAULT_SOFTWARE
 from perfsim.timing import TimingParams, check_timing
 from perfsim.whatif import parse_overrides, what_if
-from perfsim.workload import MAX_SIZE, MAX_TENSOR_BYTES, AttentionWorkload
+from perfsim.workload import MAX_SIZE, MAX_TENSOR_BYTES, AttentionWorkload, _name
 
 #: Workload columns, in ``AttentionWorkload`` order.
 WORKLOAD_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim",
@@ -1859,8 +1859,8 @@ def _refuse_repeats(**fields) -> None:
                 values = [none(v) for v in values]
             if name == "page_size":
                 values = [None if v == 0 else v for v in values]
-            if name in ("dtype", "kv_dtype", "phase"):      # read in any case, spaces trimmed
-                values = [v.strip().lower() if isinstance(v, str) else v for v in values]
+            if name in ("dtype", "kv_dtype", "phase"):      # as the workload reads them
+                values = [_name(v) if isinstance(v, str) else v for v in values]
         twice = _repeated([tuple(v) if isinstance(v, list) else v for v in values])
         if twice:
             if name == "window":        # as its column and a config write it

@@ -46,3 +46,19 @@ def test_perfsim_keeps_the_cycles_but_for_the_single_stage_ring(entries):
 def test_a_missing_folder_is_one_line(capsys, tmp_path):
     assert clock_scaling.main([str(tmp_path / "nothing")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_chain_fit_gives_the_hbm_step_in_cycles_and_nanoseconds(entries):
+    """The committed HBM chain (8 and 64 KiB tiles): two sizes, so the line goes through
+    both steps; its latency is ~460-490 ns at both clocks but fewer cycles at the lower one
+    (validate/README.md: mostly nanoseconds). No L2 cases are committed, so no L2 fit."""
+    fits = clock_scaling.chain_fits(list(entries.values()))
+    assert {f["source"] for f in fits} == {"HBM"}
+    by = {f["control"]: f for f in fits}
+    for f in fits:
+        for x, cycles in zip(f["tile_bytes"], f["per_step_cycles"]):
+            assert f["latency_cycles"] + x / f["bytes_per_cycle"] == pytest.approx(cycles)
+        assert 440e-9 < f["latency_seconds"] < 510e-9
+    assert by["base"]["latency_cycles"] < 0.9 * by["none"]["latency_cycles"]
+    assert "| HBM | 1980 |" in clock_scaling.chain_table(fits)
+    assert clock_scaling.chain_table([]) == ""

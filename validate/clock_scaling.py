@@ -22,6 +22,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from perfsim.validate.ncu_summary import _num as _number
 
 #: Nsight Compute's time units in its raw page.
@@ -116,14 +118,12 @@ def chain_fits(entries: list[dict]) -> list[dict]:
             row = {"source": source, "control": control,
                    "clock_hz": sum(e[control]["clock_hz"] for e in got) / len(got),
                    "tile_bytes": xs}
-            for unit, key in (("cycles", "cycles"), ("seconds", "seconds")):
-                ys = [e[control][key] / CHAIN_STEPS for e in got]
-                mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-                slope = (sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-                         / sum((x - mx) ** 2 for x in xs))
+            for unit in ("cycles", "seconds"):
+                ys = [e[control][unit] / CHAIN_STEPS for e in got]
+                slope, intercept = np.polyfit(xs, ys, 1)
                 row[f"per_step_{unit}"] = ys
-                row[f"latency_{unit}"] = my - slope * mx
-                row[f"bytes_per_{unit[:-1]}"] = 1 / slope
+                row[f"latency_{unit}"] = float(intercept)
+                row[f"bytes_per_{unit[:-1]}"] = float(1 / slope)
             fits.append(row)
     return fits
 
