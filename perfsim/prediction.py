@@ -52,10 +52,10 @@ SGEMM_WORDS = "FP32/FMA pipes (the matmuls, run as SIMT SGEMMs, and the non-matm
 
 
 def _ms(seconds) -> str:
-    """A time for explain(): milliseconds to three decimals from 1 ms to 10 s, seconds to
+    """A time for explain(): milliseconds to three decimals from 1 ms to 1 s, seconds to
     three decimals above, an SI prefix below 1 ms (:func:`perfsim.units.si`)."""
     s = float(seconds)
-    if s >= 10:
+    if s >= 1:
         return f"{s:,.3f} s"
     return f"{s * 1e3:.3f} ms" if s >= 1e-3 else si(s, "s")
 
@@ -767,8 +767,8 @@ class Prediction:
                        "(FA3(quantize_inputs=True)); for a call on fp8 tensors quantised "
                        "beforehand use FA3(quantize_inputs=False) or the flash-attn-3 preset")
         if not self.fits_memory:
-            out.append(f"does not fit: needs {self.memory_bytes / 2**30:.1f} GiB, "
-                       f"{self.gpu.id} has {self.gpu.hbm_bytes / 2**30:.1f} GiB")
+            out.append(f"does not fit: needs {_gib(self.memory_bytes)}, "
+                       f"{self.gpu.id} has {_gib(self.gpu.hbm_bytes)}")
         power = self._over_power_note()
         if power:
             out.append(power)
@@ -889,7 +889,7 @@ class Prediction:
         and modelled board power; the split, packing and stand-in notes; for FlexAttention's
         forward at lengths that run its bound check, their class and the time at longer
         lengths that skip it or take the cheaper code. Times are in µs up
-        to 1 ms, ms to 10 s, s above; bytes in SI units (GB, TB), footprints in GiB/TiB."""
+        to 1 ms, ms to 1 s, s above; bytes in SI units (GB, TB), footprints in GiB/TiB."""
         w, g = self.workload, self.gpu
         lines = [f"{self.algorithm.label()} on {g.name}: {w.describe()}",
                  f"predicted {_ms(self.seconds)}, {self.tflops:.1f} TFLOP/s "
@@ -1099,8 +1099,8 @@ class Prediction:
         if host_line:
             lines.append(host_line)
         if not self.fits_memory:
-            lines.append(f"Does not fit: needs {self.memory_bytes / 2**30:.1f} GiB, the GPU has "
-                         f"{g.hbm_bytes / 2**30:.1f} GiB of HBM.")
+            lines.append(f"Does not fit: needs {_gib(self.memory_bytes)}, the GPU has "
+                         f"{_gib(g.hbm_bytes)} of HBM.")
         if len(self.kernels) > 1:
             lines.append(f"{len(self.kernels)} kernels; the longest is {heavy.cost.name} "
                          f"({_ms(heavy.seconds)}, bound by {heavy.bound}).")

@@ -18,12 +18,27 @@ def si(value: float, unit: str, binary: bool = False) -> str:
     if binary:
         for scale, prefix in ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
             if abs(value) >= scale:
-                return f"{value / scale:.3g} {prefix}{unit}"
+                v = value / scale     # past the largest prefix: digits, not an exponent
+                return f"{v:,.0f} {prefix}{unit}" if abs(v) >= 1000 else f"{v:.3g} {prefix}{unit}"
         return f"{value:.3g} {unit}"
     for scale, prefix in _PREFIXES:
         if abs(value) >= scale * 0.9995:
-            return f"{value / scale:.3g} {prefix}{unit}"
+            v = value / scale
+            return f"{v:,.0f} {prefix}{unit}" if abs(v) >= 1000 else f"{v:.3g} {prefix}{unit}"
     return f"{value:.3g} {unit}"
+
+
+def seconds_text(value: float) -> str:
+    """A time for a table: an SI prefix and three significant digits below one second
+    (``"24.2 µs"``, ``"7.57 ms"``), seconds from there (``"7.57 s"``, ``"603 s"``), whole
+    seconds with thousands separators from 1000 s (``"602,905 s"``) — never a prefix above
+    the unit (``"5.24 Ms"`` reads as milliseconds)."""
+    v = float(value)
+    if abs(v) >= 1000:
+        return f"{v:,.0f} s"
+    if abs(v) >= 1:
+        return f"{v:.3g} s"
+    return si(v, "s")
 
 
 def tflops_text(value: float) -> str:

@@ -1487,6 +1487,24 @@ def test_sub_nanosecond_times_take_an_si_prefix():
     assert si(2.5e-9, "s") == "2.5 ns"
 
 
+def test_long_times_print_in_seconds_never_with_a_prefix_above_the_unit(capsys):
+    """A fresh user's report: a 6-day call printed "5.24 Ms" (read as milliseconds) in the
+    table, "602,904.903 s" in explain, "602904902793.6 µs" in perfsim rows, and its
+    footprint as "4.19e+06 TiB" and "4294967360.0 GiB"."""
+    from perfsim.cli import main
+    from perfsim.units import seconds_text, si
+
+    assert seconds_text(2.42e-5) == "24.2 µs" and seconds_text(0.00757) == "7.57 ms"
+    assert seconds_text(7.568) == "7.57 s" and seconds_text(603.2) == "603 s"
+    assert seconds_text(5_236_514.2) == "5,236,514 s"
+    assert si(4.0 * 2**60, "B", binary=True) == "4,194,304 TiB"
+    assert main(["predict", "--heads", "1", "--head-dim", "8", "-b", "1", "--seqlen",
+                 str(2**30), "-a", "standard", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "5,236,514 s" in out and " Ms" not in out and "e+0" not in out
+    assert "needs 4,194,304.06 TiB" in out
+
+
 def test_tables_print_a_tiny_call_s_tflops_with_its_digits(capsys, tmp_path):
     """`perfsim rows` and the sweep summary printed a one-token decode's TFLOP/s as 0.0
     (perfsim predict printed three digits): one formatter for every table."""

@@ -211,6 +211,14 @@ def test_the_rows_command_reads_a_file_and_writes_every_row(tmp_path, capsys):
      "unknown column 'request_id'; perfsim rows reads batch, heads"),
     ("varlen.csv", "batch,heads,seqlen_q,head_dim,seqlens_q\n1,8,128,64,7\n",
      "variable-length batches are perfsim predict-only"),
+    # "nan" in a file is not a gap (an empty cell is): it ran with dropout 0 (a fresh
+    # user's report), as did a JSON NaN; infinities were read as numbers
+    ("nan.csv", "batch,heads,seqlen_q,head_dim,dropout_p\n1,16,1024,64,nan\n",
+     "line 2, column dropout_p: 'nan' is not a finite number (leave the cell empty"),
+    ("inf.csv", "batch,heads,seqlen_q,head_dim,dropout_p\n1,16,1024,64,inf\n",
+     "line 2, column dropout_p: inf is not a finite number"),
+    ("nan.jsonl", '{"batch": 1, "heads": 8, "seqlen_q": 128, "head_dim": 64, '
+     '"dropout_p": NaN}\n', "line 1, field dropout_p: nan is not a finite number"),
 ])
 def test_the_rows_command_gives_one_line_for_a_bad_file(tmp_path, capsys, name, text, words):
     from perfsim.cli import main
@@ -282,3 +290,14 @@ def test_rows_quiet_with_nowhere_to_put_them_is_refused(tmp_path, capsys):
     path.write_text("batch,heads,seqlen_q,head_dim\n1,8,1024,64\n")
     assert main(["rows", str(path), "-q"]) == 2
     assert "--quiet without --out or --json" in capsys.readouterr().err
+
+
+def test_a_rows_csv_takes_empty_and_na_cells_as_the_default(tmp_path):
+    from perfsim.cli.rows_cmd import read_rows
+
+    path = tmp_path / "gaps.csv"
+    path.write_text("batch,heads,seqlen_q,head_dim,dropout_p\n1,8,128,64,\n2,8,128,64,NA\n")
+    frame = read_rows(str(path))
+    assert frame["dropout_p"].isna().all()
+    rows = perfsim.predict_rows(frame, gpu="h100-sxm5", algorithm="fa2")
+    assert (rows["dropout_p"] == 0).all()

@@ -898,13 +898,157 @@ def _cta_work(parts: list[KernelCost]) -> tuple:
     return tuple(out)
 
 
+#: A variable-length batch with at least this many groups of distinct lengths has their
+#: kernels built once, on arrays (:func:`group_kernels`); fewer are built one group at a time.
+ARRAY_GROUPS = 8
+
+
+def group_kernels(algo: Algorithm, groups: list[Dims], gpu: GPUSpec) -> list[list[KernelCost]]:
+    """``[algo.kernels(g, gpu) for g in groups]`` for the groups of a variable-length batch
+    (:func:`varlen_groups`: the same dims but ``B``, ``N_q``, ``N_k``).
+
+    With :data:`ARRAY_GROUPS` groups or more, the kernels are built once with ``B``, ``N_q``
+    and ``N_k`` as numpy arrays over the groups — the vectorised path ``perfsim.sweep``
+    runs, the same formulas — and each group's kernels are then read off the arrays as
+    Python numbers (:func:`_split_on_groups`). A batch of thousands of distinct lengths
+    then costs one array build instead of one build per length (issue 13's per-call cost;
+    ``tests/test_varlen_groups.py`` holds the two paths to the same predictions). Where the
+    array build cannot run — a branch in an algorithm that needs one length (a Python
+    ``if`` on an array raises), or a group whose kernels a length makes infeasible — the
+    groups are built one at a time, so every error is the one-group path's own."""
+    if len(groups) >= ARRAY_GROUPS:
+        lists = _kernels_on_arrays(algo, groups, gpu)
+        if lists is not None:
+            return lists
+    return [algo.kernels(g, gpu) for g in groups]
+
+
+def _kernels_on_arrays(algo: Algorithm, groups: list[Dims], gpu: GPUSpec):
+    """:func:`group_kernels`' array build, or ``None`` where it cannot run (then the caller
+    builds one group at a time, which raises any error with its own message).
+
+    The groups are first parted as ``perfsim.sweep`` parts a block's elements: by the mask
+    their lengths leave the kernels (:func:`_mask_kinds`) and by kernel structure (an
+    algorithm's ``split_choices`` on the arrays: split or not, packing group and a further
+    key — flash-attn 4's one Q tile for a short sequence, a paged cache's gather path); each
+    part is built on its own arrays, whose elements then take the same branches."""
+    from perfsim.implementations import Implementation
+
+    n = len(groups)
+    arrays = replace(groups[0], B=np.array([g.B for g in groups], dtype=np.int64),
+                     N_q=np.array([g.N_q for g in groups], dtype=np.int64),
+                     N_k=np.array([g.N_k for g in groups], dtype=np.int64))
+    try:
+        with np.errstate(all="ignore"):
+            fwd = replace(arrays, phase="fwd")      # the choices are the forward's
+            inner = algo.config(fwd, gpu) if isinstance(algo, Implementation) else algo
+            choose = getattr(inner, "split_choices", None)
+            chosen = choose(fwd, gpu) if choose is not None else None
+            key = _mask_kinds(arrays)
+            if chosen is not None:
+                splits, group, extra = (np.broadcast_to(np.asarray(c, dtype=np.int64), (n,))
+                                        for c in chosen)
+                key = key + 8 * ((splits > 1) + 2 * extra + 4 * group)
+            out: list = [None] * n
+            for value in np.unique(key):
+                at = np.flatnonzero(key == value)
+                part = arrays if at.size == n else replace(
+                    arrays, B=arrays.B[at], N_q=arrays.N_q[at], N_k=arrays.N_k[at])
+                for i, ks in zip(at.tolist(), _split_on_groups(algo.kernels(part, gpu),
+                                                               at.size)):
+                    out[i] = ks
+        return out
+    except (PerfsimError, ArithmeticError, TypeError, ValueError, IndexError, KeyError):
+        # one length refused, or a scalar-only branch: the per-group path decides
+        return None
+
+
+def _mask_kinds(dims: Dims):
+    """Per group (``N_q``, ``N_k`` arrays), what its lengths do to the batch's mask, as
+    ``perfsim.sweep`` keys a block's columns: a causal one-row sequence (4; flash-attn 2's
+    forward launches its unmasked kernel there, flash-attn 3's takes that launch's tile), a
+    left window edge that hides no key (2), a right edge that hides none without causal
+    (1)."""
+    left, right = dims.window
+    n_q, n_k = dims.N_q, dims.N_k
+    kind = np.zeros(np.shape(n_q), dtype=np.int64)
+    if dims.causal:
+        kind = kind + 4 * (n_q == 1)
+    if left is not None:
+        kind = kind + 2 * (n_k - 1 <= left)
+    if right is not None and not dims.causal:
+        kind = kind + (n_q - 1 <= right)
+    return kind
+
+
+def _split_on_groups(kernels: list[KernelCost], n: int) -> list[list[KernelCost]]:
+    """Per group, ``kernels`` (built on arrays of ``n`` groups) with every array field read
+    at that group's index as a Python number (``ndarray.tolist``: the types the per-group
+    path computes).
+
+    Raises:
+        ValueError: a field holds an array that is not one value per group."""
+    plans = []
+    for k in kernels:
+        state = dict(k.__dict__)
+        varying = []
+        for name, value in k.__dict__.items():
+            reader = _reader(value, n)
+            if callable(reader):
+                varying.append((name, reader))
+            else:
+                state[name] = reader
+        plans.append((type(k), state, varying))
+    out = []
+    for i in range(n):
+        ks = []
+        for cls, state, varying in plans:
+            new = object.__new__(cls)
+            new.__dict__.update(state)
+            for name, reader in varying:
+                new.__dict__[name] = reader(i)
+            ks.append(new)
+        out.append(ks)
+    return out
+
+
+def _reader(value, n: int):
+    """A field value's reading per group: a function of the group's index where it holds an
+    array of one value per group, else the value itself (numpy scalars as Python numbers).
+
+    Raises:
+        ValueError: an array of another shape."""
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            return value.item()
+        if value.shape != (n,):
+            raise ValueError(f"a kernel field of shape {value.shape} over {n} groups")
+        return value.tolist().__getitem__
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (tuple, list, dict)):
+        items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+        parts = [(key, _reader(v, n)) for key, v in items]
+        if not any(callable(r) for _, r in parts):
+            if all(r is v for (_, r), (_, v) in zip(parts, items)):
+                return value            # nothing per group: the same object
+            fixed = [r for _, r in parts]
+            return (dict(zip([key for key, _ in parts], fixed)) if isinstance(value, dict)
+                    else type(value)(fixed))
+        if isinstance(value, dict):
+            return lambda i: {key: r(i) if callable(r) else r for key, r in parts}
+        kind = type(value)
+        return lambda i: kind([r(i) if callable(r) else r for _, r in parts])
+    return value
+
+
 def kernels_for(algo: Algorithm, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
     """``algo.kernels`` for fixed-length or variable-length batches (``merge_kernels``)."""
     groups = varlen_groups(dims)
     if len(groups) == 1 and dims.seqlens is None:
         return algo.kernels(groups[0], gpu)
     algo = algo.varlen_config(dims, gpu)
-    lists = [algo.kernels(g, gpu) for g in groups]
+    lists = group_kernels(algo, groups, gpu)
     if len(lists) == 1:
         return lists[0]
     # the merged launch's shape: the group with the heaviest CTAs, with as many sequences as

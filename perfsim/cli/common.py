@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from perfsim.errors import PerfsimError
 from perfsim.gpu import DTYPES
-from perfsim.units import si, tflops_text  # noqa: F401 - the CLI's tables format with them
+from perfsim.units import seconds_text, si, tflops_text  # noqa: F401 - the CLI tables format with them
 
 if TYPE_CHECKING:
     from perfsim.workload import AttentionWorkload

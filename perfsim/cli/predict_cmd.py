@@ -13,6 +13,7 @@ from perfsim.cli.common import (
     add_workload_arguments,
     path_arg,
     print_table,
+    seconds_text,
     si,
     tflops_text,
     timing_fields,
@@ -93,7 +94,7 @@ def _print_predictions(w, gpu, results) -> None:
             continue
         c = r.counts
         tflops = tflops_text(r.tflops)
-        rows.append([r.algorithm.label(), si(r.seconds, "s"), tflops, r.bound,
+        rows.append([r.algorithm.label(), seconds_text(r.seconds), tflops, r.bound,
                      f"{(r.clock_hz or gpu.clock_hz) / 1e6:.0f} MHz", si(c.flops, "FLOP"),
                      si(c.tensor_flops, "FLOP"), si(c.hbm_bytes, "B"), si(c.exp_ops, ""),
                      si(c.smem_bytes, "B"), si(r.memory_bytes, "B", binary=True),

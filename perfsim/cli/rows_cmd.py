@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import time
 import warnings
 
@@ -14,6 +15,7 @@ from perfsim.cli.common import (
     _algorithm_from_args,
     path_arg,
     print_table,
+    seconds_text,
     tflops_text,
     timing_fields,
 )
@@ -46,13 +48,15 @@ def read_rows(path: str):
         raise PerfsimError(f"rows file {path}: not a regular file")
     try:
         if ext == ".csv":
-            # an empty cell (or NA, null, ...) is a missing value, which takes the default;
+            # an empty cell (or NA, null, ...) is a missing value, which takes the default,
+            # but not "nan" (a number that is not one: refused by _typed_columns);
             # index_col=False: a line with more fields than the header is refused below,
             # not read with its first field as the index and the rest shifted left
             with warnings.catch_warnings():
                 warnings.simplefilter("error", pd.errors.ParserWarning)
                 try:
-                    frame = pd.read_csv(p, index_col=False, encoding="utf-8-sig")
+                    frame = pd.read_csv(p, index_col=False, encoding="utf-8-sig",
+                                        keep_default_na=False, na_values=MISSING_WORDS)
                 except pd.errors.ParserWarning:
                     raise PerfsimError(f"rows file {path}: a line has more fields than the "
                                        "header row (a trailing comma?)") from None
@@ -129,6 +133,11 @@ def _json_lines(text: str, path: str) -> list[int]:
         if not isinstance(value, dict):
             raise PerfsimError(f"rows file {path}: line {number} is a JSON "
                                f"{type(value).__name__}, not an object of workload fields")
+        for name, field in value.items():
+            if isinstance(field, float) and not math.isfinite(field):
+                raise PerfsimError(f"rows file {path}: line {number}, field {name}: {field} "
+                                   "is not a finite number (leave the field out, or write "
+                                   "null, for its default)")
         lines.append(number)
     return lines
 
@@ -149,6 +158,12 @@ def _no_repeated_columns(p, path) -> None:
                            "more than once; give each column once")
 
 
+#: What a CSV cell may hold for a missing value (the field's default): pandas' words for one
+#: less its spellings of NaN, which as a number is refused (a typo'd or computed NaN is not a
+#: gap).
+MISSING_WORDS = ["", "#N/A", "#N/A N/A", "#NA", "<NA>", "N/A", "NA", "NULL", "None", "n/a",
+                 "null"]
+
 #: The workload fields a rows file gives as numbers.
 NUMBER_FIELDS = ("batch", "heads", "kv_heads", "seqlen_q", "seqlen_k", "head_dim",
                  "head_dim_v", "dropout_p", "softcap")
@@ -163,18 +178,30 @@ def _typed_columns(frame, path: str):
     Raises:
         perfsim.PerfsimError: a cell of a number column that is not a number, a ``causal``
             cell that is not one of those words."""
+    import numpy as np
     import pandas as pd
 
     for name in NUMBER_FIELDS:
-        if name not in frame or frame[name].dtype.kind in "iufb":
-            continue                        # (text: object, or pandas' string dtype)
+        if name not in frame:
+            continue
+        if frame[name].dtype.kind in "iufb":    # (text: object, or pandas' string dtype)
+            infinite = np.isinf(frame[name].to_numpy(dtype=float, na_value=np.nan))
+            if infinite.any():
+                row = frame.index[int(np.argmax(infinite))]
+                raise PerfsimError(f"rows file {path}: {_where(frame, row)}, column {name}: "
+                                   f"{float(frame[name][row])} is not a finite number")
+            continue
         column = frame[name]
         numbers = pd.to_numeric(column, errors="coerce")
-        bad = numbers.isna() & column.notna()
+        bad = (numbers.isna() | numbers.isin([np.inf, -np.inf])) & column.notna()
         if bad.any():
             row = bad.idxmax()
+            what = ("is not a finite number (leave the cell empty for the field's default)"
+                    if pd.notna(pd.to_numeric(column[row], errors="coerce"))
+                    or str(column[row]).strip().lower().lstrip("+-") == "nan"
+                    else "is not a number")
             raise PerfsimError(f"rows file {path}: {_where(frame, row)}, column {name}: "
-                               f"{column[row]!r} is not a number")
+                               f"{column[row]!r} {what}")
         frame[name] = numbers
     if "causal" in frame and frame["causal"].dtype.kind != "b":
         column, flags = frame["causal"], []
@@ -241,7 +268,7 @@ def _cmd_rows(args) -> int:
         cells.append([str(row.Index), str(row.batch), f"{row.heads}/{row.kv_heads}",
                       f"{row.seqlen_q}/{row.seqlen_k}", str(row.head_dim),
                       _mask(row), str(row.phase),
-                      f"{row.seconds * 1e6:.1f} µs" if done else "-",
+                      seconds_text(row.seconds) if done else "-",
                       tflops_text(row.tflops) if done else "-",
                       str(row.bound) if done else f"infeasible: {row.infeasible}"])
     bad = int((out.infeasible != "").sum())
