@@ -88,7 +88,7 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
         spec = _load_path(str(path.resolve()), mtime)
         _warn_catalog_id(spec, str(path.resolve()), mtime)
         return spec
-    text = text.lower()                 # catalog ids are lower case
+    text = text.strip().lower()         # catalog ids are lower case, without spaces
     path = _catalog_dir() / f"{text}.toml"
     if not _is(path, "file") and _is(Path(str(gpu)), "dir"):
         raise PerfsimError(f"GPU profile {str(gpu)!r} is a folder, not a catalog id or a "

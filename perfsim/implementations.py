@@ -593,15 +593,18 @@ class Implementation(Algorithm):
             names = {type(inner).__name__.lower(), inner.name}
         except PerfsimError:            # no configuration for these dims: say it as is
             names = set()
+        sep = ": "
         for name in sorted(names, key=len, reverse=True):
             if text.startswith(name + " ") or text.startswith(name + ": "):
+                # "fa3 runs ..." reads "flash-attn-cute runs ...": the preset is the subject
+                sep = ": " if text.startswith(name + ": ") else " "
                 text, model = text[len(name):].lstrip(": "), name
                 break
             if text.startswith(name + "'s "):         # "fa3's backward takes ..."
                 text, model = "its " + text[len(name) + 3:], name
                 break
         note = f" (perfsim models it with {model})" if model else ""
-        return f"{self.preset}: {text}{note}"
+        return f"{self.preset}{sep}{text}{note}"
 
     def _kernels(self, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
         check = IMPLEMENTATIONS[self.preset][3] if len(IMPLEMENTATIONS[self.preset]) > 3 \
@@ -1492,6 +1495,8 @@ def resolve(algorithm: str | Algorithm) -> Algorithm:
                            f"{type(algorithm).__name__} {algorithm!r}{several}; known: "
                            f"{', '.join(algos.names())}; implementations: "
                            f"{', '.join(implementations())}")
+    if isinstance(algorithm, str):
+        algorithm = algorithm.strip()       # " fa2" from a hand-edited list or cell
     if isinstance(algorithm, Algorithm) or algorithm.lower() in algos.REGISTRY:
         return algos.resolve(algorithm)
     if algorithm.strip().lower() in ("all", "presets"):

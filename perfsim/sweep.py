@@ -680,7 +680,33 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
     for spec in specs:
         for override in (o for option in options for o in option):
             override.apply(spec.model_dump())
+        _distinct_scales(spec, options)
     return scalars, specs, configs, list(itertools.product(*options)), grid_rows
+
+
+def _distinct_scales(spec: GPUSpec, options: list) -> None:
+    """Refuse scale factors of one field that give ``spec`` the same value: an integer field
+    is rounded (``sm_count`` × 1 and × 1.004 are both 132 SMs on an H100), so their rows
+    would be copies under different labels.
+
+    Raises:
+        perfsim.PerfsimError: the two factors, the GPU and the value they share."""
+    for option in options:
+        seen: dict = {}
+        for override in option:
+            if not override.scale:
+                continue
+            data = spec.model_dump()
+            override.apply(data)
+            key, value = override.field.split(".")[-1], data[override.top]
+            value = value[key] if "." in override.field else value
+            if repr(value) in seen:
+                raise PerfsimError(
+                    f"GPU override {override.field!r}: {seen[repr(value)]} and "
+                    f"{override.label()} give {spec.id} the same value ({value}; an integer "
+                    "field is rounded), so their rows could not be told apart; give factors "
+                    "that differ after rounding")
+            seen[repr(value)] = override.label()
 
 
 def _configs(algorithms) -> list[algos.Algorithm]:

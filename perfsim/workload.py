@@ -398,7 +398,8 @@ class AttentionWorkload(Immutable, BaseModel):
         drop = f", dropout {self.dropout_p}" if self.dropout_p else ""
         extra = ""
         if self.window != (None, None):
-            extra += f", window {self.window}"
+            # as the CLI and a sweep's column write it ("none,0"), not as a Python tuple
+            extra += ", window " + ",".join("none" if v is None else str(v) for v in self.window)
         if self.varlen:
             extra += (f", varlen {sum(self.seqlens_q)} q / {sum(self.seqlens_k)} k tokens")
         if self.kv_dtype != self.dtype:

@@ -609,7 +609,7 @@ def test_presets_pick_the_kernel_per_gpu():
     with pytest.raises(perfsim.InfeasibleError, match="^triton-tutorial: .*causal"):
         perfsim.predict(big("bwd"), "h100-sxm5", "triton-tutorial")
     with pytest.raises(perfsim.InfeasibleError,
-                       match=r"^flash-attn-cute: runs fp16.*\(perfsim models it with fa3\)"):
+                       match=r"^flash-attn-cute runs fp16.*\(perfsim models it with fa3\)"):
         perfsim.predict(big().model_copy(update={"dtype": "fp32", "kv_dtype": "fp32"}),
                         "h100-sxm5", "flash-attn-cute")
 

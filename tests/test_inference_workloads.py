@@ -125,7 +125,7 @@ def test_varlen_defaults_and_describe():
     assert (v.batch, v.seqlen_q, v.seqlen_k, v.seqlens_k) == (2, 3000, 3000, (100, 3000))
     assert "varlen 3100 q / 3100 k tokens" in v.describe()
     d = w(kv_dtype="fp8_e4m3", page_size=256, window=(1023, 0), softcap=30.0)
-    assert all(s in d.describe() for s in ("window (1023, 0)", "KV fp8_e4m3", "page 256",
+    assert all(s in d.describe() for s in ("window 1023,0", "KV fp8_e4m3", "page 256",
                                            "softcap 30"))
 
 

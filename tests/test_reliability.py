@@ -701,7 +701,7 @@ def test_a_presets_refusal_leads_with_the_preset_and_names_the_model_after():
     with pytest.raises(perfsim.InfeasibleError) as exc:
         perfsim.predict(w, gpu="h100-sxm5", algorithm="sdpa-cudnn")
     text = str(exc.value)
-    assert text.startswith("sdpa-cudnn: needs head_dim a multiple of 8")
+    assert text.startswith("sdpa-cudnn needs head_dim a multiple of 8")
     assert text.endswith("(perfsim models it with fa3)") and "sdpa-cudnn: fa3" not in text
 
 

@@ -932,8 +932,6 @@ def _kernels_on_arrays(algo: Algorithm, groups: list[Dims], gpu: GPUSpec):
     algorithm's ``split_choices`` on the arrays: split or not, packing group and a further
     key — flash-attn 4's one Q tile for a short sequence, a paged cache's gather path); each
     part is built on its own arrays, whose elements then take the same branches."""
-    from perfsim.implementations import Implementation
-
     n = len(groups)
     arrays = replace(groups[0], B=np.array([g.B for g in groups], dtype=np.int64),
                      N_q=np.array([g.N_q for g in groups], dtype=np.int64),
@@ -941,7 +939,10 @@ def _kernels_on_arrays(algo: Algorithm, groups: list[Dims], gpu: GPUSpec):
     try:
         with np.errstate(all="ignore"):
             fwd = replace(arrays, phase="fwd")      # the choices are the forward's
-            inner = algo.config(fwd, gpu) if isinstance(algo, Implementation) else algo
+            # an implementation preset (perfsim.implementations, which imports this module)
+            # picks its configuration per call: the choices are that configuration's
+            pick = getattr(algo, "config", None)
+            inner = pick(fwd, gpu) if callable(pick) else algo
             choose = getattr(inner, "split_choices", None)
             chosen = choose(fwd, gpu) if choose is not None else None
             key = _mask_kinds(arrays)

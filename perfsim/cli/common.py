@@ -207,6 +207,7 @@ def _algorithm_from_args(name: str, options: list[str]):
     )
 
     # a name, or a label as --json's "algorithm" writes it ("fa2(block_m=64)")
+    name = name.strip()
     label = parse_label(name)
     if label is not None and label[0].lower() in ("all", "presets"):
         raise PerfsimError(f"--algorithm {name}: options go with one algorithm or preset, "

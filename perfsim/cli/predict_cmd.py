@@ -37,7 +37,7 @@ def _cmd_predict(args) -> int:
 
     # "all" and "presets" in any case, as algorithm names are taken
     names = {"all": algorithms.names(), "presets": implementations()}.get(
-        args.algorithm.lower(), [args.algorithm])
+        args.algorithm.strip().lower(), [args.algorithm])
     if len(names) > 1 and args.set:
         raise PerfsimError(f"--set applies to one algorithm, not to --algorithm {args.algorithm}")
     results = []

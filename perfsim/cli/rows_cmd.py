@@ -1,5 +1,9 @@
 """``perfsim rows FILE``: predict every workload of a CSV, Parquet or JSON-lines file
-(:func:`perfsim.predict_rows`), one output row per input row."""
+(:func:`perfsim.predict_rows`), one output row per input row.
+
+Length: the command and its file reading — CSV, Parquet and JSON lines, each cell checked and a
+bad one named by its line and column (numbers, ``causal`` words, NaN and infinities, repeated
+or unknown columns) — which only make sense together."""
 
 from __future__ import annotations
 
