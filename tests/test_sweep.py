@@ -136,6 +136,10 @@ def test_invalid_what_if_gpu_is_an_infeasible_row():
      "give each GPU file its own `id`"),
     ({"gpus": [perfsim.load_gpu("h200-sxm").replace(sm_count=100),
                perfsim.load_gpu("h200-sxm").replace(sm_count=120)]}, r"replace\(id="),
+    # factors an integer field rounds to one value: copies under two labels (a fresh user's
+    # report); 132 x 1.004 rounds to 133 and stays apart
+    ({"overrides": {"sm_count": {"scale": [1, 1.003]}}},
+     r"sm_count×1 and sm_count×1.003 give h200-sxm the same value \(132"),
 ])
 def test_bad_grids_raise_one_clear_error(kwargs, match):
     args = {"batch": 1, "heads": 8, "seqlen_q": 512, "head_dim": 64, "gpus": "h200-sxm"}
