@@ -960,6 +960,16 @@ class Prediction:
                 lines.append(f"{k.cost.name} runs with " + " and ".join(what) + ".")
                 if splits > 1:
                     lines.extend(self._one_split_line(splits))
+            key_splits = k.cost.launch.get("key_splits")
+            if key_splits is not None and np.ndim(key_splits) == 0:
+                n = int(key_splits)
+                how = (f"{n} CTAs per (batch, head) along the keys, each over one in {n} of "
+                       "the key blocks" if n > 1 else
+                       "one CTA per (batch, head) over all its key blocks")
+                lines.append(f"{k.cost.name} runs {how} ({int(k.cost.grid)} CTAs in all): "
+                             "PyTorch's key-split rule for xFormers' backward, which caps the "
+                             "splits by the batch x heads (FA2.bwd_splits; "
+                             "FA2(bwd_key_splits='xformers')).")
             q_splits = k.cost.launch.get("q_splits", 1)
             if np.ndim(q_splits) == 0 and q_splits > 1:
                 why = ("as given (FA1(q_splits=...))"

@@ -1552,3 +1552,19 @@ def test_flash_attn2_keeps_its_query_tiles_when_it_drops_a_right_bound():
     assert "keyless_ctas" not in far.kernels[0].cost.launch
     near = predict(AttentionWorkload(window=(None, 1023), **base), "h100-sxm5", "flash-attn-2")
     assert near.kernels[0].cost.launch["keyless_ctas"] > 0
+
+
+def test_explain_names_the_memory_efficient_backward_s_key_splits():
+    """Twice the heads in about the same time (a fresh user's finding, RTX 4090): PyTorch's
+    key-split rule for xFormers' backward splits a 64-CTA grid 3 ways and leaves a 128-CTA
+    one unsplit; explain() now says so."""
+    def run(heads):
+        w = perfsim.AttentionWorkload(batch=4, heads=heads, seqlen_q=2048, head_dim=128,
+                                      phase="bwd")
+        return perfsim.predict(w, gpu="rtx-4090", algorithm="sdpa-efficient")
+
+    few, many = run(16), run(32)
+    assert "fa2_bwd runs 3 CTAs per (batch, head) along the keys" in few.explain()
+    assert "(192 CTAs in all)" in few.explain()
+    assert "fa2_bwd runs one CTA per (batch, head) over all its key blocks" in many.explain()
+    assert many.seconds < 1.1 * few.seconds

@@ -1364,6 +1364,8 @@ class FusedAttention(Algorithm):
             launch={"tiles": bh * v.tiles, "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas,
                     "tail": tail,
                     **({"program_kinds": (*kinds, dims.B * dims.H_kv)} if programs else {}),
+                    # xFormers' key splits (bwd_splits), for explain()
+                    **({"key_splits": splits} if splits is not None else {}),
                     **self._padded_head_dims(dims)},
         )
         out = [pre, self.mma_shape(main.padded(tail), gpu)]
