@@ -41,7 +41,12 @@ if TYPE_CHECKING:   # pandas: imported when a sweep builds its frame, not by `im
     import pandas as pd
 
 from perfsim import algorithms as algos
-from perfsim.algorithms.base import collect_infeasible, effective_mask
+from perfsim.algorithms.base import (
+    collect_infeasible,
+    effective_mask,
+    mask_kinds,
+    structure_keys,
+)
 from perfsim.errors import InfeasibleError, PerfsimError, outside_perfsim
 from perfsim.frozen import replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
@@ -685,9 +690,12 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
 
 
 def _distinct_scales(spec: GPUSpec, options: list) -> None:
-    """Refuse scale factors of one field that give ``spec`` the same value: an integer field
-    is rounded (``sm_count`` × 1 and × 1.004 are both 132 SMs on an H100), so their rows
-    would be copies under different labels.
+    """Refuse scale factors of one integer field that round ``spec``'s value to the same
+    number (``sm_count`` × 1 and × 1.003 are both 132 SMs on an H100): their rows would be
+    copies under different labels. Not refused: a field the GPU has at 0 (an H100's
+    ``tmem_bytes_per_sm``: every factor keeps it 0, and a sweep over several GPUs scales it
+    for the others), and factors that round it to 0 (an invalid what-if: its rows are
+    infeasible, with the reason).
 
     Raises:
         perfsim.PerfsimError: the two factors, the GPU and the value they share."""
@@ -696,10 +704,17 @@ def _distinct_scales(spec: GPUSpec, options: list) -> None:
         for override in option:
             if not override.scale:
                 continue
+            key = override.field.split(".")[-1]
+            own = spec.model_dump()[override.top]
+            own = own.get(key) if "." in override.field and isinstance(own, dict) else own
+            if not own:
+                continue
             data = spec.model_dump()
             override.apply(data)
-            key, value = override.field.split(".")[-1], data[override.top]
+            value = data[override.top]
             value = value[key] if "." in override.field else value
+            if not value:
+                continue
             if repr(value) in seen:
                 raise PerfsimError(
                     f"GPU override {override.field!r}: {seen[repr(value)]} and "
@@ -996,13 +1011,9 @@ def _effective_masks(scalar: dict, block: dict) -> dict:
     causal, window = scalar["causal"], tuple(scalar["_window"])
     if window == (None, None) and not causal:
         return {(causal, window, False): slice(None)}
-    left, right = window
     n_q, n_k = block["seqlen_q"].ravel(), block["seqlen_k"].ravel()
-    drops_left = (n_k - 1 <= left) if left is not None else np.zeros(n_q.shape, bool)
-    drops_right = ((n_q - 1 <= right) & (not causal) if right is not None
-                   else np.zeros(n_q.shape, bool))
+    kind = mask_kinds(causal, window, n_q, n_k)
     one_row = n_q == 1
-    kind = one_row.astype(np.int8) * 4 + drops_left.astype(np.int8) * 2 + drops_right
     groups = {}
     for value in np.unique(kind):
         cols = np.flatnonzero(kind == value)
@@ -1157,7 +1168,7 @@ def _split_parts(algo, gpu: GPUSpec, scalar: dict, block: dict):
     splits, group, extra = (np.broadcast_to(np.asarray(c, dtype=np.int64), shape).ravel()
                             for c in chosen)
     # one integer key per structure: split or not (1 bit), the extra key (0/1), the group
-    key = (splits > 1) + 2 * extra + 4 * group
+    key = structure_keys(splits, group, extra)
     low, high = int(key.min()), int(key.max())
     if low == high:             # one structure (most blocks): every element, no grouping
         whole = with_fixed_choice(algo, inner, low // 4) if low % 4 == 0 else None

@@ -16,15 +16,18 @@ def si(value: float, unit: str, binary: bool = False) -> str:
     if value == 0:
         return f"0 {unit}"
     if binary:
+        # from 1000 of a prefix the next one (1000 MiB: "0.977 GiB"), so three digits at
+        # most; past the largest, digits with separators rather than an exponent
         for scale, prefix in ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
-            if abs(value) >= scale:
-                v = value / scale     # past the largest prefix: digits, not an exponent
-                return f"{v:,.0f} {prefix}{unit}" if abs(v) >= 1000 else f"{v:.3g} {prefix}{unit}"
+            if abs(value) >= scale * 999.5 / 1024:
+                v = value / scale
+                return (f"{v:,.0f} {prefix}{unit}" if abs(v) >= 999.5
+                        else f"{v:.3g} {prefix}{unit}")
         return f"{value:.3g} {unit}"
     for scale, prefix in _PREFIXES:
         if abs(value) >= scale * 0.9995:
             v = value / scale
-            return f"{v:,.0f} {prefix}{unit}" if abs(v) >= 1000 else f"{v:.3g} {prefix}{unit}"
+            return f"{v:,.0f} {prefix}{unit}" if abs(v) >= 999.5 else f"{v:.3g} {prefix}{unit}"
     return f"{value:.3g} {unit}"
 
 
@@ -34,7 +37,7 @@ def seconds_text(value: float) -> str:
     seconds with thousands separators from 1000 s (``"602,905 s"``) — never a prefix above
     the unit (``"5.24 Ms"`` reads as milliseconds)."""
     v = float(value)
-    if abs(v) >= 1000:
+    if abs(v) >= 999.5:         # (.3g would print 999.6 as "1e+03")
         return f"{v:,.0f} s"
     if abs(v) >= 1:
         return f"{v:.3g} s"

@@ -1496,7 +1496,8 @@ def test_long_times_print_in_seconds_never_with_a_prefix_above_the_unit(capsys):
 
     assert seconds_text(2.42e-5) == "24.2 µs" and seconds_text(0.00757) == "7.57 ms"
     assert seconds_text(7.568) == "7.57 s" and seconds_text(603.2) == "603 s"
-    assert seconds_text(5_236_514.2) == "5,236,514 s"
+    assert seconds_text(5_236_514.2) == "5,236,514 s" and seconds_text(999.6) == "1,000 s"
+    assert si(1000 * 2**20, "B", binary=True) == "0.977 GiB"       # never "1e+03 MiB"
     assert si(4.0 * 2**60, "B", binary=True) == "4,194,304 TiB"
     assert main(["predict", "--heads", "1", "--head-dim", "8", "-b", "1", "--seqlen",
                  str(2**30), "-a", "standard", "--explain"]) == 0

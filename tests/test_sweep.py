@@ -834,3 +834,15 @@ def test_an_override_that_unsets_a_field_is_nan_in_a_float_column(tmp_path):
     first = next(frames)
     out = write_frames(iter([first.iloc[:1], first.iloc[1:], *frames]), tmp_path / "r.parquet")
     assert pd.read_parquet(out)["l2_reduction_segment_share"].dtype == np.float64
+
+
+def test_scale_factors_of_a_field_a_gpu_has_at_zero_or_that_round_to_zero_still_run():
+    """A reviewer's cases for the refusal of factors that round to one value: TMEM is 0 on
+    an H100 for every factor (a sweep beside a B200 scales it there), and factors that round
+    the SMs to 0 make infeasible what-ifs, not a refused sweep."""
+    args = {"batch": 1, "heads": 8, "seqlen_q": 512, "head_dim": 64, "algorithms": "fa2"}
+    rows = sweep(**args, gpus=["b200", "h100-sxm5"],
+                 overrides={"tmem_bytes_per_sm": {"scale": [0.5, 1]}})
+    assert len(rows) == 4
+    rows = sweep(**args, gpus="h100-sxm5", overrides={"sm_count": {"scale": [0.001, 0.002, 1]}})
+    assert list(rows["infeasible"] != "") == [True, True, False]

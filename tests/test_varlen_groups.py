@@ -35,25 +35,20 @@ def _close(a: tuple, b: tuple) -> bool:
 
 
 def _both(monkeypatch, w, gpu, algorithm):
-    """``(array path, per-group path, whether the array path ran)``; each an error's type
-    and text where predict raises."""
-    ran = []
-    build = base._kernels_on_arrays
-
-    def spy(*args):
-        out = build(*args)
-        ran.append(out is not None)
-        return out
-
-    monkeypatch.setattr(base, "_kernels_on_arrays", spy)
+    """``(array path, one-group path, groups the array path built on arrays, groups whose
+    array build fell back)``; each result an error's type and text where predict raises."""
     results = []
+    stats = dict(base.GROUP_STATS)
     for threshold in (THRESHOLD, 10 ** 9):
         monkeypatch.setattr(base, "ARRAY_GROUPS", threshold)
         try:
             results.append(_summary(perfsim.predict(w, gpu=gpu, algorithm=algorithm)))
         except perfsim.PerfsimError as e:
             results.append((type(e).__name__, str(e)))
-    return results[0], results[1], all(ran) and bool(ran)
+        if threshold == THRESHOLD:
+            built = base.GROUP_STATS["arrays"] - stats["arrays"]
+            fell = base.GROUP_STATS["fallback"] - stats["fallback"]
+    return results[0], results[1], built, fell
 
 
 @pytest.mark.parametrize("gpu", ["h100-sxm5", "b200", "a100-sxm4-80gb", "rtx-5090"])
@@ -75,12 +70,24 @@ def test_array_groups_predict_as_one_group_at_a_time(monkeypatch, gpu, algorithm
         elif extra < 0.4:
             fields["page_size"] = rng.choice([16, 256])
         w = perfsim.AttentionWorkload(**fields)
-        arrays, groups, ran = _both(monkeypatch, w, gpu, algorithm)
+        arrays, groups, built, fell = _both(monkeypatch, w, gpu, algorithm)
         if isinstance(groups[0], str) and groups[0].endswith("Error"):
             assert arrays == groups            # the same error, raised by the per-group path
             continue
-        assert ran, f"{algorithm} {phase} on {gpu}: the array build fell back"
+        # (a part of fewer than ARRAY_GROUPS groups is built one group at a time)
+        assert not fell, f"{algorithm} {phase} on {gpu}: the array build fell back"
         assert _close(arrays, groups), (algorithm, phase, gpu, arrays[:4], groups[:4])
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_batch_of_one_part_is_built_on_arrays(monkeypatch, algorithm):
+    rng = random.Random(algorithm)
+    lengths = [rng.randint(200, 8000) for _ in range(30)]
+    gpu = "b200" if algorithm == "fa4" else "h100-sxm5"
+    for phase in ("fwd", "bwd"):
+        w = perfsim.AttentionWorkload(heads=16, head_dim=128, seqlens_q=lengths, phase=phase)
+        arrays, groups, built, fell = _both(monkeypatch, w, gpu, algorithm)
+        assert built == 30 and not fell and _close(arrays, groups), (algorithm, phase)
 
 
 def test_flash_attn_4_short_sequences_keep_their_one_q_tile(monkeypatch):
@@ -91,14 +98,35 @@ def test_flash_attn_4_short_sequences_keep_their_one_q_tile(monkeypatch):
     sq = [rng.randint(1, 6000) if i % 3 else rng.randint(1, 128) for i in range(60)]
     for algorithm in ("fa4", "flash-attn-cute"):
         w = perfsim.AttentionWorkload(heads=16, head_dim=128, seqlens_q=sq, dtype="bf16")
-        arrays, groups, ran = _both(monkeypatch, w, "b200", algorithm)
-        assert ran and _close(arrays, groups)
+        arrays, groups, built, fell = _both(monkeypatch, w, "b200", algorithm)
+        assert built and not fell and _close(arrays, groups)
 
 
-def test_few_groups_are_built_one_at_a_time(monkeypatch):
-    called = []
-    monkeypatch.setattr(base, "_kernels_on_arrays", lambda *a: called.append(a))
+def test_few_groups_are_built_one_at_a_time():
+    before = dict(base.GROUP_STATS)
     w = perfsim.AttentionWorkload(heads=8, head_dim=64,
                                   seqlens_q=list(range(100, 100 + THRESHOLD - 1)))
     perfsim.predict(w, gpu="h100-sxm5", algorithm="fa2")
-    assert not called
+    assert base.GROUP_STATS["arrays"] == before["arrays"]
+    assert base.GROUP_STATS["one_by_one"] == before["one_by_one"] + THRESHOLD - 1
+
+
+def test_sizes_past_int64_are_built_one_at_a_time(monkeypatch):
+    """A reviewer's case: 8 sequences of about 2^24 tokens, H = 128, d = 256 — the products
+    of int64 lengths wrapped (3.0e15 tensor FLOPs against 1.03e21); such batches count in
+    Python integers, one group at a time."""
+    lengths = [2 ** 24 + 977 * i for i in range(THRESHOLD)]
+    w = perfsim.AttentionWorkload(heads=128, head_dim=256, seqlens_q=lengths, phase="fwd_bwd")
+    arrays, groups, built, _ = _both(monkeypatch, w, "h100-sxm5", "fa2")
+    assert not built and _close(arrays, groups) and arrays[10] > 1e21   # tensor FLOPs
+
+
+def test_mixed_parts_build_the_small_ones_one_at_a_time(monkeypatch):
+    """A serving batch: 12 sequences, half of them one-token decode steps (causal: their
+    own part), the rest prefills — the part of 6 is built one group at a time."""
+    lengths = [1] * 6 + [512 + 97 * i for i in range(6)]
+    keys = [4096 + 11 * i for i in range(12)]
+    w = perfsim.AttentionWorkload(heads=16, head_dim=128, seqlens_q=lengths, seqlens_k=keys,
+                                  causal=True)
+    arrays, groups, built, _ = _both(monkeypatch, w, "h100-sxm5", "fa2")
+    assert not built and _close(arrays, groups)

@@ -25,8 +25,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.frozen import fast_init, replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
-from perfsim.kernel import ADDITIVE, KernelCost
+from perfsim.kernel import ADDITIVE, TERM_FIELDS, KernelCost
 from perfsim.mathops import (
+    INT64_SAFE,
     cdiv,
     fdiv,
     is_symbolic,
@@ -898,97 +899,154 @@ def _cta_work(parts: list[KernelCost]) -> tuple:
     return tuple(out)
 
 
-#: A variable-length batch with at least this many groups of distinct lengths has their
-#: kernels built once, on arrays (:func:`group_kernels`); fewer are built one group at a time.
+#: A part of a variable-length batch (groups of distinct lengths that take the same branches,
+#: :func:`_group_parts`) with at least this many groups has their kernels built once, on
+#: arrays (:func:`_group_kernels`); a smaller one is built one group at a time (an array build
+#: costs about what 8-15 one-group builds cost, docs/performance.md).
 ARRAY_GROUPS = 8
+#: How the groups of variable-length batches were built, for tests and profiles: ``arrays``
+#: (groups built on arrays), ``one_by_one`` (groups in parts too small for it),
+#: ``fallback`` (groups whose array build could not run: a branch that needs one length).
+GROUP_STATS = {"arrays": 0, "one_by_one": 0, "fallback": 0}
 
 
-def group_kernels(algo: Algorithm, groups: list[Dims], gpu: GPUSpec) -> list[list[KernelCost]]:
+class _NotOnArrays(Exception):
+    """An array build of a variable-length batch's groups that cannot run: a scalar-only
+    branch (a Python ``if`` on an array, ``int()`` of one) or a kernel field that is not one
+    value per group. The groups are then built one at a time (:func:`_group_kernels`)."""
+
+
+def mask_kinds(causal: bool, window: tuple, n_q, n_k):
+    """Per element of the length arrays ``n_q``, ``n_k``, what its lengths do to the mask the
+    kernels see, as an integer: 4 for one query row (flash-attn 2's causal forward launches
+    its unmasked kernel there, flash-attn 3's takes that launch's tile), + 2 where the left
+    window edge hides no key (``N_k − 1 ≤ left``), + 1 where the right edge hides none
+    without causal (``N_q − 1 ≤ right``); all 0 without a mask. Elements of one kind take the
+    same branches (``perfsim.sweep`` evaluates a block's columns of one kind together; a
+    variable-length batch's groups are parted so, :func:`_group_parts`)."""
+    n_q, n_k = np.asarray(n_q), np.asarray(n_k)
+    kind = np.zeros(np.broadcast_shapes(n_q.shape, n_k.shape), dtype=np.int8)
+    left, right = window
+    if tuple(window) == (None, None) and not causal:
+        return kind
+    kind = kind + 4 * (n_q == 1).astype(np.int8)
+    if left is not None:
+        kind = kind + 2 * (n_k - 1 <= left).astype(np.int8)
+    if right is not None and not causal:
+        kind = kind + (n_q - 1 <= right).astype(np.int8)
+    return kind
+
+
+def structure_keys(splits, group, extra):
+    """One integer per element for the kernel structure an algorithm's ``split_choices``
+    gives it: split or not (1), its further key (2: flash-attn 4's one Q tile, a paged
+    cache's gather path) and its packing group (× 4, so ``key // 4`` is the group).
+    ``perfsim.sweep`` parts a block's elements by it, :func:`_group_parts` a
+    variable-length batch's groups."""
+    return (splits > 1) + 2 * extra + 4 * group
+
+
+def _group_kernels(algo: Algorithm, groups: list[Dims], gpu: GPUSpec) -> list[list[KernelCost]]:
     """``[algo.kernels(g, gpu) for g in groups]`` for the groups of a variable-length batch
-    (:func:`varlen_groups`: the same dims but ``B``, ``N_q``, ``N_k``).
+    (:func:`varlen_groups`: the same dims but ``B``, ``N_q``, ``N_k``; ``algo`` the batch's
+    configuration, :meth:`Algorithm.varlen_config`).
 
-    With :data:`ARRAY_GROUPS` groups or more, the kernels are built once with ``B``, ``N_q``
-    and ``N_k`` as numpy arrays over the groups — the vectorised path ``perfsim.sweep``
-    runs, the same formulas — and each group's kernels are then read off the arrays as
-    Python numbers (:func:`_split_on_groups`). A batch of thousands of distinct lengths
-    then costs one array build instead of one build per length (issue 13's per-call cost;
-    ``tests/test_varlen_groups.py`` holds the two paths to the same predictions). Where the
-    array build cannot run — a branch in an algorithm that needs one length (a Python
-    ``if`` on an array raises), or a group whose kernels a length makes infeasible — the
-    groups are built one at a time, so every error is the one-group path's own."""
-    if len(groups) >= ARRAY_GROUPS:
-        lists = _kernels_on_arrays(algo, groups, gpu)
-        if lists is not None:
-            return lists
-    return [algo.kernels(g, gpu) for g in groups]
-
-
-def _kernels_on_arrays(algo: Algorithm, groups: list[Dims], gpu: GPUSpec):
-    """:func:`group_kernels`' array build, or ``None`` where it cannot run (then the caller
-    builds one group at a time, which raises any error with its own message).
-
-    The groups are first parted as ``perfsim.sweep`` parts a block's elements: by the mask
-    their lengths leave the kernels (:func:`_mask_kinds`) and by kernel structure (an
-    algorithm's ``split_choices`` on the arrays: split or not, packing group and a further
-    key — flash-attn 4's one Q tile for a short sequence, a paged cache's gather path); each
-    part is built on its own arrays, whose elements then take the same branches."""
+    Groups that take the same branches (:func:`_group_parts`) are built together, once, with
+    ``B``, ``N_q`` and ``N_k`` as numpy arrays — the vectorised path ``perfsim.sweep`` runs,
+    the same formulas — when a part holds :data:`ARRAY_GROUPS` groups or more; each group's
+    kernels are then read off the arrays as Python numbers (:func:`_split_on_groups`). A
+    batch of thousands of distinct lengths costs a few array builds instead of one build per
+    length. Built one at a time: smaller parts, every group when the sizes could overflow
+    int64 (:data:`perfsim.mathops.INT64_SAFE`: the one-group path counts in Python
+    integers), and a part whose array build cannot run (:class:`_NotOnArrays`) or that one
+    of its lengths makes infeasible — so every error is the one-group path's own.
+    ``tests/test_varlen_groups.py`` holds the two paths to the same predictions (1e-12; a
+    count may come back as a float where the one-group path gives an int of the same
+    value)."""
     n = len(groups)
-    arrays = replace(groups[0], B=np.array([g.B for g in groups], dtype=np.int64),
-                     N_q=np.array([g.N_q for g in groups], dtype=np.int64),
-                     N_k=np.array([g.N_k for g in groups], dtype=np.int64))
+    parts = _group_parts(algo, groups, gpu) if n >= ARRAY_GROUPS else None
+    if parts is None:
+        GROUP_STATS["one_by_one"] += n
+        return [algo.kernels(g, gpu) for g in groups]
+    out: list = [None] * n
+    for at in parts:
+        built = None
+        if at.size >= ARRAY_GROUPS:
+            part = [groups[i] for i in at.tolist()]
+            try:
+                built = _kernels_on_arrays(algo, part, gpu)
+                GROUP_STATS["arrays"] += at.size
+            except _NotOnArrays:
+                GROUP_STATS["fallback"] += at.size
+            except PerfsimError:    # a length this configuration refuses: said per group
+                pass
+        else:
+            GROUP_STATS["one_by_one"] += at.size
+        for j, i in enumerate(at.tolist()):
+            out[i] = built[j] if built is not None else algo.kernels(groups[i], gpu)
+    return out
+
+
+def _group_parts(algo: Algorithm, groups: list[Dims], gpu: GPUSpec):
+    """The index arrays of the groups that take the same branches, as ``perfsim.sweep``
+    parts a block's elements: the mask their lengths leave the kernels (:func:`mask_kinds`)
+    and the kernel structure of the algorithm's ``split_choices`` on the lengths
+    (:func:`structure_keys`) — or ``None``: sizes that could overflow int64, or choices that
+    cannot be made on arrays."""
+    first = groups[0]
+    b, n_q, n_k = (np.array([getattr(g, f) for g in groups], dtype=np.int64)
+                   for f in ("B", "N_q", "N_k"))
+    worst = (float(b.max()) * float(first.H) * float(n_q.max()) * float(n_k.max())
+             * (first.d + first.d_v))
+    if worst >= INT64_SAFE:
+        return None
+    key = mask_kinds(first.causal, first.window, n_q, n_k).astype(np.int64)
+    fwd = replace(first, B=b, N_q=n_q, N_k=n_k, phase="fwd")    # the choices are the forward's
+    # an implementation preset (perfsim.implementations.Implementation, which imports this
+    # module) picks the configuration it runs per call: the choices are that configuration's
+    pick = getattr(algo, "config", None)
     try:
         with np.errstate(all="ignore"):
-            fwd = replace(arrays, phase="fwd")      # the choices are the forward's
-            # an implementation preset (perfsim.implementations, which imports this module)
-            # picks its configuration per call: the choices are that configuration's
-            pick = getattr(algo, "config", None)
             inner = pick(fwd, gpu) if callable(pick) else algo
             choose = getattr(inner, "split_choices", None)
             chosen = choose(fwd, gpu) if choose is not None else None
-            key = _mask_kinds(arrays)
-            if chosen is not None:
-                splits, group, extra = (np.broadcast_to(np.asarray(c, dtype=np.int64), (n,))
-                                        for c in chosen)
-                key = key + 8 * ((splits > 1) + 2 * extra + 4 * group)
-            out: list = [None] * n
-            for value in np.unique(key):
-                at = np.flatnonzero(key == value)
-                part = arrays if at.size == n else replace(
-                    arrays, B=arrays.B[at], N_q=arrays.N_q[at], N_k=arrays.N_k[at])
-                for i, ks in zip(at.tolist(), _split_on_groups(algo.kernels(part, gpu),
-                                                               at.size)):
-                    out[i] = ks
-        return out
-    except (PerfsimError, ArithmeticError, TypeError, ValueError, IndexError, KeyError):
-        # one length refused, or a scalar-only branch: the per-group path decides
+    except (PerfsimError, TypeError, ValueError):   # a length refused; a scalar-only branch
         return None
+    if chosen is not None:
+        splits, group, extra = (np.broadcast_to(np.asarray(c, dtype=np.int64), key.shape)
+                                for c in chosen)
+        key = key + 8 * structure_keys(splits, group, extra)
+    return [np.flatnonzero(key == value) for value in np.unique(key)]
 
 
-def _mask_kinds(dims: Dims):
-    """Per group (``N_q``, ``N_k`` arrays), what its lengths do to the batch's mask, as
-    ``perfsim.sweep`` keys a block's columns: a causal one-row sequence (4; flash-attn 2's
-    forward launches its unmasked kernel there, flash-attn 3's takes that launch's tile), a
-    left window edge that hides no key (2), a right edge that hides none without causal
-    (1)."""
-    left, right = dims.window
-    n_q, n_k = dims.N_q, dims.N_k
-    kind = np.zeros(np.shape(n_q), dtype=np.int64)
-    if dims.causal:
-        kind = kind + 4 * (n_q == 1)
-    if left is not None:
-        kind = kind + 2 * (n_k - 1 <= left)
-    if right is not None and not dims.causal:
-        kind = kind + (n_q - 1 <= right)
-    return kind
+def _kernels_on_arrays(algo: Algorithm, groups: list[Dims], gpu: GPUSpec
+                       ) -> list[list[KernelCost]]:
+    """The kernels of ``groups`` (one part of :func:`_group_parts`) built once on arrays of
+    their ``B``, ``N_q``, ``N_k`` and read off per group.
+
+    Raises:
+        _NotOnArrays: a scalar-only branch, or a field not one value per group.
+        perfsim.PerfsimError: a length the configuration refuses (the caller then builds
+            each group alone, which names it)."""
+    arrays = replace(groups[0], **{f: np.array([getattr(g, f) for g in groups], dtype=np.int64)
+                                   for f in ("B", "N_q", "N_k")})
+    try:
+        with np.errstate(all="ignore"):
+            built = algo.kernels(arrays, gpu)
+    except (TypeError, ValueError) as exc:   # "truth value of an array is ambiguous", int()
+        raise _NotOnArrays(str(exc)) from exc
+    return _split_on_groups(built, len(groups))
 
 
 def _split_on_groups(kernels: list[KernelCost], n: int) -> list[list[KernelCost]]:
     """Per group, ``kernels`` (built on arrays of ``n`` groups) with every array field read
-    at that group's index as a Python number (``ndarray.tolist``: the types the per-group
-    path computes).
+    at that group's index as a Python number (``ndarray.tolist``: the types the one-group
+    path mostly computes). A kernel's terms named after its counts (``KernelCost``'s own,
+    ``"<count>/<name>"``, made where none were given) keep, per group, only the counts that
+    are not zero there, as the one-group path makes them.
 
     Raises:
-        ValueError: a field holds an array that is not one value per group."""
+        _NotOnArrays: a field holds an array that is not one value per group."""
     plans = []
     for k in kernels:
         state = dict(k.__dict__)
@@ -999,15 +1057,22 @@ def _split_on_groups(kernels: list[KernelCost], n: int) -> list[list[KernelCost]
                 varying.append((name, reader))
             else:
                 state[name] = reader
-        plans.append((type(k), state, varying))
+        own = {f"{prefix}/{k.name}" for prefix in TERM_FIELDS}
+        plans.append((type(k), state, varying, bool(k.terms) and set(k.terms) <= own))
     out = []
     for i in range(n):
         ks = []
-        for cls, state, varying in plans:
+        for cls, state, varying, own_terms in plans:
+            # frozen KernelCost copied as perfsim.frozen.replace copies it: the instance dict
+            # filled at once (its __post_init__ only fills empty terms, and these are not)
             new = object.__new__(cls)
-            new.__dict__.update(state)
+            fields = new.__dict__
+            fields.update(state)
             for name, reader in varying:
-                new.__dict__[name] = reader(i)
+                fields[name] = reader(i)
+            if own_terms:
+                fields["terms"] = {key: v for key, v in fields["terms"].items()
+                                   if not (isinstance(v, (int, float)) and v == 0)}
             ks.append(new)
         out.append(ks)
     return out
@@ -1018,12 +1083,12 @@ def _reader(value, n: int):
     array of one value per group, else the value itself (numpy scalars as Python numbers).
 
     Raises:
-        ValueError: an array of another shape."""
+        _NotOnArrays: an array of another shape."""
     if isinstance(value, np.ndarray):
         if value.ndim == 0:
             return value.item()
         if value.shape != (n,):
-            raise ValueError(f"a kernel field of shape {value.shape} over {n} groups")
+            raise _NotOnArrays(f"a kernel field of shape {value.shape} over {n} groups")
         return value.tolist().__getitem__
     if isinstance(value, np.generic):
         return value.item()
@@ -1049,7 +1114,7 @@ def kernels_for(algo: Algorithm, dims: Dims, gpu: GPUSpec) -> list[KernelCost]:
     if len(groups) == 1 and dims.seqlens is None:
         return algo.kernels(groups[0], gpu)
     algo = algo.varlen_config(dims, gpu)
-    lists = group_kernels(algo, groups, gpu)
+    lists = _group_kernels(algo, groups, gpu)
     if len(lists) == 1:
         return lists[0]
     # the merged launch's shape: the group with the heaviest CTAs, with as many sequences as

@@ -193,7 +193,8 @@ def _typed_columns(frame, path: str):
             if infinite.any():
                 row = frame.index[int(np.argmax(infinite))]
                 raise PerfsimError(f"rows file {path}: {_where(frame, row)}, column {name}: "
-                                   f"{float(frame[name][row])} is not a finite number")
+                                   f"{float(frame[name][row])} is not a finite number "
+                                   "(leave the cell empty for the field's default)")
             continue
         column = frame[name]
         numbers = pd.to_numeric(column, errors="coerce")
