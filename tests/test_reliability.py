@@ -1569,3 +1569,17 @@ def test_explain_names_the_memory_efficient_backward_s_key_splits():
     assert "(192 CTAs in all)" in few.explain()
     assert "fa2_bwd runs one CTA per (batch, head) over all its key blocks" in many.explain()
     assert many.seconds < 1.1 * few.seconds
+
+
+def test_the_sweep_summary_has_a_line_per_what_if(capsys):
+    """MUFU x 0.5, x 1 and x 2 were one summary line per GPU and algorithm (a fresh user's
+    report)."""
+    from pathlib import Path
+
+    from perfsim.cli import main
+
+    config = Path(__file__).parent.parent / "examples" / "whatif.toml"
+    assert main(["sweep", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "what-if" in out
+    assert all(f"mufu_ops_per_clk_per_sm×{f}" in out for f in ("0.5", "1", "2"))

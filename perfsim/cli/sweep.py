@@ -1136,21 +1136,27 @@ def _summary(df, seconds: float) -> None:
 
     ok = df[df.infeasible == ""]
     rows = []
-    for (gpu, algo), part in df.groupby(["gpu", "algorithm"], observed=True, sort=False):
+    # one line per GPU what-if too, where a sweep has several (MUFU x 0.5, x 1, x 2 were one
+    # line: a fresh user's report)
+    whatifs = "overrides" in df and df["overrides"].nunique() > 1
+    keys = ["gpu", "algorithm", *(["overrides"] if whatifs else [])]
+    for key, part in df.groupby(keys, observed=True, sort=False):
+        gpu, algo = key[0], key[1]
         good = part[part.infeasible == ""]
         # (a column left out by --columns reads "-")
         tflops = len(good) and "tflops" in good
         bound = (good.bound.astype(str).value_counts() if "bound" in good
                  else {})
-        rows.append([f"{gpu}", f"{algo}", str(len(part)), str(len(part) - len(good)),
+        rows.append([f"{gpu}", f"{algo}", *([str(key[2])] if whatifs else []),
+                     str(len(part)), str(len(part) - len(good)),
                      tflops_text(good.tflops.median()) if tflops else "-",
                      tflops_text(good.tflops.max()) if tflops else "-",
                      ", ".join(f"{b} {n}" for b, n in bound.items() if n) or "-"])
     plural = "" if len(df) == 1 else "s"
     print_table(f"{len(df)} prediction{plural} ({len(df) - len(ok)} infeasible) in "
                 f"{seconds:.2f} s",
-                 ["gpu", "algorithm", "rows", "infeasible", "median TFLOP/s", "max TFLOP/s",
-                  "bound (rows)"], rows)
+                 ["gpu", "algorithm", *(["what-if"] if whatifs else []), "rows", "infeasible",
+                  "median TFLOP/s", "max TFLOP/s", "bound (rows)"], rows)
 
 
 #: ``register(subparsers)`` for the command line (:mod:`perfsim.cli`).
