@@ -681,39 +681,37 @@ def _plan(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, caus
                     dtype=dtype, phase=phase, dropout_p=dropout_p, window=window,
                     kv_dtype=kv_dtype, page_size=page_size, softcap=softcap)
     options = parse_overrides(overrides or {})
-    # a table entry a GPU lacks is a bad grid, found now (not when its rows are evaluated)
+    # each override applied to each GPU now, and scale factors that round alike refused
     for spec in specs:
-        for override in (o for option in options for o in option):
-            override.apply(spec.model_dump())
-        _distinct_scales(spec, options)
+        _check_overrides(spec, options)
     return scalars, specs, configs, list(itertools.product(*options)), grid_rows
 
 
-def _distinct_scales(spec: GPUSpec, options: list) -> None:
-    """Refuse scale factors of one integer field that round ``spec``'s value to the same
-    number (``sm_count`` × 1 and × 1.003 are both 132 SMs on an H100): their rows would be
-    copies under different labels. Not refused: a field the GPU has at 0 (an H100's
-    ``tmem_bytes_per_sm``: every factor keeps it 0, and a sweep over several GPUs scales it
-    for the others), and factors that round it to 0 (an invalid what-if: its rows are
-    infeasible, with the reason).
+def _check_overrides(spec: GPUSpec, options: list) -> None:
+    """Apply every override to ``spec`` (a table entry the GPU lacks is a bad grid, found
+    now, not when its rows are evaluated), and refuse scale factors of one integer field that
+    round ``spec``'s value to the same number (``sm_count`` × 1 and × 1.003 are both 132 SMs
+    on an H100): their rows would be copies under different labels. Not refused: a field the
+    GPU has at 0 (an H100's ``tmem_bytes_per_sm``: every factor keeps it 0, and a sweep over
+    several GPUs scales it for the others), and factors that round it to 0 (an invalid
+    what-if: its rows are infeasible, with the reason).
 
     Raises:
-        perfsim.PerfsimError: the two factors, the GPU and the value they share."""
+        perfsim.PerfsimError: an override the GPU cannot take; the two factors, the GPU and
+            the value they share."""
+    own_data = spec.model_dump()
     for option in options:
         seen: dict = {}
         for override in option:
+            data = spec.model_dump()
+            override.apply(data)
             if not override.scale:
                 continue
             key = override.field.split(".")[-1]
-            own = spec.model_dump()[override.top]
-            own = own.get(key) if "." in override.field and isinstance(own, dict) else own
-            if not own:
-                continue
-            data = spec.model_dump()
-            override.apply(data)
-            value = data[override.top]
-            value = value[key] if "." in override.field else value
-            if not value:
+            own, value = own_data[override.top], data[override.top]
+            if "." in override.field:
+                own, value = own.get(key), value[key]
+            if not own or not value:
                 continue
             if repr(value) in seen:
                 raise PerfsimError(

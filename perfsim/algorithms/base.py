@@ -964,7 +964,9 @@ def _group_kernels(algo: Algorithm, groups: list[Dims], gpu: GPUSpec) -> list[li
     count may come back as a float where the one-group path gives an int of the same
     value)."""
     n = len(groups)
-    parts = _group_parts(algo, groups, gpu) if n >= ARRAY_GROUPS else None
+    arrays = replace(groups[0], **{f: np.array([getattr(g, f) for g in groups], dtype=np.int64)
+                                   for f in ("B", "N_q", "N_k")})
+    parts = _group_parts(algo, arrays, gpu) if n >= ARRAY_GROUPS else None
     if parts is None:
         GROUP_STATS["one_by_one"] += n
         return [algo.kernels(g, gpu) for g in groups]
@@ -972,7 +974,8 @@ def _group_kernels(algo: Algorithm, groups: list[Dims], gpu: GPUSpec) -> list[li
     for at in parts:
         built = None
         if at.size >= ARRAY_GROUPS:
-            part = [groups[i] for i in at.tolist()]
+            part = arrays if at.size == n else replace(
+                arrays, B=arrays.B[at], N_q=arrays.N_q[at], N_k=arrays.N_k[at])
             try:
                 built = _kernels_on_arrays(algo, part, gpu)
                 GROUP_STATS["arrays"] += at.size
@@ -987,21 +990,19 @@ def _group_kernels(algo: Algorithm, groups: list[Dims], gpu: GPUSpec) -> list[li
     return out
 
 
-def _group_parts(algo: Algorithm, groups: list[Dims], gpu: GPUSpec):
-    """The index arrays of the groups that take the same branches, as ``perfsim.sweep``
-    parts a block's elements: the mask their lengths leave the kernels (:func:`mask_kinds`)
-    and the kernel structure of the algorithm's ``split_choices`` on the lengths
+def _group_parts(algo: Algorithm, arrays: Dims, gpu: GPUSpec):
+    """The index arrays of the groups (``arrays``: the batch's dims with ``B``, ``N_q``,
+    ``N_k`` one element per group) that take the same branches, as ``perfsim.sweep`` parts a
+    block's elements: the mask their lengths leave the kernels (:func:`mask_kinds`) and the
+    kernel structure of the algorithm's ``split_choices`` on the lengths
     (:func:`structure_keys`) — or ``None``: sizes that could overflow int64, or choices that
     cannot be made on arrays."""
-    first = groups[0]
-    b, n_q, n_k = (np.array([getattr(g, f) for g in groups], dtype=np.int64)
-                   for f in ("B", "N_q", "N_k"))
-    worst = (float(b.max()) * float(first.H) * float(n_q.max()) * float(n_k.max())
-             * (first.d + first.d_v))
+    worst = (float(arrays.B.max()) * float(arrays.H) * float(arrays.N_q.max())
+             * float(arrays.N_k.max()) * (arrays.d + arrays.d_v))
     if worst >= INT64_SAFE:
         return None
-    key = mask_kinds(first.causal, first.window, n_q, n_k).astype(np.int64)
-    fwd = replace(first, B=b, N_q=n_q, N_k=n_k, phase="fwd")    # the choices are the forward's
+    key = mask_kinds(arrays.causal, arrays.window, arrays.N_q, arrays.N_k).astype(np.int64)
+    fwd = replace(arrays, phase="fwd")      # the choices are the forward's
     # an implementation preset (perfsim.implementations.Implementation, which imports this
     # module) picks the configuration it runs per call: the choices are that configuration's
     pick = getattr(algo, "config", None)
@@ -1019,23 +1020,20 @@ def _group_parts(algo: Algorithm, groups: list[Dims], gpu: GPUSpec):
     return [np.flatnonzero(key == value) for value in np.unique(key)]
 
 
-def _kernels_on_arrays(algo: Algorithm, groups: list[Dims], gpu: GPUSpec
-                       ) -> list[list[KernelCost]]:
-    """The kernels of ``groups`` (one part of :func:`_group_parts`) built once on arrays of
-    their ``B``, ``N_q``, ``N_k`` and read off per group.
+def _kernels_on_arrays(algo: Algorithm, part: Dims, gpu: GPUSpec) -> list[list[KernelCost]]:
+    """The kernels of one part of :func:`_group_parts` (``part``: ``B``, ``N_q``, ``N_k``
+    one element per group) built once and read off per group.
 
     Raises:
         _NotOnArrays: a scalar-only branch, or a field not one value per group.
         perfsim.PerfsimError: a length the configuration refuses (the caller then builds
             each group alone, which names it)."""
-    arrays = replace(groups[0], **{f: np.array([getattr(g, f) for g in groups], dtype=np.int64)
-                                   for f in ("B", "N_q", "N_k")})
     try:
         with np.errstate(all="ignore"):
-            built = algo.kernels(arrays, gpu)
+            built = algo.kernels(part, gpu)
     except (TypeError, ValueError) as exc:   # "truth value of an array is ambiguous", int()
         raise _NotOnArrays(str(exc)) from exc
-    return _split_on_groups(built, len(groups))
+    return _split_on_groups(built, len(part.B))
 
 
 def _split_on_groups(kernels: list[KernelCost], n: int) -> list[list[KernelCost]]:

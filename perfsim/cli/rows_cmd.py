@@ -201,10 +201,9 @@ def _typed_columns(frame, path: str):
         bad = (numbers.isna() | numbers.isin([np.inf, -np.inf])) & column.notna()
         if bad.any():
             row = bad.idxmax()
+            word = str(column[row]).strip().lower().lstrip("+-")
             what = ("is not a finite number (leave the cell empty for the field's default)"
-                    if pd.notna(pd.to_numeric(column[row], errors="coerce"))
-                    or str(column[row]).strip().lower().lstrip("+-") == "nan"
-                    else "is not a number")
+                    if word in ("nan", "inf", "infinity") else "is not a number")
             raise PerfsimError(f"rows file {path}: {_where(frame, row)}, column {name}: "
                                f"{column[row]!r} {what}")
         frame[name] = numbers
