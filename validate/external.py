@@ -343,6 +343,12 @@ HOLDOUTS = {
                           "committed before the L2-hit step's fit was measured, timed in the "
                           "same device call as that probe and scored only after the fit was "
                           "written and committed",
+    "external-holdout62": "16 shapes drawn at random (validate/draw_holdout.py, seed 62) over "
+                          "the general range (head dims 64 / 128 / 256, N 128-16k, causal or "
+                          "not, GQA, bf16 and fp16); drawn and committed at 9cab966 (the "
+                          "sixteenth session's end) before any timing, as the seventeenth "
+                          "session's general check of the default path on every "
+                          "implementation",
 }
 
 
