@@ -236,6 +236,7 @@ FIELD_RANGES: dict[str, tuple[float, float, str]] = {
     "hbm_efficiency": (0.01, 1, "(a share of hbm_bandwidth_bytes_per_s)"),
     "l2_bandwidth_bytes_per_s": (1e9, 1e15, "bytes/s (1 GB/s to 1 PB/s)"),
     "l2_reduction_bytes_per_s": (1e9, 1e15, "bytes/s (1 GB/s to 1 PB/s)"),
+    "l2_load_peak_bytes_per_s": (1e9, 1e15, "bytes/s (1 GB/s to 1 PB/s)"),
     "l2_reduction_segment_share": (0, 1, "(a share of the reductions' own L2 time)"),
     "tmem_bytes_per_sm": (0, 2**30, "bytes"),
     "load_latency_s": (1e-9, 1e-3, "s (1 ns to 1 ms)"),
@@ -422,6 +423,13 @@ class GPUSpec(Immutable, BaseModel):
         default=None, gt=0, description="L2 read bandwidth a kernel reading an L2-resident "
         "buffer reaches (bytes/s); None where not measured. Drawn as the roofline's L2 "
         "ceiling (perfsim.plots.roofline); not a timing unit")
+    l2_load_peak_bytes_per_s: float | None = Field(
+        default=None, gt=0, description="the most the SMs pull from the L2 per second, "
+        "bytes/s: the L2 read walk's best rate, on a buffer small enough that each L2 "
+        "partition holds a copy (above l2_bandwidth_bytes_per_s, the rate of a larger "
+        "resident buffer; walks whose loads hit L1 left out). A floor under every kernel's "
+        "load time: its HBM reads and L2 hits at this rate (perfsim.timing). None where not "
+        "measured: no such floor")
     l2_reduction_bytes_per_s: float | None = Field(
         default=None, gt=0, description="fp32 reductions into L2 (atomic adds, or TMA bulk "
         "reductions), bytes of payload per second; they share the memory path with the HBM "

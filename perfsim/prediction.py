@@ -480,8 +480,10 @@ class Prediction:
 
     def _hbm_reading(self, heavy) -> tuple | None:
         """What a kernel's ``hbm`` time is, where it is not plain HBM bandwidth, with
-        :meth:`_memory_path`'s seconds: ``("load path", taken, path, alone)`` (its CTAs' load
-        path, above its memory path: ``perfsim.timing.KernelClock``), ``("reductions", ...)``
+        :meth:`_memory_path`'s seconds: ``("l2 peak", taken, path, alone)`` (its loads at the
+        L2's best read rate, ``GPUSpec.l2_load_peak_bytes_per_s``), ``("load path", ...)``
+        (its CTAs' load path, above its memory path: ``perfsim.timing.KernelClock``),
+        ``("reductions", ...)``
         (its memory path, bound there, fp32 reductions into L2 over 5 % of it), else
         ``None``."""
         if not self.timing:
@@ -491,6 +493,10 @@ class Prediction:
         if (not (isinstance(floor, (int, float)) and floor == 0) and taken > path
                 and float(floor) >= taken * (1 - 1e-9)):
             return "l2 requests", taken, path, alone
+        peak = self.gpu.l2_load_peak_bytes_per_s
+        pulled = float(heavy.cost.hbm_read_bytes + heavy.cost.l2_hit_bytes)
+        if peak is not None and taken > path * 1.05 and pulled / peak >= taken * (1 - 1e-9):
+            return "l2 peak", taken, path, alone
         if heavy.cost.bytes_in_flight is not None and taken > path * 1.05:
             return "load path", taken, path, alone
         if heavy.bound == "hbm" and path - alone > 0.05 * path and taken <= path * 1.05:
@@ -525,6 +531,20 @@ class Prediction:
                     f"{also}, not "
                     f"HBM bandwidth: the {_gb(float(cost.hbm_bytes))} that cross HBM alone "
                     f"would take {_ms(hbm_alone)}.")
+        if kind == "l2 peak":
+            gpu = self.gpu
+            pulled = float(cost.hbm_read_bytes + cost.l2_hit_bytes)
+            larger = (f"; {gpu.l2_bandwidth_bytes_per_s / 1e12:.2f} TB/s for buffers too "
+                      "large for that, GPUSpec.l2_bandwidth_bytes_per_s"
+                      if gpu.l2_bandwidth_bytes_per_s else "")
+            return (f"{cost.name}'s 'hbm' time ({_ms(taken)}) is the L2's read rate, not HBM "
+                    f"bandwidth: {_gb(pulled)} of loads (HBM reads and "
+                    f"{_gb(float(cost.l2_hit_bytes))} of L2 hits) at "
+                    f"{gpu.l2_load_peak_bytes_per_s / 1e12:.2f} TB/s, the most the SMs pull "
+                    "from the L2 (GPUSpec.l2_load_peak_bytes_per_s, "
+                    f"{_source_kind(gpu, 'l2_load_peak_bytes_per_s')}: a small buffer each "
+                    f"L2 partition holds a copy of{larger}); the {_gb(float(cost.hbm_bytes))} "
+                    f"that cross HBM alone would take {_ms(hbm_alone)}.")
         if kind == "reductions":
             return (f"{cost.name}'s 'hbm' time ({_ms(taken)}) is its memory path: the "
                     f"{_gb(float(cost.hbm_bytes))} that cross HBM "
@@ -1087,6 +1107,14 @@ class Prediction:
         edges_line = self._edges_line(heavy)
         if edges_line:
             lines.append(edges_line)
+        launch = heavy.cost.launch or {}
+        if launch.get("tile_note") and launch.get("block_m") is not None:
+            lines.append(f"{heavy.cost.name} runs B_r x B_c = {launch['block_m']} x "
+                         f"{launch['block_n']} tiles, {launch.get('ctas_per_sm', 1)} CTA(s) "
+                         f"per SM: {launch['tile_note']}.")
+        tail_line = _tail_sentence(heavy.cost)
+        if tail_line:
+            lines.append(tail_line)
         load_path = self._load_path_line(heavy, reading)     # heavy is heavy_hbm
         if load_path:
             lines.append(load_path)
@@ -1190,6 +1218,25 @@ class _LazyKernels:
 Prediction.kernels = _LazyKernels()
 
 
+def _tail_sentence(cost) -> str | None:
+    """What the unequal CTAs of a masked grid add (``launch["tail"]`` over 1.5 %, a forward
+    that records its launch order): the busiest SM's work over the balanced share
+    (``perfsim.algorithms.base.in_order_tail``)."""
+    launch = cost.launch or {}
+    tail, longest_first = launch.get("tail"), launch.get("longest_first")
+    if longest_first is None or np.ndim(tail) or tail is None or float(tail) <= 1.015:
+        return None
+    order = ("longest first (a longest-processing-time-first scheduler), yet the grid is "
+             "too short for the busiest SM to reach the balanced share"
+             if longest_first else
+             "in index order, each head's query tiles from short to long, so the longest "
+             "start last (a launch without a longest-first scheduler: flash-attn 2, Triton, "
+             "flash-attn 3's split-KV and variable-length launches)")
+    return (f"{cost.name}'s CTAs differ in length under the mask and start {order}: its "
+            f"busiest SM does {float(tail):.2f}x the balanced share of the work "
+            "(perfsim.algorithms.base.in_order_tail).")
+
+
 def _edges_sentence(cost, gpu, params) -> str | None:
     """What a tiled kernel's CTA edges add (``perfsim.timing.edge_seconds``), in words."""
     from perfsim.timing import edge_seconds
@@ -1213,7 +1260,7 @@ def _edges_sentence(cost, gpu, params) -> str | None:
                "through the same shared memory" if cost.unit_edges_exposed
                else "their loads prefetched")
         further = ("the 1 further unit" if waves == 2 else
-                   f"each of the {waves - 1} further units")
+                   f"each of the {waves - 1:,} further units")
         count = (f"persistent: once, then {unit * 1e6:.2f} µs for {further} its busiest CTA "
                  f"takes ({why})"
                  if waves > 1 and unit else "persistent: once")
@@ -1221,10 +1268,10 @@ def _edges_sentence(cost, gpu, params) -> str | None:
                 f"({how}; {count}): {_ms(every)} on the SM side; HBM streams on "
                 "meanwhile except in the first and last unit's edges.")
     busiest = int(cdiv(max(int(cost.grid), 1), gpu.sm_count))
-    slots = (f" (the busiest SM's {busiest} CTAs, {max(int(cost.ctas_per_sm), 1)} resident at "
-             "a time; the kernel's 'waves' field counts CTAs)" if busiest != waves else "")
+    slots = (f" (the busiest SM's {busiest:,} CTAs, {max(int(cost.ctas_per_sm), 1)} resident "
+             "at a time; the kernel's 'waves' field counts CTAs)" if busiest != waves else "")
     return (f"{cost.name}'s CTAs spend {per_wave * 1e6:.2f} µs per wave outside their loop "
-            f"({how}), {waves} wave{plural} of resident CTAs{slots}: {_ms(every)} on "
+            f"({how}), {waves:,} wave{plural} of resident CTAs{slots}: {_ms(every)} on "
             "the SM side; HBM streams on meanwhile except in the first and last wave's edges.")
 
 

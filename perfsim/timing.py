@@ -761,6 +761,11 @@ class KernelClock:
             per_cta = minimum(gpu.cta_load_bandwidth_bytes_per_s,
                               cost.bytes_in_flight / gpu.load_latency_s)
             hbm = maximum(hbm, (cost.hbm_read_bytes + cost.l2_hit_bytes) / (resident * per_cta))
+        if gpu.l2_load_peak_bytes_per_s is not None:
+            # however many CTAs pull them, a kernel's loads come through the L2 at most at
+            # its best measured read rate (GPUSpec.l2_load_peak_bytes_per_s)
+            hbm = maximum(hbm, (cost.hbm_read_bytes + cost.l2_hit_bytes)
+                          / gpu.l2_load_peak_bytes_per_s)
         if not (isinstance(cost.l2_request_seconds, (int, float))
                 and cost.l2_request_seconds == 0):
             # the L2's time for the kernel's TMA row segments (KernelCost.l2_request_seconds)

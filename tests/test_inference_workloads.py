@@ -1167,3 +1167,18 @@ def test_a_sweep_notes_each_rows_own_tutorial_length():
                            gpus="h200-sxm", algorithms="triton-tutorial")
         wrong = dict(zip(df.seqlen_q, df.stand_in.str.contains("wrong results")))
         assert wrong == {1000: True, 1024: False}
+
+
+@pytest.mark.parametrize("gpu", ["a100-sxm4-80gb", "h100-sxm5", "rtx-3090"])
+@pytest.mark.parametrize("algo", ["fa2", "flash-attn-2", "sdpa-flash"])
+def test_one_query_row_causal_is_the_unmasked_forward(gpu, algo):
+    """flash-attn 2's mha_fwd launches its unmasked kernel for one query row (the
+    bottom-right causal mask hides no key there: FA2.launch_causal), so no mask code runs
+    either: the causal call's forward equals the unmasked one, GQA or not."""
+    for kv_heads, seqlen_k in ((None, 8192), (8, 100), (None, 1)):
+        w = perfsim.AttentionWorkload(batch=4, heads=32, kv_heads=kv_heads, seqlen_q=1,
+                                      seqlen_k=seqlen_k, head_dim=128)
+        timing = {"host_floor_fwd_s": 0.0}
+        plain = perfsim.predict(w, gpu, algo, timing=timing)
+        causal = perfsim.predict(w.replace(causal=True), gpu, algo, timing=timing)
+        assert causal.seconds == pytest.approx(plain.seconds, rel=1e-12), (kv_heads, seqlen_k)

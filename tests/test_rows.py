@@ -292,6 +292,18 @@ def test_rows_quiet_with_nowhere_to_put_them_is_refused(tmp_path, capsys):
     assert "--quiet without --out or --json" in capsys.readouterr().err
 
 
+def test_rows_out_json_points_at_the_json_flag(tmp_path, capsys):
+    from perfsim.cli import main
+
+    path = tmp_path / "w.csv"
+    path.write_text("batch,heads,seqlen_q,head_dim\n1,8,1024,64\n")
+    for name in ("rows.json", "rows.JSONL"):
+        assert main(["rows", str(path), "--out", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert "--json flag prints the rows" in err and "Traceback" not in err
+        assert not (tmp_path / name).exists()
+
+
 def test_a_rows_csv_takes_empty_and_na_cells_as_the_default(tmp_path):
     from perfsim.cli.rows_cmd import read_rows
 

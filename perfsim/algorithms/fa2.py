@@ -465,6 +465,20 @@ class FusedAttention(Algorithm):
                                                bool(dims.dropout_p), gpu))
         return self.block_m or b_r, self.block_n or b_c, self.fwd_warps_option() or warps
 
+    def fwd_tile_note(self, dims: Dims) -> str | None:
+        """Why the forward's tile is not the kernel's usual one, in words for ``explain``
+        (``KernelCost.launch["tile_note"]``), or ``None``: a paged K/V cache runs flash-attn
+        2's split-KV kernel (``mha_fwd``: "paged KV is only supported in the splitkv
+        kernel"), whose tile (:func:`~perfsim.algorithms.fa2_launch.splitkv_tile`) is taken
+        whether or not the keys are split. Kernels that choose their tiles otherwise
+        (flash-attn 3, 4) override :meth:`fwd_tiles` and have no such note."""
+        if (type(self).fwd_tiles is not FusedAttention.fwd_tiles or dims.symbolic
+                or not dims.page_size or any_split(dims.splits)
+                or self.block_m or self.block_n):
+            return None
+        return ("a paged K/V cache runs flash-attn 2's split-KV kernel (mha_fwd: paged K/V "
+                "only there), whose tile it takes with or without splits")
+
     def launch_causal(self, dims: Dims) -> bool:
         """Whether the forward launches its causal kernel (tile choice): the mask's
         (``dims.causal``) unless :class:`FA2` says otherwise."""
@@ -716,6 +730,10 @@ class FusedAttention(Algorithm):
         return dims.dtype
 
     def _forward(self, dims: Dims, gpu: GPUSpec) -> KernelCost:
+        if dims.causal and not dims.symbolic and not self.launch_causal(dims):
+            # the library launches its unmasked kernel (launch_causal: one query row, which
+            # the bottom-right causal mask lets see every key), so no mask code runs either
+            dims = replace(dims, causal=False)
         b_r, b_c, warps = self.fwd_tiles(dims, gpu)
         e, ekv, bh = dims.e, dims.e_kv, dims.B * dims.H
         dkv = dims.d + dims.d_v
@@ -830,6 +848,8 @@ class FusedAttention(Algorithm):
                     (kv_total / (ekv * dkv), kd_v, dims.d_v, ekv))))),
             launch={"tiles": bh * v.tiles, "masked_tiles": bh * v.masked_tiles,
                    "block_m": b_r, "block_n": b_c, "ctas_per_sm": ctas, "tail": tail,
+                   "longest_first": bool(lpt),
+                   **({"tile_note": note} if (note := self.fwd_tile_note(dims)) else {}),
                    "packed_heads": dims.group, **self._padded_head_dims(dims),
                    **({"keyless_ctas": bh * keyless} if some_keyless else {})},
         )

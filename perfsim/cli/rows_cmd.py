@@ -242,6 +242,10 @@ def _cmd_rows(args) -> int:
         raise PerfsimError("--quiet without --out or --json would compute the rows and show "
                            "none: give --out FILE.csv or FILE.parquet to keep them")
     if args.out:        # before the work: a bad path must not cost the computation
+        if args.out.strip().lower().endswith((".json", ".jsonl")):
+            raise PerfsimError(f"--out {args.out!r}: --out writes .csv or .parquet; for JSON "
+                               "the --json flag prints the rows (perfsim rows FILE ... --json "
+                               "> rows.json)")
         check_output(args.out, OUT_EXTENSIONS, "--out")
         if args.out.lower().endswith(".parquet"):
             _pyarrow()

@@ -51,15 +51,19 @@ def roofline(predictions, dtype: str | None = None):
     y: achieved FLOP/s (executed tensor + FP32 FLOPs, an exp counted as one FLOP, as
     profilers count it, over the kernel's time). x: those FLOPs per byte moved at each memory
     level — HBM (filled markers, coloured by the unit that binds the kernel), L2 (HBM traffic
-    plus L2 hits; only where the GPU's ``l2_bandwidth_bytes_per_s`` is known) and shared
-    memory (open markers). Ceilings: each level's bandwidth (HBM at its datasheet rate, L2 as
-    measured, shared memory at ``smem_bandwidth_bytes_per_clk_per_sm`` × SMs × the clock),
+    plus L2 hits; only where the GPU's ``l2_load_peak_bytes_per_s`` or
+    ``l2_bandwidth_bytes_per_s`` is known) and shared memory (open markers). Ceilings: each
+    level's bandwidth (HBM at its datasheet rate; L2 at the most the SMs pull from it,
+    ``l2_load_peak_bytes_per_s``, a floor under every kernel's load time in perfsim's timing,
+    or else its measured large-buffer rate, ``l2_bandwidth_bytes_per_s``, which the timing does
+    not use; shared memory at ``smem_bandwidth_bytes_per_clk_per_sm`` × SMs × the clock),
     the ``dtype`` tensor-core peak (none for fp32) and the FP32-pipe peak, at the SM clock the
     first prediction runs at (the title says which). A kernel sits under its HBM,
-    shared-memory and compute ceilings; L2 is not a timing unit of perfsim (it only draws the
-    measured ceiling), so a kernel whose modelled L2 traffic would need more than it may sit
-    above that line: a hint that L2 would bind. Kernels without FLOPs (copies, casts) have
-    no intensity to place them at; a line under the axes names them.
+    shared-memory and compute ceilings; its L2 point (which counts its HBM writes too) sits
+    about under the L2 line where that line is ``l2_load_peak_bytes_per_s``, and above a
+    large-buffer line only if it re-reads a set small enough to be served faster. Kernels
+    without FLOPs (copies, casts) have no intensity to place them at; a line under the axes
+    names them.
 
     Args:
         predictions: a ``Prediction`` or a list of them on the same GPU.
@@ -79,7 +83,8 @@ def roofline(predictions, dtype: str | None = None):
     # compute and shared-memory ceilings at the clock the (first) prediction runs at
     clock = float(preds[0].clock_hz)
     at_clock = clock / gpu.clock_hz
-    bandwidth = {"HBM": gpu.hbm_bandwidth_bytes_per_s, "L2": gpu.l2_bandwidth_bytes_per_s,
+    bandwidth = {"HBM": gpu.hbm_bandwidth_bytes_per_s,
+                 "L2": gpu.l2_load_peak_bytes_per_s or gpu.l2_bandwidth_bytes_per_s,
                  "shared memory": gpu.smem_bandwidth_bytes_per_s * at_clock}
     labels: dict[tuple, list[str]] = {}   # kernels at the same spot share one label
     bounds: set[str] = set()
