@@ -421,8 +421,9 @@ class GPUSpec(Immutable, BaseModel):
         "(a device-to-device copy, bytes read + written, over the datasheet rate)")
     l2_bandwidth_bytes_per_s: float | None = Field(
         default=None, gt=0, description="L2 read bandwidth a kernel reading an L2-resident "
-        "buffer reaches (bytes/s); None where not measured. Drawn as the roofline's L2 "
-        "ceiling (perfsim.plots.roofline); not a timing unit")
+        "buffer reaches (bytes/s); None where not measured. Not a timing unit (a smaller "
+        "set is read faster: l2_load_peak_bytes_per_s); the roofline's L2 ceiling where "
+        "that is not known (perfsim.plots.roofline)")
     l2_load_peak_bytes_per_s: float | None = Field(
         default=None, gt=0, description="the most the SMs pull from the L2 per second, "
         "bytes/s: the L2 read walk's best rate, on a buffer small enough that each L2 "
