@@ -51,6 +51,5 @@ def test_pools_main_and_holdouts_per_gpu_and_leaves_out_retimings(tmp_path):
 def test_unknown_device_is_one_error(tmp_path, monkeypatch, capsys):
     _grid(tmp_path, "x-external", [_row("sdpa_flash", "fwd", 5e-3, device="Some GPU")])
     monkeypatch.setattr(pr, "REPORTS", tmp_path)
-    monkeypatch.setattr(pr.pooled, "__defaults__", (tmp_path,))
     assert pr.main([]) == 2
     assert "Some GPU" in capsys.readouterr().err

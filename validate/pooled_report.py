@@ -32,9 +32,10 @@ REPORTS = Path(__file__).resolve().parent / "reports"
 RETIMINGS = ("h100-rebase-external", "h100-settled-external", "h200-settled-external")
 
 
-def grids(root: Path = REPORTS) -> list[Path]:
-    """The grid folders pooled: ``*-external`` (a main grid) and ``*-external-holdout*``,
-    each with a ``results.jsonl``, sorted by name."""
+def grids(root: Path | None = None) -> list[Path]:
+    """The grid folders pooled under ``root`` (default :data:`REPORTS`): ``*-external`` (a
+    main grid) and ``*-external-holdout*``, each with a ``results.jsonl``, sorted by name."""
+    root = REPORTS if root is None else root
     return sorted(p for p in root.glob("*-external*")
                   if p.is_dir() and (p / "results.jsonl").is_file() and p.name not in RETIMINGS)
 
@@ -44,8 +45,9 @@ def kind(folder: Path) -> str:
     return "main" if folder.name.endswith("-external") else "hold-out"
 
 
-def pooled(root: Path = REPORTS) -> dict:
-    """``{(gpu id, kind): [scored rows]}`` over :func:`grids`; each scored row (as
+def pooled(root: Path | None = None) -> dict:
+    """``{(gpu id, kind): [scored rows]}`` over :func:`grids` of ``root`` (default
+    :data:`REPORTS`); each scored row (as
     ``external_report.score`` gives it) carries its grid's folder name in ``grid``.
 
     Raises:
