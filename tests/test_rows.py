@@ -268,6 +268,28 @@ def test_errors_name_the_index_label_and_the_memory_limit_given():
         perfsim.predict_rows(frame.iloc[:1], max_memory_bytes=10)
 
 
+def test_the_rows_table_shows_the_fields_that_tell_its_rows_apart(tmp_path, capsys):
+    # two rows that differ only in a field away from its default must not print alike
+    from perfsim.cli import main
+
+    path = tmp_path / "rows.csv"
+    path.write_text("batch,heads,kv_heads,seqlen_q,seqlen_k,head_dim,head_dim_v,dtype,"
+                    "kv_dtype,page_size,softcap\n"
+                    "1,32,8,1,8192,128,128,bf16,fp8_e4m3,,\n"
+                    "1,32,8,1,8192,128,128,bf16,,256,\n"
+                    "1,32,8,1,8192,128,128,fp16,,,30\n"
+                    "1,32,8,1,8192,192,128,bf16,,,\n")
+    assert main(["rows", str(path), "--gpu", "h100-sxm5", "-a", "fa3"]) == 0
+    shown = capsys.readouterr().out
+    for words in ("K/V fp8_e4m3", "page 256", "softcap 30", "fp16", "192/128", "also",
+                  "dtype"):
+        assert words in shown, words
+    # without such fields the column is left out
+    path.write_text("batch,heads,seqlen_q,head_dim\n1,8,256,64\n")
+    assert main(["rows", str(path)]) == 0
+    assert "also" not in capsys.readouterr().out
+
+
 def test_a_rows_csv_may_write_causal_as_0_and_1(tmp_path, capsys):
     from perfsim.cli import main
 

@@ -270,12 +270,13 @@ def _cmd_rows(args) -> int:
     if args.quiet:
         return 0
     shown = out.head(SHOWN_ROWS)
+    extras = [_extras(row) for row in shown.itertuples()]
     cells = []
-    for row in shown.itertuples():
+    for row, extra in zip(shown.itertuples(), extras):
         done = row.infeasible == ""
         cells.append([str(row.Index), str(row.batch), f"{row.heads}/{row.kv_heads}",
-                      f"{row.seqlen_q}/{row.seqlen_k}", str(row.head_dim),
-                      _mask(row), str(row.phase),
+                      f"{row.seqlen_q}/{row.seqlen_k}", _head_dims(row), str(row.dtype),
+                      _mask(row), str(row.phase)] + ([extra] if any(extras) else []) + [
                       seconds_text(row.seconds) if done else "-",
                       tflops_text(row.tflops) if done else "-",
                       str(row.bound) if done else f"infeasible: {row.infeasible}"])
@@ -283,13 +284,36 @@ def _cmd_rows(args) -> int:
     print_table(f"{out.gpu.iloc[0]}, {out.algorithm.iloc[0]}: {len(out)} rows "
                 f"({bad} infeasible) in {seconds:.2f} s",
                 ["line" if out.index.name == "line" else "row", "B", "H/H_kv", "N_q/N_k", "d",
-                 "mask", "phase", "time", "TFLOP/s", "bound"], cells)
+                 "dtype", "mask", "phase"] + (["also"] if any(extras) else [])
+                + ["time", "TFLOP/s", "bound"], cells)
     if len(out) > SHOWN_ROWS:
         print(f"first {SHOWN_ROWS} of {len(out)} rows"
               + ("" if args.out else "; --out FILE.csv or FILE.parquet writes them all"))
     if args.out:
         print(f"wrote rows to {args.out}")
     return 0
+
+
+def _head_dims(row) -> str:
+    """The table's head-dim cell: ``d``, or ``d/d_v`` when V's head dim differs."""
+    return str(row.head_dim) if row.head_dim_v == row.head_dim \
+        else f"{row.head_dim}/{row.head_dim_v}"
+
+
+def _extras(row) -> str:
+    """The table's ``also`` cell: the row's fields away from their defaults that the other
+    cells do not show (dropout, a K/V cache dtype other than ``dtype``, a paged cache's page
+    size, a logit softcap), or nothing."""
+    parts = []
+    if row.dropout_p:
+        parts.append(f"dropout {row.dropout_p:g}")
+    if str(row.kv_dtype) != str(row.dtype):
+        parts.append(f"K/V {row.kv_dtype}")
+    if row.page_size:
+        parts.append(f"page {row.page_size}")
+    if row.softcap:
+        parts.append(f"softcap {row.softcap:g}")
+    return ", ".join(parts)
 
 
 def _mask(row) -> str:
