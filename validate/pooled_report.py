@@ -11,7 +11,9 @@ shapes under other warm-up rules (:data:`RETIMINGS`), which repeat shapes alread
     python -m perfsim.validate.pooled_report [--out FILE.md]
 
 Per GPU and grid kind (main grid, hold-outs): rows, median |error|, median signed error,
-share within ±10 %, per (implementation, phase); then per GPU the fastest implementation
+share within ±10 %, median |error| of the predicted SM clock against the sampled one
+(``external_report.score``'s ``clock_error``: NVML's mean times the tick ratio for tensor-core
+calls), per (implementation, phase); then per GPU the fastest implementation
 right on how many (shape, phase) pairs (``external_report.ranking``, a pair being a shape
 of one grid), main grid, hold-outs and pooled. Errors are (predicted − measured) / measured.
 """
@@ -107,11 +109,13 @@ def markdown(data: dict, commit: str | None = None) -> str:
         n_grids = len({s["grid"] for s in scored})
         lines += [f"## {gpu}, {grid_kind} ({n_grids} grid{'s' if n_grids > 1 else ''})", "",
                   "| implementation | phase | rows | median \\|err\\| | median signed | "
-                  "within ±10 % |", "|---|---|---|---|---|---|"]
+                  "within ±10 % | clock median \\|err\\| |", "|---|---|---|---|---|---|---|"]
         for g in group_table(scored):
+            clock = ("-" if g["clock_median_abs"] is None
+                     else f"{100 * g['clock_median_abs']:.1f} %")
             lines.append(f"| {g['impl']} | {g['phase']} | {g['n']} | "
                          f"{100 * g['median_abs']:.1f} % | {100 * g['median_signed']:+.1f} % | "
-                         f"{100 * g['within_10']:.0f} % |")
+                         f"{100 * g['within_10']:.0f} % | {clock} |")
         lines.append("")
     lines += ["## Fastest implementation right", "",
               "| GPU | grids | pairs | right | share | misses within 5 % |",
