@@ -147,6 +147,43 @@ CUDNN_SM90_CAUSAL_DROPOUT_SPILL_BYTES = {"fwd": {256: 541.4}, "bwd": {256: 27.3}
 #: kernel is closed source). flash_attn.cute's sm90 forward, with the reference's
 #: three-stage schedule, overlaps 21 % at d = 128 (81.3 % + 39.6 %).
 CUDNN_SM90_FWD_INTRA_WARPGROUP_OVERLAP = False
+#: The compiled head dim of the one cuDNN sm90 forward kernel whose consumer warpgroups run
+#: one's exps under the other's MMAs, and only where its softmax masks no score (no causal
+#: mask, keys a multiple of :data:`CUDNN_SM90_TILE_MULTIPLE`): every other forward runs its
+#: MMAs and exps in turn (``FA3.fwd_pipes_in_turn``, :func:`cudnn_fwd_pipes_in_turn`).
+#: Nsight Compute, the tensor pipe's busy share plus the MUFU's (``sm__inst_executed_pipe_xu``
+#: at 16 lanes per SM clock) of the kernel's duration, bf16, non-causal unless said:
+#: head-dim-128 kernel on lengths that are multiples of 128 — 113.2 % (B = 1, H = 32,
+#: N = 4096; H100 and H200 alike), 111.8 % (N = 3968), 109.2 % (B = 4, H = 16, N = 2048),
+#: 115.3 % (B = 1, H = 16, N = 8192), 111.8 % (head dim 96, run by the 128 kernel); the same
+#: kernel at N = 4000 101 % (H200), 4032 101.0 %, causal at 4096 98.7 %; the head-dim-64
+#: kernel 102.5 % (N = 4096), 89.8 % at N = 4000, 94.4 % causal; head dim 192 99 %; 256
+#: 101.0 %, causal 92.0 % (``validate/reports/h100/probes/ncu/summary-cudnn-fwd-overlap.json``,
+#: a lent H100, 2026-12-07; ``validate/reports/h200/probes/ncu/summary-dropout.json``,
+#: ``summary-dropout-spills.json``, ``summary-uneven.json``). Why only that path overlaps is
+#: not known (the kernels are closed source); what each path does is measured.
+CUDNN_SM90_FWD_OVERLAP_HEAD_DIM = 128
+
+
+def cudnn_fwd_pipes_in_turn(dims):
+    """Whether cuDNN's sm90 forward runs its MMAs and exps in turn for ``dims``
+    (:data:`CUDNN_SM90_FWD_OVERLAP_HEAD_DIM`): every call but one on the head-dim-128 kernel
+    whose softmax masks no score — no window, no causal mask over more than one query row
+    (bottom-right, one row sees every key), and keys that fill whole tiles of
+    :data:`CUDNN_SM90_TILE_MULTIPLE` (the last tile's out-of-range keys are masked score by
+    score, as a causal mask is). The query length does not enter: rows past it are only
+    not stored (ASSUMED from the few-query profiles, ``summary-few-queries-mask.json``: 16
+    query rows against 32 768 keys keep the tensor pipe 77.9 % busy, which the exps in turn
+    beside it would not leave room for). Per element on array dims; ``False`` for symbolic
+    dims (the closed forms keep the overlapping cycle)."""
+    if dims.symbolic:
+        return False
+    compiled = np.maximum(*kernel_head_dims("cudnn-sm90", dims))
+    whole_keys = asarray(dims.N_k) % CUDNN_SM90_TILE_MULTIPLE == 0
+    # a causal mask over one query row (bottom-right) hides no score; a window may
+    masks = (dims.window != (None, None)) or (dims.causal & (asarray(dims.N_q) > 1))
+    overlaps = (compiled == CUDNN_SM90_FWD_OVERLAP_HEAD_DIM) & whole_keys & ~asarray(masks)
+    return ~overlaps if isinstance(overlaps, np.ndarray) else not bool(overlaps)
 #: The lengths cuDNN's sm90 kernels need to skip their per-tile bound checks: its kernel names
 #: give 64 x 128 forward and 64 x 64 backward tiles (``..._fprop_wgmma_f16_knob_7_64x128x128``,
 #: ``..._bprop_wgmma_f16_knob_26_64x64x128``, validate/reports/h200/probes/ncu/summary.json),
@@ -700,6 +737,13 @@ class Implementation(Algorithm):
         note = self.stand_in_note(prediction.gpu, prediction.workload)
         if note:
             lines.append(note + ".")
+        if dims.fwd and getattr(inner, "fwd_pipes_in_turn", False):
+            lines.append("cuDNN's forward runs its MMAs and its exps in turn on this call: only "
+                         f"its head-dim-{CUDNN_SM90_FWD_OVERLAP_HEAD_DIM} kernel, with no "
+                         "causal mask or window and keys a multiple of "
+                         f"{CUDNN_SM90_TILE_MULTIPLE}, runs one consumer warpgroup's exps under "
+                         "the other's MMAs (Nsight Compute's pipe counters; "
+                         "implementations.CUDNN_SM90_FWD_OVERLAP_HEAD_DIM).")
         return lines
 
     def stand_in_note(self, gpu: GPUSpec, workload=None) -> str | None:
@@ -960,8 +1004,14 @@ def _sdpa_cudnn(dims, gpu):
         bm, bn = (_tile(CUDNN_SM90_BWD_TILES, hdim) if getattr(hdim, "is_number", True)
                   else CUDNN_SM90_BWD_TILES[max(CUDNN_SM90_BWD_TILES)])
         block_m, block_n = CUDNN_SM90_FWD_TILE
+        # the forward's path (a backward alone runs no forward: one value for the block)
+        in_turn = one_value(cudnn_fwd_pipes_in_turn(dims)) if dims.fwd else 0
+        if in_turn is None:                 # a sweep block is grouped by _sdpa_cudnn_keys
+            raise PerfsimError("sdpa-cudnn: the forward's overlap path differs across this "
+                               "block (perfsim.sweep evaluates each path apart)")
         return algos.FA3(block_m=block_m, block_n=block_n,
                          intra_warpgroup_overlap=CUDNN_SM90_FWD_INTRA_WARPGROUP_OVERLAP,
+                         fwd_pipes_in_turn=bool(in_turn),
                          stages=_cudnn_fwd_stages(dims, gpu),
                          bwd_block_m=bm, bwd_block_n=bn, address_arithmetic="cudnn",
                          num_splits=1, pack_gqa=False, dropout_supported=True,
@@ -1082,12 +1132,16 @@ def _cudnn_decode_splits(dims):
 
 def _sdpa_cudnn_keys(dims, gpu):
     """Per element of array dims, which of ``_sdpa_cudnn``'s configurations runs it: 0 the
-    sm90 training kernel (or another GPU's path), else the decode kernel's split count
+    sm90 training kernel with its pipes overlapping, -1 the same kernel with them in turn
+    (:func:`cudnn_fwd_pipes_in_turn`), else the decode kernel's split count
     (``Implementation.element_keys``)."""
     if not (gpu.features.wgmma and gpu.features.tma) or dims.phase == "bwd":
         return None             # (the forward of a fwd_bwd call is timed as a forward)
     one = asarray(dims.N_q) == 1
-    return np.where(one, _cudnn_decode_splits(dims), 0)
+    # the training kernel: 0 where it overlaps its pipes, -1 where they run in turn
+    # (cudnn_fwd_pipes_in_turn)
+    return np.where(one, _cudnn_decode_splits(dims),
+                    -np.asarray(cudnn_fwd_pipes_in_turn(dims), dtype=int))
 
 
 def _efficient(dims, gpu):

@@ -90,6 +90,9 @@ class KernelCost:
             overlap one tile's epilogue with the next one's prologue).
         unit_edges_exposed: a ``persistent`` kernel's units after the first each pay the
             whole edge, not only the set-up (``perfsim.timing.persistent_unit_seconds``).
+        unit_edges_hidden: a ``persistent`` kernel's units after the first pay nothing
+            outside its loop: their set-up and epilogue run while its pipes are busy
+            (``perfsim.timing.persistent_unit_seconds``).
         edge_bytes: for a ``tiled`` kernel, the bytes one CTA moves outside its steady-state
             loop, through its own load path: the tiles it loads before its first MMA can
             start (Q and the first K/V tile in a forward; its K/V block and the first Q/dO
@@ -228,6 +231,7 @@ class KernelCost:
     gemms: tuple = ()
     persistent: bool = False
     unit_edges_exposed: bool = False
+    unit_edges_hidden: bool = False
     load_chain: tuple | None = None
     step_waits: tuple | None = None
     ring_loads: tuple | None = None

@@ -434,6 +434,13 @@ class Prediction:
         g, choice = self.gpu, getattr(self.timing, "clock", "datasheet")
         clock = self.clock_hz or g.clock_hz
         text = f"Times are at an SM clock of {clock / 1e6:.0f} MHz"
+        eager = sorted({k.cost.name for k in self.kernels if k.cost.eager_op is not None})
+        if (eager and isinstance(choice, str) and choice != "datasheet"
+                and clock < g.max_clock_hz * (1 - 1e-9)):
+            # timing.eager_sm_scale: PyTorch's own kernels run no tensor-core work
+            text += (f" ({', '.join(eager)} at the {g.max_clock_hz / 1e6:.0f} MHz maximum "
+                     "boost clock: PyTorch's elementwise and softmax kernels run no tensor-core "
+                     "work, perfsim.timing.eager_sm_scale)")
         tdp = g.power.tdp_w if g.power is not None else None
         if not isinstance(choice, str):
             held = self._clock_lock()[2]
@@ -1263,7 +1270,9 @@ def _edges_sentence(cost, gpu, params) -> str | None:
                    f"each of the {waves - 1:,} further units")
         count = (f"persistent: once, then {unit * 1e6:.2f} µs for {further} its busiest CTA "
                  f"takes ({why})"
-                 if waves > 1 and unit else "persistent: once")
+                 if waves > 1 and unit else
+                 "persistent: once; its further units' edges run while its pipes are busy"
+                 if waves > 1 and cost.unit_edges_hidden else "persistent: once")
         return (f"{cost.name}'s CTAs spend {per_wave * 1e6:.2f} µs outside their loop "
                 f"({how}; {count}): {_ms(every)} on the SM side; HBM streams on "
                 "meanwhile except in the first and last unit's edges.")

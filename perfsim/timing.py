@@ -1326,7 +1326,9 @@ def persistent_unit_seconds(gpu: GPUSpec, params: TimingParams, cost: KernelCost
     ``per_wave`` for a kernel whose next unit's loads wait for this unit's epilogue
     (``KernelCost.unit_edges_exposed``: a persistent backward); nothing where a
     ``TimingParams.cta_overhead_s`` replaces the modelled edges (a calibrated profile's
-    fitted per-wave figure, fitted with persistent kernels paying it once).
+    fitted per-wave figure, fitted with persistent kernels paying it once) or where the
+    kernel's pipes stay busy through its units' edges (``KernelCost.unit_edges_hidden``:
+    cuDNN's forward with its MMAs and exps in turn, ``FA3.fwd_pipes_in_turn``).
 
     Evidence for the exposed edges (not attention timing alone): flash-attn 3's backward
     stages its dK/dV epilogue in the shared memory of K and V, which hold one tile each
@@ -1336,7 +1338,7 @@ def persistent_unit_seconds(gpu: GPUSpec, params: TimingParams, cost: KernelCost
     (``validate/reports/h200/probes/ncu/summary-short-bwd.json``): at N = 256 and 384, where
     each unit is 4-6 steps, its time exceeded the model with prefetched units by 18 % (d = 64,
     31 units per SM) and 24 % (d = 192, 17 units) while its DRAM bytes matched."""
-    if params.cta_overhead_s is not None:
+    if params.cta_overhead_s is not None or (cost is not None and cost.unit_edges_hidden):
         return 0.0
     if cost is not None and cost.unit_edges_exposed:
         return per_wave

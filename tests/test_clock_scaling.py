@@ -27,20 +27,20 @@ def test_the_attention_kernels_keep_their_cycles_and_the_hbm_chain_does_not(entr
             assert 0.99 < ratio < 1.005, case       # SM cycles
 
 
-def test_perfsim_keeps_the_cycles_but_for_the_single_stage_ring(entries):
-    """The mismatch the README states: cuDNN's head-dim-256 forward (a one-stage K/V ring
-    timed at the HBM chain's nanoseconds) drops 7-8 % of its cycles at the base clock in
-    perfsim, none in the profile; the other cases keep them in both."""
+def test_perfsim_keeps_the_cycles_as_the_profiles_do(entries):
+    """Every attention kernel profiled keeps its cycles between the two clocks, and perfsim's
+    do too. cuDNN's head-dim-256 forward once dropped 7-8 % of its cycles at the base clock in
+    perfsim (its one-stage K/V ring, timed at the HBM chain's nanoseconds, bound the cycle);
+    with its MMAs and exps in turn (``FA3.fwd_pipes_in_turn``) the cycle is longer than the
+    ring's loads and keeps its cycles, as the profile does (validate/README.md, "cuDNN's
+    forward: MMAs and exps in turn")."""
     for case, e in entries.items():
         if case.startswith("chain"):
             assert "model_error_none" not in e
             continue
-        model = e["model_cycles_base_over_none"]
-        if case.startswith("cudnn-fwd-d256"):
-            assert 0.91 < model < 0.93, case
-            assert e["model_error_base"] < e["model_error_none"] - 0.05, case
-        else:
-            assert abs(model - e["measured_cycles_base_over_none"]) < 0.01, case
+        assert abs(e["model_cycles_base_over_none"]
+                   - e["measured_cycles_base_over_none"]) < 0.01, case
+        assert abs(e["model_error_base"] - e["model_error_none"]) < 0.01, case
 
 
 def test_a_missing_folder_is_one_line(capsys, tmp_path):

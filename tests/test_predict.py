@@ -297,3 +297,15 @@ def test_a_forward_only_split_count_in_a_backward_call_is_named():
     assert split.seconds == plain.seconds
     assert any("ignores it" in n for n in split.notes())
     assert not any("ignores it" in n for n in plain.notes())
+
+
+def test_explain_names_the_kernels_timed_above_the_call_s_clock():
+    # a helper's report: an eager softmax timed at the maximum boost clock while explain said
+    # every time was at the call's 1830 MHz (a lock at 1830 then read 3.8 % slower)
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128, causal=True)
+    p = perfsim.predict(w, gpu="h100-sxm5", algorithm="standard")
+    line = next(x for x in p.explain().splitlines() if x.startswith("Times are at"))
+    assert "softmax at the 1980 MHz maximum boost clock" in line
+    locked = perfsim.predict(w, gpu="h100-sxm5", algorithm="standard", timing={"clock": 1.83e9})
+    assert "maximum boost clock:" not in next(
+        x for x in locked.explain().splitlines() if x.startswith("Times are at"))

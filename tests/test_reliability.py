@@ -868,8 +868,12 @@ def test_cudnn_explicit_mask_waits_for_a_bias_tile_per_key_tile():
     k = masked.kernels[0].cost
     assert k.serial_loads == (256.0, 256.0 * 128 * 128 * 2) and k.launch["explicit_mask"]
     extra = serial_load_seconds(k, masked.gpu)
-    assert masked.seconds - plain.seconds == pytest.approx(extra, rel=0.05)
-    assert 0.8 < masked.seconds / 717e-6 < 1.1
+    # the masked call also runs its MMAs and exps in turn (FA3.fwd_pipes_in_turn: its softmax
+    # masks scores), the unmasked one overlaps them: the bias loads are most of the gap
+    assert k.pipeline[1] == 1 and plain.kernels[0].cost.pipeline[1] == 2
+    assert extra < masked.seconds - plain.seconds < 1.5 * extra
+    assert 0.9 < masked.seconds / 717e-6 < 1.1
+    assert 0.9 < plain.seconds / 377e-6 < 1.1
     # a square causal call and the FA3 algorithm itself take no bias
     square = AttentionWorkload(batch=1, heads=32, seqlen_q=4096, head_dim=128, causal=True)
     assert predict(square, "h200-sxm", "sdpa-cudnn").kernels[0].cost.serial_loads == (0, 0)

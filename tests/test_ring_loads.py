@@ -33,6 +33,17 @@ def _main(p):
     return max(p.kernels, key=lambda k: k.seconds)
 
 
+def _ring(d=256, gpu="h200-sxm"):
+    """cuDNN's forward configuration at head dim ``d`` (one ring stage above 128) with its
+    two warpgroups overlapping, the cycle its head-dim-128 kernel runs: the configuration
+    where the ring outlasts the cycle. The preset's own forward at these head dims runs its
+    MMAs and exps in turn (``FA3.fwd_pipes_in_turn``), a cycle the ring rarely outlasts."""
+    from perfsim.implementations import Implementation
+
+    cfg = Implementation(preset="sdpa-cudnn").config(Dims.of(_w(d)), load_gpu(gpu))
+    return cfg.model_copy(update={"fwd_pipes_in_turn": False})
+
+
 def test_only_a_single_stage_forward_carries_the_ring():
     gpu = load_gpu("h200-sxm")
     dims = Dims.of(_w())
@@ -68,9 +79,10 @@ def test_the_kernel_takes_the_longer_of_its_cycle_and_the_ring():
     64 KiB K tile's load (load latency + bytes at the per-CTA rate) before its S GEMMs; the
     cycle's group is the longer of the cycle and that bound, plus its edges."""
     gpu = unlimited(load_gpu("h200-sxm"))
-    p = perfsim.predict(_w(256), gpu=gpu, algorithm="sdpa-cudnn", timing={"clock": 1.686e9})
+    algo = _ring()
+    p = perfsim.predict(_w(256), gpu=gpu, algorithm=algo, timing={"clock": 1.686e9})
     main = _main(p)
-    clock = KernelClock(main.cost, gpu, TimingParams.for_gpu(gpu, "sdpa-cudnn"))
+    clock = KernelClock(main.cost, gpu, perfsim.timing_for(gpu, algo))
     unit_seconds, _seconds, _chain, _b, _busiest, _wave, lead = clock.at(1.686e9)
     load_k, load_v, qk = ring_load_seconds(clock.ring, 1.686e9)
     step = _step_seconds(gpu, 2 * 128 * 256, 1.686e9)
@@ -83,18 +95,22 @@ def test_the_kernel_takes_the_longer_of_its_cycle_and_the_ring():
     assert clock._totals[-1] == pytest.approx(max(cycle, ring) + edge, rel=1e-12)
     assert main.bound == "latency"
     # ... and not at a clock low enough that the GEMMs outlast the loads
-    slow = perfsim.predict(_w(256), gpu=gpu, algorithm="sdpa-cudnn", timing={"clock": 1.2e9})
+    slow = perfsim.predict(_w(256), gpu=gpu, algorithm=algo, timing={"clock": 1.2e9})
     assert _main(slow).bound != "latency"
+    # the preset's own forward here: its MMAs and exps in turn, a cycle longer than the ring
+    own = perfsim.predict(_w(256), gpu=gpu, algorithm="sdpa-cudnn", timing={"clock": 1.686e9})
+    assert _main(own).bound != "latency"
 
 
 def test_the_power_capped_clock_search_keeps_the_ring():
     """At the sustained clock (the clock search's linear form) the main kernel's time is
     the full evaluation's at that clock, with the ring: an H100 call where it binds."""
     gpu = load_gpu("h100-sxm5")
-    p = perfsim.predict(_w(256, n=1024), gpu=gpu, algorithm="sdpa-cudnn")
+    algo = _ring(gpu="h100-sxm5")
+    p = perfsim.predict(_w(256, n=1024), gpu=gpu, algorithm=algo)
     main = _main(p)
     assert main.bound == "latency" and p.clock_hz < 1.83e9
-    fresh = KernelClock(main.cost, gpu, TimingParams.for_gpu(gpu, "sdpa-cudnn"))
+    fresh = KernelClock(main.cost, gpu, perfsim.timing_for(gpu, algo))
     assert main.seconds == pytest.approx(fresh.at(float(p.clock_hz))[1], rel=1e-12)
 
 
@@ -119,18 +135,19 @@ def test_the_ring_names_the_bound_only_where_it_sets_the_time():
 
 @pytest.mark.parametrize("clock", ["boost", "sustained"])
 def test_sweep_rows_equal_predict_where_the_ring_binds_and_where_it_does_not(clock):
-    df = perfsim.sweep(batch=[1, 4], heads=8, seqlen_q=[1024, 4096], head_dim=[192, 256],
-                       causal=[False, True], gpus=["h200-sxm", "h100-sxm5"],
-                       algorithms="sdpa-cudnn", timing={"clock": clock})
-    if clock == "boost":
-        assert "latency" in set(df["bound"])
-    for row in df.itertuples():
-        w = perfsim.AttentionWorkload(batch=row.batch, heads=row.heads,
-                                      seqlen_q=row.seqlen_q, head_dim=row.head_dim,
-                                      causal=row.causal, dtype="bf16", phase="fwd")
-        p = perfsim.predict(w, gpu=row.gpu, algorithm="sdpa-cudnn", timing={"clock": clock})
-        assert row.seconds == pytest.approx(p.seconds, rel=1e-12)
-        assert row.bound == p.bound
+    for algo in (_ring(), "sdpa-cudnn"):
+        df = perfsim.sweep(batch=[1, 4], heads=8, seqlen_q=[1024, 4096], head_dim=[256],
+                           causal=[False, True], gpus=["h200-sxm", "h100-sxm5"],
+                           algorithms=[algo], timing={"clock": clock})
+        if clock == "boost" and algo != "sdpa-cudnn":
+            assert "latency" in set(df["bound"])
+        for row in df.itertuples():
+            w = perfsim.AttentionWorkload(batch=row.batch, heads=row.heads,
+                                          seqlen_q=row.seqlen_q, head_dim=row.head_dim,
+                                          causal=row.causal, dtype="bf16", phase="fwd")
+            p = perfsim.predict(w, gpu=row.gpu, algorithm=algo, timing={"clock": clock})
+            assert row.seconds == pytest.approx(p.seconds, rel=1e-12)
+            assert row.bound == p.bound
 
 
 @pytest.mark.skipif(not fastpath._available(), reason="llvmlite/numba not installed")
@@ -141,9 +158,10 @@ def test_the_compiled_predict_path_covers_ring_kernels(monkeypatch):
     monkeypatch.setenv("PERFSIM_PREDICT_ENGINE", "compiled")
     before = dict(fastpath.STATS)
     try:
+        algo = _ring()
         for n in (2048, 4096, 8192):
             p = perfsim.predict(_w(256, n=n, batch=2, heads=16), gpu="h200-sxm",
-                                algorithm="sdpa-cudnn", timing={"clock": "boost"})
+                                algorithm=algo, timing={"clock": "boost"})
             assert p.bound == "latency"
         assert fastpath.STATS["programs"] > before["programs"]
         assert fastpath.STATS["hits"] > before["hits"]

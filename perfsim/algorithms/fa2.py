@@ -555,6 +555,15 @@ class FusedAttention(Algorithm):
         return ("local_load/register spills (head dim below the kernel's)" if phase == "fwd"
                 else "local_load/dK,dV accumulators (register spills)")
 
+    def unit_edges_hidden(self, phase: str) -> bool:
+        """``KernelCost.unit_edges_hidden`` of ``phase``'s main kernel: False."""
+        return False
+
+    def exp_after(self, phase: str) -> tuple:
+        """``KernelCost.exp_after`` of ``phase``'s main kernel: the terms a thread finishes
+        before its exps (:data:`EXP_AFTER`)."""
+        return EXP_AFTER
+
     def spill_streams(self, phase: str) -> int:
         """``KernelCost.spill_streams`` of the ``phase``'s main kernel: 1 — a CTA's warps
         step through the tile loop together."""
@@ -835,7 +844,8 @@ class FusedAttention(Algorithm):
             tensor_family=self.tensor_family,
             overlap=self.overlap_groups("fwd", dims),
             pipeline=self.pipeline("fwd", gpu, resident_per_sm(grid, ctas, gpu), warps),
-            bytes_in_flight=self.kv_in_flight(dims, b_c), exp_after=EXP_AFTER,
+            bytes_in_flight=self.kv_in_flight(dims, b_c), exp_after=self.exp_after("fwd"),
+            unit_edges_hidden=self.unit_edges_hidden("fwd"),
             ring_loads=self.ring_loads(dims, b_r, b_c),
             cuda_cores_in_turn=self.cuda_cores_in_turn(),
             tensor_issue_share=self.tensor_issue_share(gpu, resident_per_sm(grid, ctas, gpu)),

@@ -215,6 +215,17 @@ class FA3(FusedAttention):
     #: duration with dropout and to 118-155 % without (``validate/reports/h200/probes/ncu/
     #: summary-dropout.json``; ``validate/README.md``, hold-outs 38-40).
     serial_stations: bool = False
+    #: the forward's consumer warpgroups run their MMAs and their exps in turn: the MMA
+    #: station (tensor cores fed from shared memory) and the MUFU station add, one tile in
+    #: flight, while the FMA- and ALU-pipe work of the softmax (the exps' lead included) runs
+    #: under them (:meth:`pipeline`; an overlap group of its own, :meth:`overlap_groups`).
+    #: The ``sdpa-cudnn`` preset sets it for every forward but its head-dim-128 kernel where
+    #: its softmax masks no score (no causal mask, keys a multiple of 128; ``implementations.
+    #: cudnn_fwd_pipes_in_turn``). A persistent kernel's units after the first then pay no
+    #: edge (:meth:`unit_edges_hidden`). Nsight Compute has the tensor and MUFU pipes of cuDNN's
+    #: sm90 forward busy 101-102.5 % of its duration in sum there, and 109-115 % (the exps of
+    #: one warpgroup under the other's MMAs) only in that kernel's path that masks no score.
+    fwd_pipes_in_turn: bool = False
     #: register spills of the compiled kernels: local-memory bytes each thread reloads per
     #: tile step of the forward and of the backward's dK/dV loop (a compiled-kernel fact read
     #: from a profile, timed at ``GPUSpec.spill_reload_bandwidth_bytes_per_s``: the
@@ -615,7 +626,33 @@ class FA3(FusedAttention):
         specialisation the consumers wait for their own loads inside the MMA station. With
         ``serial_stations`` shared memory overlaps the cycle too (:meth:`pipeline`)."""
         hbm = (("hbm",),) if self.warp_specialized or phase == "bwd" else ()
-        return (hbm + (("smem",),)) if self.serial_stations else hbm
+        if self.serial_stations:
+            return hbm + (("smem",),)
+        return (hbm + (("fp32",),)) if self._pipes_in_turn(phase) else hbm
+
+    def _pipes_in_turn(self, phase: str) -> bool:
+        """Whether ``phase``'s main kernel runs the ``fwd_pipes_in_turn`` cycle."""
+        return (self.fwd_pipes_in_turn and phase == "fwd" and self.warp_specialized
+                and not self.serial_stations)
+
+    def unit_edges_hidden(self, phase: str) -> bool:
+        """``KernelCost.unit_edges_hidden`` of ``phase``'s main kernel: under
+        ``fwd_pipes_in_turn`` a persistent forward's units after the first cost nothing
+        outside the cycle. Evidence (Nsight Compute, the profiles named at
+        ``implementations.CUDNN_SM90_FWD_OVERLAP_HEAD_DIM``): cuDNN's forward on that path
+        keeps its tensor pipe and its MUFU busy 99-102.5 % of its duration in sum on
+        unmasked calls, so no stretch is left where neither runs; at head dim 64 (B = 4,
+        H = 24, N = 4096: 23 units per CTA) the 1.69 µs per unit of
+        ``GPUSpec.cta_wave_overhead_s`` would be 5 % of it. (That figure was measured on the
+        overlapping path, ``validate/probe_persistent_unit.py``, where each unit refills the
+        two warpgroups' stagger.)"""
+        return self._pipes_in_turn(phase)
+
+    def exp_after(self, phase: str) -> tuple:
+        """``KernelCost.exp_after`` of ``phase``'s main kernel: none under
+        ``fwd_pipes_in_turn`` (the exps' lead is FMA- and ALU-pipe work, which runs under the
+        MMA and MUFU stations there), else FA2's."""
+        return () if self._pipes_in_turn(phase) else super().exp_after(phase)
 
     def fwd_spill_bytes(self, dims: Dims) -> float:
         """Local-memory bytes a forward thread reloads per tile step: the
@@ -705,6 +742,8 @@ class FA3(FusedAttention):
                     (False, True))
         if phase == "bwd":
             return ((mma, ("mufu", "fp32")), 2, (False, True))
+        if self._pipes_in_turn(phase):
+            return ((mma, ("mufu",)), 1, (False, False))
         staggered = self.pingpong and self.warp_specialized
         return ((mma, ("mufu", "fp32")), 1 + staggered + self.intra_warpgroup_overlap,
                 (False, not self.warp_specialized))
