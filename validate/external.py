@@ -349,6 +349,12 @@ HOLDOUTS = {
                           "sixteenth session's end) before any timing, as the seventeenth "
                           "session's general check of the default path on every "
                           "implementation",
+    "external-holdout63": "16 shapes drawn at random (validate/draw_holdout.py, seed 63) over "
+                          "the general range (head dims 64 / 128 / 256, N 128-16k, causal or "
+                          "not, GQA, bf16 and fp16); drawn and committed at f5abcc0 (after "
+                          "cuDNN's forward took its MMAs and exps in turn) before any timing, "
+                          "the eighteenth session's check of that change and of the default "
+                          "path on every implementation",
 }
 
 
