@@ -171,7 +171,8 @@ def cudnn_fwd_pipes_in_turn(dims):
     whose softmax masks no score — no window, no causal mask over more than one query row
     (bottom-right, one row sees every key), and keys that fill whole tiles of
     :data:`CUDNN_SM90_TILE_MULTIPLE` (the last tile's out-of-range keys are masked score by
-    score, as a causal mask is). The query length does not enter: rows past it are only
+    score, as a causal mask is; a variable-length batch is one launch, so every sequence's
+    keys must). The query length does not enter: rows past it are only
     not stored (ASSUMED from the few-query profiles, ``summary-few-queries-mask.json``: 16
     query rows against 32 768 keys keep the tensor pipe 77.9 % busy, which the exps in turn
     beside it would not leave room for). Per element on array dims; ``False`` for symbolic
@@ -180,6 +181,8 @@ def cudnn_fwd_pipes_in_turn(dims):
         return False
     compiled = np.maximum(*kernel_head_dims("cudnn-sm90", dims))
     whole_keys = asarray(dims.N_k) % CUDNN_SM90_TILE_MULTIPLE == 0
+    if dims.seqlens is not None:    # one launch: any sequence's last key tile masks scores
+        whole_keys = all(n_k % CUDNN_SM90_TILE_MULTIPLE == 0 for _, n_k in dims.seqlens)
     # a causal mask over one query row (bottom-right) hides no score; a window may
     masks = (dims.window != (None, None)) or (dims.causal & (asarray(dims.N_q) > 1))
     overlaps = (compiled == CUDNN_SM90_FWD_OVERLAP_HEAD_DIM) & whole_keys & ~asarray(masks)
@@ -737,14 +740,32 @@ class Implementation(Algorithm):
         note = self.stand_in_note(prediction.gpu, prediction.workload)
         if note:
             lines.append(note + ".")
-        if dims.fwd and getattr(inner, "fwd_pipes_in_turn", False):
-            lines.append("cuDNN's forward runs its MMAs and its exps in turn on this call: only "
-                         f"its head-dim-{CUDNN_SM90_FWD_OVERLAP_HEAD_DIM} kernel, with no "
-                         "causal mask or window and keys a multiple of "
-                         f"{CUDNN_SM90_TILE_MULTIPLE}, runs one consumer warpgroup's exps under "
-                         "the other's MMAs (Nsight Compute's pipe counters; "
-                         "implementations.CUDNN_SM90_FWD_OVERLAP_HEAD_DIM).")
+        line = self._cudnn_path_line(prediction, dims, inner)
+        if line:
+            lines.append(line)
         return lines
+
+    def _cudnn_path_line(self, prediction, dims: Dims, inner) -> str | None:
+        """Which of cuDNN's two forward cycles the call's training forward runs
+        (:func:`cudnn_fwd_pipes_in_turn`), and whether the rule or an option chose it; None
+        where no such forward runs (another preset, another GPU, the decode kernel)."""
+        if (self.preset != "sdpa-cudnn" or not dims.fwd or dims.symbolic
+                or not any(k.cost.name == "fa3_fwd" for k in prediction.kernels)):
+            return None
+        in_turn = bool(getattr(inner, "fwd_pipes_in_turn", False))
+        rule = bool(cudnn_fwd_pipes_in_turn(dims))
+        where = (f"only its head-dim-{CUDNN_SM90_FWD_OVERLAP_HEAD_DIM} kernel with no score "
+                 f"masked (no causal mask or window, keys a multiple of "
+                 f"{CUDNN_SM90_TILE_MULTIPLE}) runs one consumer warpgroup's exps under the "
+                 "other's MMAs (Nsight Compute's pipe counters; "
+                 "implementations.CUDNN_SM90_FWD_OVERLAP_HEAD_DIM)")
+        what = ("runs its MMAs and its exps in turn" if in_turn else
+                "overlaps one consumer warpgroup's exps with the other's MMAs")
+        if in_turn != rule:
+            return (f"cuDNN's forward {what} on this call because the fwd_pipes_in_turn "
+                    f"option says so; the profiled rule would have it "
+                    f"{'in turn' if rule else 'overlap'}: {where}.")
+        return f"cuDNN's forward {what} on this call: {where}."
 
     def stand_in_note(self, gpu: GPUSpec, workload=None) -> str | None:
         """What perfsim runs in place of kernels it has no model of on ``gpu`` (for
@@ -1131,17 +1152,18 @@ def _cudnn_decode_splits(dims):
 
 
 def _sdpa_cudnn_keys(dims, gpu):
-    """Per element of array dims, which of ``_sdpa_cudnn``'s configurations runs it: 0 the
-    sm90 training kernel with its pipes overlapping, -1 the same kernel with them in turn
-    (:func:`cudnn_fwd_pipes_in_turn`), else the decode kernel's split count
+    """Per element of array dims, which of ``_sdpa_cudnn``'s configurations runs it: twice
+    the decode kernel's split count (0 for the sm90 training kernel) plus 1 where the training
+    kernel's forward runs its pipes in turn (:func:`cudnn_fwd_pipes_in_turn`)
     (``Implementation.element_keys``)."""
     if not (gpu.features.wgmma and gpu.features.tma) or dims.phase == "bwd":
         return None             # (the forward of a fwd_bwd call is timed as a forward)
     one = asarray(dims.N_q) == 1
-    # the training kernel: 0 where it overlaps its pipes, -1 where they run in turn
-    # (cudnn_fwd_pipes_in_turn)
-    return np.where(one, _cudnn_decode_splits(dims),
-                    -np.asarray(cudnn_fwd_pipes_in_turn(dims), dtype=int))
+    # twice the decode kernel's split count (0: the training kernel), plus 1 where the
+    # training kernel runs its pipes in turn (cudnn_fwd_pipes_in_turn): a fwd_bwd call's
+    # backward runs the training kernels at one query token too, so both keys group a block
+    path = np.asarray(cudnn_fwd_pipes_in_turn(dims), dtype=int)
+    return np.where(one, _cudnn_decode_splits(dims), 0) * 2 + path
 
 
 def _efficient(dims, gpu):

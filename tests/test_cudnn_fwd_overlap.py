@@ -18,7 +18,7 @@ import perfsim
 from perfsim import AttentionWorkload
 from perfsim.algorithms.base import Dims
 from perfsim.frozen import replace
-from perfsim.implementations import cudnn_fwd_pipes_in_turn
+from perfsim.implementations import configured, cudnn_fwd_pipes_in_turn
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILES = [REPO / "validate/reports/h100/probes/ncu/summary-cudnn-fwd-overlap.json",
@@ -103,7 +103,7 @@ def test_the_profiles_carry_the_rule():
     more than 105 % of the duration (one warpgroup's exps under the other's MMAs) exactly
     where the rule keeps the overlapping cycle, and to at most 103 % elsewhere."""
     assert len(PROFILED) >= 12
-    for case, gpu, d, b, h, n, causal, k in PROFILED:
+    for case, gpu, d, _b, _h, n, causal, k in PROFILED:
         sms = perfsim.load_gpu(gpu).sm_count
         xu = k["inst_pipe_xu"] * 32 / (16 * sms) / k["effective_clock_hz"] / k["duration_s"]
         both = k["tensor_pipe_pct"] / 100 + xu
@@ -146,3 +146,46 @@ def test_a_backward_alone_over_both_paths_is_one_block():
     rows = perfsim.predict_rows(frame[["batch", "heads", "seqlen_q", "head_dim", "phase"]],
                                 gpu="h100-sxm5", algorithm="sdpa-cudnn")
     assert list(rows.seconds) == pytest.approx(list(frame.seconds), rel=1e-9)
+
+
+def test_a_fwd_bwd_sweep_at_one_query_token_over_both_paths():
+    # a helper's find: one query token keys the decode kernel, but a fwd_bwd call's backward
+    # runs the training kernels, so the block still needs one path
+    frame = perfsim.sweep(batch=1, heads=16, seqlen_q=1, seqlen_k=[4095, 4096], head_dim=128,
+                          phase="fwd_bwd", gpus="h100-sxm5", algorithms="sdpa-cudnn")
+    for row in frame.itertuples():
+        w = AttentionWorkload(batch=1, heads=16, seqlen_q=1, seqlen_k=row.seqlen_k,
+                              head_dim=128, phase="fwd_bwd")
+        assert row.seconds == pytest.approx(
+            perfsim.predict(w, gpu="h100-sxm5", algorithm="sdpa-cudnn").seconds, rel=1e-9)
+
+
+def test_a_variable_length_batch_takes_the_path_of_all_its_sequences():
+    # one launch: a sequence whose keys leave a partial tile masks scores for the batch
+    dims = Dims.of(AttentionWorkload(heads=16, head_dim=128, seqlens_q=(4000, 4000, 4096),
+                                     seqlens_k=(4000, 4000, 4096)))
+    assert cudnn_fwd_pipes_in_turn(dims) is True
+    dims = Dims.of(AttentionWorkload(heads=16, head_dim=128, seqlens_q=(1000, 4096),
+                                     seqlens_k=(3968, 4096)))
+    assert cudnn_fwd_pipes_in_turn(dims) is False
+
+
+def test_explain_names_the_path_and_who_chose_it():
+    def line(p):
+        return next((x for x in p.explain().splitlines() if x.startswith("cuDNN's forward")),
+                    None)
+
+    w = AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+    assert "overlaps one consumer warpgroup's exps" in line(
+        perfsim.predict(w, gpu="h100-sxm5", algorithm="sdpa-cudnn"))
+    assert "in turn on this call:" in line(
+        perfsim.predict(w.replace(causal=True), gpu="h100-sxm5", algorithm="sdpa-cudnn"))
+    forced = configured("sdpa-cudnn", {"fwd_pipes_in_turn": True})
+    assert "because the fwd_pipes_in_turn option says so" in line(
+        perfsim.predict(w, gpu="h100-sxm5", algorithm=forced))
+    # the decode kernel runs a fwd_bwd call's forward at one query token: no such line
+    one = AttentionWorkload(batch=1, heads=16, seqlen_q=1, seqlen_k=4095, head_dim=128,
+                            phase="fwd_bwd")
+    assert line(perfsim.predict(one, gpu="h100-sxm5", algorithm="sdpa-cudnn")) is None
+    # and no line off Hopper (the stand-in FA2 loop)
+    assert line(perfsim.predict(w, gpu="a100-sxm4-80gb", algorithm="sdpa-cudnn")) is None
