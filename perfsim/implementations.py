@@ -180,9 +180,9 @@ def cudnn_fwd_pipes_in_turn(dims):
     if dims.symbolic:
         return False
     compiled = np.maximum(*kernel_head_dims("cudnn-sm90", dims))
-    whole_keys = asarray(dims.N_k) % CUDNN_SM90_TILE_MULTIPLE == 0
-    if dims.seqlens is not None:    # one launch: any sequence's last key tile masks scores
-        whole_keys = all(n_k % CUDNN_SM90_TILE_MULTIPLE == 0 for _, n_k in dims.seqlens)
+    # one launch for a variable-length batch: any sequence's last key tile masks scores
+    whole_keys = (asarray(dims.N_k) % CUDNN_SM90_TILE_MULTIPLE == 0 if dims.seqlens is None
+                  else all(n_k % CUDNN_SM90_TILE_MULTIPLE == 0 for _, n_k in dims.seqlens))
     # a causal mask over one query row (bottom-right) hides no score; a window may
     masks = (dims.window != (None, None)) or (dims.causal & (asarray(dims.N_q) > 1))
     overlaps = (compiled == CUDNN_SM90_FWD_OVERLAP_HEAD_DIM) & whole_keys & ~asarray(masks)

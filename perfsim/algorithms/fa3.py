@@ -223,7 +223,7 @@ class FA3(FusedAttention):
     #: its softmax masks no score (no causal mask, keys a multiple of 128; ``implementations.
     #: cudnn_fwd_pipes_in_turn``). A persistent kernel's units after the first then pay no
     #: edge (:meth:`unit_edges_hidden`). Nsight Compute has the tensor and MUFU pipes of cuDNN's
-    #: sm90 forward busy 101-102.5 % of its duration in sum there, and 109-115 % (the exps of
+    #: sm90 forward busy 99-102.5 % of its duration in sum there, and 109-115 % (the exps of
     #: one warpgroup under the other's MMAs) only in that kernel's path that masks no score.
     fwd_pipes_in_turn: bool = False
     #: register spills of the compiled kernels: local-memory bytes each thread reloads per
