@@ -355,6 +355,12 @@ HOLDOUTS = {
                           "cuDNN's forward took its MMAs and exps in turn) before any timing, "
                           "the eighteenth session's check of that change and of the default "
                           "path on every implementation",
+    "external-holdout64": "16 shapes drawn at random (validate/draw_holdout.py, seed 64) over "
+                          "the general range (head dims 64 / 128 / 256, N 128-16k, causal or "
+                          "not, GQA, bf16 and fp16); drawn and committed at e6dae5a before any "
+                          "timing, the nineteenth session's check of the default path on every "
+                          "implementation (the first H200-or-H100 grid timed after cuDNN's "
+                          "forward took its MMAs and exps in turn, hold-out 63 aside)",
 }
 
 
