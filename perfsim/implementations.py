@@ -574,9 +574,7 @@ class Implementation(Algorithm):
         if self.options:
             unknown = set(self.options) - set(type(inner).model_fields)
             if unknown:
-                raise PerfsimError(f"{self.preset} runs {inner.name}, which has no option "
-                                   f"{', '.join(sorted(unknown))}; options: "
-                                   f"{', '.join(type(inner).model_fields)}")
+                self._refuse_options(inner, unknown)
             fields = inner.model_dump()
             launch, facts = COMPILED_FACTS.get(self.preset, ((), ()))
             if any(name in self.options and self.options[name] != fields[name]
@@ -588,6 +586,30 @@ class Implementation(Algorithm):
                         fields[name] = type(inner).model_fields[name].default
             inner = type(inner)(**{**fields, **self.options})
         return inner
+
+    def _refuse_options(self, inner: Algorithm, unknown: set) -> None:
+        """Refuse options the configuration run for this call does not have.
+
+        Raises:
+            PerfsimError: an option no algorithm configuration has (a typo: the sweep or
+                call stops before any row).
+            InfeasibleError: options of another algorithm class only. A preset can run
+                another class for other calls (``sdpa-cudnn``: FA3 on Hopper, an FA2-class
+                decode kernel for one query token), so such an option is this call's
+                refusal, not the whole sweep's: a sweep marks these rows infeasible with this
+                reason and goes on.
+        """
+        words = (f"{self.preset} runs {inner.name}, which has no option "
+                 f"{', '.join(sorted(unknown))}; options: "
+                 f"{', '.join(type(inner).model_fields)}")
+        owners = sorted(name for name, cls in algos.REGISTRY.items()
+                        if cls is not type(inner) and unknown <= set(cls.model_fields))
+        if not owners:
+            raise PerfsimError(words)
+        raise InfeasibleError(f"{self.preset}: runs {inner.name} for this call, which has no "
+                              f"option {', '.join(sorted(unknown))} (an option of "
+                              f"{' and '.join(owners)}); options here: "
+                              f"{', '.join(type(inner).model_fields)}")
 
     def element_keys(self, dims: Dims, gpu: GPUSpec):
         """Sweeps: an integer per element of array dims, equal for elements that this preset

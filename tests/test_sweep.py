@@ -846,3 +846,31 @@ def test_scale_factors_of_a_field_a_gpu_has_at_zero_or_that_round_to_zero_still_
     assert len(rows) == 4
     rows = sweep(**args, gpus="h100-sxm5", overrides={"sm_count": {"scale": [0.001, 0.002, 1]}})
     assert list(rows["infeasible"] != "") == [True, True, False]
+
+
+def test_an_option_of_another_class_refuses_rows_not_the_sweep():
+    """``sdpa-cudnn`` runs FA3 on Hopper but an FA2-class kernel for one query token: an FA3
+    option makes the one-token rows infeasible (named) while the other rows are predicted; a
+    name no configuration has still stops the sweep before any row."""
+    from perfsim.implementations import resolve
+
+    algo = resolve("sdpa-cudnn").model_copy(
+        update={"options": {"intra_warpgroup_overlap": False}})
+    df = sweep(batch=1, heads=16, seqlen_q=[1, 4096], seqlen_k=4096, head_dim=128,
+               gpus="h100-sxm5", algorithms=[algo])
+    one = df[df.seqlen_q == 1].iloc[0]
+    assert np.isnan(one.seconds)
+    assert "runs fa2 for this call, which has no option intra_warpgroup_overlap" \
+        in one.infeasible and "an option of fa3" in one.infeasible
+    long = df[df.seqlen_q == 4096].iloc[0]
+    assert long.seconds > 0 and not long.infeasible
+    w = perfsim.AttentionWorkload(batch=1, heads=16, seqlen_q=4096, head_dim=128)
+    assert long.seconds == pytest.approx(perfsim.predict(w, gpu="h100-sxm5",
+                                                         algorithm=algo).seconds, rel=1e-9)
+    with pytest.raises(perfsim.InfeasibleError, match="an option of fa3"):
+        perfsim.predict(perfsim.AttentionWorkload(batch=1, heads=16, seqlen_q=1, seqlen_k=4096,
+                                         head_dim=128), gpu="h100-sxm5", algorithm=algo)
+    typo = resolve("sdpa-cudnn").model_copy(update={"options": {"stagse": 3}})
+    with pytest.raises(perfsim.PerfsimError, match="has no option stagse"):
+        sweep(batch=1, heads=16, seqlen_q=[1, 4096], seqlen_k=4096, head_dim=128,
+              gpus="h100-sxm5", algorithms=[typo])
