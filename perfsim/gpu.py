@@ -675,6 +675,14 @@ class GPUSpec(Immutable, BaseModel):
     def replace(self, **fields) -> GPUSpec:
         """A copy with ``fields`` changed, validated again (what-if GPUs).
 
+        A what-if that lowers ``tensor_flops_per_clk_per_sm[dtype]`` below the
+        ``mma_sync_flops_per_clk_per_sm`` rate of that dtype (a GPU whose native family is
+        WGMMA or tcgen05), without setting the latter, lowers the mma.sync rate to it too:
+        the same tensor cores run both instruction families, so the legacy path cannot
+        outrun the native one (a fresh user's review: FA2 kept its speed at 1/64 of the
+        native rate, 1720x the what-if's matmul peak). A native rate lowered but still above
+        the mma.sync rate leaves it as it is, and a profile's own values are never touched.
+
         Example: ``load_gpu("b200").replace(mufu_ops_per_clk_per_sm=32, id="b300-like")``.
         A dict for ``features`` or ``power`` changes the entries it names
         (``features={"tma": False}``); a table field (``tensor_flops_per_clk_per_sm``) is
@@ -720,6 +728,7 @@ class GPUSpec(Immutable, BaseModel):
                       if isinstance(v, dict) and isinstance(getattr(self, k), BaseModel)
                       else v) for k, v in fields.items()}
         data.update({k: _dumped(v) for k, v in fields.items()})
+        _cap_mma_sync(self, fields, data)
         # fields whose values differ (the same value again makes no what-if)
         changed = sorted(k for k in fields if k not in ("id", "name", "sources", "calibration")
                          and data[k] != _dumped(getattr(self, k)))
@@ -777,6 +786,30 @@ def compute_capability_numbers(text: str) -> tuple[int, int]:
 
 
 _MISSING = object()
+
+
+def _cap_mma_sync(spec, fields: dict, data: dict) -> None:
+    """:meth:`GPUSpec.replace`'s rule for the mma.sync rates, on the dumped ``data``."""
+    table, legacy = "tensor_flops_per_clk_per_sm", "mma_sync_flops_per_clk_per_sm"
+    if table not in fields or legacy in fields or \
+            data.get("native_tensor_family", spec.native_tensor_family) == "mma_sync":
+        return
+    old, new = getattr(spec, table), data[table]
+    capped, notes = dict(data[legacy]), {}
+    for dtype, rate in new.items():
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                   for x in (rate, capped.get(dtype, 0.0), old.get(dtype, 0.0))):
+            continue            # not a number: validation names it
+        lowered = dtype not in old or rate < old[dtype]
+        if lowered and dtype in capped and rate < capped[dtype]:
+            notes[f"{legacy}.{dtype}"] = (
+                f"what-if: capped at {table}.{dtype} set by GPUSpec.replace() (the same tensor "
+                f"cores run mma.sync; was {capped[dtype]!r} in {spec.id})")
+            capped[dtype] = rate
+    if notes:
+        data[legacy] = capped
+        fields[legacy] = capped     # so the copy lists it among the fields changed
+        fields["sources"] = {**notes, **(fields.get("sources") or {})}
 
 
 def _dumped(value):

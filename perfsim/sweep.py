@@ -724,10 +724,16 @@ def _check_overrides(spec: GPUSpec, options: list) -> None:
 
 def _configs(algorithms) -> list[algos.Algorithm]:
     """The configurations a sweep's ``algorithms`` name: ``"all"`` and ``"presets"`` (any
-    case) as on the command line (:mod:`perfsim.cli.predict_cmd`), None as ``"all"``."""
-    algorithms = {"all": algos.names(), "presets": implementations()}.get(
-        algorithms.lower(), algorithms) if isinstance(algorithms, str) else algorithms
-    return [resolve(a) for a in _listify(algos.names() if algorithms is None else algorithms)]
+    case) as on the command line (:mod:`perfsim.cli.predict_cmd`), alone or as items of a
+    list (``["presets", FA2(block_m=64)]``), None as ``"all"``."""
+    groups = {"all": algos.names, "presets": implementations}
+    out = []
+    for a in _listify(algos.names() if algorithms is None else algorithms):
+        if isinstance(a, str) and a.strip().lower() in groups:
+            out.extend(resolve(name) for name in groups[a.strip().lower()]())
+        else:
+            out.append(resolve(a))
+    return out
 
 
 def count_rows(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,

@@ -1444,7 +1444,18 @@ def _step_wait_time(cost: KernelCost, gpu: GPUSpec, unit_seconds, body, busiest,
     below = (spill_bound if spill_bound is not None
              else binding_unit(unit_seconds, cost.overlap, cost.pipeline, edges,
                                exp_lead=exp_lead))
-    bound = np.where(residence[0] + residence[1] > residence[2], "latency", below)
+    waiting, working = residence[0] + residence[1], residence[2]
+    if spill_parts is not None:
+        # the rest of the kernel holds its spill reloads too (_spill_time): they are waits
+        # as well, so a CTA that spends longer in its round trips and reloads together than
+        # in its compute is latency-bound though neither alone outlasts the rest (a fresh
+        # user's review: sdpa-efficient's split backward at d = 136 read "fp32" with 71 % of
+        # its time in lock waits and reloads)
+        spill, body_compute = spill_parts["load"], spill_parts["compute"]
+        total = spill + body_compute
+        share = np.where(total > 0, spill / np.where(total > 0, total, 1.0), 0.0)
+        waiting, working = waiting + working * share, working * (1 - share)
+    bound = np.where(waiting > working, "latency", below)
     parts = {"step_waits": True, "latency": latency, "load": load, "compute": body,
              "in_flight": in_flight, "waits": cost.step_waits[0], "spill_parts": spill_parts}
     return parts, (bound if bound.ndim else str(bound)), t

@@ -346,6 +346,40 @@ def test_a_sweep_file_takes_all_and_presets_as_the_api_does(tmp_path, names):
     assert len(pd.read_csv(out)) == len(want)
 
 
+def test_a_sweep_file_expands_all_and_presets_inside_a_list(tmp_path):
+    """``algorithms = ["presets", {name = "fa2", block_m = 64}]``: the group name expands
+    where it stands (a fresh user's review: it was refused as an unknown algorithm)."""
+    import pandas as pd
+
+    from perfsim.implementations import implementations
+
+    config = tmp_path / "s.toml"
+    config.write_text('gpus = ["h200-sxm"]\nalgorithms = ["presets", {name = "fa2", '
+                      'block_m = 64}]\n[workload]\nbatch = 1\nheads = 8\nseqlen_q = 1024\n'
+                      'head_dim = 64\n')
+    out = tmp_path / "rows.csv"
+    assert main(["sweep", str(config), "--out", str(out), "--quiet"]) in (0, None)
+    assert list(pd.read_csv(out).algorithm) == [*implementations(), "fa2(block_m=64)"]
+
+
+def test_a_quoted_option_in_a_sweep_file_gets_a_hint(tmp_path, capsys):
+    """``{name = "fa2", block_m = "64"}``: TOML keeps the string, which --set would have
+    read as a number; the error says to drop the quotes."""
+    config = tmp_path / "s.toml"
+    config.write_text('gpus = ["h200-sxm"]\nalgorithms = [{name = "fa2", block_m = "64"}]\n'
+                      '[workload]\nbatch = 1\nheads = 8\nseqlen_q = 1024\nhead_dim = 64\n')
+    assert main(["sweep", str(config), "--out", str(tmp_path / "r.csv"), "--quiet"]) == 2
+    assert "write block_m = 64 without quotes" in capsys.readouterr().err
+
+
+def test_predict_all_exits_2_when_every_algorithm_refuses(capsys):
+    """A table of refusals is not a success: ``-a all`` exits 2 as one algorithm does."""
+    assert main(["predict", "-b", "4", "--heads", "16", "--seqlen", "4096", "--head-dim",
+                 "128", "--dtype", "fp8_e4m3", "--phase", "bwd", "-a", "all"]) == 2
+    captured = capsys.readouterr()
+    assert "infeasible" in captured.out and "no algorithm of --algorithm all" in captured.err
+
+
 def test_an_unknown_option_is_the_error_reported(capsys, tmp_path, monkeypatch):
     """``perfsim predict --bogus`` named the missing required options, not the typo."""
     with pytest.raises(SystemExit) as exc:

@@ -269,3 +269,19 @@ def test_the_forward_runs_whole_cutlass_tiles():
     # is the profile's MMA work
     stretch = 1 / load_gpu("h200-sxm").mma_sync_k8_fraction
     assert cost.sm_demand()["tensor"] / stretch == pytest.approx(hmma_flops, rel=0.01)
+
+
+def test_round_trips_and_spill_reloads_together_name_latency():
+    """sdpa-efficient's split backward at d = 136 on the H100 spends 634 µs in lock waits and
+    313 µs in spill reloads of its 1.44 ms kernel, neither alone longer than the rest: the
+    kernel (and the call) is latency-bound, not "fp32" (a fresh user's review), and the time
+    is unchanged by the label."""
+    import perfsim
+
+    w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=1024, head_dim=136, phase="bwd")
+    p = perfsim.predict(w, gpu="h100-sxm5", algorithm="sdpa-efficient")
+    main = max(p.kernels, key=lambda k: k.seconds)
+    assert main.load_chain.get("step_waits") and main.load_chain["spill_parts"] is not None
+    assert main.bound == "latency" and p.bound == "latency"
+    assert "Bound by memory latency" in p.explain()
+    assert p.seconds == pytest.approx(1.458e-3, rel=2e-3)

@@ -271,3 +271,35 @@ def test_replace_changes_one_table_entry_by_its_dotted_name():
     assert g.replace(power=g.power, **{"power.tdp_w": 600}).power.tdp_w == 600
     with pytest.raises(PerfsimError, match="give the table whole"):
         g.replace(power=None, **{"power.tdp_w": 600})
+
+
+def test_mma_sync_never_outruns_the_native_tensor_rate():
+    """A what-if that lowers the native (WGMMA) rate below the mma.sync rate slows FA2's
+    mma.sync kernels too: the same tensor cores run both, and no prediction may beat the
+    what-if GPU's matmul peak. Above the mma.sync rate the native rate does not touch it."""
+    import perfsim
+
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+    base = perfsim.load_gpu("h100-sxm5")
+    mma = base.mma_sync_flops_per_clk_per_sm["bf16"]
+    assert mma < base.tensor_flops_per_clk_per_sm["bf16"]
+    same = base.replace(**{"tensor_flops_per_clk_per_sm.bf16": mma + 1}, id="x1")
+    assert same.tensor_flops_per_clk("bf16", "mma_sync") == mma
+    slow = base.replace(**{"tensor_flops_per_clk_per_sm.bf16": 64})
+    assert slow.tensor_flops_per_clk("bf16", "mma_sync") == 64
+    assert slow.mma_sync_flops_per_clk_per_sm["fp16"] == mma          # other dtypes kept
+    assert "capped" in slow.sources["mma_sync_flops_per_clk_per_sm.bf16"]
+    assert "mma_sync_flops_per_clk_per_sm" in slow.name               # listed as changed
+    # both given: the caller's mma.sync rate stands; a profile's own values are not touched
+    both = base.replace(**{"tensor_flops_per_clk_per_sm.bf16": 64,
+                           "mma_sync_flops_per_clk_per_sm.bf16": 128}, id="x3")
+    assert both.mma_sync_flops_per_clk_per_sm["bf16"] == 128
+    # a sweep's what-if takes the same path
+    df = perfsim.sweep(batch=4, heads=16, seqlen_q=4096, head_dim=128, gpus="h100-sxm5",
+                       algorithms=["fa2"],
+                       overrides={"tensor_flops_per_clk_per_sm.bf16": {"scale": [1, 0.05]}})
+    assert (df.tflops * 1e12 <= 0.05 * base.peak_tensor_flops_per_s("bf16") * 1.0001).sum() == 1
+    for algo in ("fa2", "sdpa-flash", "fa1"):
+        p = perfsim.predict(w, gpu=slow, algorithm=algo)
+        assert p.executed_flops / p.seconds <= p.peak_flops_per_s
+        assert p.seconds > 10 * perfsim.predict(w, gpu=base, algorithm=algo).seconds

@@ -79,6 +79,12 @@ def _cmd_predict(args) -> int:
         save_figure(fig, args.plot, dpi=120, bbox_inches="tight")
         # beside --json the note goes to stderr, so stdout stays one JSON document
         print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
+    if all(isinstance(r, tuple) for r in results):
+        # every algorithm refused the call: the table (or JSON) says why, and a script must
+        # not read the exit status as success (one algorithm alone exits 2 the same way)
+        print(f"perfsim: error: no algorithm of --algorithm {args.algorithm} can run this "
+              "call (each is infeasible, above)", file=sys.stderr)
+        return 2
     return 0
 
 

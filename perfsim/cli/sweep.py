@@ -126,8 +126,10 @@ def load_sweep_config(path: str | Path) -> dict:
         # and perfsim.sweep take them
         kwargs["algorithms"] = names
     elif names is not None:
-        kwargs["algorithms"] = [_algorithm(a, path) for a in
-                                (names if isinstance(names, list) else [names])]
+        # "all" / "presets" inside a list expand there (perfsim.sweep._configs)
+        kwargs["algorithms"] = [a if isinstance(a, str) and a.strip().lower() in
+                                ("all", "presets") else _algorithm(a, path)
+                                for a in (names if isinstance(names, list) else [names])]
     from perfsim.sweep import check_columns, count_rows
 
     try:            # every value checked as the sweep checks it, the file named in the error
@@ -185,7 +187,27 @@ def _algorithm(entry, path: Path) -> algorithms.Algorithm:
     try:           # a name or a label ("fa2(block_m=64)", as --json writes it)
         return configured(name, options, where=where)
     except PerfsimError as exc:  # Algorithm.__init__: one line naming the option
-        raise PerfsimError(f"{path}: {exc}") from None
+        raise PerfsimError(f"{path}: {exc}{_quoted_hint(options)}") from None
+
+
+def _quoted_hint(options: dict) -> str:
+    """A hint for option values TOML read as strings that ``--set`` reads as numbers or
+    booleans (``block_m = "64"``, ``pack_gqa = "true"``): a TOML table keeps their types."""
+    import json
+
+    quoted = []
+    for key, value in options.items():
+        if isinstance(value, str):
+            try:
+                typed = json.loads(value)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(typed, str):
+                quoted.append(f"{key} = {json.dumps(typed)}")
+    if not quoted:
+        return ""
+    return (f" (a TOML table keeps a value's type: write {', '.join(quoted)} without quotes; "
+            "--set KEY=VALUE reads the text)")
 
 
 def register_sweep(subparsers) -> None:
