@@ -165,7 +165,12 @@ class AttentionWorkload(Immutable, BaseModel):
             no key; flash-attn 2's forward then launches its unmasked kernel (``mha_fwd``),
             the other kernels keep their masked launch.
         dtype: element type of Q, K, V, O: fp32, tf32 (fp32 storage, TF32 matmuls), fp16,
-            bf16, fp8_e4m3.
+            bf16, fp8_e4m3. One exception, named in the prediction's notes: the ``fa3``
+            algorithm's default ``quantize_inputs=True`` models FlashAttention-3 §3.3's fp8
+            path, which receives 16-bit Q, K and V and quantises them in a preparation kernel
+            every call (for a decode step that is the whole cache); for tensors already in
+            fp8 use ``FA3(quantize_inputs=False)`` or the ``flash-attn-3`` preset, and for an
+            fp8 K/V cache under 16-bit queries ``kv_dtype``.
         phase: ``fwd``, ``bwd`` (backward alone, forward outputs given) or ``fwd_bwd``.
         dropout_p: attention dropout probability in [0, 1). Each algorithm charges its
             reference kernel's random draws (``softmax_costs.DROPOUT_INSTRUCTIONS``) or refuses
