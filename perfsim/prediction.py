@@ -90,10 +90,10 @@ def _ring_line(k, gpu, clock_hz) -> str:
 
 
 def _gb(nbytes) -> str:
-    """Bytes for explain(): GB to two decimals from 1 GB to 10 TB, TB above, an SI prefix
-    below 1 GB."""
+    """Bytes for explain(): GB to two decimals from 1 GB to 1 TB, TB (two decimals) above, an
+    SI prefix below 1 GB."""
     b = float(nbytes)
-    if b >= 1e13:
+    if b >= 1e12:
         return f"{b / 1e12:,.2f} TB"
     return f"{b / 1e9:.2f} GB" if b >= 1e9 else si(b, "B")
 
