@@ -1542,6 +1542,18 @@ def implementations() -> list[str]:
     return list(IMPLEMENTATIONS)
 
 
+def algorithm_group(name) -> list[str] | None:
+    """The names ``"all"`` (every algorithm) or ``"presets"`` (every implementation preset)
+    stand for, in any case and with surrounding spaces (``perfsim predict --algorithm``, a
+    sweep's ``algorithms``, alone or in its list); None for anything else (one algorithm or
+    preset, a configuration object)."""
+    if not isinstance(name, str):
+        return None
+    group = name.strip().lower()
+    return (algos.names() if group == "all" else implementations() if group == "presets"
+            else None)
+
+
 #: The preset objects :func:`resolve_implementation` returns, one per name (frozen: shared
 #: safely), so that repeated calls name the same configuration (``perfsim.fastpath`` keys its
 #: structures by identity).

@@ -52,7 +52,7 @@ from perfsim.frozen import replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.gpu_catalog import gpus as catalog
 from perfsim.gpu_catalog import load_gpu
-from perfsim.implementations import implementations, resolve, with_fixed_choice
+from perfsim.implementations import algorithm_group, resolve, with_fixed_choice
 from perfsim.kernel import UNITS
 from perfsim.mathops import INT64_SAFE, asarray
 from perfsim.power import LIMIT_TOLERANCE
@@ -726,13 +726,13 @@ def _configs(algorithms) -> list[algos.Algorithm]:
     """The configurations a sweep's ``algorithms`` name: ``"all"`` and ``"presets"`` (any
     case) as on the command line (:mod:`perfsim.cli.predict_cmd`), alone or as items of a
     list (``["presets", FA2(block_m=64)]``), None as ``"all"``."""
-    groups = {"all": algos.names, "presets": implementations}
     out = []
     for a in _listify(algos.names() if algorithms is None else algorithms):
-        if isinstance(a, str) and a.strip().lower() in groups:
-            out.extend(resolve(name) for name in groups[a.strip().lower()]())
-        else:
+        group = algorithm_group(a)
+        if group is None:
             out.append(resolve(a))
+        else:
+            out.extend(resolve(name) for name in group)
     return out
 
 

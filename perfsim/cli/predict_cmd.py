@@ -22,7 +22,7 @@ from perfsim.cli.common import (
 from perfsim.errors import InfeasibleError, PerfsimError
 from perfsim.files import FIGURE_EXTENSIONS, check_output, save_figure
 from perfsim.gpu_catalog import load_gpu
-from perfsim.implementations import implementations
+from perfsim.implementations import algorithm_group, implementations
 from perfsim.predict import predict, timing_for
 
 
@@ -33,11 +33,8 @@ def _cmd_predict(args) -> int:
     elif args.plot_kind != "time":
         raise PerfsimError("--plot-kind goes with --plot FILE")
     gpu = load_gpu(args.gpu)
-    from perfsim.implementations import implementations
-
     # "all" and "presets" in any case, as algorithm names are taken
-    names = {"all": algorithms.names(), "presets": implementations()}.get(
-        args.algorithm.strip().lower(), [args.algorithm])
+    names = algorithm_group(args.algorithm) or [args.algorithm]
     if len(names) > 1 and args.set:
         raise PerfsimError(f"--set applies to one algorithm, not to --algorithm {args.algorithm}")
     results = []

@@ -121,14 +121,12 @@ def load_sweep_config(path: str | Path) -> dict:
     kwargs = dict(workload, gpus=_profile_paths(data.get("gpus"), path),
                   overrides=data.get("overrides"))
     names = data.get("algorithms")
-    if isinstance(names, str) and names.lower() in ("all", "presets"):
-        # every algorithm / every implementation preset, as `perfsim predict --algorithm`
-        # and perfsim.sweep take them
-        kwargs["algorithms"] = names
-    elif names is not None:
-        # "all" / "presets" inside a list expand there (perfsim.sweep._configs)
-        kwargs["algorithms"] = [a if isinstance(a, str) and a.strip().lower() in
-                                ("all", "presets") else _algorithm(a, path)
+    if names is not None:
+        # "all" / "presets" (every algorithm / every implementation preset), alone or in the
+        # list, go to perfsim.sweep as names, which expands them there
+        from perfsim.implementations import algorithm_group
+
+        kwargs["algorithms"] = [a if algorithm_group(a) is not None else _algorithm(a, path)
                                 for a in (names if isinstance(names, list) else [names])]
     from perfsim.sweep import check_columns, count_rows
 
