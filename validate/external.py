@@ -361,6 +361,11 @@ HOLDOUTS = {
                           "timing, the nineteenth session's check of the default path on every "
                           "implementation (the first H200-or-H100 grid timed after cuDNN's "
                           "forward took its MMAs and exps in turn, hold-out 63 aside)",
+    "external-holdout65": "16 shapes drawn at random (validate/draw_holdout.py, seed 65) over "
+                          "the general range (head dims 64 / 128 / 256, N 128-16k, causal or "
+                          "not, GQA, bf16 and fp16); drawn and committed at 3538a8d before any "
+                          "timing, the twentieth session's check of the default path on every "
+                          "implementation",
 }
 
 
