@@ -847,4 +847,8 @@ def _validate_spec(data: dict, where: str) -> GPUSpec:
             # a missing field beside keys the schema lacks: most often one misspelt
             msg += (f" (the file has {'keys' if len(extra) > 1 else 'a key'} no GPU spec "
                     f"takes: {', '.join(map(repr, extra))}; misspelt?)")
+        others = sorted({".".join(str(p) for p in e["loc"]) or "(the spec)"
+                         for e in exc.errors()[1:]} - {loc})
+        if others:      # one message, but every field that failed named
+            msg += f" (also invalid: {', '.join(others)})"
         raise PerfsimError(f"{where}: {loc + ': ' if loc else ''}{msg}") from None

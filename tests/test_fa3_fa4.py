@@ -362,6 +362,32 @@ def test_fa3_fp8_preparation_holds_the_16_bit_inputs_and_their_copies():
     assert p.memory_bytes - off.memory_bytes == prep.cost.hbm_read_bytes
 
 
+@pytest.mark.parametrize("algorithm, gpu, splits", [
+    ("flash-attn-3", "h100-sxm5", 1), ("flash-attn-3", "h100-sxm5", 4), ("fa4", "b200", 1),
+    ("flash-attn-cute", "b200", 1)])
+def test_fp8_inputs_write_a_bf16_output(algorithm, gpu, splits):
+    """A fresh user's report: fp8 inputs wrote O in fp8 (1 byte an element). flash-attn 3
+    allocates a bf16 O for e4m3 inputs (``hopper/flash_api.cpp``: ``out_type = q_type ==
+    Float8_e4m3fn ? BFloat16 : q_type``) and flash-attn 4 writes a 16-bit O too: the O written
+    (by the forward, or by the split-KV combine) and held is 2 bytes an element, Q, K and V 1."""
+    from perfsim.implementations import resolve
+
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=2048, head_dim=128,
+                                  dtype="fp8_e4m3")
+    if splits > 1:
+        algorithm = resolve(algorithm).model_copy(update={"options": {"num_splits": splits}})
+    p = perfsim.predict(w, gpu=gpu, algorithm=algorithm)
+    o = 4 * 16 * 2048 * 128
+    if splits == 1:
+        (main,) = p.kernels
+        assert main.cost.terms["hbm_write/O"] == 2 * o
+    else:
+        (combine,) = [k for k in p.kernels if "combine" in k.cost.name]
+        assert combine.cost.hbm_write_bytes == 4 * 16 * 2048 * (2 * 128 + 4)
+    qkv, lse = 3 * o, 4 * 16 * 2048 * 4
+    assert p.memory_bytes >= qkv + 2 * o + lse
+
+
 def test_longest_first_grids_take_at_least_their_longest_cta():
     """A fresh user's report: kernels that launch the longest tiles first (fa4,
     flash_attn.cute) were charged the average CTA, so a causal grid of about one wave ran at

@@ -303,3 +303,14 @@ def test_mma_sync_never_outruns_the_native_tensor_rate():
         p = perfsim.predict(w, gpu=slow, algorithm=algo)
         assert p.executed_flops / p.seconds <= p.peak_flops_per_s
         assert p.seconds > 10 * perfsim.predict(w, gpu=base, algorithm=algo).seconds
+
+
+def test_an_invalid_what_if_names_every_field_that_fails():
+    """A fresh user's report: a what-if with two bad values named only one, so fixing it
+    met the next error. The message leads with one and lists the others."""
+    from perfsim.errors import PerfsimError
+    from perfsim.gpu_catalog import load_gpu
+
+    with pytest.raises(PerfsimError, match=r"clock_hz: .*also invalid: "
+                                           r"hbm_bandwidth_bytes_per_s\)"):
+        load_gpu("h100-sxm5").replace(hbm_bandwidth_bytes_per_s=0, clock_hz=-1)

@@ -8,6 +8,7 @@ import pytest
 import perfsim
 from perfsim import plots
 from perfsim.algorithms import Standard
+from perfsim.plots.sweep import _tflops_label
 
 W = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=1024, head_dim=64, dtype="fp32",
                               causal=True)
@@ -157,6 +158,17 @@ def test_tflops_vs_seqlen_panels_and_series(tmp_path, frame):
     assert len(ax.lines) == 2 and ax.get_xscale() == "log"
 
 
+def test_bar_labels_keep_two_figures_below_ten_tflops(tmp_path):
+    """A fresh user's report: a decode sweep's bars under 0.5 TFLOP/s were labelled "0"."""
+    decode = perfsim.sweep(batch=1, heads=8, seqlen_q=1, seqlen_k=[1024, 4096], head_dim=128,
+                           gpus="h200-sxm", algorithms="fa2")
+    fig, ax = plots.tflops_vs_seqlen(decode, x="seqlen_k")
+    _png(fig, tmp_path / "decode.png")
+    labels = [t.get_text() for t in ax.texts]
+    assert labels and "0" not in labels
+    assert all(float(t) > 0 for t in labels), labels
+
+
 def test_bottleneck_map(tmp_path, frame):
     fig, axes = plots.bottleneck_map(frame[~frame.causal])
     _png(fig, tmp_path / "map.png")
@@ -171,7 +183,7 @@ def test_bottleneck_map(tmp_path, frame):
         for c in (False, True)}
     labels = sorted(float(t.get_text()) for ax in axes.ravel() for t in ax.texts)
     ok = frame[frame.infeasible == ""]
-    assert labels == sorted(float(f"{v:.0f}") for v in ok.tflops)
+    assert labels == sorted(float(_tflops_label(v)) for v in ok.tflops)
     legend = axes[0, -1].get_legend()
     assert "TFLOP/s" in legend.get_title().get_text()
     assert "infeasible" in {t.get_text() for t in legend.get_texts()}   # fa3 on the A100

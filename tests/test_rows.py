@@ -305,6 +305,43 @@ def test_a_rows_csv_may_write_causal_as_0_and_1(tmp_path, capsys):
         assert list(pd.read_csv(out).causal) == want, body
 
 
+def test_a_jsonl_rows_file_may_write_causal_as_0_and_1_and_names_a_field_once(tmp_path,
+                                                                           capsys):
+    """A fresh user's report: ``"causal": 1`` in a JSON line was refused although the CSV
+    reader and the docs take 1/0, and a line naming a field twice kept the last value
+    silently (JSON's own rule) where a CSV header naming a column twice is refused."""
+    from perfsim.cli import main
+
+    path, out = tmp_path / "w.jsonl", tmp_path / "out.csv"
+    row = '"batch": 1, "heads": 8, "seqlen_q": 1024, "head_dim": 64'
+    path.write_text("".join(f'{{{row}, "causal": {c}}}\n'
+                            for c in ("1", "0", "true", '"yes"', "null")))
+    assert main(["rows", str(path), "--gpu", "h100-sxm5", "-a", "fa2", "--out", str(out),
+                 "-q"]) == 0
+    assert list(pd.read_csv(out).causal) == [True, False, True, True, False]
+    path.write_text(f'{{{row}, "causal": 2}}\n')
+    assert main(["rows", str(path)]) == 2
+    assert "line 1, column causal: 2 is not true or false" in capsys.readouterr().err
+    path.write_text(f'{{{row}, "batch": 2}}\n')
+    assert main(["rows", str(path)]) == 2
+    assert "line 1 names 'batch' more than once" in capsys.readouterr().err
+
+
+def test_rows_will_not_write_over_its_own_rows_file(tmp_path, capsys):
+    """A fresh user's report: ``perfsim rows w.csv --out w.csv`` replaced the workloads with
+    the results, which perfsim rows then could not read."""
+    from perfsim.cli import main
+
+    path = tmp_path / "w.csv"
+    text = "batch,heads,seqlen_q,head_dim\n1,8,1024,64\n"
+    path.write_text(text)
+    (tmp_path / "sub").mkdir()
+    for out in (path, tmp_path / "sub" / ".." / "w.csv"):
+        assert main(["rows", str(path), "--out", str(out)]) == 2
+        assert "is the rows file itself" in capsys.readouterr().err
+    assert path.read_text() == text
+
+
 def test_rows_quiet_with_nowhere_to_put_them_is_refused(tmp_path, capsys):
     from perfsim.cli import main
 

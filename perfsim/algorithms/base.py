@@ -148,8 +148,18 @@ class Dims:
 
     @property
     def e(self) -> int:
-        """Bytes per element of Q and O."""
+        """Bytes per element of Q (and of O, dO and the gradients, but see :attr:`e_o`)."""
         return BYTES_PER_ELEMENT[self.dtype]
+
+    @property
+    def e_o(self) -> int:
+        """Bytes per element of the forward's output O: the inputs' width, but 2 (bf16) for
+        fp8 inputs — flash-attn 3 allocates ``out_type = q_type == Float8_e4m3fn ? BFloat16 :
+        q_type`` and refuses any other output dtype for fp8 ("For FP8 input, output must
+        have dtype BF16", ``hopper/flash_api.cpp``), and flash-attn 4's forward writes a
+        16-bit O for fp8 inputs as well (``perfsim.algorithms.fa4``). Only FA3 and FA4 take
+        fp8 inputs here; every other algorithm refuses them."""
+        return BYTES_PER_ELEMENT["bf16"] if self.dtype.startswith("fp8") else self.e
 
     @property
     def e_kv(self) -> int:

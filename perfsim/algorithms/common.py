@@ -174,7 +174,9 @@ def fused_memory_bytes(dims: Dims):
     q_o = B * dims.H * dims.N_q * (dims.d + dims.d_v)
     k_v = B * dims.H_kv * dims.N_k * (dims.d + dims.d_v)
     stats = B * dims.H * dims.N_q * STAT_BYTES
-    total = e * q_o + dims.e_kv * k_v + stats
+    # O in its own width (Dims.e_o: bf16 under fp8 inputs, which have no backward)
+    total = B * dims.H * dims.N_q * (e * dims.d + dims.e_o * dims.d_v) + dims.e_kv * k_v \
+        + stats
     if dims.bwd:
         total = total + e * (2 * q_o + k_v) + stats \
             + FP32_BYTES * B * dims.H * dims.N_q * dims.d

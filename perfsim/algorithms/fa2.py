@@ -795,7 +795,7 @@ class FusedAttention(Algorithm):
             "mufu/exp(m_old − m_new)": bh * rows_steps * sc.FA2_EXPS_PER_ROW_STEP,
             "hbm_read/Q": e * bh * q_rows * dims.d,
             "hbm_read/K,V": kv_hbm,
-            "hbm_write/O": e * bh * dims.N_q * dims.d_v,
+            "hbm_write/O": dims.e_o * bh * dims.N_q * dims.d_v,
             "hbm_write/logsumexp": bh * dims.N_q * STAT_BYTES,
             "l2_hit/K,V re-read": kv_hits,
             **self._fwd_smem(dims, v, b_r, warps),
@@ -834,7 +834,7 @@ class FusedAttention(Algorithm):
         persistent, lpt = self.fwd_scheduling(dims)
         tail = in_order_tail(run, grid, gpu.sm_count, ctas, dims.masked, lpt)
         # a CTA's edges: its Q tile and first K/V tile in, its O tile out
-        edge = e * b_r * (dims.d + dims.d_v) + ekv * b_c * dkv
+        edge = b_r * (e * dims.d + dims.e_o * dims.d_v) + ekv * b_c * dkv
         cost = KernelCost.of(
             f"{self.name}_fwd", terms, grid=grid, tiled=True, ctas_per_sm=ctas,
             edge_bytes=edge, persistent=persistent,

@@ -812,7 +812,7 @@ class FA3(FusedAttention):
         e, bh = dims.e, dims.B * dims.H
         rows = dims.N_q if rows is None else rows
         return {"fp32": bh * rows * dims.d_v,
-                "smem": e * bh * rows * (2 * dims.d + 2 * dims.d_v)}
+                "smem": 2 * bh * rows * (e * dims.d + dims.e_o * dims.d_v)}
 
     def _fwd_smem(self, dims: Dims, v, b_r, warps) -> dict:
         """TMA lands Q once and each visited K/V tile once; every consumer warpgroup reads the
@@ -821,7 +821,7 @@ class FA3(FusedAttention):
         e, bh, dkv = dims.e, dims.B * dims.H, dims.d + dims.d_v
         consumers = cdiv(b_r, WGMMA_ROWS)
         terms = {"smem_write/Q": e * bh * dims.N_q * dims.d,
-                 "smem_write/O (TMA store)": e * bh * dims.N_q * dims.d_v,
+                 "smem_write/O (TMA store)": dims.e_o * bh * dims.N_q * dims.d_v,
                  # (a contiguous cache is TMA's: no tile looked up for it)
                  ("smem_write/K,V (TMA)" if not dims.page_size
                   or self.kv_tma_segments(dims, self.fwd_tiles(dims)[1])
@@ -830,7 +830,7 @@ class FA3(FusedAttention):
                  "smem_read/Q (per tile, SS)": e * bh * v.tiles * b_r * dims.d,
                  "smem_read/K,V (every consumer warpgroup)":
                      e * bh * consumers * v.q_outer_cols * dkv,
-                 "smem_read/O (TMA store)": e * bh * dims.N_q * dims.d_v}
+                 "smem_read/O (TMA store)": dims.e_o * bh * dims.N_q * dims.d_v}
         if dims.dtype == "fp8_e4m3":
             terms["smem_write/V transposed (fp8)"] = e * bh * v.q_outer_cols * dims.d_v
             terms["smem_read/V transposed (fp8)"] = e * bh * v.q_outer_cols * dims.d_v

@@ -420,7 +420,7 @@ class FA4(Algorithm):
         # MMA operand reads (the paper's formula, per 128-row block) + TMA writes
         terms.update({
             "hbm_read/Q": e * bh * dims.N_q * dims.d, "hbm_read/K,V": kv_hbm,
-            "hbm_write/O": e * bh * dims.N_q * dims.d_v,
+            "hbm_write/O": dims.e_o * bh * dims.N_q * dims.d_v,
             "hbm_write/logsumexp": bh * dims.N_q * STAT_BYTES, "l2_hit/K,V re-read": kv_hits,
             "smem_read/Q (per 128-row block and key tile)":
                 e * bh * v128.tiles * cdiv(b_c, MMA_ROWS) * MMA_ROWS * dims.d,

@@ -269,7 +269,7 @@ def combine_kernel(dims: Dims, splits: int, name: str, gpu) -> KernelCost:
         # logsumexp difference and the weight (2 FMA-pipe instructions and an ALU max)
         fp32_flops=rows * splits * FMA_SLOTS * (dims.d_v + 2), alu_ops=rows * splits,
         exp_ops=rows * splits, hbm_read_bytes=hbm, l2_hit_bytes=hits,
-        hbm_write_bytes=rows * (dims.e * dims.d_v + STAT_BYTES),
+        hbm_write_bytes=rows * (dims.e_o * dims.d_v + STAT_BYTES),
         overlap=(("hbm",), ("fp32", "mufu")))
 
 

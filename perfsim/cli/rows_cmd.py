@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import time
 import warnings
 
@@ -84,7 +85,7 @@ def read_rows(path: str):
         frame = pd.read_json(io.StringIO(text), lines=True, dtype=False)
         if len(frame) == len(lines):
             frame.index = pd.Index(lines, name="line")
-        return frame
+        return _causal_flags(frame, path)
     except PerfsimError:
         raise
     except pd.errors.EmptyDataError:
@@ -120,6 +121,20 @@ def _csv_lines(p, rows: int):
     return pd.Index(lines, name="line") if len(lines) == rows else pd.RangeIndex(rows)
 
 
+class _Repeated(Exception):
+    """A JSON object that names a key twice (``json`` itself keeps the last silently)."""
+
+
+def _one_each(pairs):
+    """``json.loads``' object hook: the object of ``pairs``, refusing a repeated key."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Repeated(key)
+        out[key] = value
+    return out
+
+
 def _json_lines(text: str, path: str) -> list[int]:
     """The line of each JSON object of a .jsonl text (blank lines skipped).
 
@@ -130,7 +145,10 @@ def _json_lines(text: str, path: str) -> list[int]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = json.loads(line, object_pairs_hook=_one_each)
+        except _Repeated as exc:
+            raise PerfsimError(f"rows file {path}: line {number} names {exc.args[0]!r} more "
+                               "than once; give each field once") from None
         except ValueError as exc:
             raise PerfsimError(f"rows file {path}: line {number} is not JSON ({exc.msg}, "
                                f"column {exc.colno})") from None
@@ -207,6 +225,17 @@ def _typed_columns(frame, path: str):
             raise PerfsimError(f"rows file {path}: {_where(frame, row)}, column {name}: "
                                f"{column[row]!r} {what}")
         frame[name] = numbers
+    return _causal_flags(frame, path)
+
+
+def _causal_flags(frame, path: str):
+    """``frame`` with its ``causal`` column as booleans where it is not: 1/0, true/false,
+    yes/no in any case (a CSV's words, or a JSON line's ``1``/``0``), missing as missing.
+
+    Raises:
+        perfsim.PerfsimError: a ``causal`` value that is none of those, by row or line."""
+    import pandas as pd
+
     if "causal" in frame and frame["causal"].dtype.kind != "b":
         column, flags = frame["causal"], []
         for row, value in column.items():
@@ -231,6 +260,15 @@ def _where(frame, row) -> str:
 _TRUE, _FALSE = ("1", "1.0", "true", "yes"), ("0", "0.0", "false", "no")
 
 
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file (the same inode where both exist, else the
+    same absolute path once links are resolved)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
 def _cmd_rows(args) -> int:
     from perfsim.cli.sweep import OUT_EXTENSIONS, _pyarrow, json_records, write_rows
     from perfsim.gpu_catalog import load_gpu
@@ -247,6 +285,10 @@ def _cmd_rows(args) -> int:
                                "the --json flag prints the rows (perfsim rows FILE ... --json "
                                "> rows.json)")
         check_output(args.out, OUT_EXTENSIONS, "--out")
+        if _same_file(args.out, args.file):
+            raise PerfsimError(f"--out {args.out!r} is the rows file itself: writing there "
+                               "would replace the workloads with the results (which perfsim "
+                               "rows cannot read back); give --out another file")
         if args.out.lower().endswith(".parquet"):
             _pyarrow()
     if args.algorithm.strip().lower() in ("all", "presets"):

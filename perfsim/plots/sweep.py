@@ -23,6 +23,12 @@ MAX_PANELS = 48
 MAX_SERIES = 40
 
 
+def _tflops_label(v: float) -> str:
+    """A TFLOP/s value for a bar or cell: whole numbers from 10 up, two significant figures
+    below (a decode step's 0.42 TFLOP/s is not "0")."""
+    return f"{v:.0f}" if abs(v) >= 10 else f"{v:.2g}"
+
+
 def _facets(df: pd.DataFrame, fields: list[str], always: tuple = ()) -> list[tuple]:
     """The combinations of ``fields`` present in ``df`` (fields with one value are left out,
     unless in ``always``), each as ``((field, value), ...)``."""
@@ -126,7 +132,7 @@ def tflops_vs_seqlen(df: pd.DataFrame, x: str = "seqlen_q"):
                     pos = [xs.index(v) + (i - (len(series) - 1) / 2) * width for v in line.index]
                     ax.bar(pos, line.values, width=width * 0.95, label=label, color=f"C{i % 10}")
                     for px, v in zip(pos, line.values):
-                        ax.text(px, v, f"{v:.0f}", ha="center", va="bottom", fontsize=6)
+                        ax.text(px, v, _tflops_label(v), ha="center", va="bottom", fontsize=6)
                 else:   # ten colours, then the next marker shape: every series its own
                     ax.plot(line.index, line.values, marker=MARKERS[(i // 10) % len(MARKERS)],
                             markersize=4, label=label, color=f"C{i % 10}")
@@ -219,7 +225,8 @@ def _category_map(df, column: str, colors: dict, col_fields: list, x: str, y: st
                 i, j = ys.index(getattr(row, y)), xs.index(getattr(row, x))
                 image[i, j] = codes[str(getattr(row, column))]
                 if getattr(row, column):
-                    ax.text(j, i, f"{row.tflops:.0f}", ha="center", va="center", fontsize=6)
+                    ax.text(j, i, _tflops_label(row.tflops), ha="center", va="center",
+                            fontsize=6)
             ax.imshow(image, cmap=cmap, vmin=0, vmax=len(codes) - 1, aspect="auto",
                       origin="lower")
             ax.set_xticks(range(len(xs)), [_k(v) for v in xs], rotation=45, fontsize=7)
