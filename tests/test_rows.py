@@ -325,6 +325,14 @@ def test_a_jsonl_rows_file_may_write_causal_as_0_and_1_and_names_a_field_once(tm
     path.write_text(f'{{{row}, "batch": 2}}\n')
     assert main(["rows", str(path)]) == 2
     assert "line 1 names 'batch' more than once" in capsys.readouterr().err
+    # a Parquet file's integer causal column reads the same way
+    pytest.importorskip("pyarrow")
+    parquet = tmp_path / "w.parquet"
+    pd.DataFrame({"batch": [1, 1], "heads": 8, "seqlen_q": 1024, "head_dim": 64,
+                  "causal": [1, 0]}).to_parquet(parquet)
+    assert main(["rows", str(parquet), "--gpu", "h100-sxm5", "-a", "fa2", "--out", str(out),
+                 "-q"]) == 0
+    assert list(pd.read_csv(out).causal) == [True, False]
 
 
 def test_rows_will_not_write_over_its_own_rows_file(tmp_path, capsys):

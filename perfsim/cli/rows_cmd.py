@@ -74,7 +74,7 @@ def read_rows(path: str):
             from perfsim.cli.sweep import _pyarrow
 
             _pyarrow(f"rows file {path}", "or give a .csv or .jsonl file")
-            return pd.read_parquet(p)
+            return _causal_flags(pd.read_parquet(p), path)
         text = p.read_text(encoding="utf-8-sig")
         if not text.strip():
             raise pd.errors.EmptyDataError
