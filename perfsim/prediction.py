@@ -1094,9 +1094,10 @@ class Prediction:
                     u = heavy.unit_seconds
                     rest = " + ".join(f"{x} {_ms(u[x])}" for x in station
                                       if x not in ("fp32", "mufu"))
+                    led = (f" + its lead {_ms(lead)}" if float(lead) > 0 else "")
                     parts.append(f"{rest} + the longer of fp32 {_ms(u['fp32'])} (FMA and ALU "
-                                 f"pipes in turn) and mufu {_ms(u['mufu'])} + its lead "
-                                 f"{_ms(lead)} (the exps beside the fp32 work): {_ms(t)}")
+                                 f"pipes in turn) and mufu {_ms(u['mufu'])}{led} (the exps "
+                                 f"beside the fp32 work): {_ms(t)}")
                 elif adds and len(station) > 1:
                     parts.append(f"{' + '.join(station)} {_ms(sum(times))} (in turn)")
                 else:

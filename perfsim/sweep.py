@@ -876,8 +876,11 @@ _COLUMN_BYTES = {c: {"bound": 1, "fits_memory": 2}.get(c, 8) for c in RESULT_COL
 
 def bytes_per_row(columns=RESULT_COLUMNS) -> int:
     """The memory estimate per row of a sweep keeping ``columns`` (:func:`check_columns`'
-    tuple): :data:`BYTES_PER_ROW` less twice each left-out column's bytes (``seconds`` and
-    ``bound`` alone: 236, against ~108 measured at the peak)."""
+    tuple; None, as ``sweep(columns=None)``: every column): :data:`BYTES_PER_ROW` less twice
+    each left-out column's bytes (``seconds`` and ``bound`` alone: 236, against ~108 measured
+    at the peak)."""
+    if columns is None:
+        columns = RESULT_COLUMNS
     return BYTES_PER_ROW - 2 * sum(w for c, w in _COLUMN_BYTES.items() if c not in columns)
 
 

@@ -182,3 +182,19 @@ def test_the_default_gpu_is_the_one_the_rows_were_measured_on(tmp_path, capsys):
     assert (tmp_path / "rows" / "score-h100-sxm5" / "report.md").is_file()
     assert er.main([str(tmp_path / "nothing")]) == 2
     assert "no results.jsonl" in capsys.readouterr().err
+
+
+def test_scoring_rows_against_another_gpu_says_so(tmp_path, capsys):
+    """A fresh user's report: ``--gpu rtx-4090`` on the H200's rows scored them (+250 %)
+    without a word. A profile of another device now gets a warning; the measured device's
+    own entry and its calibrated profile get none."""
+    import shutil
+
+    src = ROOT / "validate/reports/h100-external-holdout56/results.jsonl"
+    (tmp_path / "rows").mkdir()
+    shutil.copy(src, tmp_path / "rows" / "results.jsonl")
+    assert er.main([str(tmp_path / "rows"), "--gpu", "rtx-4090"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the rows were measured on 'NVIDIA H100 80GB HBM3'" in err
+    assert er.main([str(tmp_path / "rows"), "--gpu", "h100-sxm5", "--force"]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -54,9 +54,15 @@ def test_same_formulas_on_h100_give_2048_mma_cycles():
 
 def test_fa4_explain_names_the_per_tile_binding_unit():
     w = W(batch=4, heads=16, seqlen_q=8192, head_dim=128, dtype="bf16", phase="fwd_bwd")
-    text = perfsim.predict(w, gpu="b200", algorithm="fa4").explain()
+    text = perfsim.predict(w, gpu="b200", algorithm=FA4(emulate_fraction=0)).explain()
     assert "exp = MMA: overlap alone cannot hide it" in text
     assert "smem binds, 5 % over MMA" in text
+    # a fresh user's report: the shipped build computes 18.75 % of its exps on the FMA pipes,
+    # so the MUFU's share of the tile is under the MMA's (the unit times said so, the line
+    # did not)
+    text = perfsim.predict(w, gpu="b200", algorithm="fa4").explain()
+    assert ("exp 2048 (1664 on the MUFU, 18.75 % of the exps emulated on the FMA pipes) — "
+            "MMA binds") in text
 
 
 def test_fa4_claim_smem_and_exp_exceed_mma():

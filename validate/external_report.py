@@ -138,6 +138,21 @@ def measured_gpu(directory: Path) -> str:
                            "profile to predict with") from None
 
 
+def _other_device(directory: Path, spec) -> str | None:
+    """The measured device names of ``directory``'s rows that ``spec`` (a ``GPUSpec``) does
+    not match by its ``device_name_pattern``, quoted and joined, or None (all match, or the
+    spec or the rows name none: nothing to compare)."""
+    import re
+
+    results = Path(directory) / "results.jsonl"
+    pattern = spec.device_name_pattern
+    if not pattern or not results.is_file():
+        return None
+    names = sorted({d for d in map(_device, load_rows(results)) if d})
+    other = [n for n in names if not re.search(pattern, n, re.IGNORECASE)]
+    return ", ".join(map(repr, other)) or None
+
+
 def _device(row: dict) -> str | None:
     config = row.get("launch_config")
     return config.get("device") if isinstance(config, dict) else None
@@ -445,7 +460,12 @@ def main(argv=None) -> int:
     try:
         from perfsim.gpu_catalog import load_gpu
 
-        load_gpu(args.gpu)      # an unknown GPU is one error, not every row "infeasible"
+        spec = load_gpu(args.gpu)   # an unknown GPU is one error, not every row "infeasible"
+        other = _other_device(args.directory, spec)
+        if other:
+            print(f"external_report: warning: the rows were measured on {other}, which "
+                  f"{args.gpu!r} ({spec.name}) does not describe; the score compares that "
+                  "device's times with another GPU's model", file=sys.stderr)
         if out.exists() and not out.is_dir():
             raise PerfsimError(f"--out {str(out)!r} is a file; give a folder")
         if not out.exists() and not out.parent.is_dir():

@@ -52,19 +52,53 @@ def attn_tile_step():
     import triton
     import triton.language as tl
 
+    softmax = online_softmax()
+
     @triton.jit
     def step(a, b, c, s, acc, m_i, l_i):
         s = tl.dot(a, b, s * 0.0)
+        p, acc, m_new, l_i = softmax(s, acc, m_i, l_i)
+        acc = tl.dot(p.to(tl.bfloat16), c, acc)
+        return s, acc, m_new, l_i
+
+    return step
+
+
+def online_softmax():
+    """A Triton device function ``f(s, acc, m_i, l_i) -> (p, acc, m_i, l_i)``: the online
+    softmax of one score tile ``s`` (scaled by 2^-10): the row max, ``p = exp2(s − m)``, the
+    row sum and the rescale of ``acc`` (:func:`attn_tile_step`, ``probe_flex_loop``)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def softmax(s, acc, m_i, l_i):
         t = s * 0.0009765625
         m_new = tl.maximum(m_i, tl.max(t, 1))
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(t - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(tl.bfloat16), c, acc)
-        return s, acc, m_new, l_i
+        return p, acc, m_new, l_i
 
-    return step
+    return softmax
+
+
+def tile_loader():
+    """A Triton device function ``f(A, B, C, BM, BN, D) -> (a, b, c)``: the A (BM x D),
+    B (D x BN) and C (BN x D) tiles of :func:`abc_tiles`, loaded whole."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def load(A, B, C, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr):
+        rm, rn, rd = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, D)
+        a = tl.load(A + rm[:, None] * D + rd[None, :])
+        b = tl.load(B + rd[:, None] * BN + rn[None, :])
+        c = tl.load(C + rn[:, None] * D + rd[None, :])
+        return a, b, c
+
+    return load
 
 
 def nvml_handle():

@@ -500,8 +500,15 @@ class FA4(Algorithm):
             if not getattr(dims, phase):
                 continue
             c = self.tile_cycles(dims, gpu, phase)
-            top = max(c, key=c.get)
             words = ", ".join(f"{k} {v:.0f}" for k, v in c.items())
+            # the forward computes a share of its exps on the FMA pipes (emulate_fraction):
+            # the MUFU's cycles are the rest, and they are what the MMA is set against
+            frac = self.emulation(dims, gpu) if phase == "fwd" else 0.0
+            if frac:
+                c = {**c, "exp": c["exp"] * (1 - frac)}
+                words += (f" ({c['exp']:.0f} on the MUFU, {100 * frac:.2f} % of the exps "
+                          "emulated on the FMA pipes)")
+            top = max(c, key=c.get)
             note = (f"{top} binds, {100 * (c[top] / c['mma'] - 1):.0f} % over MMA"
                     if top != "mma" else "MMA binds")
             if top == "mma" and max(c["exp"], c["smem"]) >= c["mma"]:
