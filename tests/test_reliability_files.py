@@ -107,6 +107,20 @@ def test_sweep_out_parquet_and_csv_hold_the_same_rows(tmp_path):
     assert (a.seconds.values == b.seconds.values).all()
 
 
+def test_a_streamed_and_a_whole_parquet_sweep_share_one_schema(tmp_path):
+    """A fresh user's report: the whole-frame Parquet file held its categoricals with 8-bit
+    dictionary codes, the streamed one with 32-bit codes, so the two did not concatenate as
+    one dataset. Both are written with the same schema now."""
+    pd = pytest.importorskip("pandas")
+    pq = pytest.importorskip("pyarrow.parquet")
+    cfg = _sweep_config(tmp_path, 3)
+    whole, streamed = tmp_path / "w.parquet", tmp_path / "s.parquet"
+    assert main(["sweep", str(cfg), "--out", str(whole), "--quiet"]) == 0
+    assert main(["sweep", str(cfg), "--out", str(streamed), "--stream", "--quiet"]) == 0
+    assert pq.read_schema(whole).equals(pq.read_schema(streamed), check_metadata=False)
+    pd.testing.assert_frame_equal(pd.read_parquet(whole), pd.read_parquet(streamed))
+
+
 def test_sweep_write_rows_chunks_report_progress(tmp_path, monkeypatch):
     from perfsim.cli import sweep as cli_sweep
     from perfsim.sweep import sweep

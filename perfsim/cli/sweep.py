@@ -648,16 +648,7 @@ def _write_parquet(frames, tmp: Path, path: Path, pq, progress, identity, resume
         for frame in frames:
             table = pa.Table.from_pandas(frame, preserve_index=False)
             if writer is None:
-                # categoricals (one frame's values each) as dictionaries with 32-bit codes
-                # (pandas picks 8 or 16 bits by the count), an empty column as strings
-                schema = pa.schema([
-                    pa.field(f.name, pa.string()) if pa.types.is_null(f.type)
-                    else pa.field(f.name, pa.dictionary(pa.int32(), pa.string()))
-                    if pa.types.is_dictionary(f.type) else f
-                    for f in table.schema],
-                    # pandas' own metadata: its column dtypes (the nullable boolean
-                    # fits_memory) come back when the file is read
-                    metadata=table.schema.metadata)
+                schema = parquet_schema(table)
                 writer = pq.ParquetWriter(tmp, schema)
             pending.append(table.cast(schema))
             rows += len(frame)
@@ -1110,6 +1101,21 @@ def _pyarrow(what: str = "--out .parquet", instead: str = "or write .csv"):
     return pq
 
 
+def parquet_schema(table):
+    """The schema sweep rows are written to Parquet with, streamed or whole: categoricals as
+    dictionaries with 32-bit codes (pandas picks 8 or 16 bits by the count of one frame's
+    values, which would differ between a stream's frames and the whole), an empty column as
+    strings, and pandas' own metadata (its column dtypes, the nullable boolean
+    ``fits_memory``, come back when the file is read)."""
+    import pyarrow as pa
+
+    return pa.schema([
+        pa.field(f.name, pa.string()) if pa.types.is_null(f.type)
+        else pa.field(f.name, pa.dictionary(pa.int32(), pa.string()))
+        if pa.types.is_dictionary(f.type) else f
+        for f in table.schema], metadata=table.schema.metadata)
+
+
 def write_rows(df, path: str | Path, progress=None) -> Path:
     """Write sweep rows to ``path`` (``.csv`` or ``.parquet``, by the extension) through a
     temporary file renamed over it: an interrupted write (exception, Ctrl-C, SIGKILL) leaves
@@ -1127,7 +1133,9 @@ def write_rows(df, path: str | Path, progress=None) -> Path:
         if parquet:
             import pyarrow as pa
 
-            pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
+            table = pa.Table.from_pandas(df, preserve_index=False)
+            # the streamed file's schema, so both ways of writing a sweep give one schema
+            pq.write_table(table.cast(parquet_schema(table)), tmp)
             if progress:
                 progress(len(df))
         else:
