@@ -1331,7 +1331,8 @@ def _block_dims(scalar: dict, block: dict, wide=None) -> algos.Dims:
                       kv_dtype=(scalar["kv_dtype"] if scalar["kv_dtype"] != scalar["dtype"]
                                 else None),
                       page_size=scalar["page_size"] or None,
-                      mask_given=bool(given_causal) or tuple(given_window) != (None, None))
+                      mask_given=bool(given_causal) or tuple(given_window) != (None, None),
+                      window_given=tuple(given_window))
 
 
 def _predict_arrays(algo, gpu: GPUSpec, params, scalar: dict, block: dict) -> dict:

@@ -65,9 +65,11 @@ def test_fa2_split_kv_step_one_query_tile_row_under_the_80_percent_line():
         main = p.kernels[0].cost
         out[n] = (main.launch.get("num_splits", 1), p.counts.hbm_bytes, p.seconds)
     assert out[768][0] == 6 and out[832][0] == 1
-    assert out[768][1] == pytest.approx(50.7e6, rel=0.01)
+    # the 38 MB of fp32 partials exceed the H100's usable L2 (half of its 52 MB): the combine
+    # reads them back from HBM (base.l2_filtered's step for data a kernel wrote)
+    assert out[768][1] == pytest.approx(88.7e6, rel=0.01)
     assert out[832][1] == pytest.approx(13.7e6, rel=0.01)
-    assert out[768][2] == pytest.approx(45.3e-6, rel=0.01)
+    assert out[768][2] == pytest.approx(57.2e-6, rel=0.01)
     assert out[832][2] == pytest.approx(27.0e-6, rel=0.01)
     one = perfsim.predict(W(batch=1, heads=16, seqlen_q=768, head_dim=128), gpu="h100-sxm5",
                           algorithm=perfsim.algorithms.FA2(num_splits=1))

@@ -1182,3 +1182,57 @@ def test_one_query_row_causal_is_the_unmasked_forward(gpu, algo):
         plain = perfsim.predict(w, gpu, algo, timing=timing)
         causal = perfsim.predict(w.replace(causal=True), gpu, algo, timing=timing)
         assert causal.seconds == pytest.approx(plain.seconds, rel=1e-12), (kv_heads, seqlen_k)
+
+
+def test_the_split_kv_combine_reads_partials_larger_than_the_l2_from_hbm():
+    """A fresh user's report: the combine kernel read its fp32 partials from L2 however large
+    (3.2 GB of them at 16-19 TB/s on an H100 with 50 MB of L2). As its docstring says, they
+    come from L2 where they fit in its usable part and from HBM where they do not."""
+    import perfsim
+    from perfsim.algorithms import FA3
+    from perfsim.gpu_catalog import load_gpu
+
+    gpu = load_gpu("h100-sxm5")
+    W = perfsim.AttentionWorkload
+    big = perfsim.predict(W(batch=64, heads=64, kv_heads=8, seqlen_q=1, seqlen_k=8192,
+                            head_dim=128), gpu=gpu, algorithm=FA3(num_splits=128))
+    small = perfsim.predict(W(batch=8, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=32768,
+                              head_dim=128), gpu=gpu, algorithm="fa2")
+    for p, from_l2 in ((big, False), (small, True)):
+        (combine,) = [k for k in p.kernels if "combine" in k.cost.name]
+        read = combine.cost.hbm_read_bytes + combine.cost.l2_hit_bytes
+        assert read > 0
+        assert (read <= gpu.l2_usable_fraction * gpu.l2_bytes) is from_l2
+        assert combine.cost.l2_hit_bytes == (read if from_l2 else 0)
+        # no read faster than HBM allows where they come from HBM
+        if not from_l2:
+            assert combine.seconds >= read / gpu.hbm_bandwidth_bytes_per_s
+
+
+def test_flash_attn_2_packs_a_decode_steps_heads_only_without_a_given_window():
+    """A fresh user's report: a one-token decode with ``window=(4095, 0)`` had its GQA heads
+    packed (2.8x faster) while the window hid nothing, then not one key later. flash-attn 2's
+    ``mha_fwd`` sets a window side to -1 only where it is at least ``seqlen_k`` and packs
+    (``seqlenq_ngroups_swapped``) only when both sides are -1: a right side of 0 is given, so
+    it never packs; a causal decode, or a window wider than the cache, does. The sweep's
+    per-element choice is the same."""
+    import numpy as np
+
+    import perfsim
+
+    W = perfsim.AttentionWorkload
+    rows = []
+    for n_k in (4000, 4096, 4097, 8192):
+        for window in ((4095, 0), (None, 0), (8192, 8192), (None, None)):
+            w = W(batch=8, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=n_k, head_dim=128,
+                  window=window)
+            p = perfsim.predict(w, gpu="h100-sxm5", algorithm="flash-attn-2")
+            packed = "packed into one tile" in p.explain()
+            assert packed is (window[1] is None or window[1] >= n_k), (n_k, window)
+            rows.append((n_k, window, p.seconds))
+    for window in ((4095, 0), (8192, 8192)):
+        df = perfsim.sweep(batch=8, heads=32, kv_heads=8, seqlen_q=1,
+                           seqlen_k=[4000, 4096, 4097, 8192], head_dim=128, window=[window],
+                           gpus="h100-sxm5", algorithms="flash-attn-2")
+        want = [s for n_k, win, s in rows if win == window]
+        np.testing.assert_allclose(df.seconds.to_numpy(), want, rtol=1e-12)

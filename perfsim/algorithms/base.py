@@ -135,6 +135,10 @@ class Dims:
     #: the kernels drop) or variable lengths — what a software path that builds a mask object
     #: per call sees (FlexAttention's ``BlockMask``; ``TimingParams.host_floor``).
     mask_given: bool = False
+    #: the window as the call gives it (``AttentionWorkload.window``), before
+    #: :func:`effective_mask` drops sides that hide nothing: flash-attn 2 packs a decode
+    #: step's query heads only when it gives none (:func:`perfsim.algorithms.splits.decide`).
+    window_given: tuple = (None, None)
 
     @classmethod
     def of(cls, w: AttentionWorkload) -> Dims:
@@ -144,7 +148,8 @@ class Dims:
         return cls(w.batch, w.heads, w.kv_heads, w.seqlen_q, w.seqlen_k, w.head_dim,
                    w.head_dim_v, causal, w.dtype, w.phase, w.dropout_p, window, 1,
                    w.softcap, w.kv_dtype if w.kv_dtype != w.dtype else None, w.page_size,
-                   seqlens, mask_given=w.masked or w.varlen)
+                   seqlens, mask_given=w.masked or w.varlen,
+                   window_given=tuple(w.window))
 
     @property
     def e(self) -> int:

@@ -42,11 +42,11 @@ import functools
 
 import numpy as np
 
-from perfsim.algorithms.base import FP32_BYTES, STAT_BYTES, Dims, l2_filtered
+from perfsim.algorithms.base import FP32_BYTES, STAT_BYTES, Dims
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
 from perfsim.frozen import replace
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, maximum, minimum, one_value
+from perfsim.mathops import cdiv, maximum, minimum, one_value, where
 
 #: Most splits the references take (``num_splits <= 128``).
 MAX_SPLITS = 128
@@ -166,6 +166,20 @@ def _scan_waves(mblocks, slots: int, n_blocks, max_splits: int, filtered: bool =
     return out
 
 
+def fa2_window_unbounded(window_given, n_k):
+    """Whether flash-attn 2 runs a call with no window (True, or a boolean array over ``n_k``):
+    ``mha_fwd`` (``csrc/flash_attn/flash_api.cpp``) sets a window side to −1 only where it
+    is at least ``seqlen_k``, and swaps a decode step's query heads into rows
+    (``seqlenq_ngroups_swapped``) only when both sides are then −1 — a window given with a
+    side under the key count keeps the heads apart, even one that hides no key (a right side
+    of 0 for one query at the end)."""
+    unbounded = True
+    for side in window_given:
+        if side is not None:
+            unbounded = unbounded & (np.asarray(n_k) <= side)
+    return unbounded
+
+
 def fa2_num_splits(mblocks: int, sm_count: int, n_blocks: int) -> int:
     """flash-attn 2's ``num_splits_heuristic`` (called with ``2 × SMs`` slots)."""
     slots = 2 * sm_count
@@ -261,8 +275,11 @@ def combine_kernel(dims: Dims, splits: int, name: str, gpu) -> KernelCost:
     write-back to HBM stays counted in the split kernel), else from HBM."""
     rows = dims.B * dims.H * dims.N_q
     partials = rows * splits * FP32_BYTES * (dims.d_v + 1)
-    hbm, hits = l2_filtered(partials, 0 * partials, partials, gpu, gpu.l2_usable_fraction,
-                            written=True)
+    # all of them from L2 where they fit in its usable part, else all from HBM: the step
+    # base.l2_filtered keeps for data a kernel wrote (called as l2_filtered(partials, 0, ...)
+    # it read every byte from L2 however large: it caps the live set at the compulsory bytes)
+    hits = where(partials <= gpu.l2_usable_fraction * gpu.l2_bytes, partials, 0 * partials)
+    hbm = partials - hits
     return KernelCost(
         name=name, grid=cdiv(rows, COMBINE_ROWS_PER_CTA), warps_per_cta=4,
         # per part and row: d_v FMAs of the weighted sum (2 slots each) and the max, the
@@ -291,8 +308,9 @@ def decide(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int, block
         pack = group > 1
     elif pack_gqa == "auto":
         if rule == "fa2":
-            pack = (dims.N_q == 1 and group > 1 and dims.window == (None, None)
-                    and not dims.dropout_p)
+            pack = bool(dims.N_q == 1 and group > 1 and dims.window == (None, None)
+                        and fa2_window_unbounded(dims.window_given, dims.N_k)
+                        and not dims.dropout_p)
         elif rule == "cute":
             pack = group > 1 and not (max(dims.d, dims.d_v) > 192
                                       and gpu.native_tensor_family == "tcgen05")
@@ -410,7 +428,8 @@ def choice_arrays(dims: Dims, gpu, num_splits, pack_gqa, rule: str, block_m: int
     gqa = group > 1
     if pack_gqa == "auto":
         if rule == "fa2":
-            pack = ((N_q == 1) & gqa if dims.window == (None, None) and not dims.dropout_p
+            pack = ((N_q == 1) & gqa & fa2_window_unbounded(dims.window_given, N_k)
+                    if dims.window == (None, None) and not dims.dropout_p
                     else np.zeros(gqa.shape, bool))
         elif rule == "cute":
             pack = gqa & (not (max(dims.d, dims.d_v) > 192
