@@ -1236,3 +1236,20 @@ def test_flash_attn_2_packs_a_decode_steps_heads_only_without_a_given_window():
                            gpus="h100-sxm5", algorithms="flash-attn-2")
         want = [s for n_k, win, s in rows if win == window]
         np.testing.assert_allclose(df.seconds.to_numpy(), want, rtol=1e-12)
+
+
+def test_an_fp8_kv_cache_has_no_backward_on_fa2_either():
+    """A fresh user's report: FA2 priced a backward over an fp8 K/V cache (fa3 and fa4 refuse
+    it, as a paged cache is refused): a K/V dtype of its own is a forward-only path."""
+    import pytest
+
+    import perfsim
+    from perfsim.errors import InfeasibleError
+
+    w = perfsim.AttentionWorkload(batch=2, heads=8, seqlen_q=1024, head_dim=128,
+                                  kv_dtype="fp8_e4m3", phase="bwd")
+    for algorithm in ("fa2", "fa3"):
+        with pytest.raises(InfeasibleError, match="one dtype"):
+            perfsim.predict(w, gpu="h100-sxm5", algorithm=algorithm)
+    assert perfsim.predict(w.model_copy(update={"phase": "fwd"}), gpu="h100-sxm5",
+                           algorithm="fa2").seconds > 0

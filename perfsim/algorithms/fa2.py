@@ -603,7 +603,8 @@ class FusedAttention(Algorithm):
 
     def check_masks(self, dims: Dims) -> None:
         """What the reference takes beyond plain attention (flash-attn 2: windows, softcap
-        and dropout; paged K/V with pages of a multiple of 256 tokens, ``flash_api.cpp``).
+        and dropout; paged K/V with pages of a multiple of 256 tokens, ``flash_api.cpp``; a
+        paged cache or a K/V dtype of its own in the forward only).
 
         Raises:
             InfeasibleError: naming what the reference lacks.
@@ -614,6 +615,10 @@ class FusedAttention(Algorithm):
         if dims.page_size and dims.bwd:
             raise InfeasibleError(f"{self.name}: a paged K/V cache is an inference path "
                                   "(flash_attn_with_kvcache: no backward)")
+        if dims.kv_dtype is not None and dims.bwd:
+            raise InfeasibleError(f"{self.name}'s backward takes Q, K and V of one dtype "
+                                  f"(flash-attn 2's mha_bwd); a {dims.kv_dtype} K/V cache under "
+                                  f"{dims.dtype} queries is an inference path")
         if dims.softcap and dims.dropout_p:
             raise InfeasibleError(f"{self.name}: softcapping does not support dropout "
                                   "(flash-attn 2's check)")
