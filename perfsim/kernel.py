@@ -68,7 +68,7 @@ class KernelCost:
             tutorial's Triton loops, ``FusedAttention.tensor_issue_share``), 1.0 otherwise
             (two or more such CTAs per SM, FA3-class kernels, mma.sync, tcgen05). Multiplies
             the ``tensor`` unit's rate, so divides its time (``perfsim.timing.rates``).
-        exp_ops: exponentials on the MUFU unit.
+        exp_ops: operations on the MUFU unit: exponentials, and softcap's ``tanh``.
         emulated_exp_ops: exponentials computed in software on the FMA pipes (FA4 §3.1.3);
             their FMA cost is added to the ``fp32`` unit by the timing model.
         hbm_read_bytes, hbm_write_bytes: device-memory traffic after the L2 reuse rule.

@@ -210,7 +210,8 @@ class Counts:
             tiles and recomputation included — not the benchmark convention of ``tflops``).
         tensor_flops: matrix-multiply FLOPs on the tensor cores (2 per multiply-add).
         fp32_flops: FMA-pipe FLOP slots (2 per lane instruction: an FFMA, FADD or FMUL).
-        exp_ops: exponentials on the MUFU (``ex2``), one per lane.
+        exp_ops: MUFU operations, one per lane: the exponentials (``ex2``) and, with
+            ``softcap``, its ``tanh`` (one per score element forward, recomputed backward).
         emulated_exp_ops: exponentials computed in software on the FMA pipes (FA4's
             polynomial ``exp2``, FA4 paper §3.1.3), one per lane.
         hbm_read_bytes, hbm_write_bytes, hbm_bytes: bytes that cross HBM (read, written,
