@@ -165,7 +165,8 @@ class AttentionWorkload(Immutable, BaseModel):
             no key; flash-attn 2's forward then launches its unmasked kernel (``mha_fwd``),
             the other kernels keep their masked launch.
         dtype: element type of Q, K, V, O: fp32, tf32 (fp32 storage, TF32 matmuls), fp16,
-            bf16, fp8_e4m3. One exception, named in the prediction's notes: the ``fa3``
+            bf16, fp8_e4m3 (whose O is bf16, as flash-attn 3 and 4 write it:
+            ``Dims.e_o``). One exception, named in the prediction's notes: the ``fa3``
             algorithm's default ``quantize_inputs=True`` models FlashAttention-3 §3.3's fp8
             path, which receives 16-bit Q, K and V and quantises them in a preparation kernel
             every call (for a decode step that is the whole cache); for tensors already in

@@ -1202,7 +1202,7 @@ def test_the_split_kv_combine_reads_partials_larger_than_the_l2_from_hbm():
         (combine,) = [k for k in p.kernels if "combine" in k.cost.name]
         read = combine.cost.hbm_read_bytes + combine.cost.l2_hit_bytes
         assert read > 0
-        assert (read <= gpu.l2_usable_fraction * gpu.l2_bytes) is from_l2
+        assert bool(read <= gpu.l2_usable_fraction * gpu.l2_bytes) == from_l2
         assert combine.cost.l2_hit_bytes == (read if from_l2 else 0)
         # no read faster than HBM allows where they come from HBM
         if not from_l2:

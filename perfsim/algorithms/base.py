@@ -274,6 +274,15 @@ def l2_filtered(total_bytes, compulsory_bytes, working_set_bytes, gpu: GPUSpec,
     # The live working set is at most the distinct data the kernel reads (e.g. GQA heads
     # sharing one K/V head), however many CTAs are resident.
     live = minimum(working_set_bytes, compulsory_bytes)
+    hits = rereads * l2_hit_share(live, gpu, usable_fraction, written)
+    return total_bytes - hits, hits
+
+
+def l2_hit_share(live, gpu: GPUSpec, usable_fraction: float, written: bool = False):
+    """The share of re-reads L2 serves when ``live`` bytes are live at once
+    (:func:`l2_filtered`'s rule: all of them up to the usable part of L2, then a linear ramp
+    to none at ``GPUSpec.l2_reuse_ramp_end`` times its size; a step at the usable part for
+    data a kernel wrote, ``written``). A number, an array or a sympy Piecewise."""
     start, end = usable_fraction * gpu.l2_bytes, gpu.l2_reuse_ramp_end * gpu.l2_bytes
     if written or end <= start:         # written data, or a usable fraction past the ramp
         share = where(live <= start, 1.0, 0.0)
@@ -285,8 +294,7 @@ def l2_filtered(total_bytes, compulsory_bytes, working_set_bytes, gpu: GPUSpec,
                                 (0, True))
     else:
         share = minimum(1.0, maximum(0.0, (end - live) / (end - start)))
-    hits = rereads * share
-    return total_bytes - hits, hits
+    return share
 
 
 def accumulator_traffic(adds, accumulator_bytes, working_set_bytes, gpu: GPUSpec):

@@ -42,11 +42,11 @@ import functools
 
 import numpy as np
 
-from perfsim.algorithms.base import FP32_BYTES, STAT_BYTES, Dims
+from perfsim.algorithms.base import FP32_BYTES, STAT_BYTES, Dims, l2_hit_share
 from perfsim.algorithms.softmax_costs import FMA_SLOTS
 from perfsim.frozen import replace
 from perfsim.kernel import KernelCost
-from perfsim.mathops import cdiv, maximum, minimum, one_value, where
+from perfsim.mathops import cdiv, maximum, minimum, one_value
 
 #: Most splits the references take (``num_splits <= 128``).
 MAX_SPLITS = 128
@@ -275,10 +275,10 @@ def combine_kernel(dims: Dims, splits: int, name: str, gpu) -> KernelCost:
     write-back to HBM stays counted in the split kernel), else from HBM."""
     rows = dims.B * dims.H * dims.N_q
     partials = rows * splits * FP32_BYTES * (dims.d_v + 1)
-    # all of them from L2 where they fit in its usable part, else all from HBM: the step
-    # base.l2_filtered keeps for data a kernel wrote (called as l2_filtered(partials, 0, ...)
-    # it read every byte from L2 however large: it caps the live set at the compulsory bytes)
-    hits = where(partials <= gpu.l2_usable_fraction * gpu.l2_bytes, partials, 0 * partials)
+    # all of them live at once, written by the kernel before: l2_filtered's step for written
+    # data (its own live set is capped at the bytes a kernel reads from HBM, none here, which
+    # read every partial from L2 however large)
+    hits = partials * l2_hit_share(partials, gpu, gpu.l2_usable_fraction, written=True)
     hbm = partials - hits
     return KernelCost(
         name=name, grid=cdiv(rows, COMBINE_ROWS_PER_CTA), warps_per_cta=4,
