@@ -19,6 +19,7 @@ import os
 import sys
 
 from perfsim.errors import PerfsimError
+from perfsim.files import note_stop, raise_stop
 
 #: The helpers of ``perfsim.cli.common`` this package re-exports, loaded on first use (PEP 562
 #: ``__getattr__``): ``common`` imports the GPU model and pydantic, and nothing heavy may load
@@ -108,7 +109,14 @@ class _Terminated(BaseException):
 
 
 def _on_sigterm(signum, frame):
+    note_stop(_Terminated)      # should C code this runs inside clear the exception
     raise _Terminated
+
+
+def _on_sigint(signum, frame):
+    """Ctrl-C: ``KeyboardInterrupt``, as Python's own handler raises, noted as well."""
+    note_stop(KeyboardInterrupt)
+    raise KeyboardInterrupt
 
 
 def _redeliver_signals(hook_args) -> None:
@@ -212,14 +220,22 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     """:func:`main` with ``argv`` given: parse, run the command, report its errors. SIGTERM's
-    handler is installed first, so that it unwinds the command's imports too."""
+    and SIGINT's handlers are installed first, so that they unwind the command's imports too;
+    each notes its stop (:func:`perfsim.files.note_stop`) as it raises, and a stop whose
+    exception was lost inside C code is raised when the command returns (exit 143 or 130;
+    a file it wrote through :func:`perfsim.files.atomic_write` was not renamed into place)."""
     import signal
 
+    note_stop(None)
+    handlers = {}       # the handlers replaced: put back when the command ends
     try:        # SIGTERM unwinds like Ctrl-C; SIGKILL cannot be caught (files.atomic_write)
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
-        installed = True
+        handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, _on_sigterm)
+        # Ctrl-C as Python's own handler does, noted as well (only where that handler is
+        # the one in place: an ignored SIGINT, as under nohup, stays ignored)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            handlers[signal.SIGINT] = signal.signal(signal.SIGINT, _on_sigint)
     except ValueError:      # not the main thread
-        installed = False
+        pass
     global _previous_unraisablehook
     _previous_unraisablehook, sys.unraisablehook = sys.unraisablehook, _redeliver_signals
     import warnings
@@ -230,6 +246,7 @@ def _main(argv: list[str]) -> int:
             warnings.showwarning = _show_warning
             code = int(args.func(args) or 0)
         sys.stdout.flush()          # a full disk or a failing device reports here, not at exit
+        raise_stop()                # a signal whose exception C code cleared: it stops here
         return code
     except PerfsimError as exc:
         from perfsim.cli.common import EXIT_BAD_INPUT
@@ -263,9 +280,10 @@ def _main(argv: list[str]) -> int:
         _drop_stdout()
         return 1
     finally:
+        note_stop(None)             # reported above (or the process is on its way out)
         sys.unraisablehook = _previous_unraisablehook
-        if installed:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        for signum, previous in handlers.items():
+            signal.signal(signum, signal.SIG_DFL if previous is None else previous)
 
 
 def _drop_stdout() -> None:

@@ -47,6 +47,7 @@ from perfsim.files import (
     atomic_write,
     check_output,
     check_output_folder,
+    raise_stop,
     read_text,
     save_figure,
     write_text_atomic,
@@ -658,6 +659,7 @@ def _write_parquet(frames, tmp: Path, path: Path, pq, progress, identity, resume
                 rows = 0
             if progress:
                 progress(written)
+            raise_stop()    # a signal whose exception C code cleared: stops here, kept
         if pending:
             flush()
         interrupts.held = True      # from the footer to the rename: a signal waits
@@ -711,6 +713,7 @@ def _write_csv(frames, tmp: Path, path: Path, progress, identity, resume_rows: i
                 mark = (fh.tell(), written)
                 if progress:
                     progress(written)
+                raise_stop()    # a signal whose exception C code cleared: stops here, kept
         interrupts.held = True      # to the rename: a signal waits
         return written
     except Exception:
