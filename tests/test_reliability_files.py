@@ -939,7 +939,10 @@ def test_a_ctrl_c_while_python_shuts_down_after_a_finished_command_is_ignored(tm
         "def command(args):\n"
         "    print('done', flush=True)\n"
         "    atexit.register(time.sleep, 1.5)      # a slow shutdown\n"
-        "    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+        "    # registered last, run first at exit: the Ctrl-C lands during the shutdown, never\n"
+        "    # before main() has put its shutdown handler in place (a fixed delay raced it)\n"
+        "    atexit.register(lambda: threading.Timer(0.2, os.kill,\n"
+        "                                            (os.getpid(), signal.SIGINT)).start())\n"
         "    return 0\n"
         ), console=True)
     assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")
