@@ -289,7 +289,10 @@ class Prediction:
         bound: what binds most of the time (``tensor``, ``fp32``, ``mufu``, ``smem``,
             ``hbm``, ``latency`` (an unpipelined kernel's load waits, or register-spill
             reloads), ``launch``, or ``host``: the host floor, for a call too short to fill
-            it).
+            it). A unit names the largest part of the path that sets a kernel's time (a
+            closed cycle of stations run in turn, with the CTAs' edges), so it need not be
+            the unit with the longest time alone (:attr:`unit_seconds`): HBM streaming
+            beside an SM-side cycle that takes longer does not bind.
         unit_seconds: per unit, its time summed over kernels (s), had it run alone.
         bound_seconds: per unit, the kernel time during which it was the binding unit (s).
         counts: :class:`Counts` totals.
@@ -683,6 +686,28 @@ class Prediction:
                 f"The ceiling is {why}; {where}. Its 'hbm' time is that ceiling, not the "
                 "memory's."]
 
+    def _bound_not_longest_line(self) -> list[str]:
+        """Where the longest kernel's binding unit is the call's and is not that kernel's unit
+        with the longest time alone, one line saying why: its time is set by a path the
+        binding unit is the largest part of (a closed cycle of stations, the CTAs' edges),
+        and the longer unit runs beside it. (A fresh user read ``bound='tensor'`` beside
+        'hbm 19.1 µs, tensor 7.26 µs' as a contradiction.)"""
+        if not self.kernels or self.bound not in UNITS:
+            return []
+        heavy = max(self.kernels, key=lambda k: k.seconds)
+        if heavy.bound != self.bound:
+            return []
+        alone = {u: float(t) for u, t in heavy.unit_seconds.items() if u in UNITS}
+        top = max(alone, key=alone.get)
+        if top == self.bound or alone[top] <= 1.05 * alone[self.bound]:
+            return []
+        return [f"In {heavy.cost.name}, {self.bound} is not the unit with the longest time "
+                f"alone ({top}, {_ms(alone[top])} against {_ms(alone[self.bound])}): its time "
+                f"is set by the path {self.bound} is the largest part of (units that take turns "
+                "on the SM, with the CTAs' time outside their loop), which "
+                f"{top} overlaps; a faster {self.bound} shortens only its own part of that "
+                f"path, a faster {top} nothing until it sets the time."]
+
     def _unpacked_window_line(self) -> list[str]:
         """Why a windowed one-token GQA decode runs unpacked under flash-attn 2's rule, where
         the same call without the window packs (and may then split): reading fewer keys can
@@ -966,6 +991,7 @@ class Prediction:
         if reloads:
             parts += f"; register-spill reloads {_ms(reloads)} (busiest SM)"
         lines.append(f"Each unit alone: {parts}.")
+        lines.extend(self._bound_not_longest_line())
         terms = self.term_seconds()
         top = list(terms.items())[:TOP_TERMS]
         if top:

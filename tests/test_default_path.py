@@ -1925,3 +1925,51 @@ def test_eager_kernels_on_the_h100_match_its_profile():
             measured = sum(k[1] for k in r["kernels"][phase]
                            if not k[0].startswith("Memset")) * 1e-6
             assert predicted == pytest.approx(measured, rel=0.08), (r["seqlen"], phase)
+
+
+def test_explain_says_why_the_bound_unit_is_not_the_longest_one_alone():
+    """A fresh user's report: ``bound='tensor'`` printed beside 'Each unit alone: hbm 19.1 µs,
+    tensor 7.26 µs' read as a contradiction. The bound names the largest part of the SM-side
+    path that sets the kernel's time; explain() now says so, with the kernel's own times, and
+    the what-ifs agree: HBM twice as fast changes nothing, tensor cores twice as fast little."""
+    w = perfsim.AttentionWorkload(batch=16, heads=32, seqlen_q=128, head_dim=64, causal=True)
+    p = perfsim.predict(w, gpu="a100-sxm4-80gb", algorithm="fa2")
+    heavy = max(p.kernels, key=lambda k: k.seconds)
+    assert p.bound == heavy.bound == "tensor"
+    assert heavy.unit_seconds["hbm"] > 2 * heavy.unit_seconds["tensor"]
+    text = p.explain()
+    assert "In fa2_fwd, tensor is not the unit with the longest time alone (hbm" in text
+    gpu = perfsim.load_gpu("a100-sxm4-80gb")
+    faster_hbm = gpu.replace(hbm_bandwidth_bytes_per_s=2 * gpu.hbm_bandwidth_bytes_per_s)
+    assert perfsim.predict(w, gpu=faster_hbm, algorithm="fa2").seconds == pytest.approx(
+        p.seconds, rel=1e-9)
+    # where the bound unit is also the longest alone, nothing is added
+    long = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=8192, head_dim=128)
+    q = perfsim.predict(long, gpu="a100-sxm4-80gb", algorithm="fa2")
+    assert "not the unit with the longest" not in q.explain()
+
+
+def test_readme_reading_a_result_examples_hold():
+    """README's "Reading a result": the figures it quotes are the model's."""
+    W = perfsim.AttentionWorkload
+    w = W(batch=16, heads=32, seqlen_q=128, head_dim=64, causal=True)
+    gpu = perfsim.load_gpu("a100-sxm4-80gb")
+    p = perfsim.predict(w, gpu=gpu, algorithm="fa2")
+    assert (round(p.unit_seconds["hbm"] * 1e6, 1), round(p.unit_seconds["tensor"] * 1e6, 2)) \
+        == (19.1, 7.26)
+    twice = {k: 2 * v for k, v in gpu.tensor_flops_per_clk_per_sm.items()}
+    twice_mma = {k: 2 * v for k, v in gpu.mma_sync_flops_per_clk_per_sm.items()}
+    faster = perfsim.predict(w, gpu=gpu.replace(tensor_flops_per_clk_per_sm=twice,
+                                                mma_sync_flops_per_clk_per_sm=twice_mma),
+                             algorithm="fa2")
+    assert round(100 * (1 - faster.seconds / p.seconds)) == 7
+    shape = dict(batch=1, heads=16, seqlen_q=512, head_dim=128)
+    split = perfsim.predict(W(**shape), gpu="l40s", algorithm="fa2")
+    dropout = perfsim.predict(W(**shape, dropout_p=0.1), gpu="l40s", algorithm="fa2")
+    assert [k.cost.launch.get("num_splits", 1) for k in split.kernels][0] == 2
+    assert [k.cost.launch.get("num_splits", 1) for k in dropout.kernels] == [1]
+    assert (round(dropout.seconds * 1e6, 1), round(split.seconds * 1e6, 1)) == (25.8, 34.5)
+    big = dict(batch=4, heads=16, seqlen_q=4096, head_dim=128)
+    causal = perfsim.predict(W(**big, causal=True), gpu=gpu, algorithm="fa1")
+    full = perfsim.predict(W(**big), gpu=gpu, algorithm="fa1")
+    assert causal.seconds == pytest.approx(full.seconds, rel=0.02)
