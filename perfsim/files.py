@@ -64,7 +64,6 @@ def raise_stop() -> None:
     raise kind
 
 
-
 def read_text(path: str | Path, what: str = "file") -> str:
     """The text of a UTF-8 file.
 
