@@ -19,6 +19,12 @@
   window, ran the command to its end with exit status 0). The CLI's handlers note the stop as
   well as raise it; :func:`atomic_write` raises a noted stop before it renames (so the previous
   file is kept), the sweep writers after each block, and the CLI when a command returns.
+  :func:`signals_deferred` holds the two signals over imports that would turn them into
+  other exceptions.
+
+Length: reading, checking and writing files is one contract (one error line, nothing half
+written, an interrupt acted on before a rename), and the stop a signal noted is part of it:
+:func:`atomic_write` consults it before each rename.
 """
 
 from __future__ import annotations
@@ -43,6 +49,38 @@ def note_stop(kind: type[BaseException] | None) -> None:
     before it raises ``kind``); None forgets a noted stop (the CLI, once it has reported it)."""
     global _pending_stop
     _pending_stop = kind
+
+
+def noted_stop() -> type[BaseException] | None:
+    """The stop a signal handler noted (:func:`note_stop`) and nothing has forgotten, or
+    None."""
+    return _pending_stop
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM at the operating system (``pthread_sigmask``, this thread)
+    over the block and deliver them after it, where their handlers run in Python code. For
+    imports of extension modules that turn a handler's exception into one of their own:
+    pydantic_core's (pyo3) raised ``PanicException`` ("failed to import datetime C API")
+    with a Rust panic message when a SIGTERM landed in it, and pydantic's class set-up a
+    ``RuntimeError`` from ``__set_name__``. The mask is this thread's: where other threads
+    run, the system may hand a signal sent to the process to one of them, and Python then
+    runs the handler in the main thread at once (the CLI defers at a command's start, when
+    it has no other thread). Where ``pthread_sigmask`` is missing (Windows) the block runs
+    as it is."""
+    import signal
+
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, OSError, ValueError):
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def raise_stop() -> None:

@@ -130,3 +130,23 @@ def test_report_with_no_compared_rows(tmp_path):
     md = report.write_report(tmp_path)["md"].read_text()
     assert "No shape has two or more compared own kernels" in md
     assert json.loads((tmp_path / RESULTS_FILE).read_text())["status"] == "unsupported"
+
+
+def test_an_interrupted_report_leaves_the_old_one_whole(tmp_path, records, monkeypatch):
+    """A fresh user's break attempt: a Ctrl-C while the scatter plot was drawn left report.md
+    and results.csv new beside the old scatter.png. The three files are renamed together."""
+    _write(tmp_path, records)
+    paths = report.write_report(tmp_path)
+    before = {k: p.read_bytes() for k, p in paths.items()}
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "save_png", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        report.write_report(tmp_path, note="a new note")
+    assert {k: p.read_bytes() for k, p in paths.items()} == before
+    assert not list(tmp_path.glob(".*.tmp"))
+    monkeypatch.undo()
+    report.write_report(tmp_path, note="a new note")
+    assert "a new note" in paths["md"].read_text()

@@ -12,6 +12,7 @@ Writes into the results folder:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -19,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from perfsim.errors import PerfsimError
-from perfsim.files import atomic_write, write_text_atomic
+from perfsim.files import atomic_write, signals_deferred
 from perfsim.validate import analysis
 from perfsim.validate.runner import RESULTS_FILE, ResultStore
 
@@ -298,8 +299,8 @@ def write_report(out_dir: str | Path, records: list[dict] | None = None,
                  problems: list[str] | None = None) -> dict[str, Path]:
     """Write report.md, results.csv and scatter.png from ``out_dir/results.jsonl`` (or from
     ``records``, e.g. re-predicted ones), with ``note`` under the title, into ``dest``
-    (default ``out_dir``). Each file is written through a temporary file and renamed, so an
-    interrupted write leaves the previous file."""
+    (default ``out_dir``). The three are written to temporary files and renamed together
+    with SIGINT and SIGTERM held, so an interrupted write leaves the previous report whole."""
     out_dir = Path(out_dir)
     if records is None:
         records, found = load_checked(out_dir)
@@ -312,17 +313,24 @@ def write_report(out_dir: str | Path, records: list[dict] | None = None,
                            f"{exc.strerror or type(exc).__name__}") from None
     paths = {"md": dest / "report.md", "csv": dest / "results.csv",
              "png": dest / "scatter.png"}
-    write_text_atomic(paths["md"], markdown(records, note, problems or ()))
-    with atomic_write(paths["csv"]) as tmp:
-        write_csv(records, tmp)
-    fig, _ = scatter(records)
     import matplotlib.pyplot as plt
 
-    try:
-        with atomic_write(paths["png"]) as tmp:
-            save_png(fig, tmp, dpi=120, bbox_inches="tight")
-    finally:
-        plt.close(fig)
+    # the three files are one report: each written to its temporary file first, then the
+    # three renamed with SIGINT and SIGTERM held, so an interrupt leaves the old report or
+    # the new one, never a mix (a fresh user's break attempt found report.md and
+    # results.csv new beside the old scatter.png after a Ctrl-C)
+    with contextlib.ExitStack() as stack:
+        tmps = {key: stack.enter_context(atomic_write(path)) for key, path in paths.items()}
+        tmps["md"].write_text(markdown(records, note, problems or ()), encoding="utf-8")
+        write_csv(records, tmps["csv"])
+        fig, _ = scatter(records)
+        try:
+            save_png(fig, tmps["png"], dpi=120, bbox_inches="tight")
+        finally:
+            plt.close(fig)
+        renames = stack.pop_all()
+    with signals_deferred():
+        renames.close()
     return paths
 
 

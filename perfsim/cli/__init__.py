@@ -19,7 +19,7 @@ import os
 import sys
 
 from perfsim.errors import PerfsimError
-from perfsim.files import note_stop, raise_stop
+from perfsim.files import note_stop, noted_stop, raise_stop, signals_deferred
 
 #: The helpers of ``perfsim.cli.common`` this package re-exports, loaded on first use (PEP 562
 #: ``__getattr__``): ``common`` imports the GPU model and pydantic, and nothing heavy may load
@@ -241,6 +241,12 @@ def _main(argv: list[str]) -> int:
     import warnings
     args = None
     try:
+        # pydantic, which every command loads, with the signals held: pydantic_core's
+        # import turned a SIGTERM into a Rust panic (a traceback, exit 1); one that arrived
+        # meanwhile is raised as the block ends, here
+        with signals_deferred():
+            for name in ("pydantic_core", "pydantic.main", "pydantic.fields"):
+                importlib.import_module(name)
         args = _parse(argv)
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
@@ -279,6 +285,15 @@ def _main(argv: list[str]) -> int:
         sys.stderr.write(f"perfsim: error: {where}: {exc.strerror or exc}\n")
         _drop_stdout()
         return 1
+    except BaseException:
+        # a signal's exception that code it ran inside replaced with its own (pydantic's
+        # class set-up wraps it in a RuntimeError from __set_name__): the stop, as noted
+        kind = noted_stop()
+        if kind is None:
+            raise
+        terminated = kind is _Terminated
+        sys.stderr.write("perfsim: terminated\n" if terminated else "perfsim: interrupted\n")
+        return 143 if terminated else 130
     finally:
         note_stop(None)             # reported above (or the process is on its way out)
         sys.unraisablehook = _previous_unraisablehook
