@@ -179,23 +179,46 @@ def _cut(part: dict, limit: int) -> list[dict]:
     return out
 
 
-def run_partition(part: dict, path: str, engine: str = "auto") -> int:
+def run_partition(part: dict, path: str, engine: str = "auto") -> tuple[int, dict, list]:
     """Sweep one partition (with ``engine``, :func:`perfsim.sweep.sweep`) and write its rows
-    to ``path`` (Parquet, through a temporary file renamed over it); returns the row count.
-    Runs on a worker."""
+    to ``path`` (Parquet, through a temporary file renamed over it). Runs on a worker.
+
+    Returns:
+        ``(rows, over, texts)``: the row count; the power-limit counts of the sweep's
+        :class:`perfsim.sweep.PowerLimitWarning` (GPU id → (rows, largest power / limit),
+        empty if none), which the client adds up into one warning; and the text of any other
+        warning, which the client shows once. The worker prints none of them (they had
+        reached its stderr in Python's raw two-line format)."""
+    import warnings
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from perfsim.files import atomic_write
-    from perfsim.sweep import sweep
+    from perfsim.sweep import PowerLimitWarning, sweep
 
-    df = sweep(**part, engine=engine)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        df = sweep(**part, engine=engine)
+    over, texts = {}, []
+    for w in caught:
+        if isinstance(w.message, PowerLimitWarning):
+            _add_over(over, w.message.over)
+        else:
+            texts.append(str(w.message))
     for column in df.columns:                 # per-partition categories would not align
         if str(df[column].dtype) == "category":
             df[column] = df[column].astype(str)
     with atomic_write(Path(path)) as tmp:
         pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
-    return len(df)
+    return len(df), over, texts
+
+
+def _add_over(total: dict, over: dict) -> None:
+    """Add power-limit counts ``over`` (GPU id → (rows, largest ratio)) into ``total``."""
+    for gpu, (rows, worst) in over.items():
+        had_rows, had_worst = total.get(gpu, (0, 0.0))
+        total[gpu] = (had_rows + rows, max(had_worst, worst))
 
 
 #: Seconds between looks at the partitions' futures (a partition takes seconds).
@@ -455,6 +478,8 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
         # as_completed's lock handling, where it surfaced as "RuntimeError: cannot release
         # un-acquired lock" (a traceback, exit status 1) about once in 25 interrupts
         pending = list(futures)
+        over: dict = {}             # the partitions' power-limit counts, one warning at the end
+        texts: dict = {}            # their other warnings' texts, each shown once
         while pending:
             waiting = []
             for future in pending:
@@ -467,6 +492,9 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
                         raise PerfsimError(f"a sweep partition failed: {type(exc).__name__}: "
                                            f"{text}".strip()) from None
                 if future.status == "finished":
+                    _rows, part_over, part_texts = future.result()
+                    _add_over(over, part_over)
+                    texts.update(dict.fromkeys(part_texts))
                     done += 1
                     if progress:
                         progress(done, len(parts))
@@ -496,6 +524,15 @@ def dask_sweep(kwargs: dict, out: str | Path, scheduler: str = "local",
                 "rows": 0, "key": key}
     manifest["rows"] = sum(p["rows"] for p in manifest["partitions"])
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    import warnings
+
+    from perfsim.sweep import _warn_over_power
+
+    for text in texts:
+        warnings.warn(text, UserWarning, stacklevel=2)
+    _warn_over_power(over, "sweep" if len(todo) == len(parts) else
+                     "sweep (the partitions computed in this run; those kept from an earlier "
+                     "run are not counted here)")
     return out
 
 

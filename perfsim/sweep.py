@@ -612,15 +612,26 @@ def _count_over_power(over: dict, gpu: GPUSpec | None, params, group: dict, resu
                               max(worst, float(ratio[hot].max())))
 
 
+class PowerLimitWarning(UserWarning):
+    """:func:`_warn_over_power`'s warning; ``over`` holds its counts (GPU id → (rows, largest
+    power / limit)), so that partitions swept apart (``perfsim.distributed``) add up to one
+    warning."""
+
+    def __init__(self, text: str, over: dict | None = None):
+        super().__init__(text)
+        self.over = dict(over or {})
+
+
 def _warn_over_power(over: dict, what: str = "sweep") -> None:
     """One warning for the rows :func:`_count_over_power` counted, by GPU."""
     if over:
         each = "; ".join(f"{gpu}: {rows:,} row{'s' if rows != 1 else ''}, up to "
                          f"{worst:.2f}x its limit" for gpu, (rows, worst) in over.items())
-        warnings.warn(f"{what}: modelled board power stays over the GPU's limit even at the "
-                      f"power model's floor clock ({each}); those rows' times are "
-                      "optimistic (their power_w column says by how much; perfsim predict "
-                      "notes it per call)", stacklevel=outside_perfsim())
+        warnings.warn(PowerLimitWarning(
+            f"{what}: modelled board power stays over the GPU's limit even at the power "
+            f"model's floor clock ({each}); those rows' times are optimistic (their power_w "
+            "column says by how much; perfsim predict notes it per call)", over),
+            stacklevel=outside_perfsim())
 
 
 class _BlockGrid:

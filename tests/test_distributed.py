@@ -271,3 +271,30 @@ def test_a_dataset_of_another_model_is_refused_naming_it(tmp_path, monkeypatch):
     dask_sweep(small, tmp_path / "fresh", "local", workers=1, rows_per_partition=2)
     with pytest.raises(PerfsimError, match="another sweep: the partition size differs;"):
         dask_sweep(small, tmp_path / "fresh", "local", workers=1, rows_per_partition=3)
+
+
+def test_the_workers_power_warnings_add_up_to_the_local_sweeps_one(tmp_path, capfd):
+    """A fresh user's break attempt: every --dask run printed the workers' power-limit
+    warning on stderr in Python's raw two-line format, once per worker. The workers now
+    return their counts, and the client gives one warning with their sum: the local
+    sweep's."""
+    import warnings
+
+    from perfsim.sweep import PowerLimitWarning
+
+    kwargs = dict(batch=[1, 2, 7, 64], heads=[8, 32], kv_heads=[1, 8],
+                  seqlen_q=[1, 3, 64, 200, 4096], seqlen_k=[100, 1000, 33000, 262144],
+                  head_dim=128, gpus="h100-sxm5", algorithms=["fa2", "fa3"])
+    with warnings.catch_warnings(record=True) as local:
+        warnings.simplefilter("always")
+        sweep(**kwargs)
+    local = [w.message for w in local if isinstance(w.message, PowerLimitWarning)]
+    assert len(local) == 1 and local[0].over        # the grid has rows over the limit
+    capfd.readouterr()
+    with warnings.catch_warnings(record=True) as dask:
+        warnings.simplefilter("always")
+        dask_sweep(kwargs, tmp_path / "ds", "local", workers=2, rows_per_partition=100)
+    dask = [w.message for w in dask if isinstance(w.message, PowerLimitWarning)]
+    assert len(dask) == 1 and dask[0].over == local[0].over
+    assert str(dask[0]) == str(local[0])
+    assert "UserWarning" not in capfd.readouterr().err

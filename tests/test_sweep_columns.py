@@ -175,7 +175,7 @@ def test_dask_partitions_carry_the_columns(tmp_path):
     parts = partitions(kwargs, rows_per_partition=4)
     assert len(parts) == 2 and all(p["columns"] == ["seconds"] for p in parts)
     path = tmp_path / "part.parquet"
-    assert run_partition(parts[0], str(path)) == 4
+    assert run_partition(parts[0], str(path)) == (4, {}, [])
     df = pd.read_parquet(path)
     assert [c for c in df.columns if c in RESULT_COLUMNS] == ["seconds"]
 
