@@ -65,6 +65,14 @@ def build_parser(modules=COMMAND_MODULES):
     return parser
 
 
+def _stopped(terminated: bool, args, exc: BaseException) -> int:
+    """Report a stop in its one line (SIGTERM or Ctrl-C, with what the command kept,
+    :func:`_kept`) and return its exit status, 143 or 130."""
+    sys.stderr.write(f"perfsim: {'terminated' if terminated else 'interrupted'}"
+                     f"{_kept(args, exc)}\n")
+    return 143 if terminated else 130
+
+
 def _kept(args, exc: BaseException) -> str:
     """What an interrupted command left on disk, for its one line: a streamed sweep's rows
     finished so far (``perfsim.cli.sweep.write_frames``), a Dask sweep's partitions, and that
@@ -262,8 +270,7 @@ def _main(argv: list[str]) -> int:
         sys.stderr.write(f"perfsim: error: {text}\n")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
-        sys.stderr.write(f"perfsim: interrupted{_kept(args, exc)}\n")
-        return 130
+        return _stopped(False, args, exc)
     except MemoryError:
         # (numpy's allocation error included; a limit the OS enforces by killing the
         # process instead cannot be reported)
@@ -272,8 +279,7 @@ def _main(argv: list[str]) -> int:
                          "streams in blocks of bounded memory, or sweep fewer rows\n")
         return 1
     except _Terminated as exc:
-        sys.stderr.write(f"perfsim: terminated{_kept(args, exc)}\n")
-        return 143
+        return _stopped(True, args, exc)
     except BrokenPipeError:     # output piped into a reader that stopped (| head): quietly
         _drop_stdout()
         return 141
@@ -285,15 +291,13 @@ def _main(argv: list[str]) -> int:
         sys.stderr.write(f"perfsim: error: {where}: {exc.strerror or exc}\n")
         _drop_stdout()
         return 1
-    except BaseException:
+    except BaseException as exc:
         # a signal's exception that code it ran inside replaced with its own (pydantic's
         # class set-up wraps it in a RuntimeError from __set_name__): the stop, as noted
         kind = noted_stop()
         if kind is None:
             raise
-        terminated = kind is _Terminated
-        sys.stderr.write("perfsim: terminated\n" if terminated else "perfsim: interrupted\n")
-        return 143 if terminated else 130
+        return _stopped(kind is _Terminated, args, exc)
     finally:
         note_stop(None)             # reported above (or the process is on its way out)
         sys.unraisablehook = _previous_unraisablehook
