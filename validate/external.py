@@ -371,6 +371,11 @@ HOLDOUTS = {
                           "not, GQA, bf16 and fp16); drawn and committed at 31fe198 before any "
                           "timing, timed at the twentieth session's end on an H100 (its rows "
                           "score the same by 31fe198 and by that session's last model)",
+    "external-holdout67": "16 shapes drawn at random (validate/draw_holdout.py, seed 67) over "
+                          "the general range (head dims 64 / 128 / 256, N 128-16k, causal or "
+                          "not, GQA, bf16 and fp16); drawn and committed at bb3b6ef's model "
+                          "before any timing, the twenty-second session's check of the default "
+                          "path on every implementation",
 }
 
 
