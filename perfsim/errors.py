@@ -34,6 +34,25 @@ def short_repr(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def closest(word: str, choices):
+    """The one of ``choices`` closest to ``word`` (``difflib``, case, ``_`` and ``-``
+    ignored), or ``None`` when none is close: for "did you mean" hints."""
+    import difflib
+
+    def norm(text):
+        return str(text).lower().replace("_", "-").strip()
+
+    by_norm = {norm(c): c for c in choices}
+    close = difflib.get_close_matches(norm(word), list(by_norm), n=1, cutoff=0.75)
+    return by_norm[close[0]] if close else None
+
+
+def did_you_mean(word: str, choices) -> str:
+    """``" (did you mean 'x'?)"`` naming :func:`closest`, or ``""``."""
+    close = closest(word, choices)
+    return f" (did you mean {close!r}?)" if close is not None else ""
+
+
 class Immutable:
     """Mixin of perfsim's frozen pydantic models (``AttentionWorkload``, ``GPUSpec``): setting
     or deleting a field raises :class:`PerfsimError` naming ``replace`` (pydantic's own error

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, get_origin
 
 from pydantic import (
     BaseModel,
@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from perfsim.errors import Immutable, InfeasibleError, PerfsimError, short_repr
+from perfsim.errors import Immutable, InfeasibleError, PerfsimError, closest, short_repr
 
 Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8_e4m3"]
 DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
@@ -354,7 +354,9 @@ class GPUSpec(Immutable, BaseModel):
     name: str = Field(description="marketing name")
     arch: str = Field(description="architecture, a label for messages (the catalog: ampere, "
                       "ada, hopper, blackwell, blackwell-geforce); the model reads the "
-                      "features, rates and sizes, never this name")
+                      "features, rates and sizes, never this name. A known label must agree "
+                      "with compute_capability (ARCH_COMPUTE_CAPABILITIES); another is taken "
+                      "as it is")
     compute_capability: str = Field(
         description="CUDA compute capability, e.g. '9.0' (an architecture-specific suffix "
         "such as '9.0a' is allowed)")
@@ -528,6 +530,10 @@ class GPUSpec(Immutable, BaseModel):
         if isinstance(value, dict):             # per-dtype tables
             return {k: strict_number(v, allowed, label=f"{info.field_name}[{k}] ")
                     for k, v in value.items()}
+        if get_origin(annotation) is dict:
+            raise ValueError(f"must be a table of dtype -> number {allowed} (e.g. "
+                             f"{{bf16 = 4096}}; one entry: {info.field_name}.bf16), not "
+                             f"{type(value).__name__} {value!r}")
         return strict_number(value, allowed, integer=annotation is int)
 
     @field_validator("id")
@@ -589,6 +595,19 @@ class GPUSpec(Immutable, BaseModel):
             if not 0 < value < 1e-6:
                 raise ValueError(f"tma_segment_seconds[{key}] must be between 0 and 1e-6 s, "
                                  f"got {value}")
+        major_minor = compute_capability_numbers(self.compute_capability)
+        named = ARCH_COMPUTE_CAPABILITIES.get(self.arch.lower())
+        if named is not None and not named[0] <= major_minor <= named[1]:
+            owner = next((a for a, (lo, hi) in ARCH_COMPUTE_CAPABILITIES.items()
+                          if lo <= major_minor <= hi), None)
+            raise ValueError(
+                f"arch {self.arch!r} is compute capability {named[0][0]}.{named[0][1]}"
+                + (f"-{named[1][0]}.{named[1][1]}" if named[1] != named[0] else "")
+                + f", not this spec's {self.compute_capability}"
+                + (f" ({owner})" if owner else "") + ": arch is a label, the model reads "
+                "compute_capability, the features and the rates, so a spec of another "
+                "architecture changes those (an unlisted label, e.g. a hypothetical part's, "
+                "is taken as it is)")
         if (self.l2_load_latency_clk is None) != (self.cta_l2_load_bytes_per_clk is None):
             raise ValueError("l2_load_latency_clk and cta_l2_load_bytes_per_clk are one "
                              "measurement (the L2-hit load step's fit): set both or neither")
@@ -682,6 +701,8 @@ class GPUSpec(Immutable, BaseModel):
         outrun the native one (a fresh user's review: FA2 kept its speed at 1/64 of the
         native rate, 1720x the what-if's matmul peak). A native rate lowered but still above
         the mma.sync rate leaves it as it is, and a profile's own values are never touched.
+        A dtype dropped from the native table (a table given whole without it) is dropped
+        from the mma.sync table too, for the same reason.
 
         Example: ``load_gpu("b200").replace(mufu_ops_per_clk_per_sm=32, id="b300-like")``.
         A dict for ``features`` or ``power`` changes the entries it names
@@ -778,6 +799,17 @@ class GPUSpec(Immutable, BaseModel):
         return _validate_spec(data, where=f"{self.id}.model_copy()")
 
 
+#: Architecture labels perfsim knows and the compute capabilities (lowest, highest) each
+#: covers (CUDA C++ Programming Guide, "Compute Capabilities"; sm_110 is Jetson Thor's
+#: Blackwell): a spec naming one of them must carry a compute capability in its range
+#: (a fresh user's report: ``arch = "volta"`` was taken on a Hopper spec). Other labels are
+#: taken as they are (a hypothetical part's).
+ARCH_COMPUTE_CAPABILITIES = {"volta": ((7, 0), (7, 2)), "turing": ((7, 5), (7, 5)),
+                             "ampere": ((8, 0), (8, 7)), "ada": ((8, 9), (8, 9)),
+                             "hopper": ((9, 0), (9, 0)), "blackwell": ((10, 0), (11, 0)),
+                             "blackwell-geforce": ((12, 0), (12, 1))}
+
+
 def compute_capability_numbers(text: str) -> tuple[int, int]:
     """``(major, minor)`` of a compute capability such as ``"9.0"`` or ``"9.0a"`` (the
     suffix names architecture-specific features and does not change the numbers)."""
@@ -795,6 +827,8 @@ def _cap_mma_sync(spec, fields: dict, data: dict) -> None:
             data.get("native_tensor_family", spec.native_tensor_family) == "mma_sync":
         return
     old, new = getattr(spec, table), data[table]
+    if not isinstance(new, dict) or not isinstance(data.get(legacy), dict):
+        return                  # not a table: validation names it
     capped, notes = dict(data[legacy]), {}
     for dtype, rate in new.items():
         if not all(isinstance(x, (int, float)) and not isinstance(x, bool)
@@ -806,6 +840,11 @@ def _cap_mma_sync(spec, fields: dict, data: dict) -> None:
                 f"what-if: capped at {table}.{dtype} set by GPUSpec.replace() (the same tensor "
                 f"cores run mma.sync; was {capped[dtype]!r} in {spec.id})")
             capped[dtype] = rate
+    for dtype in [d for d in capped if d in old and d not in new]:
+        notes[f"{legacy}.{dtype}"] = (
+            f"what-if: removed with {table}.{dtype} by GPUSpec.replace() (the same tensor cores "
+            f"run mma.sync; was {capped[dtype]!r} in {spec.id})")
+        del capped[dtype]
     if notes:
         data[legacy] = capped
         fields[legacy] = capped     # so the copy lists it among the fields changed
@@ -843,10 +882,17 @@ def _validate_spec(data: dict, where: str) -> GPUSpec:
             msg = f"{msg}, got {first['input']!r}"      # pydantic's own checks omit it
         extra = [".".join(str(p) for p in e["loc"]) for e in exc.errors()
                  if e["type"] == "extra_forbidden"]
+        if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
+            close = closest(last, GPUSpec.model_fields)
+            if close:
+                msg += f" (did you mean {close!r}?)"
         if first["type"] == "missing" and extra:
             # a missing field beside keys the schema lacks: most often one misspelt
+            hints = [f"{key!r} for {close!r}" for key in extra
+                     if (close := closest(key, GPUSpec.model_fields))]
             msg += (f" (the file has {'keys' if len(extra) > 1 else 'a key'} no GPU spec "
-                    f"takes: {', '.join(map(repr, extra))}; misspelt?)")
+                    f"takes: {', '.join(map(repr, extra))}; misspelt?"
+                    + (f" perhaps {', '.join(hints)}" if hints else "") + ")")
         others = sorted({".".join(str(p) for p in e["loc"]) or "(the spec)"
                          for e in exc.errors()[1:]} - {loc})
         if others:      # one message, but every field that failed named

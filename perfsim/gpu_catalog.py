@@ -11,7 +11,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from perfsim.errors import PerfsimError, outside_perfsim
+from perfsim.errors import PerfsimError, did_you_mean, outside_perfsim
 from perfsim.gpu import GPUSpec, _validate_spec
 
 
@@ -94,8 +94,8 @@ def load_gpu(gpu: str | Path | GPUSpec) -> GPUSpec:
         raise PerfsimError(f"GPU profile {str(gpu)!r} is a folder, not a catalog id or a "
                            f".toml file; valid ids: {', '.join(gpus())}")
     if not _is(path, "file"):
-        raise PerfsimError(f"unknown GPU {text!r}; valid ids: {', '.join(gpus())} "
-                           "(or a path to a .toml profile)")
+        raise PerfsimError(f"unknown GPU {text!r}{did_you_mean(text, gpus())}; valid ids: "
+                           f"{', '.join(gpus())} (or a path to a .toml profile)")
     spec = _load_path(str(path), path.stat().st_mtime_ns)
     if type(gpu) is str:
         _BY_ID[gpu] = spec

@@ -53,7 +53,7 @@ from pydantic import model_validator
 
 from perfsim import algorithms as algos
 from perfsim.algorithms import softmax_costs as sc
-from perfsim.algorithms.base import Algorithm, Dims, infeasible_where
+from perfsim.algorithms.base import Algorithm, Dims, infeasible_where, unknown_option_hint
 from perfsim.algorithms.common import HEAD_DIM_MULTIPLE, MAX_HEAD_DIM
 from perfsim.algorithms.fa2 import fwd_smem_bytes, next_power_of_two
 from perfsim.algorithms.fa3 import kernel_head_dims
@@ -600,7 +600,8 @@ class Implementation(Algorithm):
                 reason and goes on.
         """
         words = (f"{self.preset} runs {inner.name}, which has no option "
-                 f"{', '.join(sorted(unknown))}; options: "
+                 f"{', '.join(sorted(unknown))}"
+                 f"{unknown_option_hint(sorted(unknown), type(inner).model_fields)}; options: "
                  f"{', '.join(type(inner).model_fields)}")
         owners = sorted(name for name, cls in algos.REGISTRY.items()
                         if cls is not type(inner) and unknown <= set(cls.model_fields))
@@ -765,7 +766,33 @@ class Implementation(Algorithm):
         line = self._cudnn_path_line(prediction, dims, inner)
         if line:
             lines.append(line)
+        line = self._cudnn_decode_line(prediction, dims, inner)
+        if line:
+            lines.append(line)
         return lines
+
+    def _cudnn_decode_line(self, prediction, dims: Dims, inner) -> str | None:
+        """Where cuDNN's one-token decode kernel runs (:data:`CUDNN_DECODE_TILE`), where its
+        split count comes from, in words (a fresh user's report: ``num_splits=64`` was
+        printed with no source, and multi-query attention came out slower than two K/V
+        heads); None elsewhere."""
+        if (self.preset != "sdpa-cudnn" or dims.symbolic
+                or getattr(inner, "block_m", None) != CUDNN_DECODE_TILE[0]
+                or not any(k.cost.name == "fa2_fwd" for k in prediction.kernels)):
+            return None
+        splits = getattr(inner, "num_splits", 1)
+        rows = cdiv(dims.H // dims.H_kv, CUDNN_DECODE_TILE[0])
+        tiles = (f"; the {dims.H // dims.H_kv} query heads of a K/V head fill {rows} tiles of "
+                 f"{CUDNN_DECODE_TILE[0]} rows, each with its own {splits} splits (ASSUMED: "
+                 "the profiled calls had at most 8 query heads per K/V head, one tile)"
+                 if rows > 1 else "")
+        return (f"cuDNN's one-token decode kernel ({CUDNN_DECODE_TILE[0]} x "
+                f"{CUDNN_DECODE_TILE[1]} tiles) splits the keys {splits} ways: B·H_kv·splits "
+                f"= {CUDNN_DECODE_CTAS} CTAs, at most {CUDNN_DECODE_MAX_SPLITS} splits, as its "
+                "profiled grids show (implementations.CUDNN_DECODE_CTAS; cuDNN's source is "
+                f"closed, so the rule is read from four shapes){tiles}. Fewer K/V heads mean "
+                "more splits, so a multi-query call can run more waves than one with more K/V "
+                "heads.")
 
     def _cudnn_path_line(self, prediction, dims: Dims, inner) -> str | None:
         """Which of cuDNN's two forward cycles the call's training forward runs

@@ -418,11 +418,17 @@ class Prediction:
         capped = self.power_w is not None and self.power_w >= tdp * (1 - LIMIT_TOLERANCE)
         if clock >= asked * (1 - 1e-9):
             return asked, True, "held there"
-        return asked, False, (
-            "the power limit holds it lower" if capped else
-            f"above the {g.max_clock_hz / 1e6:.0f} MHz maximum boost clock, so held "
-            "there" if clock >= g.max_clock_hz * (1 - 1e-9) else
-            "the tensor-core clock ceiling holds it lower (perfsim.power)")
+        above = (f"above the {g.max_clock_hz / 1e6:.0f} MHz maximum boost clock"
+                 if asked > g.max_clock_hz * (1 + 1e-9) else None)
+        if capped:
+            why = (f"{above}, and the power limit holds it lower still" if above else
+                   "the power limit holds it lower")
+        elif clock >= g.max_clock_hz * (1 - 1e-9):
+            why = f"{above}, so held there"
+        else:
+            why = ((f"{above}, and " if above else "")
+                   + "the tensor-core clock ceiling holds it lower (perfsim.power)")
+        return asked, False, why
 
     def _clock_not_held_note(self) -> str | None:
         """Where a clock lock was not held (:meth:`_clock_lock`), for :meth:`notes`."""
@@ -712,18 +718,11 @@ class Prediction:
         """Why a windowed one-token GQA decode runs unpacked under flash-attn 2's rule, where
         the same call without the window packs (and may then split): reading fewer keys can
         take longer, which needs saying."""
-        from perfsim.algorithms.base import Dims
-
         w = self.workload
         if (w.seqlen_q != 1 or w.seqlens_q is not None or w.heads == w.kv_heads
                 or w.window == (None, None) or w.dropout_p or "f" not in w.phase):
             return []
-        dims = Dims.of(w)
-        try:
-            algo = self.algorithm.config(dims, self.gpu) if hasattr(
-                self.algorithm, "config") else self.algorithm
-        except PerfsimError:
-            return []
+        algo = self._configured()
         if getattr(algo, "split_rule", None) != "fa2" or getattr(algo, "pack_gqa",
                                                                  None) != "auto":
             return []
@@ -733,6 +732,18 @@ class Prediction:
                 "and reads K/V on its own; the same call without the window packs and may "
                 "run faster although it reads more keys."]
 
+    def _configured(self):
+        """The algorithm configuration the call ran (a preset's inner algorithm for this
+        workload and GPU), or ``None`` where it cannot be formed."""
+        from perfsim.algorithms.base import Dims
+
+        if not hasattr(self.algorithm, "config"):
+            return self.algorithm
+        try:
+            return self.algorithm.config(Dims.of(self.workload), self.gpu)
+        except PerfsimError:
+            return None
+
     def _one_split_line(self, splits: int) -> list[str]:
         """Where the split count came from the reference's heuristic (``num_splits="auto"``),
         the same call with one split, in words: the heuristics (flash-attn's
@@ -740,7 +751,7 @@ class Prediction:
         the partial outputs a split adds, so on small grids the choice can cost time."""
         t1 = self._one_split_seconds()
         if t1 is None:
-            return []
+            return self._varlen_split_caveat()
         change = self.seconds / t1 - 1
         if abs(change) < 0.005:
             # within half a percent (both calls on the host floor, say): no effect to rate
@@ -755,7 +766,28 @@ class Prediction:
                   f"{t1 / self.seconds:.3g}x faster ({-change * 100:.0f} % less time)")
         return [f"The {splits} splits are the reference's heuristic choice (num_splits='auto'); "
                 f"with one split perfsim predicts {_ms(t1)}, so the split is "
-                f"{effect}{why}."]
+                f"{effect}{why}.", *self._varlen_split_caveat()]
+
+    def _varlen_split_caveat(self) -> list[str]:
+        """For a variable-length batch split by flash-attn 3's rule: what perfsim's split
+        count stands for, in words. perfsim applies the fixed-length rule to the batch size
+        and the longest lengths and splits every sequence alike; flash-attn 3's varlen
+        scheduler (``prepare_varlen_num_blocks`` in hopper/flash_prepare_scheduler.cu) sets a
+        count per sequence from its own length, which perfsim does not model (a fresh
+        user's report: one more short sequence changed the count for all of them)."""
+        w = self.workload
+        if w.seqlens_q is None and w.seqlens_k is None:
+            return []
+        algo = self._configured()
+        if getattr(algo, "split_rule", None) != "fa3" or getattr(algo, "num_splits",
+                                                                   None) != "auto":
+            return []
+        return ["For a variable-length batch perfsim takes the count from the fixed-length "
+                "rule on the batch size and the longest query and key lengths, and splits "
+                "every sequence alike; flash-attn 3's varlen scheduler "
+                "(prepare_varlen_num_blocks) sets a count per sequence from its own length "
+                "(not modelled), so short sequences here pay for splits they may not run, and "
+                "a batch with one more sequence can get another count for all of them."]
 
     def to_dict(self) -> dict:
         """The prediction as plain JSON-ready data (what ``perfsim predict --json`` prints):
@@ -825,6 +857,9 @@ class Prediction:
         power = self._over_power_note()
         if power:
             out.append(power)
+        assumed = self._assumed_limit_note()
+        if assumed:
+            out.append(assumed)
         held = self._clock_not_held_note()
         if held:
             out.append(held)
@@ -860,6 +895,21 @@ class Prediction:
                 "model charges no energy (power.spill_pj_per_byte = 0; the catalog's GPUs carry "
                 "the energy measured on an H100): the predicted power and sustained clock leave "
                 "them out")
+
+    def _assumed_limit_note(self) -> str | None:
+        """Where the power limit sets the sustained clock and the GPU's catalog gives that
+        limit as ASSUMED (``sources["power.tdp_w"]``: the GH200's, whose module limit covers
+        CPU, GPU and memory together), in words: the time rests on it."""
+        g = self.gpu
+        if (self.power_w is None or g.power is None
+                or getattr(self.timing, "clock", None) != "sustained"
+                or self.power_w < g.power.tdp_w * (1 - LIMIT_TOLERANCE)
+                or _source_kind(g, "power.tdp_w") != "assumed"):
+            return None
+        return (f"the sustained clock ({(self.clock_hz or g.clock_hz) / 1e6:.0f} MHz) is where "
+                f"modelled power meets {g.id}'s {g.power.tdp_w:.0f} W limit, which its catalog "
+                "entry ASSUMES (sources['power.tdp_w']); another limit moves the clock and the "
+                "time (a sweep's power.tdp_w override shows by how much)")
 
     def _over_power_note(self) -> str | None:
         """Where the modelled board power ends above the GPU's limit, why, in words: a clock

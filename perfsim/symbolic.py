@@ -77,6 +77,7 @@ import sympy
 from pydantic import BaseModel
 
 from perfsim import algorithms as algos
+from perfsim.algorithms.base import unknown_option_hint
 from perfsim.errors import PerfsimError
 from perfsim.errors import short_repr as _short
 from perfsim.gpu import BYTES_PER_ELEMENT
@@ -343,7 +344,8 @@ def _check_options(algo, options: dict) -> None:
     cls = type(algo)
     unknown = [k for k in options if k not in cls.model_fields]
     if unknown:
-        raise PerfsimError(f"{cls.name} has no option {', '.join(map(str, unknown))}; options: "
+        raise PerfsimError(f"{cls.name} has no option {', '.join(map(str, unknown))}"
+                           f"{unknown_option_hint(unknown, cls.model_fields)}; options: "
                            f"{', '.join(cls.model_fields)}")
     concrete = {}
     for key, value in options.items():

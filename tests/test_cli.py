@@ -169,6 +169,16 @@ def test_json_with_plot_and_explain_stays_one_document(tmp_path, capsys):
       "--gpu", "h200-sxm"], "needs tcgen05"),
     (["predict", *SMALL, "-a", "fa3", "--gpu", "h200-sxm", "--set", "warps=4"],
      "fa3 has no option warps; options:"),
+    # a fresh user's reports: a near miss is named, and a GPU field is sent where it belongs
+    (["predict", *SMALL, "--gpu", "h100_sxm5"], "unknown GPU 'h100_sxm5' (did you mean "
+     "'h100-sxm5'?)"),
+    (["predict", *SMALL, "-a", "fa2", "--set", "num_split=2"],
+     "fa2 has no option num_split (did you mean 'num_splits'?)"),
+    (["predict", *SMALL, "-a", "fa3", "--gpu", "h200-sxm", "--set",
+      "hbm_bandwidth_bytes_per_s=6e12"], "is a GPU field, not an algorithm option: a GPU "
+     "what-if is a .toml profile"),
+    (["predict", *SMALL, "-a", "sdpa-flash", "--set", "power.tdp_w=300"],
+     "power.tdp_w is a GPU field"),
 ])
 def test_more_bad_input_is_one_line(capsys, argv, needle):
     assert main(argv) == 2

@@ -127,7 +127,10 @@ def test_every_count_is_the_sum_of_its_named_terms(w, gpu):
                 assert total == pytest.approx(float(getattr(c, field)), rel=1e-9, abs=1e-6), \
                     (algo, c.name, field)
             checked += 1
-    assert checked >= 2    # the paged fp8 decode: only fa2 (and fa3 on Hopper) take it
+    if w.kv_dtype == "fp8_e4m3" and gpu == "a100-sxm4-80gb":
+        assert checked == 0    # no fp8 conversion instructions before sm_89: refused
+    else:
+        assert checked >= 2    # the paged fp8 decode: only fa2 (and fa3 on Hopper) take it
 
 
 def test_named_terms_match_the_papers_formulas():

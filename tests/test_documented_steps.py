@@ -74,3 +74,15 @@ def test_fa2_split_kv_step_one_query_tile_row_under_the_80_percent_line():
     one = perfsim.predict(W(batch=1, heads=16, seqlen_q=768, head_dim=128), gpu="h100-sxm5",
                           algorithm=perfsim.algorithms.FA2(num_splits=1))
     assert one.seconds == pytest.approx(25.5e-6, rel=0.01)
+
+
+def test_more_sms_can_make_flash_attn_2_split_a_call_it_ran_whole():
+    gpu = perfsim.load_gpu("h100-sxm5")
+    w = W(batch=4, heads=32, seqlen_q=128, head_dim=256)
+    base = perfsim.predict(w, gpu=gpu, algorithm="sdpa-flash")
+    more = perfsim.predict(w, gpu=gpu.replace(sm_count=4 * gpu.sm_count), algorithm="sdpa-flash")
+    assert base.kernels[0].cost.launch.get("num_splits", 1) == 1
+    assert more.kernels[0].cost.launch["num_splits"] == 2
+    assert base.seconds == pytest.approx(24.2e-6, rel=0.01)
+    assert more.seconds == pytest.approx(47.3e-6, rel=0.01)
+    assert any("one split would take 24.2 µs" in n for n in more.notes())

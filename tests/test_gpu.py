@@ -106,7 +106,8 @@ def test_a_misspelt_key_is_named_beside_the_field_it_leaves_missing(tmp_path):
     path = tmp_path / "typo.toml"
     path.write_text(dumps(src))
     with pytest.raises(perfsim.PerfsimError, match=r"hbm_efficiency: Field required \(the "
-                       r"file has a key no GPU spec takes: 'hbm_eficiency'; misspelt\?\)"):
+                       r"file has a key no GPU spec takes: 'hbm_eficiency'; misspelt\? perhaps "
+                       r"'hbm_eficiency' for 'hbm_efficiency'\)"):
         perfsim.load_gpu(str(path))
 
 
@@ -202,7 +203,8 @@ def test_calibration_block_is_typed():
     ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA A100-SXM4-40GB", "a100-sxm4-40gb"),
     ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"), ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"),
     ("NVIDIA GeForce RTX 4090", "rtx-4090"), ("NVIDIA GH200 480GB", "gh200"),
-    ("NVIDIA B200", "b200"), ("NVIDIA GB200", "gb200")])
+    ("NVIDIA B200", "b200"), ("NVIDIA GB200", "gb200"), ("NVIDIA H20", "h20"),
+    ("NVIDIA GeForce RTX 5090", "rtx-5090")])
 def test_device_names_map_to_catalog_entries(name, gid):
     from perfsim.gpu_catalog import catalog_id_for
 
@@ -210,7 +212,11 @@ def test_device_names_map_to_catalog_entries(name, gid):
 
 
 @pytest.mark.parametrize("name", ["NVIDIA H100 NVL", "NVIDIA A100 80GB PCIe",
-                                  "NVIDIA GeForce RTX 4090 D", "NVIDIA Tesla K80"])
+                                  "NVIDIA GeForce RTX 4090 D", "NVIDIA Tesla K80",
+                                  # other boards of a catalog chip (a fresh user's report):
+                                  # more memory and bandwidth, or a cut tensor rate
+                                  "NVIDIA H20-3e", "NVIDIA GH200 144G HBM3e",
+                                  "NVIDIA GeForce RTX 5090 D", "NVIDIA GeForce RTX 5090 D v2"])
 def test_boards_the_catalog_lacks_are_refused_not_mapped_to_a_neighbour(name):
     from perfsim.errors import PerfsimError
     from perfsim.gpu_catalog import catalog_id_for
@@ -305,6 +311,37 @@ def test_mma_sync_never_outruns_the_native_tensor_rate():
         assert p.seconds > 10 * perfsim.predict(w, gpu=base, algorithm=algo).seconds
 
 
+def test_a_tensor_table_dropped_or_malformed_in_a_what_if():
+    """A fresh user's reports: a dtype dropped from the native table left FA2's mma.sync path
+    at full speed on Hopper and Blackwell (an empty table refused FA3 and standard, not
+    FA2), and a table given as a number, a list or a string crashed ``replace`` with an
+    AttributeError (a traceback from ``perfsim sweep``)."""
+    import perfsim
+
+    w = perfsim.AttentionWorkload(batch=4, heads=16, seqlen_q=1024, head_dim=128)
+    for gpu in ("h100-sxm5", "b200"):
+        base = perfsim.load_gpu(gpu)
+        empty = base.replace(tensor_flops_per_clk_per_sm={})
+        assert empty.mma_sync_flops_per_clk_per_sm == {}
+        assert "removed" in empty.sources["mma_sync_flops_per_clk_per_sm.bf16"]
+        for algo in ("fa2", "sdpa-flash", "standard"):
+            with pytest.raises(perfsim.PerfsimError, match="tensor-core path for bf16"):
+                perfsim.predict(w, gpu=empty, algorithm=algo)
+        # a dtype kept keeps its mma.sync rate
+        fp16 = base.replace(tensor_flops_per_clk_per_sm={
+            "fp16": base.tensor_flops_per_clk_per_sm["fp16"]})
+        assert set(fp16.mma_sync_flops_per_clk_per_sm) == {"fp16"}
+        assert (fp16.mma_sync_flops_per_clk_per_sm["fp16"]
+                == base.mma_sync_flops_per_clk_per_sm["fp16"])
+    base = perfsim.load_gpu("h100-sxm5")
+    for bad in (8192, [8192], "fast"):
+        with pytest.raises(perfsim.PerfsimError, match="must be a table of dtype"):
+            base.replace(tensor_flops_per_clk_per_sm=bad)
+    df = perfsim.sweep(batch=4, heads=16, seqlen_q=1024, head_dim=128, gpus="h100-sxm5",
+                       algorithms="fa2", overrides={"tensor_flops_per_clk_per_sm": [8192]})
+    assert "must be a table of dtype" in df.infeasible.iloc[0]
+
+
 def test_an_invalid_what_if_names_every_field_that_fails():
     """A fresh user's report: a what-if with two bad values named only one, so fixing it
     met the next error. The message leads with one and lists the others."""
@@ -314,3 +351,34 @@ def test_an_invalid_what_if_names_every_field_that_fails():
     with pytest.raises(PerfsimError, match=r"clock_hz: .*also invalid: "
                                            r"hbm_bandwidth_bytes_per_s\)"):
         load_gpu("h100-sxm5").replace(hbm_bandwidth_bytes_per_s=0, clock_hz=-1)
+
+
+def test_gh100_parts_quote_the_h200_energies_at_its_reference_clock():
+    """The GH100 entries take the H200's measured energies per operation (the same SM): they
+    must quote them at the clock they were measured at. The H100 PCIe quoted them at its own
+    1755 MHz top clock, charging 1980-MHz energies there (a fresh user's review)."""
+    from perfsim.validate.fit_power import GH100
+
+    h200 = perfsim.load_gpu("h200-sxm").power
+    for gid in GH100:
+        p = perfsim.load_gpu(gid).power
+        assert p.reference_clock_hz == h200.reference_clock_hz, gid
+        assert p.tensor_pj_per_flop == h200.tensor_pj_per_flop, gid
+
+
+def test_a_known_arch_label_must_agree_with_the_compute_capability():
+    """A fresh user's report: ``arch = "volta"`` was taken on a Hopper spec and changed
+    nothing (the label is for messages). A known label must now match the compute capability;
+    a label perfsim does not know (a hypothetical part's) is taken as it is."""
+    from perfsim.gpu import ARCH_COMPUTE_CAPABILITIES, compute_capability_numbers
+
+    for gid in perfsim.gpus():          # the catalog agrees with its own labels
+        g = perfsim.load_gpu(gid)
+        lo, hi = ARCH_COMPUTE_CAPABILITIES[g.arch]
+        assert lo <= compute_capability_numbers(g.compute_capability) <= hi, gid
+    h100 = perfsim.load_gpu("h100-sxm5")
+    for label in ("volta", "Ampere", "blackwell"):
+        with pytest.raises(perfsim.PerfsimError, match="arch .* not this spec's 9.0 "):
+            h100.replace(arch=label)
+    assert h100.replace(arch="rubin").arch == "rubin"
+    assert h100.replace(arch="ampere", compute_capability="8.0").arch == "ampere"

@@ -1253,3 +1253,44 @@ def test_an_fp8_kv_cache_has_no_backward_on_fa2_either():
             perfsim.predict(w, gpu="h100-sxm5", algorithm=algorithm)
     assert perfsim.predict(w.model_copy(update={"phase": "fwd"}), gpu="h100-sxm5",
                            algorithm="fa2").seconds > 0
+
+
+def test_an_fp8_cache_needs_the_fp8_conversion_instructions():
+    """A fresh user's report: an fp8_e4m3 K/V cache on an A100 was costed as on Hopper (one
+    FP32-pipe op per element) and came out 36 % faster than bf16; sm_80/sm_86 have no fp8
+    conversion instruction (cvt .e4m3x2 is sm_89+), so the call is refused, there and in a
+    sweep; the L40S (sm_89) and the H100 keep it."""
+    import perfsim
+
+    w = perfsim.AttentionWorkload(batch=4, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=65536,
+                                  head_dim=128, kv_dtype="fp8_e4m3")
+    for gpu in ("a100-sxm4-80gb", "rtx-3090", "a10g"):
+        with pytest.raises(perfsim.InfeasibleError, match="conversion instructions of sm_89"):
+            perfsim.predict(w, gpu=gpu, algorithm="fa2")
+    for gpu in ("l40s", "h100-sxm5"):
+        fp8 = perfsim.predict(w, gpu=gpu, algorithm="fa2")
+        bf16 = perfsim.predict(w.replace(kv_dtype="bf16"), gpu=gpu, algorithm="fa2")
+        assert fp8.seconds < bf16.seconds
+    df = perfsim.sweep(batch=4, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=[4096, 65536],
+                       head_dim=128, kv_dtype="fp8_e4m3", gpus=["a100-sxm4-80gb", "l40s"],
+                       algorithms="fa2")
+    assert df[df.gpu == "a100-sxm4-80gb"].infeasible.str.contains("sm_89").all()
+    assert df[df.gpu == "l40s"].seconds.notna().all()
+
+
+def test_a_paged_fa3_call_says_its_key_block_changed():
+    """A fresh user's report: FA3 with a paged cache was 1 % faster than contiguous K/V.
+    flash-attn 3 gathers a paged cache with a narrower key block (tile_size.h,
+    paged_kv_non_TMA: 128 keys at head dim 128 where TMA takes 176), and 4096 keys fill its
+    tiles without padding; explain() names the switch."""
+    import perfsim
+
+    w = perfsim.AttentionWorkload(batch=4, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=4096,
+                                  head_dim=128)
+    flat = perfsim.predict(w, gpu="h100-sxm5", algorithm="fa3")
+    paged = perfsim.predict(w.replace(page_size=16), gpu="h100-sxm5", algorithm="fa3")
+    assert (flat.kernels[0].cost.launch["block_n"], paged.kernels[0].cost.launch["block_n"]) \
+        == (176, 128)
+    assert "B_c = 128 (tile_size.h, paged_kv_non_TMA) where a contiguous cache loaded by TMA " \
+        "takes 176" in paged.explain()
+    assert "paged_kv_non_TMA" not in flat.explain()

@@ -309,3 +309,57 @@ def test_explain_names_the_kernels_timed_above_the_call_s_clock():
     locked = perfsim.predict(w, gpu="h100-sxm5", algorithm="standard", timing={"clock": 1.83e9})
     assert "maximum boost clock:" not in next(
         x for x in locked.explain().splitlines() if x.startswith("Times are at"))
+
+
+def test_a_clock_set_by_an_assumed_power_limit_says_so():
+    """A fresh user's report: the GH200's 900 W limit is ASSUMED in its catalog entry (the
+    module's budget covers CPU, GPU and memory), and a power-limited call on it came out 14 %
+    faster than on the H200 with nothing said. The note names the assumption where the
+    limit sets the clock, and only there."""
+    from perfsim import AttentionWorkload, predict
+
+    w = AttentionWorkload(batch=4, heads=32, seqlen_q=8192, head_dim=128, causal=True)
+    capped = predict(w, gpu="gh200", algorithm="fa3")
+    assert capped.power_w == pytest.approx(900, rel=0.003)
+    assert any("900 W limit, which its catalog entry ASSUMES" in n for n in capped.notes())
+    assert not any("ASSUMES" in n for n in predict(w, gpu="h200-sxm", algorithm="fa3").notes())
+    small = predict(w.replace(batch=1, heads=1, seqlen_q=512), gpu="gh200", algorithm="fa3")
+    assert small.power_w < 900 and not any("ASSUMES" in n for n in small.notes())
+    boost = predict(w, gpu="gh200", algorithm="fa3", timing={"clock": "boost"})
+    assert not any("ASSUMES" in n for n in boost.notes())
+
+
+def test_explain_says_what_a_varlen_split_count_stands_for():
+    """A fresh user's report: a variable-length decode batch got 2 splits, the same batch
+    with one more short sequence 5 and half the time, and explain() called the count the
+    reference's choice. flash-attn 3 picks a count per sequence in its varlen scheduler,
+    which perfsim does not model: explain() says so for FA3's rule, not for fixed lengths."""
+    from perfsim import AttentionWorkload, predict
+
+    keys = (172, 12808, 19993, 152, 68, 76617, 9346, 208)
+    w = AttentionWorkload(heads=32, kv_heads=8, head_dim=128, causal=True,
+                          seqlens_q=(1,) * len(keys), seqlens_k=keys)
+    text = predict(w, gpu="h100-sxm5", algorithm="fa3").explain()
+    assert "splits are the reference's heuristic choice" in text
+    assert "flash-attn 3's varlen scheduler (prepare_varlen_num_blocks)" in text
+    fixed = AttentionWorkload(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=76617,
+                              head_dim=128)
+    assert "prepare_varlen_num_blocks" not in predict(fixed, gpu="h100-sxm5",
+                                                      algorithm="fa3").explain()
+
+
+def test_cudnn_decode_explain_names_where_its_split_count_comes_from():
+    """A fresh user's report: cuDNN's decode printed num_splits=64 with no source, and
+    multi-query attention (one K/V head) came out slower than two K/V heads."""
+    from perfsim import AttentionWorkload, predict
+
+    w = AttentionWorkload(batch=4, heads=64, kv_heads=1, seqlen_q=1, seqlen_k=8192,
+                          head_dim=128)
+    text = predict(w, gpu="h100-sxm5", algorithm="sdpa-cudnn").explain()
+    assert "splits the keys 64 ways: B·H_kv·splits = 256 CTAs, at most 64" in text
+    assert "fill 4 tiles of 16 rows" in text
+    two = predict(w.replace(kv_heads=2), gpu="h100-sxm5", algorithm="sdpa-cudnn").explain()
+    assert "splits the keys 32 ways" in two
+    prefill = predict(w.replace(seqlen_q=512, seqlen_k=512), gpu="h100-sxm5",
+                      algorithm="sdpa-cudnn").explain()
+    assert "decode kernel" not in prefill

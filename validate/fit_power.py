@@ -311,6 +311,15 @@ def catalog_power(gpu, h200: dict) -> tuple[dict, dict]:
                               "ASSUMED 0, as the H200 (GEMM energies include their L2 "
                               "traffic)"),
            "reference_clock_hz": "= max_clock_hz"}
+    if gpu.id in GH100:
+        # the same SM's energies hold at the clock they were measured at; quoted at a lower
+        # top clock (the H100 PCIe's 1755 MHz) they would charge 1980-MHz energies there
+        values["reference_clock_hz"] = hv["reference_clock_hz"]
+        src["reference_clock_hz"] = ("I: the clock the H200's energies were measured at "
+                                     f"({hv['reference_clock_hz'] / 1e6:.0f} MHz), as they are "
+                                     "taken for the same GH100 SM; at a lower top clock they "
+                                     "scale by (f / that clock)^voltage_exponent like the "
+                                     "H200's own")
     if limit_src:
         src["tdp_w"] = limit_src
         src["min_clock_hz"] = limit_src

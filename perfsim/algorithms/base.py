@@ -518,6 +518,25 @@ def resident_ctas(gpu: GPUSpec, smem_bytes: int, warps: int, registers_per_threa
     return ctas
 
 
+def unknown_option_hint(names, options) -> str:
+    """Words after an "has no option" error: the option a name was probably meant to be, or,
+    for a name of a GPU field (``hbm_bandwidth_bytes_per_s``, ``power.tdp_w``), where GPU
+    what-ifs go — an algorithm's options do not take them (a fresh user's report)."""
+    from perfsim.errors import closest
+    from perfsim.gpu import GPUSpec
+
+    hints = []
+    for name in names:
+        name = str(name)
+        if name.split(".", 1)[0] in GPUSpec.model_fields:
+            hints.append(f"{name} is a GPU field, not an algorithm option: a GPU what-if is a "
+                         ".toml profile given as the GPU (hardware/README.md) or a sweep's "
+                         "[overrides] table (docs/sweeps.md)")
+        elif (close := closest(name, options)) is not None:
+            hints.append(f"did you mean {close!r}?")
+    return f" ({'; '.join(hints)})" if hints else ""
+
+
 def option_error(cls, exc: ValidationError) -> str:
     """One line for the first error of an algorithm's options (``Algorithm.__init__``)."""
     err = exc.errors()[0]
@@ -526,7 +545,8 @@ def option_error(cls, exc: ValidationError) -> str:
     if not loc:             # a rule across options (a model validator): its message says it
         return f"{cls.name} options: {msg}"
     if err.get("type") == "extra_forbidden":      # pydantic's words for an unknown name
-        return f"{cls.name} has no option {loc}; options: {', '.join(cls.model_fields)}"
+        return (f"{cls.name} has no option {loc}{unknown_option_hint([loc], cls.model_fields)}"
+                f"; options: {', '.join(cls.model_fields)}")
     if err.get("type") == "bool_type":      # as --set and TOML write them (1 is no boolean)
         msg = "must be true or false"
     value = err.get("input")

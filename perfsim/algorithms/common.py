@@ -11,7 +11,7 @@ from perfsim.algorithms.base import (
     Dims,
 )
 from perfsim.errors import InfeasibleError
-from perfsim.gpu import BYTES_PER_ELEMENT
+from perfsim.gpu import BYTES_PER_ELEMENT, compute_capability_numbers
 from perfsim.kernel import KernelCost
 from perfsim.mathops import cdiv, where
 
@@ -78,12 +78,19 @@ def pick_tile(table: dict, d, algorithm: str = "fa2"):
                           f"(the reference kernels take head dims up to {MAX_HEAD_DIM})")
 
 
-def check_fused_inputs(dims: Dims, algorithm: str, dtypes=("fp16", "bf16")) -> None:
-    """The input dtypes and head dims a fused FlashAttention kernel takes.
+#: The first compute capability with fp8 conversion instructions (PTX ISA: ``cvt`` with
+#: ``.e4m3x2`` needs sm_89), charged one FP32-pipe op per element (``mask_extras``); sm_80 and
+#: sm_86 would convert in software, integer operations perfsim does not model.
+FP8_CONVERT_MIN_CC = (8, 9)
+
+
+def check_fused_inputs(dims: Dims, algorithm: str, dtypes=("fp16", "bf16"), gpu=None) -> None:
+    """The input dtypes and head dims a fused FlashAttention kernel takes (on ``gpu``, where
+    given: an fp8 K/V cache needs its conversion instructions, :data:`FP8_CONVERT_MIN_CC`).
 
     Raises:
         InfeasibleError: another dtype, a K/V dtype as wide as Q's or wider but not Q's own,
-            or a head dim that is not a multiple of 8 / over 256.
+            an fp8 K/V cache before sm_89, or a head dim not a multiple of 8 / over 256.
     """
     if dims.dtype not in dtypes:
         raise InfeasibleError(f"{algorithm} runs {', '.join(dtypes)} inputs, not {dims.dtype}")
@@ -93,6 +100,13 @@ def check_fused_inputs(dims: Dims, algorithm: str, dtypes=("fp16", "bf16")) -> N
         raise InfeasibleError(
             f"{algorithm} reads K/V in the queries' dtype or a narrower cache (fp8_e4m3 under "
             f"fp16/bf16 queries), not {dims.kv_dtype} K/V under {dims.dtype} queries")
+    if (gpu is not None and dims.kv_dtype == "fp8_e4m3" and dims.dtype != "fp8_e4m3"
+            and compute_capability_numbers(gpu.compute_capability) < FP8_CONVERT_MIN_CC):
+        raise InfeasibleError(
+            f"{algorithm}: an fp8_e4m3 K/V cache is converted to {dims.dtype} with the fp8 "
+            f"conversion instructions of sm_89 and later (cvt .e4m3x2); {gpu.id} is compute "
+            f"capability {gpu.compute_capability}, where the conversion runs in software "
+            "(integer operations per element), which perfsim does not model")
     if dims.symbolic:
         return
     for name, d in (("head_dim", dims.d), ("head_dim_v", dims.d_v)):

@@ -696,7 +696,7 @@ class FusedAttention(Algorithm):
                 f"{HEAD_DIM_MULTIPLE} (masked power-of-two tiles), but perfsim has no "
                 f"measurement of the narrower loads their rows take (got head_dim "
                 f"{dims.d}, head_dim_v {dims.d_v}); not modelled")
-        check_fused_inputs(dims, self.name, self.dtypes)
+        check_fused_inputs(dims, self.name, self.dtypes, gpu)
         gpu.tensor_flops_per_clk(self.mma_dtype(dims), self.tensor_family)  # raises if unsupported
         self.check_masks(dims)
         out = []

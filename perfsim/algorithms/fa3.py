@@ -339,6 +339,23 @@ class FA3(FusedAttention):
             b_c = 192 if 96 < d <= 128 else (128 if 128 < d <= 192 else b_c)
         return self.block_m or b_r, self.block_n or b_c
 
+    def fwd_tile_note(self, dims: Dims) -> str | None:
+        """Where flash-attn 3 gathers a paged cache and its key block differs from the TMA
+        tile of the same call, in words for ``explain`` (a fresh user's report: a paged
+        call came out 1 % faster than its contiguous twin with nothing said): the key tiles'
+        padding changes with the block, so a paged call can take less time."""
+        if (dims.symbolic or self.block_m or self.block_n or not dims.page_size
+                or not _numeric_head_dims(dims) or not self._gathers(dims)):
+            return None
+        (_, gather), (_, tma) = self._gather_tile(dims), self._tma_tile(dims)
+        if gather == tma:
+            return None
+        return (f"flash-attn 3 gathers a paged cache with its producer warps and then takes "
+                f"B_c = {gather} (tile_size.h, paged_kv_non_TMA) where a contiguous cache "
+                f"loaded by TMA takes {tma}; the last key tile's padding changes with it, so "
+                "a paged call can come out a little faster or slower than its contiguous twin "
+                "(the gather's own shared-memory writes are charged)")
+
     def _gather_tile(self, dims: Dims) -> tuple[int, int]:
         """``(B_r, B_c)`` of the forward whose producer warps gather a paged cache
         (``tile_size_fwd_sm90(..., paged_kv_non_TMA=true)``, tile_size.h): a local window's
@@ -774,7 +791,7 @@ class FA3(FusedAttention):
         if missing:
             raise InfeasibleError(f"fa3 needs {' and '.join(m.upper() for m in missing)} "
                                   f"(Hopper sm_90a); {gpu.id} has none")
-        check_fused_inputs(dims, self.name, self.dtypes)
+        check_fused_inputs(dims, self.name, self.dtypes, gpu)
         fixed = self._with_path(dims) if dims.fwd else self
         if fixed is not self:       # a paged call's K/V path, fixed from its own shape
             return fixed.kernels(dims, gpu)

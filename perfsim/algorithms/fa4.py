@@ -176,7 +176,7 @@ class FA4(Algorithm):
         if missing:
             raise InfeasibleError(f"fa4 ({self.variant}) needs {', '.join(missing)}; "
                                   f"{gpu.id} lacks {'it' if len(missing) == 1 else 'them'}")
-        check_fused_inputs(dims, self.name, ("fp16", "bf16", "fp8_e4m3"))
+        check_fused_inputs(dims, self.name, ("fp16", "bf16", "fp8_e4m3"), gpu)
         check_training_inputs(dims, self.name, "flash-attn-4 4.0.0b36 flash_attn/cute/"
                               "interface.py _flash_attn_bwd: fp16/bf16 inputs of one dtype, "
                               "no page table")

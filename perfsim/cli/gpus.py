@@ -21,13 +21,18 @@ def _cmd_gpus(args) -> int:
                            "hbm_bytes": s.hbm_bytes} for s in specs], indent=1))
         return 0
     rows = [[s.id, s.name, s.arch, str(s.sm_count), f"{s.clock_hz / 1e6:.0f}",
+             f"{s.max_clock_hz / 1e6:.0f}",
              f"{s.peak_tensor_flops_per_s('bf16') / 1e12:.0f}" if "bf16" in
              s.tensor_flops_per_clk_per_sm else "-",
              f"{s.hbm_bandwidth_bytes_per_s / 1e12:.2f}", f"{s.hbm_bytes / 2**30:.1f}"]
             for s in specs]
-    print_table("GPU catalog", ["id", "name", "arch", "SMs", "MHz", "BF16 TFLOP/s",
-                                 "DRAM TB/s", "DRAM GiB"], rows)
-    print("DRAM GiB: the capacity the device reports, in GiB (2^30 bytes)")
+    print_table("GPU catalog", ["id", "name", "arch", "SMs", "tensor MHz", "boost MHz",
+                                 "BF16 TFLOP/s", "DRAM TB/s", "DRAM GiB"], rows)
+    print("tensor MHz: the clock the tensor peak is quoted at (clock_hz; BF16 TFLOP/s is at "
+          "it), the ceiling of calls with tensor-core work; boost MHz: the maximum boost clock "
+          "(max_clock_hz), for calls without. Under load the power model sets the clock "
+          "(perfsim predict's clock column). DRAM GiB: the capacity the device reports, in GiB "
+          "(2^30 bytes)")
     return 0
 
 
