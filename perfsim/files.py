@@ -242,15 +242,19 @@ def atomic_write(path: str | Path) -> Iterator[Path]:
     its permission bits (a new one gets ``0666`` less the umask, as ``open()`` gives).
 
     Raises:
-        perfsim.PerfsimError: ``path`` is something other than a regular file (a FIFO, a
-            device: replacing it would not reach its reader); the temporary file cannot be
-            created, written or renamed (an ``OSError``: no permission, a read-only or full
-            disk); one line with the reason.
+        perfsim.PerfsimError: ``path`` is something other than a regular file (a folder, a
+            FIFO, a device: replacing it would not reach its reader); the temporary file
+            cannot be created, written or renamed (an ``OSError``: no permission, a
+            read-only or full disk); one line with the reason.
         BaseException: a stop noted by a signal handler (:func:`note_stop`) whose exception
             did not arrive: raised in place of the rename, the temporary file removed.
     """
     path = _followed(Path(path))        # write where a link points, not over the link
     _refuse_special(path, "cannot write")
+    if path.is_dir():
+        # refused before anything is written, so that several files replaced together
+        # (validate's report) are all refused before any of them is renamed
+        raise PerfsimError(f"cannot write {str(path)!r}: it is a folder; give a file path")
     folder = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path), suffix=".tmp", dir=folder)

@@ -32,10 +32,12 @@ name                    what runs (and the perfsim configuration)
 ``flex``                ``torch.compile(flex_attention)``: a Triton template with FA2's loop
                         order; its default tiles on sm_90 and Triton's MMA choice → ``FA2``
 ``flash-attn-2``        flash-attn 2 called directly → ``FA2()``
-``flash-attn-3``        flash-attn 3 (``hopper/``) → ``FA3()``; Hopper only
+``flash-attn-3``        flash-attn 3 (``hopper/``) → ``FA3(num_splits=1)`` as
+                        ``flash_attn_func`` passes it (the heuristic for a paged cache, as
+                        ``flash_attn_with_kvcache``); Hopper only
 ``flash-attn-cute``     flash-attn 4's CuTe-DSL kernels (``flash_attn.cute``): the FA3-style
                         kernels on sm_90 (``FA3`` with ``interface.py``'s sm90 tiles), FA4 on
-                        sm_100
+                        sm_100; one split, its ``flash_attn_func``'s default
 ``triton-tutorial``     Triton's fused-attention tutorial kernel → ``FA2`` on Triton's MMA choice
 ======================  ======================================================================
 
@@ -1483,13 +1485,25 @@ def _tutorial_limits(dims) -> None:
 LIBRARY_FP8_INPUTS_QUANTISED = True
 
 
+#: The split count the libraries' Python entry points pass when the caller gives none:
+#: flash-attn 3's ``flash_attn_func`` and ``flash_attn_varlen_func`` (hopper/
+#: flash_attn_interface.py) and flash_attn.cute's ``flash_attn_func`` / ``_flash_attn_fwd``
+#: (flash_attn/cute/interface.py) default to ``num_splits=1`` — no split-KV; only a value
+#: below 1 runs the split heuristic (``num_splits_heuristic``). flash-attn 3's
+#: ``flash_attn_with_kvcache`` defaults to 0, the heuristic: a call with a paged K/V cache
+#: (``page_table``, which ``flash_attn_func`` does not take) is taken to come through it. A
+#: fresh reviewer's report: both presets split prefill forwards the libraries run whole.
+LIBRARY_DEFAULT_SPLITS = 1
+
+
 def _flash_attn_3(dims, gpu):
-    return algos.FA3(quantize_inputs=not LIBRARY_FP8_INPUTS_QUANTISED)
+    splits = "auto" if (not dims.symbolic and dims.page_size) else LIBRARY_DEFAULT_SPLITS
+    return algos.FA3(num_splits=splits, quantize_inputs=not LIBRARY_FP8_INPUTS_QUANTISED)
 
 
 def _cute(dims, gpu):
     if gpu.features.tcgen05:
-        return algos.FA4()
+        return algos.FA4(num_splits=LIBRARY_DEFAULT_SPLITS)
     if not (gpu.features.wgmma and gpu.features.tma):
         raise InfeasibleError(
             f"perfsim models flash_attn.cute's kernels for Hopper (sm_90: FA3-style, WGMMA "
@@ -1550,9 +1564,12 @@ IMPLEMENTATIONS: dict[str, tuple] = {
     "flex": (_flex, "torch.compile(flex_attention)", {"software": "flex"}, _flex_limits),
     "flash-attn-2": (lambda dims, gpu: algos.FA2(), "flash_attn.flash_attn_func (v2)", {},
                      _flash_attn_2_limits),
-    "flash-attn-3": (_flash_attn_3, "flash_attn_interface.flash_attn_func (v3, Hopper)", {},
+    "flash-attn-3": (_flash_attn_3, "flash_attn_interface.flash_attn_func (v3, Hopper; "
+                     "num_splits=1, its default; flash_attn_with_kvcache's split heuristic "
+                     "for a paged K/V cache)", {},
                      _no_dropout),
-    "flash-attn-cute": (_cute, "flash_attn.cute.flash_attn_func (flash-attn 4)",
+    "flash-attn-cute": (_cute, "flash_attn.cute.flash_attn_func (flash-attn 4; num_splits=1, "
+                        "its default)",
                         {"software": "flash-attn-cute"}, _cute_limits),
     "triton-tutorial": (_triton_tutorial, "Triton tutorial 06-fused-attention",
                         {"software": "triton-tutorial"}, _tutorial_limits),

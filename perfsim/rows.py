@@ -108,7 +108,10 @@ def predict_rows(rows, *, gpu: str | GPUSpec = "h100-sxm5", algorithm="fa2",
             ``head_dim``, ``kv_dtype`` → ``dtype``, ``page_size`` → contiguous K/V,
             ``window`` → none, ``causal`` → False, ``dtype`` → bf16, ``phase`` → fwd,
             ``dropout_p`` and ``softcap`` → 0. A ``window`` is a ``(left, right)`` pair or the sweep
-            column's ``"LEFT,RIGHT"`` string (``"none"`` for an unbounded side).
+            column's ``"LEFT,RIGHT"`` string (``"none"`` for an unbounded side). A size
+            written as a whole float (``4096.0``, ``1e5``: a table column that holds a NaN
+            is read as floats) counts as that integer, unlike ``AttentionWorkload``'s own
+            fields, which take integers only; a fractional size is refused.
             Variable-length batches (``seqlens_q``/``seqlens_k``) are ``predict``-only.
         gpu: a catalog id, a GPU file path or a :class:`GPUSpec` (a what-if through
             ``GPUSpec.replace``).

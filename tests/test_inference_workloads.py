@@ -1294,3 +1294,47 @@ def test_a_paged_fa3_call_says_its_key_block_changed():
     assert "B_c = 128 (tile_size.h, paged_kv_non_TMA) where a contiguous cache loaded by TMA " \
         "takes 176" in paged.explain()
     assert "paged_kv_non_TMA" not in flat.explain()
+
+
+def test_gqa_backward_re_reads_of_k_v_hit_l2():
+    """A fresh reviewer's report: the backward read K/V from HBM once per query head (64 MiB
+    for B 1, H 32, N 4096, d 128 at every H_kv), where the query heads of a K/V head re-read
+    the same tiles from consecutive CTAs of the grid; those re-reads now hit L2 by the rule
+    the forward's re-reads follow (base.l2_filtered), so MQA reads its 2 MiB of K/V once."""
+    import perfsim
+
+    mib = 2 ** 20
+    for algo in ("fa2", "sdpa-flash", "fa3", "sdpa-cudnn"):
+        reads = {}
+        for hkv in (32, 8, 1):
+            w = perfsim.AttentionWorkload(batch=1, heads=32, kv_heads=hkv, seqlen_q=4096,
+                                          head_dim=128, phase="bwd")
+            p = perfsim.predict(w, gpu="h100-sxm5", algorithm=algo)
+            terms = [k.cost.terms for k in p.kernels]
+            reads[hkv] = sum(t.get("hbm_read/K,V", 0) for t in terms) / mib
+            hits = sum(t.get("l2_hit/K,V re-read by the query heads of a K/V head", 0)
+                       for t in terms) / mib
+            assert reads[hkv] + hits == pytest.approx(64.0), (algo, hkv)
+        assert reads == pytest.approx({32: 64.0, 8: 16.0, 1: 2.0}), algo
+
+
+def test_library_presets_split_as_their_python_entry_points_do():
+    """flash-attn 3's flash_attn_func and flash_attn.cute's flash_attn_func pass
+    num_splits=1 unless told (hopper/flash_attn_interface.py, flash_attn/cute/interface.py);
+    a paged cache comes through flash_attn_with_kvcache, whose default (0) is the heuristic.
+    A fresh reviewer's report: the presets split prefill forwards the libraries run whole."""
+    import perfsim
+
+    w = perfsim.AttentionWorkload(batch=1, heads=8, kv_heads=2, seqlen_q=2048, seqlen_k=1000,
+                                  head_dim=64)
+    for gpu, preset in (("h100-sxm5", "flash-attn-3"), ("b200", "flash-attn-cute")):
+        p = perfsim.predict(w, gpu=gpu, algorithm=preset)
+        assert all(k.cost.launch.get("num_splits", 1) == 1 for k in p.kernels), preset
+        assert len(p.kernels) == 1
+    # the algorithms keep the reference's heuristic (fa3 splits this call)
+    assert perfsim.predict(w, gpu="h100-sxm5", algorithm="fa3").kernels[0].cost.launch[
+        "num_splits"] > 1
+    paged = perfsim.AttentionWorkload(batch=1, heads=8, kv_heads=2, seqlen_q=1,
+                                      seqlen_k=65536, head_dim=128, page_size=256)
+    assert perfsim.predict(paged, gpu="h100-sxm5", algorithm="flash-attn-3").kernels[
+        0].cost.launch["num_splits"] > 1

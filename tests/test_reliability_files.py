@@ -284,6 +284,25 @@ def test_interrupted_report_write_keeps_the_previous_files(tmp_path, monkeypatch
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+@pytest.mark.parametrize("blocked", ["report.md", "results.csv", "scatter.png"])
+def test_a_report_file_that_cannot_be_replaced_leaves_all_three_old(tmp_path, blocked):
+    """A fresh user's report: with a folder where report.md goes, results.csv and
+    scatter.png were replaced before the error ("the previous file there is unchanged")."""
+    from perfsim.validate import report
+
+    (tmp_path / "results.jsonl").write_text(_rec("a") + "\n")
+    for name in ("report.md", "results.csv", "scatter.png"):
+        if name == blocked:
+            (tmp_path / name).mkdir()
+        else:
+            (tmp_path / name).write_text("OLD")
+    with pytest.raises(PerfsimError, match="it is a folder"):
+        report.write_report(tmp_path)
+    for name in ("report.md", "results.csv", "scatter.png"):
+        assert name == blocked or (tmp_path / name).read_text() == "OLD"
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
 # ------------------------------------------------------------------ --repredict
 @pytest.fixture
 def committed_copy(tmp_path):
@@ -1052,9 +1071,25 @@ def test_external_report_refuses_an_unknown_gpu_before_writing(tmp_path, capsys)
 
 
 def test_report_only_refuses_the_options_of_a_measuring_run(tmp_path, capsys):
-    for extra in (["--gpu", "bogus"], ["--dry-run"], ["--json"], ["--grid", "quick"]):
+    # (a fresh user's report: the rest of a measuring run's options, even an unknown
+    # algorithm, went by without a word)
+    for extra in (["--gpu", "bogus"], ["--dry-run"], ["--json"], ["--grid", "quick"],
+                  ["--algorithms", "fa9"], ["--phase", "bwd"], ["--out", "x"], ["--seed", "5"],
+                  ["--limit-seconds", "3"], ["--retry-errors"], ["--no-external"],
+                  ["--backends", "sdpa_flash"]):
         assert main(["validate", "--report-only", str(tmp_path), *extra]) == 2
-        assert "not used with --report-only" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert f"{extra[0]}" in err and "not used with --report-only" in err, err
+
+
+def test_validate_json_without_dry_run_and_a_grid_file_phase_are_refused(tmp_path, capsys):
+    assert main(["validate", "--json"]) == 2
+    assert "--json only applies with --dry-run" in capsys.readouterr().err
+    grid = tmp_path / "g.json"
+    grid.write_text('[{"batch": 2, "heads": 12, "seqlen_q": 512, "head_dim": 128, '
+                    '"causal": false, "phase": "bwd"}]')
+    assert main(["validate", "--dry-run", "--grid", str(grid), "--no-external"]) == 2
+    assert "a grid file names no phase" in capsys.readouterr().err
 
 
 def test_a_torch_that_fails_to_import_is_no_gpu_not_a_traceback(tmp_path, monkeypatch):

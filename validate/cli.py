@@ -136,17 +136,30 @@ def cmd_validate(args) -> int:
                            "with --report-only DIR "
                            "(regenerating the report of an earlier run)")
     if args.report_only:
+        from perfsim.validate.models import EXTERNAL_MODELS, OWN_ALGORITHMS
+
         # a measuring run's options would be ignored here: said, not dropped
-        ignored = [flag for flag, on in (("--dry-run", args.dry_run), ("--json", args.json),
-                                         ("--grid", args.grid != "default"),
-                                         ("--gpu (without --repredict)",
-                                          args.gpu is not None and not args.repredict))
-                   if on]
+        # (each compared with its default: a default given again changes nothing; a fresh
+        # user's report: --algorithms fa9, --phase bwd, --out, --seed went by unnoticed)
+        ignored = [flag for flag, on in (
+            ("--dry-run", args.dry_run), ("--json", args.json),
+            ("--grid", args.grid != "default"),
+            ("--gpu (without --repredict)", args.gpu is not None and not args.repredict),
+            ("--out", args.out != "validate-results"),
+            ("--algorithms", list(args.algorithms) != list(OWN_ALGORITHMS)),
+            ("--no-external", not args.external),
+            ("--backends", list(args.backends) != list(EXTERNAL_MODELS)),
+            ("--phase", args.phase != "fwd"),
+            ("--limit-seconds", args.limit_seconds is not None),
+            ("--retry-errors", args.retry_errors), ("--seed", args.seed != 0)) if on]
         if ignored:
             raise PerfsimError(f"{', '.join(ignored)}: not used with --report-only DIR, which "
                                "regenerates the report of an earlier run (--gpu chooses the "
                                "profile of --repredict)")
         return _report_only(Path(args.report_only), args.repredict, args.gpu, args.force)
+    if args.json and not args.dry_run:
+        raise PerfsimError("--json only applies with --dry-run (the planned rows as JSON); a "
+                           "measuring run writes OUT/results.jsonl")
     # a measuring run predicts for the GPU it measures: the one present unless told; a dry
     # run (no GPU needed) plans for DEFAULT_GPU
     gpu = load_gpu(args.gpu or (DEFAULT_GPU if args.dry_run or _no_gpu_quiet() else "auto"))

@@ -19,7 +19,8 @@ and an optional ``-c`` suffix for a causal mask (``cudnn-bwd-d128-c``); the
 shape is B = 1 (or B), H = 4096 // D (or H), N = 4096 (or N), non-causal unless ``-c``
 (causal for the tutorial's backward, which has no other mode), bf16
 (``dec``: a decode step, :data:`DECODE`; ``pre``: a few query rows against a long cache,
-:func:`_few_queries`, with ``-qQ`` query rows and ``-gG`` K/V heads)
+:func:`_few_queries`, with ``-qQ`` query rows and ``-gG`` K/V heads; ``-gG`` also gives an
+SDPA fwd/bwd case G K/V heads, ``flash-bwd-d128-h32-g8``)
 (``python3 validate/probe_ncu.py --list`` prints the default set). torch is imported inside
 ``main``.
 """
@@ -176,9 +177,13 @@ def main(argv=None) -> int:
 
     backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
                "math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION}[impl]
-    q, k, v = (torch.randn(batch, heads, seqlen, d, device="cuda", dtype=torch.bfloat16,
-                           requires_grad=(phase == "bwd")) for _ in range(3))
-    gqa = False
+    # -gG: G K/V heads (grouped-query attention, SDPA's enable_gqa)
+    kv_heads = extra["g"] or heads
+    q = torch.randn(batch, heads, seqlen, d, device="cuda", dtype=torch.bfloat16,
+                    requires_grad=(phase == "bwd"))
+    k, v = (torch.randn(batch, kv_heads, seqlen, d, device="cuda", dtype=torch.bfloat16,
+                        requires_grad=(phase == "bwd")) for _ in range(2))
+    gqa = kv_heads != heads
     if phase == "dec":
         batch, heads, kv_heads, n_k = DECODE
         q = torch.randn(batch, heads, 1, d, device="cuda", dtype=torch.bfloat16)
@@ -192,7 +197,8 @@ def main(argv=None) -> int:
             if phase == "bwd":
                 out.backward(torch.ones_like(out))
         _profile_once(call)
-    print(f"{argv[0]}: B={batch} H={heads} N={seqlen} d={d} causal={causal} done")
+    print(f"{argv[0]}: B={batch} H={heads} H_kv={kv_heads} N={seqlen} d={d} causal={causal} "
+          "done")
     return 0
 
 

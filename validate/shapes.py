@@ -167,7 +167,9 @@ def _from_json(path: Path) -> list[Shape]:
         raise PerfsimError(f"grid file {path}: not JSON ({exc}); a grid file is a JSON list "
                            "of shapes, e.g. [{\"batch\": 1, \"heads\": 8, \"seqlen_q\": 1024, "
                            "\"head_dim\": 64, \"causal\": false}]") from None
-    names = [f.name for f in fields(Shape)]
+    # every shape takes the run's --phase (grid(): with_phase), so a file names none (a fresh
+    # user's report: a file's "phase" was accepted and overridden without a word)
+    names = [f.name for f in fields(Shape) if f.name != "phase"]
     required = [f.name for f in fields(Shape) if f.default is MISSING]
     example = '[{"batch": 1, "heads": 8, "seqlen_q": 1024, "head_dim": 64, "causal": false}]'
     if not isinstance(items, list) or not items:
@@ -180,6 +182,9 @@ def _from_json(path: Path) -> list[Shape]:
         if not isinstance(item, dict):
             raise PerfsimError(f"grid file {path}: shape {i} is {json.dumps(item)[:60]}, not an "
                                f"object with the fields {', '.join(names)}")
+        if "phase" in item:
+            raise PerfsimError(f"grid file {path}: shape {i}: a grid file names no phase; "
+                               "every shape runs the phase --phase gives (fwd or bwd)")
         unknown = [k for k in item if k not in names]
         missing = [k for k in required if k not in item]
         if unknown or missing:

@@ -1228,6 +1228,19 @@ class FusedAttention(Algorithm):
         # K/V tiles no query's window reaches are not read; their dK/dV are still written
         # (zeros: flash-attn's backward stores them and returns)
         kv_read = e * kv_heads * dims.kv_rows_read(b_c) * (d + d_v)
+        kv_hbm, kv_hits = kv_read, 0
+        if not programs:
+            # GQA: the query heads of one K/V head read the same K/V tiles. Their CTAs are
+            # consecutive heads of the grid (flash-attn's ``(num_n_blocks, b, h)``), so head
+            # h + 1's CTA re-reads the tile head h's loaded ``kv_tiles`` launches earlier;
+            # those re-reads hit L2 while the K/V of the K/V heads the resident CTAs span
+            # stay there (l2_filtered's rule, as the forward's re-reads; a fresh reviewer's
+            # report: MQA's backward read K/V from HBM once per query head)
+            per_kv_head = e * dims.kv_rows_read(b_c) * (d + d_v)
+            heads_live = cdiv(resident, v.kv_tiles) + 1
+            kv_live = (cdiv(heads_live, dims.H // dims.H_kv) + 1) * per_kv_head
+            kv_hbm, kv_hits = l2_filtered(kv_read, dims.B * dims.H_kv * per_kv_head, kv_live,
+                                          gpu, gpu.l2_usable_fraction)
         if again:
             # the dQ pass walks K/V per query tile as a forward does (its programs of one
             # head in lockstep: base.lockstep_window) and re-reads its query tile's Q, dO,
@@ -1300,7 +1313,8 @@ class FusedAttention(Algorithm):
             # a second consumer warpgroup that issues S and dP again also recomputes their
             # softmax (cuDNN's head-dim-192/256 census: 2 MUFU per score, 1 below)
             **{key: value * (1 + again + twice) for key, value in per_pass.items()},
-            "hbm_read/K,V": kv_read, "hbm_read/Q,dO,LSE,D": q_hbm,
+            "hbm_read/K,V": kv_hbm, "l2_hit/K,V re-read by the query heads of a K/V head":
+                kv_hits, "hbm_read/Q,dO,LSE,D": q_hbm,
             "hbm_write/dK,dV": kv_written, "l2_hit/Q,dO,LSE,D re-read": q_hits, **dq_terms,
             # operands of the five MMAs read from shared memory; Q/dO tiles, P and dS written
             "smem_read/MMA operands": operand_reads,
