@@ -31,7 +31,14 @@ from pydantic import (
     model_validator,
 )
 
-from perfsim.errors import Immutable, InfeasibleError, PerfsimError, closest, short_repr
+from perfsim.errors import (
+    Immutable,
+    InfeasibleError,
+    PerfsimError,
+    closest,
+    did_you_mean,
+    short_repr,
+)
 
 Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8_e4m3"]
 DTYPES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8_e4m3")
@@ -883,9 +890,7 @@ def _validate_spec(data: dict, where: str) -> GPUSpec:
         extra = [".".join(str(p) for p in e["loc"]) for e in exc.errors()
                  if e["type"] == "extra_forbidden"]
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
-            close = closest(last, GPUSpec.model_fields)
-            if close:
-                msg += f" (did you mean {close!r}?)"
+            msg += did_you_mean(last, GPUSpec.model_fields)
         if first["type"] == "missing" and extra:
             # a missing field beside keys the schema lacks: most often one misspelt
             hints = [f"{key!r} for {close!r}" for key in extra

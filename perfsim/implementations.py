@@ -778,9 +778,7 @@ class Implementation(Algorithm):
         split count comes from, in words (a fresh user's report: ``num_splits=64`` was
         printed with no source, and multi-query attention came out slower than two K/V
         heads); None elsewhere."""
-        if (self.preset != "sdpa-cudnn" or dims.symbolic
-                or getattr(inner, "block_m", None) != CUDNN_DECODE_TILE[0]
-                or not any(k.cost.name == "fa2_fwd" for k in prediction.kernels)):
+        if self.preset != "sdpa-cudnn" or not _runs_cudnn_decode(dims, prediction.gpu):
             return None
         splits = getattr(inner, "num_splits", 1)
         rows = cdiv(dims.H // dims.H_kv, CUDNN_DECODE_TILE[0])
@@ -1048,8 +1046,7 @@ def _sdpa_cudnn(dims, gpu):
     # The decode kernel is a forward kernel: a backward runs the sm90 training kernels below.
     # The forward of a fwd_bwd call (timed as its own phase) keeps the decode kernel:
     # ASSUMED, cuDNN's choice under autograd at one query token was not profiled.
-    if (gpu.features.wgmma and gpu.features.tma and _one_query_token(dims)
-            and dims.phase == "fwd"):
+    if _runs_cudnn_decode(dims, gpu):
         block_m, block_n, warps = CUDNN_DECODE_TILE
         splits = one_value(_cudnn_decode_splits(dims))
         if splits is None:                  # a sweep block is grouped by _sdpa_cudnn_keys
@@ -1187,6 +1184,13 @@ def _triton_tutorial(dims, gpu):
     return _fa2_like(block_m=block_m, block_n=block_n, warps=warps, fwd_stages=stages,
                      tensor_family=triton_tensor_family(gpu, block_m, warps),
                      num_splits=1, pack_gqa=False, **compiled)
+
+
+def _runs_cudnn_decode(dims, gpu) -> bool:
+    """Whether ``sdpa-cudnn`` runs its one-token decode kernel (:data:`CUDNN_DECODE_TILE`):
+    a forward of one query token on a GPU with WGMMA and TMA."""
+    return bool(gpu.features.wgmma and gpu.features.tma and _one_query_token(dims)
+                and dims.phase == "fwd")
 
 
 def _one_query_token(dims) -> bool:
