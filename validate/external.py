@@ -381,6 +381,11 @@ HOLDOUTS = {
                           "not, GQA, bf16 and fp16); drawn and committed before any timing "
                           "(the model bb3b6ef's for the H100: the session's changes before it "
                           "touch no h100-sxm5 time), timed right after hold-out 67",
+    "external-holdout69": "16 shapes drawn at random (validate/draw_holdout.py, seed 69) over "
+                          "the general range (head dims 64 / 128 / 256, N 128-16k, causal or "
+                          "not, GQA, bf16 and fp16); drawn and committed at 2407df5's model "
+                          "before any timing, the twenty-third session's check of the default "
+                          "path",
 }
 
 
