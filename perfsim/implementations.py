@@ -1092,7 +1092,10 @@ def _sdpa_cudnn(dims, gpu):
                          bound_checks="cudnn", bound_check_unless_multiple=CUDNN_SM90_TILE_MULTIPLE,
                          # closed source: the profiled kernels' names carry the head dim
                          # they run, the call's rounded up to a multiple of 64
-                         compiled_head_dims="cudnn-sm90")
+                         compiled_head_dims="cudnn-sm90",
+                         # how cuDNN sums a GQA backward's dK, dV over a group is closed
+                         # source: taken as written per query head and summed (ASSUMED)
+                         gqa_dkdv_accumulator=False)
     return _fa2_like(tensor_family=gpu.native_tensor_family
                      if gpu.native_tensor_family != "tcgen05" else "mma_sync")
 

@@ -5,7 +5,8 @@ fields included) and scale any of the GPU rates that decide attention time — H
 SM clock, MUFU rate, SM count, shared-memory bandwidth — and see at once: the side-by-side
 table (time, TFLOP/s, binding unit, clock, bytes), the time per kernel, the hierarchical
 roofline, TFLOP/s against sequence length and the bottleneck map over sequence length × head
-dim. The URL's query string holds the whole state (copy it to share a view); the buttons
+dim. The URL's query string holds the whole state (copy it to share a view; a value in it
+that a field refuses is named in a notice and that field keeps its default); the buttons
 export the sweep behind the figures as CSV (or Parquet) and the figures as PNG or SVG.
 
 Why Panel: it serves a Python object's parameters as widgets with no JavaScript to write,
@@ -268,6 +269,47 @@ def _figure_bytes(fig, fmt: str) -> io.BytesIO:
     return buf
 
 
+def _allowed(parameter) -> str:
+    """What a URL value of ``parameter`` may be, as the explorer's notice says it."""
+    if isinstance(parameter, param.Boolean):
+        return "true or false"
+    if isinstance(parameter, param.Integer | param.Number):
+        kind = "an integer" if isinstance(parameter, param.Integer) else "a number"
+        low, high = (f"{b:g}" if isinstance(b, float) else str(b) for b in parameter.bounds)
+        return f"{kind} from {low} to {high}"
+    if isinstance(parameter, param.ListSelector):
+        return "a list of catalog GPU ids (perfsim gpus)"
+    if isinstance(parameter, param.Selector):
+        names = [str(o) for o in parameter.objects]
+        shown = ", ".join(names[:12]) + (f", … ({len(names)} in all)" if len(names) > 12 else "")
+        return f"one of {shown}"
+    return "a value of its widget"
+
+
+def apply_query(explorer: Explorer, query: dict) -> list[str]:
+    """Set ``explorer``'s parameters from a URL's query values one by one, and say which
+    were not applied: each value its parameter refuses (``seqlen_q=abc``, ``batch=0``, an
+    unknown GPU id) keeps the parameter's current value, and one line names it with what
+    it allows. Panel's own ``Location.sync`` applies the whole query in one update, so a
+    single bad value silently left every other value of a shared link at its default.
+    Keys that are not parameters are ignored (other tools' query values)."""
+    problems = []
+    for name, value in query.items():
+        if name == "name" or name not in explorer.param:
+            continue
+        parameter = explorer.param[name]
+        try:
+            value = parameter.deserialize(value) if isinstance(value, str) else value
+        except Exception:  # noqa: BLE001 - left as text: the update below refuses it
+            pass
+        try:
+            explorer.param.update({name: value})
+        except Exception:  # noqa: BLE001 - param raises ValueError/TypeError/others
+            problems.append(f"{name}={value!r:.40} ({_allowed(parameter)}); kept "
+                            f"{getattr(explorer, name)!r:.40}")
+    return problems
+
+
 def create_app(explorer: Explorer | None = None):
     """The explorer as a Panel layout (one per browser session); the URL's query string is
     kept in sync with the parameters when served."""
@@ -349,7 +391,14 @@ def create_app(explorer: Explorer | None = None):
                 ("TFLOP/s vs sequence length", curve), ("bottleneck map", bmap),
                 dynamic=True))
     if pn.state.location is not None:
-        pn.state.location.sync(ex, {p: p for p in ex.param if p != "name"})
+        # the link's values one by one first, so one bad value keeps only itself out and
+        # the page says so (Location.sync's own update is all or nothing, and silent)
+        rejected = apply_query(ex, dict(pn.state.location.query_params))
+        if rejected:
+            main.insert(1, pn.pane.Alert(
+                "Not applied from the link: " + "; ".join(rejected), alert_type="warning"))
+        pn.state.location.sync(ex, {p: p for p in ex.param if p != "name"},
+                               on_error=lambda _values: None)
     return pn.Row(widgets, main)
 
 

@@ -150,7 +150,10 @@ def test_rescoring_keeps_a_committed_score_unless_forced(tmp_path, capsys):
     assert er.main([str(tmp_path), "--gpu", "h200-sxm"]) == 0
     assert (committed / "report.md").read_text() == "the frozen record\n"
     assert (committed / "regenerated" / "report.md").read_text() == first
-    assert "--force overwrites it" in capsys.readouterr().err
+    assert "--force overwrites the score itself" in capsys.readouterr().err
+    # a second rescoring replaces the regenerated one, and says so
+    assert er.main([str(tmp_path), "--gpu", "h200-sxm"]) == 0
+    assert "replacing the earlier one there" in capsys.readouterr().err
     assert er.main([str(tmp_path), "--gpu", "h200-sxm", "--force"]) == 0
     assert (committed / "report.md").read_text() == first
     # naming the committed folder with --out is no way around it

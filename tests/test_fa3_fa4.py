@@ -417,3 +417,46 @@ def test_longest_first_grids_take_at_least_their_longest_cta():
                             gpu="b200", algorithm=fa4, timing=floors).seconds
             for c in (False, True)]
     assert 0.45 < many[1] / many[0] < 0.6
+
+
+@pytest.mark.parametrize("algorithm, gpu", [("flash-attn-cute", "h200-sxm"),
+                                            ("flash-attn-3", "h100-sxm5"), ("fa4", "b200")])
+def test_gqa_backward_accumulates_dk_dv_at_the_kv_heads(algorithm, gpu):
+    """flash-attn 3 (hopper/epilogue_bwd.hpp, ``CollectiveEpilogueBwdGQA``) and
+    flash_attn.cute (interface.py, ``dKV_postprocess``) reduce-add each query head's fp32
+    dK, dV into accumulators at the K/V heads, zeroed before and converted after; they were
+    counted as flash-attn 2's dK, dV per query head plus a summing kernel."""
+    b, h, h_kv, n, d = 2, 32, 4, 2048, 128
+    w = W(batch=b, heads=h, kv_heads=h_kv, seqlen_q=n, head_dim=d, phase="bwd")
+    kernels = {k.cost.name: k.cost for k in perfsim.predict(w, gpu=gpu,
+                                                           algorithm=algorithm).kernels}
+    name = "fa4" if algorithm == "fa4" else "fa3"
+    assert "gqa_reduce_dkdv" not in kernels
+    accumulator = 4 * b * h_kv * n * d                   # fp32, N a multiple of the key block
+    for t in ("dk", "dv"):
+        assert kernels[f"{name}_bwd_zero_{t}_accum"].hbm_write_bytes == accumulator
+        convert = kernels[f"{name}_bwd_convert_{t}"]
+        assert (convert.hbm_read_bytes, convert.hbm_write_bytes) == (accumulator,
+                                                                     2 * b * h_kv * n * d)
+    main = kernels[f"{name}_bwd"]
+    assert "hbm_write/dK,dV" not in main.terms or main.terms["hbm_write/dK,dV"] == 0
+    # every query head's tile is added once: B·H·N·(d + d_v) fp32 reductions
+    adds = [v for k, v in main.terms.items() if k.startswith("atomics/dK,dV")]
+    assert adds == [b * h * n * 2 * d]
+    # without GQA: dK, dV written straight from the main kernel, no extra kernels
+    mha = {k.cost.name: k.cost for k in perfsim.predict(
+        W(batch=b, heads=h, seqlen_q=n, head_dim=d, phase="bwd"), gpu=gpu,
+        algorithm=algorithm).kernels}
+    assert not any("accum" in k or "convert_d" in k and k.endswith(("dk", "dv")) for k in mha)
+    assert mha[f"{name}_bwd"].terms["hbm_write/dK,dV"] == 2 * b * h * n * 2 * d
+
+
+@pytest.mark.parametrize("algorithm", ["sdpa-flash", "flash-attn-2", "sdpa-cudnn"])
+def test_gqa_backward_of_the_others_sums_per_query_head_gradients(algorithm):
+    """flash-attn 2 (``mha_bwd``: ``dk_expanded`` summed over each group) writes dK, dV per
+    query head and sums them; cuDNN's own way is closed source and taken the same
+    (ASSUMED, implementations._sdpa_cudnn)."""
+    w = W(batch=2, heads=32, kv_heads=4, seqlen_q=2048, head_dim=128, phase="bwd")
+    names = [k.cost.name for k in perfsim.predict(w, gpu="h100-sxm5",
+                                                  algorithm=algorithm).kernels]
+    assert "gqa_reduce_dkdv" in names and not any("accum" in n for n in names)

@@ -621,7 +621,25 @@ def test_wrongly_typed_optional_fields_become_null(tmp_path):
     assert len(records) == 1 and records[0]["reason"] is None
     assert records[0]["launch_config"] is None and records[0]["predicted_s"] is None
     assert len(problems) == 1 and "set to null" in problems[0]
+    # each field's rule, not one list that contradicts the value (1e300 is a finite number)
+    assert "predicted_s=1e+300 (a time of 1e-12 to 1e+06 s allowed)" in problems[0]
+    assert "reason=5 (text allowed)" in problems[0]
+    assert "launch_config='x' (an object allowed)" in problems[0]
     report.write_report(tmp_path)                   # 1e300 s no longer breaks the plot
+
+
+@pytest.mark.parametrize("units", [{"hbm": float("nan")}, {"hbm": -1.0}, {"hbm": "1"}])
+def test_a_damaged_unit_time_becomes_null(units, tmp_path):
+    """A NaN inside ``predicted_unit_s`` reached results.csv unflagged."""
+    from perfsim.validate import report
+
+    (tmp_path / "results.jsonl").write_text(
+        _rec("a", predicted_unit_s={"tensor": 1e-4, **units}) + "\n")
+    records, problems = report.load_checked(tmp_path)
+    assert records[0]["predicted_unit_s"] is None
+    assert problems == [f"line 1 ('a|fa2'): predicted_unit_s="
+                        f"{ {'tensor': 1e-4, **units}!r:.30} (an object of unit name to "
+                        "finite seconds ≥ 0 allowed) not valid; set to null"]
 
 
 @pytest.mark.parametrize("fields, needle", [
@@ -630,6 +648,8 @@ def test_wrongly_typed_optional_fields_become_null(tmp_path):
     ({"dtype": "int4"}, "cannot be re-predicted: shape: AttentionWorkload.dtype"),
     ({"seqlen_q": 10**30}, "cannot be re-predicted: shape: AttentionWorkload.seqlen_q"),
     ({"kind": "external"}, "unknown external backend 'fa2'"),
+    # was: the damaged configuration set to null and the stored (older) prediction kept
+    ({"launch_config": "x"}, "its launch_config is missing or damaged"),
 ])
 def test_repredict_skips_and_lists_a_row_it_cannot_predict(fields, needle, tmp_path, capsys):
     """Was KeyError 'fa2' / 'block_n', or exit 2 for the whole report because of one row."""
@@ -1179,3 +1199,15 @@ def test_an_interrupt_before_any_result_says_there_is_no_file(tmp_path):
         f" ({out} is written only as a whole result, so there is none)")
     out.write_text("previous\n")
     assert "so it is as it was before this run" in _kept(args, KeyboardInterrupt())
+
+
+def test_report_only_says_when_it_replaces_a_regenerated_report(tmp_path, capsys):
+    """``--report-only`` keeps a committed report and writes to DIR/regenerated/; a second
+    run replaced that folder's report without a word."""
+    (tmp_path / "results.jsonl").write_text(_rec("a") + "\n")
+    (tmp_path / "report.md").write_text("the committed report\n")
+    assert main(["validate", "--report-only", str(tmp_path)]) == 0
+    assert "replacing" not in capsys.readouterr().err
+    assert main(["validate", "--report-only", str(tmp_path)]) == 0
+    assert "note: replacing the earlier report in" in capsys.readouterr().err
+    assert (tmp_path / "report.md").read_text() == "the committed report\n"

@@ -202,3 +202,22 @@ def test_the_clock_slider_keeps_every_catalog_gpu_valid():
     assert top >= 1.5                          # still a what-if worth having
     assert all(perfsim.load_gpu(g).max_clock_hz * top <= FIELD_RANGES["max_clock_hz"][1]
                for g in perfsim.gpus())
+
+
+def test_a_shared_link_applies_its_good_values_and_names_the_bad_ones():
+    """A link with one value its parameter refuses kept every other value of the link at its
+    default, and said nothing (Panel's Location.sync updates all or nothing, silently)."""
+    from panel.util import parse_query
+
+    from perfsim.serve import apply_query
+
+    ex = Explorer()
+    query = parse_query("?batch=8&seqlen_q=abc&causal=true&gpus=%5B%22b200%22%5D&clock_hz=50"
+                        "&algorithm=fa9&utm_source=x")
+    problems = apply_query(ex, query)
+    assert (ex.batch, ex.causal, ex.gpus) == (8, True, ["b200"])      # the good ones applied
+    assert (ex.seqlen_q, ex.clock_hz, ex.algorithm) == (4096, 1.0, "fa2")   # the bad ones kept
+    assert problems[0] == "seqlen_q='abc' (an integer from 1 to 4194304); kept 4096"
+    assert problems[1].startswith("clock_hz=50 (a number from 0.1 to ")
+    assert problems[2].startswith("algorithm='fa9' (one of standard, fa1, fa2, ")
+    assert len(problems) == 3                                      # utm_source: not ours

@@ -233,7 +233,9 @@ def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = 
     """Regenerate the report of ``out`` from its results.jsonl.
 
     Never overwrites an existing report without ``force``: a re-predicted report goes to
-    ``out/repredicted/``, a regenerated one to ``out/regenerated/``. ``--repredict`` uses the
+    ``out/repredicted/``, a regenerated one to ``out/regenerated/`` (each replaced by the next
+    such run, with a note on stderr: they are made from results.jsonl alone, so nothing is
+    lost). ``--repredict`` uses the
     GPU profile recorded in the rows (``gpu_profile``) unless ``gpu_arg`` names one.
     """
     import datetime
@@ -278,6 +280,11 @@ def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = 
     if not force and any((out / name).exists()
                          for name in ("report.md", "results.csv", "scatter.png")):
         dest = out / ("repredicted" if gpu is not None else "regenerated")
+        if (dest / "report.md").exists():
+            # derived from results.jsonl alone, so replaced each time — and said so
+            print(f"note: replacing the earlier report in {dest} (made from the same "
+                  "results.jsonl; --force writes over the committed one instead)",
+                  file=sys.stderr)
     if gpu is not None:
         records = repredict(records, gpu, problems, _lines(out))
         note += (f"Predictions recomputed with perfsim {perfsim.__version__} on "

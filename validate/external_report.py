@@ -474,8 +474,10 @@ def main(argv=None) -> int:
             # a committed score is the record of the model it was frozen at: rescoring with
             # today's model goes beside it, as perfsim validate --report-only does
             out = out / "regenerated"
-            print(f"external_report: {out.parent} holds a score; writing to {out} (--force "
-                  "overwrites it)", file=sys.stderr)
+            again = (" (replacing the earlier one there, made from the same rows)"
+                     if (out / "report.md").is_file() else "")
+            print(f"external_report: {out.parent} holds a score; writing to {out}{again} "
+                  "(--force overwrites the score itself)", file=sys.stderr)
         print(write(args.directory, out, args.gpu), end="")
     except PerfsimError as exc:
         print(f"external_report: {exc}", file=sys.stderr)

@@ -20,7 +20,8 @@ shape is B = 1 (or B), H = 4096 // D (or H), N = 4096 (or N), non-causal unless 
 (causal for the tutorial's backward, which has no other mode), bf16
 (``dec``: a decode step, :data:`DECODE`; ``pre``: a few query rows against a long cache,
 :func:`_few_queries`, with ``-qQ`` query rows and ``-gG`` K/V heads; ``-gG`` also gives an
-SDPA fwd/bwd case G K/V heads, ``flash-bwd-d128-h32-g8``)
+SDPA fwd/bwd case, or a cute/tutorial/flex case, G K/V heads: ``flash-bwd-d128-h32-g8``,
+``cute-bwd-d128-h32-g8``)
 (``python3 validate/probe_ncu.py --list`` prints the default set). torch is imported inside
 ``main``.
 """
@@ -60,8 +61,10 @@ def _profile_once(fn, warmup: int = 3) -> None:
 
 
 def _external(impl: str, phase: str, d: int, case: str, seqlen: int = SEQLEN, batch: int = 1,
-              heads: int | None = None, causal: bool = False) -> int:
-    """One call of an implementation the external grid times, through its own builder."""
+              heads: int | None = None, causal: bool = False,
+              kv_heads: int | None = None) -> int:
+    """One call of an implementation the external grid times, through its own builder
+    (``kv_heads``: the ``-gG`` K/V heads, grouped-query attention; default the query heads)."""
 
     from perfsim.validate import external
     from perfsim.validate.shapes import Shape
@@ -72,7 +75,7 @@ def _external(impl: str, phase: str, d: int, case: str, seqlen: int = SEQLEN, ba
     else:
         # the tutorial's backward computes causal attention only
         shape = Shape(batch=batch, heads=heads or HEADS_TOTAL * 64 // d, seqlen_q=seqlen,
-                      head_dim=d,
+                      head_dim=d, kv_heads=kv_heads,
                       causal=causal or (impl == "triton_tutorial" and phase == "bwd"),
                       phase=phase)
     q, k, v, do = external.make_inputs(shape, case)
@@ -170,7 +173,8 @@ def main(argv=None) -> int:
     if phase == "pre" and impl in ("flash", "cudnn", "efficient"):
         return _few_queries(impl, d, extra, causal)
     if impl in EXTERNAL:
-        return _external(EXTERNAL[impl], phase, d, argv[0], seqlen, batch, heads, causal)
+        return _external(EXTERNAL[impl], phase, d, argv[0], seqlen, batch, heads, causal,
+                         extra["g"] or None)
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel

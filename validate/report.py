@@ -89,6 +89,31 @@ def _is_number(v, positive: bool) -> bool:
             and (not positive or TIME_RANGE[0] <= v <= TIME_RANGE[1]))
 
 
+def _allowed(field: str) -> str:
+    """What ``field`` of a record may hold, as a problem line names it."""
+    if field in POSITIVE_FIELDS:
+        return f"a time of {TIME_RANGE[0]:g} to {TIME_RANGE[1]:g} s"
+    if field in NUMBER_FIELDS:
+        return "a finite number"
+    if field == "predicted_unit_s":
+        return "an object of unit name to finite seconds ≥ 0"
+    if field in TABLE_FIELDS:
+        return "an object"
+    return "text"
+
+
+def _bad_table(field: str, value) -> bool:
+    """Whether a :data:`TABLE_FIELDS` value is unusable: not an object, or for
+    ``predicted_unit_s`` an object with a value that is not finite seconds ≥ 0 (a NaN
+    there would reach results.csv and the per-unit columns unflagged)."""
+    if not isinstance(value, dict):
+        return True
+    if field == "predicted_unit_s":
+        return not all(isinstance(t, int | float) and not isinstance(t, bool)
+                       and math.isfinite(t) and t >= 0 for t in value.values())
+    return False
+
+
 def _bad_text(rec: dict) -> list[str]:
     """The :data:`REQUIRED_TEXT` fields of ``rec`` that are present but not usable."""
     bad = []
@@ -107,7 +132,9 @@ def check_records(records, lines: dict | None = None) -> tuple[list[dict], list[
     ``phase``, ``device``, ...) that is present but not a string (or not an allowed value), is
     skipped. A numeric field that is not a finite number (``"abc"``, NaN, ∞; a time outside
     :data:`TIME_RANGE`), an :data:`OPTIONAL_TEXT` field that is not a string and a
-    :data:`TABLE_FIELDS` field that is not an object become null; a measured row (``ok``)
+    :data:`TABLE_FIELDS` field that is not an object (for ``predicted_unit_s``, one whose
+    values are not all finite seconds ≥ 0) become null, each problem line naming what the
+    field allows; a measured row (``ok``)
     whose ``measured_s`` is so corrected gets status ``invalid`` and is not compared.
     """
     lines = lines or {}
@@ -135,18 +162,17 @@ def check_records(records, lines: dict | None = None) -> tuple[list[dict], list[
         fixed.update({f: rec[f] for f in OPTIONAL_TEXT
                       if rec.get(f) is not None and not isinstance(rec[f], str)})
         fixed.update({f: rec[f] for f in TABLE_FIELDS
-                      if rec.get(f) is not None and not isinstance(rec[f], dict)})
+                      if rec.get(f) is not None and _bad_table(f, rec[f])})
         if fixed:
             rec = {**rec, **dict.fromkeys(fixed)}
-            text = ", ".join(f"{f}={v!r:.30}" for f, v in fixed.items())
+            text = ", ".join(f"{f}={v!r:.30} ({_allowed(f)} allowed)" for f, v in fixed.items())
             if rec.get("status") == "ok" and "measured_s" in fixed:
                 rec["status"] = "invalid"
                 rec["reason"] = f"measured_s {fixed['measured_s']!r:.30} is not a time"
-                problems.append(f"{where}: {text} not valid (a finite time, number, text "
-                                "or object); set to null, status 'invalid' (not compared)")
+                problems.append(f"{where}: {text} not valid; set to null, status 'invalid' "
+                                "(not compared)")
             else:
-                problems.append(f"{where}: {text} not valid (a finite number, text or "
-                                "object); set to null")
+                problems.append(f"{where}: {text} not valid; set to null")
         kept.append(rec)
     return kept, problems
 

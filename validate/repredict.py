@@ -27,9 +27,10 @@ def repredict(records: list[dict], gpu: GPUSpec, problems: list[str] | None = No
               lines: dict[str, int] | None = None) -> list[dict]:
     """New records whose prediction fields (and ``error``) come from the current model.
 
-    Rows without a launch configuration (own kernels that never ran) keep their fields. A row
-    that cannot be re-predicted — a shape perfsim refuses (``dtype "int4"``, a size beyond
-    2**45), a launch configuration the model mapping cannot read, an unknown external
+    Rows without a launch configuration that were never measured (own kernels that never
+    ran) keep their fields. A row that cannot be re-predicted — a shape perfsim refuses
+    (``dtype "int4"``, a size beyond 2**45), a measured row whose launch configuration is
+    missing or damaged, or one the model mapping cannot read, an unknown external
     backend — is left out and one line saying why is appended to ``problems`` (``lines``:
     key -> line number of results.jsonl, for that line).
 
@@ -59,7 +60,13 @@ def _repredict_one(rec: dict, gpu: GPUSpec) -> dict:
     if rec.get("kind", "own") == "own":
         cfg = rec.get("launch_config")
         if not cfg:
-            return rec
+            if rec.get("status") != "ok" and rec.get("measured_s") is None:
+                return rec                  # never ran: nothing to compare
+            # a measured row whose configuration is missing or damaged (set to null by
+            # report.check_records): its stored prediction came from the model that ran it
+            raise PerfsimError("its launch_config is missing or damaged, so the kernel's "
+                               "configuration is unknown and its stored prediction (another "
+                               "model's) cannot be re-made")
         info = rec.get("compiled")
         family = compiled.tensor_family(info if isinstance(info, dict) else {})
         try:

@@ -329,6 +329,72 @@ def accumulator_traffic(adds, accumulator_bytes, working_set_bytes, gpu: GPUSpec
     return read, write, total - read - write
 
 
+#: Elements one CTA of PyTorch's vectorised fill kernel writes (``torch.zeros``: 128 threads
+#: of 4 elements; ASSUMED from its elementwise launch, ``Loops.cuh``), for the grid of the GQA
+#: backward's zeroed dK/dV accumulators.
+FILL_ELEMENTS_PER_CTA = 512
+
+
+def gqa_dkdv_accumulator(dims: Dims, name: str, rows_k, widths, adds_rows, live_kv_heads,
+                         gpu: GPUSpec) -> tuple[dict, list, list]:
+    """The GQA backward's dK and dV as flash-attn 3 and flash_attn.cute compute them: each
+    query head's CTA reduce-adds its fp32 dK and dV tiles (TMA bulk reductions, evict-last)
+    into accumulators at the K/V heads, which ``torch.zeros`` cleared before the call and a
+    postprocess kernel converts to the input dtype after it — instead of writing dK, dV per
+    query head and summing them in another kernel (flash-attn 2's expand-then-sum,
+    :func:`~perfsim.algorithms.common.gqa_reduce_kernel`). Sources: flash-attn 3's
+    ``CollectiveEpilogueBwdGQA`` (hopper/epilogue_bwd.hpp: ``SM90_BULK_REDUCE_ADD`` of the
+    fp32 tile into ``dKaccum`` / ``dVaccum`` of shape (seqlen_k_rounded · d_rounded, H_kv, B))
+    and flash_attn.cute's ``_flash_attn_bwd`` (``dKV_postprocess = qhead_per_kvhead > 1``:
+    ``dk_accum``, ``dv_accum`` zeroed fp32, converted by ``FlashAttentionBackwardPostprocess``).
+
+    ``rows_k``: key rows per (batch, K/V head) of the accumulators (the key length rounded up
+    to the backward's key block); ``widths``: ``(d, d_v)`` of the accumulators (the compiled
+    kernel's head dims); ``adds_rows``: key rows each query head's CTAs add (the keys some
+    query reaches); ``live_kv_heads``: the K/V heads whose accumulator tiles the resident
+    CTAs add into at once (the re-adds by a K/V head's query heads, consecutive in the grid,
+    hit L2 while those fit: :func:`accumulator_traffic`). Where ``H == H_kv`` every count is
+    0 (``dK``, ``dV`` are written directly).
+
+    Returns:
+        ``(terms, before, after)``: the main kernel's terms (the reduce-adds as
+        ``KernelCost.atomics``, their HBM and L2 bytes), the two zeroing kernels and the two
+        conversion kernels. The fp32 tiles' pass through shared memory on their way to the
+        bulk reduction happens once per CTA, in its epilogue, as the bf16 tiles' TMA store
+        does without GQA: part of the CTA's edge, not of the shared-memory unit's stream.
+    """
+    grouped = where(dims.H > dims.H_kv, 1, 0)
+    kv_heads = dims.B * dims.H_kv
+    width = widths[0] + widths[1]
+    accumulator = FP32_BYTES * kv_heads * rows_k * width
+    adds = dims.B * dims.H * adds_rows * width
+    # the accumulator is not the zeroing kernel's share of L2 (accumulator_traffic): the dQ
+    # accumulator's zeroing and the preprocess's O, dO reads come after it
+    total = 2 * FP32_BYTES * adds
+    hbm, _ = l2_filtered(total, 0 * adds, FP32_BYTES * live_kv_heads * rows_k * width, gpu,
+                         gpu.l2_usable_fraction, written=True)
+    read = maximum(hbm / 2, accumulator)
+    write = maximum(hbm / 2, accumulator)
+    terms = {"atomics/dK,dV (fp32 TMA reduce-add into the K/V heads' accumulators)":
+             grouped * adds,
+             "hbm_read/dK,dV accumulators": grouped * read,
+             "hbm_write/dK,dV accumulators": grouped * write,
+             "l2_hit/dK,dV reduce-adds": grouped * (total - read - write)}
+    before, after = [], []
+    for tensor, w, out_width in (("dK", widths[0], dims.d), ("dV", widths[1], dims.d_v)):
+        elements = kv_heads * rows_k * w
+        before.append(KernelCost.of(
+            f"{name}_bwd_zero_{tensor.lower()}_accum",
+            {f"hbm_write/zeroed fp32 {tensor} accumulator": grouped * FP32_BYTES * elements},
+            grid=grouped * cdiv(elements, FILL_ELEMENTS_PER_CTA), warps_per_cta=4))
+        after.append(KernelCost.of(
+            f"{name}_bwd_convert_{tensor.lower()}",
+            {f"hbm_read/fp32 {tensor} accumulator": grouped * FP32_BYTES * elements,
+             f"hbm_write/{tensor}": grouped * dims.e * kv_heads * dims.N_k * out_width},
+            grid=grouped * cdiv(kv_heads * rows_k, 128), warps_per_cta=4))
+    return terms, before, after
+
+
 def right_bound(dims: Dims):
     """How far right of its diagonal a query row sees: 0 under the causal mask (or less,
     with a window's right side below it), a window's right side, or ``None`` (unbounded)."""

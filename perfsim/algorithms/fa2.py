@@ -39,6 +39,7 @@ from perfsim.algorithms.base import (
     accumulator_traffic,
     backward_gemm_terms,
     forward_gemm_terms,
+    gqa_dkdv_accumulator,
     in_order_tail,
     l2_filtered,
     lockstep_window,
@@ -1279,6 +1280,16 @@ class FusedAttention(Algorithm):
                             "hbm_write/dQ accumulator": dq_write,
                             "l2_hit/dQ accumulator (loads and stores)": dq_hits}
         kv_written = e * kv_heads * dims.N_k * (d + d_v)
+        accumulate = not programs and self.accumulates_gqa_dkdv()
+        if accumulate:
+            # GQA: fp32 reduce-adds into the K/V heads' accumulators instead (flash-attn 3,
+            # flash_attn.cute: base.gqa_dkdv_accumulator); their live set is that of the K/V
+            # reads above, the K/V heads of the query heads the resident CTAs span
+            heads_live = cdiv(resident, v.kv_tiles) + 1
+            dkv_terms, dkv_before, dkv_after = gqa_dkdv_accumulator(
+                dims, self.name, v.kv_tiles * b_c, (kd, kd_v), dims.kv_rows_read(b_c),
+                cdiv(heads_live, dims.H // dims.H_kv) + 1, gpu)
+            kv_written = kv_written * where(dims.H > dims.H_kv, 0, 1)
         elems = bh * v.elements
         # per score, once per pass (twice with a dQ pass that recomputes S and dP)
         per_pass = backward_softmax_terms(dims, v, bh * v.masked_tiles * b_r * b_c,
@@ -1316,6 +1327,7 @@ class FusedAttention(Algorithm):
             "hbm_read/K,V": kv_hbm, "l2_hit/K,V re-read by the query heads of a K/V head":
                 kv_hits, "hbm_read/Q,dO,LSE,D": q_hbm,
             "hbm_write/dK,dV": kv_written, "l2_hit/Q,dO,LSE,D re-read": q_hits, **dq_terms,
+            **(dkv_terms if accumulate else {}),
             # operands of the five MMAs read from shared memory; Q/dO tiles, P and dS written
             "smem_read/MMA operands": operand_reads,
             "smem_write/Q,dO": e * q_side * (d + d_v), "smem_write/P,dS": e * 2 * elems}
@@ -1427,9 +1439,20 @@ class FusedAttention(Algorithm):
                 grid=cdiv(k_elems, 1024), warps_per_cta=4))
         if not again:
             out.append(dq_convert_kernel(dims, self.name, dq_width=kd))
-        if not programs:
+        if accumulate:
+            out = [*dkv_before, *out, *dkv_after]
+        elif not programs:
             out.append(gqa_reduce_kernel(dims))
         return out
+
+    def accumulates_gqa_dkdv(self) -> bool:
+        """Whether a GQA backward reduce-adds each query head's dK, dV in fp32 into
+        accumulators at the K/V heads (flash-attn 3, flash_attn.cute:
+        :func:`~perfsim.algorithms.base.gqa_dkdv_accumulator`) rather than writing them per
+        query head for a separate sum (flash-attn 2's expand-then-sum,
+        ``common.gqa_reduce_kernel``). False here: flash-attn 2 (``mha_bwd`` allocates
+        ``dk_expanded``, ``dv_expanded`` at H heads and sums them over each group)."""
+        return False
 
     def sdp_issued_twice(self, dims: Dims) -> int:
         """1 when each of two consumer warpgroups issues the whole S and dP GEMMs of a

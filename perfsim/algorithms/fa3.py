@@ -234,6 +234,12 @@ class FA3(FusedAttention):
     #: memory per thread.
     fwd_spill_reload_bytes: float = Field(default=0.0, ge=0, le=512 * 1024)
     bwd_spill_reload_bytes: float = Field(default=0.0, ge=0, le=512 * 1024)
+    #: a GQA backward reduce-adds each query head's dK, dV in fp32 into accumulators at the
+    #: K/V heads, zeroed before and converted after (flash-attn 3's ``CollectiveEpilogueBwdGQA``,
+    #: flash_attn.cute's ``dKV_postprocess``: ``base.gqa_dkdv_accumulator``); ``False``: dK,
+    #: dV written per query head and summed by a separate kernel (flash-attn 2's way; the
+    #: ``sdpa-cudnn`` preset's, cuDNN's own being closed source)
+    gqa_dkdv_accumulator: bool = True
     pingpong: bool = True
     intra_warpgroup_overlap: bool = True
     warp_specialized: bool = True
@@ -262,6 +268,10 @@ class FA3(FusedAttention):
         """``(d, d_v)`` the compiled kernel runs at: :func:`kernel_head_dims` of the
         ``compiled_head_dims`` option."""
         return kernel_head_dims(self.compiled_head_dims, dims)
+
+    def accumulates_gqa_dkdv(self) -> bool:
+        """The ``gqa_dkdv_accumulator`` option."""
+        return self.gqa_dkdv_accumulator
 
     def tma_l2_seconds(self, dims: Dims, gpu: GPUSpec, loads) -> object:
         """The L2's time for the TMA row segments of ``loads``

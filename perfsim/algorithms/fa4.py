@@ -44,6 +44,7 @@ from perfsim.algorithms.base import (
     accumulator_traffic,
     backward_gemm_terms,
     forward_gemm_terms,
+    gqa_dkdv_accumulator,
     in_order_tail,
     l2_filtered,
     register_file_share,
@@ -58,7 +59,6 @@ from perfsim.algorithms.common import (
     check_training_inputs,
     dq_convert_kernel,
     fused_memory_bytes,
-    gqa_reduce_kernel,
     mask_extras,
 )
 from perfsim.algorithms.fa4_softmax import (
@@ -80,7 +80,7 @@ from perfsim.errors import InfeasibleError
 from perfsim.frozen import replace
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
-from perfsim.mathops import asarray, cdiv, is_symbolic, where
+from perfsim.mathops import asarray, cdiv, is_symbolic, minimum, where
 
 #: MMA tile rows on Blackwell (tcgen05: 128 x N; P4 §2.2).
 MMA_ROWS = 128
@@ -325,11 +325,18 @@ class FA4(Algorithm):
             # kernel (dO·O row sums, the logsumexp times log2(e), the fp32 dQ accumulator
             # zeroed) before the main kernel and a postprocess kernel (dQ converted from the
             # accumulator) after it (flash_attn/cute/interface.py)
+            # a GQA backward's dK, dV: fp32 accumulators at the K/V heads zeroed before and
+            # converted after (interface.py's ``dKV_postprocess``, every architecture;
+            # ASSUMED for head dim 256 too, whose dedicated sm100 kernel converts them itself)
+            _, zero, convert = gqa_dkdv_accumulator(
+                dims, self.name, cdiv(dims.N_k, MMA_ROWS) * MMA_ROWS, (dims.d, dims.d_v),
+                dims.kv_rows_read(MMA_ROWS), 1, gpu)
+            out.extend(zero)
             out.append(bwd_preprocess_kernel(dims, self.name, zero_dq=True, lse_log2=True))
             out.append(with_whole_tiles(lambda x: self._backward(x, gpu), dims, MMA_ROWS,
                                         MMA_ROWS))
             out.append(dq_convert_kernel(dims, self.name))
-            out.append(gqa_reduce_kernel(dims))
+            out.extend(convert)
         return out
 
     def split_choices(self, dims: Dims, gpu: GPUSpec):
@@ -454,8 +461,15 @@ class FA4(Algorithm):
                                     * (e * (d + d_v) + 2 * STAT_BYTES),
                                     gpu.sm_count * 2 * MMA_ROWS * (e * (d + d_v)), gpu,
                                     gpu.l2_usable_fraction)
-        kv = e * bh * dims.N_k * (d + d_v)
         grid = v.kv_tiles * bh
+        # dK, dV written per head, or under GQA reduce-added into the K/V heads' fp32
+        # accumulators (gqa_dkdv_accumulator: flash_attn.cute's dKV_postprocess); one CTA per
+        # SM, the K/V heads of the query heads the resident CTAs span live in L2
+        heads_live = cdiv(minimum(gpu.sm_count, grid), v.kv_tiles) + 1
+        dkv_terms, _, _ = gqa_dkdv_accumulator(
+            dims, self.name, v.kv_tiles * MMA_ROWS, (d, d_v), dims.kv_rows_read(MMA_ROWS),
+            cdiv(heads_live, dims.H // dims.H_kv) + 1, gpu)
+        kv = e * bh * dims.N_k * (d + d_v) * where(dims.H > dims.H_kv, 0, 1)
         # The dQ partials are TMA reduce-adds into an fp32 accumulator: resolved in L2 while
         # the query tiles the resident CTAs add into fit there (FA2's rule for its atomics,
         # FusedAttention._backward), not one HBM write per partial (275 GB at B = 1, H = 8,
@@ -474,7 +488,8 @@ class FA4(Algorithm):
             "hbm_write/dK,dV": kv,
             "l2_hit/Q,dO,LSE,D re-read": q_hits,
             "smem_read/per-tile traffic (FA4 Table 3)":
-                tiles * per_tile["smem"] * gpu.smem_bandwidth_bytes_per_clk_per_sm})
+                tiles * per_tile["smem"] * gpu.smem_bandwidth_bytes_per_clk_per_sm,
+            **dkv_terms})
         cost = KernelCost.of(
             "fa4_bwd", terms, grid=grid, tiled=True, persistent=self.persistent,
             edge_bytes=(2 * e * MMA_ROWS * (d + d_v)
