@@ -563,11 +563,13 @@ class Prediction:
                     f"L2 partition holds a copy of{larger}); the {_gb(float(cost.hbm_bytes))} "
                     f"that cross HBM alone would take {_ms(hbm_alone)}.")
         if kind == "reductions":
+            dkv = (", and the dK, dV accumulators of a GQA backward"
+                   if any(k.startswith("atomics/dK,dV") for k in cost.terms) else "")
             return (f"{cost.name}'s 'hbm' time ({_ms(taken)}) is its memory path: the "
                     f"{_gb(float(cost.hbm_bytes))} that cross HBM "
                     f"({_ms(hbm_alone)}) and "
                     f"{_gb(float(cost.atomics) * REDUCTION_BYTES)} of fp32 reductions "
-                    f"into L2 (the dQ accumulation) at "
+                    f"into L2 (the dQ accumulation{dkv}) at "
                     f"{self.gpu.l2_reduction_bytes_per_s / 1e12:.2f} TB/s "
                     f"({_ms((path - hbm_alone))}; GPUSpec.l2_reduction_bytes_per_s, "
                     f"{_source_kind(self.gpu, 'l2_reduction_bytes_per_s')}), which take "

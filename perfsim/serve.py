@@ -280,10 +280,36 @@ def _allowed(parameter) -> str:
     if isinstance(parameter, param.ListSelector):
         return "a list of catalog GPU ids (perfsim gpus)"
     if isinstance(parameter, param.Selector):
-        names = [str(o) for o in parameter.objects]
-        shown = ", ".join(names[:12]) + (f", … ({len(names)} in all)" if len(names) > 12 else "")
-        return f"one of {shown}"
+        return f"one of {', '.join(str(o) for o in parameter.objects)}"
     return "a value of its widget"
+
+
+class _Refused(ValueError):
+    """A URL value :func:`_query_value` refuses, with the reason."""
+
+
+def _query_value(parameter, value):
+    """A URL value as ``parameter`` takes it, or raise :class:`_Refused` saying why not. The URL
+    writes numbers as JSON, so an integer field may come back as a whole float (Panel's
+    ``parse_query`` reads ``-1`` as ``-1.0``): taken as the integer. A boolean is no number
+    (``param`` would take ``True`` as 1); a GPU list must name each catalog GPU once.
+
+    Raises:
+        _Refused: the value, with the reason."""
+    numeric = isinstance(parameter, param.Integer | param.Number)
+    if numeric and isinstance(value, bool):
+        raise _Refused("true/false is not a number")
+    if isinstance(parameter, param.Integer) and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(parameter, param.ListSelector) and isinstance(value, list):
+        unknown = [v for v in value if v not in parameter.objects]
+        if unknown:
+            raise _Refused(f"not catalog GPUs: {', '.join(map(repr, unknown))}")
+        if not value:
+            raise _Refused("no GPU")
+        if len(set(value)) != len(value):
+            raise _Refused("a GPU named twice")
+    return value
 
 
 def apply_query(explorer: Explorer, query: dict) -> list[str]:
@@ -303,10 +329,16 @@ def apply_query(explorer: Explorer, query: dict) -> list[str]:
         except Exception:  # noqa: BLE001 - left as text: the update below refuses it
             pass
         try:
-            explorer.param.update({name: value})
+            explorer.param.update({name: _query_value(parameter, value)})
+            continue
+        except ValueError as exc:
+            # our own reason (_Refused); param's long messages give way to what the field
+            # allows
+            reason = f"{exc}; " if isinstance(exc, _Refused) else ""
         except Exception:  # noqa: BLE001 - param raises ValueError/TypeError/others
-            problems.append(f"{name}={value!r:.40} ({_allowed(parameter)}); kept "
-                            f"{getattr(explorer, name)!r:.40}")
+            reason = ""
+        problems.append(f"{name}={value!r:.60} ({reason}allowed: {_allowed(parameter)}); "
+                        f"kept {getattr(explorer, name)!r:.40}")
     return problems
 
 

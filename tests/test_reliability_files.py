@@ -215,7 +215,7 @@ def test_messy_results_keep_every_valid_row_and_list_every_problem(messy_results
 def test_report_only_lists_the_problems_and_exits_0(messy_results, capsys):
     assert main(["validate", "--report-only", str(messy_results)]) == 0
     out = capsys.readouterr().out
-    assert "9 line(s) of results.jsonl skipped or replaced" in out
+    assert "9 problem(s) on 9 line(s) of results.jsonl" in out
     md = (messy_results / "report.md").read_text()
     assert "## Lines of results.jsonl skipped or replaced" in md
     assert "line 8: not UTF-8" in md and "invalid" in md
@@ -637,9 +637,50 @@ def test_a_damaged_unit_time_becomes_null(units, tmp_path):
         _rec("a", predicted_unit_s={"tensor": 1e-4, **units}) + "\n")
     records, problems = report.load_checked(tmp_path)
     assert records[0]["predicted_unit_s"] is None
-    assert problems == [f"line 1 ('a|fa2'): predicted_unit_s="
-                        f"{ {'tensor': 1e-4, **units}!r:.30} (an object of unit name to "
-                        "finite seconds ≥ 0 allowed) not valid; set to null"]
+    # the bad entry itself, not the object cut at 30 characters
+    assert problems == [f"line 1 ('a|fa2'): predicted_unit_s['hbm']={units['hbm']!r} (an "
+                        "object of unit (tensor, fp32, mufu, smem, hbm, latency) to seconds "
+                        "from 0 to 1e+06 allowed) not valid; set to null"]
+
+
+@pytest.mark.parametrize("fields, needle", [
+    # OverflowError tracebacks: JSON integers beyond a float
+    ({"measured_s": 10**400}, "measured_s=10000000000"),
+    ({"predicted_unit_s": {"hbm": 10**400}}, "predicted_unit_s['hbm']=10000000000"),
+    # kept before, and shown as -3.0 TFLOP/s in report.md
+    ({"achieved_tflops": -3}, "achieved_tflops=-3 (a finite number ≥ 0 allowed)"),
+    ({"hbm_bytes": -5}, "hbm_bytes=-5 (a finite number ≥ 0 allowed)"),
+    ({"predicted_unit_s": {"not a unit": 1.0}}, "predicted_unit_s['not a unit']=1.0"),
+    ({"predicted_unit_s": {"hbm": 1e300}}, "predicted_unit_s['hbm']=1e+300"),
+])
+def test_damaged_numbers_are_nulled_with_their_rule(fields, needle, tmp_path):
+    from perfsim.validate import report
+
+    (tmp_path / "results.jsonl").write_text(_rec("a", **fields) + "\n")
+    records, problems = report.load_checked(tmp_path)
+    assert len(problems) == 1 and needle in problems[0], problems
+    assert all(records[0][f] is None for f in fields)
+
+
+def test_a_damaged_time_takes_what_was_computed_from_it(tmp_path):
+    from perfsim.validate import report
+
+    (tmp_path / "results.jsonl").write_text(
+        _rec("a", measured_s=-1, error=0.1, achieved_tflops=3.0) + "\n")
+    records, problems = report.load_checked(tmp_path)
+    assert [records[0][f] for f in ("measured_s", "error", "achieved_tflops")] == [None] * 3
+    assert problems == ["line 1 ('a|fa2'): measured_s=-1 (a time of 1e-12 to 1e+06 s allowed) "
+                        "not valid; set to null, with error, achieved_tflops computed from "
+                        "it, status 'invalid' (not compared)"]
+
+
+def test_a_damaged_dropout_probability_skips_the_row(tmp_path):
+    from perfsim.validate import report
+
+    (tmp_path / "results.jsonl").write_text(_rec("a", dropout_p="x") + "\n" + _rec("b") + "\n")
+    records, problems = report.load_checked(tmp_path)
+    assert [r["key"] for r in records] == ["b|fa2"]
+    assert "missing or invalid dropout_p='x'" in problems[0]
 
 
 @pytest.mark.parametrize("fields, needle", [
@@ -650,6 +691,8 @@ def test_a_damaged_unit_time_becomes_null(units, tmp_path):
     ({"kind": "external"}, "unknown external backend 'fa2'"),
     # was: the damaged configuration set to null and the stored (older) prediction kept
     ({"launch_config": "x"}, "its launch_config is missing or damaged"),
+    # was: TypeError: object of type 'int' has no len()
+    ({"compiled": {"ptx_mma": 5}, "launch_config": {"block_m": "x"}}, "does not map to a model"),
 ])
 def test_repredict_skips_and_lists_a_row_it_cannot_predict(fields, needle, tmp_path, capsys):
     """Was KeyError 'fa2' / 'block_n', or exit 2 for the whole report because of one row."""
@@ -1211,3 +1254,22 @@ def test_report_only_says_when_it_replaces_a_regenerated_report(tmp_path, capsys
     assert main(["validate", "--report-only", str(tmp_path)]) == 0
     assert "note: replacing the earlier report in" in capsys.readouterr().err
     assert (tmp_path / "report.md").read_text() == "the committed report\n"
+
+
+def test_repredict_clears_the_stored_prediction_of_a_row_it_keeps(tmp_path, capsys):
+    """A row whose time and launch_config were both damaged (status 'invalid') kept the
+    stored prediction of the model that ran it in repredicted/results.csv."""
+    (tmp_path / "results.jsonl").write_text(
+        _rec("a", launch_config={"block_m": 64, "block_n": 64, "num_warps": 4,
+                                 "phase": "fwd"}) + "\n"
+        + _rec("b", measured_s="x", launch_config="y", predicted_s=2e-3, error=-0.2,
+               gpu_profile="h200-sxm-calibrated") + "\n")
+    assert main(["validate", "--report-only", str(tmp_path), "--repredict", "--gpu",
+                 "h200-sxm"]) == 0
+    out = capsys.readouterr().out
+    assert "1 problem(s) on 1 line(s)" in out, out        # the damaged time, once
+    import csv
+
+    rows = {r["key"]: r for r in csv.DictReader(open(tmp_path / "results.csv"))}
+    assert rows["b|fa2"]["predicted_s"] == "" and rows["b|fa2"]["error"] == ""
+    assert rows["b|fa2"]["gpu_profile"] == "h200-sxm"

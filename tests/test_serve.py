@@ -217,7 +217,37 @@ def test_a_shared_link_applies_its_good_values_and_names_the_bad_ones():
     problems = apply_query(ex, query)
     assert (ex.batch, ex.causal, ex.gpus) == (8, True, ["b200"])      # the good ones applied
     assert (ex.seqlen_q, ex.clock_hz, ex.algorithm) == (4096, 1.0, "fa2")   # the bad ones kept
-    assert problems[0] == "seqlen_q='abc' (an integer from 1 to 4194304); kept 4096"
-    assert problems[1].startswith("clock_hz=50 (a number from 0.1 to ")
-    assert problems[2].startswith("algorithm='fa9' (one of standard, fa1, fa2, ")
+    assert problems[0] == "seqlen_q='abc' (allowed: an integer from 1 to 4194304); kept 4096"
+    assert problems[1].startswith("clock_hz=50 (allowed: a number from 0.1 to ")
+    assert problems[2].startswith("algorithm='fa9' (allowed: one of standard, fa1, fa2, ")
+    assert "triton-tutorial" in problems[2]                        # every name, none cut
     assert len(problems) == 3                                      # utm_source: not ours
+
+
+@pytest.mark.parametrize("query, problem", [
+    # the app writes window_left=-1 into every link; parse_query reads it back as -1.0
+    ("?window_left=-1&batch=8.0", None),
+    # param takes True as 1: the views then failed on "batch must be an integer, not bool"
+    ("?batch=true", "batch=True (true/false is not a number; allowed: an integer from 1 to "),
+    ("?dropout_p=false", "dropout_p=False (true/false is not a number; allowed: a number "),
+    # the curve and the bottleneck map refused these after they were applied
+    ("?gpus=%5B%5D", "gpus=[] (no GPU; allowed: "),
+    ('?gpus=["b200","b200"]', "gpus=['b200', 'b200'] (a GPU named twice; allowed: "),
+    ('?gpus=["b200","nope"]', "gpus=['b200', 'nope'] (not catalog GPUs: 'nope'; allowed: "),
+])
+def test_a_link_value_a_view_would_refuse_is_named(query, problem):
+    """A fresh user's findings on the link handling: whole floats for integer fields were
+    refused with a message that allowed them; booleans and empty or repeated GPU lists were
+    applied, and the views failed on them."""
+    from panel.util import parse_query
+
+    from perfsim.serve import apply_query
+
+    ex = Explorer()
+    problems = apply_query(ex, parse_query(query))
+    if problem is None:
+        assert problems == [] and (ex.window_left, ex.batch) == (-1, 8)
+        assert isinstance(ex.batch, int)
+    else:
+        assert len(problems) == 1 and problems[0].startswith(problem), problems
+        assert ex.param.values() == Explorer().param.values() | {"name": ex.name}

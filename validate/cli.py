@@ -282,9 +282,9 @@ def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = 
         dest = out / ("repredicted" if gpu is not None else "regenerated")
         if (dest / "report.md").exists():
             # derived from results.jsonl alone, so replaced each time — and said so
-            print(f"note: replacing the earlier report in {dest} (made from the same "
-                  "results.jsonl; --force writes over the committed one instead)",
-                  file=sys.stderr)
+            print(f"note: replacing the earlier report in {dest} (made from "
+                  f"{RESULTS_FILE} by an earlier --report-only; --force writes to {out} "
+                  "itself instead)", file=sys.stderr)
     if gpu is not None:
         records = repredict(records, gpu, problems, _lines(out))
         note += (f"Predictions recomputed with perfsim {perfsim.__version__} on "
@@ -310,8 +310,9 @@ def _report_only(out: Path, repredict_rows: bool = False, gpu_arg: str | None = 
     paths = report.write_report(out, records, note, dest=dest, problems=problems)
     report.print_summary(records)
     if problems:
-        print(f"{len(problems)} line(s) of {RESULTS_FILE} skipped or replaced (listed in "
-              f"{paths['md']}):")
+        where = {p.split(":", 1)[0] for p in problems}
+        print(f"{len(problems)} problem(s) on {len(where)} line(s) of {RESULTS_FILE}: rows "
+              f"skipped or fields set to null (listed in {paths['md']}):")
         print("\n".join(f"  {p}" for p in problems[:20]))
     print("wrote " + ", ".join(str(p) for p in paths.values())
           + ("" if dest == out else f" (not over {out}'s report; --force to replace it)"))

@@ -55,7 +55,8 @@ def facts(kernels) -> dict:
 def tensor_family(info: dict) -> str | None:
     """The single MMA family the PTX shows, or None (none seen, or both)."""
     fams = info.get("ptx_mma", [])
-    return fams[0] if len(fams) == 1 else None
+    # a damaged record (a number, a string) names no family
+    return fams[0] if isinstance(fams, list) and len(fams) == 1 else None
 
 
 class Tracker:

@@ -45,11 +45,18 @@ METHOD_NOTE = (
 #: Shape fields a record needs to be placed in the report (integers >= 1).
 REQUIRED_INTS = ("batch", "heads", "seqlen_q", "head_dim")
 OPTIONAL_INTS = ("kv_heads", "seqlen_k")
-#: Numeric fields: null or a finite number (times and sizes also > 0).
+#: Numeric fields: null or a finite number (times in :data:`TIME_RANGE`; sizes, rates and
+#: wall times ≥ 0).
 NUMBER_FIELDS = ("measured_s", "measured_p20_s", "measured_p80_s", "predicted_s", "error",
                  "predicted_tflops", "achieved_tflops", "achieved_gbps", "model_flops",
                  "hbm_bytes", "wall_s")
 POSITIVE_FIELDS = ("measured_s", "measured_p20_s", "measured_p80_s", "predicted_s")
+NONNEGATIVE_FIELDS = ("predicted_tflops", "achieved_tflops", "achieved_gbps", "model_flops",
+                      "hbm_bytes", "wall_s")
+#: Fields computed from ``measured_s``: null when it is (a damaged time leaves no error).
+FROM_MEASURED = ("error", "achieved_tflops", "achieved_gbps")
+#: Units a row's ``predicted_unit_s`` may name (``Prediction.unit_seconds``).
+UNIT_NAMES = ("tensor", "fp32", "mufu", "smem", "hbm", "latency")
 #: Plausible times, seconds (1 ps to 11.6 days for one call): beyond them a "time" is damage,
 #: and a log-scale plot of it overflows.
 TIME_RANGE = (1e-12, 1e6)
@@ -84,34 +91,50 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
 
-def _is_number(v, positive: bool) -> bool:
-    return (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-            and (not positive or TIME_RANGE[0] <= v <= TIME_RANGE[1]))
+def _finite(v) -> bool:
+    """A number (not a bool) that is finite as a float: an integer beyond a float's range
+    (``10**400`` in JSON) is not."""
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
+def _is_number(v, positive: bool, nonnegative: bool = False) -> bool:
+    return (_finite(v) and (not positive or TIME_RANGE[0] <= v <= TIME_RANGE[1])
+            and (not nonnegative or v >= 0))
 
 
 def _allowed(field: str) -> str:
     """What ``field`` of a record may hold, as a problem line names it."""
     if field in POSITIVE_FIELDS:
         return f"a time of {TIME_RANGE[0]:g} to {TIME_RANGE[1]:g} s"
+    if field in NONNEGATIVE_FIELDS:
+        return "a finite number ≥ 0"
     if field in NUMBER_FIELDS:
         return "a finite number"
     if field == "predicted_unit_s":
-        return "an object of unit name to finite seconds ≥ 0"
+        return (f"an object of unit ({', '.join(UNIT_NAMES)}) to seconds from 0 to "
+                f"{TIME_RANGE[1]:g}")
     if field in TABLE_FIELDS:
         return "an object"
     return "text"
 
 
-def _bad_table(field: str, value) -> bool:
-    """Whether a :data:`TABLE_FIELDS` value is unusable: not an object, or for
-    ``predicted_unit_s`` an object with a value that is not finite seconds ≥ 0 (a NaN
-    there would reach results.csv and the per-unit columns unflagged)."""
+def _bad_entries(field: str, value) -> list[str] | None:
+    """Why a :data:`TABLE_FIELDS` value is unusable, or None if it is not: not an object, or
+    for ``predicted_unit_s`` the entries that are not a known unit's seconds from 0 to
+    ``TIME_RANGE[1]`` (a NaN there reached results.csv and the per-unit columns unflagged),
+    each shown, not the object cut short."""
     if not isinstance(value, dict):
-        return True
-    if field == "predicted_unit_s":
-        return not all(isinstance(t, int | float) and not isinstance(t, bool)
-                       and math.isfinite(t) and t >= 0 for t in value.values())
-    return False
+        return [f"{value!r:.30}"]
+    if field != "predicted_unit_s":
+        return None
+    bad = [f"[{unit!r:.20}]={t!r:.24}" for unit, t in value.items()
+           if unit not in UNIT_NAMES or not _finite(t) or not 0 <= t <= TIME_RANGE[1]]
+    return bad or None
 
 
 def _bad_text(rec: dict) -> list[str]:
@@ -149,6 +172,9 @@ def check_records(records, lines: dict | None = None) -> tuple[list[dict], list[
             bad.append("algorithm")
         if rec.get("causal") is not None and not isinstance(rec["causal"], bool):
             bad.append("causal")
+        if rec.get("dropout_p") is not None and not (_finite(rec["dropout_p"])
+                                                     and 0 <= rec["dropout_p"] < 1):
+            bad.append("dropout_p")             # part of the shape: a probability in [0, 1)
         bad += _bad_text(rec)
         if bad:
             shown = ", ".join(f"{f}={rec.get(f)!r:.30}" for f in bad)
@@ -157,20 +183,31 @@ def check_records(records, lines: dict | None = None) -> tuple[list[dict], list[
         fixed = {}
         for f in NUMBER_FIELDS:
             v = rec.get(f)
-            if v is not None and not _is_number(v, f in POSITIVE_FIELDS):
-                fixed[f] = v
-        fixed.update({f: rec[f] for f in OPTIONAL_TEXT
+            if v is not None and not _is_number(v, f in POSITIVE_FIELDS,
+                                                f in NONNEGATIVE_FIELDS):
+                fixed[f] = f"{v!r:.30}"
+        fixed.update({f: f"{rec[f]!r:.30}" for f in OPTIONAL_TEXT
                       if rec.get(f) is not None and not isinstance(rec[f], str)})
-        fixed.update({f: rec[f] for f in TABLE_FIELDS
-                      if rec.get(f) is not None and _bad_table(f, rec[f])})
+        for f in TABLE_FIELDS:
+            bad = _bad_entries(f, rec[f]) if rec.get(f) is not None else None
+            if bad:
+                fixed[f] = ", ".join(bad) if isinstance(rec[f], dict) else bad[0]
+        derived = ()
+        if "measured_s" in fixed:
+            # what was computed from the damaged time goes with it
+            derived = [f for f in FROM_MEASURED if rec.get(f) is not None and f not in fixed]
+            fixed.update({f: f"{rec[f]!r:.30}" for f in derived})
         if fixed:
             rec = {**rec, **dict.fromkeys(fixed)}
-            text = ", ".join(f"{f}={v!r:.30} ({_allowed(f)} allowed)" for f, v in fixed.items())
+            text = ", ".join(
+                f"{f}{'' if shown.startswith('[') else '='}{shown} ({_allowed(f)} allowed)"
+                for f, shown in fixed.items() if f not in derived)
             if rec.get("status") == "ok" and "measured_s" in fixed:
                 rec["status"] = "invalid"
                 rec["reason"] = f"measured_s {fixed['measured_s']!r:.30} is not a time"
-                problems.append(f"{where}: {text} not valid; set to null, status 'invalid' "
-                                "(not compared)")
+                also = (f", with {', '.join(derived)} computed from it" if derived else "")
+                problems.append(f"{where}: {text} not valid; set to null{also}, status "
+                                "'invalid' (not compared)")
             else:
                 problems.append(f"{where}: {text} not valid; set to null")
         kept.append(rec)

@@ -21,6 +21,9 @@ from perfsim.validate.shapes import Shape
 
 SHAPE_FIELDS = ("batch", "heads", "seqlen_q", "head_dim", "causal", "kv_heads", "seqlen_k",
                 "dtype", "phase", "dropout_p")
+#: A row's prediction fields, cleared where it cannot be re-predicted but is kept.
+STALE = ("predicted_s", "predicted_bound", "predicted_tflops", "predicted_unit_s", "error",
+         "achieved_gbps")
 
 
 def repredict(records: list[dict], gpu: GPUSpec, problems: list[str] | None = None,
@@ -28,7 +31,9 @@ def repredict(records: list[dict], gpu: GPUSpec, problems: list[str] | None = No
     """New records whose prediction fields (and ``error``) come from the current model.
 
     Rows without a launch configuration that were never measured (own kernels that never
-    ran) keep their fields. A row that cannot be re-predicted — a shape perfsim refuses
+    ran, rows whose time was damaged) are kept with their prediction fields cleared (they are
+    not compared; the stored prediction is another model's). A row that cannot be
+    re-predicted — a shape perfsim refuses
     (``dtype "int4"``, a size beyond 2**45), a measured row whose launch configuration is
     missing or damaged, or one the model mapping cannot read, an unknown external
     backend — is left out and one line saying why is appended to ``problems`` (``lines``:
@@ -60,13 +65,16 @@ def _repredict_one(rec: dict, gpu: GPUSpec) -> dict:
     if rec.get("kind", "own") == "own":
         cfg = rec.get("launch_config")
         if not cfg:
-            if rec.get("status") != "ok" and rec.get("measured_s") is None:
-                return rec                  # never ran: nothing to compare
-            # a measured row whose configuration is missing or damaged (set to null by
-            # report.check_records): its stored prediction came from the model that ran it
-            raise PerfsimError("its launch_config is missing or damaged, so the kernel's "
-                               "configuration is unknown and its stored prediction (another "
-                               "model's) cannot be re-made")
+            if rec.get("status") == "ok" or rec.get("measured_s") is not None:
+                # a measured row whose configuration is missing or damaged (set to null by
+                # report.check_records): its stored prediction came from the model that ran it
+                raise PerfsimError("its launch_config is missing or damaged, so the kernel's "
+                                   "configuration is unknown and its stored prediction "
+                                   "(another model's) cannot be re-made")
+            # never ran, or its time was damaged (status 'invalid'): kept, listed with its
+            # status, without the stored prediction of the model that ran it
+            return {**rec, **dict.fromkeys(STALE), "gpu_profile": gpu.id,
+                    "prediction_error": "not re-predicted: no launch_config"}
         info = rec.get("compiled")
         family = compiled.tensor_family(info if isinstance(info, dict) else {})
         try:

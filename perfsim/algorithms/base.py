@@ -335,8 +335,15 @@ def accumulator_traffic(adds, accumulator_bytes, working_set_bytes, gpu: GPUSpec
 FILL_ELEMENTS_PER_CTA = 512
 
 
-def gqa_dkdv_accumulator(dims: Dims, name: str, rows_k, widths, adds_rows, live_kv_heads,
-                         gpu: GPUSpec) -> tuple[dict, list, list]:
+def gqa_accumulator_bytes(dims: Dims, widths):
+    """Bytes of the fp32 dK, dV accumulators of :func:`gqa_dkdv_accumulator` at ``widths``
+    (the compiled head dims) over the ``N_k`` keys of each (batch, K/V head); 0 without GQA."""
+    return (where(dims.H > dims.H_kv, 1, 0) * FP32_BYTES * dims.B * dims.H_kv * dims.N_k
+            * (widths[0] + widths[1]))
+
+
+def gqa_dkdv_accumulator(dims: Dims, name: str, block_n, rows_k, widths, adds_rows,
+                         live_kv_heads, gpu: GPUSpec) -> tuple[dict, list, list]:
     """The GQA backward's dK and dV as flash-attn 3 and flash_attn.cute compute them: each
     query head's CTA reduce-adds its fp32 dK and dV tiles (TMA bulk reductions, evict-last)
     into accumulators at the K/V heads, which ``torch.zeros`` cleared before the call and a
@@ -348,10 +355,11 @@ def gqa_dkdv_accumulator(dims: Dims, name: str, rows_k, widths, adds_rows, live_
     and flash_attn.cute's ``_flash_attn_bwd`` (``dKV_postprocess = qhead_per_kvhead > 1``:
     ``dk_accum``, ``dv_accum`` zeroed fp32, converted by ``FlashAttentionBackwardPostprocess``).
 
-    ``rows_k``: key rows per (batch, K/V head) of the accumulators (the key length rounded up
-    to the backward's key block); ``widths``: ``(d, d_v)`` of the accumulators (the compiled
-    kernel's head dims); ``adds_rows``: key rows each query head's CTAs add (the keys some
-    query reaches); ``live_kv_heads``: the K/V heads whose accumulator tiles the resident
+    ``block_n``: the backward's key block; ``rows_k``: key rows per (batch, K/V head) of the
+    accumulators (the key length rounded up to it); ``widths``: ``(d, d_v)`` of the
+    accumulators (the compiled kernel's head dims); ``adds_rows``: key rows some query
+    reaches (``Dims.kv_rows_read``), added as whole ``block_n`` tiles by each query head's
+    CTAs; ``live_kv_heads``: the K/V heads whose accumulator tiles the resident
     CTAs add into at once (the re-adds by a K/V head's query heads, consecutive in the grid,
     hit L2 while those fit: :func:`accumulator_traffic`). Where ``H == H_kv`` every count is
     0 (``dK``, ``dV`` are written directly).
@@ -366,15 +374,21 @@ def gqa_dkdv_accumulator(dims: Dims, name: str, rows_k, widths, adds_rows, live_
     grouped = where(dims.H > dims.H_kv, 1, 0)
     kv_heads = dims.B * dims.H_kv
     width = widths[0] + widths[1]
-    accumulator = FP32_BYTES * kv_heads * rows_k * width
-    adds = dims.B * dims.H * adds_rows * width
+    # whole key tiles, as the bulk reduction sends them, of the keys some query reaches
+    # (a window that leaves most key tiles unreached adds into those tiles only)
+    added_rows = minimum(cdiv(adds_rows, block_n) * block_n, rows_k)
+    touched = FP32_BYTES * kv_heads * added_rows * width
+    adds = dims.B * dims.H * added_rows * width
     # the accumulator is not the zeroing kernel's share of L2 (accumulator_traffic): the dQ
-    # accumulator's zeroing and the preprocess's O, dO reads come after it
+    # accumulator's zeroing and the preprocess's O, dO reads come after it; the lines the
+    # adds touch cross HBM once each way at least (every line is read by its first add and
+    # written back once), at most once per add (the group's H / H_kv adds per line bound
+    # that from above, so the L2's share is never negative)
     total = 2 * FP32_BYTES * adds
-    hbm, _ = l2_filtered(total, 0 * adds, FP32_BYTES * live_kv_heads * rows_k * width, gpu,
-                         gpu.l2_usable_fraction, written=True)
-    read = maximum(hbm / 2, accumulator)
-    write = maximum(hbm / 2, accumulator)
+    hbm, _ = l2_filtered(total, 0 * adds, FP32_BYTES * live_kv_heads * added_rows * width,
+                         gpu, gpu.l2_usable_fraction, written=True)
+    read = maximum(hbm / 2, touched)
+    write = maximum(hbm / 2, touched)
     terms = {"atomics/dK,dV (fp32 TMA reduce-add into the K/V heads' accumulators)":
              grouped * adds,
              "hbm_read/dK,dV accumulators": grouped * read,

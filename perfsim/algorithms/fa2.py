@@ -39,6 +39,7 @@ from perfsim.algorithms.base import (
     accumulator_traffic,
     backward_gemm_terms,
     forward_gemm_terms,
+    gqa_accumulator_bytes,
     gqa_dkdv_accumulator,
     in_order_tail,
     l2_filtered,
@@ -1287,7 +1288,7 @@ class FusedAttention(Algorithm):
             # reads above, the K/V heads of the query heads the resident CTAs span
             heads_live = cdiv(resident, v.kv_tiles) + 1
             dkv_terms, dkv_before, dkv_after = gqa_dkdv_accumulator(
-                dims, self.name, v.kv_tiles * b_c, (kd, kd_v), dims.kv_rows_read(b_c),
+                dims, self.name, b_c, v.kv_tiles * b_c, (kd, kd_v), dims.kv_rows_read(b_c),
                 cdiv(heads_live, dims.H // dims.H_kv) + 1, gpu)
             kv_written = kv_written * where(dims.H > dims.H_kv, 0, 1)
         elems = bh * v.elements
@@ -1499,12 +1500,17 @@ class FusedAttention(Algorithm):
         """Peak footprint (bytes): ``common.fused_memory_bytes`` with the fp32 dQ accumulator
         as wide as the compiled kernel's head dim (as :meth:`_backward` zeroes and reduces
         into it), without it for a backward with a dQ pass (:meth:`recomputes_dq`: dQ is
-        written in the input dtype), and with the scaled copy of K of :meth:`prescales_k`."""
+        written in the input dtype), with the scaled copy of K of :meth:`prescales_k`, and under
+        GQA with the fp32 dK, dV accumulators at the K/V heads of :meth:`accumulates_gqa_dkdv`
+        (:func:`~perfsim.algorithms.base.gqa_dkdv_accumulator`; their rounding of the keys to
+        the key block, under one tile per K/V head, left out)."""
         total = fused_memory_bytes(dims)
         if dims.bwd:
             accumulator = FP32_BYTES * dims.B * dims.H * dims.N_q
             total = total + accumulator * (
                 -dims.d if self.recomputes_dq() else self.kernel_head_dims(dims)[0] - dims.d)
+        if dims.bwd and self.accumulates_gqa_dkdv() and not self.runs_dq_programs():
+            total = total + gqa_accumulator_bytes(dims, self.kernel_head_dims(dims))
         if dims.bwd and self.prescales_k():
             total = total + dims.e_kv * dims.B * dims.H_kv * dims.N_k * dims.d
         return total

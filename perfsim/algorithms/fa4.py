@@ -44,6 +44,7 @@ from perfsim.algorithms.base import (
     accumulator_traffic,
     backward_gemm_terms,
     forward_gemm_terms,
+    gqa_accumulator_bytes,
     gqa_dkdv_accumulator,
     in_order_tail,
     l2_filtered,
@@ -329,7 +330,8 @@ class FA4(Algorithm):
             # converted after (interface.py's ``dKV_postprocess``, every architecture;
             # ASSUMED for head dim 256 too, whose dedicated sm100 kernel converts them itself)
             _, zero, convert = gqa_dkdv_accumulator(
-                dims, self.name, cdiv(dims.N_k, MMA_ROWS) * MMA_ROWS, (dims.d, dims.d_v),
+                dims, self.name, MMA_ROWS, cdiv(dims.N_k, MMA_ROWS) * MMA_ROWS,
+                (dims.d, dims.d_v),
                 dims.kv_rows_read(MMA_ROWS), 1, gpu)
             out.extend(zero)
             out.append(bwd_preprocess_kernel(dims, self.name, zero_dq=True, lse_log2=True))
@@ -467,7 +469,8 @@ class FA4(Algorithm):
         # SM, the K/V heads of the query heads the resident CTAs span live in L2
         heads_live = cdiv(minimum(gpu.sm_count, grid), v.kv_tiles) + 1
         dkv_terms, _, _ = gqa_dkdv_accumulator(
-            dims, self.name, v.kv_tiles * MMA_ROWS, (d, d_v), dims.kv_rows_read(MMA_ROWS),
+            dims, self.name, MMA_ROWS, v.kv_tiles * MMA_ROWS, (d, d_v),
+            dims.kv_rows_read(MMA_ROWS),
             cdiv(heads_live, dims.H // dims.H_kv) + 1, gpu)
         kv = e * bh * dims.N_k * (d + d_v) * where(dims.H > dims.H_kv, 0, 1)
         # The dQ partials are TMA reduce-adds into an fp32 accumulator: resolved in L2 while
@@ -503,8 +506,12 @@ class FA4(Algorithm):
         return cost.padded(self._imbalance(dims, gpu, v, grid, columns=True))
 
     def memory_bytes(self, dims: Dims, gpu: GPUSpec):
-        """Peak footprint (bytes): ``common.fused_memory_bytes``."""
-        return fused_memory_bytes(dims)
+        """Peak footprint (bytes): ``common.fused_memory_bytes``, and under GQA the fp32 dK,
+        dV accumulators at the K/V heads (``base.gqa_accumulator_bytes``)."""
+        total = fused_memory_bytes(dims)
+        if dims.bwd:
+            total = total + gqa_accumulator_bytes(dims, (dims.d, dims.d_v))
+        return total
 
     def explain_lines(self, prediction) -> list[str]:
         """Per tile, which unit binds and by how much (P4 Tables 1 and 3)."""

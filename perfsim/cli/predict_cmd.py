@@ -113,7 +113,8 @@ def _print_predictions(w, gpu, results) -> None:
           "the SM clock the call runs at (--clock; by default where the power model puts "
           "it); FLOPs (matmul and FP32 slots) and exps of the visited tiles (padding to "
           "whole tiles and compiled head dims is timed, not counted; a backward's fp32 dQ "
-          "accumulator is counted at the kernel's width); HBM and shared-memory bytes moved; "
+          "accumulator, and a GQA backward's fp32 dK, dV accumulators where the kernel keeps "
+          "them, are counted at the kernel's width); HBM and shared-memory bytes moved; "
           "memory: peak footprint")
     for note in notes:
         print(note)
