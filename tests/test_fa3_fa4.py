@@ -460,3 +460,25 @@ def test_gqa_backward_of_the_others_sums_per_query_head_gradients(algorithm):
     names = [k.cost.name for k in perfsim.predict(w, gpu="h100-sxm5",
                                                   algorithm=algorithm).kernels]
     assert "gqa_reduce_dkdv" in names and not any("accum" in n for n in names)
+
+
+def test_flash_attn_2_backward_rereads_kv_a_head_of_batches_later():
+    """flash-attn 2's backward grid is blockIdx (key block, batch, head)
+    (flash_bwd_launch_template.h ``grid_n(num_n_block, params.b, params.h)``): the query heads
+    of one K/V head re-read its tiles B · key blocks CTAs apart, so the K/V of every batch
+    must stay in L2 for the re-read to hit. On an RTX 3090 (6 MB of L2) one batch's 1 MB of
+    K/V per K/V head stays; sixteen batches' do not. FA3's grid (blocks, heads, batch) keeps
+    the heads adjacent whatever B."""
+    comp = {}
+    for b in (1, 16):
+        w = W(batch=b, heads=32, kv_heads=4, seqlen_q=2048, head_dim=128, phase="bwd")
+        (main,) = [k.cost for k in perfsim.predict(w, gpu="rtx-3090",
+                                                   algorithm="sdpa-flash").kernels
+                   if k.cost.name == "fa2_bwd"]
+        comp[b] = main.terms["hbm_read/K,V"] / (2 * b * 4 * 2048 * 256)
+    assert comp == {1: 1.0, 16: 8.0}            # once per K/V head; once per query head
+    w = W(batch=16, heads=32, kv_heads=4, seqlen_q=2048, head_dim=128, phase="bwd")
+    (main,) = [k.cost for k in perfsim.predict(w, gpu="h100-sxm5",
+                                               algorithm="flash-attn-3").kernels
+               if k.cost.name == "fa3_bwd"]
+    assert main.terms["hbm_read/K,V"] == 2 * 16 * 4 * 2048 * 256

@@ -1238,9 +1238,14 @@ class FusedAttention(Algorithm):
             # those re-reads hit L2 while the K/V of the K/V heads the resident CTAs span
             # stay there (l2_filtered's rule, as the forward's re-reads; a fresh reviewer's
             # report: MQA's backward read K/V from HBM once per query head)
+            # flash-attn 2's grid runs every batch of a head before the next head (blockIdx
+            # (n, b, h), flash_bwd_launch_template.h): head h + 1 re-reads a K/V tile B
+            # key-tile rows later, so the K/V of all B batches of the K/V heads spanned must
+            # stay (bwd_batch_before_heads)
             per_kv_head = e * dims.kv_rows_read(b_c) * (d + d_v)
-            heads_live = cdiv(resident, v.kv_tiles) + 1
-            kv_live = (cdiv(heads_live, dims.H // dims.H_kv) + 1) * per_kv_head
+            batches = dims.B if self.bwd_batch_before_heads() else 1
+            heads_live = cdiv(resident, batches * v.kv_tiles) + 1
+            kv_live = (cdiv(heads_live, dims.H // dims.H_kv) + 1) * batches * per_kv_head
             kv_hbm, kv_hits = l2_filtered(kv_read, dims.B * dims.H_kv * per_kv_head, kv_live,
                                           gpu, gpu.l2_usable_fraction)
         if again:
@@ -1286,7 +1291,6 @@ class FusedAttention(Algorithm):
             # GQA: fp32 reduce-adds into the K/V heads' accumulators instead (flash-attn 3,
             # flash_attn.cute: base.gqa_dkdv_accumulator); their live set is that of the K/V
             # reads above, the K/V heads of the query heads the resident CTAs span
-            heads_live = cdiv(resident, v.kv_tiles) + 1
             dkv_terms, dkv_before, dkv_after = gqa_dkdv_accumulator(
                 dims, self.name, b_c, v.kv_tiles * b_c, (kd, kd_v), dims.kv_rows_read(b_c),
                 cdiv(heads_live, dims.H // dims.H_kv) + 1, gpu)
@@ -1445,6 +1449,14 @@ class FusedAttention(Algorithm):
         elif not programs:
             out.append(gqa_reduce_kernel(dims))
         return out
+
+    def bwd_batch_before_heads(self) -> bool:
+        """Whether the backward's grid launches every batch of a head before the next head
+        (flash-attn 2: ``grid_n(num_n_block, b, h)``), rather than every head of a batch
+        before the next batch (flash-attn 3's and flash_attn.cute's ``SingleTileScheduler``:
+        (blocks, heads, batch); xFormers' (splits, heads, batch)). It sets how far apart the
+        query heads of one K/V head re-read its K/V tiles. False here."""
+        return False
 
     def accumulates_gqa_dkdv(self) -> bool:
         """Whether a GQA backward reduce-adds each query head's dK, dV in fp32 into
@@ -1746,6 +1758,13 @@ class FA2(FusedAttention):
     def reduces_dq(self) -> bool:
         """The ``dq_reductions`` option."""
         return self.dq_reductions
+
+    def bwd_batch_before_heads(self) -> bool:
+        """True for flash-attn 2's grid (``bwd_key_splits="per-key-tile"``: blockIdx (n, b,
+        h)); False for xFormers' (``"xformers"``: (splits, heads, batch),
+        attention_backward.cu). ASSUMED flash-attn 2's for the other kernels this class
+        stands for with a CTA per key tile (cuDNN's before Hopper)."""
+        return self.bwd_key_splits == "per-key-tile"
 
     def bwd_splits(self, dims: Dims, v, b_c, bh):
         """CTAs per (batch, head) along the keys of the backward, or ``None`` for one per key
