@@ -1093,8 +1093,10 @@ def _sdpa_cudnn(dims, gpu):
                          # closed source: the profiled kernels' names carry the head dim
                          # they run, the call's rounded up to a multiple of 64
                          compiled_head_dims="cudnn-sm90",
-                         # how cuDNN sums a GQA backward's dK, dV over a group is closed
-                         # source: taken as written per query head and summed (ASSUMED)
+                         # a GQA backward writes dK, dV per query head and sums them after:
+                         # Nsight Compute on an H100 lists two cudnn::fmha_reduce_head
+                         # kernels after the main one (35.8 + 35.6 MB at B 1, H 32/8, N 4096,
+                         # d 128; validate/reports/h100/probes/ncu/ncu-gqa-bwd.tgz)
                          gqa_dkdv_accumulator=False)
     return _fa2_like(tensor_family=gpu.native_tensor_family
                      if gpu.native_tensor_family != "tcgen05" else "mma_sync")

@@ -454,8 +454,8 @@ def test_gqa_backward_accumulates_dk_dv_at_the_kv_heads(algorithm, gpu):
 @pytest.mark.parametrize("algorithm", ["sdpa-flash", "flash-attn-2", "sdpa-cudnn"])
 def test_gqa_backward_of_the_others_sums_per_query_head_gradients(algorithm):
     """flash-attn 2 (``mha_bwd``: ``dk_expanded`` summed over each group) writes dK, dV per
-    query head and sums them; cuDNN's own way is closed source and taken the same
-    (ASSUMED, implementations._sdpa_cudnn)."""
+    query head and sums them; so does cuDNN (Nsight Compute: two ``fmha_reduce_head``
+    kernels after its main one, validate/reports/h100/probes/ncu/ncu-gqa-bwd.tgz)."""
     w = W(batch=2, heads=32, kv_heads=4, seqlen_q=2048, head_dim=128, phase="bwd")
     names = [k.cost.name for k in perfsim.predict(w, gpu="h100-sxm5",
                                                   algorithm=algorithm).kernels]
