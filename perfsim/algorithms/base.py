@@ -349,7 +349,7 @@ def gqa_dkdv_accumulator(dims: Dims, name: str, block_n, rows_k, widths, adds_ro
     into accumulators at the K/V heads, which ``torch.zeros`` cleared before the call and a
     postprocess kernel converts to the input dtype after it — instead of writing dK, dV per
     query head and summing them in another kernel (flash-attn 2's expand-then-sum,
-    :func:`~perfsim.algorithms.common.gqa_reduce_kernel`). Sources: flash-attn 3's
+    :func:`~perfsim.algorithms.common.gqa_reduce_kernels`). Sources: flash-attn 3's
     ``CollectiveEpilogueBwdGQA`` (hopper/epilogue_bwd.hpp: ``SM90_BULK_REDUCE_ADD`` of the
     fp32 tile into ``dKaccum`` / ``dVaccum`` of shape (seqlen_k_rounded · d_rounded, H_kv, B))
     and flash_attn.cute's ``_flash_attn_bwd`` (``dKV_postprocess = qhead_per_kvhead > 1``:

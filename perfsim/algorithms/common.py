@@ -1,6 +1,9 @@
 """What the fused algorithms share: input checks, the FA2-style serial overlap rule, the
-GQA dK/dV reduction kernel, the fused memory footprint, and the named terms of the backward's
-per-score work and of softcap, quantised K/V and paged reads."""
+GQA dK/dV reduction kernels, the fused memory footprint, and the named terms of the backward's
+per-score work and of softcap, quantised K/V and paged reads.
+
+Length: a little over 300 lines of small shared pieces, each used by several algorithm
+modules; split, each part would be a module of a few functions."""
 
 from __future__ import annotations
 
@@ -167,18 +170,23 @@ def dq_convert_kernel(dims: Dims, name: str, dq_width=None) -> KernelCost:
         grid=cdiv(rows, 128), warps_per_cta=4)
 
 
-def gqa_reduce_kernel(dims: Dims) -> KernelCost:
-    """Sum the per-query-head dK, dV into the key/value heads (GQA/MQA backward).
+def gqa_reduce_kernels(dims: Dims) -> list[KernelCost]:
+    """Sum the per-query-head dK, dV into the key/value heads (GQA/MQA backward): one
+    kernel per tensor, as K and V are tensors of their own — Nsight Compute on an H100 lists
+    two ``at::reduce_kernel`` after SDPA flash's backward and two ``cudnn::fmha_reduce_head``
+    after cuDNN's (validate/reports/h100/probes/ncu/ncu-gqa-bwd.tgz).
 
-    Launched only when ``H_kv < H``: its grid (and so its counts and launch) is 0 otherwise.
+    Launched only when ``H_kv < H``: their grids (and so their counts and launches) are 0
+    otherwise.
     """
     grouped = where(dims.H > dims.H_kv, 1, 0)
-    kv_grad = dims.e * dims.B * dims.N_k * (dims.d + dims.d_v)
-    return KernelCost(
-        name="gqa_reduce_dkdv", grid=grouped * cdiv(dims.B * dims.H_kv * dims.N_k, 128),
-        fp32_flops=grouped * kv_grad / dims.e * (dims.H - dims.H_kv),
-        hbm_read_bytes=grouped * kv_grad * dims.H,
-        hbm_write_bytes=grouped * kv_grad * dims.H_kv)
+    rows = dims.e * dims.B * dims.N_k
+    return [KernelCost(
+        name=f"gqa_reduce_{tensor}", grid=grouped * cdiv(dims.B * dims.H_kv * dims.N_k, 128),
+        fp32_flops=grouped * rows * width / dims.e * (dims.H - dims.H_kv),
+        hbm_read_bytes=grouped * rows * width * dims.H,
+        hbm_write_bytes=grouped * rows * width * dims.H_kv)
+        for tensor, width in (("dk", dims.d), ("dv", dims.d_v))]
 
 
 def fused_memory_bytes(dims: Dims):

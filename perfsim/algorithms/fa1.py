@@ -56,7 +56,7 @@ from perfsim.algorithms.base import (
 from perfsim.algorithms.common import (
     SERIAL_COMPUTE,
     fused_memory_bytes,
-    gqa_reduce_kernel,
+    gqa_reduce_kernels,
     power_of_two_warps,
 )
 from perfsim.errors import InfeasibleError
@@ -171,7 +171,7 @@ class FA1(Algorithm):
         if dims.fwd:
             out.append(build(self._forward))
         if dims.bwd:
-            out += [build(self._backward), gqa_reduce_kernel(dims)]
+            out += [build(self._backward), *gqa_reduce_kernels(dims)]
         return out
 
     def launch(self, dims: Dims, gpu: GPUSpec, b_r=None, b_c=None):

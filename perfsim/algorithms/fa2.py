@@ -62,7 +62,7 @@ from perfsim.algorithms.common import (
     check_fused_inputs,
     dq_convert_kernel,
     fused_memory_bytes,
-    gqa_reduce_kernel,
+    gqa_reduce_kernels,
     mask_extras,
     power_of_two_warps,
     wgmma_bwd_operand_elements,
@@ -1447,7 +1447,7 @@ class FusedAttention(Algorithm):
         if accumulate:
             out = [*dkv_before, *out, *dkv_after]
         elif not programs:
-            out.append(gqa_reduce_kernel(dims))
+            out.extend(gqa_reduce_kernels(dims))
         return out
 
     def bwd_batch_before_heads(self) -> bool:
@@ -1463,7 +1463,7 @@ class FusedAttention(Algorithm):
         accumulators at the K/V heads (flash-attn 3, flash_attn.cute:
         :func:`~perfsim.algorithms.base.gqa_dkdv_accumulator`) rather than writing them per
         query head for a separate sum (flash-attn 2's expand-then-sum,
-        ``common.gqa_reduce_kernel``). False here: flash-attn 2 (``mha_bwd`` allocates
+        ``common.gqa_reduce_kernels``). False here: flash-attn 2 (``mha_bwd`` allocates
         ``dk_expanded``, ``dv_expanded`` at H heads and sums them over each group)."""
         return False
 

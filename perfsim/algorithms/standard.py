@@ -42,7 +42,7 @@ from perfsim.algorithms.base import (
     Dims,
     padding,
 )
-from perfsim.algorithms.common import gqa_reduce_kernel
+from perfsim.algorithms.common import gqa_reduce_kernels
 from perfsim.errors import InfeasibleError
 from perfsim.gpu import GPUSpec
 from perfsim.kernel import KernelCost
@@ -295,7 +295,7 @@ class Standard(Algorithm):
                           nn + bh * dims.N_k * dims.d, rows * dims.d),
                self._gemm("qk_bwd_dK", dims, gpu, dims.N_k, dims.d, dims.N_q,
                           nn + rows * dims.d, bh * dims.N_k * dims.d),
-               gqa_reduce_kernel(dims)]
+               *gqa_reduce_kernels(dims)]
         return ks
 
     # --------------------------------------------------------------- memory
