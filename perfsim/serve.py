@@ -331,12 +331,10 @@ def apply_query(explorer: Explorer, query: dict) -> list[str]:
         try:
             explorer.param.update({name: _query_value(parameter, value)})
             continue
-        except ValueError as exc:
+        except Exception as exc:  # noqa: BLE001 - param raises ValueError/TypeError/others
             # our own reason (_Refused); param's long messages give way to what the field
             # allows
             reason = f"{exc}; " if isinstance(exc, _Refused) else ""
-        except Exception:  # noqa: BLE001 - param raises ValueError/TypeError/others
-            reason = ""
         problems.append(f"{name}={value!r:.60} ({reason}allowed: {_allowed(parameter)}); "
                         f"kept {getattr(explorer, name)!r:.40}")
     return problems

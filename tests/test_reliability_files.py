@@ -646,6 +646,8 @@ def test_a_damaged_unit_time_becomes_null(units, tmp_path):
 @pytest.mark.parametrize("fields, needle", [
     # OverflowError tracebacks: JSON integers beyond a float
     ({"measured_s": 10**400}, "measured_s=10000000000"),
+    # a list's repr starts with '[', which the message had taken for a table entry
+    ({"measured_s": [1]}, "measured_s=[1] (a time of 1e-12 to 1e+06 s allowed)"),
     ({"predicted_unit_s": {"hbm": 10**400}}, "predicted_unit_s['hbm']=10000000000"),
     # kept before, and shown as -3.0 TFLOP/s in report.md
     ({"achieved_tflops": -3}, "achieved_tflops=-3 (a finite number ≥ 0 allowed)"),

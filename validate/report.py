@@ -155,9 +155,10 @@ def check_records(records, lines: dict | None = None) -> tuple[list[dict], list[
     ``phase``, ``device``, ...) that is present but not a string (or not an allowed value), is
     skipped. A numeric field that is not a finite number (``"abc"``, NaN, ∞; a time outside
     :data:`TIME_RANGE`), an :data:`OPTIONAL_TEXT` field that is not a string and a
-    :data:`TABLE_FIELDS` field that is not an object (for ``predicted_unit_s``, one whose
-    values are not all finite seconds ≥ 0) become null, each problem line naming what the
-    field allows; a measured row (``ok``)
+    :data:`TABLE_FIELDS` field that is not an object (for ``predicted_unit_s``, one with an
+    entry that is not a known unit's seconds from 0 to ``TIME_RANGE[1]``) become null, each
+    problem line naming what the field allows, and with a damaged ``measured_s`` the fields
+    computed from it (:data:`FROM_MEASURED`); a measured row (``ok``)
     whose ``measured_s`` is so corrected gets status ``invalid`` and is not compared.
     """
     lines = lines or {}
@@ -180,31 +181,30 @@ def check_records(records, lines: dict | None = None) -> tuple[list[dict], list[
             shown = ", ".join(f"{f}={rec.get(f)!r:.30}" for f in bad)
             problems.append(f"{where}: missing or invalid {shown}; skipped")
             continue
+        # field -> how the problem line shows it: ``f=value`` or its bad entries
         fixed = {}
         for f in NUMBER_FIELDS:
             v = rec.get(f)
             if v is not None and not _is_number(v, f in POSITIVE_FIELDS,
                                                 f in NONNEGATIVE_FIELDS):
-                fixed[f] = f"{v!r:.30}"
-        fixed.update({f: f"{rec[f]!r:.30}" for f in OPTIONAL_TEXT
+                fixed[f] = f"{f}={v!r:.30}"
+        fixed.update({f: f"{f}={rec[f]!r:.30}" for f in OPTIONAL_TEXT
                       if rec.get(f) is not None and not isinstance(rec[f], str)})
         for f in TABLE_FIELDS:
             bad = _bad_entries(f, rec[f]) if rec.get(f) is not None else None
             if bad:
-                fixed[f] = ", ".join(bad) if isinstance(rec[f], dict) else bad[0]
-        derived = ()
-        if "measured_s" in fixed:
-            # what was computed from the damaged time goes with it
-            derived = [f for f in FROM_MEASURED if rec.get(f) is not None and f not in fixed]
-            fixed.update({f: f"{rec[f]!r:.30}" for f in derived})
+                fixed[f] = ", ".join(f"{f}{b}" if isinstance(rec[f], dict) else f"{f}={b}"
+                                     for b in bad)
+        # what was computed from a damaged time goes with it
+        derived = ([f for f in FROM_MEASURED if rec.get(f) is not None and f not in fixed]
+                   if "measured_s" in fixed else [])
         if fixed:
-            rec = {**rec, **dict.fromkeys(fixed)}
-            text = ", ".join(
-                f"{f}{'' if shown.startswith('[') else '='}{shown} ({_allowed(f)} allowed)"
-                for f, shown in fixed.items() if f not in derived)
+            text = ", ".join(f"{shown} ({_allowed(f)} allowed)" for f, shown in fixed.items())
+            measured = rec.get("measured_s")
+            rec = {**rec, **dict.fromkeys([*fixed, *derived])}
             if rec.get("status") == "ok" and "measured_s" in fixed:
                 rec["status"] = "invalid"
-                rec["reason"] = f"measured_s {fixed['measured_s']!r:.30} is not a time"
+                rec["reason"] = f"measured_s {measured!r:.30} is not a time"
                 also = (f", with {', '.join(derived)} computed from it" if derived else "")
                 problems.append(f"{where}: {text} not valid; set to null{also}, status "
                                 "'invalid' (not compared)")

@@ -297,7 +297,8 @@ def l2_hit_share(live, gpu: GPUSpec, usable_fraction: float, written: bool = Fal
     return share
 
 
-def accumulator_traffic(adds, accumulator_bytes, working_set_bytes, gpu: GPUSpec):
+def accumulator_traffic(adds, accumulator_bytes, working_set_bytes, gpu: GPUSpec,
+                        zeroed_just_before: bool = True):
     """HBM and L2 bytes of ``adds`` fp32 reduce-adds into the ``accumulator_bytes`` of a
     global accumulator that they touch (at most ``4 · adds``) and that a kernel just before
     zeroed (the backward's dQ: flash-attn 2's ``atomicAdd``, FA3/FA4's TMA reduce-add,
@@ -315,7 +316,8 @@ def accumulator_traffic(adds, accumulator_bytes, working_set_bytes, gpu: GPUSpec
     without an accumulator, 216-222 MB (d ≤ 128). At N = 1024 (a 16.8 MB accumulator) cuDNN
     reads and writes 10 MB more. ASSUMED: the zeroing kernel's share left in L2 is
     ``min(accumulator, l2_usable_fraction · l2_bytes)``; the dirty lines still in L2 at
-    the end are charged here, not to the next kernel.
+    the end are charged here, not to the next kernel. ``zeroed_just_before=False``: other
+    kernels ran between the zeroing and the adds, and none of it is left in L2.
 
     Returns:
         ``(hbm_read_bytes, hbm_write_bytes, l2_hit_bytes)``.
@@ -323,7 +325,8 @@ def accumulator_traffic(adds, accumulator_bytes, working_set_bytes, gpu: GPUSpec
     total = 2 * FP32_BYTES * adds
     hbm, _ = l2_filtered(total, 0 * adds, working_set_bytes, gpu, gpu.l2_usable_fraction,
                          written=True)
-    retained = minimum(accumulator_bytes, gpu.l2_usable_fraction * gpu.l2_bytes)
+    retained = (minimum(accumulator_bytes, gpu.l2_usable_fraction * gpu.l2_bytes)
+                if zeroed_just_before else 0)
     read = maximum(hbm / 2, accumulator_bytes - retained)
     write = maximum(hbm / 2, accumulator_bytes)
     return read, write, total - read - write
@@ -377,23 +380,18 @@ def gqa_dkdv_accumulator(dims: Dims, name: str, block_n, rows_k, widths, adds_ro
     # whole key tiles, as the bulk reduction sends them, of the keys some query reaches
     # (a window that leaves most key tiles unreached adds into those tiles only)
     added_rows = minimum(cdiv(adds_rows, block_n) * block_n, rows_k)
-    touched = FP32_BYTES * kv_heads * added_rows * width
     adds = dims.B * dims.H * added_rows * width
-    # the accumulator is not the zeroing kernel's share of L2 (accumulator_traffic): the dQ
-    # accumulator's zeroing and the preprocess's O, dO reads come after it; the lines the
-    # adds touch cross HBM once each way at least (every line is read by its first add and
-    # written back once), at most once per add (the group's H / H_kv adds per line bound
-    # that from above, so the L2's share is never negative)
-    total = 2 * FP32_BYTES * adds
-    hbm, _ = l2_filtered(total, 0 * adds, FP32_BYTES * live_kv_heads * added_rows * width,
-                         gpu, gpu.l2_usable_fraction, written=True)
-    read = maximum(hbm / 2, touched)
-    write = maximum(hbm / 2, touched)
+    # accumulator_traffic's rule on the lines the adds touch (each add one of the group's
+    # H / H_kv per line, so the L2's share is never negative); nothing of the zeroing is
+    # left in L2: the dQ accumulator's zeroing and the preprocess's O, dO reads come after it
+    read, write, hits = accumulator_traffic(
+        adds, FP32_BYTES * kv_heads * added_rows * width,
+        FP32_BYTES * live_kv_heads * added_rows * width, gpu, zeroed_just_before=False)
     terms = {"atomics/dK,dV (fp32 TMA reduce-add into the K/V heads' accumulators)":
              grouped * adds,
              "hbm_read/dK,dV accumulators": grouped * read,
              "hbm_write/dK,dV accumulators": grouped * write,
-             "l2_hit/dK,dV reduce-adds": grouped * (total - read - write)}
+             "l2_hit/dK,dV reduce-adds": grouped * hits}
     before, after = [], []
     for tensor, w, out_width in (("dK", widths[0], dims.d), ("dV", widths[1], dims.d_v)):
         elements = kv_heads * rows_k * w
