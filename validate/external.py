@@ -386,6 +386,10 @@ HOLDOUTS = {
                           "not, GQA, bf16 and fp16); drawn and committed at 2407df5's model "
                           "before any timing, the twenty-third session's check of the default "
                           "path",
+    "external-holdout70": "16 shapes drawn at random (validate/draw_holdout.py, seed 70) over "
+                          "the general range, five of them short calls of many units (N "
+                          "192-448, B 18-64); drawn and committed at b6f6367's model before "
+                          "any timing, the twenty-fourth session's check of the default path",
 }
 
 
