@@ -771,7 +771,31 @@ class Implementation(Algorithm):
         line = self._cudnn_decode_line(prediction, dims, inner)
         if line:
             lines.append(line)
+        line = self._library_splits_line(dims, inner)
+        if line:
+            lines.append(line)
         return lines
+
+    def _library_splits_line(self, dims: Dims, inner) -> str | None:
+        """Where the flash-attn 3 / flash_attn.cute presets run a few-query call unsplit
+        because ``flash_attn_func`` defaults to one split (:data:`LIBRARY_DEFAULT_SPLITS`),
+        in words: a fresh user's report found a contiguous decode step 3.7x slower than the
+        same step over a paged cache (taken to come through ``flash_attn_with_kvcache``,
+        which splits the keys) with nothing saying why. None elsewhere."""
+        if (self.preset not in ("flash-attn-3", "flash-attn-cute") or dims.symbolic
+                or getattr(inner, "num_splits", None) != LIBRARY_DEFAULT_SPLITS
+                or dims.N_q > DECODE_NOTE_MAX_QUERIES or dims.N_k < 4 * dims.N_q):
+            return None
+        if self.preset == "flash-attn-cute":
+            return (f"{self.preset} runs flash_attn.cute's flash_attn_func, whose num_splits "
+                    f"defaults to {LIBRARY_DEFAULT_SPLITS} (no split-KV: one CTA per query "
+                    "tile and head walks all the keys); --set num_splits=auto times the "
+                    "launch its split heuristic would choose.")
+        return (f"{self.preset} runs flash_attn_func, whose num_splits defaults to "
+                f"{LIBRARY_DEFAULT_SPLITS} (no split-KV: one CTA per query tile and head walks "
+                "all the keys); a decode step through flash_attn_with_kvcache splits the keys "
+                "by its heuristic instead: --set num_splits=auto (a paged cache, --page-size, "
+                "is taken to come through it).")
 
     def _cudnn_decode_line(self, prediction, dims: Dims, inner) -> str | None:
         """Where cuDNN's one-token decode kernel runs (:data:`CUDNN_DECODE_TILE`), where its
@@ -1503,6 +1527,9 @@ LIBRARY_FP8_INPUTS_QUANTISED = True
 #: (``page_table``, which ``flash_attn_func`` does not take) is taken to come through it. A
 #: fresh reviewer's report: both presets split prefill forwards the libraries run whole.
 LIBRARY_DEFAULT_SPLITS = 1
+#: Query rows up to which an unsplit flash-attn 3 / flash_attn.cute call is explained as a
+#: decode step that ``flash_attn_with_kvcache`` would split (``_library_splits_line``).
+DECODE_NOTE_MAX_QUERIES = 16
 
 
 def _flash_attn_3(dims, gpu):

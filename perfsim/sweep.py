@@ -20,6 +20,7 @@ together and none is used elsewhere.
 
 from __future__ import annotations
 
+import collections.abc
 import contextvars
 import functools
 import hashlib
@@ -47,7 +48,7 @@ from perfsim.algorithms.base import (
     mask_kinds,
     structure_keys,
 )
-from perfsim.errors import InfeasibleError, PerfsimError, outside_perfsim
+from perfsim.errors import InfeasibleError, PerfsimError, outside_perfsim, short_repr
 from perfsim.frozen import replace
 from perfsim.gpu import BYTES_PER_ELEMENT, GPUSpec
 from perfsim.gpu_catalog import gpus as catalog
@@ -347,10 +348,11 @@ def sweep(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=None,
             numba and llvmlite; sizes whose largest combination would exceed
             :data:`perfsim.workload.MAX_TENSOR_BYTES` per tensor; a sweep too large for the
             memory (checked before any work: the message gives rows and bytes); ``timing``
-            neither a ``TimingParams`` nor a dict of its fields; an unknown or repeated name
-            in ``columns``, or none.
+            neither a ``TimingParams`` nor a dict of its fields; ``progress`` not callable;
+            an unknown or repeated name in ``columns``, or none.
     """
     _check_timing(timing)
+    _check_progress(progress)
     check_engine(engine)
     kept = check_columns(columns)
     tables: list = []
@@ -409,6 +411,7 @@ def sweep_frames(*, batch, heads, seqlen_q, head_dim, kv_heads=None, seqlen_k=No
             (an invalid one gives infeasible rows, as in :func:`sweep`).
     """
     _check_timing(timing)
+    _check_progress(progress)
     check_engine(engine)
     kept = check_columns(columns)
     grid, groups, evaluated = _evaluated_blocks(
@@ -531,6 +534,13 @@ def _evaluated_blocks(batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head
     :func:`sweep`), whose rows the compiled kernels then write; empty or None, they write
     their own arrays.
     ``columns``: the result columns the blocks' results hold (:func:`check_columns`)."""
+    # a generator or other one-pass iterator of values, read once here (it is read again
+    # below for the grid): as a list, the values it gave, in its order
+    (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype, phase,
+     dropout_p, window, kv_dtype, page_size, softcap) = (
+        list(v) if isinstance(v, collections.abc.Iterator) else v
+        for v in (batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal,
+                  dtype, phase, dropout_p, window, kv_dtype, page_size, softcap))
     scalars, specs, configs, variants, grid_rows = _plan(
         batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim, head_dim_v, causal, dtype,
         phase, dropout_p, window, kv_dtype, page_size, softcap, gpus, algorithms, overrides)
@@ -1294,6 +1304,18 @@ def check_engine(engine) -> None:
                            "'perfsim[fast]', or use the numpy engine (engine='numpy'; "
                            "on the command line --engine numpy)")
     threads()                               # a bad PERFSIM_THREADS, before any work
+
+
+def _check_progress(progress) -> None:
+    """``progress`` of a sweep: ``None`` or a callable ``progress(rows_done, rows_total)``.
+
+    Raises:
+        perfsim.PerfsimError: anything else (``progress=5`` failed deep inside the first
+            block with "'int' object is not callable")."""
+    if progress is not None and not callable(progress):
+        raise PerfsimError(f"progress must be None or a callable progress(rows_done, "
+                           f"rows_total), got {type(progress).__name__} "
+                           f"{short_repr(progress)}")
 
 
 def _check_timing(timing) -> None:

@@ -139,12 +139,12 @@ def parse_overrides(spec: dict) -> list[list[Override]]:
                       else v for v in values]
         if top in FIELD_RANGES and not scale:       # numbers only: no true, no "132"
             for v in values:
-                if not (optional and v is None) and not isinstance(v, dict):
-                    try:
-                        strict_number(v, range_text(top),
-                                      integer=GPUSpec.model_fields[top].annotation is int)
-                    except ValueError as exc:
-                        raise PerfsimError(f"GPU override {name!r}: {exc}") from None
+                if optional and v is None:
+                    continue
+                # a whole table given as one value: each of its entries
+                entries = v.values() if isinstance(v, dict) and "." not in name else [v]
+                for entry in entries:
+                    _check_literal(name, top, entry)
         chosen = [Override(name, v, scale) for v in values]
         # the label is what tells a what-if's rows apart; equal numbers written apart
         # (1.5e9 and 1500000000) make the same GPU, so the same rows
@@ -155,6 +155,28 @@ def parse_overrides(spec: dict) -> list[list[Override]]:
                                "once: its rows could not be told apart; give each once")
         options.append(chosen)
     return options
+
+
+def _check_literal(name: str, top: str, value) -> None:
+    """A value set (not scaled) on ``top`` or one of its table entries: a number (no bool, no
+    string) inside :data:`perfsim.gpu.FIELD_RANGES` — what the GPU's own validation asks, so a
+    value no GPU could take is one error up front, not rows marked infeasible. A scale factor
+    is checked per GPU (``what_if``): the same factor can suit one GPU and not another.
+
+    Raises:
+        perfsim.PerfsimError: names the override, what it allows and what was given."""
+    lo, hi, unit = FIELD_RANGES[top]
+    integer = GPUSpec.model_fields[top].annotation is int
+    try:
+        number = strict_number(value, range_text(top), integer=integer)
+    except ValueError as exc:
+        raise PerfsimError(f"GPU override {name!r}: {exc}") from None
+    if not lo <= number <= hi:
+        hint = (f" (in MHz? {number:g} MHz is {number * 1e6:g} Hz)"
+                if unit.startswith("Hz") and lo <= number * 1e6 <= hi else "")
+        kind = "an integer" if integer else "a number"
+        raise PerfsimError(f"GPU override {name!r}: must be {kind} {range_text(top)}, got "
+                           f"{number:g}{hint}")
 
 
 def _same(a: Override, b: Override) -> bool:

@@ -1338,3 +1338,30 @@ def test_library_presets_split_as_their_python_entry_points_do():
                                       seqlen_k=65536, head_dim=128, page_size=256)
     assert perfsim.predict(paged, gpu="h100-sxm5", algorithm="flash-attn-3").kernels[
         0].cost.launch["num_splits"] > 1
+
+
+def test_an_unsplit_library_decode_step_says_why_and_how_to_split_it():
+    """A fresh user's report: a contiguous one-token decode through the flash-attn-3 preset
+    read 3.7x slower than the same step over a paged cache, and ``--explain`` said only
+    ``num_splits=1``."""
+    import perfsim
+
+    step = perfsim.AttentionWorkload(batch=1, heads=16, seqlen_q=1, seqlen_k=8192, head_dim=64)
+    text = perfsim.predict(step, gpu="h100-sxm5", algorithm="flash-attn-3").explain()
+    assert "num_splits defaults to 1" in text and "--set num_splits=auto" in text
+    assert "flash_attn_with_kvcache" in text
+    cute = perfsim.predict(step, gpu="h100-sxm5", algorithm="flash-attn-cute").explain()
+    assert "flash_attn.cute's flash_attn_func" in cute and "flash_attn_with_kvcache" not in cute
+    # a split call, a paged one, or a prefill gets no such line
+    from perfsim.implementations import configured
+
+    split = perfsim.predict(step, gpu="h100-sxm5",
+                            algorithm=configured("flash-attn-3", {"num_splits": "auto"}))
+    assert split.kernels[0].cost.launch["num_splits"] > 1
+    assert "num_splits defaults to 1" not in split.explain()
+    paged = step.model_copy(update={"page_size": 256})
+    assert "num_splits defaults to 1" not in perfsim.predict(
+        paged, gpu="h100-sxm5", algorithm="flash-attn-3").explain()
+    prefill = perfsim.AttentionWorkload(batch=1, heads=16, seqlen_q=2048, head_dim=64)
+    assert "num_splits defaults to 1" not in perfsim.predict(
+        prefill, gpu="h100-sxm5", algorithm="flash-attn-3").explain()

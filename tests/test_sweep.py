@@ -118,6 +118,20 @@ def test_invalid_what_if_gpu_is_an_infeasible_row():
     assert "what-if GPU is invalid" in df.infeasible.iloc[1]
 
 
+@pytest.mark.parametrize("overrides, match", [
+    ({"sm_count": [0, 132]}, r"'sm_count': must be an integer of SMs, from 1 to 4096, got 0"),
+    ({"tensor_flops_per_clk_per_sm.bf16": [0]}, r"bf16': must be a number .* got 0$"),
+    ({"tensor_flops_per_clk_per_sm": [{"bf16": 4096, "fp16": -1}]}, r"got -1$"),
+    ({"clock_hz": [1830]}, r"got 1830 \(in MHz\? 1830 MHz is 1\.83e\+09 Hz\)"),
+])
+def test_a_set_what_if_value_no_gpu_could_take_is_one_error(overrides, match):
+    """A value set (not scaled) outside the field's range was 'wrote rows', exit 0, every row
+    infeasible (a fresh user's report); a scale stays per GPU, above."""
+    with pytest.raises(perfsim.PerfsimError, match=match):
+        sweep(batch=1, heads=8, seqlen_q=512, head_dim=64, gpus="h200-sxm", algorithms="fa2",
+              overrides=overrides)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"batch": 0}, "batch must be integers"),
     ({"seqlen_q": [128, 2.5]}, "seqlen_q must be integers"),
@@ -874,3 +888,22 @@ def test_an_option_of_another_class_refuses_rows_not_the_sweep():
     with pytest.raises(perfsim.PerfsimError, match="has no option stagse"):
         sweep(batch=1, heads=16, seqlen_q=[1, 4096], seqlen_k=4096, head_dim=128,
               gpus="h100-sxm5", algorithms=[typo])
+
+
+def test_a_generator_of_values_sweeps_what_it_gives_and_progress_must_be_callable():
+    """A fresh user's report: ``seqlen_q=(n for n in ...)`` was refused where ``range`` was
+    taken, and ``progress=5`` failed inside the first block with "'int' object is not
+    callable"."""
+    df = sweep(batch=1, heads=8, seqlen_q=(n for n in [128, 256]), head_dim=iter([64, 128]),
+               gpus="h100-sxm5", algorithms="fa2")
+    same = sweep(batch=1, heads=8, seqlen_q=[128, 256], head_dim=[64, 128], gpus="h100-sxm5",
+                 algorithms="fa2")
+    assert list(df.seqlen_q) == list(same.seqlen_q) == [128, 256, 128, 256]
+    assert np.array_equal(df.seconds.to_numpy(), same.seconds.to_numpy())
+    frames = perfsim.sweep_frames(batch=1, heads=8, seqlen_q=iter([128, 256]), head_dim=64,
+                                  gpus="h100-sxm5", algorithms="fa2")
+    assert sum(len(f) for f in frames) == 2
+    for bad in (5, "bar"):
+        with pytest.raises(perfsim.PerfsimError, match="progress must be None or a callable"):
+            sweep(batch=1, heads=8, seqlen_q=128, head_dim=64, gpus="h100-sxm5",
+                  algorithms="fa2", progress=bad)

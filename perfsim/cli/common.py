@@ -107,7 +107,9 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dtype", default="bf16", type=str.lower,
                    help=f"one of {', '.join(DTYPES)}")
     g.add_argument("--phase", default="fwd", type=str.lower,
-                   help=f"one of {', '.join(PHASES)}")
+                   help=f"one of {', '.join(PHASES)} (fwd_bwd: one call at one clock, where "
+                        "the power limit meets both phases' energy over their time together, "
+                        "so it can differ from the fwd and bwd predictions summed)")
     g.add_argument("--dropout", type=float_arg, default=0.0, dest="dropout_p",
                    help="attention dropout probability, in [0, 1)")
     g.add_argument("--window", type=window_arg, default=argparse.SUPPRESS,
@@ -122,7 +124,8 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--kv-dtype", type=str.lower,
                    help="K/V element type (default --dtype), e.g. fp8_e4m3")
     g.add_argument("--page-size", type=int_arg,
-                   help="paged KV cache: tokens per page (default: contiguous K/V)")
+                   help="paged KV cache: tokens per page (default, or 0: contiguous K/V, "
+                        "as a sweep's page_size column writes it)")
     g.add_argument("--softcap", type=float_arg, default=0.0,
                    help="tanh score capping value (0 = none)")
 
