@@ -13,6 +13,11 @@ B = 1, d = 128, bf16, no mask. Equal units on every SM: kernel time = units per 
 (fixed + loop steps · step cost), so the intercept at zero steps is the per-unit fixed cost.
 SDPA flash (FA2, not persistent: one CTA per unit) runs beside it as the control.
 
+A fourth (``turn``) repeats the third on units of 1-16 key tiles at head dims 64, 128
+(keys 8 short of whole tiles, and whole), 192 and 256: the paths where cuDNN's forward runs
+its MMAs and exps in turn, whose units after the first perfsim charged nothing outside the
+loop (``KernelCost.unit_edges_hidden``), against its overlapping path.
+
 A second series (``units``: ``python -m perfsim.validate.probe_persistent_unit OUT.json
 units``) holds the loop length (128 or 512) and grows the units per SM from 1 to 16 (H = 132
 ... 2112): the slope is what one more unit costs in steady state, where the producer can
@@ -44,6 +49,13 @@ UNITS_LENGTHS = (128, 512)
 GQA_HEADS = (264, 528, 1056, 2112)
 GQA_LENGTHS = (1024, 2048, 4096)
 HEAD_DIM = 128
+#: The ``turn`` series: the ``gqa`` layout (every query head on one L2-resident K/V head) on
+#: short units of 1-16 key tiles, at the head dims whose cuDNN forward runs its MMAs and
+#: exps in turn (64, 192, 256; ``perfsim.implementations.cudnn_fwd_pipes_in_turn``), at
+#: head dim 128 with 8 keys short of whole tiles (the in-turn path of the 128 kernel) and
+#: with whole tiles (its overlapping path): ``(head dim, keys short of whole tiles)``.
+TURN_CASES = ((64, 0), (128, 8), (128, 0), (192, 0), (256, 0))
+TURN_TILES = (1, 2, 4, 8, 16)
 
 
 def _main_kernel(call, reps: int = 20) -> tuple[str, float]:
@@ -73,47 +85,53 @@ def run(out_path: str, series: str = "lengths") -> list[dict]:
     handle = nvml_handle()
     backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
     rows = []
-    impls, head_counts, lengths = {
-        "lengths": (IMPLS, HEADS, LENGTHS), "units": (("cudnn",), UNITS_HEADS, UNITS_LENGTHS),
-        "gqa": (IMPLS, GQA_HEADS, GQA_LENGTHS)}[series]
-    kv_one = series == "gqa"
-    for impl in impls:
-        for phase in ("fwd",) if kv_one else ("fwd", "bwd"):
-            for heads in head_counts:
-                for n in lengths:
-                    n_q, n_k = (128, n) if phase == "fwd" else (n, 128)
-                    q = torch.randn(1, heads, n_q, HEAD_DIM, device="cuda",
-                                    dtype=torch.bfloat16, requires_grad=phase == "bwd")
-                    k, v = (torch.randn(1, 1 if kv_one else heads, n_k, HEAD_DIM, device="cuda",
-                                        dtype=torch.bfloat16, requires_grad=phase == "bwd")
-                            for _ in range(2))
-                    with sdpa_kernel(backends[impl]):
-                        if phase == "fwd":
-                            def call(q=q, k=k, v=v):
-                                return F.scaled_dot_product_attention(q, k, v,
-                                                                      enable_gqa=kv_one)
-                        else:
-                            out = F.scaled_dot_product_attention(q, k, v)
-                            do = torch.randn_like(out)
+    if series == "turn":
+        grid = [("cudnn", "fwd", heads, 128 * tiles - short, d)
+                for d, short in TURN_CASES for heads in GQA_HEADS for tiles in TURN_TILES]
+    else:
+        impls, head_counts, lengths = {
+            "lengths": (IMPLS, HEADS, LENGTHS),
+            "units": (("cudnn",), UNITS_HEADS, UNITS_LENGTHS),
+            "gqa": (IMPLS, GQA_HEADS, GQA_LENGTHS)}[series]
+        grid = [(impl, phase, heads, n, HEAD_DIM) for impl in impls
+                for phase in (("fwd",) if series == "gqa" else ("fwd", "bwd"))
+                for heads in head_counts for n in lengths]
+    kv_one = series in ("gqa", "turn")
+    for impl, phase, heads, n, head_dim in grid:
+        n_q, n_k = (128, n) if phase == "fwd" else (n, 128)
+        q = torch.randn(1, heads, n_q, head_dim, device="cuda",
+                        dtype=torch.bfloat16, requires_grad=phase == "bwd")
+        k, v = (torch.randn(1, 1 if kv_one else heads, n_k, head_dim, device="cuda",
+                            dtype=torch.bfloat16, requires_grad=phase == "bwd")
+                for _ in range(2))
+        with sdpa_kernel(backends[impl]):
+            if phase == "fwd":
+                def call(q=q, k=k, v=v):
+                    return F.scaled_dot_product_attention(q, k, v,
+                                                          enable_gqa=kv_one)
+            else:
+                out = F.scaled_dot_product_attention(q, k, v)
+                do = torch.randn_like(out)
 
-                            def call(out=out, q=q, k=k, v=v, do=do):
-                                return torch.autograd.grad(out, (q, k, v), do,
-                                                           retain_graph=True)
-                        for _ in range(3):
-                            call()
-                        torch.cuda.synchronize()
-                        name, kernel_us = _main_kernel(call)
-                        timed = back_to_back(call, handle)
-                    row = {"impl": impl, "phase": phase, "heads": heads,
-                           "kv_heads": 1 if kv_one else heads, "seqlen_q": n_q,
-                           "seqlen_k": n_k, "head_dim": HEAD_DIM, "kernel": name[:160],
-                           "kernel_us": kernel_us, **timed}
-                    rows.append(row)
-                    print(f"{impl} {phase} H={heads} N_q={n_q} N_k={n_k}: kernel "
-                          f"{kernel_us:.1f} us, call {timed['seconds'] * 1e6:.1f} us at "
-                          f"{timed['sm_clock_mhz_mean']:.0f} MHz", flush=True)
-                    del q, k, v
-    write_rows(out_path, rows, head_dim=HEAD_DIM, series=series)
+                def call(out=out, q=q, k=k, v=v, do=do):
+                    return torch.autograd.grad(out, (q, k, v), do,
+                                               retain_graph=True)
+            for _ in range(3):
+                call()
+            torch.cuda.synchronize()
+            name, kernel_us = _main_kernel(call)
+            timed = back_to_back(call, handle)
+        row = {"impl": impl, "phase": phase, "heads": heads,
+               "kv_heads": 1 if kv_one else heads, "seqlen_q": n_q,
+               "seqlen_k": n_k, "head_dim": head_dim, "kernel": name[:160],
+               "kernel_us": kernel_us, **timed}
+        rows.append(row)
+        print(f"{impl} {phase} d={head_dim} H={heads} N_q={n_q} N_k={n_k}: kernel "
+              f"{kernel_us:.1f} us, call {timed['seconds'] * 1e6:.1f} us at "
+              f"{timed['sm_clock_mhz_mean']:.0f} MHz", flush=True)
+        del q, k, v
+    write_rows(out_path, rows, head_dim=HEAD_DIM if series != "turn" else None,
+               series=series)
     return rows
 
 
