@@ -269,6 +269,15 @@ def range_text(name: str) -> str:
     return f"of {unit}, from {lo:g} to {hi:g}"
 
 
+def mhz_hint(name: str, value) -> str:
+    """``" (in MHz? 1830 MHz is 1.83e+09 Hz)"`` where ``value`` of clock field ``name``
+    (:data:`FIELD_RANGES`, in Hz) is out of range but would be in it read as MHz, else ``""``."""
+    lo, hi, unit = FIELD_RANGES[name]
+    if unit.startswith("Hz") and lo <= value * 1e6 <= hi:
+        return f" (in MHz? {value:g} MHz is {value * 1e6:g} Hz)"
+    return ""
+
+
 def _check_ranges(spec) -> None:
     """Raise ValueError naming the first field outside :data:`FIELD_RANGES` (or not finite)."""
     for name, (lo, hi, unit) in FIELD_RANGES.items():
@@ -281,11 +290,9 @@ def _check_ranges(spec) -> None:
             if not math.isfinite(v):
                 raise ValueError(f"{label} must be a finite number of {unit}, got {v}")
             if not lo <= v <= hi:
-                hint = (f" (in MHz? {v:g} MHz is {v * 1e6:g} Hz)" if unit.startswith("Hz")
-                        and lo <= v * 1e6 <= hi else "")
                 got = f"{v:,}" if isinstance(v, int) else f"{v:g}"
                 raise ValueError(f"{label} must be between {lo:g} and {hi:g} {unit}, got "
-                                 f"{got}{hint}")
+                                 f"{got}{mhz_hint(name, v)}")
     if spec.max_clock_hz < spec.clock_hz:
         raise ValueError(f"max_clock_hz ({spec.max_clock_hz:g} Hz) must be >= clock_hz "
                          f"({spec.clock_hz:g} Hz): a what-if that raises clock_hz raises "

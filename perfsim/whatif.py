@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass
 
 from perfsim.errors import PerfsimError
-from perfsim.gpu import FIELD_RANGES, GPUSpec, range_text, strict_number
+from perfsim.gpu import FIELD_RANGES, GPUSpec, mhz_hint, range_text, strict_number
 
 #: GPUSpec fields that describe rather than time a GPU; overriding them makes no what-if.
 _NOT_OVERRIDABLE = ("id", "name", "sources", "calibration")
@@ -165,18 +165,16 @@ def _check_literal(name: str, top: str, value) -> None:
 
     Raises:
         perfsim.PerfsimError: names the override, what it allows and what was given."""
-    lo, hi, unit = FIELD_RANGES[top]
+    lo, hi, _ = FIELD_RANGES[top]
     integer = GPUSpec.model_fields[top].annotation is int
     try:
         number = strict_number(value, range_text(top), integer=integer)
     except ValueError as exc:
         raise PerfsimError(f"GPU override {name!r}: {exc}") from None
     if not lo <= number <= hi:
-        hint = (f" (in MHz? {number:g} MHz is {number * 1e6:g} Hz)"
-                if unit.startswith("Hz") and lo <= number * 1e6 <= hi else "")
         kind = "an integer" if integer else "a number"
         raise PerfsimError(f"GPU override {name!r}: must be {kind} {range_text(top)}, got "
-                           f"{number:g}{hint}")
+                           f"{number:g}{mhz_hint(top, number)}")
 
 
 def _same(a: Override, b: Override) -> bool:
