@@ -784,7 +784,8 @@ class Implementation(Algorithm):
         which splits the keys) with nothing saying why. None elsewhere."""
         if (self.preset not in ("flash-attn-3", "flash-attn-cute") or dims.symbolic
                 or getattr(inner, "num_splits", None) != LIBRARY_DEFAULT_SPLITS
-                or dims.N_q > DECODE_NOTE_MAX_QUERIES or dims.N_k < 4 * dims.N_q):
+                or dims.N_q > DECODE_NOTE_MAX_QUERIES
+                or dims.N_k < DECODE_NOTE_MIN_KEYS_PER_QUERY * dims.N_q):
             return None
         if self.preset == "flash-attn-cute":
             return (f"{self.preset} runs flash_attn.cute's flash_attn_func, whose num_splits "
@@ -1527,9 +1528,12 @@ LIBRARY_FP8_INPUTS_QUANTISED = True
 #: (``page_table``, which ``flash_attn_func`` does not take) is taken to come through it. A
 #: fresh reviewer's report: both presets split prefill forwards the libraries run whole.
 LIBRARY_DEFAULT_SPLITS = 1
-#: Query rows up to which an unsplit flash-attn 3 / flash_attn.cute call is explained as a
-#: decode step that ``flash_attn_with_kvcache`` would split (``_library_splits_line``).
+#: Query rows up to which, over keys at least :data:`DECODE_NOTE_MIN_KEYS_PER_QUERY` times as
+#: many, an unsplit flash-attn 3 / flash_attn.cute call is explained as a decode step that
+#: ``flash_attn_with_kvcache`` would split (``_library_splits_line``): wording thresholds for
+#: when the note is useful, not a property of the kernels (their split heuristic decides).
 DECODE_NOTE_MAX_QUERIES = 16
+DECODE_NOTE_MIN_KEYS_PER_QUERY = 4
 
 
 def _flash_attn_3(dims, gpu):

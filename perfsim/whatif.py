@@ -141,8 +141,10 @@ def parse_overrides(spec: dict) -> list[list[Override]]:
             for v in values:
                 if optional and v is None:
                     continue
-                # a whole table given as one value: each of its entries
-                entries = v.values() if isinstance(v, dict) and "." not in name else [v]
+                # a whole table given as one value: each of its entries (a dict for a field
+                # that is not a table is checked as the number it should be, and refused)
+                entries = (v.values() if isinstance(v, dict) and "." not in name
+                           and _is_table(top) else [v])
                 for entry in entries:
                     _check_literal(name, top, entry)
         chosen = [Override(name, v, scale) for v in values]

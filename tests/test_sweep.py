@@ -907,3 +907,9 @@ def test_a_generator_of_values_sweeps_what_it_gives_and_progress_must_be_callabl
         with pytest.raises(perfsim.PerfsimError, match="progress must be None or a callable"):
             sweep(batch=1, heads=8, seqlen_q=128, head_dim=64, gpus="h100-sxm5",
                   algorithms="fa2", progress=bad)
+
+
+def test_a_dict_set_on_a_field_that_is_not_a_table_is_refused():
+    with pytest.raises(perfsim.PerfsimError, match=r"'sm_count': must be an integer .* not dict"):
+        sweep(batch=1, heads=8, seqlen_q=512, head_dim=64, gpus="h200-sxm", algorithms="fa2",
+              overrides={"sm_count": [{"a": 100}]})
